@@ -1,0 +1,306 @@
+//! Command-line arguments: the global options and every verb, as clap derives.
+//!
+//! Does not validate ids or values; the engine does, before anything is written.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use hookstate_engine::limits::{DELIVERIES_DEFAULT, LEASE_MS_DEFAULT, WAIT_MS_DEFAULT};
+
+const ABOUT: &str = "\
+A transactional state store for agent hooks: every mutation is an append-only, hash-chained event
+in one redb file, projected into views in the same transaction. Claims are exclusive leases with
+fencing tokens. Results go to stdout as one JSON object; errors are one line on stderr.";
+
+/// Top-level arguments.
+#[derive(Debug, Parser)]
+#[command(name = "hookstate", version, about = ABOUT, after_help = crate::exit::TABLE)]
+pub(crate) struct Cli {
+    /// Store file [default: ~/.agent/hookstate/state.redb].
+    #[arg(long, global = true, env = "HOOKSTATE_DB", value_name = "PATH")]
+    pub(crate) db: Option<PathBuf>,
+    /// Scope the verb acts in (a project, a state directory, a bundle).
+    #[arg(
+        long,
+        global = true,
+        env = "HOOKSTATE_SCOPE",
+        default_value = "default"
+    )]
+    pub(crate) scope: String,
+    /// Longest wait for the store's write lock before exiting 4 (busy).
+    #[arg(long, global = true, env = "HOOKSTATE_WAIT_MS", default_value_t = WAIT_MS_DEFAULT)]
+    pub(crate) wait_ms: u64,
+    /// Output format.
+    #[arg(long, global = true, value_enum, default_value_t = Format::Json)]
+    pub(crate) format: Format,
+    /// The caller's Claude Code session id (recorded in the event; addresses session items).
+    #[arg(long, global = true, env = "HOOKSTATE_SESSION")]
+    pub(crate) session: Option<String>,
+    /// The hook or agent name recorded in the event.
+    #[arg(long, global = true, env = "HOOKSTATE_AGENT")]
+    pub(crate) agent: Option<String>,
+    /// Idempotency key: a repeated call with this key returns the first result, appends nothing.
+    #[arg(long, global = true)]
+    pub(crate) idem_key: Option<String>,
+    /// The verb.
+    #[command(subcommand)]
+    pub(crate) command: Verb,
+}
+
+/// Output formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Format {
+    /// One JSON object (log: one JSON object per line).
+    Json,
+    /// Human-readable `key=value` lines.
+    Text,
+}
+
+/// Every verb.
+#[derive(Debug, Subcommand)]
+pub(crate) enum Verb {
+    /// Create the store (atomically) if it does not exist, and print its head.
+    Init,
+    /// Records with a revision.
+    #[command(subcommand)]
+    Kv(KvVerb),
+    /// Claim queues: leases, fencing tokens, parking, session-addressed items.
+    #[command(subcommand)]
+    Queue(QueueVerb),
+    /// Counters (commutative add).
+    #[command(subcommand)]
+    Counter(CounterVerb),
+    /// Dedup sets (add-if-absent).
+    #[command(subcommand)]
+    Set(SetVerb),
+    /// Capped lists (keep the last N rows).
+    #[command(subcommand)]
+    List(ListVerb),
+    /// Print events as JSON lines, filtered.
+    Log(LogArgs),
+    /// Check the chain from genesis, the head anchor, and that views equal a rebuild.
+    Verify,
+    /// Recompute every view from the log.
+    Rebuild,
+    /// Events, scopes, queue depths, file size, head.
+    Stats,
+    /// Run the end-to-end demo: concurrent hookstate processes claim from one queue.
+    Demo(DemoArgs),
+    /// Panics on purpose, to test that a panic becomes one line and exit 5.
+    #[command(name = "__panic", hide = true)]
+    Panic,
+}
+
+/// Where a JSON value comes from.
+#[derive(Debug, Args)]
+pub(crate) struct ValueSource {
+    /// Read the JSON value from stdin instead of the argument.
+    #[arg(long)]
+    pub(crate) stdin: bool,
+}
+
+/// `kv` verbs.
+#[derive(Debug, Subcommand)]
+pub(crate) enum KvVerb {
+    /// Print a record's value and revision.
+    Get {
+        /// Record key.
+        key: String,
+    },
+    /// Write a record; with --expect-rev or --create only if the revision matches.
+    Put {
+        /// Record key.
+        key: String,
+        /// The JSON value (or --stdin).
+        value: Option<String>,
+        /// Write only if the record is at this revision (0 = absent).
+        #[arg(long, conflicts_with = "create")]
+        expect_rev: Option<u64>,
+        /// Write only if the record does not exist.
+        #[arg(long)]
+        create: bool,
+        #[command(flatten)]
+        source: ValueSource,
+    },
+}
+
+/// `queue` verbs.
+#[derive(Debug, Subcommand)]
+pub(crate) enum QueueVerb {
+    /// Add an item.
+    Push {
+        /// Queue name.
+        queue: String,
+        /// Item id (unique among the queue's live items).
+        item: String,
+        /// JSON payload (or --stdin) [default: null].
+        payload: Option<String>,
+        /// Only a claimer with this --session may claim the item.
+        #[arg(long)]
+        for_session: Option<String>,
+        /// Deliveries before the item is parked.
+        #[arg(long, default_value_t = DELIVERIES_DEFAULT)]
+        max_deliveries: u32,
+        #[command(flatten)]
+        source: ValueSource,
+    },
+    /// Claim the next eligible item (or --item); prints the item, its payload and a token.
+    Claim {
+        /// Queue name.
+        queue: String,
+        /// Claim this item rather than the next eligible one.
+        #[arg(long)]
+        item: Option<String>,
+        /// Holder name [default: the --session, else pid-<pid>].
+        #[arg(long)]
+        holder: Option<String>,
+        /// Lease length in ms.
+        #[arg(long, default_value_t = LEASE_MS_DEFAULT)]
+        lease_ms: u64,
+    },
+    /// Finish a claimed item (it leaves the queue).
+    Ack(HolderArgs),
+    /// Extend a lease.
+    Extend {
+        #[command(flatten)]
+        holder: HolderArgs,
+        /// New lease length from now, in ms.
+        #[arg(long, default_value_t = LEASE_MS_DEFAULT)]
+        lease_ms: u64,
+    },
+    /// Give a claimed item back to the queue.
+    Release(HolderArgs),
+    /// Print a queue's live items and counts.
+    List {
+        /// Queue name.
+        queue: String,
+    },
+    /// Put parked items (or one --item) back in the queue.
+    Redrive {
+        /// Queue name.
+        queue: String,
+        /// Only this item.
+        #[arg(long)]
+        item: Option<String>,
+    },
+}
+
+/// An item and the token of its claim.
+#[derive(Debug, Args)]
+pub(crate) struct HolderArgs {
+    /// Queue name.
+    pub(crate) queue: String,
+    /// Item id.
+    pub(crate) item: String,
+    /// The fencing token the claim returned.
+    #[arg(long)]
+    pub(crate) token: u64,
+}
+
+/// `counter` verbs.
+#[derive(Debug, Subcommand)]
+pub(crate) enum CounterVerb {
+    /// Add DELTA (default 1; may be negative) and print the new value.
+    Add {
+        /// Counter name.
+        name: String,
+        /// The change.
+        #[arg(default_value_t = 1, allow_negative_numbers = true)]
+        delta: i64,
+    },
+    /// Print a counter's value (0 when never added to).
+    Get {
+        /// Counter name.
+        name: String,
+    },
+}
+
+/// `set` verbs.
+#[derive(Debug, Subcommand)]
+pub(crate) enum SetVerb {
+    /// Add a member; prints "added": true only the first time.
+    Add {
+        /// Set name.
+        set: String,
+        /// Member.
+        member: String,
+    },
+    /// Print whether a member is present.
+    Has {
+        /// Set name.
+        set: String,
+        /// Member.
+        member: String,
+    },
+}
+
+/// `list` verbs.
+#[derive(Debug, Subcommand)]
+pub(crate) enum ListVerb {
+    /// Append a JSON row, keeping the last --cap rows.
+    Append {
+        /// List name.
+        list: String,
+        /// The JSON row (or --stdin).
+        row: Option<String>,
+        /// Rows kept.
+        #[arg(long)]
+        cap: u32,
+        #[command(flatten)]
+        source: ValueSource,
+    },
+    /// Print a list's rows, oldest first.
+    Get {
+        /// List name.
+        list: String,
+    },
+}
+
+/// `log` filters.
+#[derive(Debug, Args)]
+pub(crate) struct LogArgs {
+    /// Only events of the --scope given (otherwise every scope).
+    #[arg(long)]
+    pub(crate) this_scope: bool,
+    /// Only this domain (core, ...).
+    #[arg(long)]
+    pub(crate) domain: Option<String>,
+    /// Only this event kind (item_claimed, record_put, ...).
+    #[arg(long)]
+    pub(crate) kind: Option<String>,
+    /// Only events whose actor is this session.
+    #[arg(long = "of-session")]
+    pub(crate) of_session: Option<String>,
+    /// First seq.
+    #[arg(long)]
+    pub(crate) from_seq: Option<u64>,
+    /// Last seq.
+    #[arg(long)]
+    pub(crate) to_seq: Option<u64>,
+    /// Earliest time (RFC 3339, e.g. 2026-11-29T10:00:00Z).
+    #[arg(long)]
+    pub(crate) since: Option<String>,
+    /// Latest time (RFC 3339).
+    #[arg(long)]
+    pub(crate) until: Option<String>,
+    /// At most this many events.
+    #[arg(long)]
+    pub(crate) limit: Option<usize>,
+    /// The last N matching events.
+    #[arg(long, value_name = "N", conflicts_with = "limit")]
+    pub(crate) tail: Option<usize>,
+}
+
+/// `demo` options.
+#[derive(Debug, Args)]
+pub(crate) struct DemoArgs {
+    /// Directory for the demo store [default: a new temporary directory, removed afterwards].
+    #[arg(long)]
+    pub(crate) dir: Option<PathBuf>,
+    /// Concurrent claimer processes.
+    #[arg(long, default_value_t = 4)]
+    pub(crate) workers: u32,
+    /// Items pushed to the queue.
+    #[arg(long, default_value_t = 40)]
+    pub(crate) items: u32,
+}

@@ -1,0 +1,73 @@
+//! Dispatch of verbs to their handlers, and what they share: the store path, the call context.
+//!
+//! Does not hold business rules.
+
+mod core;
+mod demo;
+mod ops;
+
+use std::path::PathBuf;
+
+use hookstate_engine::schema::Actor;
+use hookstate_engine::{Call, Engine, OpenOptions};
+
+use crate::args::{Cli, Verb};
+use crate::exit::CliError;
+
+/// Where the store lives when neither --db nor HOOKSTATE_DB says.
+const DEFAULT_DB: &str = ".agent/hookstate/state.redb";
+
+pub(crate) fn run(cli: &Cli) -> Result<(), CliError> {
+    match &cli.command {
+        Verb::Kv(verb) => core::kv(cli, verb),
+        Verb::Queue(verb) => core::queue(cli, verb),
+        Verb::Counter(verb) => core::counter(cli, verb),
+        Verb::Set(verb) => core::set(cli, verb),
+        Verb::List(verb) => core::list(cli, verb),
+        Verb::Init => ops::init(cli),
+        Verb::Log(args) => ops::log(cli, args),
+        Verb::Verify => ops::verify(cli),
+        Verb::Rebuild => ops::rebuild(cli),
+        Verb::Stats => ops::stats(cli),
+        Verb::Demo(args) => demo::run(args),
+        Verb::Panic => panic!("panic requested by the hidden __panic verb"),
+    }
+}
+
+pub(crate) fn db_path(cli: &Cli) -> Result<PathBuf, CliError> {
+    if let Some(path) = &cli.db {
+        return Ok(path.clone());
+    }
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .ok_or_else(|| CliError::Usage("HOME is not set; pass --db or set HOOKSTATE_DB".into()))?;
+    Ok(PathBuf::from(home).join(DEFAULT_DB))
+}
+
+/// Opens the store; `create` makes it (atomically) when absent.
+pub(crate) fn open(cli: &Cli, create: bool, check_integrity: bool) -> Result<Engine, CliError> {
+    let options = OpenOptions {
+        wait_ms: cli.wait_ms,
+        create,
+        check_integrity,
+    };
+    Ok(Engine::open(&db_path(cli)?, options)?)
+}
+
+pub(crate) fn now_ms() -> u64 {
+    u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or(0)
+}
+
+pub(crate) fn call(cli: &Cli, hook: &str) -> Call {
+    Call {
+        scope: cli.scope.clone(),
+        actor: Actor {
+            session: cli.session.clone(),
+            hook: Some(hook.into()),
+            pid: Some(std::process::id()),
+            agent: cli.agent.clone(),
+        },
+        idem_key: cli.idem_key.clone(),
+        now_ms: now_ms(),
+    }
+}

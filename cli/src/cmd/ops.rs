@@ -1,0 +1,135 @@
+//! Operator verbs: init, log, verify, rebuild, stats.
+//!
+//! verify and rebuild open with redb's integrity check. Does not change events.
+
+use hookstate_engine::schema::format::to_hex;
+use hookstate_engine::{event_to_json, LogFilter};
+use serde_json::json;
+
+use crate::args::{Cli, Format, LogArgs};
+use crate::cmd::open;
+use crate::exit::CliError;
+use crate::output::{one_line, print};
+
+pub(crate) fn init(cli: &Cli) -> Result<(), CliError> {
+    let engine = open(cli, true, false)?;
+    let head = engine.head()?;
+    print(
+        cli.format,
+        &json!({
+            "ok": true, "path": engine.path(), "seq": head.seq, "hash": to_hex(&head.hash),
+        }),
+    )
+}
+
+fn parse_time(what: &str, text: Option<&String>) -> Result<Option<u64>, CliError> {
+    let Some(text) = text else {
+        return Ok(None);
+    };
+    let time = chrono::DateTime::parse_from_rfc3339(text).map_err(|e| {
+        CliError::Invalid(format!("--{what} {text:?} is not an RFC 3339 time: {e}"))
+    })?;
+    Ok(Some(u64::try_from(time.timestamp_millis()).unwrap_or(0)))
+}
+
+pub(crate) fn log(cli: &Cli, args: &LogArgs) -> Result<(), CliError> {
+    let filter = LogFilter {
+        scope: args.this_scope.then(|| cli.scope.clone()),
+        domain: args.domain.clone(),
+        kind: args.kind.clone(),
+        session: args.of_session.clone(),
+        from_seq: args.from_seq,
+        to_seq: args.to_seq,
+        since_ms: parse_time("since", args.since.as_ref())?,
+        until_ms: parse_time("until", args.until.as_ref())?,
+        limit: args.tail.or(args.limit),
+        tail: args.tail.is_some(),
+    };
+    let engine = open(cli, false, false)?;
+    let events = engine.events(&filter)?;
+    let mut out = String::new();
+    for event in &events {
+        let value = event_to_json(event);
+        out.push_str(&match cli.format {
+            Format::Json => value.to_string(),
+            Format::Text => log_line(&value),
+        });
+        out.push('\n');
+    }
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(out.as_bytes())
+        .and_then(|()| stdout.flush())
+        .map_err(|source| CliError::Io {
+            op: "write stdout".into(),
+            source,
+        })
+}
+
+pub(crate) fn verify(cli: &Cli) -> Result<(), CliError> {
+    let engine = open(cli, false, true)?;
+    match engine.verify() {
+        Ok(report) => print(
+            cli.format,
+            &json!({
+                "ok": true, "events": report.events, "seq": report.head.seq,
+                "hash": to_hex(&report.head.hash), "anchor_seq": report.anchor_seq,
+                "views": report.views,
+            }),
+        ),
+        Err(err) => {
+            let first_bad_seq = match &err {
+                hookstate_engine::Error::ChainBroken { seq, .. } => Some(*seq),
+                _ => None,
+            };
+            print(
+                cli.format,
+                &json!({ "ok": false, "first_bad_seq": first_bad_seq, "error": err.to_string() }),
+            )?;
+            Err(err.into())
+        }
+    }
+}
+
+pub(crate) fn rebuild(cli: &Cli) -> Result<(), CliError> {
+    let engine = open(cli, false, true)?;
+    let report = engine.rebuild()?;
+    print(
+        cli.format,
+        &json!({ "ok": true, "events": report.events, "views": report.views }),
+    )
+}
+
+pub(crate) fn stats(cli: &Cli) -> Result<(), CliError> {
+    let engine = open(cli, false, false)?;
+    let stats = engine.stats()?;
+    print(
+        cli.format,
+        &json!({
+            "ok": true, "path": engine.path(), "events": stats.head.seq,
+            "head": { "seq": stats.head.seq, "hash": to_hex(&stats.head.hash) },
+            "file_bytes": stats.file_bytes, "scopes": stats.scopes, "views": stats.views,
+            "queues": stats.queues,
+        }),
+    )
+}
+
+/// One readable line per event: seq, UTC time, scope, domain/kind, session, body.
+fn log_line(event: &serde_json::Value) -> String {
+    let at = event["at_ms"]
+        .as_i64()
+        .and_then(chrono::DateTime::from_timestamp_millis)
+        .map(|t| t.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string())
+        .unwrap_or_default();
+    let text = |v: &serde_json::Value| v.as_str().unwrap_or("-").to_owned();
+    one_line(&format!(
+        "#{} {at} {} {}/{} {} {}",
+        event["seq"],
+        text(&event["scope"]),
+        text(&event["domain"]),
+        text(&event["kind"]),
+        text(&event["actor"]["session"]),
+        event["body"]
+    ))
+}

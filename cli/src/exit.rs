@@ -1,0 +1,93 @@
+//! The one exit-code table: each error's code, and the table printed by `--help` and the README.
+//!
+//! Does not print; `main` does.
+
+use hookstate_engine::Error as EngineError;
+
+/// Done.
+pub(crate) const OK: u8 = 0;
+/// Refused: CAS lost, item held by another, illegal move, stale token.
+pub(crate) const CONFLICT: u8 = 1;
+/// Usage error: bad arguments.
+pub(crate) const USAGE: u8 = 2;
+/// Invalid input: schema, limit, bad id.
+pub(crate) const INVALID: u8 = 3;
+/// Busy: the store stayed locked past `--wait-ms`.
+pub(crate) const BUSY: u8 = 4;
+/// Corrupt: chain broken, undecodable record, unknown format, damaged file, internal error.
+pub(crate) const CORRUPT: u8 = 5;
+/// IO: disk, permission, space, no store, unsafe path.
+pub(crate) const IO: u8 = 6;
+
+/// The table as `--help` prints it.
+pub(crate) const TABLE: &str = "\
+EXIT CODES:
+  0  OK        done                                                  continue
+  1  CONFLICT  refused: CAS lost, held by another, stale token       skip or retry later
+  2  USAGE     bad arguments                                         fix the call
+  3  INVALID   input rejected: schema, limit, bad id, bad stdin      fix the caller
+  4  BUSY      store still locked after --wait-ms                    retry
+  5  CORRUPT   chain broken, undecodable record, unknown format,     stop; run `hookstate verify`
+               damaged file, or an internal error (a panic)
+  6  IO        disk, permission, space, no store, unsafe path        stop";
+
+/// Why the CLI could not finish a call.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum CliError {
+    /// The engine refused or failed.
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    /// Arguments were wrong in a way clap does not see.
+    #[error("{0}")]
+    Usage(String),
+    /// Stdin or an argument value was invalid.
+    #[error("{0}")]
+    Invalid(String),
+    /// A definite refusal; the result was already printed on stdout.
+    #[error("refused: {0}")]
+    Refused(String),
+    /// A check failed (verify, demo): the report was already printed.
+    #[error("{0}")]
+    Failed(String),
+    /// Writing output or running a child failed.
+    #[error("{op}: {source}")]
+    Io {
+        /// What was attempted.
+        op: String,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The exit code for an error.
+pub(crate) fn code_for(err: &CliError) -> u8 {
+    match err {
+        CliError::Engine(err) => engine_code(err),
+        CliError::Usage(_) => USAGE,
+        CliError::Invalid(_) => INVALID,
+        CliError::Refused(_) => CONFLICT,
+        CliError::Failed(_) => CORRUPT,
+        CliError::Io { .. } => IO,
+    }
+}
+
+fn engine_code(err: &EngineError) -> u8 {
+    match err {
+        EngineError::Invalid(_) => INVALID,
+        EngineError::Busy { .. } => BUSY,
+        EngineError::NotAStore { .. }
+        | EngineError::FormatTooNew { .. }
+        | EngineError::ChainBroken { .. }
+        | EngineError::AnchorMismatch { .. }
+        | EngineError::ViewMismatch { .. }
+        | EngineError::Corrupt(_)
+        | EngineError::StoreCorrupt(_) => CORRUPT,
+        EngineError::NoStore { .. }
+        | EngineError::UnsafePath { .. }
+        | EngineError::StoreIo(_)
+        | EngineError::Store(_)
+        | EngineError::Io { .. }
+        | EngineError::Poisoned => IO,
+    }
+}

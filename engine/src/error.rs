@@ -1,0 +1,120 @@
+//! The engine's one error enum: what went wrong, named for what happened.
+//!
+//! Expected outcomes (a lost compare-and-swap, a stale token) are values, not errors. Does not
+//! pick exit codes; the CLI maps each variant to one.
+
+use std::path::PathBuf;
+
+/// Why an engine call could not be done.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Input from outside broke a rule or a limit; nothing was written.
+    #[error("{0}")]
+    Invalid(String),
+    /// The write transaction stayed taken by another process past the deadline.
+    #[error("store is busy: another process held the write lock for {waited_ms} ms")]
+    Busy {
+        /// How long this call waited.
+        waited_ms: u64,
+    },
+    /// There is no store at the path and this call does not create one.
+    #[error("no store at {path}")]
+    NoStore {
+        /// The path looked at.
+        path: PathBuf,
+    },
+    /// The path holds something that is not a hookstate store.
+    #[error("not a hookstate store at {path}: {why}")]
+    NotAStore {
+        /// The path looked at.
+        path: PathBuf,
+        /// What was found.
+        why: String,
+    },
+    /// The store's path or directory is unsafe to use (a symlink, or writable by others).
+    #[error("unsafe store path {path}: {why}")]
+    UnsafePath {
+        /// The path looked at.
+        path: PathBuf,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// The store was written by a newer format.
+    #[error("store format {found} is newer than this build ({supported})")]
+    FormatTooNew {
+        /// Version found.
+        found: u16,
+        /// Version this build understands.
+        supported: u16,
+    },
+    /// The log does not verify: a bad link, hash, record or gap at `seq`.
+    #[error("chain broken at seq {seq}: {why}")]
+    ChainBroken {
+        /// The first bad seq.
+        seq: u64,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// The anchor outside the store is ahead of or disagrees with the log (rollback, truncation
+    /// or a swapped file).
+    #[error("head anchor mismatch: {why}")]
+    AnchorMismatch {
+        /// What disagrees.
+        why: String,
+    },
+    /// A stored view differs from the view rebuilt from the log.
+    #[error("view {key} differs from a rebuild of the log")]
+    ViewMismatch {
+        /// The first differing key, printable.
+        key: String,
+    },
+    /// Store bytes (meta, views) could not be decoded.
+    #[error("corrupt store: {0}")]
+    Corrupt(String),
+    /// redb reported a damaged file.
+    #[error("damaged store file")]
+    StoreCorrupt(#[source] redb::Error),
+    /// redb reported an IO failure.
+    #[error("store IO failed")]
+    StoreIo(#[source] redb::Error),
+    /// Any other redb failure.
+    #[error("storage failure")]
+    Store(#[source] redb::Error),
+    /// A file-system call failed.
+    #[error("{op} {path}")]
+    Io {
+        /// What was attempted.
+        op: &'static str,
+        /// On what.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A commit failed earlier in this process; the engine refuses further writes until reopened.
+    #[error("engine refused the write: an earlier commit failed")]
+    Poisoned,
+}
+
+/// The engine's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub(crate) fn invalid(message: impl Into<String>) -> Self {
+        Error::Invalid(message.into())
+    }
+
+    pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io {
+            op,
+            path: path.into(),
+            source,
+        }
+    }
+}
+
+impl From<hookstate_schema::IdError> for Error {
+    fn from(err: hookstate_schema::IdError) -> Self {
+        Error::Invalid(err.to_string())
+    }
+}

@@ -1,0 +1,246 @@
+//! Safe file IO under one opened directory: the store file, its atomic creation, and the head
+//! anchor beside it.
+//!
+//! Every file is reached relative to a held directory handle, opened with `O_NOFOLLOW`, created
+//! with `O_EXCL` and mode 0600; replacements go temp file, fsync, rename (or link), directory
+//! fsync. Does not know the file formats; callers hand bytes in and out.
+
+use std::ffi::{OsStr, OsString};
+use std::fs::{DirBuilder, File};
+use std::io::{Read, Write};
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use rustix::io::Errno;
+
+use crate::error::{Error, Result};
+use crate::limits::ANCHOR_BYTES_MAX;
+
+const FILE_MODE: u32 = 0o600;
+const DIR_MODE: u32 = 0o700;
+/// Group- or world-writable directories let another user swap our files.
+const UNSAFE_DIR_BITS: u32 = 0o022;
+const ANCHOR_SUFFIX: &str = ".head";
+const TEMP_NAME_RANDOM_BYTES: usize = 8;
+
+/// The directory that holds a store file, opened once and used for every path below it.
+pub(crate) struct StoreDir {
+    dir: OwnedFd,
+    dir_path: PathBuf,
+    name: OsString,
+}
+
+fn io_err(op: &'static str, path: &Path, errno: Errno) -> Error {
+    Error::io(op, path, std::io::Error::from(errno))
+}
+
+impl StoreDir {
+    /// Opens the directory of `path`, creating it (mode 0700) when `create` is set, and checks
+    /// that it is owned by us and not writable by others.
+    pub(crate) fn open(path: &Path, create: bool) -> Result<Self> {
+        let name = path
+            .file_name()
+            .filter(|n| !n.is_empty())
+            .ok_or_else(|| {
+                Error::invalid(format!("store path {} has no file name", path.display()))
+            })?
+            .to_os_string();
+        let dir_path = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        if create && !dir_path.exists() {
+            DirBuilder::new()
+                .recursive(true)
+                .mode(DIR_MODE)
+                .create(&dir_path)
+                .map_err(|e| Error::io("create directory", &dir_path, e))?;
+        }
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let dir = rustix::fs::open(&dir_path, flags, Mode::empty()).map_err(|e| match e {
+            Errno::NOENT => Error::NoStore {
+                path: path.to_path_buf(),
+            },
+            other => io_err("open directory", &dir_path, other),
+        })?;
+        let stat = rustix::fs::fstat(&dir).map_err(|e| io_err("stat", &dir_path, e))?;
+        check_private_dir(&dir_path, stat.st_uid, stat.st_mode)?;
+        Ok(StoreDir {
+            dir,
+            dir_path,
+            name,
+        })
+    }
+
+    /// The store file's full path, for messages.
+    pub(crate) fn path(&self) -> PathBuf {
+        self.dir_path.join(&self.name)
+    }
+
+    /// Opens the store file read-write without following a symlink. `None` when it is absent.
+    pub(crate) fn open_store(&self) -> Result<Option<File>> {
+        let flags = OFlags::RDWR | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK;
+        let fd = match rustix::fs::openat(&self.dir, &self.name, flags, Mode::empty()) {
+            Ok(fd) => fd,
+            Err(Errno::NOENT) => return Ok(None),
+            Err(Errno::LOOP) => return Err(self.unsafe_path("is a symlink")),
+            Err(Errno::ISDIR) => return Err(self.not_a_store("it is a directory")),
+            Err(Errno::NXIO) => return Err(self.not_a_store("it is a special file")),
+            Err(other) => return Err(io_err("open", &self.path(), other)),
+        };
+        let stat = rustix::fs::fstat(&fd).map_err(|e| io_err("stat", &self.path(), e))?;
+        if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
+            return Err(self.not_a_store("it is not a regular file"));
+        }
+        if stat.st_size == 0 {
+            return Err(self.not_a_store("the file is empty"));
+        }
+        rustix::fs::fcntl_setfl(&fd, OFlags::empty())
+            .map_err(|e| io_err("clear O_NONBLOCK on", &self.path(), e))?;
+        Ok(Some(File::from(fd)))
+    }
+
+    /// Creates a fresh temporary file (O_EXCL, 0600) beside the store and returns it and its name.
+    pub(crate) fn create_temp(&self, purpose: &str) -> Result<(File, OsString)> {
+        let mut name = OsString::from(".");
+        name.push(&self.name);
+        name.push(format!(".{purpose}-{}", random_hex()?));
+        let flags =
+            OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let fd = rustix::fs::openat(&self.dir, &name, flags, Mode::from_raw_mode(FILE_MODE))
+            .map_err(|e| io_err("create", &self.dir_path.join(&name), e))?;
+        Ok((File::from(fd), name))
+    }
+
+    /// Publishes a finished temporary file as the store: hard-links it to the store name (which
+    /// fails if another process published first), removes the temporary name and fsyncs the
+    /// directory. Returns whether this call published.
+    pub(crate) fn publish_store(&self, temp: &OsStr) -> Result<bool> {
+        let published =
+            match rustix::fs::linkat(&self.dir, temp, &self.dir, &self.name, AtFlags::empty()) {
+                Ok(()) => true,
+                Err(Errno::EXIST) => false,
+                Err(other) => return Err(io_err("link", &self.path(), other)),
+            };
+        self.remove(temp)?;
+        self.sync_dir()?;
+        Ok(published)
+    }
+
+    /// Removes a name in the directory.
+    pub(crate) fn remove(&self, name: &OsStr) -> Result<()> {
+        rustix::fs::unlinkat(&self.dir, name, AtFlags::empty())
+            .map_err(|e| io_err("remove", &self.dir_path.join(name), e))
+    }
+
+    /// Makes the directory's entries durable.
+    pub(crate) fn sync_dir(&self) -> Result<()> {
+        rustix::fs::fsync(&self.dir).map_err(|e| io_err("fsync directory", &self.dir_path, e))
+    }
+
+    fn anchor_name(&self) -> OsString {
+        let mut name = self.name.clone();
+        name.push(ANCHOR_SUFFIX);
+        name
+    }
+
+    /// The anchor file's path, for messages.
+    pub(crate) fn anchor_path(&self) -> PathBuf {
+        self.dir_path.join(self.anchor_name())
+    }
+
+    /// Reads the anchor file; `None` when it is absent.
+    pub(crate) fn read_anchor(&self) -> Result<Option<String>> {
+        let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK;
+        let fd = match rustix::fs::openat(&self.dir, self.anchor_name(), flags, Mode::empty()) {
+            Ok(fd) => fd,
+            Err(Errno::NOENT) => return Ok(None),
+            Err(other) => return Err(io_err("open", &self.anchor_path(), other)),
+        };
+        let mut text = Vec::new();
+        File::from(fd)
+            .take(ANCHOR_BYTES_MAX as u64 + 1)
+            .read_to_end(&mut text)
+            .map_err(|e| Error::io("read", self.anchor_path(), e))?;
+        if text.len() > ANCHOR_BYTES_MAX {
+            return Err(Error::AnchorMismatch {
+                why: "anchor file is oversized".into(),
+            });
+        }
+        String::from_utf8(text)
+            .map(Some)
+            .map_err(|_| Error::AnchorMismatch {
+                why: "anchor file is not UTF-8".into(),
+            })
+    }
+
+    /// Replaces the anchor file atomically: temp file, write, fsync, rename. The directory is not
+    /// fsynced: a lost rename leaves an older anchor, which is allowed to lag but never to lead.
+    pub(crate) fn write_anchor(&self, text: &str) -> Result<()> {
+        let (mut file, temp) = self.create_temp("head")?;
+        let written = file
+            .write_all(text.as_bytes())
+            .and_then(|()| file.sync_data())
+            .map_err(|e| Error::io("write", self.dir_path.join(&temp), e));
+        let renamed = written.and_then(|()| {
+            rustix::fs::renameat(&self.dir, &temp, &self.dir, self.anchor_name())
+                .map_err(|e| io_err("rename", &self.anchor_path(), e))
+        });
+        if renamed.is_err() {
+            let _ = self.remove(&temp);
+        }
+        renamed
+    }
+
+    fn not_a_store(&self, why: &str) -> Error {
+        Error::NotAStore {
+            path: self.path(),
+            why: why.into(),
+        }
+    }
+
+    fn unsafe_path(&self, why: &str) -> Error {
+        Error::UnsafePath {
+            path: self.path(),
+            why: why.into(),
+        }
+    }
+}
+
+fn check_private_dir(path: &Path, uid: u32, mode: u32) -> Result<()> {
+    let me = rustix::process::geteuid().as_raw();
+    if uid != me {
+        return Err(Error::UnsafePath {
+            path: path.to_path_buf(),
+            why: format!("directory is owned by uid {uid}, not {me}"),
+        });
+    }
+    if mode & UNSAFE_DIR_BITS != 0 {
+        return Err(Error::UnsafePath {
+            path: path.to_path_buf(),
+            why: format!("directory mode {:o} is writable by others", mode & 0o7777),
+        });
+    }
+    Ok(())
+}
+
+/// Draws random bytes from the operating system.
+pub(crate) fn random_bytes<const N: usize>() -> Result<[u8; N]> {
+    let mut out = [0u8; N];
+    getrandom::fill(&mut out).map_err(|e| {
+        Error::io(
+            "draw random bytes",
+            "",
+            std::io::Error::other(e.to_string()),
+        )
+    })?;
+    Ok(out)
+}
+
+fn random_hex() -> Result<String> {
+    Ok(hookstate_schema::format::to_hex(&random_bytes::<
+        TEMP_NAME_RANDOM_BYTES,
+    >()?))
+}

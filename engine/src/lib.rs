@@ -1,0 +1,24 @@
+//! hookstate-engine: one redb file holding an append-only, blake3-chained event log and the views
+//! projected from it, with the core primitives every domain builds on.
+//!
+//! Start at [`Engine`]. Does not print, read arguments or exit; the `hookstate` binary does.
+
+mod audit;
+pub mod core;
+mod engine;
+pub mod error;
+mod fsio;
+pub mod limits;
+mod project;
+mod query;
+mod storage;
+mod store;
+mod value;
+
+pub use crate::audit::{RebuildReport, VerifyReport};
+pub use crate::core::{Command, Expect, Refusal};
+pub use crate::engine::{Call, Engine, OpenOptions, Outcome};
+pub use crate::error::{Error, Result};
+pub use crate::query::{event_to_json, LogFilter, Query, Stats};
+pub use crate::value::validate_json;
+pub use hookstate_schema as schema;

@@ -1,0 +1,49 @@
+//! Every bound the engine enforces, each with the reason for its value.
+//!
+//! Anything from outside (arguments, stdin, bytes read back) that breaks one of these is refused
+//! with `Error::Invalid` before anything is written. Does not check anything itself.
+
+/// Hook payloads are small; a bigger JSON value means a bug upstream, not a use case.
+pub const VALUE_BYTES_MAX: usize = 64 * 1024;
+/// One encoded event: a value plus names and actor fields.
+pub const EVENT_BYTES_MAX: usize = VALUE_BYTES_MAX + 8 * 1024;
+/// Bounds the size of one write transaction (parks found by one claim, items redriven at once).
+pub const APPEND_EVENT_COUNT_MAX: usize = 256;
+/// A stdin payload: generous for any hook payload, small enough to hold in memory twice.
+pub const STDIN_BYTES_MAX: usize = 1024 * 1024;
+/// JSON nesting allowed in values (serde_json's own recursion limit is 128).
+pub const JSON_DEPTH_MAX: usize = 64;
+/// Longest lease: a day. A hook that needs longer should extend.
+pub const LEASE_MS_MAX: u64 = 24 * 60 * 60 * 1000;
+/// Default lease for a claim when the caller does not say.
+pub const LEASE_MS_DEFAULT: u64 = 5 * 60 * 1000;
+/// Most deliveries an item may be allowed before it is parked.
+pub const DELIVERIES_MAX: u32 = 1000;
+/// Default deliveries before parking.
+pub const DELIVERIES_DEFAULT: u32 = 5;
+/// Live items one queue may hold: a claim scans the live items, so this bounds its cost.
+pub const QUEUE_ITEMS_MAX: u64 = 100_000;
+/// Rows a capped list may keep.
+pub const LIST_ROWS_MAX: u32 = 10_000;
+/// Events one `log` call returns.
+pub const LOG_EVENTS_MAX: usize = 100_000;
+/// Longest wait for the write transaction: far above any hook's timeout.
+pub const WAIT_MS_MAX: u64 = 10 * 60 * 1000;
+/// Default wait for the write transaction: well below Claude Code's default hook timeout (60 s).
+pub const WAIT_MS_DEFAULT: u64 = 10_000;
+/// First pause between attempts to take the write transaction.
+pub const WRITE_BACKOFF_MS_MIN: u64 = 1;
+/// Longest pause between attempts, so a freed lock is noticed quickly.
+pub const WRITE_BACKOFF_MS_MAX: u64 = 20;
+/// The anchor file is one short line.
+pub const ANCHOR_BYTES_MAX: usize = 256;
+/// Entries in redb's page cache for a per-call process: small, since a call touches few pages.
+pub const CACHE_BYTES: usize = 32 * 1024 * 1024;
+
+const _: () = assert!(EVENT_BYTES_MAX > VALUE_BYTES_MAX);
+const _: () = assert!(STDIN_BYTES_MAX >= VALUE_BYTES_MAX);
+const _: () = assert!(LEASE_MS_DEFAULT <= LEASE_MS_MAX);
+const _: () = assert!(DELIVERIES_DEFAULT <= DELIVERIES_MAX);
+const _: () = assert!(WAIT_MS_DEFAULT <= WAIT_MS_MAX);
+const _: () = assert!(WRITE_BACKOFF_MS_MIN <= WRITE_BACKOFF_MS_MAX);
+const _: () = assert!((EVENT_BYTES_MAX as u64) * (APPEND_EVENT_COUNT_MAX as u64) <= 64 << 20);

@@ -1,0 +1,238 @@
+//! The redb backend: the only module that imports redb.
+//!
+//! Opens files handed to it (already opened safely by `fsio`), in `MultiWriter` mode with
+//! `Durability::Immediate`, and converts every redb error into `Error` here. Does not choose
+//! paths or create files.
+
+use std::fs::File;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use hookstate_schema::format::{LOG_TABLE, META_TABLE, VIEWS_TABLE};
+use redb::{
+    ConcurrencyMode, Database, Durability, ReadableDatabase, ReadableTable, TableDefinition,
+    TransactionError,
+};
+
+use crate::error::{Error, Result};
+use crate::limits::{CACHE_BYTES, WRITE_BACKOFF_MS_MAX, WRITE_BACKOFF_MS_MIN};
+use crate::storage::{EventVisitor, ReadTxn, RowVisitor, Storage, WriteTxn};
+
+const LOG: TableDefinition<u64, &[u8]> = TableDefinition::new(LOG_TABLE);
+const VIEWS: TableDefinition<&[u8], &[u8]> = TableDefinition::new(VIEWS_TABLE);
+const META: TableDefinition<&str, &[u8]> = TableDefinition::new(META_TABLE);
+
+/// A redb database file in multi-writer mode.
+pub(crate) struct RedbStore {
+    db: Database,
+}
+
+fn convert(err: impl Into<redb::Error>) -> Error {
+    let err: redb::Error = err.into();
+    match err {
+        redb::Error::Corrupted(_)
+        | redb::Error::UpgradeRequired(_)
+        | redb::Error::TableTypeMismatch { .. }
+        | redb::Error::TableIsMultimap(_)
+        | redb::Error::TableIsNotMultimap(_)
+        | redb::Error::TypeDefinitionChanged { .. }
+        | redb::Error::TableDoesNotExist(_) => Error::StoreCorrupt(err),
+        redb::Error::Io(_) | redb::Error::PreviousIo => Error::StoreIo(err),
+        other => Error::Store(other),
+    }
+}
+
+fn builder(check_integrity: bool) -> redb::Builder {
+    let mut builder = Database::builder();
+    builder
+        .set_concurrency_mode(ConcurrencyMode::MultiWriter)
+        .set_check_integrity_on_open(check_integrity)
+        .set_cache_size(CACHE_BYTES);
+    builder
+}
+
+fn backoff(attempt: u32) -> Duration {
+    let ms = WRITE_BACKOFF_MS_MIN
+        .saturating_mul(1u64 << attempt.min(8))
+        .min(WRITE_BACKOFF_MS_MAX);
+    Duration::from_millis(ms)
+}
+
+fn waited_ms(start: Instant) -> u64 {
+    u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
+impl RedbStore {
+    /// Initializes a new database in `file`, which must be empty, with its tables and `meta`.
+    pub(crate) fn create_in(file: File, meta: &[(&str, &[u8])]) -> Result<Self> {
+        let backend = redb::backends::FileBackend::new(file).map_err(convert)?;
+        let db = builder(false)
+            .create_with_backend(backend)
+            .map_err(convert)?;
+        let store = RedbStore { db };
+        let mut txn = store.begin_write(Instant::now() + Duration::from_secs(1))?;
+        for (key, value) in meta {
+            txn.put_meta(key, value)?;
+        }
+        txn.clear_views()?;
+        txn.events(1, 0, &mut |_, _| Ok(false))?;
+        txn.commit()?;
+        Ok(store)
+    }
+
+    /// Opens an existing, non-empty database file, retrying while another process holds it in
+    /// an exclusive mode, until `deadline`.
+    pub(crate) fn open(file: &File, check_integrity: bool, deadline: Instant) -> Result<Self> {
+        let start = Instant::now();
+        let mut attempt = 0;
+        loop {
+            let clone = file
+                .try_clone()
+                .map_err(|e| Error::io("duplicate handle of", "", e))?;
+            let backend = redb::backends::FileBackend::new(clone).map_err(convert)?;
+            match builder(check_integrity).create_with_backend(backend) {
+                Ok(db) => return Ok(RedbStore { db }),
+                Err(redb::DatabaseError::DatabaseAlreadyOpen) if Instant::now() < deadline => {
+                    thread::sleep(backoff(attempt));
+                    attempt += 1;
+                }
+                Err(redb::DatabaseError::DatabaseAlreadyOpen) => {
+                    return Err(Error::Busy {
+                        waited_ms: waited_ms(start),
+                    })
+                }
+                Err(other) => return Err(convert(other)),
+            }
+        }
+    }
+}
+
+impl Storage for RedbStore {
+    fn begin_write(&self, deadline: Instant) -> Result<Box<dyn WriteTxn + '_>> {
+        let start = Instant::now();
+        let mut attempt = 0;
+        let mut txn = loop {
+            match self.db.try_begin_write() {
+                Ok(txn) => break txn,
+                Err(TransactionError::WouldBlock) if Instant::now() < deadline => {
+                    thread::sleep(backoff(attempt));
+                    attempt += 1;
+                }
+                Err(TransactionError::WouldBlock) => {
+                    return Err(Error::Busy {
+                        waited_ms: waited_ms(start),
+                    })
+                }
+                Err(other) => return Err(convert(other)),
+            }
+        };
+        txn.set_durability(Durability::Immediate)
+            .map_err(|e| Error::Store(redb::Error::from(e)))?;
+        txn.set_quick_repair(true);
+        Ok(Box::new(RedbWrite { txn }))
+    }
+
+    fn begin_read(&self) -> Result<Box<dyn ReadTxn + '_>> {
+        let txn = self.db.begin_read().map_err(convert)?;
+        Ok(Box::new(RedbRead { txn }))
+    }
+}
+
+struct RedbRead {
+    txn: redb::ReadTransaction,
+}
+
+struct RedbWrite {
+    txn: redb::WriteTransaction,
+}
+
+/// Both transaction kinds open tables the same way; this runs the shared read logic on any
+/// table type that can be read.
+macro_rules! read_impl {
+    ($ty:ty) => {
+        impl ReadTxn for $ty {
+            fn meta(&self, key: &str) -> Result<Option<Vec<u8>>> {
+                let table = self.txn.open_table(META).map_err(convert)?;
+                let value = table.get(key).map_err(convert)?;
+                Ok(value.map(|v| v.value().to_vec()))
+            }
+
+            fn event(&self, seq: u64) -> Result<Option<Vec<u8>>> {
+                let table = self.txn.open_table(LOG).map_err(convert)?;
+                let value = table.get(seq).map_err(convert)?;
+                Ok(value.map(|v| v.value().to_vec()))
+            }
+
+            fn events(&self, from: u64, to: u64, visit: &mut EventVisitor<'_>) -> Result<()> {
+                let table = self.txn.open_table(LOG).map_err(convert)?;
+                if from > to {
+                    return Ok(());
+                }
+                for row in table.range(from..=to).map_err(convert)? {
+                    let (seq, record) = row.map_err(convert)?;
+                    if !visit(seq.value(), record.value())? {
+                        break;
+                    }
+                }
+                Ok(())
+            }
+
+            fn view(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+                let table = self.txn.open_table(VIEWS).map_err(convert)?;
+                let value = table.get(key).map_err(convert)?;
+                Ok(value.map(|v| v.value().to_vec()))
+            }
+
+            fn views_with_prefix(&self, prefix: &[u8], visit: &mut RowVisitor<'_>) -> Result<()> {
+                let table = self.txn.open_table(VIEWS).map_err(convert)?;
+                for row in table.range(prefix..).map_err(convert)? {
+                    let (key, value) = row.map_err(convert)?;
+                    if !key.value().starts_with(prefix) || !visit(key.value(), value.value())? {
+                        break;
+                    }
+                }
+                Ok(())
+            }
+        }
+    };
+}
+
+read_impl!(RedbRead);
+read_impl!(RedbWrite);
+
+impl WriteTxn for RedbWrite {
+    fn put_meta(&mut self, key: &str, value: &[u8]) -> Result<()> {
+        let mut table = self.txn.open_table(META).map_err(convert)?;
+        table.insert(key, value).map_err(convert)?;
+        Ok(())
+    }
+
+    fn append_event(&mut self, seq: u64, record: &[u8]) -> Result<()> {
+        let mut table = self.txn.open_table(LOG).map_err(convert)?;
+        let previous = table.insert(seq, record).map_err(convert)?;
+        assert!(previous.is_none(), "event {seq} appended twice");
+        Ok(())
+    }
+
+    fn put_view(&mut self, key: &[u8], row: &[u8]) -> Result<()> {
+        let mut table = self.txn.open_table(VIEWS).map_err(convert)?;
+        table.insert(key, row).map_err(convert)?;
+        Ok(())
+    }
+
+    fn delete_view(&mut self, key: &[u8]) -> Result<()> {
+        let mut table = self.txn.open_table(VIEWS).map_err(convert)?;
+        table.remove(key).map_err(convert)?;
+        Ok(())
+    }
+
+    fn clear_views(&mut self) -> Result<()> {
+        self.txn.delete_table(VIEWS).map_err(convert)?;
+        self.txn.open_table(VIEWS).map_err(convert)?;
+        Ok(())
+    }
+
+    fn commit(self: Box<Self>) -> Result<()> {
+        self.txn.commit().map_err(convert)
+    }
+}

@@ -1,0 +1,212 @@
+//! The event: one immutable fact in the log, and the domain bodies it can carry.
+//!
+//! Every field here is a promise to old files: fields are added with `#[serde(default)]` and never
+//! renamed. Does not encode or hash; `format.rs` does that.
+
+use serde::{Deserialize, Serialize};
+
+/// Who caused an event: the Claude Code session, the hook, the process and the agent, as far as
+/// the caller told us.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Actor {
+    /// The Claude Code session id, when known.
+    #[serde(default)]
+    pub session: Option<String>,
+    /// The hook or verb that ran (`Stop`, `queue claim`, ...).
+    #[serde(default)]
+    pub hook: Option<String>,
+    /// The operating-system process id of the writer.
+    #[serde(default)]
+    pub pid: Option<u32>,
+    /// A free-form agent name (`hermit`, `moonshine-listen`, ...).
+    #[serde(default)]
+    pub agent: Option<String>,
+}
+
+/// The part of an event that is hashed: everything except its position in the chain.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventContent {
+    /// When the event was appended, in UTC milliseconds since the Unix epoch.
+    pub at_ms: u64,
+    /// Who appended it.
+    pub actor: Actor,
+    /// The scope (project, state directory, bundle) the event belongs to.
+    pub scope: String,
+    /// The caller's idempotency key: a repeated call with the same key is a no-op.
+    #[serde(default)]
+    pub idem_key: Option<String>,
+    /// What happened.
+    pub body: Body,
+}
+
+/// One event of the log, as read back and verified.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    /// Position in the log, from 1.
+    pub seq: u64,
+    /// Hash of the previous event (the store's genesis hash for seq 1).
+    pub prev: [u8; 32],
+    /// `blake3::derive_key("hookstate event v1", prev ‖ seq ‖ content)`.
+    pub hash: [u8; 32],
+    /// The hashed content.
+    pub content: EventContent,
+}
+
+/// What happened, per domain. New domains add a variant; old variants never change shape.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Body {
+    /// The core primitives: records, claim queues, counters, sets and capped lists.
+    Core(CoreEvent),
+}
+
+impl Body {
+    /// The domain name used by `hookstate log --domain`.
+    #[must_use]
+    pub fn domain(&self) -> &'static str {
+        match self {
+            Body::Core(_) => "core",
+        }
+    }
+
+    /// The event kind used by `hookstate log --kind`.
+    #[must_use]
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Body::Core(core) => core.kind(),
+        }
+    }
+}
+
+/// Events of the core primitives. JSON values are kept as the caller's exact JSON text.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CoreEvent {
+    /// A record was written; `rev` is its new revision (1 for a new record).
+    RecordPut {
+        /// Record key.
+        key: String,
+        /// The value as JSON text.
+        value: String,
+        /// The revision after this write.
+        rev: u64,
+    },
+    /// An item was added to a queue (or re-added after it was acked).
+    ItemPushed {
+        /// Queue name.
+        queue: String,
+        /// Item id, unique among the queue's live items.
+        item: String,
+        /// The payload as JSON text.
+        payload: String,
+        /// When set, only a claimer in this session may claim the item.
+        for_session: Option<String>,
+        /// Deliveries after which an expired or released item is parked.
+        max_deliveries: u32,
+    },
+    /// An item was claimed: a lease with a fencing token.
+    ItemClaimed {
+        /// Queue name.
+        queue: String,
+        /// Item id.
+        item: String,
+        /// Who holds it.
+        holder: String,
+        /// The claimer's session, when known.
+        session: Option<String>,
+        /// The fencing token: the queue's epoch, which rises on every claim.
+        token: u64,
+        /// When the lease ends, UTC ms.
+        lease_until_ms: u64,
+        /// Which delivery this is (1 for the first claim).
+        delivery: u32,
+    },
+    /// The holder finished the item; it leaves the queue.
+    ItemAcked {
+        /// Queue name.
+        queue: String,
+        /// Item id.
+        item: String,
+        /// The token presented.
+        token: u64,
+    },
+    /// The holder extended its lease.
+    ItemExtended {
+        /// Queue name.
+        queue: String,
+        /// Item id.
+        item: String,
+        /// The token presented.
+        token: u64,
+        /// The new end of the lease, UTC ms.
+        lease_until_ms: u64,
+    },
+    /// The holder gave the item back before its lease ended.
+    ItemReleased {
+        /// Queue name.
+        queue: String,
+        /// Item id.
+        item: String,
+        /// The token presented.
+        token: u64,
+    },
+    /// The item reached its delivery limit and was set aside (dead letter).
+    ItemParked {
+        /// Queue name.
+        queue: String,
+        /// Item id.
+        item: String,
+        /// How many times it was delivered.
+        deliveries: u32,
+    },
+    /// A parked item was put back in the queue with its delivery count reset.
+    ItemRedriven {
+        /// Queue name.
+        queue: String,
+        /// Item id.
+        item: String,
+    },
+    /// A counter moved by `delta`; `value` is the result.
+    CounterAdded {
+        /// Counter name.
+        name: String,
+        /// The change.
+        delta: i64,
+        /// The value after the change.
+        value: i64,
+    },
+    /// A member was added to a dedup set for the first time.
+    SetAdded {
+        /// Set name.
+        set: String,
+        /// The member.
+        member: String,
+    },
+    /// A row was appended to a capped list, which keeps its last `cap` rows.
+    ListAppended {
+        /// List name.
+        list: String,
+        /// The row as JSON text.
+        row: String,
+        /// How many rows the list keeps.
+        cap: u32,
+    },
+}
+
+impl CoreEvent {
+    /// The kind name, as `hookstate log --kind` matches it.
+    #[must_use]
+    pub fn kind(&self) -> &'static str {
+        match self {
+            CoreEvent::RecordPut { .. } => "record_put",
+            CoreEvent::ItemPushed { .. } => "item_pushed",
+            CoreEvent::ItemClaimed { .. } => "item_claimed",
+            CoreEvent::ItemAcked { .. } => "item_acked",
+            CoreEvent::ItemExtended { .. } => "item_extended",
+            CoreEvent::ItemReleased { .. } => "item_released",
+            CoreEvent::ItemParked { .. } => "item_parked",
+            CoreEvent::ItemRedriven { .. } => "item_redriven",
+            CoreEvent::CounterAdded { .. } => "counter_added",
+            CoreEvent::SetAdded { .. } => "set_added",
+            CoreEvent::ListAppended { .. } => "list_appended",
+        }
+    }
+}

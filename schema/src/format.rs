@@ -1,0 +1,539 @@
+//! The one home of the on-disk format: version, table names, key encoding, the record envelope,
+//! the hash chain and the head anchor's text.
+//!
+//! Any change here bumps [`FORMAT_VERSION`], updates the golden-bytes test and adds a line to
+//! `docs/format.md`. Does not do IO: the engine's store hands bytes in and out.
+
+use serde::{Deserialize, Serialize};
+use serde_bytes::{ByteArray, ByteBuf};
+
+use crate::event::{Event, EventContent};
+use crate::view::{ViewKey, ViewRow};
+
+/// The format this build writes and the newest it reads.
+pub const FORMAT_VERSION: u16 = 1;
+/// Table of events: `u64 seq -> envelope bytes`.
+pub const LOG_TABLE: &str = "log";
+/// Table of view rows: `encoded ViewKey -> encoded ViewRow`.
+pub const VIEWS_TABLE: &str = "views";
+/// Table of store metadata: `&str -> bytes`.
+pub const META_TABLE: &str = "meta";
+/// Meta key of the format version (`u16`, big-endian).
+pub const META_FORMAT: &str = "format";
+/// Meta key of the store id (16 random bytes drawn at creation).
+pub const META_STORE_ID: &str = "store_id";
+/// Meta key of the head (seq big-endian ‖ hash).
+pub const META_HEAD: &str = "head";
+/// Length of a store id.
+pub const STORE_ID_BYTES: usize = 16;
+
+const EVENT_HASH_CONTEXT: &str = "hookstate event v1";
+const GENESIS_HASH_CONTEXT: &str = "hookstate genesis v1";
+const ANCHOR_MAGIC: &str = "hookstate-anchor";
+
+/// Bytes that cannot be read back as what they claim to be.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FormatError {
+    /// The envelope or content did not decode.
+    #[error("undecodable {what}: {detail}")]
+    Undecodable {
+        /// What was being decoded.
+        what: &'static str,
+        /// The decoder's message.
+        detail: String,
+    },
+    /// The record was written by a newer format.
+    #[error("record format {found} is newer than this build ({supported})")]
+    TooNew {
+        /// Version found.
+        found: u16,
+        /// Version this build understands.
+        supported: u16,
+    },
+    /// The record's stored hash does not match its content.
+    #[error("event {seq} hash does not match its content")]
+    HashMismatch {
+        /// The event's seq.
+        seq: u64,
+    },
+}
+
+/// The chain head: the last event's seq and hash (seq 0 and the genesis hash when empty).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Head {
+    /// Last seq, 0 for an empty log.
+    pub seq: u64,
+    /// Last hash, the genesis hash for an empty log.
+    pub hash: [u8; 32],
+}
+
+#[derive(Serialize, Deserialize)]
+struct Envelope {
+    v: u16,
+    seq: u64,
+    prev: ByteArray<32>,
+    hash: ByteArray<32>,
+    content: ByteBuf,
+}
+
+/// The hash of the link `prev → seq` over the exact content bytes.
+#[must_use]
+pub fn event_hash(prev: &[u8; 32], seq: u64, content_bytes: &[u8]) -> [u8; 32] {
+    let mut hasher = blake3::Hasher::new_derive_key(EVENT_HASH_CONTEXT);
+    hasher.update(prev);
+    hasher.update(&seq.to_be_bytes());
+    hasher.update(content_bytes);
+    *hasher.finalize().as_bytes()
+}
+
+/// The `prev` of the first event of the store with this id.
+#[must_use]
+pub fn genesis_hash(store_id: &[u8; STORE_ID_BYTES]) -> [u8; 32] {
+    blake3::derive_key(GENESIS_HASH_CONTEXT, store_id)
+}
+
+/// Encodes the content the way it is hashed and stored.
+///
+/// # Panics
+/// Never in practice: encoding our own plain structs into a `Vec` cannot fail.
+#[must_use]
+pub fn encode_content(content: &EventContent) -> Vec<u8> {
+    rmp_serde::to_vec_named(content).expect("encoding a plain struct into a Vec cannot fail")
+}
+
+/// Builds the stored record of the event at `seq` after `prev`, returning it and its hash.
+///
+/// # Panics
+/// Never in practice: encoding our own plain structs into a `Vec` cannot fail.
+#[must_use]
+pub fn encode_event(seq: u64, prev: &[u8; 32], content: &EventContent) -> (Vec<u8>, [u8; 32]) {
+    let content_bytes = encode_content(content);
+    let hash = event_hash(prev, seq, &content_bytes);
+    let envelope = Envelope {
+        v: FORMAT_VERSION,
+        seq,
+        prev: ByteArray::new(*prev),
+        hash: ByteArray::new(hash),
+        content: ByteBuf::from(content_bytes),
+    };
+    let bytes =
+        rmp_serde::to_vec_named(&envelope).expect("encoding a plain struct into a Vec cannot fail");
+    (bytes, hash)
+}
+
+/// Decodes a stored record and checks that its hash matches its content bytes.
+///
+/// # Errors
+/// [`FormatError::Undecodable`], [`FormatError::TooNew`] or [`FormatError::HashMismatch`].
+pub fn decode_event(bytes: &[u8]) -> Result<Event, FormatError> {
+    let envelope: Envelope =
+        rmp_serde::from_slice(bytes).map_err(|e| FormatError::Undecodable {
+            what: "event envelope",
+            detail: e.to_string(),
+        })?;
+    if envelope.v > FORMAT_VERSION {
+        return Err(FormatError::TooNew {
+            found: envelope.v,
+            supported: FORMAT_VERSION,
+        });
+    }
+    if envelope.v == 0 {
+        return Err(FormatError::Undecodable {
+            what: "event envelope",
+            detail: "version 0".into(),
+        });
+    }
+    let prev = envelope.prev.into_array();
+    let hash = envelope.hash.into_array();
+    if event_hash(&prev, envelope.seq, &envelope.content) != hash {
+        return Err(FormatError::HashMismatch { seq: envelope.seq });
+    }
+    let content: EventContent =
+        rmp_serde::from_slice(&envelope.content).map_err(|e| FormatError::Undecodable {
+            what: "event content",
+            detail: e.to_string(),
+        })?;
+    Ok(Event {
+        seq: envelope.seq,
+        prev,
+        hash,
+        content,
+    })
+}
+
+const KEY_RECORD: u8 = b'r';
+const KEY_ITEM: u8 = b'i';
+const KEY_QUEUE_META: u8 = b'q';
+const KEY_COUNTER: u8 = b'c';
+const KEY_SET_MEMBER: u8 = b's';
+const KEY_LIST: u8 = b'l';
+const KEY_IDEM: u8 = b'k';
+const KEY_SEPARATOR: u8 = 0;
+
+fn join_key(tag: u8, parts: &[&str]) -> Vec<u8> {
+    let mut out = vec![tag];
+    for part in parts {
+        out.extend_from_slice(part.as_bytes());
+        out.push(KEY_SEPARATOR);
+    }
+    out
+}
+
+/// Encodes a view key: a tag byte, then each part followed by a NUL. Parts never hold a NUL
+/// (ids and scopes are validated), so the encoding is injective and prefixes are ranges.
+#[must_use]
+pub fn encode_view_key(key: &ViewKey) -> Vec<u8> {
+    match key {
+        ViewKey::Record { scope, key } => join_key(KEY_RECORD, &[scope, key]),
+        ViewKey::Item { scope, queue, item } => join_key(KEY_ITEM, &[scope, queue, item]),
+        ViewKey::QueueMeta { scope, queue } => join_key(KEY_QUEUE_META, &[scope, queue]),
+        ViewKey::Counter { scope, name } => join_key(KEY_COUNTER, &[scope, name]),
+        ViewKey::SetMember { scope, set, member } => {
+            join_key(KEY_SET_MEMBER, &[scope, set, member])
+        }
+        ViewKey::List { scope, name } => join_key(KEY_LIST, &[scope, name]),
+        ViewKey::Idem { scope, key } => join_key(KEY_IDEM, &[scope, key]),
+    }
+}
+
+/// The key prefix under which every item of one queue is stored.
+#[must_use]
+pub fn item_prefix(scope: &str, queue: &str) -> Vec<u8> {
+    join_key(KEY_ITEM, &[scope, queue])
+}
+
+/// The key prefix of every queue-meta row.
+#[must_use]
+pub fn queue_meta_prefix() -> Vec<u8> {
+    vec![KEY_QUEUE_META]
+}
+
+/// Decodes a view key.
+///
+/// # Errors
+/// [`FormatError::Undecodable`] for an unknown tag, a wrong part count or non-UTF-8 parts.
+pub fn decode_view_key(bytes: &[u8]) -> Result<ViewKey, FormatError> {
+    let bad = |detail: &str| FormatError::Undecodable {
+        what: "view key",
+        detail: detail.into(),
+    };
+    let (&tag, rest) = bytes.split_first().ok_or_else(|| bad("empty"))?;
+    let body = rest
+        .strip_suffix(&[KEY_SEPARATOR])
+        .ok_or_else(|| bad("no terminator"))?;
+    let parts = body
+        .split(|b| *b == KEY_SEPARATOR)
+        .map(|p| String::from_utf8(p.to_vec()).map_err(|_| bad("not UTF-8")))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut parts = parts.into_iter();
+    let mut next = || parts.next().ok_or_else(|| bad("too few parts"));
+    let key = match tag {
+        KEY_RECORD => ViewKey::Record {
+            scope: next()?,
+            key: next()?,
+        },
+        KEY_ITEM => ViewKey::Item {
+            scope: next()?,
+            queue: next()?,
+            item: next()?,
+        },
+        KEY_QUEUE_META => ViewKey::QueueMeta {
+            scope: next()?,
+            queue: next()?,
+        },
+        KEY_COUNTER => ViewKey::Counter {
+            scope: next()?,
+            name: next()?,
+        },
+        KEY_SET_MEMBER => ViewKey::SetMember {
+            scope: next()?,
+            set: next()?,
+            member: next()?,
+        },
+        KEY_LIST => ViewKey::List {
+            scope: next()?,
+            name: next()?,
+        },
+        KEY_IDEM => ViewKey::Idem {
+            scope: next()?,
+            key: next()?,
+        },
+        _ => return Err(bad("unknown tag")),
+    };
+    if parts.next().is_some() {
+        return Err(bad("too many parts"));
+    }
+    Ok(key)
+}
+
+/// Encodes a view row.
+///
+/// # Panics
+/// Never in practice: encoding our own plain enums into a `Vec` cannot fail.
+#[must_use]
+pub fn encode_view_row(row: &ViewRow) -> Vec<u8> {
+    rmp_serde::to_vec_named(row).expect("encoding a plain enum into a Vec cannot fail")
+}
+
+/// Decodes a view row.
+///
+/// # Errors
+/// [`FormatError::Undecodable`].
+pub fn decode_view_row(bytes: &[u8]) -> Result<ViewRow, FormatError> {
+    rmp_serde::from_slice(bytes).map_err(|e| FormatError::Undecodable {
+        what: "view row",
+        detail: e.to_string(),
+    })
+}
+
+/// Encodes the head as 8 bytes of big-endian seq followed by the 32-byte hash.
+#[must_use]
+pub fn encode_head(head: &Head) -> [u8; 40] {
+    let mut out = [0u8; 40];
+    out[..8].copy_from_slice(&head.seq.to_be_bytes());
+    out[8..].copy_from_slice(&head.hash);
+    out
+}
+
+/// Decodes the head.
+///
+/// # Errors
+/// [`FormatError::Undecodable`] when the length is not 40.
+pub fn decode_head(bytes: &[u8]) -> Result<Head, FormatError> {
+    let bad = || FormatError::Undecodable {
+        what: "head",
+        detail: format!("{} bytes", bytes.len()),
+    };
+    let seq: [u8; 8] = bytes
+        .get(..8)
+        .and_then(|b| b.try_into().ok())
+        .ok_or_else(bad)?;
+    let hash: [u8; 32] = bytes
+        .get(8..)
+        .and_then(|b| b.try_into().ok())
+        .ok_or_else(bad)?;
+    Ok(Head {
+        seq: u64::from_be_bytes(seq),
+        hash,
+    })
+}
+
+/// The anchor file's single line: magic, version, store id, seq and hash.
+#[must_use]
+pub fn format_anchor(store_id: &[u8; STORE_ID_BYTES], head: &Head) -> String {
+    format!(
+        "{ANCHOR_MAGIC} v1 {} {} {}\n",
+        to_hex(store_id),
+        head.seq,
+        to_hex(&head.hash)
+    )
+}
+
+/// Parses an anchor line into the store id and head.
+///
+/// # Errors
+/// [`FormatError::Undecodable`] for anything but one well-formed line.
+pub fn parse_anchor(text: &str) -> Result<([u8; STORE_ID_BYTES], Head), FormatError> {
+    let bad = |d: &str| FormatError::Undecodable {
+        what: "anchor",
+        detail: d.into(),
+    };
+    let line = text
+        .strip_suffix('\n')
+        .ok_or_else(|| bad("no final newline"))?;
+    let fields: Vec<&str> = line.split(' ').collect();
+    let [magic, version, id, seq, hash] = fields.as_slice() else {
+        return Err(bad("wrong field count"));
+    };
+    if *magic != ANCHOR_MAGIC || *version != "v1" {
+        return Err(bad("unknown magic or version"));
+    }
+    let store_id = from_hex::<STORE_ID_BYTES>(id).ok_or_else(|| bad("bad store id"))?;
+    let seq = seq.parse::<u64>().map_err(|_| bad("bad seq"))?;
+    let hash = from_hex::<32>(hash).ok_or_else(|| bad("bad hash"))?;
+    Ok((store_id, Head { seq, hash }))
+}
+
+/// Lower-case hex of some bytes.
+#[must_use]
+pub fn to_hex(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    bytes
+        .iter()
+        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
+}
+
+/// Parses exactly `N` bytes of lower- or upper-case hex.
+#[must_use]
+pub fn from_hex<const N: usize>(text: &str) -> Option<[u8; N]> {
+    if text.len() != N * 2 || !text.is_ascii() {
+        return None;
+    }
+    let mut out = [0u8; N];
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(text.get(i * 2..i * 2 + 2)?, 16).ok()?;
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{Actor, Body, CoreEvent};
+
+    fn sample_content() -> EventContent {
+        EventContent {
+            at_ms: 1_764_460_800_000,
+            actor: Actor {
+                session: Some("s1".into()),
+                hook: Some("queue claim".into()),
+                pid: Some(42),
+                agent: None,
+            },
+            scope: "default".into(),
+            idem_key: None,
+            body: Body::Core(CoreEvent::ItemClaimed {
+                queue: "q".into(),
+                item: "a".into(),
+                holder: "h".into(),
+                session: Some("s1".into()),
+                token: 7,
+                lease_until_ms: 1_764_460_830_000,
+                delivery: 1,
+            }),
+        }
+    }
+
+    /// Pins the record format: if this changes, bump FORMAT_VERSION and log it in docs/format.md.
+    #[test]
+    fn golden_bytes_of_an_event_record() {
+        let (bytes, hash) = encode_event(3, &[9u8; 32], &sample_content());
+        let golden = concat!(
+            "85a17601a373657103a470726576c420090909090909090909090909090909090909090909090909",
+            "0909090909090909a468617368c42003c55f140faf20a894b7a81ac740ee2ac777af622a1fac3d1bca",
+            "987051aad376a7636f6e74656e74c4bc85a561745f6d73cf0000019ad20f2800a56163746f7284a773",
+            "657373696f6ea27331a4686f6f6bab717565756520636c61696da37069642aa56167656e74c0a57363",
+            "6f7065a764656661756c74a86964656d5f6b6579c0a4626f647981a4436f726581ab4974656d436c61",
+            "696d656487a57175657565a171a46974656da161a6686f6c646572a168a773657373696f6ea27331a5",
+            "746f6b656e07ae6c656173655f756e74696c5f6d73cf0000019ad20f9d30a864656c697665727901",
+        );
+        assert_eq!(to_hex(&bytes), golden);
+        assert_eq!(
+            to_hex(&hash),
+            "03c55f140faf20a894b7a81ac740ee2ac777af622a1fac3d1bca987051aad376"
+        );
+    }
+
+    #[test]
+    fn decode_returns_what_was_encoded() {
+        let content = sample_content();
+        let (bytes, hash) = encode_event(3, &[9u8; 32], &content);
+        let event = decode_event(&bytes).unwrap();
+        assert_eq!(
+            event,
+            Event {
+                seq: 3,
+                prev: [9u8; 32],
+                hash,
+                content
+            }
+        );
+    }
+
+    #[test]
+    fn any_flipped_byte_is_refused() {
+        let (bytes, _) = encode_event(3, &[9u8; 32], &sample_content());
+        for index in 0..bytes.len() {
+            for bit in [0x01u8, 0x80] {
+                let mut damaged = bytes.clone();
+                damaged[index] ^= bit;
+                let decoded = decode_event(&damaged);
+                assert!(
+                    decoded.is_err(),
+                    "flip of bit {bit:#x} at {index} went unseen"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn newer_record_version_is_refused() {
+        let content_bytes = encode_content(&sample_content());
+        let envelope = Envelope {
+            v: FORMAT_VERSION + 1,
+            seq: 1,
+            prev: ByteArray::new([0; 32]),
+            hash: ByteArray::new(event_hash(&[0; 32], 1, &content_bytes)),
+            content: ByteBuf::from(content_bytes),
+        };
+        let bytes = rmp_serde::to_vec_named(&envelope).unwrap();
+        assert!(matches!(
+            decode_event(&bytes),
+            Err(FormatError::TooNew { found: 2, .. })
+        ));
+    }
+
+    #[test]
+    fn view_keys_round_trip_and_prefixes_hold() {
+        let keys = [
+            ViewKey::Record {
+                scope: "s".into(),
+                key: "k".into(),
+            },
+            ViewKey::Item {
+                scope: "s".into(),
+                queue: "q".into(),
+                item: "i".into(),
+            },
+            ViewKey::QueueMeta {
+                scope: "s".into(),
+                queue: "q".into(),
+            },
+            ViewKey::Counter {
+                scope: "s".into(),
+                name: "n".into(),
+            },
+            ViewKey::SetMember {
+                scope: "s".into(),
+                set: "t".into(),
+                member: "m".into(),
+            },
+            ViewKey::List {
+                scope: "s".into(),
+                name: "l".into(),
+            },
+            ViewKey::Idem {
+                scope: "s".into(),
+                key: "k".into(),
+            },
+        ];
+        for key in keys {
+            assert_eq!(decode_view_key(&encode_view_key(&key)).unwrap(), key);
+        }
+        let item = ViewKey::Item {
+            scope: "s".into(),
+            queue: "q".into(),
+            item: "i".into(),
+        };
+        assert!(encode_view_key(&item).starts_with(&item_prefix("s", "q")));
+        assert!(!encode_view_key(&item).starts_with(&item_prefix("s", "q2")));
+        assert!(decode_view_key(b"zs\0").is_err());
+        assert!(decode_view_key(b"rs\0k\0x\0").is_err());
+    }
+
+    #[test]
+    fn anchor_and_head_round_trip() {
+        let head = Head {
+            seq: 12,
+            hash: [0xab; 32],
+        };
+        assert_eq!(decode_head(&encode_head(&head)).unwrap(), head);
+        let text = format_anchor(&[1; STORE_ID_BYTES], &head);
+        assert_eq!(parse_anchor(&text).unwrap(), ([1; STORE_ID_BYTES], head));
+        assert!(parse_anchor("hookstate-anchor v1 zz 1 00\n").is_err());
+        assert!(parse_anchor(text.trim_end()).is_err());
+    }
+}
