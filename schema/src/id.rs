@@ -34,7 +34,7 @@ pub enum IdError {
         what: &'static str,
     },
     /// The id is `.` or `..`, or ends with `.`.
-    #[error("{what} is '.' or '..' or ends with '.'")]
+    #[error("{what} is '.' or '..', or starts or ends with '.'")]
     Dots {
         /// What kind of name was checked.
         what: &'static str,

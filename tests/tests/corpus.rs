@@ -1,0 +1,1 @@
+//! Fuzz corpus replay (filled in by the fuzz work).
