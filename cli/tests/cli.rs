@@ -1,1 +1,593 @@
-//! placeholder
+//! End-to-end tests of the `hookstate` binary: one test per exit code, bad input leaving the
+//! store byte-identical, the help's exit table, and eight real processes racing on one queue.
+//!
+//! Does not call the engine in-process except to tamper with or lock a store, as an outside
+//! process would.
+#![allow(clippy::unwrap_used, reason = "integration tests fail loudly on any unexpected error")]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// One run of the binary: its exit code, stdout and stderr.
+#[derive(Debug)]
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl Run {
+    fn json(&self) -> Value {
+        serde_json::from_str(self.stdout.trim()).unwrap_or_else(|e| panic!("{e}: {self:?}"))
+    }
+
+    /// Asserts the exit code and that stderr is exactly one line (or empty on success).
+    fn expect(self, code: i32) -> Run {
+        assert_eq!(self.code, code, "{self:?}");
+        if code == 0 {
+            assert!(self.stderr.is_empty(), "{self:?}");
+        } else {
+            assert_eq!(self.stderr.lines().count(), 1, "one stderr line: {self:?}");
+            assert!(self.stderr.starts_with("hookstate: "), "{self:?}");
+        }
+        self
+    }
+}
+
+/// A scratch directory holding one store.
+struct Store {
+    dir: tempfile::TempDir,
+}
+
+impl Store {
+    fn new() -> Store {
+        Store {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn db(&self) -> PathBuf {
+        self.dir.path().join("state.redb")
+    }
+
+    fn run(&self, args: &[&str]) -> Run {
+        self.run_with_stdin(args, None)
+    }
+
+    fn run_with_stdin(&self, args: &[&str], stdin: Option<&[u8]>) -> Run {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_hookstate"))
+            .arg("--db")
+            .arg(self.db())
+            .args(args)
+            .env_remove("HOOKSTATE_SESSION")
+            .stdin(if stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        if let Some(bytes) = stdin {
+            let mut pipe = child.stdin.take().unwrap();
+            let _ = pipe.write_all(bytes);
+        }
+        let out = child.wait_with_output().unwrap();
+        Run {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    /// Every file in the store's directory with its bytes: "byte-identical" means equal snapshots.
+    fn snapshot(&self) -> BTreeMap<String, Vec<u8>> {
+        std::fs::read_dir(self.dir.path())
+            .unwrap()
+            .map(|e| {
+                let e = e.unwrap();
+                (
+                    e.file_name().to_string_lossy().into_owned(),
+                    std::fs::read(e.path()).unwrap(),
+                )
+            })
+            .collect()
+    }
+}
+
+#[test]
+fn exit_0_done_with_an_ack_line_carrying_seq_and_hash() {
+    let store = Store::new();
+    let out = store
+        .run(&["queue", "push", "q", "a", "{\"n\":1}"])
+        .expect(0)
+        .json();
+    assert_eq!(out["ok"], true);
+    assert_eq!(out["seq"], 1);
+    assert_eq!(out["hash"].as_str().unwrap().len(), 64);
+    let claim = store
+        .run(&["--session", "s1", "queue", "claim", "q"])
+        .expect(0)
+        .json();
+    assert_eq!(
+        (claim["item"].as_str(), claim["token"].as_u64()),
+        (Some("a"), Some(1))
+    );
+    assert_eq!(claim["payload"]["n"], 1);
+    assert_eq!(claim["holder"], "s1");
+}
+
+#[test]
+fn exit_1_refused_for_a_stale_token_and_a_held_item() {
+    let store = Store::new();
+    store.run(&["queue", "push", "q", "a"]).expect(0);
+    store
+        .run(&["queue", "claim", "q", "--holder", "h1"])
+        .expect(0);
+    let held = store
+        .run(&["queue", "claim", "q", "--item", "a", "--holder", "h2"])
+        .expect(1);
+    assert_eq!(held.json()["refused"], "held");
+    assert!(held.stderr.contains("held by h1"), "{held:?}");
+    let stale = store
+        .run(&["queue", "ack", "q", "a", "--token", "7"])
+        .expect(1);
+    assert_eq!(stale.json()["refused"], "stale_token");
+    store
+        .run(&["queue", "ack", "q", "a", "--token", "1"])
+        .expect(0);
+    store.run(&["kv", "put", "k", "1", "--create"]).expect(0);
+    assert_eq!(
+        store
+            .run(&["kv", "put", "k", "2", "--create"])
+            .expect(1)
+            .json()["refused"],
+        "exists"
+    );
+    let mismatch = store
+        .run(&["kv", "put", "k", "2", "--expect-rev", "5"])
+        .expect(1)
+        .json();
+    assert_eq!(
+        (mismatch["refused"].as_str(), mismatch["rev"].as_u64()),
+        (Some("rev_mismatch"), Some(1))
+    );
+}
+
+#[test]
+fn exit_2_usage_errors_are_one_line() {
+    let store = Store::new();
+    store.run(&["frobnicate"]).expect(2);
+    store.run(&["queue", "claim"]).expect(2);
+    store.run(&["kv", "put", "k"]).expect(2);
+    store
+        .run(&["kv", "put", "k", "1", "--create", "--expect-rev", "1"])
+        .expect(2);
+    store.run(&["--format", "xml", "stats"]).expect(2);
+    assert!(!store.db().exists(), "a usage error created the store");
+}
+
+#[test]
+fn exit_3_invalid_ids_and_stdin_leave_the_store_byte_identical() {
+    let store = Store::new();
+    store.run(&["kv", "put", "k", "1"]).expect(0);
+    let before = store.snapshot();
+    let long = "a".repeat(256);
+    let huge = "a".repeat(4097);
+    let bad_ids: Vec<&str> = vec![
+        "",
+        ".",
+        "..",
+        "../x",
+        "a/../../x",
+        "/etc/passwd",
+        "C:\\x",
+        "\\\\server\\share",
+        "a\nb",
+        "a\tb",
+        "\u{1b}[31m",
+        &long,
+        &huge,
+        "a\u{301}",
+        "x.",
+        "x ",
+        "é",
+    ];
+    for id in &bad_ids {
+        let run = store.run(&["kv", "put", id, "1"]);
+        assert_eq!(run.code, 3, "id {id:?}: {run:?}");
+        assert_eq!(run.stderr.lines().count(), 1, "id {id:?}: {run:?}");
+        assert!(!run.stderr.contains('\u{1b}'), "escape echoed raw: {run:?}");
+        let claim = store.run(&["queue", "claim", id]);
+        assert_eq!(claim.code, 3, "queue {id:?}: {claim:?}");
+    }
+    for leading_dash in ["-x", "--force"] {
+        let run = store.run(&["kv", "put", "--", leading_dash, "1"]);
+        assert_eq!(run.code, 3, "{leading_dash}: {run:?}");
+    }
+    let over_cap = vec![b' '; 1024 * 1024 + 1];
+    let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+    let bad_stdin: Vec<&[u8]> = vec![
+        b"",
+        b"{",
+        b"{} {}",
+        b"NaN",
+        b"\xff\xfe",
+        b"\xef\xbb\xbf{}",
+        &over_cap,
+        deep.as_bytes(),
+        b"[1,]",
+    ];
+    for input in bad_stdin {
+        let run = store.run_with_stdin(&["kv", "put", "k", "--stdin"], Some(input));
+        assert_eq!(
+            run.code,
+            3,
+            "stdin {:?}: {run:?}",
+            String::from_utf8_lossy(&input[..input.len().min(20)])
+        );
+        assert_eq!(run.stderr.lines().count(), 1, "{run:?}");
+    }
+    store
+        .run(&["queue", "push", "q", "a", "--max-deliveries", "0"])
+        .expect(3);
+    store
+        .run(&["queue", "claim", "q", "--lease-ms", "0"])
+        .expect(3);
+    store
+        .run(&["list", "append", "l", "1", "--cap", "0"])
+        .expect(3);
+    store.run(&["--scope", "", "kv", "get", "k"]).expect(3);
+    assert_eq!(store.snapshot(), before, "bad input changed the store");
+}
+
+#[test]
+fn exit_3_stdin_flood_stops_at_the_cap() {
+    let store = Store::new();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hookstate"))
+        .args([
+            "--db",
+            store.db().to_str().unwrap(),
+            "kv",
+            "put",
+            "k",
+            "--stdin",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut pipe = child.stdin.take().unwrap();
+    let chunk = vec![b'7'; 1 << 20];
+    let start = Instant::now();
+    let mut sent = 0usize;
+    while sent < 100 << 20 && pipe.write_all(&chunk).is_ok() {
+        sent += chunk.len();
+    }
+    drop(pipe);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    assert!(
+        sent < 100 << 20,
+        "the whole 100 MiB was read ({sent} bytes)"
+    );
+    assert!(start.elapsed() < Duration::from_secs(10));
+}
+
+#[test]
+fn exit_4_busy_when_the_write_lock_is_held_past_wait_ms() {
+    let store = Store::new();
+    store.run(&["queue", "push", "q", "a"]).expect(0);
+    let db = redb::Database::builder()
+        .set_concurrency_mode(redb::ConcurrencyMode::MultiWriter)
+        .open(store.db())
+        .unwrap();
+    let held = db.begin_write().unwrap();
+    let start = Instant::now();
+    let run = store
+        .run(&["--wait-ms", "300", "queue", "claim", "q"])
+        .expect(4);
+    let waited = start.elapsed();
+    assert!(run.stderr.contains("busy"), "{run:?}");
+    assert!(
+        waited >= Duration::from_millis(300),
+        "gave up after {waited:?}"
+    );
+    assert!(waited < Duration::from_secs(5), "hung for {waited:?}");
+    drop(held);
+    drop(db);
+    store.run(&["queue", "claim", "q"]).expect(0);
+}
+
+/// Rewrites event `seq` of a closed store through redb, keeping the file consistent.
+fn rewrite_event(db: &Path, seq: u64) {
+    use hookstate_schema::format;
+    use redb::ReadableTable;
+    let table: redb::TableDefinition<u64, &[u8]> = redb::TableDefinition::new(format::LOG_TABLE);
+    let database = redb::Database::builder()
+        .set_concurrency_mode(redb::ConcurrencyMode::MultiWriter)
+        .open(db)
+        .unwrap();
+    let txn = database.begin_write().unwrap();
+    {
+        let mut log = txn.open_table(table).unwrap();
+        let mut event = format::decode_event(log.get(seq).unwrap().unwrap().value()).unwrap();
+        event.content.scope = "forged".into();
+        let (record, _) = format::encode_event(seq, &event.prev, &event.content);
+        log.insert(seq, record.as_slice()).unwrap();
+    }
+    txn.commit().unwrap();
+}
+
+#[test]
+fn exit_5_verify_names_the_first_bad_seq_of_a_rewritten_event() {
+    let store = Store::new();
+    for n in 0..6 {
+        store
+            .run(&["counter", "add", "c", &n.to_string()])
+            .expect(0);
+    }
+    store.run(&["verify"]).expect(0);
+    rewrite_event(&store.db(), 3);
+    let run = store.run(&["verify"]).expect(5);
+    assert!(run.stderr.contains("chain broken at seq 4"), "{run:?}");
+    assert_eq!(run.json()["first_bad_seq"], 4);
+}
+
+#[test]
+fn exit_5_flipped_file_bytes_without_a_panic() {
+    let store = Store::new();
+    for n in 0..20 {
+        store
+            .run(&["kv", "put", &format!("k{n}"), &n.to_string()])
+            .expect(0);
+    }
+    let clean = std::fs::read(store.db()).unwrap();
+    let mut seen_corrupt = 0;
+    for (case, at) in (0..clean.len()).step_by(clean.len() / 24).enumerate() {
+        let mut bytes = clean.clone();
+        for offset in 0..64.min(bytes.len() - at) {
+            bytes[at + offset] ^= 0xa5;
+        }
+        std::fs::write(store.db(), &bytes).unwrap();
+        let run = store.run(&["verify"]);
+        assert!(
+            run.code == 0 || run.code == 5,
+            "case {case} at {at}: {run:?}"
+        );
+        assert!(
+            !run.stderr.contains("internal error"),
+            "case {case} panicked: {run:?}"
+        );
+        seen_corrupt += i32::from(run.code == 5);
+    }
+    assert!(seen_corrupt > 0, "no damaged file was reported corrupt");
+}
+
+#[test]
+fn exit_5_a_panic_is_one_line() {
+    let store = Store::new();
+    let run = store.run(&["__panic"]).expect(5);
+    assert!(run.stderr.contains("internal error"), "{run:?}");
+}
+
+#[test]
+fn exit_6_io_for_no_store_and_an_unusable_path() {
+    let store = Store::new();
+    let run = store.run(&["stats"]).expect(6);
+    assert!(run.stderr.contains("no store"), "{run:?}");
+    std::fs::write(store.dir.path().join("file"), b"x").unwrap();
+    let under_file = store.dir.path().join("file/state.redb");
+    let run = Command::new(env!("CARGO_BIN_EXE_hookstate"))
+        .args(["--db", under_file.to_str().unwrap(), "kv", "put", "k", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(6), "{run:?}");
+    let link = store.dir.path().join("link.redb");
+    std::os::unix::fs::symlink("/etc/passwd", &link).unwrap();
+    let run = Command::new(env!("CARGO_BIN_EXE_hookstate"))
+        .args(["--db", link.to_str().unwrap(), "kv", "put", "k", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(6), "{run:?}");
+    assert!(String::from_utf8_lossy(&run.stderr).contains("symlink"));
+}
+
+#[test]
+fn help_and_readme_carry_the_same_exit_table() {
+    let store = Store::new();
+    let help = store.run(&["--help"]).expect(0).stdout;
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
+    for (code, name) in [
+        (0, "OK"),
+        (1, "CONFLICT"),
+        (2, "USAGE"),
+        (3, "INVALID"),
+        (4, "BUSY"),
+        (5, "CORRUPT"),
+        (6, "IO"),
+    ] {
+        assert!(
+            help.contains(&format!("  {code}  {name}")),
+            "help lacks {code} {name}"
+        );
+        assert!(
+            readme.contains(&format!("| {code} | {name} |")),
+            "README lacks {code} {name}"
+        );
+    }
+}
+
+#[test]
+fn eight_processes_racing_on_one_queue_never_double_claim() {
+    const ITEMS: usize = 120;
+    const WORKERS: usize = 8;
+    let store = Store::new();
+    for n in 0..ITEMS {
+        store
+            .run(&["queue", "push", "q", &format!("i{n}")])
+            .expect(0);
+    }
+    let db = store.db();
+    let workers: Vec<_> = (0..WORKERS)
+        .map(|w| {
+            let db = db.clone();
+            std::thread::spawn(move || {
+                let mut claims = Vec::new();
+                loop {
+                    let out = Command::new(env!("CARGO_BIN_EXE_hookstate"))
+                        .args(["--db", db.to_str().unwrap(), "--session", &format!("w{w}")])
+                        .args(["queue", "claim", "q", "--lease-ms", "600000"])
+                        .output()
+                        .unwrap();
+                    assert_eq!(out.status.code(), Some(0), "{out:?}");
+                    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+                    if json["claimed"] != true {
+                        return claims;
+                    }
+                    claims.push((
+                        json["item"].as_str().unwrap().to_owned(),
+                        json["token"].as_u64().unwrap(),
+                        w,
+                    ));
+                }
+            })
+        })
+        .collect();
+    let claims: Vec<(String, u64, usize)> = workers
+        .into_iter()
+        .flat_map(|h| h.join().unwrap())
+        .collect();
+    let items: BTreeSet<&str> = claims.iter().map(|c| c.0.as_str()).collect();
+    let tokens: BTreeSet<u64> = claims.iter().map(|c| c.1).collect();
+    println!(
+        "race: workers={WORKERS} items={ITEMS} claims={} distinct_items={}",
+        claims.len(),
+        items.len()
+    );
+    assert_eq!(claims.len(), ITEMS, "every item claimed exactly once");
+    assert_eq!(items.len(), ITEMS, "no item claimed twice");
+    assert_eq!(tokens.len(), ITEMS, "no token handed out twice");
+    let verify = store.run(&["verify"]).expect(0).json();
+    assert_eq!(verify["events"], ITEMS as u64 * 2);
+    let listed = store.run(&["queue", "list", "q"]).expect(0).json();
+    assert_eq!(listed["claimed"], ITEMS as u64);
+}
+
+#[test]
+fn concurrent_first_use_creates_one_store() {
+    let store = Store::new();
+    let db = store.dir.path().join("fresh/state.redb");
+    let children: Vec<_> = (0..8)
+        .map(|n| {
+            Command::new(env!("CARGO_BIN_EXE_hookstate"))
+                .args([
+                    "--db",
+                    db.to_str().unwrap(),
+                    "set",
+                    "add",
+                    "s",
+                    &format!("m{n}"),
+                ])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+    }
+    let verify = Command::new(env!("CARGO_BIN_EXE_hookstate"))
+        .args(["--db", db.to_str().unwrap(), "verify"])
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&verify.stdout).unwrap();
+    assert_eq!(
+        report["events"], 8,
+        "every writer's event is in the one store: {report}"
+    );
+    let leftovers: Vec<_> = std::fs::read_dir(store.dir.path().join("fresh"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(
+        leftovers.len(),
+        2,
+        "only the store and its anchor remain: {leftovers:?}"
+    );
+}
+
+#[test]
+fn set_counter_list_and_log_verbs_work_from_a_shell() {
+    let store = Store::new();
+    assert_eq!(
+        store
+            .run(&["set", "add", "alerts", "disk-full"])
+            .expect(0)
+            .json()["added"],
+        true
+    );
+    assert_eq!(
+        store
+            .run(&["set", "add", "alerts", "disk-full"])
+            .expect(0)
+            .json()["added"],
+        false
+    );
+    assert_eq!(
+        store
+            .run(&["set", "has", "alerts", "disk-full"])
+            .expect(0)
+            .json()["present"],
+        true
+    );
+    assert_eq!(
+        store
+            .run(&["counter", "add", "turns", "-3"])
+            .expect(0)
+            .json()["value"],
+        -3
+    );
+    assert_eq!(
+        store.run(&["counter", "get", "turns"]).expect(0).json()["value"],
+        -3
+    );
+    for n in 0..5 {
+        store
+            .run(&["list", "append", "rows", &n.to_string(), "--cap", "3"])
+            .expect(0);
+    }
+    assert_eq!(
+        store.run(&["list", "get", "rows"]).expect(0).json()["rows"],
+        serde_json::json!([2, 3, 4])
+    );
+    let log = store
+        .run(&["log", "--kind", "list_appended", "--tail", "2"])
+        .expect(0);
+    let seqs: Vec<u64> = log
+        .stdout
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["seq"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(seqs, [6, 7]);
+    let stats = store.run(&["stats"]).expect(0).json();
+    assert_eq!(stats["events"], 7);
+    let text = store
+        .run(&["--format", "text", "counter", "get", "turns"])
+        .expect(0);
+    assert!(text.stdout.contains("value=-3"), "{text:?}");
+}

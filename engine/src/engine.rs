@@ -156,7 +156,7 @@ impl Engine {
             }
             None => return Err(Error::NoStore { path: dir.path() }),
         };
-        let store = RedbStore::open(&file, options.check_integrity, Instant::now() + wait)?;
+        let store = RedbStore::open(&file, options.check_integrity, wait)?;
         let store_id = read_identity(&store, &dir.path())?;
         Ok(Engine {
             dir,
@@ -200,9 +200,19 @@ impl Engine {
     /// [`Error::Invalid`] for bad input (nothing is written), [`Error::Busy`], [`Error::Poisoned`]
     /// and store errors.
     pub fn execute(&self, call: &Call, command: &Command) -> Result<Outcome> {
-        validate_call(call)?;
-        let command = validate_command(command)?;
+        let command = Engine::check(call, command)?;
         self.write(call, |txn| decide(txn, call, &command))
+    }
+
+    /// Checks a call and a command against every id rule and limit without touching a store,
+    /// so a caller can refuse bad input before opening anything. Returns the command with its
+    /// JSON values normalized, as [`Engine::execute`] would run it.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] naming the first broken rule.
+    pub fn check(call: &Call, command: &Command) -> Result<Command> {
+        validate_call(call)?;
+        validate_command(command)
     }
 
     fn write(

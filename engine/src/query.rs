@@ -109,18 +109,38 @@ fn row_to_json(row: Option<ViewRow>, key: &str) -> Value {
     }
 }
 
+impl Query {
+    /// Checks the query's ids (and the scope) without touching a store.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] naming the first broken rule.
+    pub fn check(&self, scope: &str) -> Result<()> {
+        validate_scope(scope)?;
+        match self {
+            Query::KvGet { key } => validate_id("key", key)?,
+            Query::QueueList { queue } => validate_id("queue", queue)?,
+            Query::CounterGet { name } => validate_id("counter", name)?,
+            Query::SetHas { set, member } => {
+                validate_id("set", set)?;
+                validate_id("member", member)?;
+            }
+            Query::ListGet { list } => validate_id("list", list)?,
+        }
+        Ok(())
+    }
+}
+
 impl Engine {
     /// Answers a read in one snapshot.
     ///
     /// # Errors
     /// [`Error::Invalid`] for bad ids, corruption and store errors.
     pub fn query(&self, scope: &str, query: &Query, now_ms: u64) -> Result<Value> {
-        validate_scope(scope)?;
+        query.check(scope)?;
         let txn = self.begin_read()?;
         let parse = |text: &str| serde_json::from_str(text).unwrap_or(Value::String(text.into()));
         Ok(match query {
             Query::KvGet { key } => {
-                validate_id("key", key)?;
                 let row = read_row(
                     &*txn,
                     &ViewKey::Record {
@@ -131,7 +151,6 @@ impl Engine {
                 row_to_json(row, key)
             }
             Query::QueueList { queue } => {
-                validate_id("queue", queue)?;
                 let meta = crate::engine::queue_meta(&*txn, scope, queue)?;
                 let items: Vec<Value> = queue_items(&*txn, scope, queue)?
                     .into_iter()
@@ -154,7 +173,6 @@ impl Engine {
                 })
             }
             Query::CounterGet { name } => {
-                validate_id("counter", name)?;
                 let key = ViewKey::Counter {
                     scope: scope.into(),
                     name: name.clone(),
@@ -166,8 +184,6 @@ impl Engine {
                 json!({ "name": name, "value": value })
             }
             Query::SetHas { set, member } => {
-                validate_id("set", set)?;
-                validate_id("member", member)?;
                 let key = ViewKey::SetMember {
                     scope: scope.into(),
                     set: set.clone(),
@@ -176,7 +192,6 @@ impl Engine {
                 json!({ "set": set, "member": member, "present": read_row(&*txn, &key)?.is_some() })
             }
             Query::ListGet { list } => {
-                validate_id("list", list)?;
                 let key = ViewKey::List {
                     scope: scope.into(),
                     name: list.clone(),

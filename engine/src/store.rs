@@ -9,10 +9,18 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use hookstate_schema::format::{LOG_TABLE, META_TABLE, VIEWS_TABLE};
+use std::ops::Bound;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use redb::backends::FileBackend;
 use redb::{
-    ConcurrencyMode, Database, Durability, ReadableDatabase, ReadableTable, TableDefinition,
-    TransactionError,
+    BackendError, ConcurrencyMode, Database, Durability, ReadableDatabase, ReadableTable,
+    StorageBackend, TableDefinition, TransactionError,
 };
+
+/// The IO error type of redb's `StorageBackend` (without its `experimental-api-5` feature).
+type BackendIoError = std::io::Error;
 
 use crate::error::{Error, Result};
 use crate::limits::{CACHE_BYTES, WRITE_BACKOFF_MS_MAX, WRITE_BACKOFF_MS_MIN};
@@ -27,6 +35,82 @@ pub(crate) struct RedbStore {
     db: Database,
 }
 
+/// redb's file backend with every blocking lock turned into a bounded wait. In multi-writer mode
+/// redb's open takes the writer lock blocking, so a writer that stalls (a hook stopped with
+/// SIGSTOP) would hang every later opener; here the wait ends after `wait` and the call reports
+/// busy instead.
+#[derive(Debug)]
+struct BoundedBackend {
+    inner: FileBackend,
+    wait: Duration,
+    timed_out: Arc<AtomicBool>,
+}
+
+impl BoundedBackend {
+    fn wait_for(
+        &self,
+        mut try_lock: impl FnMut() -> std::result::Result<bool, BackendError>,
+    ) -> std::result::Result<(), BackendError> {
+        let deadline = Instant::now() + self.wait;
+        let mut attempt = 0;
+        loop {
+            if try_lock()? {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                self.timed_out.store(true, Ordering::SeqCst);
+                return Err(BackendError::Io(std::io::Error::new(
+                    std::io::ErrorKind::WouldBlock,
+                    "lock wait timed out",
+                )));
+            }
+            thread::sleep(backoff(attempt));
+            attempt += 1;
+        }
+    }
+}
+
+impl StorageBackend for BoundedBackend {
+    fn len(&self) -> std::result::Result<u64, BackendIoError> {
+        self.inner.len()
+    }
+    fn read(&self, offset: u64, out: &mut [u8]) -> std::result::Result<(), BackendIoError> {
+        self.inner.read(offset, out)
+    }
+    fn set_len(&self, len: u64) -> std::result::Result<(), BackendIoError> {
+        self.inner.set_len(len)
+    }
+    fn sync_data(&self) -> std::result::Result<(), BackendIoError> {
+        self.inner.sync_data()
+    }
+    fn write(&self, offset: u64, data: &[u8]) -> std::result::Result<(), BackendIoError> {
+        self.inner.write(offset, data)
+    }
+    fn close(&self) -> std::result::Result<(), BackendIoError> {
+        self.inner.close()
+    }
+    fn try_lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> LockResult<bool> {
+        self.inner.try_lock_range(start, end)
+    }
+    fn try_lock_shared_range(&self, start: Bound<u64>, end: Bound<u64>) -> LockResult<bool> {
+        self.inner.try_lock_shared_range(start, end)
+    }
+    fn lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> LockResult<()> {
+        self.wait_for(|| self.inner.try_lock_range(start, end))
+    }
+    fn lock_shared_range(&self, start: Bound<u64>, end: Bound<u64>) -> LockResult<()> {
+        self.wait_for(|| self.inner.try_lock_shared_range(start, end))
+    }
+    fn unlock_range(&self, start: Bound<u64>, end: Bound<u64>) -> LockResult<()> {
+        self.inner.unlock_range(start, end)
+    }
+    fn query_lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> LockResult<bool> {
+        self.inner.query_lock_range(start, end)
+    }
+}
+
+type LockResult<T> = std::result::Result<T, BackendError>;
+
 fn convert(err: impl Into<redb::Error>) -> Error {
     let err: redb::Error = err.into();
     match err {
@@ -37,6 +121,10 @@ fn convert(err: impl Into<redb::Error>) -> Error {
         | redb::Error::TableIsNotMultimap(_)
         | redb::Error::TypeDefinitionChanged { .. }
         | redb::Error::TableDoesNotExist(_) => Error::StoreCorrupt(err),
+        // redb reports a file that is not a database ("magic number mismatch") as invalid data.
+        redb::Error::Io(ref io) if io.kind() == std::io::ErrorKind::InvalidData => {
+            Error::StoreCorrupt(err)
+        }
         redb::Error::Io(_) | redb::Error::PreviousIo => Error::StoreIo(err),
         other => Error::Store(other),
     }
@@ -80,29 +168,28 @@ impl RedbStore {
         Ok(store)
     }
 
-    /// Opens an existing, non-empty database file, retrying while another process holds it in
-    /// an exclusive mode, until `deadline`.
-    pub(crate) fn open(file: &File, check_integrity: bool, deadline: Instant) -> Result<Self> {
+    /// Opens an existing, non-empty database file. Every lock wait, including the writer lock
+    /// redb takes while opening, ends after `wait` with [`Error::Busy`].
+    pub(crate) fn open(file: &File, check_integrity: bool, wait: Duration) -> Result<Self> {
         let start = Instant::now();
-        let mut attempt = 0;
-        loop {
-            let clone = file
-                .try_clone()
-                .map_err(|e| Error::io("duplicate handle of", "", e))?;
-            let backend = redb::backends::FileBackend::new(clone).map_err(convert)?;
-            match builder(check_integrity).create_with_backend(backend) {
-                Ok(db) => return Ok(RedbStore { db }),
-                Err(redb::DatabaseError::DatabaseAlreadyOpen) if Instant::now() < deadline => {
-                    thread::sleep(backoff(attempt));
-                    attempt += 1;
-                }
-                Err(redb::DatabaseError::DatabaseAlreadyOpen) => {
-                    return Err(Error::Busy {
-                        waited_ms: waited_ms(start),
-                    })
-                }
-                Err(other) => return Err(convert(other)),
-            }
+        let clone = file
+            .try_clone()
+            .map_err(|e| Error::io("duplicate handle of", "", e))?;
+        let timed_out = Arc::new(AtomicBool::new(false));
+        let backend = BoundedBackend {
+            inner: FileBackend::new(clone).map_err(convert)?,
+            wait,
+            timed_out: Arc::clone(&timed_out),
+        };
+        match builder(check_integrity).create_with_backend(backend) {
+            Ok(db) => Ok(RedbStore { db }),
+            Err(_) if timed_out.load(Ordering::SeqCst) => Err(Error::Busy {
+                waited_ms: waited_ms(start),
+            }),
+            Err(redb::DatabaseError::DatabaseAlreadyOpen) => Err(Error::Busy {
+                waited_ms: waited_ms(start),
+            }),
+            Err(other) => Err(convert(other)),
         }
     }
 }

@@ -121,16 +121,31 @@ pub fn encode_event(seq: u64, prev: &[u8; 32], content: &EventContent) -> (Vec<u
     (bytes, hash)
 }
 
+/// Decodes exactly one MessagePack value from `bytes`; bytes left over are refused, since the
+/// hash would not cover them.
+fn decode_whole<T: serde::de::DeserializeOwned>(
+    what: &'static str,
+    bytes: &[u8],
+) -> Result<T, FormatError> {
+    let mut de = rmp_serde::Deserializer::new(std::io::Cursor::new(bytes));
+    let value = serde::Deserialize::deserialize(&mut de).map_err(|e| FormatError::Undecodable {
+        what,
+        detail: e.to_string(),
+    })?;
+    let used = usize::try_from(de.position()).unwrap_or(usize::MAX);
+    if used != bytes.len() {
+        let detail = format!("{} trailing bytes", bytes.len().saturating_sub(used));
+        return Err(FormatError::Undecodable { what, detail });
+    }
+    Ok(value)
+}
+
 /// Decodes a stored record and checks that its hash matches its content bytes.
 ///
 /// # Errors
 /// [`FormatError::Undecodable`], [`FormatError::TooNew`] or [`FormatError::HashMismatch`].
 pub fn decode_event(bytes: &[u8]) -> Result<Event, FormatError> {
-    let envelope: Envelope =
-        rmp_serde::from_slice(bytes).map_err(|e| FormatError::Undecodable {
-            what: "event envelope",
-            detail: e.to_string(),
-        })?;
+    let envelope: Envelope = decode_whole("event envelope", bytes)?;
     if envelope.v > FORMAT_VERSION {
         return Err(FormatError::TooNew {
             found: envelope.v,
@@ -148,11 +163,7 @@ pub fn decode_event(bytes: &[u8]) -> Result<Event, FormatError> {
     if event_hash(&prev, envelope.seq, &envelope.content) != hash {
         return Err(FormatError::HashMismatch { seq: envelope.seq });
     }
-    let content: EventContent =
-        rmp_serde::from_slice(&envelope.content).map_err(|e| FormatError::Undecodable {
-            what: "event content",
-            detail: e.to_string(),
-        })?;
+    let content: EventContent = decode_whole("event content", &envelope.content)?;
     Ok(Event {
         seq: envelope.seq,
         prev,
@@ -280,10 +291,7 @@ pub fn encode_view_row(row: &ViewRow) -> Vec<u8> {
 /// # Errors
 /// [`FormatError::Undecodable`].
 pub fn decode_view_row(bytes: &[u8]) -> Result<ViewRow, FormatError> {
-    rmp_serde::from_slice(bytes).map_err(|e| FormatError::Undecodable {
-        what: "view row",
-        detail: e.to_string(),
-    })
+    decode_whole("view row", bytes)
 }
 
 /// Encodes the head as 8 bytes of big-endian seq followed by the 32-byte hash.
@@ -349,6 +357,12 @@ pub fn parse_anchor(text: &str) -> Result<([u8; STORE_ID_BYTES], Head), FormatEr
         return Err(bad("unknown magic or version"));
     }
     let store_id = from_hex::<STORE_ID_BYTES>(id).ok_or_else(|| bad("bad store id"))?;
+    let canonical_seq = !seq.is_empty()
+        && seq.bytes().all(|b| b.is_ascii_digit())
+        && (seq.len() == 1 || !seq.starts_with('0'));
+    if !canonical_seq {
+        return Err(bad("bad seq"));
+    }
     let seq = seq.parse::<u64>().map_err(|_| bad("bad seq"))?;
     let hash = from_hex::<32>(hash).ok_or_else(|| bad("bad hash"))?;
     Ok((store_id, Head { seq, hash }))
@@ -366,10 +380,11 @@ pub fn to_hex(bytes: &[u8]) -> String {
         })
 }
 
-/// Parses exactly `N` bytes of lower- or upper-case hex.
+/// Parses exactly `N` bytes of lower-case hex (the only spelling [`to_hex`] writes).
 #[must_use]
 pub fn from_hex<const N: usize>(text: &str) -> Option<[u8; N]> {
-    if text.len() != N * 2 || !text.is_ascii() {
+    let lower_hex = |b: u8| b.is_ascii_digit() || (b'a'..=b'f').contains(&b);
+    if text.len() != N * 2 || !text.bytes().all(lower_hex) {
         return None;
     }
     let mut out = [0u8; N];
@@ -460,6 +475,17 @@ mod tests {
     }
 
     #[test]
+    fn trailing_bytes_after_a_record_are_refused() {
+        let (mut bytes, _) = encode_event(3, &[9u8; 32], &sample_content());
+        bytes.push(0xc0);
+        let decoded = decode_event(&bytes);
+        assert!(
+            matches!(decoded, Err(FormatError::Undecodable { .. })),
+            "{decoded:?}"
+        );
+    }
+
+    #[test]
     fn newer_record_version_is_refused() {
         let content_bytes = encode_content(&sample_content());
         let envelope = Envelope {
@@ -534,6 +560,13 @@ mod tests {
         let text = format_anchor(&[1; STORE_ID_BYTES], &head);
         assert_eq!(parse_anchor(&text).unwrap(), ([1; STORE_ID_BYTES], head));
         assert!(parse_anchor("hookstate-anchor v1 zz 1 00\n").is_err());
+        for lenient in [
+            text.replace(" 12 ", " +12 "),
+            text.replace(" 12 ", " 012 "),
+            text.to_uppercase(),
+        ] {
+            assert!(parse_anchor(&lenient).is_err(), "{lenient:?}");
+        }
         assert!(parse_anchor(text.trim_end()).is_err());
     }
 }

@@ -1,5 +1,6 @@
 //! The one integration test binary: engine-level tests on real redb files in temporary
 //! directories.
+#![allow(clippy::unwrap_used, reason = "integration tests fail loudly on any unexpected error")]
 
 mod corpus;
 mod model;

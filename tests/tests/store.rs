@@ -1,1 +1,402 @@
-//! Store tests.
+//! Store-level tests on real redb files: tampering found at its seq, rollback found by the
+//! anchor, damaged files never panic, unsafe paths refused, views rebuilt, idempotent replays.
+//!
+//! Tampering goes through redb directly, so the file stays consistent and only the chain can
+//! catch it. Does not spawn processes; `cli/tests` does.
+
+use std::path::{Path, PathBuf};
+
+use hookstate_engine::schema::format::{self, FORMAT_VERSION, LOG_TABLE, META_TABLE, VIEWS_TABLE};
+use hookstate_engine::schema::{Actor, Body, CoreEvent};
+use hookstate_engine::{Call, Command, Engine, Error, Expect, OpenOptions};
+use redb::{ReadableTable, TableDefinition};
+
+const LOG: TableDefinition<u64, &[u8]> = TableDefinition::new(LOG_TABLE);
+const VIEWS: TableDefinition<&[u8], &[u8]> = TableDefinition::new(VIEWS_TABLE);
+const META: TableDefinition<&str, &[u8]> = TableDefinition::new(META_TABLE);
+
+fn call(now_ms: u64) -> Call {
+    Call {
+        scope: "t".into(),
+        actor: Actor::default(),
+        idem_key: None,
+        now_ms,
+    }
+}
+
+fn put(engine: &Engine, n: u64) {
+    let command = Command::KvPut {
+        key: format!("k{}", n % 3),
+        value: n.to_string(),
+        expect: Expect::Any,
+    };
+    engine.execute(&call(1_000 + n), &command).unwrap();
+}
+
+/// A store with `events` record puts, closed.
+fn store_with(events: u64) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.redb");
+    let engine = Engine::open(&path, OpenOptions::default()).unwrap();
+    for n in 1..=events {
+        put(&engine, n);
+    }
+    (dir, path)
+}
+
+fn open(path: &Path) -> Result<Engine, Error> {
+    Engine::open(
+        path,
+        OpenOptions {
+            wait_ms: 1_000,
+            create: false,
+            check_integrity: true,
+        },
+    )
+}
+
+fn redb_open(path: &Path) -> redb::Database {
+    redb::Database::builder()
+        .set_concurrency_mode(redb::ConcurrencyMode::MultiWriter)
+        .open(path)
+        .unwrap()
+}
+
+/// Rewrites event `seq` through redb: `rehash` recomputes its own hash so it decodes cleanly.
+fn rewrite_event(path: &Path, seq: u64, rehash: bool) {
+    let db = redb_open(path);
+    let txn = db.begin_write().unwrap();
+    {
+        let mut log = txn.open_table(LOG).unwrap();
+        let bytes = log.get(seq).unwrap().unwrap().value().to_vec();
+        let mut event = format::decode_event(&bytes).unwrap();
+        event.content.body = Body::Core(CoreEvent::RecordPut {
+            key: "k0".into(),
+            value: "\"forged\"".into(),
+            rev: 99,
+        });
+        let record = if rehash {
+            format::encode_event(seq, &event.prev, &event.content).0
+        } else {
+            let (mut forged, _) = format::encode_event(seq, &event.prev, &event.content);
+            // Keep the old hash bytes: splice the original hash field back in.
+            let at = find(
+                &forged,
+                &format::encode_event(seq, &event.prev, &event.content).1,
+            );
+            forged[at..at + 32].copy_from_slice(&event.hash);
+            forged
+        };
+        log.insert(seq, record.as_slice()).unwrap();
+    }
+    txn.commit().unwrap();
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> usize {
+    haystack
+        .windows(needle.len())
+        .position(|w| w == needle)
+        .unwrap()
+}
+
+fn chain_broken_at(result: Result<hookstate_engine::VerifyReport, Error>) -> u64 {
+    match result {
+        Err(Error::ChainBroken { seq, .. }) => seq,
+        other => panic!("expected a broken chain, got {other:?}"),
+    }
+}
+
+#[test]
+fn verify_passes_on_a_clean_store_and_counts_everything() {
+    let (_dir, path) = store_with(12);
+    let report = open(&path).unwrap().verify().unwrap();
+    assert_eq!(report.events, 12);
+    assert_eq!(report.anchor_seq, Some(12));
+    assert_eq!(report.views, 3);
+}
+
+#[test]
+fn rewritten_event_with_its_old_hash_is_found_at_its_seq() {
+    let (_dir, path) = store_with(8);
+    rewrite_event(&path, 5, false);
+    assert_eq!(chain_broken_at(open(&path).unwrap().verify()), 5);
+}
+
+#[test]
+fn rewritten_and_rehashed_event_breaks_the_next_link() {
+    let (_dir, path) = store_with(8);
+    rewrite_event(&path, 5, true);
+    assert_eq!(chain_broken_at(open(&path).unwrap().verify()), 6);
+}
+
+#[test]
+fn rewritten_last_event_with_a_moved_head_is_caught_by_the_anchor() {
+    let (_dir, path) = store_with(8);
+    rewrite_event(&path, 8, true);
+    let db = redb_open(&path);
+    let txn = db.begin_write().unwrap();
+    {
+        let log = txn.open_table(LOG).unwrap();
+        let event = format::decode_event(log.get(8).unwrap().unwrap().value()).unwrap();
+        let head = format::encode_head(&format::Head {
+            seq: 8,
+            hash: event.hash,
+        });
+        txn.open_table(META)
+            .unwrap()
+            .insert("head", head.as_slice())
+            .unwrap();
+    }
+    txn.commit().unwrap();
+    drop(db);
+    let result = open(&path).unwrap().verify();
+    assert!(
+        matches!(result, Err(Error::AnchorMismatch { .. })),
+        "{result:?}"
+    );
+}
+
+#[test]
+fn rollback_to_an_older_copy_is_caught_by_the_anchor() {
+    let (dir, path) = store_with(3);
+    let old = dir.path().join("old-copy");
+    std::fs::copy(&path, &old).unwrap();
+    {
+        let engine = open(&path).unwrap();
+        for n in 4..=6 {
+            put(&engine, n);
+        }
+    }
+    std::fs::copy(&old, &path).unwrap();
+    let result = open(&path).unwrap().verify();
+    match result {
+        Err(Error::AnchorMismatch { why }) => assert!(why.contains("seq 6"), "{why}"),
+        other => panic!("rollback went unseen: {other:?}"),
+    }
+}
+
+#[test]
+fn deleted_view_row_is_found_and_rebuild_restores_it() {
+    let (_dir, path) = store_with(4);
+    let db = redb_open(&path);
+    let txn = db.begin_write().unwrap();
+    {
+        let mut views = txn.open_table(VIEWS).unwrap();
+        let first = views.first().unwrap().unwrap().0.value().to_vec();
+        views.remove(first.as_slice()).unwrap();
+    }
+    txn.commit().unwrap();
+    drop(db);
+    let engine = open(&path).unwrap();
+    assert!(matches!(engine.verify(), Err(Error::ViewMismatch { .. })));
+    let rebuilt = engine.rebuild().unwrap();
+    assert_eq!((rebuilt.events, rebuilt.views), (4, 3));
+    engine.verify().unwrap();
+}
+
+#[test]
+fn newer_format_is_refused() {
+    let (_dir, path) = store_with(1);
+    let db = redb_open(&path);
+    let txn = db.begin_write().unwrap();
+    let newer = (FORMAT_VERSION + 1).to_be_bytes();
+    txn.open_table(META)
+        .unwrap()
+        .insert("format", newer.as_slice())
+        .unwrap();
+    txn.commit().unwrap();
+    drop(db);
+    let result = open(&path);
+    assert!(
+        matches!(result, Err(Error::FormatTooNew { .. })),
+        "{result:?}"
+    );
+}
+
+/// Seeded xorshift, so failures reproduce.
+fn next(state: &mut u64) -> u64 {
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+    *state
+}
+
+#[test]
+fn flipped_file_bytes_never_panic_and_never_verify_wrongly() {
+    const FLIPS: u64 = 60;
+    let (dir, path) = store_with(30);
+    let clean = std::fs::read(&path).unwrap();
+    let anchor = std::fs::read(dir.path().join("state.redb.head")).unwrap();
+    let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+    let (mut verified, mut refused) = (0, 0);
+    for case in 0..FLIPS {
+        let mut bytes = clean.clone();
+        let at = usize::try_from(next(&mut seed) % bytes.len() as u64).unwrap();
+        bytes[at] ^= 1 << (next(&mut seed) % 8);
+        let case_dir = tempfile::tempdir().unwrap();
+        let case_path = case_dir.path().join("state.redb");
+        std::fs::write(&case_path, &bytes).unwrap();
+        std::fs::write(case_dir.path().join("state.redb.head"), &anchor).unwrap();
+        let outcome = std::panic::catch_unwind(|| open(&case_path).and_then(|e| e.verify()));
+        match outcome {
+            Ok(Ok(report)) => {
+                assert_eq!(
+                    report.events, 30,
+                    "case {case}: a flip lost events yet verified"
+                );
+                verified += 1;
+            }
+            Ok(Err(_)) => refused += 1,
+            Err(_) => panic!("case {case}: flipping byte {at} panicked"),
+        }
+    }
+    println!("bit_flips={FLIPS} verified_ok={verified} refused={refused} panics=0");
+}
+
+#[test]
+fn damaged_or_foreign_paths_are_refused_with_the_right_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty.redb");
+    std::fs::write(&empty, b"").unwrap();
+    assert!(matches!(open(&empty), Err(Error::NotAStore { .. })));
+    let garbage = dir.path().join("garbage.redb");
+    std::fs::write(&garbage, vec![0x5a; 9000]).unwrap();
+    let result = open(&garbage);
+    assert!(
+        matches!(
+            result,
+            Err(Error::StoreCorrupt(_) | Error::NotAStore { .. } | Error::StoreIo(_))
+        ),
+        "{result:?}"
+    );
+    let as_dir = dir.path().join("dir.redb");
+    std::fs::create_dir(&as_dir).unwrap();
+    assert!(matches!(open(&as_dir), Err(Error::NotAStore { .. })));
+    let fifo = dir.path().join("fifo.redb");
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    assert!(matches!(open(&fifo), Err(Error::NotAStore { .. })));
+    let (_store_dir, real) = store_with(1);
+    let link = dir.path().join("link.redb");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    assert!(matches!(open(&link), Err(Error::UnsafePath { .. })));
+    assert!(matches!(
+        open(&dir.path().join("absent.redb")),
+        Err(Error::NoStore { .. })
+    ));
+    // Nothing was created by refusing.
+    assert_eq!(std::fs::metadata(&empty).unwrap().len(), 0);
+    assert!(!dir.path().join("absent.redb").exists());
+}
+
+#[test]
+fn store_in_a_directory_writable_by_others_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let shared = dir.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let result = Engine::open(&shared.join("state.redb"), OpenOptions::default());
+    assert!(
+        matches!(result, Err(Error::UnsafePath { .. })),
+        "{result:?}"
+    );
+    assert_eq!(std::fs::read_dir(&shared).unwrap().count(), 0);
+}
+
+#[test]
+fn created_files_and_directories_are_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("a/b/state.redb");
+    put(&Engine::open(&path, OpenOptions::default()).unwrap(), 1);
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&path), 0o600);
+    assert_eq!(mode(&dir.path().join("a/b/state.redb.head")), 0o600);
+    assert_eq!(mode(&dir.path().join("a")), 0o700);
+    assert_eq!(mode(&dir.path().join("a/b")), 0o700);
+    let names: Vec<_> = std::fs::read_dir(dir.path().join("a/b"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names.len(), 2, "no temporary files left behind: {names:?}");
+}
+
+#[test]
+fn idempotency_key_replays_the_first_result_and_appends_once() {
+    let (_dir, path) = store_with(0);
+    let engine = open(&path).unwrap();
+    let push = Command::QueuePush {
+        queue: "q".into(),
+        item: "a".into(),
+        payload: "{}".into(),
+        for_session: None,
+        max_deliveries: 3,
+    };
+    engine.execute(&call(1), &push).unwrap();
+    let claim = Command::QueueClaim {
+        queue: "q".into(),
+        item: None,
+        holder: "h".into(),
+        lease_ms: 50,
+    };
+    let keyed = Call {
+        idem_key: Some("turn-7".into()),
+        ..call(2)
+    };
+    let first = engine.execute(&keyed, &claim).unwrap();
+    let again = engine
+        .execute(
+            &Call {
+                now_ms: 500,
+                ..keyed.clone()
+            },
+            &claim,
+        )
+        .unwrap();
+    assert!(again.replayed);
+    assert_eq!(again.head, first.head);
+    assert_eq!(again.result["token"], first.result["token"]);
+    assert_eq!(engine.head().unwrap().seq, 2, "the replay appended nothing");
+    engine.verify().unwrap();
+}
+
+#[test]
+fn events_survive_reopen_and_the_log_filters() {
+    let (_dir, path) = store_with(5);
+    let engine = open(&path).unwrap();
+    assert_eq!(engine.head().unwrap().seq, 5);
+    let filter = hookstate_engine::LogFilter {
+        from_seq: Some(2),
+        to_seq: Some(4),
+        kind: Some("record_put".into()),
+        ..Default::default()
+    };
+    let seqs: Vec<u64> = engine
+        .events(&filter)
+        .unwrap()
+        .iter()
+        .map(|e| e.seq)
+        .collect();
+    assert_eq!(seqs, [2, 3, 4]);
+    let tail = hookstate_engine::LogFilter {
+        limit: Some(2),
+        tail: true,
+        ..Default::default()
+    };
+    let seqs: Vec<u64> = engine
+        .events(&tail)
+        .unwrap()
+        .iter()
+        .map(|e| e.seq)
+        .collect();
+    assert_eq!(seqs, [4, 5]);
+    let other = hookstate_engine::LogFilter {
+        scope: Some("nope".into()),
+        ..Default::default()
+    };
+    assert!(engine.events(&other).unwrap().is_empty());
+}

@@ -3,7 +3,7 @@
 //! Each builds an engine command or query from its arguments, runs it, and prints the result.
 //! A refusal prints its JSON result and exits 1. Does not hold rules.
 
-use hookstate_engine::{Command, Expect, Outcome, Query};
+use hookstate_engine::{Command, Engine, Expect, Outcome, Query};
 
 use crate::args::{Cli, CounterVerb, KvVerb, ListVerb, QueueVerb, SetVerb, ValueSource};
 use crate::cmd::{call, now_ms, open};
@@ -29,8 +29,10 @@ fn value_from(
 }
 
 fn execute(cli: &Cli, hook: &str, command: &Command) -> Result<(), CliError> {
+    let call = call(cli, hook);
+    Engine::check(&call, command)?;
     let engine = open(cli, true, false)?;
-    let outcome: Outcome = engine.execute(&call(cli, hook), command)?;
+    let outcome: Outcome = engine.execute(&call, command)?;
     print(cli.format, &outcome.to_json())?;
     match outcome.refusal {
         Some(refusal) => Err(CliError::Refused(refusal.message)),
@@ -39,6 +41,7 @@ fn execute(cli: &Cli, hook: &str, command: &Command) -> Result<(), CliError> {
 }
 
 fn query(cli: &Cli, query: &Query) -> Result<(), CliError> {
+    query.check(&cli.scope)?;
     let engine = open(cli, false, false)?;
     let mut result = engine.query(&cli.scope, query, now_ms())?;
     if let Some(map) = result.as_object_mut() {

@@ -1,0 +1,628 @@
+//! `claims` bench: claim throughput and per-call cost, printed side by side with the baselines
+//! of the same run (raw fdatasync, `/bin/true`, the legacy bash rename claim), then one summary
+//! table with same-run ratios, the date and how to reproduce it.
+//!
+//! Owns the four sections of PERF.md it measures: the durability floor, in-process claims at one
+//! claim per durable commit, the per-call cost of the `hookstate` binary, and K concurrent
+//! per-call processes with a double-claim count. Does not assert or fail on any figure: it is a
+//! benchmark, never a test; it exits non-zero only when it cannot run at all.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::Write;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::process::{Command, Output};
+use std::thread;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use hookstate_benches::{
+    locate_hookstate, machine, ms, per_second, ratio, scale, scratch_dir, timed, utc_now,
+    BenchResult, Located, Sample,
+};
+use hookstate_engine::limits::DELIVERIES_DEFAULT;
+use hookstate_engine::{Call, Command as EngineCommand, Engine, OpenOptions};
+use serde_json::Value;
+
+/// Iterations of the raw write + fdatasync loop.
+const FSYNC_ITERS: usize = 2000;
+/// Untimed fdatasyncs before the timed loop.
+const FSYNC_WARMUP: usize = 10;
+/// Bytes written before each fdatasync.
+const BLOCK_BYTES: usize = 4096;
+/// Items pushed, then claimed one per durable commit, in process.
+const IN_PROCESS_CLAIMS: usize = 500;
+/// Alternating rounds of `/bin/true`, `hookstate queue claim` and the legacy bash claim.
+const PER_CALL_ROUNDS: usize = 150;
+/// Untimed rounds before them (page cache, binary loading).
+const PER_CALL_WARMUP: usize = 5;
+/// Items in the one queue the concurrent processes drain.
+const CONCURRENT_ITEMS: usize = 200;
+/// Concurrent claimer processes, one run each.
+const CONCURRENCY: [usize; 4] = [1, 2, 4, 8];
+/// Failed calls after which a concurrent worker gives up.
+const WORKER_ERRORS_MAX: usize = 5;
+/// Lease of every claim: far longer than the bench, so any second claim is a double claim.
+const LEASE_MS: u64 = 600_000;
+/// Scope of every item.
+const SCOPE: &str = "bench";
+/// The one queue name.
+const QUEUE: &str = "q";
+/// Columns of the summary table's first column.
+const LABEL_WIDTH: usize = 44;
+/// Environment variables of the `hookstate` binary that would change what a call does.
+const CLEARED_ENV: [&str; 5] = [
+    "HOOKSTATE_DB",
+    "HOOKSTATE_SCOPE",
+    "HOOKSTATE_WAIT_MS",
+    "HOOKSTATE_SESSION",
+    "HOOKSTATE_AGENT",
+];
+
+/// What the legacy hooks do per claim, one `bash` process per call: find the first pending
+/// `<id>.json`, rename it to `<id>.json.claiming.$$`, check that it is still pending, rewrite the
+/// status with sed, rename it back. No fsync anywhere: not durable.
+const LEGACY_CLAIM: &str = r#"
+dir=$1
+f=$(grep -l '"status":"pending"' "$dir"/*.json 2>/dev/null | head -n 1)
+if [ -z "$f" ]; then echo '{"claimed":false}'; exit 0; fi
+id=${f##*/}; id=${id%.json}
+c="$f.claiming.$$"
+mv "$f" "$c" 2>/dev/null || { echo '{"claimed":false,"lost":true}'; exit 0; }
+if grep -q '"status":"pending"' "$c"; then
+  sed -i 's/"status":"pending"/"status":"delivered"/' "$c"
+  mv "$c" "$f"
+  echo "{\"claimed\":true,\"item\":\"$id\"}"
+else
+  mv "$c" "$f"
+  echo '{"claimed":false,"lost":true}'
+fi
+"#;
+
+const REPRODUCE: &str =
+    "reproduce: cargo build --release -p hookstate && cargo bench -p hookstate-benches --bench claims";
+
+/// Section 1.
+struct Floor {
+    per_s: f64,
+    sample: Sample,
+}
+
+/// Section 2.
+struct InProcess {
+    pushes_per_s: f64,
+    claims_per_s: f64,
+    sample: Sample,
+    not_claimed: usize,
+}
+
+/// Section 3.
+struct PerCall {
+    bin_true: Sample,
+    hookstate: Sample,
+    legacy: Sample,
+    hookstate_failed: usize,
+    legacy_failed: usize,
+}
+
+/// Section 4, one K.
+struct Concurrent {
+    k: usize,
+    claims: usize,
+    calls: usize,
+    errors: usize,
+    elapsed: Duration,
+    sample: Sample,
+    double_claims: usize,
+    duplicate_tokens: usize,
+    unclaimed: usize,
+}
+
+/// One claiming call of a concurrent worker.
+struct ClaimRecord {
+    latency: Duration,
+    item: String,
+    token: Option<u64>,
+}
+
+/// What one concurrent worker saw.
+#[derive(Default)]
+struct WorkerLog {
+    claims: Vec<ClaimRecord>,
+    calls: usize,
+    errors: usize,
+}
+
+fn main() -> BenchResult<()> {
+    let scale = scale()?;
+    let scratch = scratch_dir(Path::new(env!("CARGO_TARGET_TMPDIR")), "claims-")?;
+    println!("hookstate `claims` bench — {}", utc_now());
+    println!("machine: {}", machine(scratch.path()));
+    println!("scratch: {}", scratch.path().display());
+    println!("BENCH_SCALE={scale} (multiplies every iteration count)");
+    println!();
+
+    let floor = raw_fdatasync(scratch.path(), FSYNC_ITERS * scale)?;
+    let in_process = in_process_claims(scratch.path(), IN_PROCESS_CLAIMS * scale, floor.per_s)?;
+    let located = match locate_hookstate() {
+        Ok(located) => {
+            println!(
+                "hookstate binary: {} ({}{})",
+                located.path.display(),
+                located.how,
+                age(&located.path)
+            );
+            Some(located)
+        }
+        Err(looked) => {
+            println!("hookstate binary: NOT FOUND ({looked}).");
+            println!(
+                "  Run `cargo build --release -p hookstate` first (or set HOOKSTATE_BIN); \
+                 skipping sections 3 and 4."
+            );
+            None
+        }
+    };
+    println!();
+    let mut per_call = None;
+    let mut concurrent = Vec::new();
+    if let Some(located) = &located {
+        per_call = Some(per_call_cost(&located.path, scratch.path(), scale)?);
+        for k in CONCURRENCY {
+            concurrent.push(concurrent_claims(
+                &located.path,
+                scratch.path(),
+                k,
+                CONCURRENT_ITEMS * scale,
+            )?);
+        }
+    }
+    summary(
+        &floor,
+        &in_process,
+        located.as_ref(),
+        per_call.as_ref(),
+        &concurrent,
+    );
+    Ok(())
+}
+
+/// How long ago the binary was built, so a stale build is visible.
+fn age(path: &Path) -> String {
+    std::fs::metadata(path)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| SystemTime::now().duration_since(t).ok())
+        .map(|d| format!(", built {} s ago", d.as_secs()))
+        .unwrap_or_default()
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .ok()
+        .and_then(|d| u64::try_from(d.as_millis()).ok())
+        .unwrap_or_default()
+}
+
+fn call() -> Call {
+    Call {
+        scope: SCOPE.into(),
+        actor: Default::default(),
+        idem_key: None,
+        now_ms: now_ms(),
+    }
+}
+
+fn item_id(n: usize) -> String {
+    format!("item-{n:06}")
+}
+
+// ---------------------------------------------------------------------------------------------
+// 1. Raw durability floor.
+
+fn raw_fdatasync(dir: &Path, iters: usize) -> BenchResult<Floor> {
+    println!("== 1. raw durability floor: {BLOCK_BYTES} B write + fdatasync, {iters} iterations");
+    let path = dir.join("fdatasync.bin");
+    let mut file = File::create(&path)?;
+    let mut block = vec![0u8; BLOCK_BYTES];
+    file.write_all(&block)?;
+    file.sync_all()?;
+    let mut latencies = Vec::with_capacity(iters);
+    let start = Instant::now();
+    for n in 0..FSYNC_WARMUP + iters {
+        if n == FSYNC_WARMUP {
+            latencies.clear();
+        }
+        let stamp = n.to_le_bytes();
+        block[..stamp.len()].copy_from_slice(&stamp);
+        let t = Instant::now();
+        file.write_all_at(&block, 0)?;
+        file.sync_data()?;
+        latencies.push(t.elapsed());
+    }
+    let elapsed = start.elapsed();
+    let sample = Sample::new(latencies);
+    let per_s = per_second(sample.len(), sample.total());
+    println!(
+        "   {per_s:.0} fdatasyncs/s, p50 {:.3} ms, p99 {:.3} ms ({:.2} s incl. warmup)",
+        ms(sample.p50()),
+        ms(sample.p99()),
+        elapsed.as_secs_f64()
+    );
+    std::fs::remove_file(&path)?;
+    Ok(Floor { per_s, sample })
+}
+
+// ---------------------------------------------------------------------------------------------
+// 2. In-process claims, one per durable commit.
+
+/// Pushes `items` items into the queue through an in-process engine, which is dropped (store
+/// closed) on return. Returns the time the pushes took.
+fn prefill(store: &Path, items: usize) -> BenchResult<Duration> {
+    let engine = Engine::open(store, OpenOptions::default())?;
+    let start = Instant::now();
+    for n in 0..items {
+        let push = EngineCommand::QueuePush {
+            queue: QUEUE.into(),
+            item: item_id(n),
+            payload: format!("{{\"n\":{n}}}"),
+            for_session: None,
+            max_deliveries: DELIVERIES_DEFAULT,
+        };
+        let outcome = engine.execute(&call(), &push)?;
+        if let Some(refusal) = outcome.refusal {
+            return Err(format!("push {n} refused: {}", refusal.message).into());
+        }
+    }
+    Ok(start.elapsed())
+}
+
+fn in_process_claims(dir: &Path, n: usize, fsync_per_s: f64) -> BenchResult<InProcess> {
+    println!("== 2. in-process claims, one claim per durable commit, {n} items");
+    let store = dir.join("in-process.redb");
+    let push_time = prefill(&store, n)?;
+    let engine = Engine::open(&store, OpenOptions::default())?;
+    let claim = EngineCommand::QueueClaim {
+        queue: QUEUE.into(),
+        item: None,
+        holder: "bench".into(),
+        lease_ms: LEASE_MS,
+    };
+    let mut latencies = Vec::with_capacity(n);
+    let mut not_claimed = 0;
+    let start = Instant::now();
+    for _ in 0..n {
+        let t = Instant::now();
+        let outcome = engine.execute(&call(), &claim)?;
+        latencies.push(t.elapsed());
+        if outcome.result.get("claimed") != Some(&Value::Bool(true)) {
+            not_claimed += 1;
+        }
+    }
+    let elapsed = start.elapsed();
+    drop(engine);
+    let sample = Sample::new(latencies);
+    let claims_per_s = per_second(n, elapsed);
+    let pushes_per_s = per_second(n, push_time);
+    println!(
+        "   {claims_per_s:.0} claims/s, p50 {:.3} ms, p99 {:.3} ms; {:.3} claims per raw \
+         fdatasync; pushes {pushes_per_s:.0}/s; calls that claimed nothing: {not_claimed}",
+        ms(sample.p50()),
+        ms(sample.p99()),
+        ratio(claims_per_s, fsync_per_s)
+    );
+    println!();
+    Ok(InProcess {
+        pushes_per_s,
+        claims_per_s,
+        sample,
+        not_claimed,
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// 3. Per-call cost: /bin/true, the hookstate binary, the legacy bash claim, alternated.
+
+fn hookstate_claim(bin: &Path, store: &Path, holder: Option<&str>) -> Command {
+    let mut command = Command::new(bin);
+    for var in CLEARED_ENV {
+        command.env_remove(var);
+    }
+    command
+        .arg("--db")
+        .arg(store)
+        .args(["--scope", SCOPE, "queue", "claim", QUEUE, "--lease-ms"])
+        .arg(LEASE_MS.to_string());
+    if let Some(holder) = holder {
+        command.args(["--holder", holder]);
+    }
+    command
+}
+
+fn legacy_claim(dir: &Path) -> Command {
+    let mut command = Command::new("bash");
+    command.args(["-c", LEGACY_CLAIM, "legacy-claim"]).arg(dir);
+    command
+}
+
+fn claimed(output: &Output) -> Option<Value> {
+    if !output.status.success() {
+        return None;
+    }
+    let value: Value = serde_json::from_slice(&output.stdout).ok()?;
+    (value["claimed"] == Value::Bool(true)).then_some(value)
+}
+
+fn legacy_fill(dir: &Path, items: usize) -> BenchResult<()> {
+    std::fs::create_dir_all(dir)?;
+    for n in 0..items {
+        let id = item_id(n);
+        let text =
+            format!("{{\"id\":\"{id}\",\"status\":\"pending\",\"payload\":{{\"n\":{n}}}}}\n");
+        std::fs::write(dir.join(format!("{id}.json")), text)?;
+    }
+    Ok(())
+}
+
+fn per_call_cost(bin: &Path, dir: &Path, scale: usize) -> BenchResult<PerCall> {
+    let rounds = PER_CALL_ROUNDS * scale;
+    let items = rounds + PER_CALL_WARMUP;
+    println!(
+        "== 3. per-call cost, {rounds} alternating rounds (+{PER_CALL_WARMUP} warmup) of \
+         /bin/true | hookstate queue claim | legacy bash claim, {items} items each"
+    );
+    let store = dir.join("per-call.redb");
+    prefill(&store, items)?;
+    let legacy_dir = dir.join("legacy-comments");
+    legacy_fill(&legacy_dir, items)?;
+    let mut times: [Vec<Duration>; 3] = Default::default();
+    let mut failed = [0usize; 3];
+    for round in 0..PER_CALL_WARMUP + rounds {
+        if round == PER_CALL_WARMUP {
+            times.iter_mut().for_each(Vec::clear);
+            failed = [0; 3];
+        }
+        for step in 0..3 {
+            let which = (round + step) % 3;
+            let mut command = match which {
+                0 => Command::new("/bin/true"),
+                1 => hookstate_claim(bin, &store, None),
+                _ => legacy_claim(&legacy_dir),
+            };
+            let (output, latency) = timed(&mut command)?;
+            times[which].push(latency);
+            let ok = match which {
+                0 => output.status.success(),
+                _ => claimed(&output).is_some(),
+            };
+            if !ok {
+                failed[which] += 1;
+            }
+        }
+    }
+    let [bin_true, hookstate, legacy] = times.map(Sample::new);
+    let result = PerCall {
+        bin_true,
+        hookstate,
+        legacy,
+        hookstate_failed: failed[1],
+        legacy_failed: failed[2],
+    };
+    for (label, sample, fails) in [
+        ("/bin/true", &result.bin_true, failed[0]),
+        ("hookstate queue claim", &result.hookstate, failed[1]),
+        ("legacy bash claim", &result.legacy, failed[2]),
+    ] {
+        println!(
+            "   {label:<22} p50 {:>8.3} ms  p99 {:>8.3} ms  failed calls {fails}",
+            ms(sample.p50()),
+            ms(sample.p99())
+        );
+    }
+    println!(
+        "   legacy p50 / hookstate p50 = {:.2}x; hookstate p50 / true p50 = {:.2}x",
+        ratio(ms(result.legacy.p50()), ms(result.hookstate.p50())),
+        ratio(ms(result.hookstate.p50()), ms(result.bin_true.p50()))
+    );
+    println!();
+    Ok(result)
+}
+
+// ---------------------------------------------------------------------------------------------
+// 4. K concurrent per-call processes draining one queue.
+
+fn worker(bin: &Path, store: &Path, id: usize) -> Result<WorkerLog, String> {
+    let holder = format!("worker-{id}");
+    let mut log = WorkerLog::default();
+    loop {
+        let mut command = hookstate_claim(bin, store, Some(&holder));
+        let (output, latency) =
+            timed(&mut command).map_err(|e| format!("start {}: {e}", bin.display()))?;
+        log.calls += 1;
+        if !output.status.success() {
+            log.errors += 1;
+            if log.errors >= WORKER_ERRORS_MAX {
+                return Ok(log);
+            }
+            continue;
+        }
+        match claimed(&output) {
+            Some(value) => log.claims.push(ClaimRecord {
+                latency,
+                item: value["item"].as_str().unwrap_or_default().to_owned(),
+                token: value["token"].as_u64(),
+            }),
+            None => return Ok(log),
+        }
+    }
+}
+
+fn race(bin: &Path, store: &Path, k: usize) -> BenchResult<(Vec<WorkerLog>, Duration)> {
+    let start = Instant::now();
+    let logs = thread::scope(|s| {
+        let handles: Vec<_> = (0..k)
+            .map(|id| s.spawn(move || worker(bin, store, id)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err("a worker thread panicked".into()))
+            })
+            .collect::<Result<Vec<_>, String>>()
+    })?;
+    Ok((logs, start.elapsed()))
+}
+
+fn concurrent_claims(bin: &Path, dir: &Path, k: usize, items: usize) -> BenchResult<Concurrent> {
+    let store = dir.join(format!("concurrent-{k}.redb"));
+    prefill(&store, items)?;
+    let (logs, elapsed) = race(bin, &store, k)?;
+    let mut per_item: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut per_token: BTreeMap<u64, usize> = BTreeMap::new();
+    let mut latencies = Vec::new();
+    for record in logs.iter().flat_map(|log| &log.claims) {
+        *per_item.entry(record.item.as_str()).or_default() += 1;
+        if let Some(token) = record.token {
+            *per_token.entry(token).or_default() += 1;
+        }
+        latencies.push(record.latency);
+    }
+    let result = Concurrent {
+        k,
+        claims: latencies.len(),
+        calls: logs.iter().map(|log| log.calls).sum(),
+        errors: logs.iter().map(|log| log.errors).sum(),
+        elapsed,
+        sample: Sample::new(latencies),
+        double_claims: per_item.values().filter(|n| **n > 1).count(),
+        duplicate_tokens: per_token.values().filter(|n| **n > 1).count(),
+        unclaimed: items.saturating_sub(per_item.len()),
+    };
+    println!(
+        "== 4. K={k} concurrent `hookstate queue claim` loops, {items} items: {:.0} claims/s, \
+         p50 {:.3} ms, p99 {:.3} ms, double claims {}, duplicate tokens {}, unclaimed {}, \
+         failed calls {} of {} ({:.2} s)",
+        per_second(result.claims, elapsed),
+        ms(result.sample.p50()),
+        ms(result.sample.p99()),
+        result.double_claims,
+        result.duplicate_tokens,
+        result.unclaimed,
+        result.errors,
+        result.calls,
+        elapsed.as_secs_f64()
+    );
+    std::fs::remove_file(&store)?;
+    Ok(result)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Summary.
+
+fn row(label: &str, rate: &str, sample: &Sample, note: &str) {
+    println!(
+        "| {label:<LABEL_WIDTH$} | {rate:>14} | {:>9.3} | {:>9.3} | {note}",
+        ms(sample.p50()),
+        ms(sample.p99())
+    );
+}
+
+fn summary(
+    floor: &Floor,
+    in_process: &InProcess,
+    located: Option<&Located>,
+    per_call: Option<&PerCall>,
+    concurrent: &[Concurrent],
+) {
+    println!();
+    println!("== summary ({})", utc_now());
+    println!(
+        "| {:<LABEL_WIDTH$} | {:>14} | {:>9} | {:>9} | same-run ratio",
+        "measure", "rate", "p50 ms", "p99 ms"
+    );
+    println!(
+        "|{}|----------------|-----------|-----------|---------------",
+        "-".repeat(LABEL_WIDTH + 2)
+    );
+    row(
+        "raw 4 KiB write + fdatasync (floor)",
+        &format!("{:.0}/s", floor.per_s),
+        &floor.sample,
+        "1 durable commit = 1 fdatasync",
+    );
+    row(
+        "in-process claim, 1 per durable commit",
+        &format!("{:.0}/s", in_process.claims_per_s),
+        &in_process.sample,
+        &format!(
+            "{:.3} claims per fdatasync (pushes {:.0}/s, unclaimed {})",
+            ratio(in_process.claims_per_s, floor.per_s),
+            in_process.pushes_per_s,
+            in_process.not_claimed
+        ),
+    );
+    if let (Some(located), Some(per_call)) = (located, per_call) {
+        per_call_rows(located, per_call);
+        for c in concurrent {
+            row(
+                &format!("K={} per-call processes, one queue", c.k),
+                &format!("{:.0}/s", per_second(c.claims, c.elapsed)),
+                &c.sample,
+                &format!(
+                    "double claims {} (unclaimed {}, failed calls {})",
+                    c.double_claims, c.unclaimed, c.errors
+                ),
+            );
+        }
+    } else {
+        println!(
+            "| sections 3 and 4 skipped: no hookstate binary (cargo build --release -p hookstate)"
+        );
+    }
+    println!();
+    println!("{REPRODUCE}");
+}
+
+fn per_call_rows(located: &Located, per_call: &PerCall) {
+    let serial = |s: &Sample| format!("{:.0}/s", per_second(s.len(), s.total()));
+    let true_p50 = ms(per_call.bin_true.p50());
+    let hookstate_p50 = ms(per_call.hookstate.p50());
+    row(
+        "per call: /bin/true (process start)",
+        &serial(&per_call.bin_true),
+        &per_call.bin_true,
+        "1.00x true",
+    );
+    row(
+        &format!("per call: hookstate queue claim ({})", short_how(located)),
+        &serial(&per_call.hookstate),
+        &per_call.hookstate,
+        &format!(
+            "hookstate/true p50 = {:.2}x (failed calls {})",
+            ratio(hookstate_p50, true_p50),
+            per_call.hookstate_failed
+        ),
+    );
+    row(
+        "per call: legacy bash claim (mv,grep,sed,mv)",
+        &serial(&per_call.legacy),
+        &per_call.legacy,
+        &format!(
+            "legacy/hookstate p50 = {:.2}x (not durable; failed calls {})",
+            ratio(ms(per_call.legacy.p50()), hookstate_p50),
+            per_call.legacy_failed
+        ),
+    );
+}
+
+fn short_how(located: &Located) -> &'static str {
+    if located.how.starts_with("DEBUG") {
+        "debug"
+    } else if located.how.starts_with("release") {
+        "release"
+    } else {
+        "HOOKSTATE_BIN"
+    }
+}

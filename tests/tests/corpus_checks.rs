@@ -1,0 +1,231 @@
+//! The fuzz targets' checks as plain functions: each takes one input's bytes and panics when a
+//! property breaks, so libFuzzer (`fuzz/fuzz_targets/*.rs`) and the corpus replay test
+//! (`corpus.rs`) run the very same code.
+//!
+//! Included by `#[path]` from both crates, so it may use only what both depend on:
+//! `hookstate-schema`, `hookstate-engine` and `tempfile`. Does not hold tests itself.
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+
+use hookstate_engine::{validate_json, Engine, OpenOptions};
+use hookstate_schema::format::{self, FormatError, FORMAT_VERSION};
+use hookstate_schema::id::{ID_BYTES_MAX, SCOPE_BYTES_MAX};
+use hookstate_schema::{validate_id, validate_scope, Event, ViewKey};
+
+/// `decode_event` never panics, on the input as a whole record and on the input as the content
+/// bytes of a well-formed record whose hash matches (built here, so that the content decoder is
+/// reached at all: the fuzzer cannot forge a blake3 hash).
+///
+/// A decoded event's canonical re-encoding must decode to the same event under the hash of its
+/// canonical content bytes, and must reproduce the stored hash when it reproduces the content
+/// bytes. The stored hash is NOT asserted equal to `event_hash(prev, seq,
+/// encode_content(content))`: it covers the stored content bytes, and the decoder also accepts
+/// non-canonical MessagePack for them (a struct as an array, an int in a wider encoding), which
+/// re-encodes to other bytes.
+pub(crate) fn check_event_decode(data: &[u8]) {
+    if let Ok(event) = format::decode_event(data) {
+        check_canonical_event(&event, None);
+    }
+    let prev = [0x5a; 32];
+    let seq = 1;
+    let Some(record) = wrap_content(seq, &prev, data) else {
+        return;
+    };
+    match format::decode_event(&record) {
+        Ok(event) => {
+            assert_eq!(
+                (event.seq, event.prev, event.hash),
+                (seq, prev, format::event_hash(&prev, seq, data)),
+                "a wrapped record decodes to other chain fields"
+            );
+            check_canonical_event(&event, Some(data));
+        }
+        Err(FormatError::Undecodable { what, .. }) => assert_eq!(
+            what, "event content",
+            "a well-formed envelope is refused as {what}"
+        ),
+        Err(err) => panic!("a well-formed envelope with a matching hash is refused: {err}"),
+    }
+}
+
+/// Re-encodes a decoded event canonically and checks what must hold; `content_bytes` are the
+/// stored content bytes when known.
+fn check_canonical_event(event: &Event, content_bytes: Option<&[u8]>) {
+    let canonical = format::encode_content(&event.content);
+    let (bytes, hash) = format::encode_event(event.seq, &event.prev, &event.content);
+    assert_eq!(
+        hash,
+        format::event_hash(&event.prev, event.seq, &canonical),
+        "encode_event hashes the canonical content bytes"
+    );
+    match format::decode_event(&bytes) {
+        Ok(again) => assert_eq!(
+            again,
+            Event {
+                hash,
+                ..event.clone()
+            },
+            "the canonical re-encoding decodes to another event"
+        ),
+        Err(err) => panic!("the canonical re-encoding of a decoded event is refused: {err}"),
+    }
+    if content_bytes == Some(canonical.as_slice()) {
+        assert_eq!(hash, event.hash, "identical content bytes, different hash");
+    }
+}
+
+/// A record envelope in MessagePack, written by hand (the schema keeps its envelope type
+/// private): a map of `v`, `seq`, `prev`, `hash` and `content`, with the hash computed over
+/// `content` so that it matches. `None` when the content is too long for a bin32.
+fn wrap_content(seq: u64, prev: &[u8; 32], content: &[u8]) -> Option<Vec<u8>> {
+    let len = u32::try_from(content.len()).ok()?;
+    let hash = format::event_hash(prev, seq, content);
+    let mut out = vec![0x85];
+    out.extend_from_slice(b"\xa1v\xcd");
+    out.extend_from_slice(&FORMAT_VERSION.to_be_bytes());
+    out.extend_from_slice(b"\xa3seq\xcf");
+    out.extend_from_slice(&seq.to_be_bytes());
+    out.extend_from_slice(b"\xa4prev\xc4\x20");
+    out.extend_from_slice(prev);
+    out.extend_from_slice(b"\xa4hash\xc4\x20");
+    out.extend_from_slice(&hash);
+    out.extend_from_slice(b"\xa7content\xc6");
+    out.extend_from_slice(&len.to_be_bytes());
+    out.extend_from_slice(content);
+    Some(out)
+}
+
+/// `decode_view_key` never panics, and a key it accepts encodes back to the very same bytes.
+pub(crate) fn check_view_key_decode(data: &[u8]) {
+    if let Ok(key) = format::decode_view_key(data) {
+        assert_eq!(
+            format::encode_view_key(&key),
+            data,
+            "view key {key:?} does not round-trip"
+        );
+    }
+}
+
+/// `validate_json` never panics on UTF-8 text, and what it accepts is a fixed point: the
+/// returned text is a trimmed slice of the input and validates to itself.
+pub(crate) fn check_stdin_json(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let Ok(value) = validate_json("stdin", text) else {
+        return;
+    };
+    assert!(
+        text.contains(value.as_str()),
+        "output is not part of the input"
+    );
+    assert_eq!(
+        value.trim_matches(|c: char| c.is_ascii_whitespace()),
+        value,
+        "output is not trimmed"
+    );
+    match validate_json("stdin", &value) {
+        Ok(again) => assert_eq!(again, value, "validation is not idempotent"),
+        Err(err) => panic!("accepted JSON {value:?} is refused the second time: {err}"),
+    }
+}
+
+/// `validate_id` and `validate_scope` never panic; what they accept can be neither a path, an
+/// option nor a terminal escape, and encodes into a view key that decodes back.
+pub(crate) fn check_id_validate(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    let text = text.as_ref();
+    let id_ok = validate_id("id", text).is_ok();
+    let scope_ok = validate_scope(text).is_ok();
+    if id_ok {
+        assert!(!text.is_empty() && text.len() <= ID_BYTES_MAX, "id length");
+        assert!(text.is_ascii(), "id {text:?} is not ASCII");
+        assert!(
+            !text.contains(['/', '\\', '\0']),
+            "id {text:?} holds a path separator or NUL"
+        );
+        assert!(
+            !text.chars().any(char::is_control),
+            "id {text:?} holds a control character"
+        );
+        assert!(text != "." && text != "..", "id {text:?} is a dot entry");
+        assert!(
+            !text.starts_with(['-', '.']) && !text.ends_with('.'),
+            "id {text:?} has a leading '-' or '.', or a trailing '.'"
+        );
+        assert!(scope_ok, "id {text:?} is not a valid scope");
+    }
+    if scope_ok {
+        assert!(
+            !text.is_empty() && text.len() <= SCOPE_BYTES_MAX,
+            "scope length"
+        );
+        assert!(
+            !text.chars().any(char::is_control),
+            "scope {text:?} holds a control character"
+        );
+        assert!(!text.starts_with('-'), "scope {text:?} starts with '-'");
+        let key = ViewKey::Record {
+            scope: text.to_owned(),
+            key: if id_ok { text.to_owned() } else { "k".into() },
+        };
+        assert_eq!(
+            format::decode_view_key(&format::encode_view_key(&key)).ok(),
+            Some(key),
+            "a valid scope breaks the view key encoding"
+        );
+    }
+}
+
+/// `parse_anchor` never panics, and what it accepts formats back to the input up to the
+/// spellings the parser tolerates (see [`canonical_anchor`]), and parses again to the same.
+pub(crate) fn check_anchor_parse(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let Ok((store_id, head)) = format::parse_anchor(text) else {
+        return;
+    };
+    let formatted = format::format_anchor(&store_id, &head);
+    assert_eq!(
+        Some(formatted.as_str()),
+        canonical_anchor(text).as_deref(),
+        "accepted anchor {text:?} does not format back to itself"
+    );
+    assert_eq!(
+        format::parse_anchor(&formatted).ok(),
+        Some((store_id, head)),
+        "a formatted anchor does not parse back"
+    );
+}
+
+/// The canonical spelling of an anchor line that `parse_anchor` accepted: `parse_anchor` is
+/// strict, so an accepted line is exactly what `format_anchor` writes.
+fn canonical_anchor(text: &str) -> Option<String> {
+    Some(text.to_owned())
+}
+
+/// Opening arbitrary bytes as a store (with redb's integrity check) and verifying it never
+/// panics; any error is fine. The file sits alone in a fresh private (0700) directory.
+///
+/// # Panics
+/// Only when the temporary directory cannot be set up, which is not a finding.
+pub(crate) fn check_db_file_bytes(data: &[u8]) {
+    let dir = tempfile::Builder::new()
+        .prefix("hookstate-fuzz-")
+        .tempdir()
+        .expect("create a temporary directory");
+    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o700))
+        .expect("make the temporary directory private");
+    let path = dir.path().join("state.redb");
+    fs::write(&path, data).expect("write the store file");
+    let options = OpenOptions {
+        wait_ms: 100,
+        create: false,
+        check_integrity: true,
+    };
+    if let Ok(engine) = Engine::open(&path, options) {
+        let _ = engine.verify();
+    }
+}
