@@ -177,13 +177,7 @@ fn main() -> BenchResult<()> {
             )?);
         }
     }
-    summary(
-        &floor,
-        &in_process,
-        located.as_ref(),
-        per_call.as_ref(),
-        &concurrent,
-    );
+    summary(&floor, &in_process, located.as_ref(), per_call.as_ref(), &concurrent);
     Ok(())
 }
 
@@ -206,12 +200,7 @@ fn now_ms() -> u64 {
 }
 
 fn call() -> Call {
-    Call {
-        scope: SCOPE.into(),
-        actor: Default::default(),
-        idem_key: None,
-        now_ms: now_ms(),
-    }
+    Call { scope: SCOPE.into(), actor: Default::default(), idem_key: None, now_ms: now_ms() }
 }
 
 fn item_id(n: usize) -> String {
@@ -313,12 +302,7 @@ fn in_process_claims(dir: &Path, n: usize, fsync_per_s: f64) -> BenchResult<InPr
         ratio(claims_per_s, fsync_per_s)
     );
     println!();
-    Ok(InProcess {
-        pushes_per_s,
-        claims_per_s,
-        sample,
-        not_claimed,
-    })
+    Ok(InProcess { pushes_per_s, claims_per_s, sample, not_claimed })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -461,15 +445,10 @@ fn worker(bin: &Path, store: &Path, id: usize) -> Result<WorkerLog, String> {
 fn race(bin: &Path, store: &Path, k: usize) -> BenchResult<(Vec<WorkerLog>, Duration)> {
     let start = Instant::now();
     let logs = thread::scope(|s| {
-        let handles: Vec<_> = (0..k)
-            .map(|id| s.spawn(move || worker(bin, store, id)))
-            .collect();
+        let handles: Vec<_> = (0..k).map(|id| s.spawn(move || worker(bin, store, id))).collect();
         handles
             .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err("a worker thread panicked".into()))
-            })
+            .map(|h| h.join().unwrap_or_else(|_| Err("a worker thread panicked".into())))
             .collect::<Result<Vec<_>, String>>()
     })?;
     Ok((logs, start.elapsed()))

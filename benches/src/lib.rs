@@ -74,10 +74,7 @@ impl Sample {
     #[must_use]
     pub fn percentile(&self, permille: usize) -> Duration {
         let rank = (self.sorted.len() * permille.min(PERMILLE)).div_ceil(PERMILLE);
-        self.sorted
-            .get(rank.saturating_sub(1))
-            .copied()
-            .unwrap_or_default()
+        self.sorted.get(rank.saturating_sub(1)).copied().unwrap_or_default()
     }
 
     /// The sum of the latencies.
@@ -144,9 +141,8 @@ pub fn target_dir() -> PathBuf {
     if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR").filter(|d| !d.is_empty()) {
         return PathBuf::from(dir);
     }
-    let from_exe = std::env::current_exe()
-        .ok()
-        .and_then(|exe| exe.ancestors().nth(3).map(Path::to_path_buf));
+    let from_exe =
+        std::env::current_exe().ok().and_then(|exe| exe.ancestors().nth(3).map(Path::to_path_buf));
     from_exe.unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"))
 }
 
@@ -171,14 +167,9 @@ pub fn locate_hookstate() -> Result<Located, String> {
         candidates.push((PathBuf::from(bin), "from HOOKSTATE_BIN"));
     }
     candidates.push((target.join("release/hookstate"), "release build"));
-    candidates.push((
-        target.join("debug/hookstate"),
-        "DEBUG build: slower than release",
-    ));
-    let looked: Vec<String> = candidates
-        .iter()
-        .map(|(path, _)| path.display().to_string())
-        .collect();
+    candidates.push((target.join("debug/hookstate"), "DEBUG build: slower than release"));
+    let looked: Vec<String> =
+        candidates.iter().map(|(path, _)| path.display().to_string()).collect();
     candidates
         .into_iter()
         .find(|(path, _)| path.is_file())

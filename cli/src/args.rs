@@ -20,12 +20,7 @@ pub(crate) struct Cli {
     #[arg(long, global = true, env = "HOOKSTATE_DB", value_name = "PATH")]
     pub(crate) db: Option<PathBuf>,
     /// Scope the verb acts in (a project, a state directory, a bundle).
-    #[arg(
-        long,
-        global = true,
-        env = "HOOKSTATE_SCOPE",
-        default_value = "default"
-    )]
+    #[arg(long, global = true, env = "HOOKSTATE_SCOPE", default_value = "default")]
     pub(crate) scope: String,
     /// Longest wait for the store's write lock before exiting 4 (busy).
     #[arg(long, global = true, env = "HOOKSTATE_WAIT_MS", default_value_t = WAIT_MS_DEFAULT)]

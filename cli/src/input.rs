@@ -21,21 +21,12 @@ pub(crate) fn read_stdin() -> Result<String, CliError> {
     thread::spawn(move || {
         let mut bytes = Vec::new();
         let limit = STDIN_BYTES_MAX as u64 + 1;
-        let result = std::io::stdin()
-            .lock()
-            .take(limit)
-            .read_to_end(&mut bytes)
-            .map(|_| bytes);
+        let result = std::io::stdin().lock().take(limit).read_to_end(&mut bytes).map(|_| bytes);
         let _ = tx.send(result);
     });
     let bytes = match rx.recv_timeout(Duration::from_millis(STDIN_DEADLINE_MS)) {
         Ok(Ok(bytes)) => bytes,
-        Ok(Err(err)) => {
-            return Err(CliError::Io {
-                op: "read stdin".into(),
-                source: err,
-            })
-        }
+        Ok(Err(err)) => return Err(CliError::Io { op: "read stdin".into(), source: err }),
         Err(_) => {
             return Err(CliError::Invalid(format!(
                 "stdin was not closed within {STDIN_DEADLINE_MS} ms"
@@ -48,9 +39,7 @@ pub(crate) fn read_stdin() -> Result<String, CliError> {
         )));
     }
     if bytes.is_empty() {
-        return Err(CliError::Invalid(
-            "stdin is empty, expected one JSON value".into(),
-        ));
+        return Err(CliError::Invalid("stdin is empty, expected one JSON value".into()));
     }
     String::from_utf8(bytes).map_err(|_| CliError::Invalid("stdin is not valid UTF-8".into()))
 }

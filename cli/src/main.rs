@@ -26,10 +26,7 @@ fn main() -> ExitCode {
             .map(|s| (*s).to_owned())
             .or_else(|| info.payload().downcast_ref::<String>().cloned())
             .unwrap_or_else(|| "unknown panic".into());
-        let location = info
-            .location()
-            .map(|l| format!(" at {l}"))
-            .unwrap_or_default();
+        let location = info.location().map(|l| format!(" at {l}")).unwrap_or_default();
         let line = output::one_line(&format!(
             "internal error: {message}{location}; the store may be damaged, run `hookstate verify`"
         ));
@@ -55,19 +52,12 @@ fn main() -> ExitCode {
 /// Help and version go to stdout with exit 0; a usage error is one line on stderr and exit 2.
 fn usage_error(err: &clap::Error) -> ExitCode {
     use clap::error::ErrorKind;
-    if matches!(
-        err.kind(),
-        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion
-    ) {
+    if matches!(err.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
         let _ = write!(std::io::stdout(), "{err}");
         return ExitCode::from(exit::OK);
     }
     let rendered = err.to_string();
-    let first = rendered
-        .lines()
-        .next()
-        .unwrap_or("usage error")
-        .trim_start_matches("error: ");
+    let first = rendered.lines().next().unwrap_or("usage error").trim_start_matches("error: ");
     let _ = writeln!(
         std::io::stderr(),
         "hookstate: usage: {} (see hookstate --help)",

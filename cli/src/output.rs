@@ -19,10 +19,7 @@ pub(crate) fn print(format: Format, value: &Value) -> Result<(), CliError> {
     let mut out = std::io::stdout().lock();
     writeln!(out, "{text}")
         .and_then(|()| out.flush())
-        .map_err(|source| CliError::Io {
-            op: "write stdout".into(),
-            source,
-        })
+        .map_err(|source| CliError::Io { op: "write stdout".into(), source })
 }
 
 /// Top-level fields as `key=value`, strings bare, everything else as compact JSON.
@@ -43,13 +40,7 @@ pub(crate) fn to_text(value: &Value) -> String {
 /// Escapes control characters so that a message stays on one line and cannot drive a terminal.
 pub(crate) fn one_line(text: &str) -> String {
     text.chars()
-        .flat_map(|c| {
-            if c.is_control() {
-                c.escape_default().collect::<Vec<_>>()
-            } else {
-                vec![c]
-            }
-        })
+        .flat_map(|c| if c.is_control() { c.escape_default().collect::<Vec<_>>() } else { vec![c] })
         .collect()
 }
 

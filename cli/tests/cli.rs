@@ -46,9 +46,7 @@ struct Store {
 
 impl Store {
     fn new() -> Store {
-        Store {
-            dir: tempfile::tempdir().unwrap(),
-        }
+        Store { dir: tempfile::tempdir().unwrap() }
     }
 
     fn db(&self) -> PathBuf {
@@ -65,11 +63,7 @@ impl Store {
             .arg(self.db())
             .args(args)
             .env_remove("HOOKSTATE_SESSION")
-            .stdin(if stdin.is_some() {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            })
+            .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -92,10 +86,7 @@ impl Store {
             .unwrap()
             .map(|e| {
                 let e = e.unwrap();
-                (
-                    e.file_name().to_string_lossy().into_owned(),
-                    std::fs::read(e.path()).unwrap(),
-                )
+                (e.file_name().to_string_lossy().into_owned(), std::fs::read(e.path()).unwrap())
             })
             .collect()
     }
@@ -104,21 +95,12 @@ impl Store {
 #[test]
 fn exit_0_done_with_an_ack_line_carrying_seq_and_hash() {
     let store = Store::new();
-    let out = store
-        .run(&["queue", "push", "q", "a", "{\"n\":1}"])
-        .expect(0)
-        .json();
+    let out = store.run(&["queue", "push", "q", "a", "{\"n\":1}"]).expect(0).json();
     assert_eq!(out["ok"], true);
     assert_eq!(out["seq"], 1);
     assert_eq!(out["hash"].as_str().unwrap().len(), 64);
-    let claim = store
-        .run(&["--session", "s1", "queue", "claim", "q"])
-        .expect(0)
-        .json();
-    assert_eq!(
-        (claim["item"].as_str(), claim["token"].as_u64()),
-        (Some("a"), Some(1))
-    );
+    let claim = store.run(&["--session", "s1", "queue", "claim", "q"]).expect(0).json();
+    assert_eq!((claim["item"].as_str(), claim["token"].as_u64()), (Some("a"), Some(1)));
     assert_eq!(claim["payload"]["n"], 1);
     assert_eq!(claim["holder"], "s1");
 }
@@ -127,33 +109,19 @@ fn exit_0_done_with_an_ack_line_carrying_seq_and_hash() {
 fn exit_1_refused_for_a_stale_token_and_a_held_item() {
     let store = Store::new();
     store.run(&["queue", "push", "q", "a"]).expect(0);
-    store
-        .run(&["queue", "claim", "q", "--holder", "h1"])
-        .expect(0);
-    let held = store
-        .run(&["queue", "claim", "q", "--item", "a", "--holder", "h2"])
-        .expect(1);
+    store.run(&["queue", "claim", "q", "--holder", "h1"]).expect(0);
+    let held = store.run(&["queue", "claim", "q", "--item", "a", "--holder", "h2"]).expect(1);
     assert_eq!(held.json()["refused"], "held");
     assert!(held.stderr.contains("held by h1"), "{held:?}");
-    let stale = store
-        .run(&["queue", "ack", "q", "a", "--token", "7"])
-        .expect(1);
+    let stale = store.run(&["queue", "ack", "q", "a", "--token", "7"]).expect(1);
     assert_eq!(stale.json()["refused"], "stale_token");
-    store
-        .run(&["queue", "ack", "q", "a", "--token", "1"])
-        .expect(0);
+    store.run(&["queue", "ack", "q", "a", "--token", "1"]).expect(0);
     store.run(&["kv", "put", "k", "1", "--create"]).expect(0);
     assert_eq!(
-        store
-            .run(&["kv", "put", "k", "2", "--create"])
-            .expect(1)
-            .json()["refused"],
+        store.run(&["kv", "put", "k", "2", "--create"]).expect(1).json()["refused"],
         "exists"
     );
-    let mismatch = store
-        .run(&["kv", "put", "k", "2", "--expect-rev", "5"])
-        .expect(1)
-        .json();
+    let mismatch = store.run(&["kv", "put", "k", "2", "--expect-rev", "5"]).expect(1).json();
     assert_eq!(
         (mismatch["refused"].as_str(), mismatch["rev"].as_u64()),
         (Some("rev_mismatch"), Some(1))
@@ -166,9 +134,7 @@ fn exit_2_usage_errors_are_one_line() {
     store.run(&["frobnicate"]).expect(2);
     store.run(&["queue", "claim"]).expect(2);
     store.run(&["kv", "put", "k"]).expect(2);
-    store
-        .run(&["kv", "put", "k", "1", "--create", "--expect-rev", "1"])
-        .expect(2);
+    store.run(&["kv", "put", "k", "1", "--create", "--expect-rev", "1"]).expect(2);
     store.run(&["--format", "xml", "stats"]).expect(2);
     assert!(!store.db().exists(), "a usage error created the store");
 }
@@ -234,15 +200,9 @@ fn exit_3_invalid_ids_and_stdin_leave_the_store_byte_identical() {
         );
         assert_eq!(run.stderr.lines().count(), 1, "{run:?}");
     }
-    store
-        .run(&["queue", "push", "q", "a", "--max-deliveries", "0"])
-        .expect(3);
-    store
-        .run(&["queue", "claim", "q", "--lease-ms", "0"])
-        .expect(3);
-    store
-        .run(&["list", "append", "l", "1", "--cap", "0"])
-        .expect(3);
+    store.run(&["queue", "push", "q", "a", "--max-deliveries", "0"]).expect(3);
+    store.run(&["queue", "claim", "q", "--lease-ms", "0"]).expect(3);
+    store.run(&["list", "append", "l", "1", "--cap", "0"]).expect(3);
     store.run(&["--scope", "", "kv", "get", "k"]).expect(3);
     assert_eq!(store.snapshot(), before, "bad input changed the store");
 }
@@ -251,14 +211,7 @@ fn exit_3_invalid_ids_and_stdin_leave_the_store_byte_identical() {
 fn exit_3_stdin_flood_stops_at_the_cap() {
     let store = Store::new();
     let mut child = Command::new(env!("CARGO_BIN_EXE_hookstate"))
-        .args([
-            "--db",
-            store.db().to_str().unwrap(),
-            "kv",
-            "put",
-            "k",
-            "--stdin",
-        ])
+        .args(["--db", store.db().to_str().unwrap(), "kv", "put", "k", "--stdin"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -274,10 +227,7 @@ fn exit_3_stdin_flood_stops_at_the_cap() {
     drop(pipe);
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(3), "{out:?}");
-    assert!(
-        sent < 100 << 20,
-        "the whole 100 MiB was read ({sent} bytes)"
-    );
+    assert!(sent < 100 << 20, "the whole 100 MiB was read ({sent} bytes)");
     assert!(start.elapsed() < Duration::from_secs(10));
 }
 
@@ -291,15 +241,10 @@ fn exit_4_busy_when_the_write_lock_is_held_past_wait_ms() {
         .unwrap();
     let held = db.begin_write().unwrap();
     let start = Instant::now();
-    let run = store
-        .run(&["--wait-ms", "300", "queue", "claim", "q"])
-        .expect(4);
+    let run = store.run(&["--wait-ms", "300", "queue", "claim", "q"]).expect(4);
     let waited = start.elapsed();
     assert!(run.stderr.contains("busy"), "{run:?}");
-    assert!(
-        waited >= Duration::from_millis(300),
-        "gave up after {waited:?}"
-    );
+    assert!(waited >= Duration::from_millis(300), "gave up after {waited:?}");
     assert!(waited < Duration::from_secs(5), "hung for {waited:?}");
     drop(held);
     drop(db);
@@ -330,9 +275,7 @@ fn rewrite_event(db: &Path, seq: u64) {
 fn exit_5_verify_names_the_first_bad_seq_of_a_rewritten_event() {
     let store = Store::new();
     for n in 0..6 {
-        store
-            .run(&["counter", "add", "c", &n.to_string()])
-            .expect(0);
+        store.run(&["counter", "add", "c", &n.to_string()]).expect(0);
     }
     store.run(&["verify"]).expect(0);
     rewrite_event(&store.db(), 3);
@@ -345,9 +288,7 @@ fn exit_5_verify_names_the_first_bad_seq_of_a_rewritten_event() {
 fn exit_5_flipped_file_bytes_without_a_panic() {
     let store = Store::new();
     for n in 0..20 {
-        store
-            .run(&["kv", "put", &format!("k{n}"), &n.to_string()])
-            .expect(0);
+        store.run(&["kv", "put", &format!("k{n}"), &n.to_string()]).expect(0);
     }
     let clean = std::fs::read(store.db()).unwrap();
     let mut seen_corrupt = 0;
@@ -358,14 +299,8 @@ fn exit_5_flipped_file_bytes_without_a_panic() {
         }
         std::fs::write(store.db(), &bytes).unwrap();
         let run = store.run(&["verify"]);
-        assert!(
-            run.code == 0 || run.code == 5,
-            "case {case} at {at}: {run:?}"
-        );
-        assert!(
-            !run.stderr.contains("internal error"),
-            "case {case} panicked: {run:?}"
-        );
+        assert!(run.code == 0 || run.code == 5, "case {case} at {at}: {run:?}");
+        assert!(!run.stderr.contains("internal error"), "case {case} panicked: {run:?}");
         seen_corrupt += i32::from(run.code == 5);
     }
     assert!(seen_corrupt > 0, "no damaged file was reported corrupt");
@@ -415,14 +350,8 @@ fn help_and_readme_carry_the_same_exit_table() {
         (5, "CORRUPT"),
         (6, "IO"),
     ] {
-        assert!(
-            help.contains(&format!("  {code}  {name}")),
-            "help lacks {code} {name}"
-        );
-        assert!(
-            readme.contains(&format!("| {code} | {name} |")),
-            "README lacks {code} {name}"
-        );
+        assert!(help.contains(&format!("  {code}  {name}")), "help lacks {code} {name}");
+        assert!(readme.contains(&format!("| {code} | {name} |")), "README lacks {code} {name}");
     }
 }
 
@@ -432,9 +361,7 @@ fn eight_processes_racing_on_one_queue_never_double_claim() {
     const WORKERS: usize = 8;
     let store = Store::new();
     for n in 0..ITEMS {
-        store
-            .run(&["queue", "push", "q", &format!("i{n}")])
-            .expect(0);
+        store.run(&["queue", "push", "q", &format!("i{n}")]).expect(0);
     }
     let db = store.db();
     let workers: Vec<_> = (0..WORKERS)
@@ -462,10 +389,8 @@ fn eight_processes_racing_on_one_queue_never_double_claim() {
             })
         })
         .collect();
-    let claims: Vec<(String, u64, usize)> = workers
-        .into_iter()
-        .flat_map(|h| h.join().unwrap())
-        .collect();
+    let claims: Vec<(String, u64, usize)> =
+        workers.into_iter().flat_map(|h| h.join().unwrap()).collect();
     let items: BTreeSet<&str> = claims.iter().map(|c| c.0.as_str()).collect();
     let tokens: BTreeSet<u64> = claims.iter().map(|c| c.1).collect();
     println!(
@@ -489,14 +414,7 @@ fn concurrent_first_use_creates_one_store() {
     let children: Vec<_> = (0..8)
         .map(|n| {
             Command::new(env!("CARGO_BIN_EXE_hookstate"))
-                .args([
-                    "--db",
-                    db.to_str().unwrap(),
-                    "set",
-                    "add",
-                    "s",
-                    &format!("m{n}"),
-                ])
+                .args(["--db", db.to_str().unwrap(), "set", "add", "s", &format!("m{n}")])
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
                 .spawn()
@@ -512,82 +430,59 @@ fn concurrent_first_use_creates_one_store() {
         .output()
         .unwrap();
     let report: Value = serde_json::from_slice(&verify.stdout).unwrap();
-    assert_eq!(
-        report["events"], 8,
-        "every writer's event is in the one store: {report}"
-    );
+    assert_eq!(report["events"], 8, "every writer's event is in the one store: {report}");
     let leftovers: Vec<_> = std::fs::read_dir(store.dir.path().join("fresh"))
         .unwrap()
         .map(|e| e.unwrap().file_name())
         .collect();
-    assert_eq!(
-        leftovers.len(),
-        2,
-        "only the store and its anchor remain: {leftovers:?}"
-    );
+    assert_eq!(leftovers.len(), 2, "only the store and its anchor remain: {leftovers:?}");
 }
 
 #[test]
 fn set_counter_list_and_log_verbs_work_from_a_shell() {
     let store = Store::new();
-    assert_eq!(
-        store
-            .run(&["set", "add", "alerts", "disk-full"])
-            .expect(0)
-            .json()["added"],
-        true
-    );
-    assert_eq!(
-        store
-            .run(&["set", "add", "alerts", "disk-full"])
-            .expect(0)
-            .json()["added"],
-        false
-    );
-    assert_eq!(
-        store
-            .run(&["set", "has", "alerts", "disk-full"])
-            .expect(0)
-            .json()["present"],
-        true
-    );
-    assert_eq!(
-        store
-            .run(&["counter", "add", "turns", "-3"])
-            .expect(0)
-            .json()["value"],
-        -3
-    );
-    assert_eq!(
-        store.run(&["counter", "get", "turns"]).expect(0).json()["value"],
-        -3
-    );
+    assert_eq!(store.run(&["set", "add", "alerts", "disk-full"]).expect(0).json()["added"], true);
+    assert_eq!(store.run(&["set", "add", "alerts", "disk-full"]).expect(0).json()["added"], false);
+    assert_eq!(store.run(&["set", "has", "alerts", "disk-full"]).expect(0).json()["present"], true);
+    assert_eq!(store.run(&["counter", "add", "turns", "-3"]).expect(0).json()["value"], -3);
+    assert_eq!(store.run(&["counter", "get", "turns"]).expect(0).json()["value"], -3);
     for n in 0..5 {
-        store
-            .run(&["list", "append", "rows", &n.to_string(), "--cap", "3"])
-            .expect(0);
+        store.run(&["list", "append", "rows", &n.to_string(), "--cap", "3"]).expect(0);
     }
     assert_eq!(
         store.run(&["list", "get", "rows"]).expect(0).json()["rows"],
         serde_json::json!([2, 3, 4])
     );
-    let log = store
-        .run(&["log", "--kind", "list_appended", "--tail", "2"])
-        .expect(0);
+    let log = store.run(&["log", "--kind", "list_appended", "--tail", "2"]).expect(0);
     let seqs: Vec<u64> = log
         .stdout
         .lines()
-        .map(|l| {
-            serde_json::from_str::<Value>(l).unwrap()["seq"]
-                .as_u64()
-                .unwrap()
-        })
+        .map(|l| serde_json::from_str::<Value>(l).unwrap()["seq"].as_u64().unwrap())
         .collect();
     assert_eq!(seqs, [6, 7]);
     let stats = store.run(&["stats"]).expect(0).json();
     assert_eq!(stats["events"], 7);
-    let text = store
-        .run(&["--format", "text", "counter", "get", "turns"])
-        .expect(0);
+    let text = store.run(&["--format", "text", "counter", "get", "turns"]).expect(0);
     assert!(text.stdout.contains("value=-3"), "{text:?}");
+}
+
+#[test]
+fn read_verbs_never_write_a_byte() {
+    let store = Store::new();
+    store.run(&["queue", "push", "q", "a", "{\"n\":1}"]).expect(0);
+    store.run(&["kv", "put", "k", "[1,2]"]).expect(0);
+    let before = store.snapshot();
+    for args in [
+        &["kv", "get", "k"][..],
+        &["queue", "list", "q"],
+        &["counter", "get", "c"],
+        &["set", "has", "s", "m"],
+        &["list", "get", "l"],
+        &["log"],
+        &["stats"],
+    ] {
+        store.run(args).expect(0);
+    }
+    assert_eq!(store.snapshot(), before, "a read verb changed the store");
+    assert_eq!(store.run(&["kv", "get", "k"]).expect(0).json()["value"], serde_json::json!([1, 2]));
 }

@@ -42,10 +42,7 @@ type Views = BTreeMap<ViewKey, ViewRow>;
 fn replay_chain(txn: &dyn ReadTxn, genesis: [u8; 32]) -> Result<(Head, Views)> {
     let head = read_head(txn)?;
     let mut views = Views::new();
-    let mut expected = Head {
-        seq: 0,
-        hash: genesis,
-    };
+    let mut expected = Head { seq: 0, hash: genesis };
     txn.events(1, head.seq, &mut |seq, bytes| {
         if seq != expected.seq + 1 {
             return Err(broken(expected.seq + 1, "event is missing"));
@@ -58,20 +55,14 @@ fn replay_chain(txn: &dyn ReadTxn, genesis: [u8; 32]) -> Result<(Head, Views)> {
             return Err(broken(seq, "prev does not match the previous event's hash"));
         }
         project_in_memory(&mut views, &event);
-        expected = Head {
-            seq,
-            hash: event.hash,
-        };
+        expected = Head { seq, hash: event.hash };
         Ok(true)
     })?;
     if expected.seq != head.seq {
         return Err(broken(expected.seq + 1, "event is missing"));
     }
     if expected.hash != head.hash {
-        return Err(broken(
-            head.seq,
-            "stored head hash does not match the last event",
-        ));
+        return Err(broken(head.seq, "stored head hash does not match the last event"));
     }
     let mut beyond = None;
     txn.events(head.seq.saturating_add(1), u64::MAX, &mut |seq, _| {
@@ -85,18 +76,12 @@ fn replay_chain(txn: &dyn ReadTxn, genesis: [u8; 32]) -> Result<(Head, Views)> {
 }
 
 fn broken(seq: u64, why: &str) -> Error {
-    Error::ChainBroken {
-        seq,
-        why: why.into(),
-    }
+    Error::ChainBroken { seq, why: why.into() }
 }
 
 /// Compares the stored views with a rebuild; returns the number of rows compared.
 fn compare_views(txn: &dyn ReadTxn, rebuilt: &Views) -> Result<u64> {
-    let mut expected = rebuilt
-        .iter()
-        .map(|(k, v)| (encode_view_key(k), k, v))
-        .collect::<Vec<_>>();
+    let mut expected = rebuilt.iter().map(|(k, v)| (encode_view_key(k), k, v)).collect::<Vec<_>>();
     expected.sort_by(|a, b| a.0.cmp(&b.0));
     let mut index = 0usize;
     txn.views_with_prefix(&[], &mut |key, row| {
@@ -105,29 +90,19 @@ fn compare_views(txn: &dyn ReadTxn, rebuilt: &Views) -> Result<u64> {
         match expected.get(index) {
             Some((bytes, want_key, want_row)) if bytes.as_slice() == key => {
                 if **want_row != stored_row {
-                    return Err(Error::ViewMismatch {
-                        key: format!("{want_key:?}"),
-                    });
+                    return Err(Error::ViewMismatch { key: format!("{want_key:?}") });
                 }
             }
             Some((bytes, want_key, _)) if bytes.as_slice() < key => {
-                return Err(Error::ViewMismatch {
-                    key: format!("{want_key:?} (missing)"),
-                });
+                return Err(Error::ViewMismatch { key: format!("{want_key:?} (missing)") });
             }
-            _ => {
-                return Err(Error::ViewMismatch {
-                    key: format!("{stored_key:?} (extra)"),
-                })
-            }
+            _ => return Err(Error::ViewMismatch { key: format!("{stored_key:?} (extra)") }),
         }
         index += 1;
         Ok(true)
     })?;
     if let Some((_, key, _)) = expected.get(index) {
-        return Err(Error::ViewMismatch {
-            key: format!("{key:?} (missing)"),
-        });
+        return Err(Error::ViewMismatch { key: format!("{key:?} (missing)") });
     }
     Ok(index as u64)
 }
@@ -144,12 +119,7 @@ impl Engine {
         let (head, views) = replay_chain(&*txn, self.genesis())?;
         let anchor_seq = self.check_anchor(&*txn, &head)?;
         let compared = compare_views(&*txn, &views)?;
-        Ok(VerifyReport {
-            events: head.seq,
-            head,
-            anchor_seq,
-            views: compared,
-        })
+        Ok(VerifyReport { events: head.seq, head, anchor_seq, views: compared })
     }
 
     fn check_anchor(&self, txn: &dyn ReadTxn, head: &Head) -> Result<Option<u64>> {
@@ -172,12 +142,9 @@ impl Engine {
         let hash = if anchored.seq == 0 {
             self.genesis()
         } else {
-            let bytes = txn
-                .event(anchored.seq)?
-                .ok_or_else(|| broken(anchored.seq, "event is missing"))?;
-            format::decode_event(&bytes)
-                .map_err(|e| broken(anchored.seq, &e.to_string()))?
-                .hash
+            let bytes =
+                txn.event(anchored.seq)?.ok_or_else(|| broken(anchored.seq, "event is missing"))?;
+            format::decode_event(&bytes).map_err(|e| broken(anchored.seq, &e.to_string()))?.hash
         };
         if hash != anchored.hash {
             return Err(mismatch(format!(
@@ -203,9 +170,6 @@ impl Engine {
             self.poison();
             return Err(err);
         }
-        Ok(RebuildReport {
-            events: head.seq,
-            views: views.len() as u64,
-        })
+        Ok(RebuildReport { events: head.seq, views: views.len() as u64 })
     }
 }

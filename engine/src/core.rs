@@ -143,14 +143,7 @@ fn refuse(reason: &'static str, message: String, details: Value) -> Decision {
         Value::Object(map) => map,
         _ => Map::new(),
     };
-    Decision {
-        refusal: Some(Refusal {
-            reason,
-            message,
-            details,
-        }),
-        ..Decision::default()
-    }
+    Decision { refusal: Some(Refusal { reason, message, details }), ..Decision::default() }
 }
 
 fn fields(value: Value) -> Map<String, Value> {
@@ -193,23 +186,13 @@ pub(crate) fn decide_put(
 
 /// Decides a push given the item's current row.
 pub(crate) fn decide_push(current: Option<&Item>, live_items: u64, cmd: &Command) -> Decision {
-    let Command::QueuePush {
-        queue,
-        item,
-        payload,
-        for_session,
-        max_deliveries,
-    } = cmd
-    else {
+    let Command::QueuePush { queue, item, payload, for_session, max_deliveries } = cmd else {
         return Decision::default();
     };
     if let Some(existing) = current {
         return refuse(
             "exists",
-            format!(
-                "item {item} is already in queue {queue} ({})",
-                existing.state.as_str()
-            ),
+            format!("item {item} is already in queue {queue} ({})", existing.state.as_str()),
             json!({ "queue": queue, "item": item, "state": existing.state.as_str() }),
         );
     }
@@ -250,9 +233,7 @@ fn lease_live(item: &Item, now_ms: u64) -> bool {
 }
 
 fn addressed_elsewhere(item: &Item, session: Option<&str>) -> bool {
-    item.for_session
-        .as_deref()
-        .is_some_and(|wanted| Some(wanted) != session)
+    item.for_session.as_deref().is_some_and(|wanted| Some(wanted) != session)
 }
 
 /// An expired claim that already used up its deliveries is parked instead of handed out again.
@@ -261,11 +242,7 @@ fn exhausted(item: &Item) -> bool {
 }
 
 fn park(queue: &str, id: &str, item: &Item) -> CoreEvent {
-    CoreEvent::ItemParked {
-        queue: queue.into(),
-        item: id.into(),
-        deliveries: item.deliveries,
-    }
+    CoreEvent::ItemParked { queue: queue.into(), item: id.into(), deliveries: item.deliveries }
 }
 
 fn grant(queue: &str, id: &str, item: &Item, meta: &QueueMeta, who: &Claimer<'_>) -> CoreEvent {
@@ -334,10 +311,7 @@ pub(crate) fn decide_claim_item(
     if item.state == ItemState::Parked {
         return refuse(
             "parked",
-            format!(
-                "item {id} of queue {queue} is parked after {} deliveries",
-                item.deliveries
-            ),
+            format!("item {id} of queue {queue} is parked after {} deliveries", item.deliveries),
             json!({ "queue": queue, "item": id, "deliveries": item.deliveries }),
         );
     }
@@ -354,21 +328,14 @@ pub(crate) fn decide_claim_item(
     if exhausted(item) {
         let mut decision = refuse(
             "parked",
-            format!(
-                "item {id} of queue {queue} is parked after {} deliveries",
-                item.deliveries
-            ),
+            format!("item {id} of queue {queue} is parked after {} deliveries", item.deliveries),
             json!({ "queue": queue, "item": id, "deliveries": item.deliveries }),
         );
         decision.events.push(park(queue, id, item));
         return decision;
     }
     let event = grant(queue, id, item, meta, who);
-    Decision {
-        result: claim_result(&event, &item.payload),
-        events: vec![event],
-        refusal: None,
-    }
+    Decision { result: claim_result(&event, &item.payload), events: vec![event], refusal: None }
 }
 
 fn not_found(queue: &str, id: &str) -> Decision {
@@ -383,10 +350,7 @@ fn held(queue: &str, id: &str, item: &Item) -> Decision {
     let holder = item.holder.clone().unwrap_or_default();
     refuse(
         "held",
-        format!(
-            "item {id} of queue {queue} is held by {holder} (token {})",
-            item.token
-        ),
+        format!("item {id} of queue {queue} is held by {holder} (token {})", item.token),
         json!({
             "queue": queue, "item": id, "holder": holder, "token": item.token,
             "lease_until_ms": item.lease_until_ms,
@@ -405,11 +369,7 @@ fn check_token(
         return Err(not_found(queue, id));
     };
     if item.state != ItemState::Claimed || item.token != token {
-        let holder = if item.state == ItemState::Claimed {
-            item.holder.clone()
-        } else {
-            None
-        };
+        let holder = if item.state == ItemState::Claimed { item.holder.clone() } else { None };
         return Err(refuse(
             "stale_token",
             format!(
@@ -430,9 +390,7 @@ fn check_token(
 pub(crate) fn decide_holder(cmd: &Command, current: Option<&Item>, now_ms: u64) -> Decision {
     let (queue, id, token) = match cmd {
         Command::QueueAck { queue, item, token }
-        | Command::QueueExtend {
-            queue, item, token, ..
-        }
+        | Command::QueueExtend { queue, item, token, .. }
         | Command::QueueRelease { queue, item, token } => (queue, item, *token),
         _ => return Decision::default(),
     };
@@ -442,32 +400,20 @@ pub(crate) fn decide_holder(cmd: &Command, current: Option<&Item>, now_ms: u64) 
     };
     let (q, i) = (queue.clone(), id.clone());
     let mut events = match cmd {
-        Command::QueueAck { .. } => vec![CoreEvent::ItemAcked {
-            queue: q,
-            item: i,
-            token,
-        }],
+        Command::QueueAck { .. } => vec![CoreEvent::ItemAcked { queue: q, item: i, token }],
         Command::QueueExtend { lease_ms, .. } => vec![CoreEvent::ItemExtended {
             queue: q,
             item: i,
             token,
             lease_until_ms: now_ms.saturating_add(*lease_ms),
         }],
-        _ => vec![CoreEvent::ItemReleased {
-            queue: q,
-            item: i,
-            token,
-        }],
+        _ => vec![CoreEvent::ItemReleased { queue: q, item: i, token }],
     };
     if matches!(cmd, Command::QueueRelease { .. }) && item.deliveries >= item.max_deliveries {
         events.push(park(queue, id, &item));
     }
     let result = events.first().map(render).unwrap_or_default();
-    Decision {
-        events,
-        result,
-        refusal: None,
-    }
+    Decision { events, result, refusal: None }
 }
 
 /// Decides a redrive of one parked item or of every parked item (at most `events_max`).
@@ -477,19 +423,13 @@ pub(crate) fn decide_redrive(
     items: &[(String, Item)],
     events_max: usize,
 ) -> Decision {
-    let redrive = |id: &str| CoreEvent::ItemRedriven {
-        queue: queue.into(),
-        item: id.into(),
-    };
+    let redrive = |id: &str| CoreEvent::ItemRedriven { queue: queue.into(), item: id.into() };
     let events: Vec<CoreEvent> = match named {
         Some((id, None)) => return not_found(queue, id),
         Some((id, Some(item))) if item.state != ItemState::Parked => {
             return refuse(
                 "not_parked",
-                format!(
-                    "item {id} of queue {queue} is {}, not parked",
-                    item.state.as_str()
-                ),
+                format!("item {id} of queue {queue} is {}, not parked", item.state.as_str()),
                 json!({ "queue": queue, "item": id, "state": item.state.as_str() }),
             )
         }
@@ -520,16 +460,8 @@ pub(crate) fn decide_counter(current: i64, name: &str, delta: i64) -> Result<Dec
     let value = current
         .checked_add(delta)
         .ok_or_else(|| format!("counter {name} would overflow: {current} + {delta}"))?;
-    let event = CoreEvent::CounterAdded {
-        name: name.into(),
-        delta,
-        value,
-    };
-    Ok(Decision {
-        result: render(&event),
-        events: vec![event],
-        refusal: None,
-    })
+    let event = CoreEvent::CounterAdded { name: name.into(), delta, value };
+    Ok(Decision { result: render(&event), events: vec![event], refusal: None })
 }
 
 /// Decides a set add: a new member appends an event, a known one appends nothing.
@@ -540,31 +472,16 @@ pub(crate) fn decide_set_add(exists: bool, set: &str, member: &str) -> Decision 
             ..Decision::default()
         };
     }
-    let event = CoreEvent::SetAdded {
-        set: set.into(),
-        member: member.into(),
-    };
-    Decision {
-        result: render(&event),
-        events: vec![event],
-        refusal: None,
-    }
+    let event = CoreEvent::SetAdded { set: set.into(), member: member.into() };
+    Decision { result: render(&event), events: vec![event], refusal: None }
 }
 
 /// Decides a list append.
 pub(crate) fn decide_list_append(list: &str, row: &str, cap: u32) -> Decision {
-    let event = CoreEvent::ListAppended {
-        list: list.into(),
-        row: row.into(),
-        cap,
-    };
+    let event = CoreEvent::ListAppended { list: list.into(), row: row.into(), cap };
     let mut result = render(&event);
     result.remove("row");
-    Decision {
-        result,
-        events: vec![event],
-        refusal: None,
-    }
+    Decision { result, events: vec![event], refusal: None }
 }
 
 /// The result fields an event stands for: used for fresh results and idempotent replays.
@@ -572,15 +489,7 @@ pub(crate) fn render(event: &CoreEvent) -> Map<String, Value> {
     let value = match event {
         CoreEvent::RecordPut { key, rev, .. } => json!({ "key": key, "rev": rev }),
         CoreEvent::ItemPushed { queue, item, .. } => json!({ "queue": queue, "item": item }),
-        CoreEvent::ItemClaimed {
-            queue,
-            item,
-            holder,
-            token,
-            lease_until_ms,
-            delivery,
-            ..
-        } => {
+        CoreEvent::ItemClaimed { queue, item, holder, token, lease_until_ms, delivery, .. } => {
             json!({
                 "queue": queue, "item": item, "holder": holder, "token": token,
                 "lease_until_ms": lease_until_ms, "delivery": delivery,
@@ -590,19 +499,10 @@ pub(crate) fn render(event: &CoreEvent) -> Map<String, Value> {
         | CoreEvent::ItemReleased { queue, item, token } => {
             json!({ "queue": queue, "item": item, "token": token })
         }
-        CoreEvent::ItemExtended {
-            queue,
-            item,
-            token,
-            lease_until_ms,
-        } => {
+        CoreEvent::ItemExtended { queue, item, token, lease_until_ms } => {
             json!({ "queue": queue, "item": item, "token": token, "lease_until_ms": lease_until_ms })
         }
-        CoreEvent::ItemParked {
-            queue,
-            item,
-            deliveries,
-        } => {
+        CoreEvent::ItemParked { queue, item, deliveries } => {
             json!({ "queue": queue, "item": item, "parked": true, "deliveries": deliveries })
         }
         CoreEvent::ItemRedriven { queue, item } => json!({ "queue": queue, "redriven": [item] }),

@@ -38,6 +38,8 @@ pub struct OpenOptions {
     pub create: bool,
     /// Run redb's full integrity check on open (for verify, rebuild and export).
     pub check_integrity: bool,
+    /// Open for reading only: the file is never written, not even its header. Writes fail.
+    pub read_only: bool,
 }
 
 impl Default for OpenOptions {
@@ -46,6 +48,7 @@ impl Default for OpenOptions {
             wait_ms: crate::limits::WAIT_MS_DEFAULT,
             create: true,
             check_integrity: false,
+            read_only: false,
         }
     }
 }
@@ -92,10 +95,7 @@ impl Outcome {
         out.extend(self.result.clone());
         if self.appended > 0 || self.replayed {
             out.insert("seq".into(), Value::from(self.head.seq));
-            out.insert(
-                "hash".into(),
-                Value::String(format::to_hex(&self.head.hash)),
-            );
+            out.insert("hash".into(), Value::String(format::to_hex(&self.head.hash)));
         }
         if self.replayed {
             out.insert("replayed".into(), Value::Bool(true));
@@ -115,9 +115,7 @@ pub struct Engine {
 
 impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Engine")
-            .field("path", &self.dir.path())
-            .finish_non_exhaustive()
+        f.debug_struct("Engine").field("path", &self.dir.path()).finish_non_exhaustive()
     }
 }
 
@@ -151,20 +149,17 @@ impl Engine {
             Some(file) => file,
             None if options.create => {
                 create_store(&dir)?;
-                dir.open_store()?
-                    .ok_or_else(|| Error::NoStore { path: dir.path() })?
+                dir.open_store()?.ok_or_else(|| Error::NoStore { path: dir.path() })?
             }
             None => return Err(Error::NoStore { path: dir.path() }),
         };
-        let store = RedbStore::open(&file, options.check_integrity, wait)?;
+        let store = if options.read_only {
+            RedbStore::open_read_only(&file, wait)?
+        } else {
+            RedbStore::open(&file, options.check_integrity, wait)?
+        };
         let store_id = read_identity(&store, &dir.path())?;
-        Ok(Engine {
-            dir,
-            store,
-            store_id,
-            wait,
-            poisoned: Cell::new(false),
-        })
+        Ok(Engine { dir, store, store_id, wait, poisoned: Cell::new(false) })
     }
 
     /// The store file's path.
@@ -258,9 +253,7 @@ impl Engine {
             .and_then(|text| format::parse_anchor(&text).ok())
             .is_none_or(|(id, anchored)| id != self.store_id || anchored.seq < head.seq);
         if behind {
-            let _ = self
-                .dir
-                .write_anchor(&format::format_anchor(&self.store_id, head));
+            let _ = self.dir.write_anchor(&format::format_anchor(&self.store_id, head));
         }
     }
 
@@ -282,23 +275,17 @@ impl Engine {
 
 fn create_store(dir: &StoreDir) -> Result<()> {
     let (file, temp) = dir.create_temp("create")?;
-    let keep = file
-        .try_clone()
-        .map_err(|e| Error::io("duplicate handle of", dir.path(), e));
+    let keep = file.try_clone().map_err(|e| Error::io("duplicate handle of", dir.path(), e));
     let created = keep.and_then(|keep| {
         let store_id = random_bytes::<STORE_ID_BYTES>()?;
-        let head = Head {
-            seq: 0,
-            hash: genesis_hash(&store_id),
-        };
+        let head = Head { seq: 0, hash: genesis_hash(&store_id) };
         let meta: [(&str, &[u8]); 3] = [
             (META_FORMAT, &FORMAT_VERSION.to_be_bytes()),
             (META_STORE_ID, &store_id),
             (META_HEAD, &encode_head(&head)),
         ];
         drop(RedbStore::create_in(file, &meta)?);
-        keep.sync_all()
-            .map_err(|e| Error::io("fsync", dir.path(), e))
+        keep.sync_all().map_err(|e| Error::io("fsync", dir.path(), e))
     });
     match created {
         Ok(()) => dir.publish_store(&temp).map(|_| ()),
@@ -311,37 +298,20 @@ fn create_store(dir: &StoreDir) -> Result<()> {
 
 fn read_identity(store: &RedbStore, path: &Path) -> Result<[u8; STORE_ID_BYTES]> {
     let txn = store.begin_read()?;
-    let not_ours = |why: &str| Error::NotAStore {
-        path: path.to_path_buf(),
-        why: why.into(),
-    };
-    let version = txn
-        .meta(META_FORMAT)
-        .map_err(|_| not_ours("no hookstate metadata"))?;
+    let not_ours = |why: &str| Error::NotAStore { path: path.to_path_buf(), why: why.into() };
+    let version = txn.meta(META_FORMAT).map_err(|_| not_ours("no hookstate metadata"))?;
     let version = version.ok_or_else(|| not_ours("no format version"))?;
-    let version: [u8; 2] = version
-        .as_slice()
-        .try_into()
-        .map_err(|_| not_ours("bad format"))?;
+    let version: [u8; 2] = version.as_slice().try_into().map_err(|_| not_ours("bad format"))?;
     let found = u16::from_be_bytes(version);
     if found > FORMAT_VERSION {
-        return Err(Error::FormatTooNew {
-            found,
-            supported: FORMAT_VERSION,
-        });
+        return Err(Error::FormatTooNew { found, supported: FORMAT_VERSION });
     }
-    let id = txn
-        .meta(META_STORE_ID)?
-        .ok_or_else(|| not_ours("no store id"))?;
-    id.as_slice()
-        .try_into()
-        .map_err(|_| not_ours("bad store id"))
+    let id = txn.meta(META_STORE_ID)?.ok_or_else(|| not_ours("no store id"))?;
+    id.as_slice().try_into().map_err(|_| not_ours("bad store id"))
 }
 
 pub(crate) fn read_head(txn: &dyn ReadTxn) -> Result<Head> {
-    let bytes = txn
-        .meta(META_HEAD)?
-        .ok_or_else(|| Error::Corrupt("the head is missing".into()))?;
+    let bytes = txn.meta(META_HEAD)?.ok_or_else(|| Error::Corrupt("the head is missing".into()))?;
     decode_head(&bytes).map_err(|e| Error::Corrupt(e.to_string()))
 }
 
@@ -349,9 +319,7 @@ pub(crate) fn read_row(txn: &dyn ReadTxn, key: &ViewKey) -> Result<Option<ViewRo
     let Some(bytes) = txn.view(&encode_view_key(key))? else {
         return Ok(None);
     };
-    decode_view_row(&bytes)
-        .map(Some)
-        .map_err(|e| Error::Corrupt(format!("view {key:?}: {e}")))
+    decode_view_row(&bytes).map(Some).map_err(|e| Error::Corrupt(format!("view {key:?}: {e}")))
 }
 
 fn append_one(txn: &mut dyn WriteTxn, head: Head, call: &Call, body: &CoreEvent) -> Result<Head> {
@@ -371,12 +339,7 @@ fn append_one(txn: &mut dyn WriteTxn, head: Head, call: &Call, body: &CoreEvent)
         )));
     }
     txn.append_event(seq, &record)?;
-    let event = Event {
-        seq,
-        prev: head.hash,
-        hash,
-        content,
-    };
+    let event = Event { seq, prev: head.hash, hash, content };
     assert_eq!(event.seq, head.seq + 1, "event seq must follow the head");
     assert_eq!(event.prev, head.hash, "event prev must be the head hash");
     project_live(txn, &event)?;
@@ -407,42 +370,21 @@ fn replay_idempotent(txn: &dyn ReadTxn, call: &Call) -> Result<Option<Outcome>> 
     let Some(idem) = &call.idem_key else {
         return Ok(None);
     };
-    let key = ViewKey::Idem {
-        scope: call.scope.clone(),
-        key: idem.clone(),
-    };
-    let Some(ViewRow::Idem {
-        first_seq,
-        last_seq,
-    }) = read_row(txn, &key)?
-    else {
+    let key = ViewKey::Idem { scope: call.scope.clone(), key: idem.clone() };
+    let Some(ViewRow::Idem { first_seq, last_seq }) = read_row(txn, &key)? else {
         return Ok(None);
     };
     let mut result = Map::new();
-    let mut head = Head {
-        seq: 0,
-        hash: [0; 32],
-    };
+    let mut head = Head { seq: 0, hash: [0; 32] };
     txn.events(first_seq, last_seq, &mut |seq, bytes| {
-        let event = format::decode_event(bytes).map_err(|e| Error::ChainBroken {
-            seq,
-            why: e.to_string(),
-        })?;
+        let event = format::decode_event(bytes)
+            .map_err(|e| Error::ChainBroken { seq, why: e.to_string() })?;
         let Body::Core(core) = &event.content.body;
         result = core::render(core);
-        head = Head {
-            seq: event.seq,
-            hash: event.hash,
-        };
+        head = Head { seq: event.seq, hash: event.hash };
         Ok(true)
     })?;
-    Ok(Some(Outcome {
-        result,
-        refusal: None,
-        head,
-        appended: 0,
-        replayed: true,
-    }))
+    Ok(Some(Outcome { result, refusal: None, head, appended: 0, replayed: true }))
 }
 
 fn validate_call(call: &Call) -> Result<()> {
@@ -451,11 +393,9 @@ fn validate_call(call: &Call) -> Result<()> {
         validate_id("idempotency key", key)?;
     }
     let actor = &call.actor;
-    for (what, field) in [
-        ("session", &actor.session),
-        ("hook", &actor.hook),
-        ("agent", &actor.agent),
-    ] {
+    for (what, field) in
+        [("session", &actor.session), ("hook", &actor.hook), ("agent", &actor.agent)]
+    {
         if let Some(value) = field {
             validate_id(what, value)?;
         }
@@ -481,13 +421,7 @@ fn validate_command(command: &Command) -> Result<Command> {
             validate_id("key", key)?;
             *value = validate_json("value", value)?;
         }
-        Command::QueuePush {
-            queue,
-            item,
-            payload,
-            for_session,
-            max_deliveries,
-        } => {
+        Command::QueuePush { queue, item, payload, for_session, max_deliveries } => {
             validate_id("queue", queue)?;
             validate_id("item", item)?;
             *payload = validate_json("payload", payload)?;
@@ -500,12 +434,7 @@ fn validate_command(command: &Command) -> Result<Command> {
                 )));
             }
         }
-        Command::QueueClaim {
-            queue,
-            item,
-            holder,
-            lease_ms,
-        } => {
+        Command::QueueClaim { queue, item, holder, lease_ms } => {
             validate_id("queue", queue)?;
             validate_id("holder", holder)?;
             if let Some(item) = item {
@@ -517,12 +446,7 @@ fn validate_command(command: &Command) -> Result<Command> {
             validate_id("queue", queue)?;
             validate_id("item", item)?;
         }
-        Command::QueueExtend {
-            queue,
-            item,
-            lease_ms,
-            ..
-        } => {
+        Command::QueueExtend { queue, item, lease_ms, .. } => {
             validate_id("queue", queue)?;
             validate_id("item", item)?;
             check_lease(*lease_ms)?;
@@ -542,9 +466,7 @@ fn validate_command(command: &Command) -> Result<Command> {
             validate_id("list", list)?;
             *row = validate_json("row", row)?;
             if *cap == 0 || *cap > LIST_ROWS_MAX {
-                return Err(Error::invalid(format!(
-                    "cap {cap} is outside 1..={LIST_ROWS_MAX}"
-                )));
+                return Err(Error::invalid(format!("cap {cap} is outside 1..={LIST_ROWS_MAX}")));
             }
         }
     }
@@ -570,10 +492,7 @@ pub(crate) fn queue_items(
 }
 
 pub(crate) fn queue_meta(txn: &dyn ReadTxn, scope: &str, queue: &str) -> Result<QueueMeta> {
-    let key = ViewKey::QueueMeta {
-        scope: scope.into(),
-        queue: queue.into(),
-    };
+    let key = ViewKey::QueueMeta { scope: scope.into(), queue: queue.into() };
     Ok(match read_row(txn, &key)? {
         Some(ViewRow::QueueMeta(meta)) => meta,
         _ => QueueMeta::default(),
@@ -581,11 +500,7 @@ pub(crate) fn queue_meta(txn: &dyn ReadTxn, scope: &str, queue: &str) -> Result<
 }
 
 fn item_row(txn: &dyn ReadTxn, scope: &str, queue: &str, item: &str) -> Result<Option<Item>> {
-    let key = ViewKey::Item {
-        scope: scope.into(),
-        queue: queue.into(),
-        item: item.into(),
-    };
+    let key = ViewKey::Item { scope: scope.into(), queue: queue.into(), item: item.into() };
     Ok(match read_row(txn, &key)? {
         Some(ViewRow::Item(item)) => Some(item),
         _ => None,
@@ -598,16 +513,11 @@ fn decide(txn: &dyn ReadTxn, call: &Call, command: &Command) -> Result<Decision>
     let now_ms = call.now_ms;
     Ok(match command {
         Command::KvPut { key, value, expect } => {
-            let rev = match read_row(
-                txn,
-                &ViewKey::Record {
-                    scope: scope.into(),
-                    key: key.clone(),
-                },
-            )? {
-                Some(ViewRow::Record { rev, .. }) => Some(rev),
-                _ => None,
-            };
+            let rev =
+                match read_row(txn, &ViewKey::Record { scope: scope.into(), key: key.clone() })? {
+                    Some(ViewRow::Record { rev, .. }) => Some(rev),
+                    _ => None,
+                };
             core::decide_put(rev, key, value, *expect)
         }
         Command::QueuePush { queue, item, .. } => {
@@ -615,12 +525,7 @@ fn decide(txn: &dyn ReadTxn, call: &Call, command: &Command) -> Result<Decision>
             let live = meta.ready + meta.claimed + meta.parked;
             core::decide_push(item_row(txn, scope, queue, item)?.as_ref(), live, command)
         }
-        Command::QueueClaim {
-            queue,
-            item,
-            holder,
-            lease_ms,
-        } => {
+        Command::QueueClaim { queue, item, holder, lease_ms } => {
             let who = Claimer {
                 holder,
                 session: call.actor.session.as_deref(),
@@ -639,19 +544,12 @@ fn decide(txn: &dyn ReadTxn, call: &Call, command: &Command) -> Result<Decision>
                 Some(id) => Some((id.as_str(), item_row(txn, scope, queue, id)?)),
                 None => None,
             };
-            let items = if named.is_none() {
-                queue_items(txn, scope, queue)?
-            } else {
-                Vec::new()
-            };
+            let items = if named.is_none() { queue_items(txn, scope, queue)? } else { Vec::new() };
             let named = named.as_ref().map(|(id, row)| (*id, row.as_ref()));
             core::decide_redrive(queue, named, &items, APPEND_EVENT_COUNT_MAX)
         }
         Command::CounterAdd { name, delta } => {
-            let key = ViewKey::Counter {
-                scope: scope.into(),
-                name: name.clone(),
-            };
+            let key = ViewKey::Counter { scope: scope.into(), name: name.clone() };
             let current = match read_row(txn, &key)? {
                 Some(ViewRow::Counter { value }) => value,
                 _ => 0,

@@ -60,18 +60,12 @@ impl StoreDir {
         }
         let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
         let dir = rustix::fs::open(&dir_path, flags, Mode::empty()).map_err(|e| match e {
-            Errno::NOENT => Error::NoStore {
-                path: path.to_path_buf(),
-            },
+            Errno::NOENT => Error::NoStore { path: path.to_path_buf() },
             other => io_err("open directory", &dir_path, other),
         })?;
         let stat = rustix::fs::fstat(&dir).map_err(|e| io_err("stat", &dir_path, e))?;
         check_private_dir(&dir_path, stat.st_uid, stat.st_mode)?;
-        Ok(StoreDir {
-            dir,
-            dir_path,
-            name,
-        })
+        Ok(StoreDir { dir, dir_path, name })
     }
 
     /// The store file's full path, for messages.
@@ -165,15 +159,11 @@ impl StoreDir {
             .read_to_end(&mut text)
             .map_err(|e| Error::io("read", self.anchor_path(), e))?;
         if text.len() > ANCHOR_BYTES_MAX {
-            return Err(Error::AnchorMismatch {
-                why: "anchor file is oversized".into(),
-            });
+            return Err(Error::AnchorMismatch { why: "anchor file is oversized".into() });
         }
         String::from_utf8(text)
             .map(Some)
-            .map_err(|_| Error::AnchorMismatch {
-                why: "anchor file is not UTF-8".into(),
-            })
+            .map_err(|_| Error::AnchorMismatch { why: "anchor file is not UTF-8".into() })
     }
 
     /// Replaces the anchor file atomically: temp file, write, fsync, rename. The directory is not
@@ -195,17 +185,11 @@ impl StoreDir {
     }
 
     fn not_a_store(&self, why: &str) -> Error {
-        Error::NotAStore {
-            path: self.path(),
-            why: why.into(),
-        }
+        Error::NotAStore { path: self.path(), why: why.into() }
     }
 
     fn unsafe_path(&self, why: &str) -> Error {
-        Error::UnsafePath {
-            path: self.path(),
-            why: why.into(),
-        }
+        Error::UnsafePath { path: self.path(), why: why.into() }
     }
 }
 
@@ -229,18 +213,11 @@ fn check_private_dir(path: &Path, uid: u32, mode: u32) -> Result<()> {
 /// Draws random bytes from the operating system.
 pub(crate) fn random_bytes<const N: usize>() -> Result<[u8; N]> {
     let mut out = [0u8; N];
-    getrandom::fill(&mut out).map_err(|e| {
-        Error::io(
-            "draw random bytes",
-            "",
-            std::io::Error::other(e.to_string()),
-        )
-    })?;
+    getrandom::fill(&mut out)
+        .map_err(|e| Error::io("draw random bytes", "", std::io::Error::other(e.to_string())))?;
     Ok(out)
 }
 
 fn random_hex() -> Result<String> {
-    Ok(hookstate_schema::format::to_hex(&random_bytes::<
-        TEMP_NAME_RANDOM_BYTES,
-    >()?))
+    Ok(hookstate_schema::format::to_hex(&random_bytes::<TEMP_NAME_RANDOM_BYTES>()?))
 }

@@ -31,10 +31,11 @@ pub const LOG_EVENTS_MAX: usize = 100_000;
 pub const WAIT_MS_MAX: u64 = 10 * 60 * 1000;
 /// Default wait for the write transaction: well below Claude Code's default hook timeout (60 s).
 pub const WAIT_MS_DEFAULT: u64 = 10_000;
-/// First pause between attempts to take the write transaction.
-pub const WRITE_BACKOFF_MS_MIN: u64 = 1;
-/// Longest pause between attempts, so a freed lock is noticed quickly.
-pub const WRITE_BACKOFF_MS_MAX: u64 = 20;
+/// First pause between attempts to take a lock (the write transaction, or a lock redb waits for).
+pub const LOCK_BACKOFF_US_MIN: u64 = 100;
+/// Longest pause between attempts: short, so that a freed lock is taken within a fraction of a
+/// commit's time and waiting hooks keep their order roughly (p99 latency under contention).
+pub const LOCK_BACKOFF_US_MAX: u64 = 2_000;
 /// The anchor file is one short line.
 pub const ANCHOR_BYTES_MAX: usize = 256;
 /// Entries in redb's page cache for a per-call process: small, since a call touches few pages.
@@ -45,5 +46,5 @@ const _: () = assert!(STDIN_BYTES_MAX >= VALUE_BYTES_MAX);
 const _: () = assert!(LEASE_MS_DEFAULT <= LEASE_MS_MAX);
 const _: () = assert!(DELIVERIES_DEFAULT <= DELIVERIES_MAX);
 const _: () = assert!(WAIT_MS_DEFAULT <= WAIT_MS_MAX);
-const _: () = assert!(WRITE_BACKOFF_MS_MIN <= WRITE_BACKOFF_MS_MAX);
+const _: () = assert!(LOCK_BACKOFF_US_MIN <= LOCK_BACKOFF_US_MAX);
 const _: () = assert!((EVENT_BYTES_MAX as u64) * (APPEND_EVENT_COUNT_MAX as u64) <= 64 << 20);

@@ -51,52 +51,34 @@ impl Overlay {
 
     /// The rows changed since loading, with their new values (`None` = deleted).
     pub(crate) fn changes(&self) -> impl Iterator<Item = (&ViewKey, Option<&ViewRow>)> {
-        self.dirty
-            .keys()
-            .map(|key| (key, self.rows.get(key).and_then(Option::as_ref)))
+        self.dirty.keys().map(|key| (key, self.rows.get(key).and_then(Option::as_ref)))
     }
 }
 
 impl ViewAccess for Overlay {
     fn get(&self, key: &ViewKey) -> Option<&ViewRow> {
         let row = self.rows.get(key);
-        assert!(
-            row.is_some(),
-            "projection read {key:?}, which touched_keys did not name"
-        );
+        assert!(row.is_some(), "projection read {key:?}, which touched_keys did not name");
         row.and_then(Option::as_ref)
     }
     fn put(&mut self, key: ViewKey, row: ViewRow) {
-        assert!(
-            self.rows.contains_key(&key),
-            "projection wrote unnamed {key:?}"
-        );
+        assert!(self.rows.contains_key(&key), "projection wrote unnamed {key:?}");
         self.dirty.insert(key.clone(), ());
         self.rows.insert(key, Some(row));
     }
     fn delete(&mut self, key: &ViewKey) {
-        assert!(
-            self.rows.contains_key(key),
-            "projection deleted unnamed {key:?}"
-        );
+        assert!(self.rows.contains_key(key), "projection deleted unnamed {key:?}");
         self.dirty.insert(key.clone(), ());
         self.rows.insert(key.clone(), None);
     }
 }
 
 fn item_key(scope: &str, queue: &str, item: &str) -> ViewKey {
-    ViewKey::Item {
-        scope: scope.into(),
-        queue: queue.into(),
-        item: item.into(),
-    }
+    ViewKey::Item { scope: scope.into(), queue: queue.into(), item: item.into() }
 }
 
 fn meta_key(scope: &str, queue: &str) -> ViewKey {
-    ViewKey::QueueMeta {
-        scope: scope.into(),
-        queue: queue.into(),
-    }
+    ViewKey::QueueMeta { scope: scope.into(), queue: queue.into() }
 }
 
 /// Every row `apply` may read or write for this event.
@@ -106,10 +88,7 @@ pub(crate) fn touched_keys(event: &Event) -> Vec<ViewKey> {
         Body::Core(core) => core_keys(scope, core),
     };
     if let Some(idem) = &event.content.idem_key {
-        keys.push(ViewKey::Idem {
-            scope: scope.into(),
-            key: idem.clone(),
-        });
+        keys.push(ViewKey::Idem { scope: scope.into(), key: idem.clone() });
     }
     keys
 }
@@ -117,10 +96,7 @@ pub(crate) fn touched_keys(event: &Event) -> Vec<ViewKey> {
 fn core_keys(scope: &str, core: &CoreEvent) -> Vec<ViewKey> {
     match core {
         CoreEvent::RecordPut { key, .. } => {
-            vec![ViewKey::Record {
-                scope: scope.into(),
-                key: key.clone(),
-            }]
+            vec![ViewKey::Record { scope: scope.into(), key: key.clone() }]
         }
         CoreEvent::ItemPushed { queue, item, .. }
         | CoreEvent::ItemClaimed { queue, item, .. }
@@ -132,10 +108,7 @@ fn core_keys(scope: &str, core: &CoreEvent) -> Vec<ViewKey> {
             vec![item_key(scope, queue, item), meta_key(scope, queue)]
         }
         CoreEvent::CounterAdded { name, .. } => {
-            vec![ViewKey::Counter {
-                scope: scope.into(),
-                name: name.clone(),
-            }]
+            vec![ViewKey::Counter { scope: scope.into(), name: name.clone() }]
         }
         CoreEvent::SetAdded { set, member } => vec![ViewKey::SetMember {
             scope: scope.into(),
@@ -143,10 +116,7 @@ fn core_keys(scope: &str, core: &CoreEvent) -> Vec<ViewKey> {
             member: member.clone(),
         }],
         CoreEvent::ListAppended { list, .. } => {
-            vec![ViewKey::List {
-                scope: scope.into(),
-                name: list.clone(),
-            }]
+            vec![ViewKey::List { scope: scope.into(), name: list.clone() }]
         }
     }
 }
@@ -158,49 +128,27 @@ pub(crate) fn apply(views: &mut impl ViewAccess, event: &Event) {
         Body::Core(core) => apply_core(views, scope, event.seq, core),
     }
     if let Some(idem) = &event.content.idem_key {
-        let key = ViewKey::Idem {
-            scope: scope.into(),
-            key: idem.clone(),
-        };
+        let key = ViewKey::Idem { scope: scope.into(), key: idem.clone() };
         let first_seq = match views.get(&key) {
             Some(ViewRow::Idem { first_seq, .. }) => *first_seq,
             _ => event.seq,
         };
-        views.put(
-            key,
-            ViewRow::Idem {
-                first_seq,
-                last_seq: event.seq,
-            },
-        );
+        views.put(key, ViewRow::Idem { first_seq, last_seq: event.seq });
     }
 }
 
 fn apply_core(views: &mut impl ViewAccess, scope: &str, seq: u64, core: &CoreEvent) {
     match core {
         CoreEvent::RecordPut { key, value, rev } => views.put(
-            ViewKey::Record {
-                scope: scope.into(),
-                key: key.clone(),
-            },
-            ViewRow::Record {
-                value: value.clone(),
-                rev: *rev,
-            },
+            ViewKey::Record { scope: scope.into(), key: key.clone() },
+            ViewRow::Record { value: value.clone(), rev: *rev },
         ),
         CoreEvent::CounterAdded { name, value, .. } => views.put(
-            ViewKey::Counter {
-                scope: scope.into(),
-                name: name.clone(),
-            },
+            ViewKey::Counter { scope: scope.into(), name: name.clone() },
             ViewRow::Counter { value: *value },
         ),
         CoreEvent::SetAdded { set, member } => views.put(
-            ViewKey::SetMember {
-                scope: scope.into(),
-                set: set.clone(),
-                member: member.clone(),
-            },
+            ViewKey::SetMember { scope: scope.into(), set: set.clone(), member: member.clone() },
             ViewRow::SetMember { seq },
         ),
         CoreEvent::ListAppended { list, row, cap } => apply_list(views, scope, list, row, *cap),
@@ -209,10 +157,7 @@ fn apply_core(views: &mut impl ViewAccess, scope: &str, seq: u64, core: &CoreEve
 }
 
 fn apply_list(views: &mut impl ViewAccess, scope: &str, list: &str, row: &str, cap: u32) {
-    let key = ViewKey::List {
-        scope: scope.into(),
-        name: list.into(),
-    };
+    let key = ViewKey::List { scope: scope.into(), name: list.into() };
     let mut rows = match views.get(&key) {
         Some(ViewRow::List { rows }) => rows.clone(),
         _ => Vec::new(),
@@ -245,11 +190,7 @@ fn count(meta: &mut QueueMeta, state: ItemState, up: bool) {
         ItemState::Claimed => &mut meta.claimed,
         ItemState::Parked => &mut meta.parked,
     };
-    *slot = if up {
-        *slot + 1
-    } else {
-        slot.saturating_sub(1)
-    };
+    *slot = if up { *slot + 1 } else { slot.saturating_sub(1) };
 }
 
 fn apply_queue(views: &mut impl ViewAccess, scope: &str, seq: u64, event: &CoreEvent) {
@@ -287,13 +228,7 @@ fn next_item(
     event: &CoreEvent,
     meta: &mut QueueMeta,
 ) -> Option<Item> {
-    if let CoreEvent::ItemPushed {
-        payload,
-        for_session,
-        max_deliveries,
-        ..
-    } = event
-    {
+    if let CoreEvent::ItemPushed { payload, for_session, max_deliveries, .. } = event {
         return Some(Item {
             payload: payload.clone(),
             for_session: for_session.clone(),
@@ -309,14 +244,7 @@ fn next_item(
     }
     let mut item = before?;
     match event {
-        CoreEvent::ItemClaimed {
-            holder,
-            session,
-            token,
-            lease_until_ms,
-            delivery,
-            ..
-        } => {
+        CoreEvent::ItemClaimed { holder, session, token, lease_until_ms, delivery, .. } => {
             meta.epoch = meta.epoch.max(*token);
             item.state = ItemState::Claimed;
             item.token = *token;

@@ -75,10 +75,7 @@ impl LogFilter {
         self.scope.as_ref().is_none_or(|s| *s == c.scope)
             && self.domain.as_ref().is_none_or(|d| d == c.body.domain())
             && self.kind.as_ref().is_none_or(|k| k == c.body.kind())
-            && self
-                .session
-                .as_ref()
-                .is_none_or(|s| Some(s) == c.actor.session.as_ref())
+            && self.session.as_ref().is_none_or(|s| Some(s) == c.actor.session.as_ref())
             && self.since_ms.is_none_or(|t| c.at_ms >= t)
             && self.until_ms.is_none_or(|t| c.at_ms <= t)
     }
@@ -141,13 +138,8 @@ impl Engine {
         let parse = |text: &str| serde_json::from_str(text).unwrap_or(Value::String(text.into()));
         Ok(match query {
             Query::KvGet { key } => {
-                let row = read_row(
-                    &*txn,
-                    &ViewKey::Record {
-                        scope: scope.into(),
-                        key: key.clone(),
-                    },
-                )?;
+                let row =
+                    read_row(&*txn, &ViewKey::Record { scope: scope.into(), key: key.clone() })?;
                 row_to_json(row, key)
             }
             Query::QueueList { queue } => {
@@ -173,10 +165,7 @@ impl Engine {
                 })
             }
             Query::CounterGet { name } => {
-                let key = ViewKey::Counter {
-                    scope: scope.into(),
-                    name: name.clone(),
-                };
+                let key = ViewKey::Counter { scope: scope.into(), name: name.clone() };
                 let value = match read_row(&*txn, &key)? {
                     Some(ViewRow::Counter { value }) => value,
                     _ => 0,
@@ -192,10 +181,7 @@ impl Engine {
                 json!({ "set": set, "member": member, "present": read_row(&*txn, &key)?.is_some() })
             }
             Query::ListGet { list } => {
-                let key = ViewKey::List {
-                    scope: scope.into(),
-                    name: list.clone(),
-                };
+                let key = ViewKey::List { scope: scope.into(), name: list.clone() };
                 let rows: Vec<Value> = match read_row(&*txn, &key)? {
                     Some(ViewRow::List { rows }) => rows.iter().map(|r| parse(r)).collect(),
                     _ => Vec::new(),
@@ -217,10 +203,8 @@ impl Engine {
         let to = filter.to_seq.unwrap_or(head.seq).min(head.seq);
         let mut out = std::collections::VecDeque::new();
         txn.events(from, to, &mut |seq, bytes| {
-            let event = format::decode_event(bytes).map_err(|e| Error::ChainBroken {
-                seq,
-                why: e.to_string(),
-            })?;
+            let event = format::decode_event(bytes)
+                .map_err(|e| Error::ChainBroken { seq, why: e.to_string() })?;
             if filter.matches(&event) {
                 out.push_back(event);
                 if out.len() > limit {
@@ -261,16 +245,8 @@ impl Engine {
             scopes.insert(scope);
             Ok(true)
         })?;
-        let file_bytes = std::fs::symlink_metadata(self.path())
-            .map(|m| m.len())
-            .unwrap_or(0);
-        Ok(Stats {
-            head,
-            file_bytes,
-            scopes: scopes.into_iter().collect(),
-            queues,
-            views,
-        })
+        let file_bytes = std::fs::symlink_metadata(self.path()).map(|m| m.len()).unwrap_or(0);
+        Ok(Stats { head, file_bytes, scopes: scopes.into_iter().collect(), queues, views })
     }
 }
 

@@ -23,16 +23,22 @@ use redb::{
 type BackendIoError = std::io::Error;
 
 use crate::error::{Error, Result};
-use crate::limits::{CACHE_BYTES, WRITE_BACKOFF_MS_MAX, WRITE_BACKOFF_MS_MIN};
+use crate::limits::{CACHE_BYTES, LOCK_BACKOFF_US_MAX, LOCK_BACKOFF_US_MIN};
 use crate::storage::{EventVisitor, ReadTxn, RowVisitor, Storage, WriteTxn};
 
 const LOG: TableDefinition<u64, &[u8]> = TableDefinition::new(LOG_TABLE);
 const VIEWS: TableDefinition<&[u8], &[u8]> = TableDefinition::new(VIEWS_TABLE);
 const META: TableDefinition<&str, &[u8]> = TableDefinition::new(META_TABLE);
 
-/// A redb database file in multi-writer mode.
+/// A redb database file in multi-writer mode, opened for writing or only for reading.
 pub(crate) struct RedbStore {
-    db: Database,
+    db: Db,
+}
+
+enum Db {
+    Write(Database),
+    /// A read-only handle shares the file with writers and never writes, not even the header.
+    Read(redb::ReadOnlyDatabase),
 }
 
 /// redb's file backend with every blocking lock turned into a bounded wait. In multi-writer mode
@@ -140,10 +146,8 @@ fn builder(check_integrity: bool) -> redb::Builder {
 }
 
 fn backoff(attempt: u32) -> Duration {
-    let ms = WRITE_BACKOFF_MS_MIN
-        .saturating_mul(1u64 << attempt.min(8))
-        .min(WRITE_BACKOFF_MS_MAX);
-    Duration::from_millis(ms)
+    let us = LOCK_BACKOFF_US_MIN.saturating_mul(1u64 << attempt.min(8)).min(LOCK_BACKOFF_US_MAX);
+    Duration::from_micros(us)
 }
 
 fn waited_ms(start: Instant) -> u64 {
@@ -153,11 +157,9 @@ fn waited_ms(start: Instant) -> u64 {
 impl RedbStore {
     /// Initializes a new database in `file`, which must be empty, with its tables and `meta`.
     pub(crate) fn create_in(file: File, meta: &[(&str, &[u8])]) -> Result<Self> {
-        let backend = redb::backends::FileBackend::new(file).map_err(convert)?;
-        let db = builder(false)
-            .create_with_backend(backend)
-            .map_err(convert)?;
-        let store = RedbStore { db };
+        let backend = FileBackend::new(file).map_err(convert)?;
+        let db = builder(false).create_with_backend(backend).map_err(convert)?;
+        let store = RedbStore { db: Db::Write(db) };
         let mut txn = store.begin_write(Instant::now() + Duration::from_secs(1))?;
         for (key, value) in meta {
             txn.put_meta(key, value)?;
@@ -172,43 +174,60 @@ impl RedbStore {
     /// redb takes while opening, ends after `wait` with [`Error::Busy`].
     pub(crate) fn open(file: &File, check_integrity: bool, wait: Duration) -> Result<Self> {
         let start = Instant::now();
-        let clone = file
-            .try_clone()
-            .map_err(|e| Error::io("duplicate handle of", "", e))?;
-        let timed_out = Arc::new(AtomicBool::new(false));
-        let backend = BoundedBackend {
-            inner: FileBackend::new(clone).map_err(convert)?,
-            wait,
-            timed_out: Arc::clone(&timed_out),
-        };
+        let (backend, timed_out) = bounded(file, wait)?;
         match builder(check_integrity).create_with_backend(backend) {
-            Ok(db) => Ok(RedbStore { db }),
-            Err(_) if timed_out.load(Ordering::SeqCst) => Err(Error::Busy {
-                waited_ms: waited_ms(start),
-            }),
-            Err(redb::DatabaseError::DatabaseAlreadyOpen) => Err(Error::Busy {
-                waited_ms: waited_ms(start),
-            }),
+            Ok(db) => Ok(RedbStore { db: Db::Write(db) }),
+            Err(_) if timed_out.load(Ordering::SeqCst) => {
+                Err(Error::Busy { waited_ms: waited_ms(start) })
+            }
+            Err(redb::DatabaseError::DatabaseAlreadyOpen) => {
+                Err(Error::Busy { waited_ms: waited_ms(start) })
+            }
+            Err(other) => Err(convert(other)),
+        }
+    }
+
+    /// Opens an existing database file for reading only: a reader's locks, never a write.
+    pub(crate) fn open_read_only(file: &File, wait: Duration) -> Result<Self> {
+        let start = Instant::now();
+        let (backend, timed_out) = bounded(file, wait)?;
+        match builder(false).open_read_only_with_backend(backend) {
+            Ok(db) => Ok(RedbStore { db: Db::Read(db) }),
+            Err(_) if timed_out.load(Ordering::SeqCst) => {
+                Err(Error::Busy { waited_ms: waited_ms(start) })
+            }
             Err(other) => Err(convert(other)),
         }
     }
 }
 
+fn bounded(file: &File, wait: Duration) -> Result<(BoundedBackend, Arc<AtomicBool>)> {
+    let clone = file.try_clone().map_err(|e| Error::io("duplicate handle of", "", e))?;
+    let timed_out = Arc::new(AtomicBool::new(false));
+    let backend = BoundedBackend {
+        inner: FileBackend::new(clone).map_err(convert)?,
+        wait,
+        timed_out: Arc::clone(&timed_out),
+    };
+    Ok((backend, timed_out))
+}
+
 impl Storage for RedbStore {
     fn begin_write(&self, deadline: Instant) -> Result<Box<dyn WriteTxn + '_>> {
+        let Db::Write(db) = &self.db else {
+            return Err(Error::invalid("the store was opened read-only"));
+        };
         let start = Instant::now();
         let mut attempt = 0;
         let mut txn = loop {
-            match self.db.try_begin_write() {
+            match db.try_begin_write() {
                 Ok(txn) => break txn,
                 Err(TransactionError::WouldBlock) if Instant::now() < deadline => {
                     thread::sleep(backoff(attempt));
                     attempt += 1;
                 }
                 Err(TransactionError::WouldBlock) => {
-                    return Err(Error::Busy {
-                        waited_ms: waited_ms(start),
-                    })
+                    return Err(Error::Busy { waited_ms: waited_ms(start) })
                 }
                 Err(other) => return Err(convert(other)),
             }
@@ -220,7 +239,11 @@ impl Storage for RedbStore {
     }
 
     fn begin_read(&self) -> Result<Box<dyn ReadTxn + '_>> {
-        let txn = self.db.begin_read().map_err(convert)?;
+        let txn = match &self.db {
+            Db::Write(db) => db.begin_read(),
+            Db::Read(db) => db.begin_read(),
+        }
+        .map_err(convert)?;
         Ok(Box::new(RedbRead { txn }))
     }
 }

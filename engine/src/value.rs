@@ -16,9 +16,7 @@ use crate::limits::{JSON_DEPTH_MAX, VALUE_BYTES_MAX};
 pub fn validate_json(what: &str, text: &str) -> Result<String> {
     let trimmed = text.trim_matches(|c: char| c.is_ascii_whitespace());
     if trimmed.is_empty() {
-        return Err(Error::invalid(format!(
-            "{what} is empty, expected one JSON value"
-        )));
+        return Err(Error::invalid(format!("{what} is empty, expected one JSON value")));
     }
     if trimmed.len() > VALUE_BYTES_MAX {
         return Err(Error::invalid(format!(
@@ -51,39 +49,14 @@ mod tests {
 
     #[test]
     fn keeps_exact_text_and_refuses_bad_values() {
-        assert_eq!(
-            validate_json("v", " 18446744073709551616 \n").unwrap(),
-            "18446744073709551616"
-        );
-        assert_eq!(
-            validate_json("v", r#"{"a":1.50}"#).unwrap(),
-            r#"{"a":1.50}"#
-        );
-        for bad in [
-            "",
-            "  ",
-            "{",
-            "NaN",
-            "Infinity",
-            "{} {}",
-            "\u{feff}{}",
-            "[1,]",
-        ] {
+        assert_eq!(validate_json("v", " 18446744073709551616 \n").unwrap(), "18446744073709551616");
+        assert_eq!(validate_json("v", r#"{"a":1.50}"#).unwrap(), r#"{"a":1.50}"#);
+        for bad in ["", "  ", "{", "NaN", "Infinity", "{} {}", "\u{feff}{}", "[1,]"] {
             assert!(validate_json("v", bad).is_err(), "{bad:?}");
         }
-        let deep = format!(
-            "{}{}",
-            "[".repeat(JSON_DEPTH_MAX + 1),
-            "]".repeat(JSON_DEPTH_MAX + 1)
-        );
-        assert!(validate_json("v", &deep)
-            .unwrap_err()
-            .to_string()
-            .contains("levels deep"));
+        let deep = format!("{}{}", "[".repeat(JSON_DEPTH_MAX + 1), "]".repeat(JSON_DEPTH_MAX + 1));
+        assert!(validate_json("v", &deep).unwrap_err().to_string().contains("levels deep"));
         let big = format!("\"{}\"", "x".repeat(VALUE_BYTES_MAX));
-        assert!(validate_json("v", &big)
-            .unwrap_err()
-            .to_string()
-            .contains("limit"));
+        assert!(validate_json("v", &big).unwrap_err().to_string().contains("limit"));
     }
 }

@@ -128,10 +128,8 @@ fn decode_whole<T: serde::de::DeserializeOwned>(
     bytes: &[u8],
 ) -> Result<T, FormatError> {
     let mut de = rmp_serde::Deserializer::new(std::io::Cursor::new(bytes));
-    let value = serde::Deserialize::deserialize(&mut de).map_err(|e| FormatError::Undecodable {
-        what,
-        detail: e.to_string(),
-    })?;
+    let value = serde::Deserialize::deserialize(&mut de)
+        .map_err(|e| FormatError::Undecodable { what, detail: e.to_string() })?;
     let used = usize::try_from(de.position()).unwrap_or(usize::MAX);
     if used != bytes.len() {
         let detail = format!("{} trailing bytes", bytes.len().saturating_sub(used));
@@ -147,10 +145,7 @@ fn decode_whole<T: serde::de::DeserializeOwned>(
 pub fn decode_event(bytes: &[u8]) -> Result<Event, FormatError> {
     let envelope: Envelope = decode_whole("event envelope", bytes)?;
     if envelope.v > FORMAT_VERSION {
-        return Err(FormatError::TooNew {
-            found: envelope.v,
-            supported: FORMAT_VERSION,
-        });
+        return Err(FormatError::TooNew { found: envelope.v, supported: FORMAT_VERSION });
     }
     if envelope.v == 0 {
         return Err(FormatError::Undecodable {
@@ -164,12 +159,7 @@ pub fn decode_event(bytes: &[u8]) -> Result<Event, FormatError> {
         return Err(FormatError::HashMismatch { seq: envelope.seq });
     }
     let content: EventContent = decode_whole("event content", &envelope.content)?;
-    Ok(Event {
-        seq: envelope.seq,
-        prev,
-        hash,
-        content,
-    })
+    Ok(Event { seq: envelope.seq, prev, hash, content })
 }
 
 const KEY_RECORD: u8 = b'r';
@@ -224,14 +214,9 @@ pub fn queue_meta_prefix() -> Vec<u8> {
 /// # Errors
 /// [`FormatError::Undecodable`] for an unknown tag, a wrong part count or non-UTF-8 parts.
 pub fn decode_view_key(bytes: &[u8]) -> Result<ViewKey, FormatError> {
-    let bad = |detail: &str| FormatError::Undecodable {
-        what: "view key",
-        detail: detail.into(),
-    };
+    let bad = |detail: &str| FormatError::Undecodable { what: "view key", detail: detail.into() };
     let (&tag, rest) = bytes.split_first().ok_or_else(|| bad("empty"))?;
-    let body = rest
-        .strip_suffix(&[KEY_SEPARATOR])
-        .ok_or_else(|| bad("no terminator"))?;
+    let body = rest.strip_suffix(&[KEY_SEPARATOR]).ok_or_else(|| bad("no terminator"))?;
     let parts = body
         .split(|b| *b == KEY_SEPARATOR)
         .map(|p| String::from_utf8(p.to_vec()).map_err(|_| bad("not UTF-8")))
@@ -239,36 +224,13 @@ pub fn decode_view_key(bytes: &[u8]) -> Result<ViewKey, FormatError> {
     let mut parts = parts.into_iter();
     let mut next = || parts.next().ok_or_else(|| bad("too few parts"));
     let key = match tag {
-        KEY_RECORD => ViewKey::Record {
-            scope: next()?,
-            key: next()?,
-        },
-        KEY_ITEM => ViewKey::Item {
-            scope: next()?,
-            queue: next()?,
-            item: next()?,
-        },
-        KEY_QUEUE_META => ViewKey::QueueMeta {
-            scope: next()?,
-            queue: next()?,
-        },
-        KEY_COUNTER => ViewKey::Counter {
-            scope: next()?,
-            name: next()?,
-        },
-        KEY_SET_MEMBER => ViewKey::SetMember {
-            scope: next()?,
-            set: next()?,
-            member: next()?,
-        },
-        KEY_LIST => ViewKey::List {
-            scope: next()?,
-            name: next()?,
-        },
-        KEY_IDEM => ViewKey::Idem {
-            scope: next()?,
-            key: next()?,
-        },
+        KEY_RECORD => ViewKey::Record { scope: next()?, key: next()? },
+        KEY_ITEM => ViewKey::Item { scope: next()?, queue: next()?, item: next()? },
+        KEY_QUEUE_META => ViewKey::QueueMeta { scope: next()?, queue: next()? },
+        KEY_COUNTER => ViewKey::Counter { scope: next()?, name: next()? },
+        KEY_SET_MEMBER => ViewKey::SetMember { scope: next()?, set: next()?, member: next()? },
+        KEY_LIST => ViewKey::List { scope: next()?, name: next()? },
+        KEY_IDEM => ViewKey::Idem { scope: next()?, key: next()? },
         _ => return Err(bad("unknown tag")),
     };
     if parts.next().is_some() {
@@ -308,33 +270,17 @@ pub fn encode_head(head: &Head) -> [u8; 40] {
 /// # Errors
 /// [`FormatError::Undecodable`] when the length is not 40.
 pub fn decode_head(bytes: &[u8]) -> Result<Head, FormatError> {
-    let bad = || FormatError::Undecodable {
-        what: "head",
-        detail: format!("{} bytes", bytes.len()),
-    };
-    let seq: [u8; 8] = bytes
-        .get(..8)
-        .and_then(|b| b.try_into().ok())
-        .ok_or_else(bad)?;
-    let hash: [u8; 32] = bytes
-        .get(8..)
-        .and_then(|b| b.try_into().ok())
-        .ok_or_else(bad)?;
-    Ok(Head {
-        seq: u64::from_be_bytes(seq),
-        hash,
-    })
+    let bad =
+        || FormatError::Undecodable { what: "head", detail: format!("{} bytes", bytes.len()) };
+    let seq: [u8; 8] = bytes.get(..8).and_then(|b| b.try_into().ok()).ok_or_else(bad)?;
+    let hash: [u8; 32] = bytes.get(8..).and_then(|b| b.try_into().ok()).ok_or_else(bad)?;
+    Ok(Head { seq: u64::from_be_bytes(seq), hash })
 }
 
 /// The anchor file's single line: magic, version, store id, seq and hash.
 #[must_use]
 pub fn format_anchor(store_id: &[u8; STORE_ID_BYTES], head: &Head) -> String {
-    format!(
-        "{ANCHOR_MAGIC} v1 {} {} {}\n",
-        to_hex(store_id),
-        head.seq,
-        to_hex(&head.hash)
-    )
+    format!("{ANCHOR_MAGIC} v1 {} {} {}\n", to_hex(store_id), head.seq, to_hex(&head.hash))
 }
 
 /// Parses an anchor line into the store id and head.
@@ -342,13 +288,8 @@ pub fn format_anchor(store_id: &[u8; STORE_ID_BYTES], head: &Head) -> String {
 /// # Errors
 /// [`FormatError::Undecodable`] for anything but one well-formed line.
 pub fn parse_anchor(text: &str) -> Result<([u8; STORE_ID_BYTES], Head), FormatError> {
-    let bad = |d: &str| FormatError::Undecodable {
-        what: "anchor",
-        detail: d.into(),
-    };
-    let line = text
-        .strip_suffix('\n')
-        .ok_or_else(|| bad("no final newline"))?;
+    let bad = |d: &str| FormatError::Undecodable { what: "anchor", detail: d.into() };
+    let line = text.strip_suffix('\n').ok_or_else(|| bad("no final newline"))?;
     let fields: Vec<&str> = line.split(' ').collect();
     let [magic, version, id, seq, hash] = fields.as_slice() else {
         return Err(bad("wrong field count"));
@@ -372,12 +313,10 @@ pub fn parse_anchor(text: &str) -> Result<([u8; STORE_ID_BYTES], Head), FormatEr
 #[must_use]
 pub fn to_hex(bytes: &[u8]) -> String {
     use std::fmt::Write as _;
-    bytes
-        .iter()
-        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
-            let _ = write!(s, "{b:02x}");
-            s
-        })
+    bytes.iter().fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
 }
 
 /// Parses exactly `N` bytes of lower-case hex (the only spelling [`to_hex`] writes).
@@ -447,15 +386,7 @@ mod tests {
         let content = sample_content();
         let (bytes, hash) = encode_event(3, &[9u8; 32], &content);
         let event = decode_event(&bytes).unwrap();
-        assert_eq!(
-            event,
-            Event {
-                seq: 3,
-                prev: [9u8; 32],
-                hash,
-                content
-            }
-        );
+        assert_eq!(event, Event { seq: 3, prev: [9u8; 32], hash, content });
     }
 
     #[test]
@@ -466,10 +397,7 @@ mod tests {
                 let mut damaged = bytes.clone();
                 damaged[index] ^= bit;
                 let decoded = decode_event(&damaged);
-                assert!(
-                    decoded.is_err(),
-                    "flip of bit {bit:#x} at {index} went unseen"
-                );
+                assert!(decoded.is_err(), "flip of bit {bit:#x} at {index} went unseen");
             }
         }
     }
@@ -479,10 +407,7 @@ mod tests {
         let (mut bytes, _) = encode_event(3, &[9u8; 32], &sample_content());
         bytes.push(0xc0);
         let decoded = decode_event(&bytes);
-        assert!(
-            matches!(decoded, Err(FormatError::Undecodable { .. })),
-            "{decoded:?}"
-        );
+        assert!(matches!(decoded, Err(FormatError::Undecodable { .. })), "{decoded:?}");
     }
 
     #[test]
@@ -496,54 +421,24 @@ mod tests {
             content: ByteBuf::from(content_bytes),
         };
         let bytes = rmp_serde::to_vec_named(&envelope).unwrap();
-        assert!(matches!(
-            decode_event(&bytes),
-            Err(FormatError::TooNew { found: 2, .. })
-        ));
+        assert!(matches!(decode_event(&bytes), Err(FormatError::TooNew { found: 2, .. })));
     }
 
     #[test]
     fn view_keys_round_trip_and_prefixes_hold() {
         let keys = [
-            ViewKey::Record {
-                scope: "s".into(),
-                key: "k".into(),
-            },
-            ViewKey::Item {
-                scope: "s".into(),
-                queue: "q".into(),
-                item: "i".into(),
-            },
-            ViewKey::QueueMeta {
-                scope: "s".into(),
-                queue: "q".into(),
-            },
-            ViewKey::Counter {
-                scope: "s".into(),
-                name: "n".into(),
-            },
-            ViewKey::SetMember {
-                scope: "s".into(),
-                set: "t".into(),
-                member: "m".into(),
-            },
-            ViewKey::List {
-                scope: "s".into(),
-                name: "l".into(),
-            },
-            ViewKey::Idem {
-                scope: "s".into(),
-                key: "k".into(),
-            },
+            ViewKey::Record { scope: "s".into(), key: "k".into() },
+            ViewKey::Item { scope: "s".into(), queue: "q".into(), item: "i".into() },
+            ViewKey::QueueMeta { scope: "s".into(), queue: "q".into() },
+            ViewKey::Counter { scope: "s".into(), name: "n".into() },
+            ViewKey::SetMember { scope: "s".into(), set: "t".into(), member: "m".into() },
+            ViewKey::List { scope: "s".into(), name: "l".into() },
+            ViewKey::Idem { scope: "s".into(), key: "k".into() },
         ];
         for key in keys {
             assert_eq!(decode_view_key(&encode_view_key(&key)).unwrap(), key);
         }
-        let item = ViewKey::Item {
-            scope: "s".into(),
-            queue: "q".into(),
-            item: "i".into(),
-        };
+        let item = ViewKey::Item { scope: "s".into(), queue: "q".into(), item: "i".into() };
         assert!(encode_view_key(&item).starts_with(&item_prefix("s", "q")));
         assert!(!encode_view_key(&item).starts_with(&item_prefix("s", "q2")));
         assert!(decode_view_key(b"zs\0").is_err());
@@ -552,19 +447,14 @@ mod tests {
 
     #[test]
     fn anchor_and_head_round_trip() {
-        let head = Head {
-            seq: 12,
-            hash: [0xab; 32],
-        };
+        let head = Head { seq: 12, hash: [0xab; 32] };
         assert_eq!(decode_head(&encode_head(&head)).unwrap(), head);
         let text = format_anchor(&[1; STORE_ID_BYTES], &head);
         assert_eq!(parse_anchor(&text).unwrap(), ([1; STORE_ID_BYTES], head));
         assert!(parse_anchor("hookstate-anchor v1 zz 1 00\n").is_err());
-        for lenient in [
-            text.replace(" 12 ", " +12 "),
-            text.replace(" 12 ", " 012 "),
-            text.to_uppercase(),
-        ] {
+        for lenient in
+            [text.replace(" 12 ", " +12 "), text.replace(" 12 ", " 012 "), text.to_uppercase()]
+        {
             assert!(parse_anchor(&lenient).is_err(), "{lenient:?}");
         }
         assert!(parse_anchor(text.trim_end()).is_err());

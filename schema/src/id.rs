@@ -65,10 +65,7 @@ pub fn validate_id(what: &'static str, id: &str) -> Result<(), IdError> {
         return Err(IdError::Dots { what });
     }
     match id.chars().find(|c| !is_id_char(*c)) {
-        Some(bad) => Err(IdError::BadChar {
-            what,
-            found: escape_char(bad),
-        }),
+        Some(bad) => Err(IdError::BadChar { what, found: escape_char(bad) }),
         None => Ok(()),
     }
 }
@@ -85,10 +82,7 @@ pub fn validate_scope(scope: &str) -> Result<(), IdError> {
         return Err(IdError::LeadingDash { what });
     }
     match scope.chars().find(|c| c.is_control()) {
-        Some(bad) => Err(IdError::BadChar {
-            what,
-            found: escape_char(bad),
-        }),
+        Some(bad) => Err(IdError::BadChar { what, found: escape_char(bad) }),
         None => Ok(()),
     }
 }
@@ -98,11 +92,7 @@ fn check_len(what: &'static str, id: &str, max: usize) -> Result<(), IdError> {
         return Err(IdError::Empty { what });
     }
     if id.len() > max {
-        return Err(IdError::TooLong {
-            what,
-            len: id.len(),
-            max,
-        });
+        return Err(IdError::TooLong { what, len: id.len(), max });
     }
     Ok(())
 }
@@ -130,14 +120,7 @@ mod tests {
 
     #[test]
     fn id_allowlist_table() {
-        for good in [
-            "a",
-            "fb_mii0k1q2_4x8c2d",
-            "MP-20261129-3",
-            "x.json",
-            "s:1@h+2",
-            "a..b",
-        ] {
+        for good in ["a", "fb_mii0k1q2_4x8c2d", "MP-20261129-3", "x.json", "s:1@h+2", "a..b"] {
             check(good, true);
         }
         let long = "a".repeat(ID_BYTES_MAX + 1);

@@ -20,9 +20,7 @@ fn inputs(dir: &Path) -> Vec<PathBuf> {
         .map(|entry| entry.expect("read a corpus directory entry").path())
         .filter(|path| path.is_file())
         .filter(|path| {
-            !path
-                .file_name()
-                .is_some_and(|name| name.to_string_lossy().starts_with('.'))
+            !path.file_name().is_some_and(|name| name.to_string_lossy().starts_with('.'))
         })
         .collect();
     files.sort();

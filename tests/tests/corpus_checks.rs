@@ -41,10 +41,9 @@ pub(crate) fn check_event_decode(data: &[u8]) {
             );
             check_canonical_event(&event, Some(data));
         }
-        Err(FormatError::Undecodable { what, .. }) => assert_eq!(
-            what, "event content",
-            "a well-formed envelope is refused as {what}"
-        ),
+        Err(FormatError::Undecodable { what, .. }) => {
+            assert_eq!(what, "event content", "a well-formed envelope is refused as {what}")
+        }
         Err(err) => panic!("a well-formed envelope with a matching hash is refused: {err}"),
     }
 }
@@ -62,10 +61,7 @@ fn check_canonical_event(event: &Event, content_bytes: Option<&[u8]>) {
     match format::decode_event(&bytes) {
         Ok(again) => assert_eq!(
             again,
-            Event {
-                hash,
-                ..event.clone()
-            },
+            Event { hash, ..event.clone() },
             "the canonical re-encoding decodes to another event"
         ),
         Err(err) => panic!("the canonical re-encoding of a decoded event is refused: {err}"),
@@ -99,11 +95,7 @@ fn wrap_content(seq: u64, prev: &[u8; 32], content: &[u8]) -> Option<Vec<u8>> {
 /// `decode_view_key` never panics, and a key it accepts encodes back to the very same bytes.
 pub(crate) fn check_view_key_decode(data: &[u8]) {
     if let Ok(key) = format::decode_view_key(data) {
-        assert_eq!(
-            format::encode_view_key(&key),
-            data,
-            "view key {key:?} does not round-trip"
-        );
+        assert_eq!(format::encode_view_key(&key), data, "view key {key:?} does not round-trip");
     }
 }
 
@@ -116,10 +108,7 @@ pub(crate) fn check_stdin_json(data: &[u8]) {
     let Ok(value) = validate_json("stdin", text) else {
         return;
     };
-    assert!(
-        text.contains(value.as_str()),
-        "output is not part of the input"
-    );
+    assert!(text.contains(value.as_str()), "output is not part of the input");
     assert_eq!(
         value.trim_matches(|c: char| c.is_ascii_whitespace()),
         value,
@@ -141,14 +130,8 @@ pub(crate) fn check_id_validate(data: &[u8]) {
     if id_ok {
         assert!(!text.is_empty() && text.len() <= ID_BYTES_MAX, "id length");
         assert!(text.is_ascii(), "id {text:?} is not ASCII");
-        assert!(
-            !text.contains(['/', '\\', '\0']),
-            "id {text:?} holds a path separator or NUL"
-        );
-        assert!(
-            !text.chars().any(char::is_control),
-            "id {text:?} holds a control character"
-        );
+        assert!(!text.contains(['/', '\\', '\0']), "id {text:?} holds a path separator or NUL");
+        assert!(!text.chars().any(char::is_control), "id {text:?} holds a control character");
         assert!(text != "." && text != "..", "id {text:?} is a dot entry");
         assert!(
             !text.starts_with(['-', '.']) && !text.ends_with('.'),
@@ -157,14 +140,8 @@ pub(crate) fn check_id_validate(data: &[u8]) {
         assert!(scope_ok, "id {text:?} is not a valid scope");
     }
     if scope_ok {
-        assert!(
-            !text.is_empty() && text.len() <= SCOPE_BYTES_MAX,
-            "scope length"
-        );
-        assert!(
-            !text.chars().any(char::is_control),
-            "scope {text:?} holds a control character"
-        );
+        assert!(!text.is_empty() && text.len() <= SCOPE_BYTES_MAX, "scope length");
+        assert!(!text.chars().any(char::is_control), "scope {text:?} holds a control character");
         assert!(!text.starts_with('-'), "scope {text:?} starts with '-'");
         let key = ViewKey::Record {
             scope: text.to_owned(),
@@ -220,11 +197,8 @@ pub(crate) fn check_db_file_bytes(data: &[u8]) {
         .expect("make the temporary directory private");
     let path = dir.path().join("state.redb");
     fs::write(&path, data).expect("write the store file");
-    let options = OpenOptions {
-        wait_ms: 100,
-        create: false,
-        check_integrity: true,
-    };
+    let options =
+        OpenOptions { wait_ms: 100, create: false, check_integrity: true, read_only: false };
     if let Ok(engine) = Engine::open(&path, options) {
         let _ = engine.verify();
     }

@@ -19,48 +19,17 @@ const START_MS: u64 = 1_000_000;
 
 #[derive(Debug, Clone)]
 enum Op {
-    Push {
-        item: u8,
-        for_session: Option<u8>,
-        max: u32,
-    },
-    Claim {
-        holder: u8,
-        item: Option<u8>,
-        lease: u64,
-    },
-    Ack {
-        item: u8,
-        stale: bool,
-    },
-    Extend {
-        item: u8,
-        stale: bool,
-        lease: u64,
-    },
-    Release {
-        item: u8,
-        stale: bool,
-    },
-    Redrive {
-        item: Option<u8>,
-    },
-    Advance {
-        ms: u64,
-    },
-    Put {
-        key: u8,
-        expect: u8,
-    },
-    Count {
-        delta: i64,
-    },
-    SetAdd {
-        member: u8,
-    },
-    Append {
-        cap: u32,
-    },
+    Push { item: u8, for_session: Option<u8>, max: u32 },
+    Claim { holder: u8, item: Option<u8>, lease: u64 },
+    Ack { item: u8, stale: bool },
+    Extend { item: u8, stale: bool, lease: u64 },
+    Release { item: u8, stale: bool },
+    Redrive { item: Option<u8> },
+    Advance { ms: u64 },
+    Put { key: u8, expect: u8 },
+    Count { delta: i64 },
+    SetAdd { member: u8 },
+    Append { cap: u32 },
 }
 
 /// Weighted so that leases run out and items reach their delivery limit often.
@@ -194,23 +163,13 @@ impl Model {
         item.token = token;
         item.holder = Some(me.clone());
         item.lease_until = now + lease;
-        assert!(
-            self.granted.insert(token, me).is_none(),
-            "token {token} granted twice"
-        );
-        Answer::Claimed {
-            item: item.id.clone(),
-            token,
-        }
+        assert!(self.granted.insert(token, me).is_none(), "token {token} granted twice");
+        Answer::Claimed { item: item.id.clone(), token }
     }
 
     /// The token a holder op presents: the current one, or a stale one.
     fn token_for(&self, item: u8, stale: bool) -> u64 {
-        let current = self
-            .items
-            .iter()
-            .find(|i| i.id == item_id(item))
-            .map_or(0, |i| i.token);
+        let current = self.items.iter().find(|i| i.id == item_id(item)).map_or(0, |i| i.token);
         if stale {
             current + 1000
         } else {
@@ -233,11 +192,8 @@ impl Model {
             }
             Op::Extend { lease, .. } => current.lease_until = now + lease,
             _ => {
-                current.state = if current.deliveries >= current.max {
-                    State::Parked
-                } else {
-                    State::Ready
-                };
+                current.state =
+                    if current.deliveries >= current.max { State::Parked } else { State::Ready };
             }
         }
         Answer::Ok
@@ -245,11 +201,7 @@ impl Model {
 
     fn apply(&mut self, op: &Op) -> Answer {
         match op {
-            Op::Push {
-                item,
-                for_session,
-                max,
-            } => {
+            Op::Push { item, for_session, max } => {
                 let id = item_id(*item);
                 if self.find(&id).is_some() {
                     return Answer::Refused("exists");
@@ -266,11 +218,7 @@ impl Model {
                 });
                 Answer::Ok
             }
-            Op::Claim {
-                holder,
-                item,
-                lease,
-            } => self.claim(*holder, *item, *lease),
+            Op::Claim { holder, item, lease } => self.claim(*holder, *item, *lease),
             Op::Ack { item, stale }
             | Op::Release { item, stale }
             | Op::Extend { item, stale, .. } => {
@@ -329,11 +277,7 @@ impl Model {
             _ => false,
         };
         if !ok {
-            return Answer::Refused(if expect == 1 {
-                "exists"
-            } else {
-                "rev_mismatch"
-            });
+            return Answer::Refused(if expect == 1 { "exists" } else { "rev_mismatch" });
         }
         self.revs.insert(key, rev + 1);
         Answer::Ok
@@ -353,11 +297,7 @@ impl Model {
 fn command_for(model: &Model, op: &Op) -> Option<(Option<String>, Command)> {
     let q = || QUEUE.to_owned();
     Some(match op {
-        Op::Push {
-            item,
-            for_session,
-            max,
-        } => (
+        Op::Push { item, for_session, max } => (
             None,
             Command::QueuePush {
                 queue: q(),
@@ -367,11 +307,7 @@ fn command_for(model: &Model, op: &Op) -> Option<(Option<String>, Command)> {
                 max_deliveries: *max,
             },
         ),
-        Op::Claim {
-            holder,
-            item,
-            lease,
-        } => (
+        Op::Claim { holder, item, lease } => (
             Some(session(*holder)),
             Command::QueueClaim {
                 queue: q(),
@@ -405,13 +341,9 @@ fn command_for(model: &Model, op: &Op) -> Option<(Option<String>, Command)> {
                 token: model.token_for(*item, *stale),
             },
         ),
-        Op::Redrive { item } => (
-            None,
-            Command::QueueRedrive {
-                queue: q(),
-                item: item.map(item_id),
-            },
-        ),
+        Op::Redrive { item } => {
+            (None, Command::QueueRedrive { queue: q(), item: item.map(item_id) })
+        }
         Op::Advance { .. } => return None,
         Op::Put { key, expect } => (
             None,
@@ -421,28 +353,13 @@ fn command_for(model: &Model, op: &Op) -> Option<(Option<String>, Command)> {
                 expect: model.expect_for(*key, *expect),
             },
         ),
-        Op::Count { delta } => (
-            None,
-            Command::CounterAdd {
-                name: "c".into(),
-                delta: *delta,
-            },
-        ),
-        Op::SetAdd { member } => (
-            None,
-            Command::SetAdd {
-                set: "s".into(),
-                member: format!("m{member}"),
-            },
-        ),
-        Op::Append { cap } => (
-            None,
-            Command::ListAppend {
-                list: "l".into(),
-                row: "1".into(),
-                cap: *cap,
-            },
-        ),
+        Op::Count { delta } => (None, Command::CounterAdd { name: "c".into(), delta: *delta }),
+        Op::SetAdd { member } => {
+            (None, Command::SetAdd { set: "s".into(), member: format!("m{member}") })
+        }
+        Op::Append { cap } => {
+            (None, Command::ListAppend { list: "l".into(), row: "1".into(), cap: *cap })
+        }
     })
 }
 
@@ -452,10 +369,7 @@ fn answer_of(outcome: &Outcome) -> Answer {
     }
     match outcome.result.get("claimed") {
         Some(serde_json::Value::Bool(true)) => Answer::Claimed {
-            item: outcome.result["item"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned(),
+            item: outcome.result["item"].as_str().unwrap_or_default().to_owned(),
             token: outcome.result["token"].as_u64().unwrap_or_default(),
         },
         Some(serde_json::Value::Bool(false)) => Answer::Nothing,
@@ -466,10 +380,7 @@ fn answer_of(outcome: &Outcome) -> Answer {
 fn run(ops: &[Op]) -> Result<(), TestCaseError> {
     let dir = tempfile::tempdir().unwrap();
     let engine = Engine::open(&dir.path().join("state.redb"), OpenOptions::default()).unwrap();
-    let mut model = Model {
-        now: START_MS,
-        ..Model::default()
-    };
+    let mut model = Model { now: START_MS, ..Model::default() };
     for (step, op) in ops.iter().enumerate() {
         let command = command_for(&model, op);
         let expected = model.apply(op);
@@ -478,10 +389,7 @@ fn run(ops: &[Op]) -> Result<(), TestCaseError> {
         };
         let call = Call {
             scope: "model".into(),
-            actor: Actor {
-                session,
-                ..Actor::default()
-            },
+            actor: Actor { session, ..Actor::default() },
             idem_key: None,
             now_ms: model.now,
         };
@@ -491,38 +399,21 @@ fn run(ops: &[Op]) -> Result<(), TestCaseError> {
         prop_assert!(report.is_ok(), "verify after step {step}: {report:?}");
     }
     let counter = engine
-        .query(
-            "model",
-            &hookstate_engine::Query::CounterGet { name: "c".into() },
-            model.now,
-        )
+        .query("model", &hookstate_engine::Query::CounterGet { name: "c".into() }, model.now)
         .unwrap();
     prop_assert_eq!(counter["value"].as_i64(), Some(model.counter));
     let listed = engine
-        .query(
-            "model",
-            &hookstate_engine::Query::QueueList {
-                queue: QUEUE.into(),
-            },
-            model.now,
-        )
+        .query("model", &hookstate_engine::Query::QueueList { queue: QUEUE.into() }, model.now)
         .unwrap();
-    let ids: Vec<&str> = listed["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|i| i["item"].as_str().unwrap())
-        .collect();
+    let ids: Vec<&str> =
+        listed["items"].as_array().unwrap().iter().map(|i| i["item"].as_str().unwrap()).collect();
     let model_ids: Vec<&str> = model.items.iter().map(|i| i.id.as_str()).collect();
     prop_assert_eq!(ids, model_ids);
     Ok(())
 }
 
 fn cases() -> u32 {
-    std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(48)
+    std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(48)
 }
 
 proptest! {
@@ -538,27 +429,10 @@ proptest! {
 /// session addressing) is detected by comparing answers.
 #[test]
 fn model_detects_a_claim_that_ignores_session_addressing() {
-    let mut model = Model {
-        now: START_MS,
-        ..Model::default()
-    };
-    model.apply(&Op::Push {
-        item: 0,
-        for_session: Some(1),
-        max: 3,
-    });
-    let expected = model.apply(&Op::Claim {
-        holder: 0,
-        item: None,
-        lease: 10,
-    });
-    let wrong = Answer::Claimed {
-        item: item_id(0),
-        token: 1,
-    };
+    let mut model = Model { now: START_MS, ..Model::default() };
+    model.apply(&Op::Push { item: 0, for_session: Some(1), max: 3 });
+    let expected = model.apply(&Op::Claim { holder: 0, item: None, lease: 10 });
+    let wrong = Answer::Claimed { item: item_id(0), token: 1 };
     assert_eq!(expected, Answer::Nothing);
-    assert_ne!(
-        expected, wrong,
-        "the model must tell a mis-addressed claim apart"
-    );
+    assert_ne!(expected, wrong, "the model must tell a mis-addressed claim apart");
 }

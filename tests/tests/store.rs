@@ -16,20 +16,12 @@ const VIEWS: TableDefinition<&[u8], &[u8]> = TableDefinition::new(VIEWS_TABLE);
 const META: TableDefinition<&str, &[u8]> = TableDefinition::new(META_TABLE);
 
 fn call(now_ms: u64) -> Call {
-    Call {
-        scope: "t".into(),
-        actor: Actor::default(),
-        idem_key: None,
-        now_ms,
-    }
+    Call { scope: "t".into(), actor: Actor::default(), idem_key: None, now_ms }
 }
 
 fn put(engine: &Engine, n: u64) {
-    let command = Command::KvPut {
-        key: format!("k{}", n % 3),
-        value: n.to_string(),
-        expect: Expect::Any,
-    };
+    let command =
+        Command::KvPut { key: format!("k{}", n % 3), value: n.to_string(), expect: Expect::Any };
     engine.execute(&call(1_000 + n), &command).unwrap();
 }
 
@@ -47,11 +39,7 @@ fn store_with(events: u64) -> (tempfile::TempDir, PathBuf) {
 fn open(path: &Path) -> Result<Engine, Error> {
     Engine::open(
         path,
-        OpenOptions {
-            wait_ms: 1_000,
-            create: false,
-            check_integrity: true,
-        },
+        OpenOptions { wait_ms: 1_000, create: false, check_integrity: true, read_only: false },
     )
 }
 
@@ -80,10 +68,7 @@ fn rewrite_event(path: &Path, seq: u64, rehash: bool) {
         } else {
             let (mut forged, _) = format::encode_event(seq, &event.prev, &event.content);
             // Keep the old hash bytes: splice the original hash field back in.
-            let at = find(
-                &forged,
-                &format::encode_event(seq, &event.prev, &event.content).1,
-            );
+            let at = find(&forged, &format::encode_event(seq, &event.prev, &event.content).1);
             forged[at..at + 32].copy_from_slice(&event.hash);
             forged
         };
@@ -93,10 +78,7 @@ fn rewrite_event(path: &Path, seq: u64, rehash: bool) {
 }
 
 fn find(haystack: &[u8], needle: &[u8]) -> usize {
-    haystack
-        .windows(needle.len())
-        .position(|w| w == needle)
-        .unwrap()
+    haystack.windows(needle.len()).position(|w| w == needle).unwrap()
 }
 
 fn chain_broken_at(result: Result<hookstate_engine::VerifyReport, Error>) -> u64 {
@@ -138,22 +120,13 @@ fn rewritten_last_event_with_a_moved_head_is_caught_by_the_anchor() {
     {
         let log = txn.open_table(LOG).unwrap();
         let event = format::decode_event(log.get(8).unwrap().unwrap().value()).unwrap();
-        let head = format::encode_head(&format::Head {
-            seq: 8,
-            hash: event.hash,
-        });
-        txn.open_table(META)
-            .unwrap()
-            .insert("head", head.as_slice())
-            .unwrap();
+        let head = format::encode_head(&format::Head { seq: 8, hash: event.hash });
+        txn.open_table(META).unwrap().insert("head", head.as_slice()).unwrap();
     }
     txn.commit().unwrap();
     drop(db);
     let result = open(&path).unwrap().verify();
-    assert!(
-        matches!(result, Err(Error::AnchorMismatch { .. })),
-        "{result:?}"
-    );
+    assert!(matches!(result, Err(Error::AnchorMismatch { .. })), "{result:?}");
 }
 
 #[test]
@@ -200,17 +173,11 @@ fn newer_format_is_refused() {
     let db = redb_open(&path);
     let txn = db.begin_write().unwrap();
     let newer = (FORMAT_VERSION + 1).to_be_bytes();
-    txn.open_table(META)
-        .unwrap()
-        .insert("format", newer.as_slice())
-        .unwrap();
+    txn.open_table(META).unwrap().insert("format", newer.as_slice()).unwrap();
     txn.commit().unwrap();
     drop(db);
     let result = open(&path);
-    assert!(
-        matches!(result, Err(Error::FormatTooNew { .. })),
-        "{result:?}"
-    );
+    assert!(matches!(result, Err(Error::FormatTooNew { .. })), "{result:?}");
 }
 
 /// Seeded xorshift, so failures reproduce.
@@ -240,10 +207,7 @@ fn flipped_file_bytes_never_panic_and_never_verify_wrongly() {
         let outcome = std::panic::catch_unwind(|| open(&case_path).and_then(|e| e.verify()));
         match outcome {
             Ok(Ok(report)) => {
-                assert_eq!(
-                    report.events, 30,
-                    "case {case}: a flip lost events yet verified"
-                );
+                assert_eq!(report.events, 30, "case {case}: a flip lost events yet verified");
                 verified += 1;
             }
             Ok(Err(_)) => refused += 1,
@@ -263,30 +227,20 @@ fn damaged_or_foreign_paths_are_refused_with_the_right_error() {
     std::fs::write(&garbage, vec![0x5a; 9000]).unwrap();
     let result = open(&garbage);
     assert!(
-        matches!(
-            result,
-            Err(Error::StoreCorrupt(_) | Error::NotAStore { .. } | Error::StoreIo(_))
-        ),
+        matches!(result, Err(Error::StoreCorrupt(_) | Error::NotAStore { .. } | Error::StoreIo(_))),
         "{result:?}"
     );
     let as_dir = dir.path().join("dir.redb");
     std::fs::create_dir(&as_dir).unwrap();
     assert!(matches!(open(&as_dir), Err(Error::NotAStore { .. })));
     let fifo = dir.path().join("fifo.redb");
-    assert!(std::process::Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .unwrap()
-        .success());
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
     assert!(matches!(open(&fifo), Err(Error::NotAStore { .. })));
     let (_store_dir, real) = store_with(1);
     let link = dir.path().join("link.redb");
     std::os::unix::fs::symlink(&real, &link).unwrap();
     assert!(matches!(open(&link), Err(Error::UnsafePath { .. })));
-    assert!(matches!(
-        open(&dir.path().join("absent.redb")),
-        Err(Error::NoStore { .. })
-    ));
+    assert!(matches!(open(&dir.path().join("absent.redb")), Err(Error::NoStore { .. })));
     // Nothing was created by refusing.
     assert_eq!(std::fs::metadata(&empty).unwrap().len(), 0);
     assert!(!dir.path().join("absent.redb").exists());
@@ -300,10 +254,7 @@ fn store_in_a_directory_writable_by_others_is_refused() {
     std::fs::create_dir(&shared).unwrap();
     std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).unwrap();
     let result = Engine::open(&shared.join("state.redb"), OpenOptions::default());
-    assert!(
-        matches!(result, Err(Error::UnsafePath { .. })),
-        "{result:?}"
-    );
+    assert!(matches!(result, Err(Error::UnsafePath { .. })), "{result:?}");
     assert_eq!(std::fs::read_dir(&shared).unwrap().count(), 0);
 }
 
@@ -337,26 +288,11 @@ fn idempotency_key_replays_the_first_result_and_appends_once() {
         max_deliveries: 3,
     };
     engine.execute(&call(1), &push).unwrap();
-    let claim = Command::QueueClaim {
-        queue: "q".into(),
-        item: None,
-        holder: "h".into(),
-        lease_ms: 50,
-    };
-    let keyed = Call {
-        idem_key: Some("turn-7".into()),
-        ..call(2)
-    };
+    let claim =
+        Command::QueueClaim { queue: "q".into(), item: None, holder: "h".into(), lease_ms: 50 };
+    let keyed = Call { idem_key: Some("turn-7".into()), ..call(2) };
     let first = engine.execute(&keyed, &claim).unwrap();
-    let again = engine
-        .execute(
-            &Call {
-                now_ms: 500,
-                ..keyed.clone()
-            },
-            &claim,
-        )
-        .unwrap();
+    let again = engine.execute(&Call { now_ms: 500, ..keyed.clone() }, &claim).unwrap();
     assert!(again.replayed);
     assert_eq!(again.head, first.head);
     assert_eq!(again.result["token"], first.result["token"]);
@@ -375,28 +311,11 @@ fn events_survive_reopen_and_the_log_filters() {
         kind: Some("record_put".into()),
         ..Default::default()
     };
-    let seqs: Vec<u64> = engine
-        .events(&filter)
-        .unwrap()
-        .iter()
-        .map(|e| e.seq)
-        .collect();
+    let seqs: Vec<u64> = engine.events(&filter).unwrap().iter().map(|e| e.seq).collect();
     assert_eq!(seqs, [2, 3, 4]);
-    let tail = hookstate_engine::LogFilter {
-        limit: Some(2),
-        tail: true,
-        ..Default::default()
-    };
-    let seqs: Vec<u64> = engine
-        .events(&tail)
-        .unwrap()
-        .iter()
-        .map(|e| e.seq)
-        .collect();
+    let tail = hookstate_engine::LogFilter { limit: Some(2), tail: true, ..Default::default() };
+    let seqs: Vec<u64> = engine.events(&tail).unwrap().iter().map(|e| e.seq).collect();
     assert_eq!(seqs, [4, 5]);
-    let other = hookstate_engine::LogFilter {
-        scope: Some("nope".into()),
-        ..Default::default()
-    };
+    let other = hookstate_engine::LogFilter { scope: Some("nope".into()), ..Default::default() };
     assert!(engine.events(&other).unwrap().is_empty());
 }

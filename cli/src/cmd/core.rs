@@ -6,7 +6,7 @@
 use hookstate_engine::{Command, Engine, Expect, Outcome, Query};
 
 use crate::args::{Cli, CounterVerb, KvVerb, ListVerb, QueueVerb, SetVerb, ValueSource};
-use crate::cmd::{call, now_ms, open};
+use crate::cmd::{call, now_ms, open, Access};
 use crate::exit::CliError;
 use crate::input::read_stdin;
 use crate::output::print;
@@ -17,9 +17,9 @@ fn value_from(
     default: Option<&str>,
 ) -> Result<String, CliError> {
     match (arg, source.stdin) {
-        (Some(_), true) => Err(CliError::Usage(
-            "give the value as an argument or --stdin, not both".into(),
-        )),
+        (Some(_), true) => {
+            Err(CliError::Usage("give the value as an argument or --stdin, not both".into()))
+        }
         (Some(value), false) => Ok(value.clone()),
         (None, true) => read_stdin(),
         (None, false) => default.map(str::to_owned).ok_or_else(|| {
@@ -31,7 +31,7 @@ fn value_from(
 fn execute(cli: &Cli, hook: &str, command: &Command) -> Result<(), CliError> {
     let call = call(cli, hook);
     Engine::check(&call, command)?;
-    let engine = open(cli, true, false)?;
+    let engine = open(cli, Access::Write)?;
     let outcome: Outcome = engine.execute(&call, command)?;
     print(cli.format, &outcome.to_json())?;
     match outcome.refusal {
@@ -42,7 +42,7 @@ fn execute(cli: &Cli, hook: &str, command: &Command) -> Result<(), CliError> {
 
 fn query(cli: &Cli, query: &Query) -> Result<(), CliError> {
     query.check(&cli.scope)?;
-    let engine = open(cli, false, false)?;
+    let engine = open(cli, Access::Read)?;
     let mut result = engine.query(&cli.scope, query, now_ms())?;
     if let Some(map) = result.as_object_mut() {
         map.insert("ok".into(), true.into());
@@ -53,62 +53,31 @@ fn query(cli: &Cli, query: &Query) -> Result<(), CliError> {
 pub(crate) fn kv(cli: &Cli, verb: &KvVerb) -> Result<(), CliError> {
     match verb {
         KvVerb::Get { key } => query(cli, &Query::KvGet { key: key.clone() }),
-        KvVerb::Put {
-            key,
-            value,
-            expect_rev,
-            create,
-            source,
-        } => {
+        KvVerb::Put { key, value, expect_rev, create, source } => {
             let value = value_from(value.as_ref(), source, None)?;
             let expect = match (create, expect_rev) {
                 (true, _) => Expect::Create,
                 (false, Some(rev)) => Expect::Rev(*rev),
                 (false, None) => Expect::Any,
             };
-            execute(
-                cli,
-                "kv-put",
-                &Command::KvPut {
-                    key: key.clone(),
-                    value,
-                    expect,
-                },
-            )
+            execute(cli, "kv-put", &Command::KvPut { key: key.clone(), value, expect })
         }
     }
 }
 
 pub(crate) fn queue(cli: &Cli, verb: &QueueVerb) -> Result<(), CliError> {
     let command = match verb {
-        QueueVerb::List { queue } => {
-            return query(
-                cli,
-                &Query::QueueList {
-                    queue: queue.clone(),
-                },
-            )
+        QueueVerb::List { queue } => return query(cli, &Query::QueueList { queue: queue.clone() }),
+        QueueVerb::Push { queue, item, payload, for_session, max_deliveries, source } => {
+            Command::QueuePush {
+                queue: queue.clone(),
+                item: item.clone(),
+                payload: value_from(payload.as_ref(), source, Some("null"))?,
+                for_session: for_session.clone(),
+                max_deliveries: *max_deliveries,
+            }
         }
-        QueueVerb::Push {
-            queue,
-            item,
-            payload,
-            for_session,
-            max_deliveries,
-            source,
-        } => Command::QueuePush {
-            queue: queue.clone(),
-            item: item.clone(),
-            payload: value_from(payload.as_ref(), source, Some("null"))?,
-            for_session: for_session.clone(),
-            max_deliveries: *max_deliveries,
-        },
-        QueueVerb::Claim {
-            queue,
-            item,
-            holder,
-            lease_ms,
-        } => Command::QueueClaim {
+        QueueVerb::Claim { queue, item, holder, lease_ms } => Command::QueueClaim {
             queue: queue.clone(),
             item: item.clone(),
             holder: holder
@@ -117,29 +86,21 @@ pub(crate) fn queue(cli: &Cli, verb: &QueueVerb) -> Result<(), CliError> {
                 .unwrap_or_else(|| format!("pid-{}", std::process::id())),
             lease_ms: *lease_ms,
         },
-        QueueVerb::Ack(h) => Command::QueueAck {
-            queue: h.queue.clone(),
-            item: h.item.clone(),
-            token: h.token,
-        },
-        QueueVerb::Release(h) => Command::QueueRelease {
-            queue: h.queue.clone(),
-            item: h.item.clone(),
-            token: h.token,
-        },
-        QueueVerb::Extend {
-            holder: h,
-            lease_ms,
-        } => Command::QueueExtend {
+        QueueVerb::Ack(h) => {
+            Command::QueueAck { queue: h.queue.clone(), item: h.item.clone(), token: h.token }
+        }
+        QueueVerb::Release(h) => {
+            Command::QueueRelease { queue: h.queue.clone(), item: h.item.clone(), token: h.token }
+        }
+        QueueVerb::Extend { holder: h, lease_ms } => Command::QueueExtend {
             queue: h.queue.clone(),
             item: h.item.clone(),
             token: h.token,
             lease_ms: *lease_ms,
         },
-        QueueVerb::Redrive { queue, item } => Command::QueueRedrive {
-            queue: queue.clone(),
-            item: item.clone(),
-        },
+        QueueVerb::Redrive { queue, item } => {
+            Command::QueueRedrive { queue: queue.clone(), item: item.clone() }
+        }
     };
     execute(cli, hook_name(verb), &command)
 }
@@ -159,56 +120,29 @@ fn hook_name(verb: &QueueVerb) -> &'static str {
 pub(crate) fn counter(cli: &Cli, verb: &CounterVerb) -> Result<(), CliError> {
     match verb {
         CounterVerb::Get { name } => query(cli, &Query::CounterGet { name: name.clone() }),
-        CounterVerb::Add { name, delta } => execute(
-            cli,
-            "counter-add",
-            &Command::CounterAdd {
-                name: name.clone(),
-                delta: *delta,
-            },
-        ),
+        CounterVerb::Add { name, delta } => {
+            execute(cli, "counter-add", &Command::CounterAdd { name: name.clone(), delta: *delta })
+        }
     }
 }
 
 pub(crate) fn set(cli: &Cli, verb: &SetVerb) -> Result<(), CliError> {
     match verb {
-        SetVerb::Has { set, member } => query(
-            cli,
-            &Query::SetHas {
-                set: set.clone(),
-                member: member.clone(),
-            },
-        ),
-        SetVerb::Add { set, member } => execute(
-            cli,
-            "set-add",
-            &Command::SetAdd {
-                set: set.clone(),
-                member: member.clone(),
-            },
-        ),
+        SetVerb::Has { set, member } => {
+            query(cli, &Query::SetHas { set: set.clone(), member: member.clone() })
+        }
+        SetVerb::Add { set, member } => {
+            execute(cli, "set-add", &Command::SetAdd { set: set.clone(), member: member.clone() })
+        }
     }
 }
 
 pub(crate) fn list(cli: &Cli, verb: &ListVerb) -> Result<(), CliError> {
     match verb {
         ListVerb::Get { list } => query(cli, &Query::ListGet { list: list.clone() }),
-        ListVerb::Append {
-            list,
-            row,
-            cap,
-            source,
-        } => {
+        ListVerb::Append { list, row, cap, source } => {
             let row = value_from(row.as_ref(), source, None)?;
-            execute(
-                cli,
-                "list-append",
-                &Command::ListAppend {
-                    list: list.clone(),
-                    row,
-                    cap: *cap,
-                },
-            )
+            execute(cli, "list-append", &Command::ListAppend { list: list.clone(), row, cap: *cap })
         }
     }
 }

@@ -32,20 +32,15 @@ struct Claim {
 }
 
 fn hookstate(db: &Path, args: &[&str]) -> Result<Output, CliError> {
-    let exe = std::env::current_exe().map_err(|source| CliError::Io {
-        op: "find the hookstate binary".into(),
-        source,
-    })?;
+    let exe = std::env::current_exe()
+        .map_err(|source| CliError::Io { op: "find the hookstate binary".into(), source })?;
     Command::new(exe)
         .arg("--db")
         .arg(db)
         .args(args)
         .stdin(Stdio::null())
         .output()
-        .map_err(|source| CliError::Io {
-            op: "run hookstate".into(),
-            source,
-        })
+        .map_err(|source| CliError::Io { op: "run hookstate".into(), source })
 }
 
 fn json_of(output: &Output) -> Result<Value, CliError> {
@@ -66,15 +61,7 @@ fn worker(db: &Path, worker: u32, claims: &Mutex<Vec<Claim>>) -> Result<(), CliE
         let start = Instant::now();
         let out = hookstate(
             db,
-            &[
-                "--session",
-                &session,
-                "queue",
-                "claim",
-                QUEUE,
-                "--lease-ms",
-                DEMO_LEASE_MS,
-            ],
+            &["--session", &session, "queue", "claim", QUEUE, "--lease-ms", DEMO_LEASE_MS],
         )?;
         let ms = start.elapsed().as_secs_f64() * 1000.0;
         let result = json_of(&out)?;
@@ -85,27 +72,16 @@ fn worker(db: &Path, worker: u32, claims: &Mutex<Vec<Claim>>) -> Result<(), CliE
         let token = result["token"].to_string();
         let ack = hookstate(
             db,
-            &[
-                "--session",
-                &session,
-                "queue",
-                "ack",
-                QUEUE,
-                &item,
-                "--token",
-                &token,
-            ],
+            &["--session", &session, "queue", "ack", QUEUE, &item, "--token", &token],
         )?;
         if !ack.status.success() {
-            return Err(CliError::Failed(format!(
-                "ack of {item} failed: {}",
-                json_of(&ack)?
-            )));
+            return Err(CliError::Failed(format!("ack of {item} failed: {}", json_of(&ack)?)));
         }
-        claims
-            .lock()
-            .map_err(|_| CliError::Failed("a worker panicked".into()))?
-            .push(Claim { item, worker, ms });
+        claims.lock().map_err(|_| CliError::Failed("a worker panicked".into()))?.push(Claim {
+            item,
+            worker,
+            ms,
+        });
     }
 }
 
@@ -121,25 +97,18 @@ fn say(line: &str) {
 
 pub(crate) fn run(args: &DemoArgs) -> Result<(), CliError> {
     if args.workers == 0 || args.workers > DEMO_WORKERS_MAX {
-        return Err(CliError::Invalid(format!(
-            "--workers must be 1..={DEMO_WORKERS_MAX}"
-        )));
+        return Err(CliError::Invalid(format!("--workers must be 1..={DEMO_WORKERS_MAX}")));
     }
     if args.items == 0 || args.items > DEMO_ITEMS_MAX {
-        return Err(CliError::Invalid(format!(
-            "--items must be 1..={DEMO_ITEMS_MAX}"
-        )));
+        return Err(CliError::Invalid(format!("--items must be 1..={DEMO_ITEMS_MAX}")));
     }
     let temp;
     let dir: PathBuf = match &args.dir {
         Some(dir) => dir.clone(),
         None => {
-            temp = tempfile::Builder::new()
-                .prefix("hookstate-demo-")
-                .tempdir()
-                .map_err(|source| CliError::Io {
-                    op: "create a temporary directory".into(),
-                    source,
+            temp =
+                tempfile::Builder::new().prefix("hookstate-demo-").tempdir().map_err(|source| {
+                    CliError::Io { op: "create a temporary directory".into(), source }
                 })?;
             temp.path().to_path_buf()
         }
@@ -163,15 +132,9 @@ fn push_items(db: &Path, items: u32) -> Result<(), CliError> {
     for n in 0..items {
         let item = format!("item-{n:04}");
         let payload = format!("{{\"n\":{n}}}");
-        let out = hookstate(
-            db,
-            &["--agent", "demo", "queue", "push", QUEUE, &item, &payload],
-        )?;
+        let out = hookstate(db, &["--agent", "demo", "queue", "push", QUEUE, &item, &payload])?;
         if !out.status.success() {
-            return Err(CliError::Failed(format!(
-                "push of {item} failed: {}",
-                json_of(&out)?
-            )));
+            return Err(CliError::Failed(format!("push of {item} failed: {}", json_of(&out)?)));
         }
     }
     say(&format!(
@@ -195,9 +158,7 @@ fn race(db: &Path, workers: u32) -> Result<(Vec<Claim>, Duration), CliError> {
         })
         .collect();
     for handle in handles {
-        handle
-            .join()
-            .map_err(|_| CliError::Failed("a worker thread panicked".into()))??;
+        handle.join().map_err(|_| CliError::Failed("a worker thread panicked".into()))??;
     }
     let elapsed = start.elapsed();
     let claims = Arc::try_unwrap(claims)
@@ -239,16 +200,10 @@ fn report(db: &Path, args: &DemoArgs, claims: &[Claim], elapsed: Duration) -> Re
         claims.len() as f64 / secs,
         percentile(&ms, 500),
         percentile(&ms, 990),
-        if verify.status.success() {
-            "ok"
-        } else {
-            "FAILED"
-        },
+        if verify.status.success() { "ok" } else { "FAILED" },
     ));
     if double_claims > 0 || missing > 0 || !verify.status.success() {
-        return Err(CliError::Failed(
-            "the demo found a problem (see above)".into(),
-        ));
+        return Err(CliError::Failed("the demo found a problem (see above)".into()));
     }
     Ok(())
 }

@@ -44,12 +44,24 @@ pub(crate) fn db_path(cli: &Cli) -> Result<PathBuf, CliError> {
     Ok(PathBuf::from(home).join(DEFAULT_DB))
 }
 
-/// Opens the store; `create` makes it (atomically) when absent.
-pub(crate) fn open(cli: &Cli, create: bool, check_integrity: bool) -> Result<Engine, CliError> {
+/// How a verb opens the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Access {
+    /// Mutations: create the store (atomically) when absent.
+    Write,
+    /// Reads: never create, never write a byte.
+    Read,
+    /// verify and rebuild: redb's full integrity check on open.
+    Audit,
+}
+
+/// Opens the store for `access`.
+pub(crate) fn open(cli: &Cli, access: Access) -> Result<Engine, CliError> {
     let options = OpenOptions {
         wait_ms: cli.wait_ms,
-        create,
-        check_integrity,
+        create: access == Access::Write,
+        check_integrity: access == Access::Audit,
+        read_only: access == Access::Read,
     };
     Ok(Engine::open(&db_path(cli)?, options)?)
 }

@@ -7,12 +7,12 @@ use hookstate_engine::{event_to_json, LogFilter};
 use serde_json::json;
 
 use crate::args::{Cli, Format, LogArgs};
-use crate::cmd::open;
+use crate::cmd::{open, Access};
 use crate::exit::CliError;
 use crate::output::{one_line, print};
 
 pub(crate) fn init(cli: &Cli) -> Result<(), CliError> {
-    let engine = open(cli, true, false)?;
+    let engine = open(cli, Access::Write)?;
     let head = engine.head()?;
     print(
         cli.format,
@@ -45,7 +45,7 @@ pub(crate) fn log(cli: &Cli, args: &LogArgs) -> Result<(), CliError> {
         limit: args.tail.or(args.limit),
         tail: args.tail.is_some(),
     };
-    let engine = open(cli, false, false)?;
+    let engine = open(cli, Access::Read)?;
     let events = engine.events(&filter)?;
     let mut out = String::new();
     for event in &events {
@@ -61,14 +61,11 @@ pub(crate) fn log(cli: &Cli, args: &LogArgs) -> Result<(), CliError> {
     stdout
         .write_all(out.as_bytes())
         .and_then(|()| stdout.flush())
-        .map_err(|source| CliError::Io {
-            op: "write stdout".into(),
-            source,
-        })
+        .map_err(|source| CliError::Io { op: "write stdout".into(), source })
 }
 
 pub(crate) fn verify(cli: &Cli) -> Result<(), CliError> {
-    let engine = open(cli, false, true)?;
+    let engine = open(cli, Access::Audit)?;
     match engine.verify() {
         Ok(report) => print(
             cli.format,
@@ -93,16 +90,13 @@ pub(crate) fn verify(cli: &Cli) -> Result<(), CliError> {
 }
 
 pub(crate) fn rebuild(cli: &Cli) -> Result<(), CliError> {
-    let engine = open(cli, false, true)?;
+    let engine = open(cli, Access::Audit)?;
     let report = engine.rebuild()?;
-    print(
-        cli.format,
-        &json!({ "ok": true, "events": report.events, "views": report.views }),
-    )
+    print(cli.format, &json!({ "ok": true, "events": report.events, "views": report.views }))
 }
 
 pub(crate) fn stats(cli: &Cli) -> Result<(), CliError> {
-    let engine = open(cli, false, false)?;
+    let engine = open(cli, Access::Read)?;
     let stats = engine.stats()?;
     print(
         cli.format,
