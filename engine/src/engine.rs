@@ -12,8 +12,8 @@ use hookstate_schema::format::{
     genesis_hash, Head, FORMAT_VERSION, META_FORMAT, META_HEAD, META_STORE_ID, STORE_ID_BYTES,
 };
 use hookstate_schema::{
-    validate_id, validate_scope, Actor, Body, CoreEvent, Event, EventContent, Item, QueueMeta,
-    ViewKey, ViewRow,
+    validate_id, validate_scope, Actor, Body, Event, EventContent, Item, QueueMeta, ViewKey,
+    ViewRow,
 };
 use serde_json::{Map, Value};
 
@@ -101,6 +101,25 @@ impl Outcome {
             out.insert("replayed".into(), Value::Bool(true));
         }
         Value::Object(out)
+    }
+}
+
+/// What one mutation wants done: the events to append (in order), the caller's result fields, and
+/// a refusal when the answer is "no". A domain's decision becomes a plan.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub(crate) struct Plan {
+    pub(crate) events: Vec<Body>,
+    pub(crate) result: Map<String, Value>,
+    pub(crate) refusal: Option<Refusal>,
+}
+
+impl From<Decision> for Plan {
+    fn from(decision: Decision) -> Self {
+        Plan {
+            events: decision.events.into_iter().map(Body::Core).collect(),
+            result: decision.result,
+            refusal: decision.refusal,
+        }
     }
 }
 
@@ -196,7 +215,7 @@ impl Engine {
     /// and store errors.
     pub fn execute(&self, call: &Call, command: &Command) -> Result<Outcome> {
         let command = Engine::check(call, command)?;
-        self.write(call, |txn| decide(txn, call, &command))
+        self.write(call, |txn| decide(txn, call, &command).map(Plan::from))
     }
 
     /// Checks a call and a command against every id rule and limit without touching a store,
@@ -210,10 +229,13 @@ impl Engine {
         validate_command(command)
     }
 
-    fn write(
+    /// Runs one mutation of any domain as one write transaction: replay an idempotent repeat, or
+    /// decide a [`Plan`] on the rows `decide` reads, append its events, project them, move the
+    /// head and commit. The caller validated its input before.
+    pub(crate) fn write(
         &self,
         call: &Call,
-        decide: impl FnOnce(&dyn ReadTxn) -> Result<Decision>,
+        decide: impl FnOnce(&dyn ReadTxn) -> Result<Plan>,
     ) -> Result<Outcome> {
         if self.poisoned.get() {
             return Err(Error::Poisoned);
@@ -322,14 +344,14 @@ pub(crate) fn read_row(txn: &dyn ReadTxn, key: &ViewKey) -> Result<Option<ViewRo
     decode_view_row(&bytes).map(Some).map_err(|e| Error::Corrupt(format!("view {key:?}: {e}")))
 }
 
-fn append_one(txn: &mut dyn WriteTxn, head: Head, call: &Call, body: &CoreEvent) -> Result<Head> {
+fn append_one(txn: &mut dyn WriteTxn, head: Head, call: &Call, body: &Body) -> Result<Head> {
     let seq = head.seq + 1;
     let content = EventContent {
         at_ms: call.now_ms,
         actor: call.actor.clone(),
         scope: call.scope.clone(),
         idem_key: call.idem_key.clone(),
-        body: Body::Core(body.clone()),
+        body: body.clone(),
     };
     let (record, hash) = format::encode_event(seq, &head.hash, &content);
     if record.len() > EVENT_BYTES_MAX {
@@ -379,8 +401,7 @@ fn replay_idempotent(txn: &dyn ReadTxn, call: &Call) -> Result<Option<Outcome>> 
     txn.events(first_seq, last_seq, &mut |seq, bytes| {
         let event = format::decode_event(bytes)
             .map_err(|e| Error::ChainBroken { seq, why: e.to_string() })?;
-        let Body::Core(core) = &event.content.body;
-        result = core::render(core);
+        result = project::render(&event.content.body);
         head = Head { seq: event.seq, hash: event.hash };
         Ok(true)
     })?;

@@ -81,6 +81,14 @@ fn meta_key(scope: &str, queue: &str) -> ViewKey {
     ViewKey::QueueMeta { scope: scope.into(), queue: queue.into() }
 }
 
+/// The result fields an event stands for: the caller's result of a fresh call, the replayed
+/// result of an idempotent repeat, and the body `hookstate log` prints.
+pub(crate) fn render(body: &Body) -> serde_json::Map<String, serde_json::Value> {
+    match body {
+        Body::Core(core) => crate::core::render(core),
+    }
+}
+
 /// Every row `apply` may read or write for this event.
 pub(crate) fn touched_keys(event: &Event) -> Vec<ViewKey> {
     let scope = event.content.scope.as_str();
@@ -98,15 +106,16 @@ fn core_keys(scope: &str, core: &CoreEvent) -> Vec<ViewKey> {
         CoreEvent::RecordPut { key, .. } => {
             vec![ViewKey::Record { scope: scope.into(), key: key.clone() }]
         }
-        CoreEvent::ItemPushed { queue, item, .. }
-        | CoreEvent::ItemClaimed { queue, item, .. }
-        | CoreEvent::ItemAcked { queue, item, .. }
-        | CoreEvent::ItemExtended { queue, item, .. }
-        | CoreEvent::ItemReleased { queue, item, .. }
-        | CoreEvent::ItemParked { queue, item, .. }
-        | CoreEvent::ItemRedriven { queue, item } => {
-            vec![item_key(scope, queue, item), meta_key(scope, queue)]
-        }
+        CoreEvent::ItemPushed { .. }
+        | CoreEvent::ItemClaimed { .. }
+        | CoreEvent::ItemAcked { .. }
+        | CoreEvent::ItemExtended { .. }
+        | CoreEvent::ItemReleased { .. }
+        | CoreEvent::ItemParked { .. }
+        | CoreEvent::ItemRedriven { .. } => match core.queue_item() {
+            Some((queue, item)) => vec![item_key(scope, queue, item), meta_key(scope, queue)],
+            None => Vec::new(),
+        },
         CoreEvent::CounterAdded { name, .. } => {
             vec![ViewKey::Counter { scope: scope.into(), name: name.clone() }]
         }
@@ -194,15 +203,8 @@ fn count(meta: &mut QueueMeta, state: ItemState, up: bool) {
 }
 
 fn apply_queue(views: &mut impl ViewAccess, scope: &str, seq: u64, event: &CoreEvent) {
-    let (queue, item_id) = match event {
-        CoreEvent::ItemPushed { queue, item, .. }
-        | CoreEvent::ItemClaimed { queue, item, .. }
-        | CoreEvent::ItemAcked { queue, item, .. }
-        | CoreEvent::ItemExtended { queue, item, .. }
-        | CoreEvent::ItemReleased { queue, item, .. }
-        | CoreEvent::ItemParked { queue, item, .. }
-        | CoreEvent::ItemRedriven { queue, item } => (queue, item),
-        _ => return,
+    let Some((queue, item_id)) = event.queue_item() else {
+        return;
     };
     let ikey = item_key(scope, queue, item_id);
     let mkey = meta_key(scope, queue);

@@ -258,7 +258,8 @@ fn scope_of(key: &ViewKey) -> &str {
         | ViewKey::Counter { scope, .. }
         | ViewKey::SetMember { scope, .. }
         | ViewKey::List { scope, .. }
-        | ViewKey::Idem { scope, .. } => scope,
+        | ViewKey::Idem { scope, .. }
+        | ViewKey::Doc { scope, .. } => scope,
     }
 }
 
@@ -278,8 +279,7 @@ pub fn event_to_json(event: &Event) -> Value {
     if let Some(idem) = &c.idem_key {
         out.insert("idem_key".into(), json!(idem));
     }
-    let hookstate_schema::Body::Core(core) = &c.body;
-    out.insert("body".into(), Value::Object(crate::core::render(core)));
+    out.insert("body".into(), Value::Object(crate::project::render(&c.body)));
     out.insert("prev".into(), json!(format::to_hex(&event.prev)));
     out.insert("hash".into(), json!(format::to_hex(&event.hash)));
     Value::Object(out)

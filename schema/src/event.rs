@@ -192,6 +192,21 @@ pub enum CoreEvent {
 }
 
 impl CoreEvent {
+    /// The queue and item a queue event is about; `None` for the other primitives.
+    #[must_use]
+    pub fn queue_item(&self) -> Option<(&str, &str)> {
+        match self {
+            CoreEvent::ItemPushed { queue, item, .. }
+            | CoreEvent::ItemClaimed { queue, item, .. }
+            | CoreEvent::ItemAcked { queue, item, .. }
+            | CoreEvent::ItemExtended { queue, item, .. }
+            | CoreEvent::ItemReleased { queue, item, .. }
+            | CoreEvent::ItemParked { queue, item, .. }
+            | CoreEvent::ItemRedriven { queue, item } => Some((queue, item)),
+            _ => None,
+        }
+    }
+
     /// The kind name, as `hookstate log --kind` matches it.
     #[must_use]
     pub fn kind(&self) -> &'static str {

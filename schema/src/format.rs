@@ -169,6 +169,7 @@ const KEY_COUNTER: u8 = b'c';
 const KEY_SET_MEMBER: u8 = b's';
 const KEY_LIST: u8 = b'l';
 const KEY_IDEM: u8 = b'k';
+const KEY_DOC: u8 = b'd';
 const KEY_SEPARATOR: u8 = 0;
 
 fn join_key(tag: u8, parts: &[&str]) -> Vec<u8> {
@@ -194,6 +195,7 @@ pub fn encode_view_key(key: &ViewKey) -> Vec<u8> {
         }
         ViewKey::List { scope, name } => join_key(KEY_LIST, &[scope, name]),
         ViewKey::Idem { scope, key } => join_key(KEY_IDEM, &[scope, key]),
+        ViewKey::Doc { scope, kind, id } => join_key(KEY_DOC, &[scope, kind, id]),
     }
 }
 
@@ -201,6 +203,12 @@ pub fn encode_view_key(key: &ViewKey) -> Vec<u8> {
 #[must_use]
 pub fn item_prefix(scope: &str, queue: &str) -> Vec<u8> {
     join_key(KEY_ITEM, &[scope, queue])
+}
+
+/// The key prefix under which every document of one kind in one scope is stored.
+#[must_use]
+pub fn doc_prefix(scope: &str, kind: &str) -> Vec<u8> {
+    join_key(KEY_DOC, &[scope, kind])
 }
 
 /// The key prefix of every queue-meta row.
@@ -231,6 +239,7 @@ pub fn decode_view_key(bytes: &[u8]) -> Result<ViewKey, FormatError> {
         KEY_SET_MEMBER => ViewKey::SetMember { scope: next()?, set: next()?, member: next()? },
         KEY_LIST => ViewKey::List { scope: next()?, name: next()? },
         KEY_IDEM => ViewKey::Idem { scope: next()?, key: next()? },
+        KEY_DOC => ViewKey::Doc { scope: next()?, kind: next()?, id: next()? },
         _ => return Err(bad("unknown tag")),
     };
     if parts.next().is_some() {
@@ -434,6 +443,7 @@ mod tests {
             ViewKey::SetMember { scope: "s".into(), set: "t".into(), member: "m".into() },
             ViewKey::List { scope: "s".into(), name: "l".into() },
             ViewKey::Idem { scope: "s".into(), key: "k".into() },
+            ViewKey::Doc { scope: "s".into(), kind: "d.k".into(), id: "i".into() },
         ];
         for key in keys {
             assert_eq!(decode_view_key(&encode_view_key(&key)).unwrap(), key);

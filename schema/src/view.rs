@@ -77,6 +77,16 @@ pub enum ViewKey {
         /// List name.
         name: String,
     },
+    /// A domain's document: one row per (domain kind, id) in a scope. Domains keep their typed
+    /// rows here (as JSON text of a schema type), so adding a domain adds no key variant.
+    Doc {
+        /// Scope.
+        scope: String,
+        /// The domain's row kind (`feedback.comment`, `signals.pm`, ...).
+        kind: String,
+        /// The row's id within its kind.
+        id: String,
+    },
     /// An idempotency key and the events its first call appended.
     Idem {
         /// Scope.
@@ -114,6 +124,11 @@ pub enum ViewRow {
     List {
         /// JSON text of each row.
         rows: Vec<String>,
+    },
+    /// A domain document, as the JSON text of the domain's schema type.
+    Doc {
+        /// JSON text.
+        json: String,
     },
     /// The events appended by the first call that carried an idempotency key.
     Idem {
