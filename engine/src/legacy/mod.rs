@@ -1,0 +1,7 @@
+//! Legacy layouts: the exact JSON files the upstream plugins read and write, imported as events
+//! and exported (or mirrored) back byte for byte.
+//!
+//! Every legacy file is reached through [`root::Root`], never by joining raw ids into paths.
+//! Does not decide domain rules; the domain modules do.
+
+pub(crate) mod root;

@@ -1,0 +1,297 @@
+//! One safe seam for legacy files: a directory handle held open, every name checked, every
+//! component opened without following symlinks, every write a fresh 0600 temp file, fsync,
+//! rename over the target and a directory fsync, every read bounded.
+//!
+//! Nothing is ever written outside the root: a name can never hold a separator, and
+//! subdirectories are opened relative to held handles with `O_NOFOLLOW`. Does not know file
+//! formats.
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use rustix::io::Errno;
+
+use crate::error::{Error, Result};
+
+/// Longest file name: `NAME_MAX` on Linux file systems.
+pub(crate) const FILE_NAME_BYTES_MAX: usize = 255;
+/// Most entries one directory listing returns; a bigger legacy directory is refused.
+pub(crate) const DIR_ENTRIES_MAX: usize = 100_000;
+const FILE_MODE: u32 = 0o600;
+const DIR_MODE: u32 = 0o700;
+/// Group- or world-writable directories let another user swap our files.
+const UNSAFE_DIR_BITS: u32 = 0o022;
+const TEMP_PREFIX: &str = ".hookstate-tmp-";
+
+/// An opened directory under which legacy files are read and written.
+pub(crate) struct Root {
+    dir: OwnedFd,
+    path: PathBuf,
+}
+
+/// Checks a file or directory name used under a root: non-empty, at most
+/// [`FILE_NAME_BYTES_MAX`] bytes, not `.` or `..`, no `/`, NUL or control character.
+pub(crate) fn check_name(name: &str) -> Result<()> {
+    let bad = |why: &str| Error::invalid(format!("file name {name:?} {why}"));
+    if name.is_empty() || name == "." || name == ".." {
+        return Err(bad("is empty, '.' or '..'"));
+    }
+    if name.len() > FILE_NAME_BYTES_MAX {
+        return Err(bad("is too long"));
+    }
+    if name.chars().any(|c| c == '/' || c == '\\' || c.is_control()) {
+        return Err(bad("holds a separator or a control character"));
+    }
+    Ok(())
+}
+
+fn io_err(op: &'static str, path: &Path, errno: Errno) -> Error {
+    Error::io(op, path, std::io::Error::from(errno))
+}
+
+impl Root {
+    /// Opens `path` as a root, creating it (mode 0700) when `create` is set and it is absent.
+    /// Refuses a symlink, a non-directory, and a directory not owned by us or writable by others.
+    pub(crate) fn open(path: &Path, create: bool) -> Result<Root> {
+        if create && std::fs::symlink_metadata(path).is_err() {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(DIR_MODE)
+                .create(path)
+                .map_err(|e| Error::io("create directory", path, e))?;
+        }
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let dir = rustix::fs::open(path, flags, Mode::empty()).map_err(|e| refusal(path, e))?;
+        Root::checked(dir, path.to_path_buf())
+    }
+
+    fn checked(dir: OwnedFd, path: PathBuf) -> Result<Root> {
+        let stat = rustix::fs::fstat(&dir).map_err(|e| io_err("stat", &path, e))?;
+        let me = rustix::process::geteuid().as_raw();
+        if stat.st_uid != me {
+            let why = format!("owned by uid {}, not {me}", stat.st_uid);
+            return Err(Error::UnsafePath { path, why });
+        }
+        if stat.st_mode & UNSAFE_DIR_BITS != 0 {
+            let why = format!("mode {:o} is writable by others", stat.st_mode & 0o7777);
+            return Err(Error::UnsafePath { path, why });
+        }
+        Ok(Root { dir, path })
+    }
+
+    /// The root's path, for messages.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Opens the subdirectory `name`, creating it (0700) when `create` is set. `None` when it is
+    /// absent and not created.
+    pub(crate) fn subdir(&self, name: &str, create: bool) -> Result<Option<Root>> {
+        check_name(name)?;
+        let path = self.path.join(name);
+        if create {
+            match rustix::fs::mkdirat(&self.dir, name, Mode::from_raw_mode(DIR_MODE)) {
+                Ok(()) | Err(Errno::EXIST) => {}
+                Err(other) => return Err(io_err("create directory", &path, other)),
+            }
+        }
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        match rustix::fs::openat(&self.dir, name, flags, Mode::empty()) {
+            Ok(dir) => Root::checked(dir, path).map(Some),
+            Err(Errno::NOENT) => Ok(None),
+            Err(other) => Err(refusal(&path, other)),
+        }
+    }
+
+    /// Reads the file `name`, at most `max_bytes`. `None` when absent. Refuses a symlink, a
+    /// non-regular file (a FIFO never blocks the read), a file with other hard links, and a file
+    /// over the cap.
+    pub(crate) fn read(&self, name: &str, max_bytes: usize) -> Result<Option<Vec<u8>>> {
+        check_name(name)?;
+        let path = self.path.join(name);
+        let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+        let fd = match rustix::fs::openat(&self.dir, name, flags, Mode::empty()) {
+            Ok(fd) => fd,
+            Err(Errno::NOENT) => return Ok(None),
+            Err(other) => return Err(refusal(&path, other)),
+        };
+        let stat = rustix::fs::fstat(&fd).map_err(|e| io_err("stat", &path, e))?;
+        if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
+            return Err(Error::invalid(format!("{} is not a regular file", path.display())));
+        }
+        if stat.st_nlink > 1 {
+            let why = "the file has other hard links".to_owned();
+            return Err(Error::UnsafePath { path, why });
+        }
+        let mut bytes = Vec::new();
+        File::from(fd)
+            .take(max_bytes as u64 + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|e| Error::io("read", &path, e))?;
+        if bytes.len() > max_bytes {
+            return Err(Error::invalid(format!(
+                "{} is over the limit of {max_bytes} bytes",
+                path.display()
+            )));
+        }
+        Ok(Some(bytes))
+    }
+
+    /// Replaces (or creates) the file `name` with `bytes`: a fresh temp file (O_EXCL, 0600,
+    /// random name) in the same directory, fsync, rename over the target, directory fsync. The
+    /// target's old inode is never written, so a hard link to it cannot be used to write a
+    /// victim file.
+    pub(crate) fn write(&self, name: &str, bytes: &[u8]) -> Result<()> {
+        check_name(name)?;
+        let suffix = hookstate_schema::format::to_hex(&crate::fsio::random_bytes::<8>()?);
+        let temp = format!("{TEMP_PREFIX}{suffix}");
+        let flags =
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let fd = rustix::fs::openat(&self.dir, &temp, flags, Mode::from_raw_mode(FILE_MODE))
+            .map_err(|e| io_err("create", &self.path.join(&temp), e))?;
+        let mut file = File::from(fd);
+        let written = file
+            .write_all(bytes)
+            .and_then(|()| file.sync_all())
+            .map_err(|e| Error::io("write", self.path.join(&temp), e))
+            .and_then(|()| {
+                rustix::fs::renameat(&self.dir, &temp, &self.dir, name)
+                    .map_err(|e| io_err("rename", &self.path.join(name), e))
+            });
+        if written.is_err() {
+            let _ = rustix::fs::unlinkat(&self.dir, &temp, AtFlags::empty());
+        }
+        written?;
+        self.sync()
+    }
+
+    /// Removes the file `name`; absent is fine.
+    pub(crate) fn remove(&self, name: &str) -> Result<()> {
+        check_name(name)?;
+        match rustix::fs::unlinkat(&self.dir, name, AtFlags::empty()) {
+            Ok(()) | Err(Errno::NOENT) => Ok(()),
+            Err(other) => Err(io_err("remove", &self.path.join(name), other)),
+        }
+    }
+
+    /// Makes the directory's entries durable.
+    pub(crate) fn sync(&self) -> Result<()> {
+        rustix::fs::fsync(&self.dir).map_err(|e| io_err("fsync directory", &self.path, e))
+    }
+
+    /// The names in the directory (not `.` or `..`), sorted, at most [`DIR_ENTRIES_MAX`].
+    pub(crate) fn list(&self) -> Result<Vec<String>> {
+        let fd = rustix::fs::openat(
+            &self.dir,
+            ".",
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| io_err("open directory", &self.path, e))?;
+        let mut dir = rustix::fs::Dir::read_from(&fd).map_err(|e| io_err("list", &self.path, e))?;
+        let mut names = Vec::new();
+        while let Some(entry) = dir.next() {
+            let entry = entry.map_err(|e| io_err("list", &self.path, e))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name == "." || name == ".." {
+                continue;
+            }
+            if names.len() >= DIR_ENTRIES_MAX {
+                return Err(Error::invalid(format!(
+                    "{} holds more than {DIR_ENTRIES_MAX} entries",
+                    self.path.display()
+                )));
+            }
+            names.push(name);
+        }
+        names.sort();
+        Ok(names)
+    }
+}
+
+fn refusal(path: &Path, errno: Errno) -> Error {
+    match errno {
+        Errno::LOOP | Errno::NOTDIR => Error::UnsafePath {
+            path: path.to_path_buf(),
+            why: "is a symlink or not a directory".into(),
+        },
+        Errno::NOENT => Error::NoStore { path: path.to_path_buf() },
+        other => io_err("open", path, other),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::{symlink, PermissionsExt};
+
+    fn private_dir() -> tempfile::TempDir {
+        tempfile::tempdir().unwrap()
+    }
+
+    #[test]
+    fn write_then_read_round_trips_with_private_modes_and_no_temp_left() {
+        let dir = private_dir();
+        let root = Root::open(&dir.path().join("export"), true).unwrap();
+        let sub = root.subdir(".feedback", true).unwrap().unwrap();
+        sub.write("a.json", b"{\n  \"x\": 1\n}\n").unwrap();
+        sub.write("a.json", b"{}\n").unwrap();
+        assert_eq!(sub.read("a.json", 64).unwrap().unwrap(), b"{}\n");
+        assert_eq!(sub.list().unwrap(), ["a.json"]);
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&dir.path().join("export/.feedback/a.json")), 0o600);
+        assert_eq!(mode(&dir.path().join("export/.feedback")), 0o700);
+        assert_eq!(mode(&dir.path().join("export")), 0o700);
+    }
+
+    #[test]
+    fn names_that_could_escape_are_refused() {
+        let dir = private_dir();
+        let root = Root::open(dir.path(), false).unwrap();
+        for bad in ["", ".", "..", "../x", "a/b", "a\\b", "a\0b", "a\nb", &"x".repeat(256)] {
+            assert!(root.write(bad, b"x").is_err(), "{bad:?}");
+            assert!(root.read(bad, 8).is_err(), "{bad:?}");
+            assert!(root.subdir(bad, true).is_err(), "{bad:?}");
+        }
+        assert_eq!(root.list().unwrap().len(), 0);
+    }
+
+    #[test]
+    fn symlinks_fifos_hard_links_and_oversized_files_are_refused() {
+        let dir = private_dir();
+        let outside = private_dir();
+        std::fs::write(outside.path().join("victim"), b"keep").unwrap();
+        let root = Root::open(dir.path(), false).unwrap();
+        symlink(outside.path(), dir.path().join("linkdir")).unwrap();
+        assert!(matches!(root.subdir("linkdir", true), Err(Error::UnsafePath { .. })));
+        symlink(outside.path().join("victim"), dir.path().join("linkfile")).unwrap();
+        assert!(root.read("linkfile", 64).is_err());
+        root.write("linkfile", b"new").unwrap();
+        assert_eq!(std::fs::read(outside.path().join("victim")).unwrap(), b"keep");
+        std::fs::hard_link(outside.path().join("victim"), dir.path().join("hard")).unwrap();
+        assert!(matches!(root.read("hard", 64), Err(Error::UnsafePath { .. })));
+        root.write("hard", b"replaced").unwrap();
+        assert_eq!(std::fs::read(outside.path().join("victim")).unwrap(), b"keep");
+        assert!(std::process::Command::new("mkfifo")
+            .arg(dir.path().join("fifo"))
+            .status()
+            .unwrap()
+            .success());
+        assert!(matches!(root.read("fifo", 64), Err(Error::Invalid(_))));
+        std::fs::write(dir.path().join("big"), vec![b'x'; 65]).unwrap();
+        assert!(matches!(root.read("big", 64), Err(Error::Invalid(_))));
+        let link_root = dir.path().join("linkdir");
+        assert!(matches!(Root::open(&link_root, false), Err(Error::UnsafePath { .. })));
+    }
+
+    #[test]
+    fn a_root_writable_by_others_is_refused() {
+        let dir = private_dir();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        assert!(matches!(Root::open(dir.path(), false), Err(Error::UnsafePath { .. })));
+    }
+}
