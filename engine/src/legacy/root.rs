@@ -192,9 +192,9 @@ impl Root {
             Mode::empty(),
         )
         .map_err(|e| io_err("open directory", &self.path, e))?;
-        let mut dir = rustix::fs::Dir::read_from(&fd).map_err(|e| io_err("list", &self.path, e))?;
+        let dir = rustix::fs::Dir::read_from(&fd).map_err(|e| io_err("list", &self.path, e))?;
         let mut names = Vec::new();
-        while let Some(entry) = dir.next() {
+        for entry in dir {
             let entry = entry.map_err(|e| io_err("list", &self.path, e))?;
             let name = entry.file_name().to_string_lossy().into_owned();
             if name == "." || name == ".." {
