@@ -71,6 +71,19 @@ pub(crate) enum Verb {
     /// Capped lists (keep the last N rows).
     #[command(subcommand)]
     List(ListVerb),
+    /// loopd turn signals and PM registrations (scope: loopd:<bundle>).
+    #[command(subcommand)]
+    Signals(SignalsVerb),
+    /// The claude-management observer state (scope: observer:<session or project>).
+    #[command(subcommand)]
+    Observer(ObserverVerb),
+    /// Claude Code hook verbs: read the hook's JSON payload on stdin and do that hook's job.
+    #[command(subcommand)]
+    Hook(HookVerb),
+    /// Adopt legacy files as events, in one transaction.
+    Import(LegacyArgs),
+    /// Write the legacy files from the store.
+    Export(LegacyArgs),
     /// Print events as JSON lines, filtered.
     Log(LogArgs),
     /// Check the chain from genesis, the head anchor, and that views equal a rebuild.
@@ -298,4 +311,131 @@ pub(crate) struct DemoArgs {
     /// Items pushed to the queue.
     #[arg(long, default_value_t = 40)]
     pub(crate) items: u32,
+}
+
+/// `signals` verbs. The bundle names the scope `loopd:<bundle>`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum SignalsVerb {
+    /// The bundle's current PM and the registrations before it.
+    Pm {
+        /// Bundle root (absolute path).
+        #[arg(long)]
+        bundle: String,
+    },
+    /// The latest signal record of every role session of the bundle.
+    List {
+        /// Bundle root.
+        #[arg(long)]
+        bundle: String,
+    },
+    /// A session's latest record and its turn history from the log.
+    Show {
+        /// The role session.
+        session: String,
+        /// Bundle root.
+        #[arg(long)]
+        bundle: String,
+        /// Turns of history to show.
+        #[arg(long, default_value_t = 20)]
+        history: usize,
+    },
+    /// Record whether the line of a turn reached the PM.
+    Delivered {
+        /// The role session.
+        session: String,
+        /// Bundle root.
+        #[arg(long)]
+        bundle: String,
+        /// The seq `hook turn-complete` printed for the turn.
+        #[arg(long)]
+        turn_seq: u64,
+        /// The send failed (default: it succeeded).
+        #[arg(long)]
+        failed: bool,
+    },
+}
+
+/// `observer` verbs (scope from --scope, e.g. observer:<session>).
+#[derive(Debug, Subcommand)]
+pub(crate) enum ObserverVerb {
+    /// Observe rows: a JSON object or array of {kind, text} / {kind: "tool_use", name, input}
+    /// on stdin.
+    Append,
+    /// Count a completed main-loop turn (skipped for a subagent's turn).
+    Turn {
+        /// The subagent id, when the turn was a subagent's: nothing is counted.
+        #[arg(long)]
+        agent_id: Option<String>,
+    },
+    /// Start a sweep: prints what it reads and whether it is due.
+    SweepBegin {
+        /// The inbox file's current length (a shrink resets the offset).
+        #[arg(long, default_value_t = 0)]
+        inbox_len: u64,
+    },
+    /// Commit an answered sweep: findings (a JSON array) on stdin.
+    SweepCommit {
+        /// turnsSinceSweep that sweep-begin printed.
+        #[arg(long)]
+        read_turns: u64,
+        /// userFollowUps that sweep-begin printed.
+        #[arg(long)]
+        read_follow_ups: u64,
+        /// The inbox length consumed.
+        #[arg(long)]
+        inbox_offset: u64,
+    },
+    /// The pending findings text.
+    #[command(subcommand)]
+    Pending(PendingVerb),
+    /// The observer state in its legacy shape.
+    State,
+}
+
+/// `observer pending` verbs.
+#[derive(Debug, Subcommand)]
+pub(crate) enum PendingVerb {
+    /// Print the pending text and its version (inject it, then clear with that version).
+    Take,
+    /// Clear pending only if it is still at this version (exit 1 if a sweep changed it).
+    Clear {
+        /// The version `pending take` printed.
+        #[arg(long)]
+        version: u64,
+    },
+}
+
+/// `hook` verbs.
+#[derive(Debug, Subcommand)]
+pub(crate) enum HookVerb {
+    /// SessionStart: register the session as the bundle's PM when cwd is a bundle root.
+    SessionStart,
+    /// A finished main-loop turn: record the loopd signal and print the line for the PM.
+    TurnComplete,
+}
+
+/// Legacy layouts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Layout {
+    /// The loopd plugin-store file.
+    Loopd,
+    /// The claude-management observer state.
+    Observer,
+}
+
+/// `import` / `export` options.
+#[derive(Debug, Args)]
+pub(crate) struct LegacyArgs {
+    /// Which legacy layout.
+    #[arg(long, value_enum)]
+    pub(crate) layout: Layout,
+    /// The directory to read from (import).
+    #[arg(long, required_unless_present = "to", conflicts_with = "to")]
+    pub(crate) from: Option<PathBuf>,
+    /// The directory to write to (export).
+    #[arg(long)]
+    pub(crate) to: Option<PathBuf>,
+    /// The file name in that directory [default: loopd.json, claude-management.json].
+    #[arg(long)]
+    pub(crate) name: Option<String>,
 }

@@ -22,6 +22,14 @@ pub(crate) fn print(format: Format, value: &Value) -> Result<(), CliError> {
         .map_err(|source| CliError::Io { op: "write stdout".into(), source })
 }
 
+/// Prints one line as it is (its control characters were already replaced).
+pub(crate) fn print_raw(line: &str) -> Result<(), CliError> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{line}")
+        .and_then(|()| out.flush())
+        .map_err(|source| CliError::Io { op: "write stdout".into(), source })
+}
+
 /// Top-level fields as `key=value`, strings bare, everything else as compact JSON.
 pub(crate) fn to_text(value: &Value) -> String {
     match value {

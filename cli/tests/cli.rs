@@ -486,3 +486,142 @@ fn read_verbs_never_write_a_byte() {
     assert_eq!(store.snapshot(), before, "a read verb changed the store");
     assert_eq!(store.run(&["kv", "get", "k"]).expect(0).json()["value"], serde_json::json!([1, 2]));
 }
+
+/// Runs `hookstate` with `args` and `stdin`, returning its exit code and stdout.
+fn run_with(db: &Path, args: &[&str], stdin: &str) -> (i32, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hookstate"))
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+#[test]
+fn concurrent_turn_complete_and_session_start_lose_nothing_and_the_newest_pm_wins() {
+    const SESSIONS: usize = 5;
+    const TURNS: usize = 4;
+    const PMS: usize = 4;
+    let store = Store::new();
+    let root = store.dir.path();
+    for d in ["bundle", "repo/.git/worktrees/task", "wt/task"] {
+        std::fs::create_dir_all(root.join(d)).unwrap();
+    }
+    std::fs::write(root.join("bundle/instance.config.json"), "{}").unwrap();
+    std::fs::write(root.join("wt/task/.git"), "gitdir: ../../repo/.git/worktrees/task\n").unwrap();
+    std::fs::write(root.join("repo/.git/worktrees/task/commondir"), "../..\n").unwrap();
+    let bundle = root.join("bundle").to_str().unwrap().to_owned();
+    std::fs::write(root.join("repo/.git/loopd-bundle"), &bundle).unwrap();
+    let cwd = root.join("wt/task").to_str().unwrap().to_owned();
+    let db = store.db();
+    let mut threads = Vec::new();
+    for s in 0..SESSIONS {
+        let (db, cwd) = (db.clone(), cwd.clone());
+        threads.push(std::thread::spawn(move || {
+            for _ in 0..TURNS {
+                let payload =
+                    format!("{{\"session_id\":\"role-{s}\",\"cwd\":\"{cwd}\",\"duration_ms\":5}}");
+                assert_eq!(run_with(&db, &["hook", "turn-complete"], &payload).0, 0);
+            }
+        }));
+    }
+    let (pm_db, pm_bundle) = (db.clone(), bundle.clone());
+    threads.push(std::thread::spawn(move || {
+        for p in 0..PMS {
+            let payload = format!("{{\"session_id\":\"pm-{p}\",\"cwd\":\"{pm_bundle}\"}}");
+            assert_eq!(run_with(&pm_db, &["hook", "session-start"], &payload).0, 0);
+        }
+    }));
+    for thread in threads {
+        thread.join().unwrap();
+    }
+    let list = store.run(&["signals", "list", "--bundle", &bundle]).expect(0).json();
+    let sessions = list["sessions"].as_array().unwrap();
+    assert_eq!(sessions.len(), SESSIONS);
+    for s in sessions {
+        assert_eq!(s["record"]["turns"], TURNS as u64, "{s}");
+    }
+    let log = store.run(&["log", "--kind", "turn_signaled"]).expect(0);
+    assert_eq!(log.stdout.lines().count(), SESSIONS * TURNS, "every turn kept as history");
+    let registrations = store.run(&["log", "--kind", "pm_registered"]).expect(0);
+    let last: Value = serde_json::from_str(registrations.stdout.lines().last().unwrap()).unwrap();
+    let pm = store.run(&["signals", "pm", "--bundle", &bundle]).expect(0).json();
+    assert_eq!(pm["pm"]["current"]["session"], last["body"]["pm"], "the newest registration wins");
+    assert_eq!(pm["pm"]["history"].as_array().unwrap().len(), PMS - 1);
+    store.run(&["verify"]).expect(0);
+}
+
+#[test]
+fn turn_complete_prints_the_pm_line_only_when_there_is_someone_to_tell() {
+    let store = Store::new();
+    let root = store.dir.path();
+    std::fs::create_dir_all(root.join("b")).unwrap();
+    std::fs::write(root.join("b/instance.config.json"), "{}").unwrap();
+    std::fs::create_dir_all(root.join("wt")).unwrap();
+    std::fs::create_dir_all(root.join("g")).unwrap();
+    std::fs::write(root.join("wt/.git"), format!("gitdir: {}\n", root.join("g").display()))
+        .unwrap();
+    std::fs::write(root.join("g/loopd-bundle"), root.join("b").to_str().unwrap()).unwrap();
+    let db = store.db();
+    let cwd = root.join("wt").to_str().unwrap().to_owned();
+    let turn = format!(
+        "{{\"session_id\":\"r\",\"cwd\":\"{cwd}\",\"duration_ms\":7,\"reason\":\"answer\"}}"
+    );
+    assert_eq!(run_with(&db, &["hook", "turn-complete"], &turn), (0, String::new()), "no PM yet");
+    let start = format!("{{\"session_id\":\"pm\",\"cwd\":\"{}\"}}", root.join("b").display());
+    assert_eq!(run_with(&db, &["hook", "session-start"], &start), (0, String::new()));
+    let (code, line) = run_with(&db, &["--format", "text", "hook", "turn-complete"], &turn);
+    assert_eq!(code, 0);
+    assert_eq!(
+        line.trim_end(),
+        format!(
+            "loopd-signal: role session r finished a turn in {cwd} (reason answer, 7 ms) — settle \
+             it first at step 4 of a /loopd:dispatch tick; this line orders the sweep and decides \
+             nothing"
+        )
+    );
+    let sub = format!("{{\"session_id\":\"r\",\"cwd\":\"{cwd}\",\"agent_id\":\"x\"}}");
+    assert_eq!(run_with(&db, &["hook", "turn-complete"], &sub), (0, String::new()), "subagent");
+    let none = format!("{{\"cwd\":\"{cwd}\"}}");
+    assert_eq!(run_with(&db, &["hook", "turn-complete"], &none), (0, String::new()), "no session");
+    assert_eq!(run_with(&db, &["hook", "turn-complete"], "{").0, 3, "a broken payload");
+}
+
+#[test]
+fn concurrent_observer_appends_keep_every_row() {
+    const WRITERS: usize = 6;
+    const ROWS: usize = 5;
+    let store = Store::new();
+    let db = store.db();
+    let threads: Vec<_> = (0..WRITERS)
+        .map(|w| {
+            let db = db.clone();
+            std::thread::spawn(move || {
+                for r in 0..ROWS {
+                    let row = format!("{{\"kind\":\"user\",\"text\":\"w{w}-r{r}\"}}");
+                    assert_eq!(
+                        run_with(&db, &["--scope", "observer:s", "observer", "append"], &row).0,
+                        0
+                    );
+                }
+            })
+        })
+        .collect();
+    for thread in threads {
+        thread.join().unwrap();
+    }
+    let state = store.run(&["--scope", "observer:s", "observer", "state"]).expect(0).json();
+    let rows: BTreeSet<&str> = state["state"]["buffer"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(rows.len(), WRITERS * ROWS, "no row lost to a concurrent append");
+}

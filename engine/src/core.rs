@@ -364,13 +364,13 @@ fn check_token(
     id: &str,
     current: Option<&Item>,
     token: u64,
-) -> Result<Item, Decision> {
+) -> Result<Item, Box<Decision>> {
     let Some(item) = current else {
-        return Err(not_found(queue, id));
+        return Err(Box::new(not_found(queue, id)));
     };
     if item.state != ItemState::Claimed || item.token != token {
         let holder = if item.state == ItemState::Claimed { item.holder.clone() } else { None };
-        return Err(refuse(
+        return Err(Box::new(refuse(
             "stale_token",
             format!(
                 "token {token} for item {id} of queue {queue} is stale (current token {}, {})",
@@ -381,7 +381,7 @@ fn check_token(
                 "queue": queue, "item": id, "token": token, "current_token": item.token,
                 "state": item.state.as_str(), "holder": holder,
             }),
-        ));
+        )));
     }
     Ok(item.clone())
 }
@@ -396,7 +396,7 @@ pub(crate) fn decide_holder(cmd: &Command, current: Option<&Item>, now_ms: u64) 
     };
     let item = match check_token(queue, id, current, token) {
         Ok(item) => item,
-        Err(refusal) => return refusal,
+        Err(refusal) => return *refusal,
     };
     let (q, i) = (queue.clone(), id.clone());
     let mut events = match cmd {

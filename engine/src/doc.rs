@@ -73,3 +73,24 @@ pub(crate) fn put_doc<T: Serialize>(views: &mut impl ViewAccess, key: ViewKey, v
     let json = serde_json::to_string(value).expect("a schema struct serializes to JSON");
     views.put(key, ViewRow::Doc { json });
 }
+
+/// Reads every document of one kind in every scope: `(scope, id, document)`, in key order.
+pub(crate) fn read_docs_all_scopes<T: DeserializeOwned>(
+    txn: &dyn ReadTxn,
+    kind: &str,
+) -> Result<Vec<(String, String, T)>> {
+    let mut out = Vec::new();
+    txn.views_with_prefix(&hookstate_schema::format::doc_prefix_all(), &mut |key, row| {
+        let key = decode_view_key(key).map_err(|e| Error::Corrupt(e.to_string()))?;
+        if let ViewKey::Doc { scope, kind: found, id } = &key {
+            if found == kind {
+                let row = decode_view_row(row).map_err(|e| Error::Corrupt(e.to_string()))?;
+                if let ViewRow::Doc { json } = row {
+                    out.push((scope.clone(), id.clone(), decode(&key, &json)?));
+                }
+            }
+        }
+        Ok(true)
+    })?;
+    Ok(out)
+}

@@ -108,7 +108,10 @@ impl Outcome {
 /// a refusal when the answer is "no". A domain's decision becomes a plan.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub(crate) struct Plan {
+    /// Events in the call's scope.
     pub(crate) events: Vec<Body>,
+    /// Events in other scopes (an import spans several), appended after `events`.
+    pub(crate) scoped_events: Vec<(String, Body)>,
     pub(crate) result: Map<String, Value>,
     pub(crate) refusal: Option<Refusal>,
 }
@@ -117,6 +120,7 @@ impl From<Decision> for Plan {
     fn from(decision: Decision) -> Self {
         Plan {
             events: decision.events.into_iter().map(Body::Core).collect(),
+            scoped_events: Vec::new(),
             result: decision.result,
             refusal: decision.refusal,
         }
@@ -247,9 +251,13 @@ impl Engine {
         let decision = decide(&*txn)?;
         let mut head = read_head(&*txn)?;
         for body in &decision.events {
-            head = append_one(&mut *txn, head, call, body)?;
+            head = append_one(&mut *txn, head, call, &call.scope, body)?;
         }
-        let appended = decision.events.len() as u64;
+        for (scope, body) in &decision.scoped_events {
+            validate_scope(scope)?;
+            head = append_one(&mut *txn, head, call, scope, body)?;
+        }
+        let appended = (decision.events.len() + decision.scoped_events.len()) as u64;
         if appended > 0 {
             txn.put_meta(META_HEAD, &encode_head(&head))?;
             if let Err(err) = txn.commit() {
@@ -344,12 +352,18 @@ pub(crate) fn read_row(txn: &dyn ReadTxn, key: &ViewKey) -> Result<Option<ViewRo
     decode_view_row(&bytes).map(Some).map_err(|e| Error::Corrupt(format!("view {key:?}: {e}")))
 }
 
-fn append_one(txn: &mut dyn WriteTxn, head: Head, call: &Call, body: &Body) -> Result<Head> {
+fn append_one(
+    txn: &mut dyn WriteTxn,
+    head: Head,
+    call: &Call,
+    scope: &str,
+    body: &Body,
+) -> Result<Head> {
     let seq = head.seq + 1;
     let content = EventContent {
         at_ms: call.now_ms,
         actor: call.actor.clone(),
-        scope: call.scope.clone(),
+        scope: scope.to_owned(),
         idem_key: call.idem_key.clone(),
         body: body.clone(),
     };

@@ -5,16 +5,16 @@
 
 mod audit;
 pub mod core;
-#[allow(dead_code, reason = "domain documents are used by the domain modules as they land")]
 mod doc;
 mod engine;
 pub mod error;
 mod fsio;
-#[allow(dead_code, reason = "the legacy codecs use the root as they land")]
-mod legacy;
+pub mod legacy;
 pub mod limits;
+pub mod observer;
 mod project;
 mod query;
+pub mod signals;
 mod storage;
 mod store;
 mod value;

@@ -86,6 +86,8 @@ fn meta_key(scope: &str, queue: &str) -> ViewKey {
 pub(crate) fn render(body: &Body) -> serde_json::Map<String, serde_json::Value> {
     match body {
         Body::Core(core) => crate::core::render(core),
+        Body::Signals(event) => crate::signals::render(event),
+        Body::Observer(event) => crate::observer::render(event),
     }
 }
 
@@ -94,6 +96,8 @@ pub(crate) fn touched_keys(event: &Event) -> Vec<ViewKey> {
     let scope = event.content.scope.as_str();
     let mut keys = match &event.content.body {
         Body::Core(core) => core_keys(scope, core),
+        Body::Signals(event) => crate::signals::touched_keys(scope, event),
+        Body::Observer(_) => crate::observer::touched_keys(scope),
     };
     if let Some(idem) = &event.content.idem_key {
         keys.push(ViewKey::Idem { scope: scope.into(), key: idem.clone() });
@@ -135,6 +139,8 @@ pub(crate) fn apply(views: &mut impl ViewAccess, event: &Event) {
     let scope = event.content.scope.as_str();
     match &event.content.body {
         Body::Core(core) => apply_core(views, scope, event.seq, core),
+        Body::Signals(body) => crate::signals::apply(views, scope, event.seq, body),
+        Body::Observer(body) => crate::observer::apply(views, scope, event.seq, body),
     }
     if let Some(idem) = &event.content.idem_key {
         let key = ViewKey::Idem { scope: scope.into(), key: idem.clone() };

@@ -57,6 +57,10 @@ pub struct Event {
 pub enum Body {
     /// The core primitives: records, claim queues, counters, sets and capped lists.
     Core(CoreEvent),
+    /// loopd turn signals and PM registrations.
+    Signals(crate::signals::SignalsEvent),
+    /// The claude-management observer state.
+    Observer(crate::observer::ObserverEvent),
 }
 
 impl Body {
@@ -65,6 +69,8 @@ impl Body {
     pub fn domain(&self) -> &'static str {
         match self {
             Body::Core(_) => "core",
+            Body::Signals(_) => "signals",
+            Body::Observer(_) => "observer",
         }
     }
 
@@ -73,6 +79,8 @@ impl Body {
     pub fn kind(&self) -> &'static str {
         match self {
             Body::Core(core) => core.kind(),
+            Body::Signals(event) => event.kind(),
+            Body::Observer(event) => event.kind(),
         }
     }
 }

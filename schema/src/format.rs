@@ -211,6 +211,12 @@ pub fn doc_prefix(scope: &str, kind: &str) -> Vec<u8> {
     join_key(KEY_DOC, &[scope, kind])
 }
 
+/// The key prefix of every document in every scope.
+#[must_use]
+pub fn doc_prefix_all() -> Vec<u8> {
+    vec![KEY_DOC]
+}
+
 /// The key prefix of every queue-meta row.
 #[must_use]
 pub fn queue_meta_prefix() -> Vec<u8> {

@@ -6,6 +6,8 @@
 pub mod event;
 pub mod format;
 pub mod id;
+pub mod observer;
+pub mod signals;
 pub mod view;
 
 pub use event::{Actor, Body, CoreEvent, Event, EventContent};

@@ -4,4 +4,6 @@
 
 mod corpus;
 mod model;
+mod observer;
+mod signals;
 mod store;

@@ -4,7 +4,11 @@
 
 mod core;
 mod demo;
+mod hook;
+mod legacy;
+mod observer;
 mod ops;
+mod signals;
 
 use std::path::PathBuf;
 
@@ -24,6 +28,11 @@ pub(crate) fn run(cli: &Cli) -> Result<(), CliError> {
         Verb::Counter(verb) => core::counter(cli, verb),
         Verb::Set(verb) => core::set(cli, verb),
         Verb::List(verb) => core::list(cli, verb),
+        Verb::Signals(verb) => signals::run(cli, verb),
+        Verb::Observer(verb) => observer::run(cli, verb),
+        Verb::Hook(verb) => hook::run(cli, verb),
+        Verb::Import(args) => legacy::import(cli, args),
+        Verb::Export(args) => legacy::export(cli, args),
         Verb::Init => ops::init(cli),
         Verb::Log(args) => ops::log(cli, args),
         Verb::Verify => ops::verify(cli),
@@ -71,8 +80,13 @@ pub(crate) fn now_ms() -> u64 {
 }
 
 pub(crate) fn call(cli: &Cli, hook: &str) -> Call {
+    call_in(cli, hook, &cli.scope)
+}
+
+/// A call in another scope than --scope (a bundle's, for instance).
+pub(crate) fn call_in(cli: &Cli, hook: &str, scope: &str) -> Call {
     Call {
-        scope: cli.scope.clone(),
+        scope: scope.to_owned(),
         actor: Actor {
             session: cli.session.clone(),
             hook: Some(hook.into()),

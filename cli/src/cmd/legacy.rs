@@ -1,0 +1,53 @@
+//! `import` and `export` of legacy layouts.
+//!
+//! Does not know file formats; the engine's legacy module does.
+
+use hookstate_engine::legacy::{loopd, observer};
+use serde_json::json;
+
+use crate::args::{Cli, Layout, LegacyArgs};
+use crate::cmd::{call, open, Access};
+use crate::exit::CliError;
+use crate::output::print;
+
+fn name(args: &LegacyArgs) -> &str {
+    args.name.as_deref().unwrap_or(match args.layout {
+        Layout::Loopd => loopd::STORE_FILE_DEFAULT,
+        Layout::Observer => observer::STATE_FILE_DEFAULT,
+    })
+}
+
+pub(crate) fn import(cli: &Cli, args: &LegacyArgs) -> Result<(), CliError> {
+    let from =
+        args.from.as_ref().ok_or_else(|| CliError::Usage("import needs --from DIR".into()))?;
+    let engine = open(cli, Access::Write)?;
+    let call = call(cli, "import");
+    let outcome = match args.layout {
+        Layout::Loopd => engine.import_loopd(&call, from, name(args))?,
+        Layout::Observer => engine.import_observer(&call, from, name(args))?,
+    };
+    print(cli.format, &outcome.to_json())?;
+    match outcome.refusal {
+        Some(refusal) => Err(CliError::Refused(refusal.message)),
+        None => Ok(()),
+    }
+}
+
+pub(crate) fn export(cli: &Cli, args: &LegacyArgs) -> Result<(), CliError> {
+    let to = args.to.as_ref().ok_or_else(|| CliError::Usage("export needs --to DIR".into()))?;
+    let engine = open(cli, Access::Audit)?;
+    let file = to.join(name(args));
+    match args.layout {
+        Layout::Loopd => {
+            let keys = engine.export_loopd(to, name(args))?;
+            print(cli.format, &json!({ "ok": true, "layout": "loopd", "file": file, "keys": keys }))
+        }
+        Layout::Observer => {
+            let mut out = engine.export_observer(&cli.scope, to, name(args))?;
+            out.insert("ok".into(), true.into());
+            out.insert("layout".into(), "observer".into());
+            out.insert("file".into(), json!(file));
+            print(cli.format, &serde_json::Value::Object(out))
+        }
+    }
+}

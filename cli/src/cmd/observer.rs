@@ -1,0 +1,78 @@
+//! The `observer` verbs: append rows, count turns, sweep (begin, commit), pending take and
+//! compare-and-clear, and the state.
+//!
+//! Does not call a model or read the inbox; the caller does and passes what it read.
+
+use hookstate_engine::observer::{Finding, RowInput, SweepRead};
+use serde_json::{json, Value};
+
+use crate::args::{Cli, ObserverVerb, PendingVerb};
+use crate::cmd::{call, open, Access};
+use crate::exit::CliError;
+use crate::input::read_stdin;
+use crate::output::print;
+
+fn rows_from_stdin() -> Result<Vec<RowInput>, CliError> {
+    let value: Value = serde_json::from_str(&read_stdin()?)
+        .map_err(|e| CliError::Invalid(format!("stdin is not JSON: {e}")))?;
+    let list = match value {
+        Value::Array(items) => items,
+        other => vec![other],
+    };
+    list.into_iter()
+        .map(|v| serde_json::from_value(v).map_err(|e| CliError::Invalid(format!("row: {e}"))))
+        .collect()
+}
+
+fn findings_from_stdin() -> Result<Vec<Finding>, CliError> {
+    serde_json::from_str(&read_stdin()?)
+        .map_err(|e| CliError::Invalid(format!("findings must be a JSON array of findings: {e}")))
+}
+
+pub(crate) fn run(cli: &Cli, verb: &ObserverVerb) -> Result<(), CliError> {
+    let outcome = match verb {
+        ObserverVerb::State => {
+            let doc = open(cli, Access::Read)?.observer_doc(&cli.scope)?;
+            return print(cli.format, &json!({ "ok": true, "state": doc.state }));
+        }
+        ObserverVerb::Pending(PendingVerb::Take) => {
+            let doc = open(cli, Access::Read)?.observer_doc(&cli.scope)?;
+            let value = json!({
+                "ok": true, "pending": doc.state.pending, "version": doc.pending_version,
+            });
+            return print(cli.format, &value);
+        }
+        ObserverVerb::Turn { agent_id: Some(_) } => {
+            return print(cli.format, &json!({ "ok": true, "skipped": "subagent turn" }));
+        }
+        ObserverVerb::Append => {
+            let rows = rows_from_stdin()?;
+            open(cli, Access::Write)?.observer_append(&call(cli, "observer-append"), &rows)?
+        }
+        ObserverVerb::Turn { agent_id: None } => {
+            open(cli, Access::Write)?.observer_turn(&call(cli, "observer-turn"))?
+        }
+        ObserverVerb::SweepBegin { inbox_len } => open(cli, Access::Write)?
+            .observer_sweep_begin(&call(cli, "observer-sweep-begin"), *inbox_len)?,
+        ObserverVerb::SweepCommit { read_turns, read_follow_ups, inbox_offset } => {
+            let findings = findings_from_stdin()?;
+            let read = SweepRead {
+                turns: *read_turns,
+                follow_ups: *read_follow_ups,
+                inbox_offset: *inbox_offset,
+            };
+            open(cli, Access::Write)?.observer_sweep_commit(
+                &call(cli, "observer-sweep-commit"),
+                read,
+                &findings,
+            )?
+        }
+        ObserverVerb::Pending(PendingVerb::Clear { version }) => open(cli, Access::Write)?
+            .observer_pending_clear(&call(cli, "observer-pending-clear"), *version)?,
+    };
+    print(cli.format, &outcome.to_json())?;
+    match outcome.refusal {
+        Some(refusal) => Err(CliError::Refused(refusal.message)),
+        None => Ok(()),
+    }
+}
