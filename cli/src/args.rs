@@ -37,6 +37,13 @@ pub(crate) struct Cli {
     /// Idempotency key: a repeated call with this key returns the first result, appends nothing.
     #[arg(long, global = true)]
     pub(crate) idem_key: Option<String>,
+    /// Keep the legacy file of the verb's layout in DIR current after every commit, adopting
+    /// changes other writers made to it first (loopd and observer verbs).
+    #[arg(long, global = true, env = "HOOKSTATE_MIRROR", value_name = "DIR")]
+    pub(crate) mirror: Option<PathBuf>,
+    /// The mirrored file's name [default: the layout's default name].
+    #[arg(long, global = true, env = "HOOKSTATE_MIRROR_NAME", value_name = "FILE")]
+    pub(crate) mirror_name: Option<String>,
     /// The verb.
     #[command(subcommand)]
     pub(crate) command: Verb,

@@ -75,6 +75,7 @@ pub(crate) fn code_for(err: &CliError) -> u8 {
 fn engine_code(err: &EngineError) -> u8 {
     match err {
         EngineError::Invalid(_) => INVALID,
+        EngineError::MirrorConflict { .. } => CONFLICT,
         EngineError::Busy { .. } => BUSY,
         EngineError::NotAStore { .. }
         | EngineError::FormatTooNew { .. }

@@ -625,3 +625,78 @@ fn concurrent_observer_appends_keep_every_row() {
         .collect();
     assert_eq!(rows.len(), WRITERS * ROWS, "no row lost to a concurrent append");
 }
+
+/// A bundle root `b` and a worktree `wt` pointing at it, under `root`.
+fn loopd_layout(root: &Path) -> (String, String) {
+    std::fs::create_dir_all(root.join("b")).unwrap();
+    std::fs::write(root.join("b/instance.config.json"), "{}").unwrap();
+    std::fs::create_dir_all(root.join("wt")).unwrap();
+    std::fs::create_dir_all(root.join("g")).unwrap();
+    std::fs::write(root.join("wt/.git"), format!("gitdir: {}\n", root.join("g").display()))
+        .unwrap();
+    std::fs::write(root.join("g/loopd-bundle"), root.join("b").to_str().unwrap()).unwrap();
+    (root.join("b").to_str().unwrap().to_owned(), root.join("wt").to_str().unwrap().to_owned())
+}
+
+#[test]
+fn loopd_mirror_writes_through_adopts_outside_changes_and_refuses_conflicts() {
+    let store = Store::new();
+    let (bundle, cwd) = loopd_layout(store.dir.path());
+    let mirror = store.dir.path().join("mirror");
+    let m = mirror.to_str().unwrap();
+    let db = store.db();
+    let turn = |s: &str| format!("{{\"session_id\":\"{s}\",\"cwd\":\"{cwd}\",\"duration_ms\":1}}");
+    assert_eq!(run_with(&db, &["--mirror", m, "hook", "turn-complete"], &turn("r1")).0, 0);
+    let exported = store.dir.path().join("exported");
+    store.run(&["export", "--layout", "loopd", "--to", exported.to_str().unwrap()]).expect(0);
+    let mirrored = std::fs::read(mirror.join("loopd.json")).unwrap();
+    assert_eq!(mirrored, std::fs::read(exported.join("loopd.json")).unwrap(), "write-through");
+
+    let mut file: serde_json::Map<String, Value> = serde_json::from_slice(&mirrored).unwrap();
+    file.insert(
+        format!("loopd.pm.{bundle}"),
+        serde_json::json!({ "sessionId": "pm-x", "at": "2026-01-01T00:00:00.000Z" }),
+    );
+    std::fs::write(mirror.join("loopd.json"), serde_json::to_vec(&file).unwrap()).unwrap();
+    let (code, out) = run_with(&db, &["--mirror", m, "hook", "turn-complete"], &turn("r1"));
+    assert_eq!(code, 0);
+    assert!(out.contains("\"to\":\"pm-x\""), "the outside PM was adopted first: {out}");
+
+    // The store changes r1 without the mirror; the file changes r1 too: a conflict.
+    assert_eq!(run_with(&db, &["hook", "turn-complete"], &turn("r1")).0, 0);
+    let mut file: serde_json::Map<String, Value> =
+        serde_json::from_slice(&std::fs::read(mirror.join("loopd.json")).unwrap()).unwrap();
+    file.insert("loopd.signal.r1".into(), serde_json::json!({ "bundle": bundle, "cwd": cwd, "at": "x", "turns": 99, "durationMs": 0, "reason": "r", "isAborted": false, "delivered": null }));
+    std::fs::write(mirror.join("loopd.json"), serde_json::to_vec(&file).unwrap()).unwrap();
+    let head_before = store.run(&["stats"]).expect(0).json()["events"].clone();
+    let refused = Command::new(env!("CARGO_BIN_EXE_hookstate"))
+        .args(["--db", db.to_str().unwrap(), "--mirror", m, "signals", "delivered", "r1"])
+        .args(["--bundle", &bundle, "--turn-seq", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(1), "{refused:?}");
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("loopd.signal.r1"));
+    assert_eq!(store.run(&["stats"]).expect(0).json()["events"], head_before, "nothing adopted");
+    store.run(&["verify"]).expect(0);
+}
+
+#[test]
+fn observer_mirror_adopts_a_state_written_outside() {
+    let store = Store::new();
+    let mirror = store.dir.path().join("mirror");
+    let m = mirror.to_str().unwrap();
+    let db = store.db();
+    let append = ["--scope", "observer:s", "--mirror", m, "observer", "append"];
+    assert_eq!(run_with(&db, &append, "{\"kind\":\"user\",\"text\":\"hi\"}").0, 0);
+    let path = mirror.join("claude-management.json");
+    let mut state: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    assert_eq!(state["buffer"][0]["text"], "hi");
+    state["pending"] = Value::String("written by an old hook".into());
+    std::fs::write(&path, serde_json::to_string_pretty(&state).unwrap() + "\n").unwrap();
+    assert_eq!(run_with(&db, &append, "{\"kind\":\"assistant\",\"text\":\"yo\"}").0, 0);
+    let now = store.run(&["--scope", "observer:s", "observer", "state"]).expect(0).json();
+    assert_eq!(now["state"]["pending"], "written by an old hook");
+    assert_eq!(now["state"]["buffer"].as_array().unwrap().len(), 2);
+    let file: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    assert_eq!(file, now["state"], "the mirror shows the adopted state and the new row");
+}

@@ -287,6 +287,11 @@ impl Engine {
         }
     }
 
+    /// The bounded wait this engine was opened with.
+    pub(crate) fn wait(&self) -> Duration {
+        self.wait
+    }
+
     pub(crate) fn begin_read(&self) -> Result<Box<dyn ReadTxn + '_>> {
         self.store.begin_read()
     }

@@ -91,6 +91,18 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// A mirrored legacy file was changed outside at a key the store also changed since the
+    /// mirror last wrote it; nothing was adopted.
+    #[error(
+        "mirror {path} changed key {key:?}, which the store changed after the last mirror \
+             write; export or import to settle it"
+    )]
+    MirrorConflict {
+        /// The mirrored file.
+        path: PathBuf,
+        /// The first conflicting key.
+        key: String,
+    },
     /// A commit failed earlier in this process; the engine refuses further writes until reopened.
     #[error("engine refused the write: an earlier commit failed")]
     Poisoned,

@@ -423,6 +423,7 @@ pub(crate) fn apply(views: &mut impl ViewAccess, scope: &str, seq: u64, event: &
             doc.style = Some(*style);
         }
     }
+    doc.updated_seq = seq;
     put_doc(views, key, &doc);
 }
 

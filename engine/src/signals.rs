@@ -256,12 +256,16 @@ pub(crate) fn apply(views: &mut impl ViewAccess, scope: &str, seq: u64, event: &
         }
         SignalsEvent::TurnSignaled { session, .. } => apply_turn(views, scope, seq, session, event),
         SignalsEvent::DeliveryRecorded { session, turn_seq, delivered } => {
-            apply_delivery(views, scope, session, *turn_seq, *delivered);
+            apply_delivery(views, scope, seq, (session, *turn_seq, *delivered));
         }
         SignalsEvent::StoreKeyKept { key, json } => {
             let doc_key = doc_key(scope, KEPT_KIND, key);
             let first_seq = get_doc::<KeptKeyDoc>(views, &doc_key).map_or(seq, |d| d.first_seq);
-            put_doc(views, doc_key, &KeptKeyDoc { json: json.clone(), first_seq });
+            put_doc(
+                views,
+                doc_key,
+                &KeptKeyDoc { json: json.clone(), first_seq, updated_seq: seq },
+            );
         }
         SignalsEvent::StoreStyleSet { pretty, trailing_newline } => {
             let style = StoreStyle { pretty: *pretty, trailing_newline: *trailing_newline };
@@ -304,6 +308,7 @@ fn apply_turn(
         delivered: *delivered,
         turn_seq: seq,
         first_seq,
+        updated_seq: seq,
     };
     put_doc(views, key, &doc);
 }
@@ -311,14 +316,14 @@ fn apply_turn(
 fn apply_delivery(
     views: &mut impl ViewAccess,
     scope: &str,
-    session: &str,
-    turn_seq: u64,
-    delivered: bool,
+    seq: u64,
+    (session, turn_seq, delivered): (&str, u64, bool),
 ) {
     let signal_key = doc_key(scope, SIGNAL_KIND, session);
     if let Some(mut doc) = get_doc::<SignalDoc>(views, &signal_key) {
         if doc.turn_seq == turn_seq {
             doc.delivered = Some(delivered);
+            doc.updated_seq = seq;
             put_doc(views, signal_key, &doc);
         }
     }

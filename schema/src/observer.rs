@@ -109,4 +109,7 @@ pub struct ObserverDoc {
     /// How an export serialises the state: the imported file's style, if any.
     #[serde(default)]
     pub style: Option<crate::signals::StoreStyle>,
+    /// The seq that last changed the state.
+    #[serde(default)]
+    pub updated_seq: u64,
 }

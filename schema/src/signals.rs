@@ -125,6 +125,9 @@ pub struct SignalDoc {
     pub turn_seq: u64,
     /// The seq that first wrote this session's key: plugin-store key order.
     pub first_seq: u64,
+    /// The seq that last changed the record (a turn or a delivery result).
+    #[serde(default)]
+    pub updated_seq: u64,
 }
 
 /// Failed sends of one role session, counted against one PM registration: a newer PM starts the
@@ -144,6 +147,9 @@ pub struct KeptKeyDoc {
     pub json: String,
     /// The seq that first wrote it: plugin-store key order.
     pub first_seq: u64,
+    /// The seq that last changed it.
+    #[serde(default)]
+    pub updated_seq: u64,
 }
 
 /// How the plugin-store file was serialised.

@@ -12,8 +12,8 @@ use hookstate_engine::signals::{bundle_scope, TurnInput};
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::args::{Cli, Format, HookVerb};
-use crate::cmd::{call_in, open, Access};
+use crate::args::{Cli, Format, HookVerb, Layout};
+use crate::cmd::{call_in, mirror, open, Access};
 use crate::exit::CliError;
 use crate::input::read_stdin;
 
@@ -58,8 +58,10 @@ fn session_start(cli: &Cli, payload: &Payload) -> Result<(), CliError> {
     }
     let scope = bundle_scope(&payload.cwd);
     let call = call_in(cli, "session-start", &scope);
-    open(cli, Access::Write)?.signals_register_pm(&call, &payload.cwd, &payload.session_id)?;
-    Ok(())
+    let engine = open(cli, Access::Write)?;
+    mirror(cli, &engine, &call, Layout::Loopd)?;
+    engine.signals_register_pm(&call, &payload.cwd, &payload.session_id)?;
+    mirror(cli, &engine, &call, Layout::Loopd)
 }
 
 fn turn_complete(cli: &Cli, payload: &Payload) -> Result<(), CliError> {
@@ -80,7 +82,10 @@ fn turn_complete(cli: &Cli, payload: &Payload) -> Result<(), CliError> {
     };
     let mut call = call_in(cli, "turn-complete", &bundle_scope(&bundle));
     call.actor.session = Some(payload.session_id.clone());
-    let outcome = open(cli, Access::Write)?.signals_turn(&call, &turn)?;
+    let engine = open(cli, Access::Write)?;
+    mirror(cli, &engine, &call, Layout::Loopd)?;
+    let outcome = engine.signals_turn(&call, &turn)?;
+    mirror(cli, &engine, &call, Layout::Loopd)?;
     let Some(send) = outcome.result.get("send").filter(|s| !s.is_null()) else {
         return Ok(());
     };

@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use hookstate_engine::schema::Actor;
 use hookstate_engine::{Call, Engine, OpenOptions};
 
-use crate::args::{Cli, Verb};
+use crate::args::{Cli, Layout, Verb};
 use crate::exit::CliError;
 
 /// Where the store lives when neither --db nor HOOKSTATE_DB says.
@@ -73,6 +73,28 @@ pub(crate) fn open(cli: &Cli, access: Access) -> Result<Engine, CliError> {
         read_only: access == Access::Read,
     };
     Ok(Engine::open(&db_path(cli)?, options)?)
+}
+
+/// Syncs the mirror of `layout` when --mirror is set: adopts outside changes, writes the file.
+pub(crate) fn mirror(
+    cli: &Cli,
+    engine: &Engine,
+    call: &Call,
+    layout: Layout,
+) -> Result<(), CliError> {
+    let Some(dir) = &cli.mirror else {
+        return Ok(());
+    };
+    let default = match layout {
+        Layout::Loopd => hookstate_engine::legacy::loopd::STORE_FILE_DEFAULT,
+        Layout::Observer => hookstate_engine::legacy::observer::STATE_FILE_DEFAULT,
+    };
+    let name = cli.mirror_name.as_deref().unwrap_or(default);
+    match layout {
+        Layout::Loopd => engine.mirror_loopd(call, dir, name)?,
+        Layout::Observer => engine.mirror_observer(call, dir, name)?,
+    };
+    Ok(())
 }
 
 pub(crate) fn now_ms() -> u64 {

@@ -6,8 +6,8 @@
 use hookstate_engine::observer::{Finding, RowInput, SweepRead};
 use serde_json::{json, Value};
 
-use crate::args::{Cli, ObserverVerb, PendingVerb};
-use crate::cmd::{call, open, Access};
+use crate::args::{Cli, Layout, ObserverVerb, PendingVerb};
+use crate::cmd::{call, mirror, open, Access};
 use crate::exit::CliError;
 use crate::input::read_stdin;
 use crate::output::print;
@@ -30,7 +30,7 @@ fn findings_from_stdin() -> Result<Vec<Finding>, CliError> {
 }
 
 pub(crate) fn run(cli: &Cli, verb: &ObserverVerb) -> Result<(), CliError> {
-    let outcome = match verb {
+    match verb {
         ObserverVerb::State => {
             let doc = open(cli, Access::Read)?.observer_doc(&cli.scope)?;
             return print(cli.format, &json!({ "ok": true, "state": doc.state }));
@@ -45,15 +45,14 @@ pub(crate) fn run(cli: &Cli, verb: &ObserverVerb) -> Result<(), CliError> {
         ObserverVerb::Turn { agent_id: Some(_) } => {
             return print(cli.format, &json!({ "ok": true, "skipped": "subagent turn" }));
         }
-        ObserverVerb::Append => {
-            let rows = rows_from_stdin()?;
-            open(cli, Access::Write)?.observer_append(&call(cli, "observer-append"), &rows)?
-        }
-        ObserverVerb::Turn { agent_id: None } => {
-            open(cli, Access::Write)?.observer_turn(&call(cli, "observer-turn"))?
-        }
-        ObserverVerb::SweepBegin { inbox_len } => open(cli, Access::Write)?
-            .observer_sweep_begin(&call(cli, "observer-sweep-begin"), *inbox_len)?,
+        _ => {}
+    }
+    let call = call(cli, hook_name(verb));
+    let engine = open(cli, Access::Write)?;
+    mirror(cli, &engine, &call, Layout::Observer)?;
+    let outcome = match verb {
+        ObserverVerb::Append => engine.observer_append(&call, &rows_from_stdin()?)?,
+        ObserverVerb::SweepBegin { inbox_len } => engine.observer_sweep_begin(&call, *inbox_len)?,
         ObserverVerb::SweepCommit { read_turns, read_follow_ups, inbox_offset } => {
             let findings = findings_from_stdin()?;
             let read = SweepRead {
@@ -61,18 +60,27 @@ pub(crate) fn run(cli: &Cli, verb: &ObserverVerb) -> Result<(), CliError> {
                 follow_ups: *read_follow_ups,
                 inbox_offset: *inbox_offset,
             };
-            open(cli, Access::Write)?.observer_sweep_commit(
-                &call(cli, "observer-sweep-commit"),
-                read,
-                &findings,
-            )?
+            engine.observer_sweep_commit(&call, read, &findings)?
         }
-        ObserverVerb::Pending(PendingVerb::Clear { version }) => open(cli, Access::Write)?
-            .observer_pending_clear(&call(cli, "observer-pending-clear"), *version)?,
+        ObserverVerb::Pending(PendingVerb::Clear { version }) => {
+            engine.observer_pending_clear(&call, *version)?
+        }
+        _ => engine.observer_turn(&call)?,
     };
+    mirror(cli, &engine, &call, Layout::Observer)?;
     print(cli.format, &outcome.to_json())?;
     match outcome.refusal {
         Some(refusal) => Err(CliError::Refused(refusal.message)),
         None => Ok(()),
+    }
+}
+
+fn hook_name(verb: &ObserverVerb) -> &'static str {
+    match verb {
+        ObserverVerb::Append => "observer-append",
+        ObserverVerb::SweepBegin { .. } => "observer-sweep-begin",
+        ObserverVerb::SweepCommit { .. } => "observer-sweep-commit",
+        ObserverVerb::Pending(_) => "observer-pending-clear",
+        _ => "observer-turn",
     }
 }

@@ -6,8 +6,8 @@ use hookstate_engine::signals::bundle_scope;
 use hookstate_engine::{event_to_json, LogFilter};
 use serde_json::{json, Value};
 
-use crate::args::{Cli, SignalsVerb};
-use crate::cmd::{call_in, open, Access};
+use crate::args::{Cli, Layout, SignalsVerb};
+use crate::cmd::{call_in, mirror, open, Access};
 use crate::exit::CliError;
 use crate::output::print;
 
@@ -29,8 +29,10 @@ pub(crate) fn run(cli: &Cli, verb: &SignalsVerb) -> Result<(), CliError> {
         SignalsVerb::Delivered { session, bundle, turn_seq, failed } => {
             let scope = bundle_scope(bundle);
             let call = call_in(cli, "signals-delivered", &scope);
-            let outcome =
-                open(cli, Access::Write)?.signals_delivered(&call, session, *turn_seq, !failed)?;
+            let engine = open(cli, Access::Write)?;
+            mirror(cli, &engine, &call, Layout::Loopd)?;
+            let outcome = engine.signals_delivered(&call, session, *turn_seq, !failed)?;
+            mirror(cli, &engine, &call, Layout::Loopd)?;
             print(cli.format, &outcome.to_json())
         }
     }

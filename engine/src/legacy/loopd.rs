@@ -20,6 +20,7 @@ use crate::core::Refusal;
 use crate::doc::{read_doc, read_docs_all_scopes};
 use crate::engine::{Call, Engine, Outcome, Plan};
 use crate::error::{Error, Result};
+use crate::legacy::mirror::{changed_outside, read_sidecar, write_mirror, MirrorReport};
 use crate::legacy::root::Root;
 use crate::signals::{
     bundle_scope, fields, KEPT_KIND, PM_KIND, SIGNAL_KIND, STORE_SCOPE, STYLE_ID, STYLE_KIND,
@@ -250,37 +251,124 @@ impl Engine {
     /// Unsafe paths; IO and store errors.
     pub fn export_loopd(&self, dir: &Path, name: &str) -> Result<u64> {
         let txn = self.begin_read()?;
-        let mut entries: Vec<(u64, String, Value)> = Vec::new();
-        for (_, _, pm) in read_docs_all_scopes::<PmDoc>(&*txn, PM_KIND)? {
-            let value = PmValue { session_id: pm.current.session, at: pm.current.at };
-            entries.push((pm.first_seq, format!("{PM_PREFIX}{}", pm.bundle), to_value(&value)?));
-        }
-        for (_, session, s) in read_docs_all_scopes::<SignalDoc>(&*txn, SIGNAL_KIND)? {
-            let value = SignalValue {
-                bundle: s.bundle,
-                cwd: s.cwd,
-                at: s.at,
-                turns: s.turns,
-                duration_ms: s.duration_ms,
-                reason: s.reason,
-                is_aborted: s.aborted,
-                delivered: s.delivered,
-            };
-            entries.push((s.first_seq, format!("{SIGNAL_PREFIX}{session}"), to_value(&value)?));
-        }
-        for (_, key, kept) in read_docs_all_scopes::<KeptKeyDoc>(&*txn, KEPT_KIND)? {
-            let value = serde_json::from_str(&kept.json)
-                .map_err(|e| Error::Corrupt(format!("kept key {key}: {e}")))?;
-            entries.push((kept.first_seq, key, value));
-        }
-        entries.sort_by_key(|(seq, _, _)| *seq);
-        let style =
-            read_doc::<StoreStyle>(&*txn, STORE_SCOPE, STYLE_KIND, STYLE_ID)?.unwrap_or_default();
-        let map: Map<String, Value> = entries.into_iter().map(|(_, k, v)| (k, v)).collect();
-        let keys = map.len() as u64;
-        Root::open(dir, true)?.write(name, render_store(&map, style)?.as_bytes())?;
+        let (text, keys) = render_current(&*txn)?;
+        Root::open(dir, true)?.write(name, text.as_bytes())?;
         Ok(keys)
     }
+
+    /// Keeps `DIR/NAME` a mirror of the plugin store: first adopts keys that another writer
+    /// changed in the file since the mirror last wrote it (refusing a key the store changed
+    /// since then), then rewrites the file if the store moved on.
+    ///
+    /// # Errors
+    /// [`Error::MirrorConflict`]; [`Error::Busy`] when another mirror holds the directory past
+    /// the wait; [`Error::Invalid`] for a malformed file; IO and store errors.
+    pub fn mirror_loopd(&self, call: &Call, dir: &Path, name: &str) -> Result<MirrorReport> {
+        let root = Root::open(dir, true)?;
+        let _lock = root.lock(self.wait())?;
+        let sidecar = read_sidecar(&root, name)?;
+        let file = root.read(name, STORE_FILE_BYTES_MAX)?;
+        let mut report = MirrorReport::default();
+        if changed_outside(file.as_deref(), sidecar.as_ref()) {
+            let since = sidecar.as_ref().map_or(0, |s| s.head_seq);
+            let bytes = file.as_deref().unwrap_or_default();
+            report.adopted = self.adopt_loopd(call, &root.path().join(name), bytes, since)?;
+        }
+        let txn = self.begin_read()?;
+        let head = crate::engine::read_head(&*txn)?;
+        let stale = sidecar.as_ref().is_none_or(|s| s.head_seq < head.seq);
+        if stale || report.adopted > 0 || file.is_none() {
+            let (text, _) = render_current(&*txn)?;
+            write_mirror(&root, name, text.as_bytes(), head.seq)?;
+            report.written = true;
+        }
+        Ok(report)
+    }
+
+    /// Appends, in one transaction, an event for every key whose value in `bytes` differs from
+    /// the store's; a key the store changed after `since` is a conflict.
+    fn adopt_loopd(&self, call: &Call, path: &Path, bytes: &[u8], since: u64) -> Result<usize> {
+        let name = path.display().to_string();
+        let text = std::str::from_utf8(bytes).map_err(|_| bad(&name, "is not UTF-8".into()))?;
+        let file: Map<String, Value> = serde_json::from_str(text)
+            .map_err(|e| bad(&name, format!("is not a JSON object: {e}")))?;
+        let outcome = self.write(call, |txn| {
+            let current: std::collections::HashMap<String, (Value, u64)> = store_entries(txn)?
+                .into_iter()
+                .map(|e| (e.key, (e.value, e.updated_seq)))
+                .collect();
+            let mut events = Vec::new();
+            for (key, value) in &file {
+                match current.get(key) {
+                    Some((stored, _)) if stored == value => continue,
+                    Some((_, updated)) if *updated > since => {
+                        return Err(Error::MirrorConflict {
+                            path: path.to_path_buf(),
+                            key: key.clone(),
+                        });
+                    }
+                    _ => {
+                        let (scope, event) = import_key(&name, key, value)?;
+                        events.push((scope, Body::Signals(event)));
+                    }
+                }
+            }
+            let result = fields(json!({ "adopted": events.len() }));
+            Ok(Plan { scoped_events: events, result, ..Plan::default() })
+        })?;
+        Ok(usize::try_from(outcome.appended).unwrap_or(usize::MAX))
+    }
+}
+
+/// One key of the plugin store as the views hold it.
+struct StoreEntry {
+    first_seq: u64,
+    updated_seq: u64,
+    key: String,
+    value: Value,
+}
+
+/// Every key of the plugin store, in first-written order.
+fn store_entries(txn: &dyn crate::storage::ReadTxn) -> Result<Vec<StoreEntry>> {
+    let mut entries = Vec::new();
+    for (_, _, pm) in read_docs_all_scopes::<PmDoc>(txn, PM_KIND)? {
+        let value = PmValue { session_id: pm.current.session, at: pm.current.at };
+        let key = format!("{PM_PREFIX}{}", pm.bundle);
+        let (first_seq, updated_seq) = (pm.first_seq, pm.current.seq);
+        entries.push(StoreEntry { first_seq, updated_seq, key, value: to_value(&value)? });
+    }
+    for (_, session, s) in read_docs_all_scopes::<SignalDoc>(txn, SIGNAL_KIND)? {
+        let (first_seq, updated_seq) = (s.first_seq, s.updated_seq.max(s.turn_seq));
+        let value = SignalValue {
+            bundle: s.bundle,
+            cwd: s.cwd,
+            at: s.at,
+            turns: s.turns,
+            duration_ms: s.duration_ms,
+            reason: s.reason,
+            is_aborted: s.aborted,
+            delivered: s.delivered,
+        };
+        let key = format!("{SIGNAL_PREFIX}{session}");
+        entries.push(StoreEntry { first_seq, updated_seq, key, value: to_value(&value)? });
+    }
+    for (_, key, kept) in read_docs_all_scopes::<KeptKeyDoc>(txn, KEPT_KIND)? {
+        let value = serde_json::from_str(&kept.json)
+            .map_err(|e| Error::Corrupt(format!("kept key {key}: {e}")))?;
+        let (first_seq, updated_seq) = (kept.first_seq, kept.updated_seq);
+        entries.push(StoreEntry { first_seq, updated_seq, key, value });
+    }
+    entries.sort_by_key(|e| e.first_seq);
+    Ok(entries)
+}
+
+/// The plugin-store file the views stand for, and its key count.
+fn render_current(txn: &dyn crate::storage::ReadTxn) -> Result<(String, u64)> {
+    let entries = store_entries(txn)?;
+    let style = read_doc::<StoreStyle>(txn, STORE_SCOPE, STYLE_KIND, STYLE_ID)?.unwrap_or_default();
+    let map: Map<String, Value> = entries.into_iter().map(|e| (e.key, e.value)).collect();
+    let keys = map.len() as u64;
+    Ok((render_store(&map, style)?, keys))
 }
 
 fn to_value<T: Serialize>(value: &T) -> Result<Value> {

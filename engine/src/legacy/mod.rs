@@ -5,6 +5,7 @@
 //! Does not decide domain rules; the domain modules do.
 
 pub mod loopd;
+pub mod mirror;
 pub mod observer;
 #[allow(dead_code, reason = "subdir, list and remove serve the moonshine codec")]
 pub(crate) mod root;

@@ -13,6 +13,7 @@ use serde_json::{Map, Value};
 use crate::engine::{Call, Engine, Outcome};
 use crate::error::{Error, Result};
 use crate::legacy::loopd::detect_style;
+use crate::legacy::mirror::{changed_outside, read_sidecar, write_mirror, MirrorReport};
 use crate::legacy::root::Root;
 
 /// The largest observer state file: 60 clipped rows, 1000 keys and a pending text fit easily.
@@ -53,6 +54,46 @@ impl Engine {
         outcome.result.insert("layout".into(), Value::from("observer"));
         outcome.result.insert("round_trip".into(), Value::Bool(round_trip));
         Ok(outcome)
+    }
+
+    /// Keeps `DIR/NAME` a mirror of the call scope's observer state: adopts a state another
+    /// writer put in the file since the mirror last wrote it (refused when the store changed the
+    /// state since then), then rewrites the file if the store moved on.
+    ///
+    /// # Errors
+    /// [`Error::MirrorConflict`], [`Error::Busy`], [`Error::Invalid`] for a malformed file; IO
+    /// and store errors.
+    pub fn mirror_observer(&self, call: &Call, dir: &Path, name: &str) -> Result<MirrorReport> {
+        let root = Root::open(dir, true)?;
+        let _lock = root.lock(self.wait())?;
+        let sidecar = read_sidecar(&root, name)?;
+        let file = root.read(name, STATE_FILE_BYTES_MAX)?;
+        let mut report = MirrorReport::default();
+        let doc = self.observer_doc(&call.scope)?;
+        if let Some(bytes) = file.as_deref().filter(|b| changed_outside(Some(b), sidecar.as_ref()))
+        {
+            let path = root.path().join(name);
+            let text = std::str::from_utf8(bytes).map_err(|_| {
+                Error::invalid(format!("observer state {} is not UTF-8", path.display()))
+            })?;
+            let state: ObserverState = serde_json::from_str(text)
+                .map_err(|e| Error::invalid(format!("observer state {}: {e}", path.display())))?;
+            if state != doc.state {
+                if doc.updated_seq > sidecar.as_ref().map_or(0, |s| s.head_seq) {
+                    return Err(Error::MirrorConflict { path, key: "state".into() });
+                }
+                self.observer_import(call, state, detect_style(text))?;
+                report.adopted = 1;
+            }
+        }
+        let doc = self.observer_doc(&call.scope)?;
+        let stale = sidecar.as_ref().is_none_or(|s| s.head_seq < doc.updated_seq);
+        if stale || report.adopted > 0 || file.is_none() {
+            let text = render(&doc.state, doc.style.unwrap_or(DEFAULT_STYLE))?;
+            write_mirror(&root, name, text.as_bytes(), doc.updated_seq)?;
+            report.written = true;
+        }
+        Ok(report)
     }
 
     /// Writes the observer state of `scope` to `DIR/NAME`.

@@ -26,6 +26,8 @@ const DIR_MODE: u32 = 0o700;
 /// Group- or world-writable directories let another user swap our files.
 const UNSAFE_DIR_BITS: u32 = 0o022;
 const TEMP_PREFIX: &str = ".hookstate-tmp-";
+/// Pause between attempts to take a directory lock.
+const LOCK_POLL_MS: u64 = 1;
 
 /// An opened directory under which legacy files are read and written.
 pub(crate) struct Root {
@@ -210,6 +212,39 @@ impl Root {
         }
         names.sort();
         Ok(names)
+    }
+}
+
+/// An exclusive `flock` on a root's directory, released on drop.
+pub(crate) struct DirLock<'a> {
+    root: &'a Root,
+}
+
+impl Drop for DirLock<'_> {
+    fn drop(&mut self) {
+        let _ = rustix::fs::flock(&self.root.dir, rustix::fs::FlockOperation::Unlock);
+    }
+}
+
+impl Root {
+    /// Takes an exclusive lock on the directory (an advisory `flock`, released by the kernel if
+    /// the process dies), waiting at most `wait`.
+    pub(crate) fn lock(&self, wait: std::time::Duration) -> Result<DirLock<'_>> {
+        let start = std::time::Instant::now();
+        loop {
+            match rustix::fs::flock(&self.dir, rustix::fs::FlockOperation::NonBlockingLockExclusive)
+            {
+                Ok(()) => return Ok(DirLock { root: self }),
+                Err(Errno::WOULDBLOCK) if start.elapsed() < wait => {
+                    std::thread::sleep(std::time::Duration::from_millis(LOCK_POLL_MS));
+                }
+                Err(Errno::WOULDBLOCK) => {
+                    let waited_ms = u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
+                    return Err(Error::Busy { waited_ms });
+                }
+                Err(other) => return Err(io_err("lock", &self.path, other)),
+            }
+        }
     }
 }
 
