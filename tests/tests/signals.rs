@@ -187,19 +187,12 @@ fn export_then_import_reproduces_the_state() {
         std::fs::read(out.join("s.json")).unwrap(),
         std::fs::read(out2.join("s.json")).unwrap()
     );
-    assert_eq!(
-        second.signals_latest(&scope).unwrap(),
-        first
-            .signals_latest(&scope)
-            .unwrap()
-            .into_iter()
-            .map(|(s, mut d)| {
-                d.turn_seq = 2;
-                d.first_seq = 2;
-                (s, d)
-            })
-            .collect::<Vec<_>>()
-    );
+    let visible = |engine: &Engine| -> Vec<(String, String, u64, String, Option<bool>)> {
+        let latest = engine.signals_latest(&scope).unwrap();
+        latest.into_iter().map(|(s, d)| (s, d.cwd, d.turns, d.at, d.delivered)).collect()
+    };
+    assert_eq!(visible(&second), visible(&first), "the same legacy-visible records");
+    assert_eq!(visible(&first)[0].4, Some(true));
 }
 
 #[test]
