@@ -18,8 +18,10 @@ use rustix::io::Errno;
 use crate::error::{Error, Result};
 use crate::limits::ANCHOR_BYTES_MAX;
 
-const FILE_MODE: u32 = 0o600;
-const DIR_MODE: u32 = 0o700;
+/// Mode of every file hookstate creates.
+pub(crate) const FILE_MODE: u32 = 0o600;
+/// Mode of every directory hookstate creates.
+pub(crate) const DIR_MODE: u32 = 0o700;
 /// Group- or world-writable directories let another user swap our files.
 const UNSAFE_DIR_BITS: u32 = 0o022;
 const ANCHOR_SUFFIX: &str = ".head";
@@ -193,7 +195,8 @@ impl StoreDir {
     }
 }
 
-fn check_private_dir(path: &Path, uid: u32, mode: u32) -> Result<()> {
+/// Refuses a directory that is not owned by the effective user or is writable by others.
+pub(crate) fn check_private_dir(path: &Path, uid: u32, mode: u32) -> Result<()> {
     let me = rustix::process::geteuid().as_raw();
     if uid != me {
         return Err(Error::UnsafePath {

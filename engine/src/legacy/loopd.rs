@@ -125,16 +125,21 @@ struct SignalValue {
     delivered: Option<bool>,
 }
 
+/// Serialises a value as `JSON.stringify` would in `style`: compact, or 2-space pretty, with or
+/// without a final newline. Key order is the value's own.
+pub(crate) fn render_styled<T: Serialize>(value: &T, style: StoreStyle) -> Result<String> {
+    let text = if style.pretty {
+        serde_json::to_string_pretty(value)
+    } else {
+        serde_json::to_string(value)
+    }
+    .map_err(|e| Error::invalid(format!("value does not serialise: {e}")))?;
+    Ok(if style.trailing_newline { text + "\n" } else { text })
+}
+
 /// Serialises a flat store object in the recorded style.
 fn render_store(map: &Map<String, Value>, style: StoreStyle) -> Result<String> {
-    let object = Value::Object(map.clone());
-    let text = if style.pretty {
-        serde_json::to_string_pretty(&object)
-    } else {
-        serde_json::to_string(&object)
-    }
-    .map_err(|e| Error::invalid(format!("store value does not serialise: {e}")))?;
-    Ok(if style.trailing_newline { text + "\n" } else { text })
+    render_styled(map, style)
 }
 
 /// The style a file was written in: pretty when it opens `{\n`, and whether it ends in `\n`.

@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 
 use crate::engine::{Call, Engine, Outcome};
 use crate::error::{Error, Result};
-use crate::legacy::loopd::detect_style;
+use crate::legacy::loopd::{detect_style, render_styled};
 use crate::legacy::mirror::{changed_outside, read_sidecar, write_mirror, MirrorReport};
 use crate::legacy::root::Root;
 
@@ -24,13 +24,7 @@ pub const STATE_FILE_DEFAULT: &str = "claude-management.json";
 const DEFAULT_STYLE: StoreStyle = StoreStyle { pretty: true, trailing_newline: true };
 
 fn render(state: &ObserverState, style: StoreStyle) -> Result<String> {
-    let text = if style.pretty {
-        serde_json::to_string_pretty(state)
-    } else {
-        serde_json::to_string(state)
-    }
-    .map_err(|e| Error::invalid(format!("observer state does not serialise: {e}")))?;
-    Ok(if style.trailing_newline { text + "\n" } else { text })
+    render_styled(state, style)
 }
 
 impl Engine {

@@ -16,15 +16,12 @@ use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
 
 use crate::error::{Error, Result};
+use crate::fsio::{check_private_dir, DIR_MODE, FILE_MODE};
 
 /// Longest file name: `NAME_MAX` on Linux file systems.
 pub(crate) const FILE_NAME_BYTES_MAX: usize = 255;
 /// Most entries one directory listing returns; a bigger legacy directory is refused.
 pub(crate) const DIR_ENTRIES_MAX: usize = 100_000;
-const FILE_MODE: u32 = 0o600;
-const DIR_MODE: u32 = 0o700;
-/// Group- or world-writable directories let another user swap our files.
-const UNSAFE_DIR_BITS: u32 = 0o022;
 const TEMP_PREFIX: &str = ".hookstate-tmp-";
 /// Pause between attempts to take a directory lock.
 const LOCK_POLL_MS: u64 = 1;
@@ -73,15 +70,7 @@ impl Root {
 
     fn checked(dir: OwnedFd, path: PathBuf) -> Result<Root> {
         let stat = rustix::fs::fstat(&dir).map_err(|e| io_err("stat", &path, e))?;
-        let me = rustix::process::geteuid().as_raw();
-        if stat.st_uid != me {
-            let why = format!("owned by uid {}, not {me}", stat.st_uid);
-            return Err(Error::UnsafePath { path, why });
-        }
-        if stat.st_mode & UNSAFE_DIR_BITS != 0 {
-            let why = format!("mode {:o} is writable by others", stat.st_mode & 0o7777);
-            return Err(Error::UnsafePath { path, why });
-        }
+        check_private_dir(&path, stat.st_uid, stat.st_mode)?;
         Ok(Root { dir, path })
     }
 
