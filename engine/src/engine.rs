@@ -235,36 +235,52 @@ impl Engine {
     pub(crate) fn write(
         &self,
         call: &Call,
-        decide: impl FnOnce(&dyn ReadTxn) -> Result<Plan>,
+        decide: impl Fn(&dyn ReadTxn) -> Result<Plan>,
     ) -> Result<Outcome> {
         if self.poisoned.get() {
             return Err(Error::Poisoned);
         }
+        // The planted bug: the compare reads a snapshot taken before the write transaction.
+        #[cfg(feature = "bugdrill")]
+        let early = if crate::drill::is(crate::drill::Drill::CasSeparateRead) {
+            Some(decide(&*self.store.begin_read()?)?)
+        } else {
+            None
+        };
         let mut txn = self.store.begin_write(Instant::now() + self.wait)?;
         if let Some(outcome) = replay_idempotent(&*txn, call)? {
             return Ok(outcome);
         }
+        #[cfg(feature = "bugdrill")]
+        let decision = match early {
+            Some(decision) => decision,
+            None => decide(&*txn)?,
+        };
+        #[cfg(not(feature = "bugdrill"))]
         let decision = decide(&*txn)?;
         let mut head = read_head(&*txn)?;
         for body in &decision.events {
             head = append_one(&mut *txn, head, call, body)?;
         }
         let appended = decision.events.len() as u64;
+        let outcome = Outcome {
+            result: decision.result,
+            refusal: decision.refusal,
+            head,
+            appended,
+            replayed: false,
+        };
         if appended > 0 {
             txn.put_meta(META_HEAD, &encode_head(&head))?;
+            #[cfg(feature = "bugdrill")]
+            crate::drill::before_commit(&outcome);
             if let Err(err) = txn.commit() {
                 self.poisoned.set(true);
                 return Err(err);
             }
             self.write_anchor(&head);
         }
-        Ok(Outcome {
-            result: decision.result,
-            refusal: decision.refusal,
-            head,
-            appended,
-            replayed: false,
-        })
+        Ok(outcome)
     }
 
     /// Moves the anchor forward when it is behind. Failure is not an error: the anchor may lag

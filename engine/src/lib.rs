@@ -7,6 +7,8 @@ mod audit;
 pub mod core;
 #[allow(dead_code, reason = "domain documents are used by the domain modules as they land")]
 mod doc;
+#[cfg(feature = "bugdrill")]
+pub mod drill;
 mod engine;
 pub mod error;
 mod fsio;

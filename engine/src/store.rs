@@ -232,8 +232,15 @@ impl Storage for RedbStore {
                 Err(other) => return Err(convert(other)),
             }
         };
-        txn.set_durability(Durability::Immediate)
-            .map_err(|e| Error::Store(redb::Error::from(e)))?;
+        let durability = Durability::Immediate;
+        // The planted bug: commits that do not sync.
+        #[cfg(feature = "bugdrill")]
+        let durability = if crate::drill::is(crate::drill::Drill::DurabilityNone) {
+            Durability::None
+        } else {
+            durability
+        };
+        txn.set_durability(durability).map_err(|e| Error::Store(redb::Error::from(e)))?;
         txn.set_quick_repair(true);
         Ok(Box::new(RedbWrite { txn }))
     }
