@@ -41,5 +41,9 @@ drill cas-separate-read 'race: .* double_claims=[1-9]' \
     -p hookstate --features bugdrill --test cli \
     eight_processes_racing_on_one_queue_never_double_claim
 
+drill durability-none 'powerloss .* lost_acked=[1-9]' \
+    -p hookstate-tests --features bugdrill --test integration \
+    powerloss::power_loss_at_every_operation_keeps_acked_events_and_an_openable_store
+
 echo "bugs_planted=$planted bugs_detected=$detected"
 [ "$planted" -eq "$detected" ]

@@ -21,7 +21,9 @@ pub enum Drill {
     /// `cas-separate-read`: a decision reads its rows in a read transaction taken before the
     /// write transaction (caught by the concurrent claim race as a double claim).
     CasSeparateRead,
-    /// `durability-none`: commits do not sync (caught by the power-loss simulator).
+    /// `durability-none`: commits return without syncing (caught by the power-loss simulator).
+    /// redb refuses `Durability::None` in `MultiWriter` mode, so the store's backend skips
+    /// `sync_data` instead, which is what `Durability::None` would do.
     DurabilityNone,
 }
 

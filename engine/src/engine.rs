@@ -311,18 +311,45 @@ impl Engine {
     }
 }
 
+#[cfg(feature = "testing")]
+impl Engine {
+    /// Opens the store on a test `backend` (an in-memory disk image), creating it there when the
+    /// backend is empty and `options.create` is set; the anchor lives beside `path`, in a real
+    /// directory. `read_only` is ignored. Only with the `testing` feature, for the power-loss
+    /// simulator.
+    ///
+    /// # Errors
+    /// As [`Engine::open`].
+    pub fn open_with_backend(
+        path: &Path,
+        backend: impl crate::store::Backend,
+        options: OpenOptions,
+    ) -> Result<Engine> {
+        let dir = StoreDir::open(path, true)?;
+        let store_id = random_bytes::<STORE_ID_BYTES>()?;
+        let head = encode_head(&Head { seq: 0, hash: genesis_hash(&store_id) });
+        let meta = initial_meta(&store_id, &head);
+        let meta = options.create.then_some(&meta[..]);
+        let store = RedbStore::on_backend(backend, meta, options.check_integrity)?;
+        let store_id = read_identity(&store, &dir.path())?;
+        let wait = Duration::from_millis(options.wait_ms);
+        Ok(Engine { dir, store, store_id, wait, poisoned: Cell::new(false) })
+    }
+}
+
+/// The metadata a new store starts with.
+fn initial_meta<'a>(store_id: &'a [u8], head: &'a [u8]) -> [(&'static str, &'a [u8]); 3] {
+    const VERSION: [u8; 2] = FORMAT_VERSION.to_be_bytes();
+    [(META_FORMAT, &VERSION), (META_STORE_ID, store_id), (META_HEAD, head)]
+}
+
 fn create_store(dir: &StoreDir) -> Result<()> {
     let (file, temp) = dir.create_temp("create")?;
     let keep = file.try_clone().map_err(|e| Error::io("duplicate handle of", dir.path(), e));
     let created = keep.and_then(|keep| {
         let store_id = random_bytes::<STORE_ID_BYTES>()?;
-        let head = Head { seq: 0, hash: genesis_hash(&store_id) };
-        let meta: [(&str, &[u8]); 3] = [
-            (META_FORMAT, &FORMAT_VERSION.to_be_bytes()),
-            (META_STORE_ID, &store_id),
-            (META_HEAD, &encode_head(&head)),
-        ];
-        drop(RedbStore::create_in(file, &meta)?);
+        let head = encode_head(&Head { seq: 0, hash: genesis_hash(&store_id) });
+        drop(RedbStore::create_in(file, &initial_meta(&store_id, &head))?);
         keep.sync_all().map_err(|e| Error::io("fsync", dir.path(), e))
     });
     match created {

@@ -24,5 +24,7 @@ pub use crate::core::{Command, Expect, Refusal};
 pub use crate::engine::{Call, Engine, OpenOptions, Outcome};
 pub use crate::error::{Error, Result};
 pub use crate::query::{event_to_json, LogFilter, Query, Stats};
+#[cfg(feature = "testing")]
+pub use crate::store::Backend;
 pub use crate::value::validate_json;
 pub use hookstate_schema as schema;

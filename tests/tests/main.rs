@@ -4,4 +4,5 @@
 
 mod corpus;
 mod model;
+mod powerloss;
 mod store;
