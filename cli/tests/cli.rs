@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+mod damaged;
 mod killloop;
 
 /// One run of the binary: its exit code, stdout and stderr.

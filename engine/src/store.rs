@@ -135,8 +135,15 @@ fn convert(err: impl Into<redb::Error>) -> Error {
         | redb::Error::TableIsNotMultimap(_)
         | redb::Error::TypeDefinitionChanged { .. }
         | redb::Error::TableDoesNotExist(_) => Error::StoreCorrupt(err),
-        // redb reports a file that is not a database ("magic number mismatch") as invalid data.
-        redb::Error::Io(ref io) if io.kind() == std::io::ErrorKind::InvalidData => {
+        // redb reports a file that is not a database ("magic number mismatch") as invalid data,
+        // and a read past the end of a truncated file as an unexpected end of file: both are a
+        // damaged store, not a failing disk.
+        redb::Error::Io(ref io)
+            if matches!(
+                io.kind(),
+                std::io::ErrorKind::InvalidData | std::io::ErrorKind::UnexpectedEof
+            ) =>
+        {
             Error::StoreCorrupt(err)
         }
         redb::Error::Io(_) | redb::Error::PreviousIo => Error::StoreIo(err),
