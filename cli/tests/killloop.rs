@@ -260,6 +260,35 @@ fn double_claims(ok: &[(String, Value)], log: &BTreeMap<u64, Value>) -> Vec<Stri
     doubles
 }
 
+/// Effects the log holds twice or out of order, whatever the outcomes were: a set member added
+/// twice (dedup must be idempotent) and a record revision that does not follow the previous one.
+fn history_anomalies(log: &BTreeMap<u64, Value>) -> Vec<String> {
+    let mut members = BTreeSet::new();
+    let mut revs: BTreeMap<String, u64> = BTreeMap::new();
+    let mut anomalies = Vec::new();
+    for (seq, event) in log {
+        let body = &event["body"];
+        match event["kind"].as_str() {
+            Some("set_added") => {
+                let member = body["member"].as_str().unwrap().to_owned();
+                if !members.insert(member.clone()) {
+                    anomalies.push(format!("seq {seq}: member {member} added twice"));
+                }
+            }
+            Some("record_put") => {
+                let key = body["key"].as_str().unwrap().to_owned();
+                let rev = body["rev"].as_u64().unwrap();
+                let previous = revs.insert(key.clone(), rev).unwrap_or(0);
+                if rev != previous + 1 {
+                    anomalies.push(format!("seq {seq}: {key} rev {rev} after rev {previous}"));
+                }
+            }
+            _ => {}
+        }
+    }
+    anomalies
+}
+
 fn percentile_ms(sorted_us: &[u64], percent: usize) -> f64 {
     if sorted_us.is_empty() {
         return 0.0;
@@ -314,10 +343,11 @@ fn kill_loop_loses_no_acked_event_and_never_double_claims() {
     let log = read_log(&db);
     let lost = lost_acked(&tally.ok, &log);
     let doubles = double_claims(&tally.ok, &log);
+    let anomalies = history_anomalies(&log);
     tally.latencies_us.sort_unstable();
     println!(
         "killloop invocations={} kills={} ok={} fail={} info={} lost_acked={} double_claims={} \
-         unexpected_exits={} events={} verify={} seed={seed} p50_ms={:.1} p99_ms={:.1}",
+         history_anomalies={} unexpected_exits={} events={} verify={} seed={seed} p50_ms={:.1} p99_ms={:.1}",
         tally.invocations,
         tally.kills,
         tally.ok.len(),
@@ -325,6 +355,7 @@ fn kill_loop_loses_no_acked_event_and_never_double_claims() {
         tally.info,
         lost.len(),
         doubles.len(),
+        anomalies.len(),
         tally.unexpected.len(),
         log.len(),
         if verify.status.success() { "ok" } else { "failed" },
@@ -333,6 +364,7 @@ fn kill_loop_loses_no_acked_event_and_never_double_claims() {
     );
     assert!(lost.is_empty(), "acked events lost (seed {seed}): {lost:#?}");
     assert!(doubles.is_empty(), "double claims (seed {seed}): {doubles:#?}");
+    assert!(anomalies.is_empty(), "history anomalies (seed {seed}): {anomalies:#?}");
     assert!(tally.unexpected.is_empty(), "unexpected exits: {:#?}", tally.unexpected);
     assert!(verify.status.success(), "verify after the kill loop: {verify:?}");
     // The run must have exercised what it claims to: kills, acks of every verb, refusals.
