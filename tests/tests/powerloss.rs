@@ -67,6 +67,16 @@ struct Disk {
     /// The durable image and the unsynced operations at the cut (the cut write among them, as it
     /// may have reached the disk in part).
     crashed: Option<(Vec<u8>, Vec<Op>)>,
+    /// An IO error to return instead of doing an operation.
+    error: Option<DiskError>,
+}
+
+/// Operation `at` fails with `errno`, and every later one too when `persistent`.
+#[derive(Debug, Clone, Copy)]
+struct DiskError {
+    at: u64,
+    errno: i32,
+    persistent: bool,
 }
 
 fn index(offset: u64) -> usize {
@@ -98,6 +108,11 @@ impl Disk {
             pending.extend(op.cloned());
             self.crashed = Some((self.durable.clone(), pending));
             return Err(std::io::Error::other("power cut"));
+        }
+        if let Some(error) = self.error {
+            if self.ops == error.at || (error.persistent && self.ops > error.at) {
+                return Err(std::io::Error::from_raw_os_error(error.errno));
+            }
         }
         Ok(())
     }
@@ -199,12 +214,34 @@ fn command(rng: &mut Rng, n: u64) -> Command {
     }
 }
 
-/// A run's disk, its acknowledged `(seq, hash)`s and its mutating operations after creation.
-type RunResult = (Arc<Mutex<Disk>>, Vec<(u64, [u8; 32])>, u64);
+/// What goes wrong in a run, at a mutating operation counted after the store was created.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fault {
+    None,
+    /// The power is cut just before operation `k`.
+    Crash(u64),
+    /// Operation `k` fails with `errno` (and every later one too when `persistent`); the process
+    /// goes on.
+    Error {
+        k: u64,
+        errno: i32,
+        persistent: bool,
+    },
+}
 
-/// Runs the workload on a fresh disk, cutting the power before mutating operation `crash_at`
-/// (counted after the store was created).
-fn run(seed: u64, crash_at: Option<u64>) -> RunResult {
+/// What a run left: the disk, the acknowledged `(seq, hash)`s, the mutating operations after
+/// creation, the errors the engine returned, and whether anything panicked.
+struct RunResult {
+    disk: Arc<Mutex<Disk>>,
+    acked: Vec<(u64, [u8; 32])>,
+    ops: u64,
+    errors: Vec<hookstate_engine::Error>,
+    panicked: bool,
+}
+
+/// Runs the seeded workload on a fresh disk with `fault`. After a crash it stops; after an IO
+/// error it goes on with the next command, as a long-lived caller would.
+fn run(seed: u64, fault: Fault) -> RunResult {
     let scratch = tempfile::tempdir().unwrap();
     let disk = Arc::new(Mutex::new(Disk::default()));
     let engine = Engine::open_with_backend(
@@ -215,32 +252,44 @@ fn run(seed: u64, crash_at: Option<u64>) -> RunResult {
     .unwrap();
     let created_ops = {
         let mut disk = disk.lock().unwrap();
-        disk.crash_at = crash_at.map(|k| k + disk.ops);
-        disk.ops
-    };
-    let mut rng = Rng(seed);
-    let mut acked = Vec::new();
-    for n in 1..=WORKLOAD_COMMANDS {
-        let call = Call {
-            scope: "sim".into(),
-            actor: Actor::default(),
-            idem_key: None,
-            now_ms: 1_000 * n,
-        };
-        match engine.execute(&call, &command(&mut rng, n)) {
-            Ok(outcome) if outcome.appended > 0 => {
-                acked.push((outcome.head.seq, outcome.head.hash))
-            }
-            Ok(_) => {}
-            Err(err) => {
-                assert!(crash_at.is_some(), "the workload failed without a crash: {err}");
-                break;
+        let created = disk.ops;
+        match fault {
+            Fault::None => {}
+            Fault::Crash(k) => disk.crash_at = Some(k + created),
+            Fault::Error { k, errno, persistent } => {
+                disk.error = Some(DiskError { at: k + created, errno, persistent });
             }
         }
-    }
-    drop(engine);
+        created
+    };
+    let mut rng = Rng(seed);
+    let (mut acked, mut errors) = (Vec::new(), Vec::new());
+    let workload = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        for n in 1..=WORKLOAD_COMMANDS {
+            let call = Call {
+                scope: "sim".into(),
+                actor: Actor::default(),
+                idem_key: None,
+                now_ms: 1_000 * n,
+            };
+            match engine.execute(&call, &command(&mut rng, n)) {
+                Ok(outcome) if outcome.appended > 0 => {
+                    acked.push((outcome.head.seq, outcome.head.hash));
+                }
+                Ok(_) => {}
+                Err(err) => {
+                    assert!(fault != Fault::None, "the workload failed without a fault: {err}");
+                    errors.push(err);
+                    if matches!(fault, Fault::Crash(_)) {
+                        break;
+                    }
+                }
+            }
+        }
+        drop(engine);
+    }));
     let ops = disk.lock().unwrap().ops - created_ops;
-    (disk, acked, ops)
+    RunResult { disk, acked, ops, errors, panicked: workload.is_err() }
 }
 
 /// The disk images a cut can leave: variant 0 keeps no unsynced operation, the last keeps all,
@@ -293,13 +342,15 @@ fn power_loss_at_every_operation_keeps_acked_events_and_an_openable_store() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(SEED_DEFAULT);
     let start = std::time::Instant::now();
-    let (_, full_acked, total_ops) = run(seed, None);
-    assert!(full_acked.len() as u64 > WORKLOAD_COMMANDS / 2, "the workload barely appended");
+    let clean = run(seed, Fault::None);
+    let total_ops = clean.ops;
+    assert!(clean.acked.len() as u64 > WORKLOAD_COMMANDS / 2, "the workload barely appended");
     let mut rng = Rng(seed ^ 0x1a9e);
     let (mut images, mut acked_checked) = (0u64, 0u64);
     let mut violations: Vec<String> = Vec::new();
     for crash_at in 1..=total_ops {
-        let (disk, acked, _) = run(seed, Some(crash_at));
+        let RunResult { disk, acked, panicked, .. } = run(seed, Fault::Crash(crash_at));
+        assert!(!panicked, "crash at op {crash_at} panicked");
         let (durable, pending) = disk.lock().unwrap().crashed.clone().unwrap();
         for variant in 0..IMAGES_PER_CRASH {
             images += 1;
@@ -320,4 +371,51 @@ fn power_loss_at_every_operation_keeps_acked_events_and_an_openable_store() {
         start.elapsed().as_millis()
     );
     assert!(violations.is_empty(), "seed {seed}: {violations:#?}");
+}
+
+/// The I/O-error loop (RELIABILITY.md A5): operation k of the workload fails with EIO (only that
+/// one) or ENOSPC (that one and every later one), for every k. The engine must return errors,
+/// never panic, and never call a disk error corruption; the disk as the process left it must open,
+/// verify, and hold every acknowledged event.
+#[test]
+fn io_errors_at_every_operation_never_panic_and_leave_a_verifying_store() {
+    const EIO: i32 = 5;
+    const ENOSPC: i32 = 28;
+    let seed = SEED_DEFAULT;
+    let total_ops = run(seed, Fault::None).ops;
+    let (mut fault_points, mut panics, mut errored_runs) = (0, 0, 0);
+    let (mut wrong_errors, mut failures) = (Vec::new(), Vec::new());
+    for (errno, persistent) in [(EIO, false), (ENOSPC, true)] {
+        for k in 1..=total_ops {
+            fault_points += 1;
+            let result = run(seed, Fault::Error { k, errno, persistent });
+            panics += u32::from(result.panicked);
+            errored_runs += u32::from(!result.errors.is_empty());
+            for err in &result.errors {
+                let text = err.to_string();
+                if matches!(
+                    err,
+                    hookstate_engine::Error::StoreCorrupt(_)
+                        | hookstate_engine::Error::Corrupt(_)
+                        | hookstate_engine::Error::ChainBroken { .. }
+                ) {
+                    wrong_errors.push(format!("errno {errno} at op {k}: {text}"));
+                }
+            }
+            let image = result.disk.lock().unwrap().current.clone();
+            if let Err(why) = check(image, &result.acked) {
+                failures.push(format!("errno {errno} at op {k}: {why}"));
+            }
+        }
+    }
+    println!(
+        "ioerrors fault_points={fault_points} errored_runs={errored_runs} panics={panics} wrong_errors={} \
+         post_fault_verify_failures={} seed={seed}",
+        wrong_errors.len(),
+        failures.len()
+    );
+    assert_eq!(panics, 0, "a disk error panicked");
+    assert!(errored_runs * 2 > fault_points, "most faults never reached the engine");
+    assert!(wrong_errors.is_empty(), "{wrong_errors:#?}");
+    assert!(failures.is_empty(), "{failures:#?}");
 }
