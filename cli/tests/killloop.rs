@@ -375,3 +375,78 @@ fn kill_loop_loses_no_acked_event_and_never_double_claims() {
     }
     assert!(tally.fail > 0, "no refusal was seen");
 }
+
+/// Rounds of the first-use kill test, each on a fresh directory.
+const FIRST_USE_ROUNDS: u64 = 30;
+/// Processes racing to create the store in each round.
+const FIRST_USE_PROCESSES: u64 = 4;
+/// Kills in the first-use test land in `0..=FIRST_USE_KILL_MS_MAX` ms: the creation window.
+const FIRST_USE_KILL_MS_MAX: u64 = 25;
+
+/// kill -9 during the atomic creation of a store (first use by several processes at once): the
+/// store that remains, if any, verifies, holds every acknowledged event, and takes the next write.
+/// Temporary files left by killed creators are counted, not refused: SIGKILL leaves no chance to
+/// remove them, and they are never mistaken for the store.
+#[test]
+fn kill_during_first_use_leaves_one_verifying_store() {
+    let seed = env_u64("HOOKSTATE_KILL_SEED", SEED_DEFAULT);
+    let mut rng = Rng(seed);
+    let root = tempfile::tempdir().unwrap();
+    let (mut kills, mut acked, mut no_store_rounds, mut leftover_temps) = (0, 0, 0, 0);
+    for round in 0..FIRST_USE_ROUNDS {
+        let dir = root.path().join(format!("r{round}"));
+        let db = dir.join("state.redb");
+        let mut children: Vec<_> = (0..FIRST_USE_PROCESSES)
+            .map(|n| {
+                let kill_at = (rng.below(100) < 50).then(|| rng.below(FIRST_USE_KILL_MS_MAX + 1));
+                let child = hookstate(&db)
+                    .args(["set", "add", "s", &format!("m{n}")])
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap();
+                (kill_at, child)
+            })
+            .collect();
+        let start = Instant::now();
+        children.sort_by_key(|(kill_at, _)| *kill_at);
+        let mut acks = Vec::new();
+        for (kill_at, mut child) in children {
+            if let Some(ms) = kill_at {
+                std::thread::sleep(Duration::from_millis(ms).saturating_sub(start.elapsed()));
+                kills += u64::from(child.kill().is_ok());
+            }
+            let out = child.wait_with_output().unwrap();
+            let line: Option<Value> = String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .next()
+                .and_then(|l| serde_json::from_str(l).ok());
+            match line {
+                Some(json) if json["ok"] == true => acks.push(("set-add".to_owned(), json)),
+                _ => assert!(out.status.code().is_none(), "round {round}: {out:?}"),
+            }
+        }
+        acked += acks.len();
+        let verify = hookstate(&db).arg("verify").output().unwrap();
+        if db.exists() {
+            assert_eq!(verify.status.code(), Some(0), "round {round}: {verify:?}");
+            let lost = lost_acked(&acks, &read_log(&db));
+            assert!(lost.is_empty(), "round {round}: {lost:?}");
+        } else {
+            assert!(acks.is_empty(), "round {round}: acked without a store");
+            no_store_rounds += 1;
+        }
+        let next = hookstate(&db).args(["set", "add", "s", "after"]).output().unwrap();
+        assert_eq!(next.status.code(), Some(0), "round {round}: {next:?}");
+        leftover_temps += std::fs::read_dir(&dir)
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().contains(".create-"))
+            .count();
+    }
+    println!(
+        "firstuse rounds={FIRST_USE_ROUNDS} processes={FIRST_USE_PROCESSES} kills={kills} \
+         acked={acked} no_store_rounds={no_store_rounds} leftover_temps={leftover_temps} seed={seed}"
+    );
+    assert!(kills > 0, "no creator was killed");
+}

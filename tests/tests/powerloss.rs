@@ -19,7 +19,7 @@ use hookstate_engine::{Call, Command, Engine, Expect, LogFilter, OpenOptions};
 const WORKLOAD_COMMANDS: u64 = 16;
 /// Images per crash point: variant 0 drops every unsynced operation, the last keeps them all,
 /// the others keep a random subset with random sectors of each write.
-const IMAGES_PER_CRASH: u64 = 6;
+const IMAGES_PER_CRASH: u64 = 8;
 /// The unit a torn write is cut at.
 const SECTOR_BYTES: usize = 512;
 /// The seed when `HOOKSTATE_POWERLOSS_SEED` is unset.
