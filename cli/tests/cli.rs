@@ -15,6 +15,7 @@ use serde_json::Value;
 
 mod damaged;
 mod killloop;
+mod perms;
 
 /// One run of the binary: its exit code, stdout and stderr.
 #[derive(Debug)]
