@@ -72,10 +72,21 @@ struct Tally {
     kills: u64,
     ok: Vec<(String, Value)>,
     fail: u64,
+    /// Every `ok` with an event and every `held` refusal, with its real-time interval.
+    timed: Vec<Timed>,
     info: u64,
     /// Exit codes no invocation may give unless killed: a panic, corrupt, io, usage, invalid.
     unexpected: Vec<String>,
     latencies_us: Vec<u64>,
+}
+
+/// One answered invocation and when it ran, in µs since the run started.
+#[derive(Debug, Clone)]
+struct Timed {
+    verb: String,
+    json: Value,
+    invoked_us: u64,
+    completed_us: u64,
 }
 
 fn env_u64(name: &str, default: u64) -> u64 {
@@ -120,7 +131,7 @@ fn draw(rng: &mut Rng, w: u64, n: u64, tokens: &mut Vec<(String, u64)>) -> (Stri
 
 /// Runs one invocation, killing it after a random delay with probability `KILL_PERCENT`, and
 /// classifies it by what stdout carried.
-fn invoke(db: &Path, rng: &mut Rng, args: &[String], tally: &mut Tally) -> Class {
+fn invoke(db: &Path, rng: &mut Rng, args: &[String], tally: &mut Tally) -> (Class, Instant) {
     let kill_after = (rng.below(100) < KILL_PERCENT)
         .then(|| Duration::from_millis(rng.below(KILL_DELAY_MS_MAX + 1)));
     let start = Instant::now();
@@ -147,7 +158,7 @@ fn invoke(db: &Path, rng: &mut Rng, args: &[String], tally: &mut Tally) -> Class
     if kill_after.is_none() {
         tally.latencies_us.push(u64::try_from(start.elapsed().as_micros()).unwrap());
     }
-    match (line, code) {
+    let class = match (line, code) {
         (Some(json), _) if json["ok"] == true => Class::Ok(json),
         (Some(json), _) if json["refused"].is_string() => Class::Fail(json),
         // Killed (no exit code) or busy: nothing definite.
@@ -157,10 +168,11 @@ fn invoke(db: &Path, rng: &mut Rng, args: &[String], tally: &mut Tally) -> Class
             tally.unexpected.push(format!("{args:?} exit {code}: {stderr}"));
             Class::Info
         }
-    }
+    };
+    (class, start)
 }
 
-fn worker(db: &Path, seed: u64, w: u64, deadline: Instant) -> Tally {
+fn worker(db: &Path, seed: u64, w: u64, epoch: Instant, deadline: Instant) -> Tally {
     let mut rng = Rng(seed ^ w.wrapping_mul(0x2545_f491_4f6c_dd1d));
     let mut tally = Tally::default();
     let mut tokens: Vec<(String, u64)> = Vec::new();
@@ -168,7 +180,20 @@ fn worker(db: &Path, seed: u64, w: u64, deadline: Instant) -> Tally {
     while Instant::now() < deadline {
         n += 1;
         let (verb, args) = draw(&mut rng, w, n, &mut tokens);
-        match invoke(db, &mut rng, &args, &mut tally) {
+        let (class, invoked) = invoke(db, &mut rng, &args, &mut tally);
+        let micros = |at: Instant| u64::try_from(at.duration_since(epoch).as_micros()).unwrap();
+        let timed = |json: &Value| Timed {
+            verb: verb.clone(),
+            json: json.clone(),
+            invoked_us: micros(invoked),
+            completed_us: micros(Instant::now()),
+        };
+        match &class {
+            Class::Ok(json) if json["seq"].is_u64() => tally.timed.push(timed(json)),
+            Class::Fail(json) if json["refused"] == "held" => tally.timed.push(timed(json)),
+            _ => {}
+        }
+        match class {
             Class::Ok(json) => {
                 if verb == "queue-claim" {
                     tokens.push((
@@ -289,6 +314,62 @@ fn history_anomalies(log: &BTreeMap<u64, Value>) -> Vec<String> {
     anomalies
 }
 
+/// Acked events whose log order contradicts real time: A completed before B was invoked, yet A's
+/// seq is after B's. The log order is the linearization of acked effects, so it must respect
+/// real time.
+fn realtime_violations(timed: &[Timed]) -> Vec<String> {
+    let mut acked: Vec<&Timed> = timed.iter().filter(|t| t.json["ok"] == true).collect();
+    let mut by_completion = acked.clone();
+    by_completion.sort_by_key(|t| t.completed_us);
+    acked.sort_by_key(|t| t.invoked_us);
+    let (mut done, mut max_seq, mut violations) = (0, 0, Vec::new());
+    for b in acked {
+        while done < by_completion.len() && by_completion[done].completed_us < b.invoked_us {
+            max_seq = max_seq.max(by_completion[done].json["seq"].as_u64().unwrap());
+            done += 1;
+        }
+        let seq = b.json["seq"].as_u64().unwrap();
+        if max_seq > seq {
+            violations
+                .push(format!("{} seq {seq} after an earlier-completed seq {max_seq}", b.verb));
+        }
+    }
+    violations
+}
+
+/// `held` refusals that no linearization explains: the named claim (item, token, holder) is not
+/// in the log, or its acknowledged ack or release completed before the refusal was invoked, or its
+/// acknowledged claim was invoked after the refusal completed.
+fn bad_denials(timed: &[Timed], log: &BTreeMap<u64, Value>) -> Vec<String> {
+    let key =
+        |json: &Value| (json["item"].as_str().unwrap().to_owned(), json["token"].as_u64().unwrap());
+    let claimed: BTreeMap<(String, u64), &Value> = log
+        .values()
+        .filter(|e| e["kind"] == "item_claimed")
+        .map(|e| (key(&e["body"]), &e["body"]))
+        .collect();
+    let acked = |verb: &str| -> BTreeMap<(String, u64), &Timed> {
+        timed
+            .iter()
+            .filter(|t| t.verb == verb && t.json["ok"] == true)
+            .map(|t| (key(&t.json), t))
+            .collect()
+    };
+    let (claims, acks) = (acked("queue-claim"), acked("queue-ack"));
+    let mut bad = Vec::new();
+    for denial in timed.iter().filter(|t| t.json["refused"] == "held") {
+        let named = key(&denial.json);
+        let holder_matches =
+            claimed.get(&named).is_some_and(|c| c["holder"] == denial.json["holder"]);
+        let ended_before = acks.get(&named).is_some_and(|a| a.completed_us < denial.invoked_us);
+        let claimed_after = claims.get(&named).is_some_and(|c| c.invoked_us > denial.completed_us);
+        if !holder_matches || ended_before || claimed_after {
+            bad.push(format!("{}: {named:?}", denial.json));
+        }
+    }
+    bad
+}
+
 fn percentile_ms(sorted_us: &[u64], percent: usize) -> f64 {
     if sorted_us.is_empty() {
         return 0.0;
@@ -309,12 +390,13 @@ fn setup(db: &Path) {
 }
 
 fn run_workers(db: &Path, seed: u64, budget: Duration) -> Tally {
-    let deadline = Instant::now() + budget;
+    let epoch = Instant::now();
+    let deadline = epoch + budget;
     let db: Arc<PathBuf> = Arc::new(db.to_path_buf());
     let handles: Vec<_> = (0..WORKERS)
         .map(|w| {
             let db = Arc::clone(&db);
-            std::thread::spawn(move || worker(&db, seed, w, deadline))
+            std::thread::spawn(move || worker(&db, seed, w, epoch, deadline))
         })
         .collect();
     let mut total = Tally::default();
@@ -323,6 +405,7 @@ fn run_workers(db: &Path, seed: u64, budget: Duration) -> Tally {
         total.invocations += tally.invocations;
         total.kills += tally.kills;
         total.ok.extend(tally.ok);
+        total.timed.extend(tally.timed);
         total.fail += tally.fail;
         total.info += tally.info;
         total.unexpected.extend(tally.unexpected);
@@ -344,10 +427,12 @@ fn kill_loop_loses_no_acked_event_and_never_double_claims() {
     let lost = lost_acked(&tally.ok, &log);
     let doubles = double_claims(&tally.ok, &log);
     let anomalies = history_anomalies(&log);
+    let realtime = realtime_violations(&tally.timed);
+    let denials = bad_denials(&tally.timed, &log);
     tally.latencies_us.sort_unstable();
     println!(
         "killloop invocations={} kills={} ok={} fail={} info={} lost_acked={} double_claims={} \
-         history_anomalies={} unexpected_exits={} events={} verify={} seed={seed} p50_ms={:.1} p99_ms={:.1}",
+         history_anomalies={} realtime_violations={} bad_denials={} unexpected_exits={} events={} verify={} seed={seed} p50_ms={:.1} p99_ms={:.1}",
         tally.invocations,
         tally.kills,
         tally.ok.len(),
@@ -356,6 +441,8 @@ fn kill_loop_loses_no_acked_event_and_never_double_claims() {
         lost.len(),
         doubles.len(),
         anomalies.len(),
+        realtime.len(),
+        denials.len(),
         tally.unexpected.len(),
         log.len(),
         if verify.status.success() { "ok" } else { "failed" },
@@ -365,6 +452,8 @@ fn kill_loop_loses_no_acked_event_and_never_double_claims() {
     assert!(lost.is_empty(), "acked events lost (seed {seed}): {lost:#?}");
     assert!(doubles.is_empty(), "double claims (seed {seed}): {doubles:#?}");
     assert!(anomalies.is_empty(), "history anomalies (seed {seed}): {anomalies:#?}");
+    assert!(realtime.is_empty(), "real-time order violated (seed {seed}): {realtime:#?}");
+    assert!(denials.is_empty(), "bad denials (seed {seed}): {denials:#?}");
     assert!(tally.unexpected.is_empty(), "unexpected exits: {:#?}", tally.unexpected);
     assert!(verify.status.success(), "verify after the kill loop: {verify:?}");
     // The run must have exercised what it claims to: kills, acks of every verb, refusals.
