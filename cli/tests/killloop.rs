@@ -103,6 +103,8 @@ fn hookstate(db: &Path) -> Command {
 /// ones a `held` refusal named, so that items claimed by a killed process come back).
 fn draw(rng: &mut Rng, w: u64, n: u64, tokens: &mut Vec<(String, u64)>) -> (String, Vec<String>) {
     let item = format!("i{}", rng.below(ITEMS));
+    // Percent shares: 35 claim, 20 ack (when the worker knows a token), 15 push (35 without a
+    // token), 15 kv put, 15 set add.
     let args: Vec<String> = match rng.below(100) {
         0..=34 => {
             let holder = format!("w{w}");
@@ -469,6 +471,8 @@ fn kill_loop_loses_no_acked_event_and_never_double_claims() {
 const FIRST_USE_ROUNDS: u64 = 30;
 /// Processes racing to create the store in each round.
 const FIRST_USE_PROCESSES: u64 = 4;
+/// Share of first-use processes that get SIGKILL, in percent.
+const FIRST_USE_KILL_PERCENT: u64 = 50;
 /// Kills in the first-use test land in `0..=FIRST_USE_KILL_MS_MAX` ms: the creation window.
 const FIRST_USE_KILL_MS_MAX: u64 = 25;
 
@@ -487,7 +491,8 @@ fn kill_during_first_use_leaves_one_verifying_store() {
         let db = dir.join("state.redb");
         let mut children: Vec<_> = (0..FIRST_USE_PROCESSES)
             .map(|n| {
-                let kill_at = (rng.below(100) < 50).then(|| rng.below(FIRST_USE_KILL_MS_MAX + 1));
+                let kill_at = (rng.below(100) < FIRST_USE_KILL_PERCENT)
+                    .then(|| rng.below(FIRST_USE_KILL_MS_MAX + 1));
                 let child = hookstate(&db)
                     .args(["set", "add", "s", &format!("m{n}")])
                     .stdin(Stdio::null())
