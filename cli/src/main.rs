@@ -6,6 +6,8 @@
 
 mod args;
 mod cmd;
+#[cfg(feature = "bugdrill")]
+mod drill;
 mod exit;
 mod input;
 mod output;

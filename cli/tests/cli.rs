@@ -13,6 +13,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+mod damaged;
+mod killloop;
+mod perms;
+
 /// One run of the binary: its exit code, stdout and stderr.
 #[derive(Debug)]
 struct Run {
@@ -394,9 +398,10 @@ fn eight_processes_racing_on_one_queue_never_double_claim() {
     let items: BTreeSet<&str> = claims.iter().map(|c| c.0.as_str()).collect();
     let tokens: BTreeSet<u64> = claims.iter().map(|c| c.1).collect();
     println!(
-        "race: workers={WORKERS} items={ITEMS} claims={} distinct_items={}",
+        "race: workers={WORKERS} items={ITEMS} claims={} distinct_items={} double_claims={}",
         claims.len(),
-        items.len()
+        items.len(),
+        claims.len() - items.len()
     );
     assert_eq!(claims.len(), ITEMS, "every item claimed exactly once");
     assert_eq!(items.len(), ITEMS, "no item claimed twice");

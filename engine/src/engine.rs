@@ -239,15 +239,28 @@ impl Engine {
     pub(crate) fn write(
         &self,
         call: &Call,
-        decide: impl FnOnce(&dyn ReadTxn) -> Result<Plan>,
+        decide: impl Fn(&dyn ReadTxn) -> Result<Plan>,
     ) -> Result<Outcome> {
         if self.poisoned.get() {
             return Err(Error::Poisoned);
         }
+        // The planted bug: the compare reads a snapshot taken before the write transaction.
+        #[cfg(feature = "bugdrill")]
+        let early = if crate::drill::is(crate::drill::Drill::CasSeparateRead) {
+            Some(decide(&*self.store.begin_read()?)?)
+        } else {
+            None
+        };
         let mut txn = self.store.begin_write(Instant::now() + self.wait)?;
         if let Some(outcome) = replay_idempotent(&*txn, call)? {
             return Ok(outcome);
         }
+        #[cfg(feature = "bugdrill")]
+        let decision = match early {
+            Some(decision) => decision,
+            None => decide(&*txn)?,
+        };
+        #[cfg(not(feature = "bugdrill"))]
         let decision = decide(&*txn)?;
         let mut head = read_head(&*txn)?;
         for body in &decision.events {
@@ -258,21 +271,24 @@ impl Engine {
             head = append_one(&mut *txn, head, call, scope, body)?;
         }
         let appended = (decision.events.len() + decision.scoped_events.len()) as u64;
+        let outcome = Outcome {
+            result: decision.result,
+            refusal: decision.refusal,
+            head,
+            appended,
+            replayed: false,
+        };
         if appended > 0 {
             txn.put_meta(META_HEAD, &encode_head(&head))?;
+            #[cfg(feature = "bugdrill")]
+            crate::drill::before_commit(&outcome);
             if let Err(err) = txn.commit() {
                 self.poisoned.set(true);
                 return Err(err);
             }
             self.write_anchor(&head);
         }
-        Ok(Outcome {
-            result: decision.result,
-            refusal: decision.refusal,
-            head,
-            appended,
-            replayed: false,
-        })
+        Ok(outcome)
     }
 
     /// Moves the anchor forward when it is behind. Failure is not an error: the anchor may lag
@@ -308,18 +324,45 @@ impl Engine {
     }
 }
 
+#[cfg(feature = "testing")]
+impl Engine {
+    /// Opens the store on a test `backend` (an in-memory disk image), creating it there when the
+    /// backend is empty and `options.create` is set; the anchor lives beside `path`, in a real
+    /// directory. `read_only` is ignored. Only with the `testing` feature, for the power-loss
+    /// simulator.
+    ///
+    /// # Errors
+    /// As [`Engine::open`].
+    pub fn open_with_backend(
+        path: &Path,
+        backend: impl crate::store::Backend,
+        options: OpenOptions,
+    ) -> Result<Engine> {
+        let dir = StoreDir::open(path, true)?;
+        let store_id = random_bytes::<STORE_ID_BYTES>()?;
+        let head = encode_head(&Head { seq: 0, hash: genesis_hash(&store_id) });
+        let meta = initial_meta(&store_id, &head);
+        let meta = options.create.then_some(&meta[..]);
+        let store = RedbStore::on_backend(backend, meta, options.check_integrity)?;
+        let store_id = read_identity(&store, &dir.path())?;
+        let wait = Duration::from_millis(options.wait_ms);
+        Ok(Engine { dir, store, store_id, wait, poisoned: Cell::new(false) })
+    }
+}
+
+/// The metadata a new store starts with.
+fn initial_meta<'a>(store_id: &'a [u8], head: &'a [u8]) -> [(&'static str, &'a [u8]); 3] {
+    const VERSION: [u8; 2] = FORMAT_VERSION.to_be_bytes();
+    [(META_FORMAT, &VERSION), (META_STORE_ID, store_id), (META_HEAD, head)]
+}
+
 fn create_store(dir: &StoreDir) -> Result<()> {
     let (file, temp) = dir.create_temp("create")?;
     let keep = file.try_clone().map_err(|e| Error::io("duplicate handle of", dir.path(), e));
     let created = keep.and_then(|keep| {
         let store_id = random_bytes::<STORE_ID_BYTES>()?;
-        let head = Head { seq: 0, hash: genesis_hash(&store_id) };
-        let meta: [(&str, &[u8]); 3] = [
-            (META_FORMAT, &FORMAT_VERSION.to_be_bytes()),
-            (META_STORE_ID, &store_id),
-            (META_HEAD, &encode_head(&head)),
-        ];
-        drop(RedbStore::create_in(file, &meta)?);
+        let head = encode_head(&Head { seq: 0, hash: genesis_hash(&store_id) });
+        drop(RedbStore::create_in(file, &initial_meta(&store_id, &head))?);
         keep.sync_all().map_err(|e| Error::io("fsync", dir.path(), e))
     });
     match created {

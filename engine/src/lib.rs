@@ -6,6 +6,8 @@
 mod audit;
 pub mod core;
 mod doc;
+#[cfg(feature = "bugdrill")]
+pub mod drill;
 mod engine;
 pub mod error;
 mod fsio;
@@ -24,5 +26,7 @@ pub use crate::core::{Command, Expect, Refusal};
 pub use crate::engine::{Call, Engine, OpenOptions, Outcome};
 pub use crate::error::{Error, Result};
 pub use crate::query::{event_to_json, LogFilter, Query, Stats};
+#[cfg(feature = "testing")]
+pub use crate::store::Backend;
 pub use crate::value::validate_json;
 pub use hookstate_schema as schema;

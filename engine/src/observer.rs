@@ -361,7 +361,7 @@ impl Engine {
         style: hookstate_schema::signals::StoreStyle,
     ) -> Result<Outcome> {
         let event = ObserverEvent::StateImported { state, style };
-        self.write(call, |_| Ok(plan(event, json!({ "imported": true }))))
+        self.write(call, |_| Ok(plan(event.clone(), json!({ "imported": true }))))
     }
 
     /// The observer document of the call's scope (read-only).

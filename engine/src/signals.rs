@@ -120,7 +120,11 @@ impl Engine {
         };
         let result = fields(json!({ "bundle": bundle, "pm": session }));
         self.write(call, |_| {
-            Ok(Plan { events: vec![Body::Signals(event)], result, ..Plan::default() })
+            Ok(Plan {
+                events: vec![Body::Signals(event.clone())],
+                result: result.clone(),
+                ..Plan::default()
+            })
         })
     }
 
@@ -164,7 +168,11 @@ impl Engine {
                 delivered: None,
             };
             let result = fields(json!({ "session": turn.session, "turns": turns, "send": send }));
-            Ok(Plan { events: vec![Body::Signals(event)], result, ..Plan::default() })
+            Ok(Plan {
+                events: vec![Body::Signals(event.clone())],
+                result: result.clone(),
+                ..Plan::default()
+            })
         })
     }
 
@@ -184,7 +192,11 @@ impl Engine {
         let result =
             fields(json!({ "session": session, "turn_seq": turn_seq, "delivered": delivered }));
         self.write(call, |_| {
-            Ok(Plan { events: vec![Body::Signals(event)], result, ..Plan::default() })
+            Ok(Plan {
+                events: vec![Body::Signals(event.clone())],
+                result: result.clone(),
+                ..Plan::default()
+            })
         })
     }
 }

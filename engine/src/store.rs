@@ -19,6 +19,10 @@ use redb::{
     StorageBackend, TableDefinition, TransactionError,
 };
 
+/// The storage seam a test backend implements (the `testing` feature's `Engine::open_with_backend`).
+#[cfg(feature = "testing")]
+pub use redb::StorageBackend as Backend;
+
 /// The IO error type of redb's `StorageBackend` (without its `experimental-api-5` feature).
 type BackendIoError = std::io::Error;
 
@@ -87,6 +91,10 @@ impl StorageBackend for BoundedBackend {
         self.inner.set_len(len)
     }
     fn sync_data(&self) -> std::result::Result<(), BackendIoError> {
+        #[cfg(feature = "bugdrill")]
+        if crate::drill::is(crate::drill::Drill::DurabilityNone) {
+            return Ok(());
+        }
         self.inner.sync_data()
     }
     fn write(&self, offset: u64, data: &[u8]) -> std::result::Result<(), BackendIoError> {
@@ -127,8 +135,15 @@ fn convert(err: impl Into<redb::Error>) -> Error {
         | redb::Error::TableIsNotMultimap(_)
         | redb::Error::TypeDefinitionChanged { .. }
         | redb::Error::TableDoesNotExist(_) => Error::StoreCorrupt(err),
-        // redb reports a file that is not a database ("magic number mismatch") as invalid data.
-        redb::Error::Io(ref io) if io.kind() == std::io::ErrorKind::InvalidData => {
+        // redb reports a file that is not a database ("magic number mismatch") as invalid data,
+        // and a read past the end of a truncated file as an unexpected end of file: both are a
+        // damaged store, not a failing disk.
+        redb::Error::Io(ref io)
+            if matches!(
+                io.kind(),
+                std::io::ErrorKind::InvalidData | std::io::ErrorKind::UnexpectedEof
+            ) =>
+        {
             Error::StoreCorrupt(err)
         }
         redb::Error::Io(_) | redb::Error::PreviousIo => Error::StoreIo(err),
@@ -157,7 +172,11 @@ fn waited_ms(start: Instant) -> u64 {
 impl RedbStore {
     /// Initializes a new database in `file`, which must be empty, with its tables and `meta`.
     pub(crate) fn create_in(file: File, meta: &[(&str, &[u8])]) -> Result<Self> {
-        let backend = FileBackend::new(file).map_err(convert)?;
+        RedbStore::create_on(FileBackend::new(file).map_err(convert)?, meta)
+    }
+
+    /// Initializes a new database on an empty `backend` with its tables and `meta`.
+    fn create_on(backend: impl StorageBackend, meta: &[(&str, &[u8])]) -> Result<Self> {
         let db = builder(false).create_with_backend(backend).map_err(convert)?;
         let store = RedbStore { db: Db::Write(db) };
         let mut txn = store.begin_write(Instant::now() + Duration::from_secs(1))?;
@@ -185,6 +204,34 @@ impl RedbStore {
             }
             Err(other) => Err(convert(other)),
         }
+    }
+
+    /// Opens the database on `backend`, or creates it there with `meta` when the backend is
+    /// empty and `meta` is given: the seam the power-loss simulator opens its images through.
+    #[cfg(feature = "testing")]
+    pub(crate) fn on_backend(
+        backend: impl StorageBackend,
+        meta: Option<&[(&str, &[u8])]>,
+        check_integrity: bool,
+    ) -> Result<Self> {
+        // The planted bug: once the store exists (a real store is created, synced and published
+        // before any drill can touch it), commits return without a sync.
+        #[cfg(feature = "bugdrill")]
+        let skip = Arc::new(AtomicBool::new(false));
+        #[cfg(feature = "bugdrill")]
+        let backend = drill::NoSync { inner: backend, skip: Arc::clone(&skip) };
+        let store = match meta {
+            Some(meta) if backend.len().map_err(|e| convert(redb::StorageError::from(e)))? == 0 => {
+                RedbStore::create_on(backend, meta)
+            }
+            _ => match builder(check_integrity).create_with_backend(backend) {
+                Ok(db) => Ok(RedbStore { db: Db::Write(db) }),
+                Err(err) => Err(convert(err)),
+            },
+        };
+        #[cfg(feature = "bugdrill")]
+        skip.store(crate::drill::is(crate::drill::Drill::DurabilityNone), Ordering::SeqCst);
+        store
     }
 
     /// Opens an existing database file for reading only: a reader's locks, never a write.
@@ -344,5 +391,67 @@ impl WriteTxn for RedbWrite {
 
     fn commit(self: Box<Self>) -> Result<()> {
         self.txn.commit().map_err(convert)
+    }
+}
+
+/// The `durability-none` drill's backend: redb refuses `Durability::None` in `MultiWriter` mode,
+/// so the drill plants its effect instead, a commit that returns without any sync.
+#[cfg(all(feature = "bugdrill", feature = "testing"))]
+mod drill {
+    use std::ops::Bound;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    use redb::{BackendError, StorageBackend};
+
+    #[derive(Debug)]
+    pub(super) struct NoSync<B> {
+        pub(super) inner: B,
+        pub(super) skip: Arc<AtomicBool>,
+    }
+
+    type Io<T> = std::result::Result<T, std::io::Error>;
+    type Lock<T> = std::result::Result<T, BackendError>;
+
+    impl<B: StorageBackend> StorageBackend for NoSync<B> {
+        fn len(&self) -> Io<u64> {
+            self.inner.len()
+        }
+        fn read(&self, offset: u64, out: &mut [u8]) -> Io<()> {
+            self.inner.read(offset, out)
+        }
+        fn set_len(&self, len: u64) -> Io<()> {
+            self.inner.set_len(len)
+        }
+        fn sync_data(&self) -> Io<()> {
+            if self.skip.load(Ordering::SeqCst) {
+                return Ok(());
+            }
+            self.inner.sync_data()
+        }
+        fn write(&self, offset: u64, data: &[u8]) -> Io<()> {
+            self.inner.write(offset, data)
+        }
+        fn close(&self) -> Io<()> {
+            self.inner.close()
+        }
+        fn try_lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Lock<bool> {
+            self.inner.try_lock_range(start, end)
+        }
+        fn try_lock_shared_range(&self, start: Bound<u64>, end: Bound<u64>) -> Lock<bool> {
+            self.inner.try_lock_shared_range(start, end)
+        }
+        fn lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Lock<()> {
+            self.inner.lock_range(start, end)
+        }
+        fn lock_shared_range(&self, start: Bound<u64>, end: Bound<u64>) -> Lock<()> {
+            self.inner.lock_shared_range(start, end)
+        }
+        fn unlock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Lock<()> {
+            self.inner.unlock_range(start, end)
+        }
+        fn query_lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Lock<bool> {
+            self.inner.query_lock_range(start, end)
+        }
     }
 }

@@ -5,5 +5,6 @@
 mod corpus;
 mod model;
 mod observer;
+mod powerloss;
 mod signals;
 mod store;

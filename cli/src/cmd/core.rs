@@ -32,8 +32,16 @@ fn execute(cli: &Cli, hook: &str, command: &Command) -> Result<(), CliError> {
     let call = call(cli, hook);
     Engine::check(&call, command)?;
     let engine = open(cli, Access::Write)?;
+    #[cfg(feature = "bugdrill")]
+    let drilled = crate::drill::install(cli.format);
     let outcome: Outcome = engine.execute(&call, command)?;
-    print(cli.format, &outcome.to_json())?;
+    #[cfg(feature = "bugdrill")]
+    let printed = drilled && outcome.appended > 0;
+    #[cfg(not(feature = "bugdrill"))]
+    let printed = false;
+    if !printed {
+        print(cli.format, &outcome.to_json())?;
+    }
     match outcome.refusal {
         Some(refusal) => Err(CliError::Refused(refusal.message)),
         None => Ok(()),

@@ -246,7 +246,7 @@ impl Engine {
             }
             let result =
                 fields(json!({ "layout": "loopd", "keys": keys, "round_trip": round_trip }));
-            Ok(Plan { scoped_events: events, result, ..Plan::default() })
+            Ok(Plan { scoped_events: events.clone(), result, ..Plan::default() })
         })
     }
 
@@ -319,7 +319,7 @@ impl Engine {
                 }
             }
             let result = fields(json!({ "adopted": events.len() }));
-            Ok(Plan { scoped_events: events, result, ..Plan::default() })
+            Ok(Plan { scoped_events: events.clone(), result, ..Plan::default() })
         })?;
         Ok(usize::try_from(outcome.appended).unwrap_or(usize::MAX))
     }

@@ -1,0 +1,70 @@
+//! Seeded-bug drills (RELIABILITY.md A12): planted bugs that the reliability harness must catch.
+//!
+//! A drill is armed by the environment variable [`DRILL_ENV`], and only in a build with the
+//! `bugdrill` cargo feature; without it this module does not exist and no drill code is compiled.
+//! Does not decide anything itself: the write path and the store ask [`active`] at the one place
+//! each bug is planted.
+
+use std::sync::OnceLock;
+
+use crate::engine::Outcome;
+
+/// The environment variable that names the armed drill.
+pub const DRILL_ENV: &str = "HOOKSTATE_DRILL";
+
+/// The planted bugs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Drill {
+    /// `ack-before-commit`: the acknowledgement is handed out before `commit()` returns
+    /// (caught by the kill loop as a lost acked event).
+    AckBeforeCommit,
+    /// `cas-separate-read`: a decision reads its rows in a read transaction taken before the
+    /// write transaction (caught by the concurrent claim race as a double claim).
+    CasSeparateRead,
+    /// `durability-none`: commits return without syncing (caught by the power-loss simulator).
+    /// redb refuses `Durability::None` in `MultiWriter` mode, so the store's backend skips
+    /// `sync_data` instead, which is what `Durability::None` would do.
+    DurabilityNone,
+}
+
+impl Drill {
+    /// Every drill with its name in [`DRILL_ENV`].
+    pub const ALL: [(Drill, &'static str); 3] = [
+        (Drill::AckBeforeCommit, "ack-before-commit"),
+        (Drill::CasSeparateRead, "cas-separate-read"),
+        (Drill::DurabilityNone, "durability-none"),
+    ];
+}
+
+/// The drill armed in the environment, if any.
+#[must_use]
+pub fn active() -> Option<Drill> {
+    let name = std::env::var(DRILL_ENV).ok()?;
+    Drill::ALL.iter().find(|(_, n)| *n == name).map(|(drill, _)| *drill)
+}
+
+/// Whether `drill` is armed.
+#[must_use]
+pub fn is(drill: Drill) -> bool {
+    active() == Some(drill)
+}
+
+type Hook = Box<dyn Fn(&Outcome) + Send + Sync>;
+
+static BEFORE_COMMIT: OnceLock<Hook> = OnceLock::new();
+
+/// Installs the hook the write path calls just before `commit()` while
+/// [`Drill::AckBeforeCommit`] is armed (the CLI prints its acknowledgement there). Only the first
+/// hook installed is kept.
+pub fn set_before_commit(hook: Hook) {
+    let _ = BEFORE_COMMIT.set(hook);
+}
+
+/// Called by the write path just before `commit()`.
+pub(crate) fn before_commit(outcome: &Outcome) {
+    if is(Drill::AckBeforeCommit) {
+        if let Some(hook) = BEFORE_COMMIT.get() {
+            hook(outcome);
+        }
+    }
+}

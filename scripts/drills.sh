@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Seeded-bug drills (RELIABILITY.md A12): builds with the `bugdrill` feature, plants each bug with
+# HOOKSTATE_DRILL and runs the harness that targets it. Each run must FAIL and its figures line
+# must show the bug (a lost acked event, a double claim, a lost commit). Prints
+# `bugs_planted=N bugs_detected=N` and exits non-zero unless every planted bug was detected.
+#
+#   scripts/drills.sh            # HOOKSTATE_KILL_SECS (default 20) bounds the kill-loop drill
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+planted=0
+detected=0
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+
+# drill NAME PATTERN CARGO-TEST-ARGS...: the run must fail and print a line matching PATTERN.
+drill() {
+    local name="$1" pattern="$2"
+    shift 2
+    planted=$((planted + 1))
+    HOOKSTATE_DRILL="$name" cargo test --locked "$@" -- --nocapture --exact >"$log" 2>&1
+    local status=$?
+    local figures
+    figures=$(grep -E "$pattern" "$log" | head -1)
+    if [ "$status" -ne 0 ] && [ -n "$figures" ]; then
+        detected=$((detected + 1))
+        echo "drill $name: detected: $figures"
+    else
+        echo "drill $name: NOT detected (exit $status)"
+        grep -E "^(killloop|race|powerloss)" "$log" || tail -20 "$log"
+    fi
+}
+
+cargo build --locked --features bugdrill -p hookstate -p hookstate-tests --tests --quiet || exit 1
+
+HOOKSTATE_KILL_SECS="${HOOKSTATE_KILL_SECS:-20}" \
+    drill ack-before-commit 'killloop .* lost_acked=[1-9]' \
+    -p hookstate --features bugdrill --test cli \
+    killloop::kill_loop_loses_no_acked_event_and_never_double_claims
+drill cas-separate-read 'race: .* double_claims=[1-9]' \
+    -p hookstate --features bugdrill --test cli \
+    eight_processes_racing_on_one_queue_never_double_claim
+
+drill durability-none 'powerloss .* lost_acked=[1-9]' \
+    -p hookstate-tests --features bugdrill --test integration \
+    powerloss::power_loss_at_every_operation_keeps_acked_events_and_an_openable_store
+
+echo "bugs_planted=$planted bugs_detected=$detected"
+[ "$planted" -eq "$detected" ]
