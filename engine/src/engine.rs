@@ -168,11 +168,11 @@ impl Engine {
         }
         let wait = Duration::from_millis(options.wait_ms);
         let dir = StoreDir::open(path, options.create)?;
-        let file = match dir.open_store()? {
+        let file = match dir.open_store(options.read_only)? {
             Some(file) => file,
             None if options.create => {
                 create_store(&dir)?;
-                dir.open_store()?.ok_or_else(|| Error::NoStore { path: dir.path() })?
+                dir.open_store(false)?.ok_or_else(|| Error::NoStore { path: dir.path() })?
             }
             None => return Err(Error::NoStore { path: dir.path() }),
         };

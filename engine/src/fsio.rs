@@ -75,9 +75,11 @@ impl StoreDir {
         self.dir_path.join(&self.name)
     }
 
-    /// Opens the store file read-write without following a symlink. `None` when it is absent.
-    pub(crate) fn open_store(&self) -> Result<Option<File>> {
-        let flags = OFlags::RDWR | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK;
+    /// Opens the store file (read-write, or read-only for readers) without following a symlink.
+    /// `None` when it is absent.
+    pub(crate) fn open_store(&self, read_only: bool) -> Result<Option<File>> {
+        let access = if read_only { OFlags::RDONLY } else { OFlags::RDWR };
+        let flags = access | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK;
         let fd = match rustix::fs::openat(&self.dir, &self.name, flags, Mode::empty()) {
             Ok(fd) => fd,
             Err(Errno::NOENT) => return Ok(None),
