@@ -86,6 +86,7 @@ fn meta_key(scope: &str, queue: &str) -> ViewKey {
 pub(crate) fn render(body: &Body) -> serde_json::Map<String, serde_json::Value> {
     match body {
         Body::Core(core) => crate::core::render(core),
+        Body::Feedback(event) => crate::feedback::project::render(event),
     }
 }
 
@@ -94,6 +95,7 @@ pub(crate) fn touched_keys(event: &Event) -> Vec<ViewKey> {
     let scope = event.content.scope.as_str();
     let mut keys = match &event.content.body {
         Body::Core(core) => core_keys(scope, core),
+        Body::Feedback(event) => crate::feedback::project::touched_keys(scope, event),
     };
     if let Some(idem) = &event.content.idem_key {
         keys.push(ViewKey::Idem { scope: scope.into(), key: idem.clone() });
@@ -135,6 +137,7 @@ pub(crate) fn apply(views: &mut impl ViewAccess, event: &Event) {
     let scope = event.content.scope.as_str();
     match &event.content.body {
         Body::Core(core) => apply_core(views, scope, event.seq, core),
+        Body::Feedback(fb) => crate::feedback::project::apply(views, scope, event.seq, fb),
     }
     if let Some(idem) = &event.content.idem_key {
         let key = ViewKey::Idem { scope: scope.into(), key: idem.clone() };

@@ -57,6 +57,8 @@ pub struct Event {
 pub enum Body {
     /// The core primitives: records, claim queues, counters, sets and capped lists.
     Core(CoreEvent),
+    /// The moonshine feedback inbox of one project.
+    Feedback(crate::feedback::FeedbackEvent),
 }
 
 impl Body {
@@ -65,6 +67,7 @@ impl Body {
     pub fn domain(&self) -> &'static str {
         match self {
             Body::Core(_) => "core",
+            Body::Feedback(_) => "feedback",
         }
     }
 
@@ -73,6 +76,7 @@ impl Body {
     pub fn kind(&self) -> &'static str {
         match self {
             Body::Core(core) => core.kind(),
+            Body::Feedback(event) => event.kind(),
         }
     }
 }

@@ -4,4 +4,6 @@
 //! Every legacy file is reached through [`root::Root`], never by joining raw ids into paths.
 //! Does not decide domain rules; the domain modules do.
 
+pub(crate) mod json;
+pub(crate) mod moonshine;
 pub(crate) mod root;

@@ -1,0 +1,3 @@
+//! Import and export of moonshine `.feedback/` directories.
+//!
+//! Does not decide inbox rules.
