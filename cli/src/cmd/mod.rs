@@ -4,6 +4,7 @@
 
 mod core;
 mod demo;
+mod feedback;
 mod ops;
 
 use std::path::PathBuf;
@@ -30,6 +31,10 @@ pub(crate) fn run(cli: &Cli) -> Result<(), CliError> {
         Verb::Rebuild => ops::rebuild(cli),
         Verb::Stats => ops::stats(cli),
         Verb::Demo(args) => demo::run(args),
+        Verb::Feedback(args) => feedback::run(cli, args),
+        Verb::Hook(verb) => feedback::hook(cli, verb),
+        Verb::Import(args) => feedback::import(cli, args),
+        Verb::Export(args) => feedback::export(cli, args),
         Verb::Panic => panic!("panic requested by the hidden __panic verb"),
     }
 }
@@ -80,6 +85,6 @@ pub(crate) fn call(cli: &Cli, hook: &str) -> Call {
             agent: cli.agent.clone(),
         },
         idem_key: cli.idem_key.clone(),
-        now_ms: now_ms(),
+        now_ms: cli.now_ms.unwrap_or_else(now_ms),
     }
 }

@@ -1,0 +1,270 @@
+//! The moonshine verbs: `feedback …`, `hook stop`, and `import`/`export --layout moonshine`.
+//!
+//! Each turns its arguments into one engine call per project and prints the result; the Stop
+//! hook prints exactly what the upstream hook prints. Does not hold inbox rules.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use hookstate_engine::feedback::{self, ClaimAsk, DrainAsk, Pass};
+use hookstate_engine::{Call, Engine, Outcome};
+use serde_json::{json, Value};
+
+use crate::args::{
+    Cli, DrainArgs, ExportArgs, FeedbackArgs, FeedbackVerb, HookVerb, ImportArgs, Layout, ReplyVia,
+};
+use crate::cmd::{call, db_path, open, Access};
+use crate::exit::CliError;
+use crate::input::read_stdin;
+use crate::output::print;
+
+/// The values of `MOONSHINE_FEEDBACK` that switch the adapters off (the upstream kill switch).
+const KILL_SWITCH_OFF: [&str; 7] = ["0", "off", "OFF", "false", "FALSE", "no", "NO"];
+/// Where moonshine keeps its projects, under `$HOME`, when MOONSHINE_HOME is not set.
+const MOONSHINE_HOME_DEFAULT: &str = ".agent/moonshine";
+
+fn switched_off() -> bool {
+    std::env::var("MOONSHINE_FEEDBACK").is_ok_and(|v| KILL_SWITCH_OFF.contains(&v.as_str()))
+}
+
+fn scope_of(cli: &Cli, project: Option<&String>) -> Option<String> {
+    match project {
+        Some(project) => Some(format!("moonshine:{project}")),
+        None => cli.scope.starts_with("moonshine:").then(|| cli.scope.clone()),
+    }
+}
+
+fn need_scope(cli: &Cli, project: Option<&String>) -> Result<String, CliError> {
+    scope_of(cli, project).ok_or_else(|| {
+        CliError::Usage("give --project P (or --scope moonshine:P) for this feedback verb".into())
+    })
+}
+
+fn scoped_call(cli: &Cli, hook: &str, scope: &str) -> Call {
+    Call { scope: scope.to_owned(), ..call(cli, hook) }
+}
+
+fn holder(cli: &Cli, drain: &DrainArgs, session: Option<&str>) -> String {
+    drain
+        .holder
+        .clone()
+        .or_else(|| session.map(str::to_owned))
+        .or_else(|| cli.session.clone())
+        .unwrap_or_else(|| format!("pid-{}", std::process::id()))
+}
+
+fn mirror(engine: &Engine, to: Option<&PathBuf>, scope: &str) -> Result<(), CliError> {
+    if let (Some(to), Some(project)) = (to, scope.strip_prefix("moonshine:")) {
+        engine.export_moonshine(to, Some(project))?;
+    }
+    Ok(())
+}
+
+fn finish(cli: &Cli, outcome: &Outcome) -> Result<(), CliError> {
+    print(cli.format, &outcome.to_json())?;
+    match &outcome.refusal {
+        Some(refusal) => Err(CliError::Refused(refusal.message.clone())),
+        None => Ok(()),
+    }
+}
+
+pub(crate) fn run(cli: &Cli, args: &FeedbackArgs) -> Result<(), CliError> {
+    let project = args.project.as_ref();
+    if let FeedbackVerb::Tick { drain, interval_s, .. } = &args.verb {
+        return tick(cli, args, drain, *interval_s);
+    }
+    let scope = need_scope(cli, project)?;
+    let read = |f: &dyn Fn(&Engine) -> hookstate_engine::Result<Value>| -> Result<(), CliError> {
+        let engine = open(cli, Access::Read)?;
+        let mut value = f(&engine)?;
+        if let Some(map) = value.as_object_mut() {
+            map.insert("ok".into(), true.into());
+        }
+        print(cli.format, &value)
+    };
+    let (hook, act): (&str, Box<dyn Fn(&Engine, &Call) -> hookstate_engine::Result<Outcome>>) =
+        match &args.verb {
+            FeedbackVerb::List => return read(&|e| e.feedback_list(&scope)),
+            FeedbackVerb::Show { id } => return read(&|e| e.feedback_show(&scope, id)),
+            FeedbackVerb::Add { target, comment, source } => {
+                let comment = match (comment, source.stdin) {
+                    (Some(text), false) => text.clone(),
+                    (None, true) => read_stdin()?,
+                    _ => {
+                        return Err(CliError::Usage("give the comment or --stdin, not both".into()))
+                    }
+                };
+                ("feedback-add", Box::new(move |e, c| e.feedback_add(c, target, &comment)))
+            }
+            FeedbackVerb::Claim { id, all, drain } => {
+                let ask = ClaimAsk {
+                    holder: holder(cli, drain, None),
+                    id: id.clone(),
+                    all: *all,
+                    stale_ms: drain.stale_after_s.saturating_mul(1000),
+                };
+                ("feedback-claim", Box::new(move |e, c| e.feedback_claim(c, &ask)))
+            }
+            FeedbackVerb::Reply { id, token, reply } => {
+                ("feedback-reply", Box::new(move |e, c| e.feedback_reply(c, id, *token, reply)))
+            }
+            FeedbackVerb::Dismiss { id } => {
+                ("feedback-dismiss", Box::new(move |e, c| e.feedback_dismiss(c, id)))
+            }
+            FeedbackVerb::Control { mode, for_session } => (
+                "feedback-control",
+                Box::new(move |e, c| e.feedback_control(c, mode, for_session.as_deref())),
+            ),
+            FeedbackVerb::Address { for_session } => (
+                "feedback-address",
+                Box::new(move |e, c| e.feedback_address(c, for_session.as_deref())),
+            ),
+            FeedbackVerb::Heartbeat { mode, interval_s } => (
+                "feedback-heartbeat",
+                Box::new(move |e, c| e.feedback_heartbeat(c, mode.as_deref(), *interval_s)),
+            ),
+            FeedbackVerb::Tick { .. } => return Ok(()),
+        };
+    let call = scoped_call(cli, hook, &scope);
+    let engine = open(cli, Access::Write)?;
+    let outcome = act(&engine, &call)?;
+    if outcome.appended > 0 {
+        mirror(&engine, args.mirror.as_ref(), &scope)?;
+    }
+    finish(cli, &outcome)
+}
+
+/// Drains every project (or one) as `pass`; returns each project's result.
+fn drain_all(
+    cli: &Cli,
+    engine: &Engine,
+    scope: Option<String>,
+    ask: &DrainAsk,
+    session: Option<&str>,
+    mirror_to: Option<&PathBuf>,
+) -> Result<Vec<Value>, CliError> {
+    let scopes = match scope {
+        Some(scope) => vec![scope],
+        None => engine.feedback_projects()?.into_iter().map(|p| format!("moonshine:{p}")).collect(),
+    };
+    let hook = if ask.pass == Pass::Stop { "Stop" } else { "feedback-tick" };
+    let mut results = Vec::new();
+    for scope in scopes {
+        let mut call = scoped_call(cli, hook, &scope);
+        if let Some(session) = session {
+            call.actor.session = Some(session.to_owned());
+        }
+        let outcome = engine.feedback_drain(&call, ask)?;
+        if outcome.appended > 0 {
+            mirror(engine, mirror_to, &scope)?;
+        }
+        results.push(Value::Object(outcome.result));
+    }
+    Ok(results)
+}
+
+fn tick(
+    cli: &Cli,
+    args: &FeedbackArgs,
+    drain: &DrainArgs,
+    interval_s: u64,
+) -> Result<(), CliError> {
+    if switched_off() {
+        return print(cli.format, &json!({ "ok": true, "disabled": true, "continue": false }));
+    }
+    let session = cli.session.as_deref();
+    let ask = DrainAsk {
+        pass: Pass::Tick,
+        holder: holder(cli, drain, session),
+        stale_ms: drain.stale_after_s.saturating_mul(1000),
+        interval_s,
+    };
+    let engine = open(cli, Access::Write)?;
+    let scope = scope_of(cli, args.project.as_ref());
+    let results = drain_all(cli, &engine, scope, &ask, session, args.mirror.as_ref())?;
+    let go_on = results.iter().any(|r| r["continue"].as_bool() == Some(true));
+    let claimed: Vec<Value> = results
+        .iter()
+        .flat_map(|r| {
+            let project = r["project"].clone();
+            r["claimed"].as_array().cloned().unwrap_or_default().into_iter().map(move |mut c| {
+                c["project"] = project.clone();
+                c
+            })
+        })
+        .collect();
+    print(
+        cli.format,
+        &json!({ "ok": true, "claimed": claimed, "projects": results, "continue": go_on }),
+    )
+}
+
+fn moonshine_home(given: Option<&PathBuf>) -> PathBuf {
+    given.cloned().unwrap_or_else(|| {
+        let home = std::env::var_os("HOME").unwrap_or_default();
+        Path::new(&home).join(MOONSHINE_HOME_DEFAULT)
+    })
+}
+
+pub(crate) fn hook(cli: &Cli, verb: &HookVerb) -> Result<(), CliError> {
+    let HookVerb::Stop { drain, moonshine_home: home, reply_via, mirror: mirror_to } = verb;
+    if switched_off() {
+        return Ok(());
+    }
+    let payload: Value = serde_json::from_str(&read_stdin()?)
+        .map_err(|e| CliError::Invalid(format!("the Stop payload is not JSON: {e}")))?;
+    if payload["stop_hook_active"].as_bool() == Some(true) || !db_path(cli)?.exists() {
+        return Ok(());
+    }
+    let session = payload["session_id"].as_str().or(cli.session.as_deref());
+    let ask = DrainAsk {
+        pass: Pass::Stop,
+        holder: holder(cli, drain, session),
+        stale_ms: drain.stale_after_s.saturating_mul(1000),
+        interval_s: feedback::HEARTBEAT_INTERVAL_S_DEFAULT,
+    };
+    let engine = open(cli, Access::Write)?;
+    let results = drain_all(cli, &engine, None, &ask, session, mirror_to.as_ref())?;
+    let via = match reply_via {
+        ReplyVia::Hookstate => feedback::ReplyVia::Hookstate,
+        ReplyVia::Files => feedback::ReplyVia::Files,
+    };
+    let home = moonshine_home(home.as_ref());
+    let Some(text) = feedback::stop_reason(&results, &home.display().to_string(), via) else {
+        return Ok(());
+    };
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(|source| CliError::Io { op: "write stdout".into(), source })
+}
+
+pub(crate) fn import(cli: &Cli, args: &ImportArgs) -> Result<(), CliError> {
+    let Layout::Moonshine = args.layout;
+    let call = call(cli, "import");
+    let engine = open(cli, Access::Write)?;
+    let (mut result, refusal) =
+        engine.import_moonshine(&call, &args.from, args.project.as_deref())?;
+    if let Some(map) = result.as_object_mut() {
+        map.insert("ok".into(), refusal.is_none().into());
+        if let Some(refusal) = &refusal {
+            map.insert("refused".into(), refusal.reason.into());
+            map.extend(refusal.details.clone());
+        }
+    }
+    print(cli.format, &result)?;
+    match refusal {
+        Some(refusal) => Err(CliError::Refused(refusal.message)),
+        None => Ok(()),
+    }
+}
+
+pub(crate) fn export(cli: &Cli, args: &ExportArgs) -> Result<(), CliError> {
+    let Layout::Moonshine = args.layout;
+    let engine = open(cli, Access::Read)?;
+    let mut result = engine.export_moonshine(&args.to, args.project.as_deref())?;
+    if let Some(map) = result.as_object_mut() {
+        map.insert("ok".into(), true.into());
+    }
+    print(cli.format, &result)
+}
