@@ -7,7 +7,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use hookstate_engine::feedback::{self, ClaimAsk, DrainAsk, Pass};
-use hookstate_engine::{Call, Engine, Outcome};
+use hookstate_engine::{Call, Engine, MoonshineImport, Outcome};
 use serde_json::{json, Value};
 
 use crate::args::{
@@ -22,6 +22,9 @@ use crate::output::print;
 const KILL_SWITCH_OFF: [&str; 7] = ["0", "off", "OFF", "false", "FALSE", "no", "NO"];
 /// Where moonshine keeps its projects, under `$HOME`, when MOONSHINE_HOME is not set.
 const MOONSHINE_HOME_DEFAULT: &str = ".agent/moonshine";
+
+/// One engine mutation, run with the call once the store is open.
+type Mutation<'a> = dyn Fn(&Engine, &Call) -> hookstate_engine::Result<Outcome> + 'a;
 
 fn switched_off() -> bool {
     std::env::var("MOONSHINE_FEEDBACK").is_ok_and(|v| KILL_SWITCH_OFF.contains(&v.as_str()))
@@ -82,49 +85,46 @@ pub(crate) fn run(cli: &Cli, args: &FeedbackArgs) -> Result<(), CliError> {
         }
         print(cli.format, &value)
     };
-    let (hook, act): (&str, Box<dyn Fn(&Engine, &Call) -> hookstate_engine::Result<Outcome>>) =
-        match &args.verb {
-            FeedbackVerb::List => return read(&|e| e.feedback_list(&scope)),
-            FeedbackVerb::Show { id } => return read(&|e| e.feedback_show(&scope, id)),
-            FeedbackVerb::Add { target, comment, source } => {
-                let comment = match (comment, source.stdin) {
-                    (Some(text), false) => text.clone(),
-                    (None, true) => read_stdin()?,
-                    _ => {
-                        return Err(CliError::Usage("give the comment or --stdin, not both".into()))
-                    }
-                };
-                ("feedback-add", Box::new(move |e, c| e.feedback_add(c, target, &comment)))
-            }
-            FeedbackVerb::Claim { id, all, drain } => {
-                let ask = ClaimAsk {
-                    holder: holder(cli, drain, None),
-                    id: id.clone(),
-                    all: *all,
-                    stale_ms: drain.stale_after_s.saturating_mul(1000),
-                };
-                ("feedback-claim", Box::new(move |e, c| e.feedback_claim(c, &ask)))
-            }
-            FeedbackVerb::Reply { id, token, reply } => {
-                ("feedback-reply", Box::new(move |e, c| e.feedback_reply(c, id, *token, reply)))
-            }
-            FeedbackVerb::Dismiss { id } => {
-                ("feedback-dismiss", Box::new(move |e, c| e.feedback_dismiss(c, id)))
-            }
-            FeedbackVerb::Control { mode, for_session } => (
-                "feedback-control",
-                Box::new(move |e, c| e.feedback_control(c, mode, for_session.as_deref())),
-            ),
-            FeedbackVerb::Address { for_session } => (
-                "feedback-address",
-                Box::new(move |e, c| e.feedback_address(c, for_session.as_deref())),
-            ),
-            FeedbackVerb::Heartbeat { mode, interval_s } => (
-                "feedback-heartbeat",
-                Box::new(move |e, c| e.feedback_heartbeat(c, mode.as_deref(), *interval_s)),
-            ),
-            FeedbackVerb::Tick { .. } => return Ok(()),
-        };
+    let (hook, act): (&str, Box<Mutation<'_>>) = match &args.verb {
+        FeedbackVerb::List => return read(&|e| e.feedback_list(&scope)),
+        FeedbackVerb::Show { id } => return read(&|e| e.feedback_show(&scope, id)),
+        FeedbackVerb::Add { target, comment, source } => {
+            let comment = match (comment, source.stdin) {
+                (Some(text), false) => text.clone(),
+                (None, true) => read_stdin()?,
+                _ => return Err(CliError::Usage("give the comment or --stdin, not both".into())),
+            };
+            ("feedback-add", Box::new(move |e, c| e.feedback_add(c, target, &comment)))
+        }
+        FeedbackVerb::Claim { id, all, drain } => {
+            let ask = ClaimAsk {
+                holder: holder(cli, drain, None),
+                id: id.clone(),
+                all: *all,
+                stale_ms: drain.stale_after_s.saturating_mul(1000),
+            };
+            ("feedback-claim", Box::new(move |e, c| e.feedback_claim(c, &ask)))
+        }
+        FeedbackVerb::Reply { id, token, reply } => {
+            ("feedback-reply", Box::new(move |e, c| e.feedback_reply(c, id, *token, reply)))
+        }
+        FeedbackVerb::Dismiss { id } => {
+            ("feedback-dismiss", Box::new(move |e, c| e.feedback_dismiss(c, id)))
+        }
+        FeedbackVerb::Control { mode, for_session } => (
+            "feedback-control",
+            Box::new(move |e, c| e.feedback_control(c, mode, for_session.as_deref())),
+        ),
+        FeedbackVerb::Address { for_session } => (
+            "feedback-address",
+            Box::new(move |e, c| e.feedback_address(c, for_session.as_deref())),
+        ),
+        FeedbackVerb::Heartbeat { mode, interval_s } => (
+            "feedback-heartbeat",
+            Box::new(move |e, c| e.feedback_heartbeat(c, mode.as_deref(), *interval_s)),
+        ),
+        FeedbackVerb::Tick { .. } => return Ok(()),
+    };
     let call = scoped_call(cli, hook, &scope);
     let engine = open(cli, Access::Write)?;
     let outcome = act(&engine, &call)?;
@@ -242,9 +242,17 @@ pub(crate) fn hook(cli: &Cli, verb: &HookVerb) -> Result<(), CliError> {
 pub(crate) fn import(cli: &Cli, args: &ImportArgs) -> Result<(), CliError> {
     let Layout::Moonshine = args.layout;
     let call = call(cli, "import");
+    // Every file is read and checked before the store is opened, so a bad file changes nothing.
+    let import = MoonshineImport::read(&args.from, args.project.as_deref())?;
+    if let Some((project, name)) = import.live_claim() {
+        let result = json!({ "ok": false, "refused": "claim_in_progress", "project": project });
+        print(cli.format, &result)?;
+        return Err(CliError::Refused(format!(
+            "{name} of project {project} is claimed by a live process; retry"
+        )));
+    }
     let engine = open(cli, Access::Write)?;
-    let (mut result, refusal) =
-        engine.import_moonshine(&call, &args.from, args.project.as_deref())?;
+    let (mut result, refusal) = engine.import_moonshine(&call, import)?;
     if let Some(map) = result.as_object_mut() {
         map.insert("ok".into(), refusal.is_none().into());
         if let Some(refusal) = &refusal {

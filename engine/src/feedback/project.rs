@@ -152,3 +152,37 @@ pub(crate) fn render(event: &FeedbackEvent) -> Map<String, Value> {
         _ => Map::new(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use hookstate_schema::feedback::{JsonDoc, Style};
+    use hookstate_schema::ViewRow;
+
+    use super::*;
+
+    fn address(views: &mut BTreeMap<ViewKey, ViewRow>, request: u64) {
+        let doc =
+            JsonDoc { fields: vec![("requestedAt".into(), "\"t\"".into())], style: Style::Pretty };
+        apply(
+            views,
+            "moonshine:p",
+            request,
+            &FeedbackEvent::FileWritten { file: FileKind::Address, doc, request },
+        );
+    }
+
+    #[test]
+    fn a_drain_consumes_only_the_address_request_it_saw() {
+        let mut views = BTreeMap::new();
+        address(&mut views, 1);
+        address(&mut views, 2);
+        apply(&mut views, "moonshine:p", 3, &FeedbackEvent::AddressConsumed { request: 1 });
+        let key = doc_key("moonshine:p", FILE, "address");
+        assert_eq!(get_doc::<FileRow>(&views, &key).map(|r| r.request), Some(2));
+        apply(&mut views, "moonshine:p", 4, &FeedbackEvent::AddressConsumed { request: 2 });
+        assert!(get_doc::<FileRow>(&views, &key).is_none());
+        assert!(get_doc::<bool>(&views, &doc_key(INDEX_SCOPE, PROJECT, "p")).is_some());
+    }
+}

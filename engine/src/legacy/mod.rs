@@ -5,5 +5,5 @@
 //! Does not decide domain rules; the domain modules do.
 
 pub(crate) mod json;
-pub(crate) mod moonshine;
+pub mod moonshine;
 pub(crate) mod root;

@@ -25,6 +25,33 @@ pub(crate) const FILE_BYTES_MAX: usize = 48 * 1024;
 const INBOX: &str = ".feedback";
 const CLAIMING: &str = ".json.claiming.";
 
+/// What a moonshine home holds, parsed and checked, ready to be adopted by
+/// [`Engine::import_moonshine`]. Reading it touches no store.
+#[derive(Debug, Default)]
+pub struct MoonshineImport {
+    projects: Vec<Parsed>,
+}
+
+impl MoonshineImport {
+    /// Reads and checks every file of every project under `from` (or only `only`).
+    ///
+    /// # Errors
+    /// [`Error::UnsafePath`] for symlinks and unsafe directories, [`Error::Invalid`] for a file
+    /// that is not a valid record or would not be written back byte for byte, IO errors.
+    pub fn read(from: &Path, only: Option<&str>) -> Result<MoonshineImport> {
+        Ok(MoonshineImport { projects: parse_home(from, only)? })
+    }
+
+    /// A claim held right now by a live legacy process (`<id>.json.claiming.<pid>`), if any:
+    /// importing now could lose its write-back, so the import is refused.
+    #[must_use]
+    pub fn live_claim(&self) -> Option<(String, String)> {
+        self.projects
+            .iter()
+            .find_map(|p| p.live_claim.clone().map(|name| (p.project.clone(), name)))
+    }
+}
+
 /// What one project's directory holds, parsed.
 #[derive(Debug, Default)]
 struct Parsed {
@@ -150,29 +177,23 @@ fn refusal(reason: &'static str, message: String, project: &str) -> Refusal {
 }
 
 impl Engine {
-    /// Adopts the `.feedback/` inboxes under a moonshine home (every project, or `only`) as
-    /// events, one transaction per project, after every file of every project parsed.
+    /// Adopts parsed `.feedback/` inboxes as events, one transaction per project.
     ///
     /// # Errors
-    /// [`Error::UnsafePath`] for symlinks, [`Error::Invalid`] for a file that is not a valid
-    /// record or not reproducible byte for byte, IO and store errors. A project that already has
-    /// state, or a claim held by a live legacy process, is a refusal and nothing is written.
+    /// Store errors. A project that already has state, or a claim held by a live legacy process,
+    /// is a refusal and nothing more is written.
     pub fn import_moonshine(
         &self,
         call: &Call,
-        from: &Path,
-        only: Option<&str>,
+        import: MoonshineImport,
     ) -> Result<(Value, Option<Refusal>)> {
-        let parsed = parse_home(from, only)?;
-        if let Some(p) = parsed.iter().find(|p| p.live_claim.is_some()) {
-            let name = p.live_claim.clone().unwrap_or_default();
+        if let Some((project, name)) = import.live_claim() {
             let message =
-                format!("{name} of project {} is claimed by a live process; retry", p.project);
-            return Ok((
-                json!({ "imported": [] }),
-                Some(refusal("claim_in_progress", message, &p.project)),
-            ));
+                format!("{name} of project {project} is claimed by a live process; retry");
+            let refused = refusal("claim_in_progress", message, &project);
+            return Ok((json!({ "imported": [] }), Some(refused)));
         }
+        let parsed = import.projects;
         let mut done = Vec::new();
         for p in parsed {
             let call = Call { scope: format!("{SCOPE_PREFIX}{}", p.project), ..call.clone() };
