@@ -567,3 +567,77 @@ fn stop_hooks_and_ticks_racing_deliver_each_comment_once_and_lose_nothing() {
     assert_eq!(run(vec!["verify".into()], None).0, 0);
     drop(store);
 }
+
+#[test]
+fn a_mirror_stays_current_and_adopts_what_direct_writers_change() {
+    let store = Store::new();
+    let home = real_home(&store);
+    let mirror = home.to_str().unwrap().to_owned();
+    store.run(&["import", "--layout", "moonshine", "--from", &mirror]).expect(0);
+    let m = |args: &[&str]| {
+        let mut all = vec!["feedback", "--project", PROJECT, "--mirror", &mirror];
+        all.extend_from_slice(args);
+        store.run(&all)
+    };
+    let dir = inbox(&home);
+    // The web dev server creates a comment: the next call adopts it, the claim shows in the file.
+    let web = "{\n  \"id\": \"fb_web1\",\n  \"ts\": \"2026-11-29T22:00:00.000Z\",\n  \"project\": \
+               \"gradient-descent\",\n  \"status\": \"pending\",\n  \"target\": {\n    \"kind\": \
+               \"block\",\n    \"path\": \"a.md\"\n  },\n  \"comment\": \"New.\",\n  \"reply\": \
+               null,\n  \"deliveredAt\": null,\n  \"addressedAt\": null\n}\n";
+    std::fs::write(dir.join("fb_web1.json"), web).unwrap();
+    let claimed = m(&["--session", "s1", "claim", "--id", "fb_web1"]).expect(0).json();
+    let token = claimed["claimed"][0]["token"].as_u64().unwrap();
+    let file = std::fs::read_to_string(dir.join("fb_web1.json")).unwrap();
+    assert!(file.contains("\"status\": \"delivered\""), "{file}");
+    // A session records its reply by editing the file (reply-via files): adopted as a reply.
+    let replied = file
+        .replace("\"status\": \"delivered\"", "\"status\": \"addressed\"")
+        .replace("\"reply\": null", "\"reply\": \"Done.\"")
+        .replace("\"addressedAt\": null", "\"addressedAt\": \"2026-11-29T22:01:00Z\"");
+    std::fs::write(dir.join("fb_web1.json"), replied).unwrap();
+    // The web sets listen mode and asks for an address; a tick adopts both and consumes it.
+    let control = "{\n  \"mode\": \"paused\",\n  \"updatedAt\": \"2026-11-29T22:02:00.000Z\"\n}\n";
+    std::fs::write(dir.join("control.json"), control).unwrap();
+    std::fs::write(
+        dir.join("address.json"),
+        "{\n  \"requestedAt\": \"2026-11-29T22:02:01.000Z\"\n}\n",
+    )
+    .unwrap();
+    m(&["--session", "s1", "tick"]).expect(0);
+    let list = fb(&store, &["list"]).expect(0).json();
+    assert_eq!(list["mode"], "paused");
+    assert_eq!(list["address"], Value::Null);
+    assert!(!dir.join("address.json").exists(), "a consumed request stays in the mirror");
+    let shown = fb(&store, &["show", "fb_web1"]).expect(0).json();
+    assert_eq!(
+        (shown["record"]["reply"].as_str(), shown["token"].as_u64()),
+        (Some("Done."), Some(token))
+    );
+    // The web dismisses a comment: adopted.
+    let dismissed = std::fs::read_to_string(dir.join("fb_mii0k1q2_4x8c2d.json"))
+        .unwrap()
+        .replace("\"status\": \"delivered\"", "\"status\": \"dismissed\"");
+    std::fs::write(dir.join("fb_mii0k1q2_4x8c2d.json"), dismissed).unwrap();
+    m(&["heartbeat"]).expect(0);
+    assert_eq!(
+        fb(&store, &["show", "fb_mii0k1q2_4x8c2d"]).expect(0).json()["record"]["status"],
+        "dismissed"
+    );
+    // A reply written into a file the store already holds as dismissed is refused, not adopted.
+    let late = std::fs::read_to_string(dir.join("fb_mii0l7aa_0p3k9w.json"))
+        .unwrap()
+        .replace("\"status\": \"dismissed\"", "\"status\": \"addressed\"")
+        .replace("\"reply\": null", "\"reply\": \"Too late.\"");
+    std::fs::write(dir.join("fb_mii0l7aa_0p3k9w.json"), late).unwrap();
+    let head = || store.run(&["stats"]).expect(0).json()["head"].clone();
+    let before = head();
+    let refused = m(&["heartbeat"]).expect(1);
+    assert!(refused.stderr.contains("changed outside hookstate"), "{refused:?}");
+    assert_eq!(head(), before, "a refused adoption appended events");
+    assert_eq!(
+        fb(&store, &["show", "fb_mii0l7aa_0p3k9w"]).expect(0).json()["record"]["status"],
+        "dismissed"
+    );
+    store.run(&["verify"]).expect(0);
+}

@@ -56,11 +56,44 @@ fn holder(cli: &Cli, drain: &DrainArgs, session: Option<&str>) -> String {
         .unwrap_or_else(|| format!("pid-{}", std::process::id()))
 }
 
-fn mirror(engine: &Engine, to: Option<&PathBuf>, scope: &str) -> Result<(), CliError> {
+/// Keeps the mirror current after a call: writes what the store changed, leaving alone any file
+/// a direct writer changed since `seen` was read (the next call adopts it).
+fn mirror(
+    engine: &Engine,
+    to: Option<&PathBuf>,
+    scope: &str,
+    seen: Option<&MoonshineImport>,
+) -> Result<(), CliError> {
     if let (Some(to), Some(project)) = (to, scope.strip_prefix("moonshine:")) {
-        engine.export_moonshine(to, Some(project))?;
+        engine.export_moonshine(to, Some(project), seen)?;
     }
     Ok(())
+}
+
+/// Adopts what programs writing the mirror directly changed, before the verb runs; returns what
+/// the mirror held.
+fn adopt(
+    cli: &Cli,
+    engine: &Engine,
+    mirror: Option<&PathBuf>,
+    scope: Option<&str>,
+) -> Result<Option<MoonshineImport>, CliError> {
+    let Some(mirror) = mirror else {
+        return Ok(None);
+    };
+    let only = scope.and_then(|s| s.strip_prefix("moonshine:"));
+    let found = MoonshineImport::read_mirror(mirror, only)?;
+    let (mut result, refusal) = engine.adopt_moonshine(&call(cli, "mirror-adopt"), &found)?;
+    let Some(refusal) = refusal else {
+        return Ok(Some(found));
+    };
+    if let Some(map) = result.as_object_mut() {
+        map.insert("ok".into(), false.into());
+        map.insert("refused".into(), refusal.reason.into());
+        map.extend(refusal.details.clone());
+    }
+    print(cli.format, &result)?;
+    Err(CliError::Refused(refusal.message))
 }
 
 fn finish(cli: &Cli, outcome: &Outcome) -> Result<(), CliError> {
@@ -127,10 +160,9 @@ pub(crate) fn run(cli: &Cli, args: &FeedbackArgs) -> Result<(), CliError> {
     };
     let call = scoped_call(cli, hook, &scope);
     let engine = open(cli, Access::Write)?;
+    let seen = adopt(cli, &engine, args.mirror.as_ref(), Some(&scope))?;
     let outcome = act(&engine, &call)?;
-    if outcome.appended > 0 {
-        mirror(&engine, args.mirror.as_ref(), &scope)?;
-    }
+    mirror(&engine, args.mirror.as_ref(), &scope, seen.as_ref())?;
     finish(cli, &outcome)
 }
 
@@ -141,7 +173,7 @@ fn drain_all(
     scope: Option<String>,
     ask: &DrainAsk,
     session: Option<&str>,
-    mirror_to: Option<&PathBuf>,
+    mirror_to: Option<(&PathBuf, &MoonshineImport)>,
 ) -> Result<Vec<Value>, CliError> {
     let scopes = match scope {
         Some(scope) => vec![scope],
@@ -155,8 +187,8 @@ fn drain_all(
             call.actor.session = Some(session.to_owned());
         }
         let outcome = engine.feedback_drain(&call, ask)?;
-        if outcome.appended > 0 {
-            mirror(engine, mirror_to, &scope)?;
+        if let Some((to, seen)) = mirror_to {
+            mirror(engine, Some(to), &scope, Some(seen))?;
         }
         results.push(Value::Object(outcome.result));
     }
@@ -181,7 +213,9 @@ fn tick(
     };
     let engine = open(cli, Access::Write)?;
     let scope = scope_of(cli, args.project.as_ref());
-    let results = drain_all(cli, &engine, scope, &ask, session, args.mirror.as_ref())?;
+    let seen = adopt(cli, &engine, args.mirror.as_ref(), scope.as_deref())?;
+    let mirror_to = args.mirror.as_ref().zip(seen.as_ref());
+    let results = drain_all(cli, &engine, scope, &ask, session, mirror_to)?;
     let go_on = results.iter().any(|r| r["continue"].as_bool() == Some(true));
     let claimed: Vec<Value> = results
         .iter()
@@ -224,7 +258,9 @@ pub(crate) fn hook(cli: &Cli, verb: &HookVerb) -> Result<(), CliError> {
         interval_s: feedback::HEARTBEAT_INTERVAL_S_DEFAULT,
     };
     let engine = open(cli, Access::Write)?;
-    let results = drain_all(cli, &engine, None, &ask, session, mirror_to.as_ref())?;
+    let seen = adopt(cli, &engine, mirror_to.as_ref(), None)?;
+    let mirror_to = mirror_to.as_ref().zip(seen.as_ref());
+    let results = drain_all(cli, &engine, None, &ask, session, mirror_to)?;
     let via = match reply_via {
         ReplyVia::Hookstate => feedback::ReplyVia::Hookstate,
         ReplyVia::Files => feedback::ReplyVia::Files,
@@ -270,7 +306,7 @@ pub(crate) fn import(cli: &Cli, args: &ImportArgs) -> Result<(), CliError> {
 pub(crate) fn export(cli: &Cli, args: &ExportArgs) -> Result<(), CliError> {
     let Layout::Moonshine = args.layout;
     let engine = open(cli, Access::Read)?;
-    let mut result = engine.export_moonshine(&args.to, args.project.as_deref())?;
+    let mut result = engine.export_moonshine(&args.to, args.project.as_deref(), None)?;
     if let Some(map) = result.as_object_mut() {
         map.insert("ok".into(), true.into());
     }

@@ -7,7 +7,7 @@
 
 use std::path::Path;
 
-use hookstate_schema::feedback::{CommentRow, FeedbackEvent, FileKind, JsonDoc};
+use hookstate_schema::feedback::{CommentRow, FeedbackEvent, FileKind, FileRow, JsonDoc};
 use hookstate_schema::{validate_id, Body};
 use serde_json::{json, Value};
 
@@ -15,6 +15,7 @@ use crate::core::Refusal;
 use crate::doc::read_doc;
 use crate::engine::{Call, Engine, Plan};
 use crate::error::{Error, Result};
+use crate::feedback::rules::Inbox;
 use crate::feedback::{check_comment_id, project::SCOPE_PREFIX, read_inbox, MODES};
 use crate::legacy::json::{parse_doc, render, str_field};
 use crate::legacy::root::Root;
@@ -39,7 +40,40 @@ impl MoonshineImport {
     /// [`Error::UnsafePath`] for symlinks and unsafe directories, [`Error::Invalid`] for a file
     /// that is not a valid record or would not be written back byte for byte, IO errors.
     pub fn read(from: &Path, only: Option<&str>) -> Result<MoonshineImport> {
-        Ok(MoonshineImport { projects: parse_home(from, only)? })
+        Ok(MoonshineImport { projects: parse_home(from, only, false)? })
+    }
+
+    /// Reads a mirror the way [`MoonshineImport::read`] reads a home, except that a missing
+    /// home or project is empty rather than an error (the mirror is created by the first export).
+    ///
+    /// # Errors
+    /// As [`MoonshineImport::read`].
+    pub fn read_mirror(from: &Path, only: Option<&str>) -> Result<MoonshineImport> {
+        Root::open(from, true)?;
+        Ok(MoonshineImport { projects: parse_home(from, only, true)? })
+    }
+
+    /// The bytes of each file of `project` as read (`None` for a file that was absent), keyed by
+    /// file name; only names hookstate writes are listed.
+    fn files_of(&self, project: &str) -> std::collections::BTreeMap<String, Option<Vec<u8>>> {
+        let mut files = std::collections::BTreeMap::new();
+        for kind in FileKind::ALL {
+            files.insert(format!("{}.json", kind.stem()), None);
+        }
+        let Some(parsed) = self.projects.iter().find(|p| p.project == project) else {
+            return files;
+        };
+        for event in &parsed.events {
+            let (name, doc) = match event {
+                FeedbackEvent::CommentAdded { id, doc } => (format!("{id}.json"), doc),
+                FeedbackEvent::FileWritten { file, doc, .. } => {
+                    (format!("{}.json", file.stem()), doc)
+                }
+                _ => continue,
+            };
+            files.insert(name, Some(render(doc).into_bytes()));
+        }
+        files
     }
 
     /// A claim held right now by a live legacy process (`<id>.json.claiming.<pid>`), if any:
@@ -152,7 +186,7 @@ fn is_plain_file(root: &Root, name: &str) -> bool {
     std::fs::symlink_metadata(root.path().join(name)).is_ok_and(|m| m.file_type().is_file())
 }
 
-fn parse_home(from: &Path, only: Option<&str>) -> Result<Vec<Parsed>> {
+fn parse_home(from: &Path, only: Option<&str>, mirror: bool) -> Result<Vec<Parsed>> {
     let home = Root::open(from, false)?;
     let names = match only {
         Some(project) => vec![project.to_owned()],
@@ -162,6 +196,9 @@ fn parse_home(from: &Path, only: Option<&str>) -> Result<Vec<Parsed>> {
     for name in names {
         validate_id("project", &name)?;
         let Some(dir) = home.subdir(&name, false)? else {
+            if mirror {
+                continue;
+            }
             return Err(Error::invalid(format!("no project {name} under {}", from.display())));
         };
         let Some(inbox) = dir.subdir(INBOX, false)? else { continue };
@@ -231,11 +268,18 @@ impl Engine {
 
     /// Writes the legacy files of every project (or `only`) under `to`, byte for byte, through
     /// the safe writer; files whose bytes are already right are not rewritten. A consumed
-    /// address request removes `address.json`.
+    /// address request removes `address.json`. For a mirror, `seen` is what the mirror held when
+    /// its changes were adopted: a file changed since then (by a writer racing this call) is
+    /// left alone for the next adoption instead of being overwritten.
     ///
     /// # Errors
     /// [`Error::UnsafePath`], IO and store errors.
-    pub fn export_moonshine(&self, to: &Path, only: Option<&str>) -> Result<Value> {
+    pub fn export_moonshine(
+        &self,
+        to: &Path,
+        only: Option<&str>,
+        seen: Option<&MoonshineImport>,
+    ) -> Result<Value> {
         let projects = match only {
             Some(project) => vec![project.to_owned()],
             None => self.feedback_projects()?,
@@ -266,22 +310,160 @@ impl Engine {
             files.extend(
                 inbox.files.iter().map(|(kind, row)| (format!("{}.json", kind.stem()), &row.doc)),
             );
+            let before = seen.map(|seen| seen.files_of(project));
             for (name, doc) in files {
                 let bytes = render(doc);
-                if fb.read(&name, FILE_BYTES_MAX).ok().flatten().as_deref()
-                    == Some(bytes.as_bytes())
-                {
+                let current = fb.read(&name, FILE_BYTES_MAX).ok().flatten();
+                let raced =
+                    before.as_ref().is_some_and(|b| b.get(&name).unwrap_or(&None) != &current);
+                if current.as_deref() == Some(bytes.as_bytes()) || raced {
                     unchanged += 1;
                 } else {
                     fb.write(&name, bytes.as_bytes())?;
                     written += 1;
                 }
             }
-            if !inbox.files.contains_key(&FileKind::Address) {
-                fb.remove("address.json")?;
+            let address = "address.json".to_owned();
+            let current = fb.read(&address, FILE_BYTES_MAX).ok().flatten();
+            let raced =
+                before.as_ref().is_some_and(|b| b.get(&address).unwrap_or(&None) != &current);
+            if !inbox.files.contains_key(&FileKind::Address) && !raced {
+                fb.remove(&address)?;
             }
         }
         let projects: Vec<&String> = inboxes.iter().map(|(p, _)| p).collect();
         Ok(json!({ "projects": projects, "written": written, "unchanged": unchanged }))
+    }
+}
+
+/// What an external writer did to one comment file, judged against the store's record.
+fn adopt_comment(
+    id: &str,
+    file: &JsonDoc,
+    row: Option<&CommentRow>,
+) -> Result<Option<FeedbackEvent>, String> {
+    use crate::feedback::rules::{status, Status};
+    let Some(row) = row else {
+        return Ok(Some(FeedbackEvent::CommentAdded { id: id.into(), doc: file.clone() }));
+    };
+    if *file == row.doc {
+        return Ok(None);
+    }
+    let (from, to) = (status(&row.doc), status(file));
+    let conflict = || {
+        let state = str_field(&row.doc, "status").unwrap_or_default();
+        let found = str_field(file, "status").unwrap_or_default();
+        format!(
+            "{id}.json was changed outside hookstate ({found}) against a newer state in the store \
+             ({state}); export the store's version or undo the edit"
+        )
+    };
+    let mut expected = row.doc.clone();
+    let event = match (from, to) {
+        (Some(Status::Pending | Status::Delivered), Some(Status::Dismissed)) => {
+            expected.set("status", crate::legacy::json::string("dismissed"));
+            FeedbackEvent::CommentDismissed { id: id.into() }
+        }
+        (Some(Status::Delivered), Some(Status::Addressed)) => {
+            let reply = str_field(file, "reply").filter(|r| !r.trim().is_empty());
+            let (Some(reply), Some(at)) = (reply, str_field(file, "addressedAt")) else {
+                return Err(format!("{id}.json is addressed without a reply and an addressedAt"));
+            };
+            for (key, value) in [("status", "addressed"), ("addressedAt", &at), ("reply", &reply)] {
+                expected.set(key, crate::legacy::json::string(value));
+            }
+            FeedbackEvent::CommentReplied {
+                id: id.into(),
+                token: row.token,
+                reply,
+                addressed_at: at,
+            }
+        }
+        // The file is behind the store (an export will catch it up), not changed by someone.
+        (Some(Status::Pending), Some(Status::Pending | Status::Delivered))
+        | (Some(Status::Delivered), Some(Status::Pending | Status::Delivered))
+        | (
+            Some(Status::Addressed | Status::Dismissed),
+            Some(Status::Pending | Status::Delivered),
+        ) => return Ok(None),
+        _ => return Err(conflict()),
+    };
+    if expected != *file {
+        return Err(conflict());
+    }
+    Ok(Some(event))
+}
+
+/// Whether a web-written file (control, address) is newer than the store's copy.
+fn newer_file(kind: FileKind, file: &JsonDoc, row: Option<&FileRow>) -> bool {
+    let field = if kind == FileKind::Control { "updatedAt" } else { "requestedAt" };
+    let stamp =
+        |doc: &JsonDoc| str_field(doc, field).and_then(|t| crate::feedback::time::parse(&t));
+    match row {
+        None => true,
+        Some(row) if row.doc == *file => false,
+        Some(row) => stamp(file) >= stamp(&row.doc),
+    }
+}
+
+fn decide_adopt(inbox: &Inbox, parsed: &[FeedbackEvent]) -> Result<Vec<FeedbackEvent>, String> {
+    let mut events = Vec::new();
+    let mut requests = inbox.meta.requests;
+    for event in parsed {
+        match event {
+            FeedbackEvent::CommentAdded { id, doc } => {
+                let row = inbox.comments.iter().find(|(c, _)| c == id).map(|(_, r)| r);
+                events.extend(adopt_comment(id, doc, row)?);
+            }
+            FeedbackEvent::FileWritten { file, doc, .. }
+                if matches!(file, FileKind::Control | FileKind::Address)
+                    && newer_file(*file, doc, inbox.files.get(file)) =>
+            {
+                let request = if *file == FileKind::Address { requests + 1 } else { 0 };
+                requests = requests.max(request);
+                events.push(FeedbackEvent::FileWritten { file: *file, doc: doc.clone(), request });
+            }
+            _ => {}
+        }
+    }
+    Ok(events)
+}
+
+impl Engine {
+    /// Adopts changes that programs still writing the files directly (the web dev server, a
+    /// session editing a comment file) made to a mirror: new comments, dismissals, replies, a
+    /// new control mode or address request, as events. A file that is merely behind the store
+    /// is left for the next export; a change that conflicts with a newer state in the store is
+    /// refused and nothing is written.
+    ///
+    /// # Errors
+    /// Store errors.
+    pub fn adopt_moonshine(
+        &self,
+        call: &Call,
+        mirror: &MoonshineImport,
+    ) -> Result<(Value, Option<Refusal>)> {
+        let mut adopted = Vec::new();
+        for p in &mirror.projects {
+            let call = Call { scope: format!("{SCOPE_PREFIX}{}", p.project), ..call.clone() };
+            let outcome = self.write(&call, |txn| {
+                let inbox = read_inbox(txn, &call.scope)?;
+                Ok(match decide_adopt(&inbox, &p.events) {
+                    Ok(events) => Plan {
+                        events: events.into_iter().map(Body::Feedback).collect(),
+                        ..Plan::default()
+                    },
+                    Err(message) => Plan {
+                        refusal: Some(refusal("mirror_conflict", message, &p.project)),
+                        ..Plan::default()
+                    },
+                })
+            })?;
+            if let Some(refused) = outcome.refusal {
+                return Ok((json!({ "adopted": adopted }), Some(refused)));
+            }
+            adopted.push(json!({ "project": p.project, "events": outcome.appended }));
+        }
+        Ok((json!({ "adopted": adopted }), None))
     }
 }
