@@ -641,3 +641,24 @@ fn a_mirror_stays_current_and_adopts_what_direct_writers_change() {
     );
     store.run(&["verify"]).expect(0);
 }
+
+#[test]
+fn a_tick_says_whether_each_claimed_excerpt_is_still_in_its_source() {
+    let store = Store::new();
+    let home = scratch(&store).join("home");
+    let content = home.join(PROJECT).join("content/a");
+    std::fs::create_dir_all(&content).unwrap();
+    std::fs::write(content.join("b.md"), "Some text, η moved.").unwrap();
+    let t0 = FIXTURE_NOW_MS;
+    add(&store, t0, "Kept.");
+    fb(&store, &["control", "listen"]).expect(0);
+    let tick = |now: u64| {
+        let args = ["--now-ms", &at(now), "tick", "--moonshine-home", home.to_str().unwrap()];
+        fb(&store, &args).expect(0).json()
+    };
+    assert_eq!(tick(t0)["claimed"][0]["anchor_matches"], true);
+    std::fs::write(content.join("b.md"), "Text, η moved. Some").unwrap();
+    assert_eq!(tick(t0 + 300_000)["claimed"][0]["anchor_matches"], false);
+    std::fs::remove_file(content.join("b.md")).unwrap();
+    assert_eq!(tick(t0 + 600_000)["claimed"][0]["anchor_matches"], Value::Null);
+}

@@ -3,5 +3,6 @@
 #![allow(clippy::unwrap_used, reason = "integration tests fail loudly on any unexpected error")]
 
 mod corpus;
+mod feedback_model;
 mod model;
 mod store;

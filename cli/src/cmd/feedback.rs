@@ -7,6 +7,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use hookstate_engine::feedback::{self, ClaimAsk, DrainAsk, Pass};
+use hookstate_engine::legacy::moonshine::anchor_matches;
 use hookstate_engine::{Call, Engine, MoonshineImport, Outcome};
 use serde_json::{json, Value};
 
@@ -106,8 +107,8 @@ fn finish(cli: &Cli, outcome: &Outcome) -> Result<(), CliError> {
 
 pub(crate) fn run(cli: &Cli, args: &FeedbackArgs) -> Result<(), CliError> {
     let project = args.project.as_ref();
-    if let FeedbackVerb::Tick { drain, interval_s, .. } = &args.verb {
-        return tick(cli, args, drain, *interval_s);
+    if let FeedbackVerb::Tick { drain, interval_s, moonshine_home: home } = &args.verb {
+        return tick(cli, args, drain, *interval_s, &moonshine_home(home.as_ref()));
     }
     let scope = need_scope(cli, project)?;
     let read = |f: &dyn Fn(&Engine) -> hookstate_engine::Result<Value>| -> Result<(), CliError> {
@@ -200,6 +201,7 @@ fn tick(
     args: &FeedbackArgs,
     drain: &DrainArgs,
     interval_s: u64,
+    home: &Path,
 ) -> Result<(), CliError> {
     if switched_off() {
         return print(cli.format, &json!({ "ok": true, "disabled": true, "continue": false }));
@@ -222,6 +224,8 @@ fn tick(
         .flat_map(|r| {
             let project = r["project"].clone();
             r["claimed"].as_array().cloned().unwrap_or_default().into_iter().map(move |mut c| {
+                let name = project.as_str().unwrap_or_default();
+                c["anchor_matches"] = anchor_matches(home, name, &c["target"]).into();
                 c["project"] = project.clone();
                 c
             })

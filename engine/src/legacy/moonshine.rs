@@ -467,3 +467,49 @@ impl Engine {
         Ok((json!({ "adopted": adopted }), None))
     }
 }
+
+/// A source file a comment targets: big articles fit, a runaway file is not read whole.
+pub(crate) const CONTENT_BYTES_MAX: usize = 4 * 1024 * 1024;
+/// Directory levels of a `target.path` under `content/`.
+const CONTENT_DEPTH_MAX: usize = 16;
+
+fn read_content(home: &Path, project: &str, path: &str) -> Result<Option<Vec<u8>>> {
+    let parts: Vec<&str> = path.split('/').collect();
+    if parts.len() > CONTENT_DEPTH_MAX {
+        return Ok(None);
+    }
+    let Some((file, dirs)) = parts.split_last() else {
+        return Ok(None);
+    };
+    let Some(mut dir) = Root::open(home, false)?.subdir(project, false)? else {
+        return Ok(None);
+    };
+    for name in std::iter::once(&"content").chain(dirs) {
+        match dir.subdir(name, false)? {
+            Some(next) => dir = next,
+            None => return Ok(None),
+        }
+    }
+    dir.read(file, CONTENT_BYTES_MAX)
+}
+
+/// Whether a claimed comment's `excerpt` is still where the comment points: inside
+/// `content/<path>` within `range` (`[start, end)` in UTF-16 code units, as the web's offsets
+/// are), or anywhere in the file without a range. `None` when the file or the excerpt is missing
+/// or unreadable. The excerpt is checked, not `anchorHash`, whose FNV-1a variant is unknown.
+#[must_use]
+pub fn anchor_matches(home: &Path, project: &str, target: &Value) -> Option<bool> {
+    let path = target["path"].as_str()?;
+    let excerpt = target["excerpt"].as_str().filter(|e| !e.is_empty())?;
+    let bytes = read_content(home, project, path).ok().flatten()?;
+    let text = String::from_utf8(bytes).ok()?;
+    let Some(range) = target["range"].as_array() else {
+        return Some(text.contains(excerpt));
+    };
+    let bound =
+        |i: usize| range.get(i).and_then(Value::as_u64).and_then(|n| usize::try_from(n).ok());
+    let (start, end) = (bound(0)?, bound(1)?);
+    let units: Vec<u16> = text.encode_utf16().collect();
+    let slice = units.get(start..end.min(units.len()))?;
+    Some(String::from_utf16_lossy(slice).contains(excerpt))
+}
