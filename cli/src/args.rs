@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use hookstate_engine::feedback::{HEARTBEAT_INTERVAL_S_DEFAULT, STALE_DELIVERED_MS_DEFAULT};
 use hookstate_engine::limits::{DELIVERIES_DEFAULT, LEASE_MS_DEFAULT, WAIT_MS_DEFAULT};
 
 const ABOUT: &str = "\
@@ -365,7 +366,7 @@ pub(crate) struct FeedbackArgs {
 #[derive(Debug, Args)]
 pub(crate) struct DrainArgs {
     /// A delivered comment may be claimed again once its deliveredAt is this old.
-    #[arg(long, default_value_t = 300)]
+    #[arg(long, default_value_t = STALE_DELIVERED_MS_DEFAULT / 1000)]
     pub(crate) stale_after_s: u64,
     /// Holder name [default: the session, else pid-<pid>].
     #[arg(long)]
@@ -439,7 +440,7 @@ pub(crate) enum FeedbackVerb {
         #[arg(long, value_parser = ["accumulate", "listen", "paused", "stopped"])]
         mode: Option<String>,
         /// The listener's interval.
-        #[arg(long, default_value_t = 90)]
+        #[arg(long, default_value_t = HEARTBEAT_INTERVAL_S_DEFAULT)]
         interval_s: u64,
     },
     /// One listener tick (moonshine-listen) for --project, or every project: manifest, control,
@@ -448,7 +449,7 @@ pub(crate) enum FeedbackVerb {
         #[command(flatten)]
         drain: DrainArgs,
         /// The listener's interval, written into the heartbeat.
-        #[arg(long, default_value_t = 90)]
+        #[arg(long, default_value_t = HEARTBEAT_INTERVAL_S_DEFAULT)]
         interval_s: u64,
         /// The moonshine home, to check each claimed comment's excerpt against its source file.
         #[arg(long, env = "MOONSHINE_HOME")]
