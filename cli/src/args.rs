@@ -354,7 +354,8 @@ pub(crate) struct FeedbackArgs {
     /// The moonshine project: sets the scope to moonshine:<project>.
     #[arg(long, global = true)]
     pub(crate) project: Option<String>,
-    /// Keep this moonshine home's `.feedback/` files current after every change (an export).
+    /// A moonshine home whose `.feedback/` files are kept current after every change, and whose
+    /// direct writers' changes (web server, file edits) are adopted first.
     #[arg(long, global = true, env = "HOOKSTATE_MIRROR", value_name = "DIR")]
     pub(crate) mirror: Option<PathBuf>,
     /// The verb.

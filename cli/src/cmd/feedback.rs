@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use hookstate_engine::feedback::{self, ClaimAsk, DrainAsk, Pass};
 use hookstate_engine::legacy::moonshine::anchor_matches;
-use hookstate_engine::{Call, Engine, MoonshineImport, Outcome};
+use hookstate_engine::{Call, Engine, MoonshineImport, Outcome, Refusal};
 use serde_json::{json, Value};
 
 use crate::args::{
@@ -85,15 +85,20 @@ fn adopt(
     let only = scope.and_then(|s| s.strip_prefix("moonshine:"));
     let found = MoonshineImport::read_mirror(mirror, only)?;
     let (mut result, refusal) = engine.adopt_moonshine(&call(cli, "mirror-adopt"), &found)?;
-    let Some(refusal) = refusal else {
-        return Ok(Some(found));
-    };
+    match refusal {
+        None => Ok(Some(found)),
+        Some(refusal) => refused(cli, &mut result, refusal).map(|()| None),
+    }
+}
+
+/// Prints a multi-project result with its refusal, and exits 1 (`Refused`).
+fn refused(cli: &Cli, result: &mut Value, refusal: Refusal) -> Result<(), CliError> {
     if let Some(map) = result.as_object_mut() {
         map.insert("ok".into(), false.into());
         map.insert("refused".into(), refusal.reason.into());
-        map.extend(refusal.details.clone());
+        map.extend(refusal.details);
     }
-    print(cli.format, &result)?;
+    print(cli.format, result)?;
     Err(CliError::Refused(refusal.message))
 }
 
@@ -293,18 +298,13 @@ pub(crate) fn import(cli: &Cli, args: &ImportArgs) -> Result<(), CliError> {
     }
     let engine = open(cli, Access::Write)?;
     let (mut result, refusal) = engine.import_moonshine(&call, import)?;
+    if let Some(refusal) = refusal {
+        return refused(cli, &mut result, refusal);
+    }
     if let Some(map) = result.as_object_mut() {
-        map.insert("ok".into(), refusal.is_none().into());
-        if let Some(refusal) = &refusal {
-            map.insert("refused".into(), refusal.reason.into());
-            map.extend(refusal.details.clone());
-        }
+        map.insert("ok".into(), true.into());
     }
-    print(cli.format, &result)?;
-    match refusal {
-        Some(refusal) => Err(CliError::Refused(refusal.message)),
-        None => Ok(()),
-    }
+    print(cli.format, &result)
 }
 
 pub(crate) fn export(cli: &Cli, args: &ExportArgs) -> Result<(), CliError> {

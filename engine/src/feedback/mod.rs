@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 
 use hookstate_schema::feedback::{CommentRow, FeedbackEvent, FileKind, FileRow, JsonDoc, Style};
 use hookstate_schema::{validate_id, Body};
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 use crate::doc::{read_doc, read_docs};
 use crate::engine::{validate_call, Call, Engine, Outcome, Plan};
@@ -137,11 +137,7 @@ pub(crate) fn read_inbox(txn: &dyn ReadTxn, scope: &str) -> Result<Inbox> {
 }
 
 fn one(event: FeedbackEvent, result: Value) -> Plan {
-    let result = match result {
-        Value::Object(map) => map,
-        _ => Map::new(),
-    };
-    Plan { events: vec![Body::Feedback(event)], result, refusal: None }
+    Plan { events: vec![Body::Feedback(event)], result: crate::core::fields(result), refusal: None }
 }
 
 /// What a `feedback claim` asks for.

@@ -147,10 +147,7 @@ pub(crate) fn render(event: &FeedbackEvent) -> Map<String, Value> {
         }),
         FeedbackEvent::AddressConsumed { request } => json!({ "consumed": request }),
     };
-    match value {
-        Value::Object(map) => map,
-        _ => Map::new(),
-    }
+    crate::core::fields(value)
 }
 
 #[cfg(test)]

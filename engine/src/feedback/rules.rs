@@ -11,9 +11,9 @@ use hookstate_schema::feedback::{
     CommentRow, FeedbackEvent, FileKind, FileRow, JsonDoc, ProjectMeta, Style,
 };
 use hookstate_schema::Body;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
-use crate::core::Refusal;
+use crate::core::fields;
 use crate::engine::Plan;
 use crate::feedback::time;
 use crate::legacy::json::{self as legacy_json, str_field};
@@ -73,18 +73,7 @@ pub(crate) fn eligible(row: &CommentRow, now_ms: u64, stale_ms: u64) -> bool {
 }
 
 fn refuse(reason: &'static str, message: String, details: Value) -> Plan {
-    let details = match details {
-        Value::Object(map) => map,
-        _ => Map::new(),
-    };
-    Plan { refusal: Some(Refusal { reason, message, details }), ..Plan::default() }
-}
-
-fn fields(value: Value) -> Map<String, Value> {
-    match value {
-        Value::Object(map) => map,
-        _ => Map::new(),
-    }
+    Plan::from(crate::core::refuse(reason, message, details))
 }
 
 /// What a claimer is told about one claimed comment.
