@@ -138,7 +138,8 @@ pub(crate) fn render(event: &FeedbackEvent) -> Map<String, Value> {
             "deliveredAt": delivered_at,
         }),
         FeedbackEvent::CommentReplied { id, token, reply, addressed_at } => json!({
-            "id": id, "token": token, "reply": reply, "addressedAt": addressed_at,
+            "id": id, "status": "addressed", "token": token, "reply": reply,
+            "addressedAt": addressed_at,
         }),
         FeedbackEvent::CommentDismissed { id } => json!({ "id": id, "status": "dismissed" }),
         FeedbackEvent::FileWritten { file, doc, request } => json!({

@@ -16,7 +16,7 @@ use crate::doc::read_doc;
 use crate::engine::{Call, Engine, Plan};
 use crate::error::{Error, Result};
 use crate::feedback::rules::Inbox;
-use crate::feedback::{check_comment_id, project::SCOPE_PREFIX, read_inbox, MODES};
+use crate::feedback::{check_comment_id, project::SCOPE_PREFIX, read_inbox, COMMENTS_MAX, MODES};
 use crate::legacy::json::{parse_doc, render, str_field};
 use crate::legacy::root::Root;
 
@@ -178,6 +178,14 @@ fn parse_project(project: &str, inbox: &Root) -> Result<Parsed> {
         } else {
             parsed.ignored.push(name.clone());
         }
+    }
+    let comments =
+        parsed.events.iter().filter(|e| matches!(e, FeedbackEvent::CommentAdded { .. })).count();
+    if comments > COMMENTS_MAX {
+        let path = inbox.path().display();
+        return Err(Error::invalid(format!(
+            "{path} holds {comments} comments, limit is {COMMENTS_MAX}"
+        )));
     }
     Ok(parsed)
 }
