@@ -662,3 +662,22 @@ fn a_tick_says_whether_each_claimed_excerpt_is_still_in_its_source() {
     std::fs::remove_file(content.join("b.md")).unwrap();
     assert_eq!(tick(t0 + 600_000)["claimed"][0]["anchor_matches"], Value::Null);
 }
+
+#[test]
+fn spec_written_files_round_trip_both_ways() {
+    let store = Store::new();
+    let home = scratch(&store).join("spec");
+    let spec =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/legacy/moonshine-spec");
+    copy_dir(&spec.join("home"), &home);
+    store.run(&["import", "--layout", "moonshine", "--from", home.to_str().unwrap()]).expect(0);
+    let out = scratch(&store).join("spec-out");
+    store.run(&["export", "--layout", "moonshine", "--to", out.to_str().unwrap()]).expect(0);
+    assert_eq!(tree(&out), tree(&home));
+    let second = Store::new();
+    second.run(&["import", "--layout", "moonshine", "--from", out.to_str().unwrap()]).expect(0);
+    let list =
+        |s: &Store| s.run(&["feedback", "--project", "attention-heads", "list"]).expect(0).json();
+    assert_eq!(list(&second), list(&store));
+    assert_eq!(list(&store)["heartbeat"]["lastDrainedAt"], "2026-09-14T09:20:00Z");
+}
