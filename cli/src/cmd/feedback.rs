@@ -266,16 +266,50 @@ pub(crate) fn hook(cli: &Cli, verb: &HookVerb) -> Result<(), CliError> {
         stale_ms: drain.stale_after_s.saturating_mul(1000),
         interval_s: feedback::HEARTBEAT_INTERVAL_S_DEFAULT,
     };
+    if mirror_to.is_none() {
+        if let Some(results) = idle_stop(cli, &ask, session)? {
+            return print_stop(&results, home.as_ref(), *reply_via);
+        }
+    }
     let engine = open(cli, Access::Write)?;
     let seen = adopt(cli, &engine, mirror_to.as_ref(), None)?;
     let mirror_to = mirror_to.as_ref().zip(seen.as_ref());
     let results = drain_all(cli, &engine, None, &ask, session, mirror_to)?;
+    print_stop(&results, home.as_ref(), *reply_via)
+}
+
+/// Every project's Stop pass decided on a read-only open, when none of them has anything to
+/// append (the common case); `None` when one has, and the store must be opened for writing.
+fn idle_stop(
+    cli: &Cli,
+    ask: &DrainAsk,
+    session: Option<&str>,
+) -> Result<Option<Vec<Value>>, CliError> {
+    let engine = open(cli, Access::Read)?;
+    let mut results = Vec::new();
+    for project in engine.feedback_projects()? {
+        let mut call = scoped_call(cli, "Stop", &format!("moonshine:{project}"));
+        call.actor.session = session.map(str::to_owned);
+        match engine.feedback_drain_idle(&call, ask)? {
+            Some(outcome) => results.push(Value::Object(outcome.result)),
+            None => return Ok(None),
+        }
+    }
+    Ok(Some(results))
+}
+
+/// Prints what the upstream Stop hook prints for these results: nothing, or the block object.
+fn print_stop(
+    results: &[Value],
+    home: Option<&PathBuf>,
+    reply_via: ReplyVia,
+) -> Result<(), CliError> {
     let via = match reply_via {
         ReplyVia::Hookstate => feedback::ReplyVia::Hookstate,
         ReplyVia::Files => feedback::ReplyVia::Files,
     };
-    let home = moonshine_home(home.as_ref());
-    let Some(text) = feedback::stop_reason(&results, &home.display().to_string(), via) else {
+    let home = moonshine_home(home);
+    let Some(text) = feedback::stop_reason(results, &home.display().to_string(), via) else {
         return Ok(());
     };
     let mut out = std::io::stdout().lock();

@@ -372,6 +372,35 @@ impl Engine {
         Ok(outcome)
     }
 
+    /// The outcome of a drain pass that would append nothing, decided on a read snapshot (so it
+    /// works on a read-only store); `None` when the pass has work to do and must run through
+    /// [`Engine::feedback_drain`]. Most Stop hook calls find nothing to deliver, and this lets
+    /// them skip opening the store for writing.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for bad input; store errors.
+    pub fn feedback_drain_idle(&self, call: &Call, ask: &DrainAsk) -> Result<Option<Outcome>> {
+        validate_call(call)?;
+        let project = project_of(&call.scope)?.to_owned();
+        validate_id("holder", &ask.holder)?;
+        let who = Claimer {
+            holder: &ask.holder,
+            session: call.actor.session.as_deref(),
+            now_ms: call.now_ms,
+            stale_ms: ask.stale_ms,
+        };
+        let txn = self.begin_read()?;
+        let inbox = read_inbox(&*txn, &call.scope)?;
+        let plan = rules::decide_drain(&inbox, ask.pass, &who, ask.interval_s);
+        if !plan.events.is_empty() {
+            return Ok(None);
+        }
+        let mut result = plan.result;
+        result.insert("project".into(), Value::String(project));
+        let head = crate::engine::read_head(&*txn)?;
+        Ok(Some(Outcome { result, refusal: None, head, appended: 0, replayed: false }))
+    }
+
     /// Every project with feedback state, in name order.
     ///
     /// # Errors
