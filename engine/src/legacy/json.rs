@@ -210,6 +210,42 @@ mod tests {
         }
     }
 
+    fn json_value() -> impl proptest::strategy::Strategy<Value = serde_json::Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(serde_json::Value::Null),
+            any::<bool>().prop_map(serde_json::Value::from),
+            any::<i64>().prop_map(serde_json::Value::from),
+            any::<String>().prop_map(serde_json::Value::from),
+        ];
+        leaf.prop_recursive(3, 24, 4, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(serde_json::Value::from),
+                proptest::collection::btree_map(any::<String>(), inner, 0..4)
+                    .prop_map(|m| serde_json::Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..256)) {
+            let _ = parse_doc("fuzz.json", &bytes);
+        }
+
+        #[test]
+        fn pretty_and_compact_objects_round_trip(
+            fields in proptest::collection::btree_map(proptest::prelude::any::<String>(), json_value(), 0..6)
+        ) {
+            let object = serde_json::Value::Object(fields.into_iter().collect());
+            for text in [serde_json::to_string_pretty(&object).unwrap(), object.to_string()] {
+                let text = format!("{text}\n");
+                let doc = parse_doc("t.json", text.as_bytes()).unwrap();
+                proptest::prop_assert_eq!(render(&doc), text);
+            }
+        }
+    }
+
     #[test]
     fn set_keeps_position_and_appends_new_keys() {
         let mut doc = parse_doc("t.json", b"{\"a\":1,\"b\":2}\n").unwrap();
