@@ -681,3 +681,32 @@ fn spec_written_files_round_trip_both_ways() {
     assert_eq!(list(&second), list(&store));
     assert_eq!(list(&store)["heartbeat"]["lastDrainedAt"], "2026-09-14T09:20:00Z");
 }
+
+#[test]
+fn bad_feedback_input_is_refused_before_the_store_is_created() {
+    let store = Store::new();
+    let target = r#"{"kind":"block","path":"a.md"}"#;
+    let cases: [&[&str]; 7] = [
+        &["feedback", "--project", "p", "reply", "fb_x", "--token", "1", "two\nlines"],
+        &["feedback", "--project", "p", "reply", "../x", "--token", "1", "ok"],
+        &["feedback", "--project", "p/..", "dismiss", "fb_x"],
+        &[
+            "feedback",
+            "--project",
+            "p",
+            "add",
+            "--target",
+            r#"{"kind":"block","path":"../../x"}"#,
+            "c",
+        ],
+        &["feedback", "--project", "p", "add", "--target", target, "   "],
+        &["feedback", "--project", "p", "control", "listen", "--for-session", "a b"],
+        &["feedback", "--project", "p", "tick", "--interval-s", "0"],
+    ];
+    for args in cases {
+        store.run(args).expect(3);
+    }
+    store.run_with_stdin(&["hook", "stop"], Some(b"not json")).expect(3);
+    store.run(&["feedback", "--project", "p", "claim", "--holder=-x"]).expect(3);
+    assert!(!store.db().exists(), "bad input created the store");
+}

@@ -6,8 +6,9 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use hookstate_engine::feedback::{self, ClaimAsk, DrainAsk, Pass};
+use hookstate_engine::feedback::{self, ClaimAsk, DrainAsk, Input, Pass};
 use hookstate_engine::legacy::moonshine::anchor_matches;
+use hookstate_engine::schema::validate_id;
 use hookstate_engine::{Call, Engine, MoonshineImport, Outcome, Refusal};
 use serde_json::{json, Value};
 
@@ -124,52 +125,84 @@ pub(crate) fn run(cli: &Cli, args: &FeedbackArgs) -> Result<(), CliError> {
         }
         print(cli.format, &value)
     };
-    let (hook, act): (&str, Box<Mutation<'_>>) = match &args.verb {
+    let claim_ask: ClaimAsk;
+    let add_comment: String;
+    let (hook, input, act): (&str, Input<'_>, Box<Mutation<'_>>) = match &args.verb {
         FeedbackVerb::List => return read(&|e| e.feedback_list(&scope)),
         FeedbackVerb::Show { id } => return read(&|e| e.feedback_show(&scope, id)),
         FeedbackVerb::Add { target, comment, source } => {
-            let comment = match (comment, source.stdin) {
+            add_comment = match (comment, source.stdin) {
                 (Some(text), false) => text.clone(),
                 (None, true) => read_stdin()?,
                 _ => return Err(CliError::Usage("give the comment or --stdin, not both".into())),
             };
-            ("feedback-add", Box::new(move |e, c| e.feedback_add(c, target, &comment)))
+            let comment = &add_comment;
+            let input = Input::Add { target, comment };
+            ("feedback-add", input, Box::new(move |e, c| e.feedback_add(c, target, comment)))
         }
         FeedbackVerb::Claim { id, all, drain } => {
-            let ask = ClaimAsk {
+            claim_ask = ClaimAsk {
                 holder: holder(cli, drain, None),
                 id: id.clone(),
                 all: *all,
                 stale_ms: drain.stale_after_s.saturating_mul(1000),
             };
-            ("feedback-claim", Box::new(move |e, c| e.feedback_claim(c, &ask)))
+            let ask = &claim_ask;
+            ("feedback-claim", Input::Claim(ask), Box::new(move |e, c| e.feedback_claim(c, ask)))
         }
         FeedbackVerb::Reply { id, token, reply } => {
-            ("feedback-reply", Box::new(move |e, c| e.feedback_reply(c, id, *token, reply)))
+            let input = Input::Reply { id, reply };
+            ("feedback-reply", input, Box::new(move |e, c| e.feedback_reply(c, id, *token, reply)))
         }
-        FeedbackVerb::Dismiss { id } => {
-            ("feedback-dismiss", Box::new(move |e, c| e.feedback_dismiss(c, id)))
-        }
+        FeedbackVerb::Dismiss { id } => (
+            "feedback-dismiss",
+            Input::Dismiss { id },
+            Box::new(move |e, c| e.feedback_dismiss(c, id)),
+        ),
         FeedbackVerb::Control { mode, for_session } => (
             "feedback-control",
+            Input::Control { mode, session: for_session.as_deref() },
             Box::new(move |e, c| e.feedback_control(c, mode, for_session.as_deref())),
         ),
         FeedbackVerb::Address { for_session } => (
             "feedback-address",
+            Input::Address { session: for_session.as_deref() },
             Box::new(move |e, c| e.feedback_address(c, for_session.as_deref())),
         ),
         FeedbackVerb::Heartbeat { mode, interval_s } => (
             "feedback-heartbeat",
+            Input::Heartbeat { mode: mode.as_deref(), interval_s: *interval_s },
             Box::new(move |e, c| e.feedback_heartbeat(c, mode.as_deref(), *interval_s)),
         ),
         FeedbackVerb::Tick { .. } => return Ok(()),
     };
     let call = scoped_call(cli, hook, &scope);
+    // Bad input is refused before the store is opened (or created).
+    feedback::check(&call, &input)?;
     let engine = open(cli, Access::Write)?;
     let seen = adopt(cli, &engine, args.mirror.as_ref(), Some(&scope))?;
     let outcome = act(&engine, &call)?;
     mirror(&engine, args.mirror.as_ref(), &scope, seen.as_ref())?;
     finish(cli, &outcome)
+}
+
+/// Checks a drain's holder, session and window before the store is opened.
+fn check_drain(ask: &DrainAsk, session: Option<&str>) -> Result<(), CliError> {
+    let invalid = |e: hookstate_engine::schema::IdError| CliError::Invalid(e.to_string());
+    validate_id("holder", &ask.holder).map_err(invalid)?;
+    session.map_or(Ok(()), |s| validate_id("session", s)).map_err(invalid)?;
+    if ask.interval_s == 0 || ask.interval_s > feedback::INTERVAL_S_MAX {
+        let max = feedback::INTERVAL_S_MAX;
+        return Err(CliError::Invalid(format!(
+            "interval {} s is outside 1..={max}",
+            ask.interval_s
+        )));
+    }
+    if ask.stale_ms > feedback::STALE_MS_MAX {
+        let max = feedback::STALE_MS_MAX;
+        return Err(CliError::Invalid(format!("stale window {} ms is over {max}", ask.stale_ms)));
+    }
+    Ok(())
 }
 
 /// Drains every project (or one) as `pass`; returns each project's result.
@@ -218,6 +251,7 @@ fn tick(
         stale_ms: drain.stale_after_s.saturating_mul(1000),
         interval_s,
     };
+    check_drain(&ask, session)?;
     let engine = open(cli, Access::Write)?;
     let scope = scope_of(cli, args.project.as_ref());
     let seen = adopt(cli, &engine, args.mirror.as_ref(), scope.as_deref())?;
@@ -266,6 +300,7 @@ pub(crate) fn hook(cli: &Cli, verb: &HookVerb) -> Result<(), CliError> {
         stale_ms: drain.stale_after_s.saturating_mul(1000),
         interval_s: feedback::HEARTBEAT_INTERVAL_S_DEFAULT,
     };
+    check_drain(&ask, session)?;
     if mirror_to.is_none() {
         if let Some(results) = idle_stop(cli, &ask, session)? {
             return print_stop(&results, home.as_ref(), *reply_via);

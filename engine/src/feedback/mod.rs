@@ -173,15 +173,118 @@ fn check_stale(stale_ms: u64) -> Result<()> {
     Ok(())
 }
 
+/// A feedback mutation's input, checked by [`check`] before any store is opened.
+#[derive(Debug, Clone, Copy)]
+pub enum Input<'a> {
+    /// `feedback add`.
+    Add {
+        /// The target JSON.
+        target: &'a str,
+        /// The comment text.
+        comment: &'a str,
+    },
+    /// `feedback claim`.
+    Claim(&'a ClaimAsk),
+    /// `feedback reply`.
+    Reply {
+        /// Comment id.
+        id: &'a str,
+        /// The reply line.
+        reply: &'a str,
+    },
+    /// `feedback dismiss`.
+    Dismiss {
+        /// Comment id.
+        id: &'a str,
+    },
+    /// `feedback control`.
+    Control {
+        /// The mode.
+        mode: &'a str,
+        /// The session named.
+        session: Option<&'a str>,
+    },
+    /// `feedback address`.
+    Address {
+        /// The session named.
+        session: Option<&'a str>,
+    },
+    /// `feedback heartbeat`.
+    Heartbeat {
+        /// The mode reported.
+        mode: Option<&'a str>,
+        /// The interval.
+        interval_s: u64,
+    },
+    /// A drain pass (Stop hook, tick).
+    Drain(&'a DrainAsk),
+}
+
+fn check_interval(interval_s: u64) -> Result<()> {
+    if interval_s == 0 || interval_s > INTERVAL_S_MAX {
+        return Err(Error::invalid(format!(
+            "interval {interval_s} s is outside 1..={INTERVAL_S_MAX}"
+        )));
+    }
+    Ok(())
+}
+
+fn check_mode(mode: &str) -> Result<()> {
+    if MODES.contains(&mode) {
+        Ok(())
+    } else {
+        Err(Error::invalid(format!("mode {mode:?} is not one of {MODES:?}")))
+    }
+}
+
+/// Checks a call and a feedback input against every id rule and limit without touching a store,
+/// so that bad input is refused before anything is opened.
+///
+/// # Errors
+/// [`Error::Invalid`] naming the first broken rule.
+pub fn check(call: &Call, input: &Input<'_>) -> Result<()> {
+    validate_call(call)?;
+    project_of(&call.scope)?;
+    match *input {
+        Input::Add { target, comment } => {
+            check_text("comment", comment, COMMENT_BYTES_MAX, false)?;
+            check_target(target).map(|_| ())
+        }
+        Input::Claim(ask) => {
+            validate_id("holder", &ask.holder)?;
+            ask.id.as_deref().map_or(Ok(()), check_comment_id)?;
+            check_stale(ask.stale_ms)
+        }
+        Input::Reply { id, reply } => {
+            check_comment_id(id)?;
+            check_text("reply", reply, REPLY_BYTES_MAX, true)
+        }
+        Input::Dismiss { id } => check_comment_id(id),
+        Input::Control { mode, session } => {
+            check_session(session)?;
+            check_mode(mode)
+        }
+        Input::Address { session } => check_session(session),
+        Input::Heartbeat { mode, interval_s } => {
+            mode.map_or(Ok(()), check_mode)?;
+            check_interval(interval_s)
+        }
+        Input::Drain(ask) => {
+            validate_id("holder", &ask.holder)?;
+            check_interval(ask.interval_s)?;
+            check_stale(ask.stale_ms)
+        }
+    }
+}
+
 impl Engine {
     /// Adds a pending comment in the web's format and returns its id.
     ///
     /// # Errors
     /// [`Error::Invalid`] for a bad scope, target or comment; store errors.
     pub fn feedback_add(&self, call: &Call, target: &str, comment: &str) -> Result<Outcome> {
-        validate_call(call)?;
+        check(call, &Input::Add { target, comment })?;
         let project = project_of(&call.scope)?.to_owned();
-        check_text("comment", comment, COMMENT_BYTES_MAX, false)?;
         let target = check_target(target)?;
         let id = new_comment_id(call.now_ms)?;
         let doc = JsonDoc {
@@ -212,13 +315,7 @@ impl Engine {
     /// [`Error::Invalid`] for bad input; store errors. A named comment that is not eligible is a
     /// refusal.
     pub fn feedback_claim(&self, call: &Call, ask: &ClaimAsk) -> Result<Outcome> {
-        validate_call(call)?;
-        project_of(&call.scope)?;
-        validate_id("holder", &ask.holder)?;
-        check_stale(ask.stale_ms)?;
-        if let Some(id) = &ask.id {
-            check_comment_id(id)?;
-        }
+        check(call, &Input::Claim(ask))?;
         let who = Claimer {
             holder: &ask.holder,
             session: call.actor.session.as_deref(),
@@ -243,10 +340,7 @@ impl Engine {
         token: u64,
         reply: &str,
     ) -> Result<Outcome> {
-        validate_call(call)?;
-        project_of(&call.scope)?;
-        check_comment_id(id)?;
-        check_text("reply", reply, REPLY_BYTES_MAX, true)?;
+        check(call, &Input::Reply { id, reply })?;
         self.write(call, |txn| {
             let row = read_doc::<CommentRow>(txn, &call.scope, COMMENT, id)?;
             Ok(rules::decide_reply(id, row.as_ref(), token, reply, call.now_ms))
@@ -258,9 +352,7 @@ impl Engine {
     /// # Errors
     /// [`Error::Invalid`] for bad input; store errors.
     pub fn feedback_dismiss(&self, call: &Call, id: &str) -> Result<Outcome> {
-        validate_call(call)?;
-        project_of(&call.scope)?;
-        check_comment_id(id)?;
+        check(call, &Input::Dismiss { id })?;
         self.write(call, |txn| {
             let row = read_doc::<CommentRow>(txn, &call.scope, COMMENT, id)?;
             Ok(rules::decide_dismiss(id, row.as_ref()))
@@ -277,12 +369,7 @@ impl Engine {
         mode: &str,
         session: Option<&str>,
     ) -> Result<Outcome> {
-        validate_call(call)?;
-        project_of(&call.scope)?;
-        check_session(session)?;
-        if !MODES.contains(&mode) {
-            return Err(Error::invalid(format!("mode {mode:?} is not one of {MODES:?}")));
-        }
+        check(call, &Input::Control { mode, session })?;
         let mut fields = vec![
             ("mode".into(), legacy_json::string(mode)),
             ("updatedAt".into(), legacy_json::string(&time::stamp_ms(call.now_ms))),
@@ -303,9 +390,7 @@ impl Engine {
     /// # Errors
     /// [`Error::Invalid`] for a bad session; store errors.
     pub fn feedback_address(&self, call: &Call, session: Option<&str>) -> Result<Outcome> {
-        validate_call(call)?;
-        project_of(&call.scope)?;
-        check_session(session)?;
+        check(call, &Input::Address { session })?;
         let mut fields =
             vec![("requestedAt".into(), legacy_json::string(&time::stamp_ms(call.now_ms)))];
         fields.extend(session.map(|s| ("sessionId".to_owned(), legacy_json::string(s))));
@@ -328,16 +413,7 @@ impl Engine {
         mode: Option<&str>,
         interval_s: u64,
     ) -> Result<Outcome> {
-        validate_call(call)?;
-        project_of(&call.scope)?;
-        if mode.is_some_and(|m| !MODES.contains(&m)) {
-            return Err(Error::invalid(format!("mode {mode:?} is not one of {MODES:?}")));
-        }
-        if interval_s == 0 || interval_s > INTERVAL_S_MAX {
-            return Err(Error::invalid(format!(
-                "interval {interval_s} s is outside 1..={INTERVAL_S_MAX}"
-            )));
-        }
+        check(call, &Input::Heartbeat { mode, interval_s })?;
         self.write(call, |txn| {
             let inbox = read_inbox(txn, &call.scope)?;
             let event = rules::heartbeat_event(&inbox, mode, call.now_ms, interval_s);
@@ -354,10 +430,8 @@ impl Engine {
     /// # Errors
     /// [`Error::Invalid`] for bad input; store errors.
     pub fn feedback_drain(&self, call: &Call, ask: &DrainAsk) -> Result<Outcome> {
-        validate_call(call)?;
+        check(call, &Input::Drain(ask))?;
         let project = project_of(&call.scope)?.to_owned();
-        validate_id("holder", &ask.holder)?;
-        check_stale(ask.stale_ms)?;
         let who = Claimer {
             holder: &ask.holder,
             session: call.actor.session.as_deref(),
@@ -380,9 +454,8 @@ impl Engine {
     /// # Errors
     /// [`Error::Invalid`] for bad input; store errors.
     pub fn feedback_drain_idle(&self, call: &Call, ask: &DrainAsk) -> Result<Option<Outcome>> {
-        validate_call(call)?;
+        check(call, &Input::Drain(ask))?;
         let project = project_of(&call.scope)?.to_owned();
-        validate_id("holder", &ask.holder)?;
         let who = Claimer {
             holder: &ask.holder,
             session: call.actor.session.as_deref(),
