@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use hookstate_engine::feedback::{HEARTBEAT_INTERVAL_S_DEFAULT, STALE_DELIVERED_MS_DEFAULT};
 use hookstate_engine::limits::{DELIVERIES_DEFAULT, LEASE_MS_DEFAULT, WAIT_MS_DEFAULT};
 
 const ABOUT: &str = "\
@@ -37,13 +38,17 @@ pub(crate) struct Cli {
     /// Idempotency key: a repeated call with this key returns the first result, appends nothing.
     #[arg(long, global = true)]
     pub(crate) idem_key: Option<String>,
-    /// Keep the legacy file of the verb's layout in DIR current after every commit, adopting
-    /// changes other writers made to it first (loopd and observer verbs).
+    /// Keep the legacy files of the verb's layout in DIR current after every commit, adopting
+    /// changes other writers made to them first (feedback: a moonshine home; loopd and observer:
+    /// the directory of the file).
     #[arg(long, global = true, env = "HOOKSTATE_MIRROR", value_name = "DIR")]
     pub(crate) mirror: Option<PathBuf>,
     /// The mirrored file's name [default: the layout's default name].
     #[arg(long, global = true, env = "HOOKSTATE_MIRROR_NAME", value_name = "FILE")]
     pub(crate) mirror_name: Option<String>,
+    /// Tests only: the clock, in UTC ms, that mutations record instead of the real time.
+    #[arg(long, global = true, env = "HOOKSTATE_NOW_MS", hide = true)]
+    pub(crate) now_ms: Option<u64>,
     /// The verb.
     #[command(subcommand)]
     pub(crate) command: Verb,
@@ -84,13 +89,6 @@ pub(crate) enum Verb {
     /// The claude-management observer state (scope: observer:<session or project>).
     #[command(subcommand)]
     Observer(ObserverVerb),
-    /// Claude Code hook verbs: read the hook's JSON payload on stdin and do that hook's job.
-    #[command(subcommand)]
-    Hook(HookVerb),
-    /// Adopt legacy files as events, in one transaction.
-    Import(LegacyArgs),
-    /// Write the legacy files from the store.
-    Export(LegacyArgs),
     /// Print events as JSON lines, filtered.
     Log(LogArgs),
     /// Check the chain from genesis, the head anchor, and that views equal a rebuild.
@@ -101,6 +99,15 @@ pub(crate) enum Verb {
     Stats,
     /// Run the end-to-end demo: concurrent hookstate processes claim from one queue.
     Demo(DemoArgs),
+    /// The moonshine authorship-feedback inbox of a project (scope moonshine:<project>).
+    Feedback(FeedbackArgs),
+    /// Claude Code hooks as verbs: read the hook's JSON payload on stdin and do its job.
+    #[command(subcommand)]
+    Hook(HookVerb),
+    /// Adopt a legacy layout's files as events (every file checked before anything is written).
+    Import(ImportArgs),
+    /// Write a legacy layout's files, byte for byte, through the safe writer.
+    Export(ExportArgs),
     /// Panics on purpose, to test that a panic becomes one line and exit 5.
     #[command(name = "__panic", hide = true)]
     Panic,
@@ -412,6 +419,157 @@ pub(crate) enum PendingVerb {
     },
 }
 
+/// `import` options.
+#[derive(Debug, Args)]
+pub(crate) struct ImportArgs {
+    /// The layout of the files.
+    #[arg(long, value_enum)]
+    pub(crate) layout: Layout,
+    /// The layout's root (moonshine: the home holding `<project>/.feedback/`).
+    #[arg(long)]
+    pub(crate) from: PathBuf,
+    /// Only this project.
+    #[arg(long)]
+    pub(crate) project: Option<String>,
+    /// The file name in that directory (loopd, observer) [default: loopd.json,
+    /// claude-management.json].
+    #[arg(long)]
+    pub(crate) name: Option<String>,
+}
+
+/// `export` options.
+#[derive(Debug, Args)]
+pub(crate) struct ExportArgs {
+    /// The layout to write.
+    #[arg(long, value_enum)]
+    pub(crate) layout: Layout,
+    /// The root to write under (created 0700 when absent).
+    #[arg(long)]
+    pub(crate) to: PathBuf,
+    /// Only this project.
+    #[arg(long)]
+    pub(crate) project: Option<String>,
+    /// The file name in that directory (loopd, observer) [default: loopd.json,
+    /// claude-management.json].
+    #[arg(long)]
+    pub(crate) name: Option<String>,
+}
+
+/// `feedback` options and verb.
+#[derive(Debug, Args)]
+pub(crate) struct FeedbackArgs {
+    /// The moonshine project: sets the scope to moonshine:<project>.
+    #[arg(long, global = true)]
+    pub(crate) project: Option<String>,
+    /// The verb.
+    #[command(subcommand)]
+    pub(crate) verb: FeedbackVerb,
+}
+
+/// The re-delivery window and listener interval shared by claim, tick and the Stop hook.
+#[derive(Debug, Args)]
+pub(crate) struct DrainArgs {
+    /// A delivered comment may be claimed again once its deliveredAt is this old.
+    #[arg(long, default_value_t = STALE_DELIVERED_MS_DEFAULT / 1000)]
+    pub(crate) stale_after_s: u64,
+    /// Holder name [default: the session, else pid-<pid>].
+    #[arg(long)]
+    pub(crate) holder: Option<String>,
+}
+
+/// `feedback` verbs.
+#[derive(Debug, Subcommand)]
+pub(crate) enum FeedbackVerb {
+    /// Add a pending comment (the web's format); prints its id.
+    Add {
+        /// The target as JSON: {"kind":"block","path":"part-1/a.md","range":[0,10],...}.
+        #[arg(long)]
+        target: String,
+        /// The comment text (or --stdin).
+        comment: Option<String>,
+        #[command(flatten)]
+        source: ValueSource,
+    },
+    /// Claim the next eligible comment (pending, or delivered long enough ago) with a token.
+    Claim {
+        /// Claim this comment only.
+        #[arg(long)]
+        id: Option<String>,
+        /// Claim every eligible comment.
+        #[arg(long, conflicts_with = "id")]
+        all: bool,
+        #[command(flatten)]
+        drain: DrainArgs,
+    },
+    /// Record the reply of the current claim: addressed. A stale token exits 1.
+    Reply {
+        /// Comment id.
+        id: String,
+        /// The token the claim returned.
+        #[arg(long)]
+        token: u64,
+        /// One line saying what changed.
+        reply: String,
+    },
+    /// Dismiss a pending or delivered comment (an addressed one keeps its reply: exit 1).
+    Dismiss {
+        /// Comment id.
+        id: String,
+    },
+    /// Print the project's comments, control, address request, heartbeat and adapter.
+    List,
+    /// Print one comment with its lease.
+    Show {
+        /// Comment id.
+        id: String,
+    },
+    /// Set the control mode: accumulate, listen, paused or stopped.
+    Control {
+        /// The mode.
+        #[arg(value_parser = ["accumulate", "listen", "paused", "stopped"])]
+        mode: String,
+        /// Only this session drains in listen mode.
+        #[arg(long)]
+        for_session: Option<String>,
+    },
+    /// Ask for one drain now (overrides paused and stopped once).
+    Address {
+        /// Only this session may drain it.
+        #[arg(long)]
+        for_session: Option<String>,
+    },
+    /// Write the listener heartbeat.
+    Heartbeat {
+        /// The mode to report [default: the control mode].
+        #[arg(long, value_parser = ["accumulate", "listen", "paused", "stopped"])]
+        mode: Option<String>,
+        /// The listener's interval.
+        #[arg(long, default_value_t = HEARTBEAT_INTERVAL_S_DEFAULT)]
+        interval_s: u64,
+    },
+    /// One listener tick (moonshine-listen) for --project, or every project: manifest, control,
+    /// routing, heartbeat, drain when asked; prints the claimed comments and "continue".
+    Tick {
+        #[command(flatten)]
+        drain: DrainArgs,
+        /// The listener's interval, written into the heartbeat.
+        #[arg(long, default_value_t = HEARTBEAT_INTERVAL_S_DEFAULT)]
+        interval_s: u64,
+        /// The moonshine home, to check each claimed comment's excerpt against its source file.
+        #[arg(long, env = "MOONSHINE_HOME")]
+        moonshine_home: Option<PathBuf>,
+    },
+}
+
+/// How the Stop hook tells the session to record a reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum ReplyVia {
+    /// `hookstate feedback reply ID --token T`, refused when the claim went stale.
+    Hookstate,
+    /// Upstream's words: edit the comment file (with a --mirror that adopts the edit).
+    Files,
+}
+
 /// `hook` verbs.
 #[derive(Debug, Subcommand)]
 pub(crate) enum HookVerb {
@@ -419,6 +577,18 @@ pub(crate) enum HookVerb {
     SessionStart,
     /// A finished main-loop turn: record the loopd signal and print the line for the PM.
     TurnComplete,
+    /// The moonshine Stop hook: claim every deliverable comment of every project and print
+    /// {"decision":"block","reason":...}, or nothing. Never exits 2 (which would block the stop).
+    Stop {
+        #[command(flatten)]
+        drain: DrainArgs,
+        /// The moonshine home named in the reason [default: $HOME/.agent/moonshine].
+        #[arg(long, env = "MOONSHINE_HOME")]
+        moonshine_home: Option<PathBuf>,
+        /// How the session records its reply.
+        #[arg(long, value_enum, default_value_t = ReplyVia::Hookstate)]
+        reply_via: ReplyVia,
+    },
 }
 
 /// Legacy layouts.
@@ -428,21 +598,6 @@ pub(crate) enum Layout {
     Loopd,
     /// The claude-management observer state.
     Observer,
-}
-
-/// `import` / `export` options.
-#[derive(Debug, Args)]
-pub(crate) struct LegacyArgs {
-    /// Which legacy layout.
-    #[arg(long, value_enum)]
-    pub(crate) layout: Layout,
-    /// The directory to read from (import).
-    #[arg(long, required_unless_present = "to", conflicts_with = "to")]
-    pub(crate) from: Option<PathBuf>,
-    /// The directory to write to (export).
-    #[arg(long)]
-    pub(crate) to: Option<PathBuf>,
-    /// The file name in that directory [default: loopd.json, claude-management.json].
-    #[arg(long)]
-    pub(crate) name: Option<String>,
+    /// moonshine `<home>/<project>/.feedback/` inboxes.
+    Moonshine,
 }

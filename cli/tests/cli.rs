@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 mod damaged;
+mod feedback;
 mod killloop;
 mod perms;
 

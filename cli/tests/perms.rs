@@ -182,9 +182,17 @@ fn path_and_permission_attacks_are_refused_and_nothing_escapes() {
         chown_nobody(&own);
         std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o400)).unwrap();
         tally.refused("read_only_store_put", &db, &["kv", "put", "k", "2"], true, 6);
-        // FIXME(issue 7): a read verb opens the store file read-write and so cannot read a store
-        // the caller may only read; it exits 6 (permission) rather than answering.
-        tally.refused("read_only_store_get", &db, &["kv", "get", "k"], true, 6);
+        // A read verb opens the store file read-only, so a caller who may only read it gets the
+        // answer, and the directory stays unchanged.
+        tally.attacks += 1;
+        let before = tree(&own);
+        let (code, stderr) = call(&db, &["kv", "get", "k"], true, false);
+        if code != 0 || !stderr.is_empty() {
+            tally.problems.push(format!("read_only_store_get: exit {code} (want 0): {stderr}"));
+        }
+        if tree(&own) != before {
+            tally.problems.push("read_only_store_get: the directory changed".into());
+        }
     } else {
         tally.skipped += 5;
     }

@@ -138,7 +138,7 @@ pub(crate) struct Decision {
     pub(crate) refusal: Option<Refusal>,
 }
 
-fn refuse(reason: &'static str, message: String, details: Value) -> Decision {
+pub(crate) fn refuse(reason: &'static str, message: String, details: Value) -> Decision {
     let details = match details {
         Value::Object(map) => map,
         _ => Map::new(),
@@ -146,7 +146,7 @@ fn refuse(reason: &'static str, message: String, details: Value) -> Decision {
     Decision { refusal: Some(Refusal { reason, message, details }), ..Decision::default() }
 }
 
-fn fields(value: Value) -> Map<String, Value> {
+pub(crate) fn fields(value: Value) -> Map<String, Value> {
     match value {
         Value::Object(map) => map,
         _ => Map::new(),

@@ -470,7 +470,7 @@ fn replay_idempotent(txn: &dyn ReadTxn, call: &Call) -> Result<Option<Outcome>> 
     Ok(Some(Outcome { result, refusal: None, head, appended: 0, replayed: true }))
 }
 
-fn validate_call(call: &Call) -> Result<()> {
+pub(crate) fn validate_call(call: &Call) -> Result<()> {
     validate_scope(&call.scope)?;
     if let Some(key) = &call.idem_key {
         validate_id("idempotency key", key)?;

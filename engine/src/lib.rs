@@ -10,6 +10,7 @@ mod doc;
 pub mod drill;
 mod engine;
 pub mod error;
+pub mod feedback;
 mod fsio;
 pub mod legacy;
 pub mod limits;
@@ -25,6 +26,7 @@ pub use crate::audit::{RebuildReport, VerifyReport};
 pub use crate::core::{Command, Expect, Refusal};
 pub use crate::engine::{Call, Engine, OpenOptions, Outcome};
 pub use crate::error::{Error, Result};
+pub use crate::legacy::moonshine::MoonshineImport;
 pub use crate::query::{event_to_json, LogFilter, Query, Stats};
 #[cfg(feature = "testing")]
 pub use crate::store::Backend;

@@ -61,6 +61,8 @@ pub enum Body {
     Signals(crate::signals::SignalsEvent),
     /// The claude-management observer state.
     Observer(crate::observer::ObserverEvent),
+    /// The moonshine feedback inbox of one project.
+    Feedback(crate::feedback::FeedbackEvent),
 }
 
 impl Body {
@@ -71,6 +73,7 @@ impl Body {
             Body::Core(_) => "core",
             Body::Signals(_) => "signals",
             Body::Observer(_) => "observer",
+            Body::Feedback(_) => "feedback",
         }
     }
 
@@ -81,6 +84,7 @@ impl Body {
             Body::Core(core) => core.kind(),
             Body::Signals(event) => event.kind(),
             Body::Observer(event) => event.kind(),
+            Body::Feedback(event) => event.kind(),
         }
     }
 }

@@ -4,6 +4,7 @@
 //! promise made to old files. Does not do IO, read clocks, draw random numbers or touch redb.
 
 pub mod event;
+pub mod feedback;
 pub mod format;
 pub mod id;
 pub mod observer;
@@ -11,6 +12,7 @@ pub mod signals;
 pub mod view;
 
 pub use event::{Actor, Body, CoreEvent, Event, EventContent};
+pub use feedback::FeedbackEvent;
 pub use format::{FormatError, Head, FORMAT_VERSION};
 pub use id::{validate_id, validate_scope, IdError};
 pub use view::{Item, ItemState, QueueMeta, ViewKey, ViewRow};

@@ -48,6 +48,8 @@ pub(crate) fn run(cli: &Cli, verb: &HookVerb) -> Result<(), CliError> {
     match verb {
         HookVerb::SessionStart => session_start(cli, &payload),
         HookVerb::TurnComplete => turn_complete(cli, &payload),
+        // Dispatched to the feedback verbs before the payload is read (cmd/mod.rs).
+        HookVerb::Stop { .. } => Ok(()),
     }
 }
 

@@ -4,6 +4,7 @@
 
 mod core;
 mod demo;
+mod feedback;
 mod hook;
 mod legacy;
 mod observer;
@@ -15,7 +16,7 @@ use std::path::PathBuf;
 use hookstate_engine::schema::Actor;
 use hookstate_engine::{Call, Engine, OpenOptions};
 
-use crate::args::{Cli, Layout, Verb};
+use crate::args::{Cli, HookVerb, Layout, Verb};
 use crate::exit::CliError;
 
 /// Where the store lives when neither --db nor HOOKSTATE_DB says.
@@ -30,8 +31,11 @@ pub(crate) fn run(cli: &Cli) -> Result<(), CliError> {
         Verb::List(verb) => core::list(cli, verb),
         Verb::Signals(verb) => signals::run(cli, verb),
         Verb::Observer(verb) => observer::run(cli, verb),
+        Verb::Hook(verb @ HookVerb::Stop { .. }) => feedback::hook(cli, verb),
         Verb::Hook(verb) => hook::run(cli, verb),
+        Verb::Import(args) if args.layout == Layout::Moonshine => feedback::import(cli, args),
         Verb::Import(args) => legacy::import(cli, args),
+        Verb::Export(args) if args.layout == Layout::Moonshine => feedback::export(cli, args),
         Verb::Export(args) => legacy::export(cli, args),
         Verb::Init => ops::init(cli),
         Verb::Log(args) => ops::log(cli, args),
@@ -39,6 +43,7 @@ pub(crate) fn run(cli: &Cli) -> Result<(), CliError> {
         Verb::Rebuild => ops::rebuild(cli),
         Verb::Stats => ops::stats(cli),
         Verb::Demo(args) => demo::run(args),
+        Verb::Feedback(args) => feedback::run(cli, args),
         Verb::Panic => panic!("panic requested by the hidden __panic verb"),
     }
 }
@@ -85,15 +90,22 @@ pub(crate) fn mirror(
     let Some(dir) = &cli.mirror else {
         return Ok(());
     };
-    let default = match layout {
-        Layout::Loopd => hookstate_engine::legacy::loopd::STORE_FILE_DEFAULT,
-        Layout::Observer => hookstate_engine::legacy::observer::STATE_FILE_DEFAULT,
-    };
-    let name = cli.mirror_name.as_deref().unwrap_or(default);
+    let name = |default: &'static str| cli.mirror_name.clone().unwrap_or_else(|| default.into());
     match layout {
-        Layout::Loopd => engine.mirror_loopd(call, dir, name)?,
-        Layout::Observer => engine.mirror_observer(call, dir, name)?,
-    };
+        Layout::Loopd => {
+            engine.mirror_loopd(
+                call,
+                dir,
+                &name(hookstate_engine::legacy::loopd::STORE_FILE_DEFAULT),
+            )?;
+        }
+        Layout::Observer => {
+            let file = name(hookstate_engine::legacy::observer::STATE_FILE_DEFAULT);
+            engine.mirror_observer(call, dir, &file)?;
+        }
+        // The feedback verbs adopt and write their mirror themselves (cmd/feedback.rs).
+        Layout::Moonshine => {}
+    }
     Ok(())
 }
 
@@ -116,6 +128,6 @@ pub(crate) fn call_in(cli: &Cli, hook: &str, scope: &str) -> Call {
             agent: cli.agent.clone(),
         },
         idem_key: cli.idem_key.clone(),
-        now_ms: now_ms(),
+        now_ms: cli.now_ms.unwrap_or_else(now_ms),
     }
 }

@@ -4,8 +4,9 @@
 //! Every legacy file is reached through [`root::Root`], never by joining raw ids into paths.
 //! Does not decide domain rules; the domain modules do.
 
+pub(crate) mod json;
 pub mod loopd;
 pub mod mirror;
+pub mod moonshine;
 pub mod observer;
-#[allow(dead_code, reason = "subdir, list and remove serve the moonshine codec")]
 pub(crate) mod root;

@@ -1,0 +1,376 @@
+//! The inbox's rules as pure decisions over rows already read: which comments a claim may take,
+//! whether a reply or a dismiss is legal, and what one drain pass (Stop hook or listener tick)
+//! does to a project.
+//!
+//! Every function returns a [`Plan`]: the events, the caller's result, or a refusal. Does not
+//! read or write the store, or read a clock.
+
+use std::collections::BTreeMap;
+
+use hookstate_schema::feedback::{
+    CommentRow, FeedbackEvent, FileKind, FileRow, JsonDoc, ProjectMeta, Style,
+};
+use hookstate_schema::Body;
+use serde_json::{json, Value};
+
+use crate::core::fields;
+use crate::engine::Plan;
+use crate::feedback::time;
+use crate::legacy::json::{self as legacy_json, str_field};
+
+/// A delivered comment may be claimed again once its `deliveredAt` is this old (the Stop hook's
+/// `STALE_DELIVERED_SEC`).
+pub const STALE_DELIVERED_MS_DEFAULT: u64 = 300_000;
+/// The listener's tick interval written into the heartbeat (`ScheduleWakeup delaySeconds`).
+pub const HEARTBEAT_INTERVAL_S_DEFAULT: u64 = 90;
+
+/// Where a comment stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Status {
+    Pending,
+    Delivered,
+    Addressed,
+    Dismissed,
+}
+
+pub(crate) fn status(doc: &JsonDoc) -> Option<Status> {
+    match str_field(doc, "status")?.as_str() {
+        "pending" => Some(Status::Pending),
+        "delivered" => Some(Status::Delivered),
+        "addressed" => Some(Status::Addressed),
+        "dismissed" => Some(Status::Dismissed),
+        _ => None,
+    }
+}
+
+/// One project's rows, read in the decision's transaction.
+#[derive(Debug, Default)]
+pub(crate) struct Inbox {
+    pub(crate) comments: Vec<(String, CommentRow)>,
+    pub(crate) files: BTreeMap<FileKind, FileRow>,
+    pub(crate) meta: ProjectMeta,
+}
+
+/// Who claims, and when.
+#[derive(Debug, Clone)]
+pub(crate) struct Claimer<'a> {
+    pub(crate) holder: &'a str,
+    pub(crate) session: Option<&'a str>,
+    pub(crate) now_ms: u64,
+    pub(crate) stale_ms: u64,
+}
+
+/// Eligible: `pending`, or `delivered` with a `deliveredAt` at least `stale_ms` old. A
+/// `deliveredAt` that does not parse is "unknown", and not eligible, as in the Stop hook.
+pub(crate) fn eligible(row: &CommentRow, now_ms: u64, stale_ms: u64) -> bool {
+    match status(&row.doc) {
+        Some(Status::Pending) => true,
+        Some(Status::Delivered) => str_field(&row.doc, "deliveredAt")
+            .and_then(|at| time::parse(&at))
+            .is_some_and(|at| now_ms.saturating_sub(at) >= stale_ms),
+        _ => false,
+    }
+}
+
+fn refuse(reason: &'static str, message: String, details: Value) -> Plan {
+    Plan::from(crate::core::refuse(reason, message, details))
+}
+
+/// What a claimer is told about one claimed comment.
+pub(crate) fn claimed_json(id: &str, row: &CommentRow, token: u64) -> Value {
+    let target = row.doc.raw("target").and_then(|t| serde_json::from_str::<Value>(t).ok());
+    json!({
+        "id": id,
+        "token": token,
+        "target": target.unwrap_or(Value::Null),
+        "comment": str_field(&row.doc, "comment"),
+        "project": str_field(&row.doc, "project"),
+    })
+}
+
+/// Claims, in the order comments were added, every eligible comment (at most `limit`; only
+/// `only` when named). Tokens continue the project's epoch.
+pub(crate) fn claim_events(
+    inbox: &Inbox,
+    who: &Claimer<'_>,
+    only: Option<&str>,
+    limit: usize,
+) -> (Vec<FeedbackEvent>, Vec<Value>) {
+    let mut rows: Vec<&(String, CommentRow)> = inbox
+        .comments
+        .iter()
+        .filter(|(id, row)| only.is_none_or(|o| o == id) && eligible(row, who.now_ms, who.stale_ms))
+        .collect();
+    rows.sort_by_key(|(_, row)| row.added_seq);
+    let delivered_at = time::stamp_s(who.now_ms);
+    let mut events = Vec::new();
+    let mut claimed = Vec::new();
+    for (id, row) in rows.into_iter().take(limit) {
+        let token = inbox.meta.epoch + 1 + events.len() as u64;
+        events.push(FeedbackEvent::CommentClaimed {
+            id: id.clone(),
+            token,
+            holder: who.holder.to_owned(),
+            session: who.session.map(str::to_owned),
+            delivered_at: delivered_at.clone(),
+        });
+        claimed.push(claimed_json(id, row, token));
+    }
+    (events, claimed)
+}
+
+/// A `feedback claim`: the next eligible comment, every one (`all`), or the named one.
+pub(crate) fn decide_claim(
+    inbox: &Inbox,
+    who: &Claimer<'_>,
+    only: Option<&str>,
+    all: bool,
+) -> Plan {
+    if let Some(id) = only {
+        if !inbox.comments.iter().any(|(c, _)| c == id) {
+            return refuse("not_found", format!("no comment {id}"), json!({ "id": id }));
+        }
+    }
+    let limit = if all { crate::limits::APPEND_EVENT_COUNT_MAX } else { 1 };
+    let (events, claimed) = claim_events(inbox, who, only, limit);
+    if let (Some(id), true) = (only, events.is_empty()) {
+        let row = inbox.comments.iter().find(|(c, _)| c == id).map(|(_, r)| r);
+        let state = row.and_then(|r| str_field(&r.doc, "status")).unwrap_or_default();
+        return refuse(
+            "not_eligible",
+            format!("comment {id} is {state} and not eligible for a claim"),
+            json!({ "id": id, "status": state, "holder": row.and_then(|r| r.holder.clone()) }),
+        );
+    }
+    Plan {
+        scoped_events: Vec::new(),
+        events: events.into_iter().map(Body::Feedback).collect(),
+        result: fields(json!({ "claimed": claimed })),
+        refusal: None,
+    }
+}
+
+fn holder_details(id: &str, row: &CommentRow) -> (String, Value) {
+    let holder = row.holder.clone().unwrap_or_else(|| "a legacy adapter".into());
+    let text = match &row.session {
+        Some(session) => format!("{holder} (session {session}) with token {}", row.token),
+        None => format!("{holder} with token {}", row.token),
+    };
+    let details = json!({
+        "id": id, "holder": row.holder, "holder_session": row.session, "token": row.token,
+        "status": str_field(&row.doc, "status"),
+    });
+    (text, details)
+}
+
+/// A reply: legal only on a `delivered` comment, presenting its current token.
+pub(crate) fn decide_reply(
+    id: &str,
+    row: Option<&CommentRow>,
+    token: u64,
+    reply: &str,
+    now_ms: u64,
+) -> Plan {
+    let Some(row) = row else {
+        return refuse("not_found", format!("no comment {id}"), json!({ "id": id }));
+    };
+    let (held_by, details) = holder_details(id, row);
+    match status(&row.doc) {
+        Some(Status::Delivered) if row.token == token => {}
+        Some(Status::Delivered) => {
+            return refuse(
+                "stale_token",
+                format!("token {token} of comment {id} is stale: held by {held_by}"),
+                details,
+            )
+        }
+        Some(Status::Dismissed) => {
+            let message = format!("comment {id} was dismissed; the reply is not recorded");
+            return refuse("dismissed", message, details);
+        }
+        Some(Status::Addressed) => {
+            let message = format!("comment {id} is already addressed by {held_by}");
+            return refuse("already_addressed", message, details);
+        }
+        _ => {
+            let message = format!("comment {id} is not claimed; claim it first");
+            return refuse("not_claimed", message, details);
+        }
+    }
+    let addressed_at = time::stamp_s(now_ms);
+    Plan {
+        scoped_events: Vec::new(),
+        events: vec![Body::Feedback(FeedbackEvent::CommentReplied {
+            id: id.into(),
+            token,
+            reply: reply.into(),
+            addressed_at: addressed_at.clone(),
+        })],
+        result: fields(json!({ "id": id, "status": "addressed", "addressedAt": addressed_at })),
+        refusal: None,
+    }
+}
+
+/// A dismiss: legal on `pending` and `delivered`; a repeat is a no-op; an addressed comment
+/// keeps its reply.
+pub(crate) fn decide_dismiss(id: &str, row: Option<&CommentRow>) -> Plan {
+    let Some(row) = row else {
+        return refuse("not_found", format!("no comment {id}"), json!({ "id": id }));
+    };
+    match status(&row.doc) {
+        Some(Status::Dismissed) => {
+            Plan { result: fields(json!({ "id": id, "status": "dismissed" })), ..Plan::default() }
+        }
+        Some(Status::Pending | Status::Delivered) => Plan {
+            scoped_events: Vec::new(),
+            events: vec![Body::Feedback(FeedbackEvent::CommentDismissed { id: id.into() })],
+            result: fields(json!({ "id": id, "status": "dismissed" })),
+            refusal: None,
+        },
+        _ => {
+            let (_, details) = holder_details(id, row);
+            let message = format!("comment {id} is addressed; a dismiss would lose its reply");
+            refuse("addressed", message, details)
+        }
+    }
+}
+
+/// The control mode: the file's `mode`, `accumulate` when absent.
+pub(crate) fn mode(inbox: &Inbox) -> String {
+    inbox
+        .files
+        .get(&FileKind::Control)
+        .and_then(|f| str_field(&f.doc, "mode"))
+        .unwrap_or_else(|| "accumulate".into())
+}
+
+fn pending_count(inbox: &Inbox) -> usize {
+    inbox.comments.iter().filter(|(_, r)| status(&r.doc) == Some(Status::Pending)).count()
+}
+
+/// The heartbeat document the listener writes (S0 shape), compact.
+pub(crate) fn heartbeat_doc(mode: &str, now_ms: u64, interval_s: u64, pending: usize) -> JsonDoc {
+    JsonDoc {
+        fields: vec![
+            ("harness".into(), legacy_json::string("claude-code")),
+            ("mode".into(), legacy_json::string(mode)),
+            ("ts".into(), legacy_json::string(&time::stamp_s(now_ms))),
+            ("intervalSec".into(), interval_s.to_string()),
+            ("pending".into(), pending.to_string()),
+        ],
+        style: Style::Compact,
+    }
+}
+
+/// A `feedback heartbeat`: mode defaults to the control mode, `pending` is counted.
+pub(crate) fn heartbeat_event(
+    inbox: &Inbox,
+    mode_override: Option<&str>,
+    now_ms: u64,
+    interval_s: u64,
+) -> FeedbackEvent {
+    let mode = mode_override.map_or_else(|| mode(inbox), str::to_owned);
+    let doc = heartbeat_doc(&mode, now_ms, interval_s, pending_count(inbox));
+    FeedbackEvent::FileWritten { file: FileKind::Heartbeat, doc, request: 0 }
+}
+
+/// The adapter manifest, written only if absent (compact, as `printf` writes it).
+pub(crate) fn adapter_event(inbox: &Inbox, now_ms: u64) -> Option<FeedbackEvent> {
+    if inbox.files.contains_key(&FileKind::Adapter) {
+        return None;
+    }
+    let doc = JsonDoc {
+        fields: vec![
+            ("harness".into(), legacy_json::string("claude-code")),
+            ("version".into(), legacy_json::string("adapter")),
+            ("installedAt".into(), legacy_json::string(&time::stamp_s(now_ms))),
+        ],
+        style: Style::Compact,
+    };
+    Some(FeedbackEvent::FileWritten { file: FileKind::Adapter, doc, request: 0 })
+}
+
+/// Whether a listener heartbeat is fresh: `ts` within twice `intervalSec` (90 when absent).
+fn heartbeat_fresh(inbox: &Inbox, now_ms: u64) -> bool {
+    let Some(hb) = inbox.files.get(&FileKind::Heartbeat) else {
+        return false;
+    };
+    let interval_s = hb
+        .doc
+        .raw("intervalSec")
+        .and_then(|raw| raw.parse::<u64>().ok())
+        .unwrap_or(HEARTBEAT_INTERVAL_S_DEFAULT);
+    str_field(&hb.doc, "ts")
+        .and_then(|ts| time::parse(&ts))
+        .is_some_and(|ts| now_ms.saturating_sub(ts) < interval_s * 2000)
+}
+
+/// Which drainer runs the pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pass {
+    /// The Stop hook at a turn boundary.
+    Stop,
+    /// One tick of the idle listener (moonshine-listen).
+    Tick,
+}
+
+/// The session that an address request (or, in listen mode, the control) names, if any.
+fn requested_session(inbox: &Inbox, mode: &str) -> Option<String> {
+    match inbox.files.get(&FileKind::Address) {
+        Some(address) => str_field(&address.doc, "sessionId"),
+        None if mode == "listen" => {
+            inbox.files.get(&FileKind::Control).and_then(|c| str_field(&c.doc, "sessionId"))
+        }
+        None => None,
+    }
+    .filter(|s| !s.is_empty())
+}
+
+/// One drain pass over a project: manifest, (tick: heartbeat), session routing, claims when the
+/// mode or an address request asks, and the consumption of exactly the request seen.
+pub(crate) fn decide_drain(inbox: &Inbox, pass: Pass, who: &Claimer<'_>, interval_s: u64) -> Plan {
+    let mut events: Vec<FeedbackEvent> = adapter_event(inbox, who.now_ms).into_iter().collect();
+    let mode = mode(inbox);
+    let address = inbox.files.get(&FileKind::Address);
+    let requested = requested_session(inbox, &mode);
+    let session_ok = requested.as_deref().is_none_or(|r| Some(r) == who.session);
+    let mut heartbeat = Value::Null;
+    if pass == Pass::Tick {
+        let event = heartbeat_event(inbox, None, who.now_ms, interval_s);
+        if let FeedbackEvent::FileWritten { doc, .. } = &event {
+            heartbeat = legacy_json::to_value(doc);
+        }
+        events.push(event);
+    }
+    let wants = mode == "listen" || address.is_some();
+    let mut claimed = Vec::new();
+    if wants && session_ok {
+        let (claims, shown) = claim_events(inbox, who, None, crate::limits::APPEND_EVENT_COUNT_MAX);
+        events.extend(claims);
+        claimed = shown;
+        if let Some(address) = address {
+            events.push(FeedbackEvent::AddressConsumed { request: address.request });
+        }
+    }
+    let skipped = (wants && !session_ok).then(|| "another session is requested".to_owned());
+    let listen_waiting = pass == Pass::Stop
+        && session_ok
+        && mode == "listen"
+        && inbox.files.contains_key(&FileKind::Control)
+        && !heartbeat_fresh(inbox, who.now_ms);
+    let result = json!({
+        "mode": mode,
+        "claimed": claimed,
+        "address_consumed": wants && session_ok && address.is_some(),
+        "skipped": skipped,
+        "listen_waiting": listen_waiting,
+        "heartbeat": heartbeat,
+        "continue": pass == Pass::Tick && (mode != "stopped"),
+    });
+    Plan {
+        scoped_events: Vec::new(),
+        events: events.into_iter().map(Body::Feedback).collect(),
+        result: fields(result),
+        refusal: None,
+    }
+}
