@@ -374,6 +374,25 @@ fn bad_denials(timed: &[Timed], log: &BTreeMap<u64, Value>) -> Vec<String> {
     bad
 }
 
+/// Keeps the store and writes the answered history beside it (one JSON line per `ok` or `held`
+/// invocation, with its interval), so that a failing run can be examined after the test.
+fn keep_evidence(dir: tempfile::TempDir, tally: &Tally) -> PathBuf {
+    let kept = dir.keep();
+    let lines: Vec<String> = tally
+        .timed
+        .iter()
+        .map(|t| {
+            serde_json::json!({
+                "verb": t.verb, "answer": t.json,
+                "invoked_us": t.invoked_us, "completed_us": t.completed_us,
+            })
+            .to_string()
+        })
+        .collect();
+    std::fs::write(kept.join("history.jsonl"), lines.join("\n")).unwrap();
+    kept
+}
+
 fn percentile_ms(sorted_us: &[u64], percent: usize) -> f64 {
     if sorted_us.is_empty() {
         return 0.0;
@@ -453,6 +472,16 @@ fn kill_loop_loses_no_acked_event_and_never_double_claims() {
         percentile_ms(&tally.latencies_us, 50),
         percentile_ms(&tally.latencies_us, 99),
     );
+    let failed = !lost.is_empty()
+        || !doubles.is_empty()
+        || !anomalies.is_empty()
+        || !realtime.is_empty()
+        || !denials.is_empty()
+        || !tally.unexpected.is_empty()
+        || !verify.status.success();
+    if failed {
+        println!("killloop evidence kept at {}", keep_evidence(dir, &tally).display());
+    }
     assert!(lost.is_empty(), "acked events lost (seed {seed}): {lost:#?}");
     assert!(doubles.is_empty(), "double claims (seed {seed}): {doubles:#?}");
     assert!(anomalies.is_empty(), "history anomalies (seed {seed}): {anomalies:#?}");
