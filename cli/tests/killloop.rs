@@ -451,11 +451,18 @@ fn kill_loop_loses_no_acked_event_and_never_double_claims() {
     let doubles = double_claims(&tally.ok, &log);
     let anomalies = history_anomalies(&log);
     let realtime = realtime_violations(&tally.timed);
+    // Temporary files of killed writers (anchor or store creation): counted, not refused.
+    let leftover_temps = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with(".state.redb."))
+        .count();
     let denials = bad_denials(&tally.timed, &log);
     tally.latencies_us.sort_unstable();
     println!(
         "killloop invocations={} kills={} ok={} fail={} info={} lost_acked={} double_claims={} \
-         history_anomalies={} realtime_violations={} bad_denials={} unexpected_exits={} events={} verify={} seed={seed} p50_ms={:.1} p99_ms={:.1}",
+         history_anomalies={} realtime_violations={} bad_denials={} unexpected_exits={} \
+         events={} verify={} leftover_temps={leftover_temps} seed={seed} p50_ms={:.1} \
+         p99_ms={:.1}",
         tally.invocations,
         tally.kills,
         tally.ok.len(),
