@@ -578,7 +578,8 @@ fn kill_during_first_use_leaves_one_verifying_store() {
     }
     println!(
         "firstuse rounds={FIRST_USE_ROUNDS} processes={FIRST_USE_PROCESSES} kills={kills} \
-         acked={acked} no_store_rounds={no_store_rounds} leftover_temps={leftover_temps} seed={seed}"
+         acked={acked} no_store_rounds={no_store_rounds} leftover_temps={leftover_temps} \
+         seed={seed}"
     );
     assert!(kills > 0, "no creator was killed");
 }
