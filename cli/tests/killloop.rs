@@ -194,7 +194,9 @@ fn worker(db: &Path, seed: u64, w: u64, epoch: Instant, deadline: Instant) -> Ta
         };
         match &class {
             Class::Ok(json) if json["seq"].is_u64() => tally.timed.push(timed(json)),
-            Class::Fail(json) if json["refused"] == "held" => tally.timed.push(timed(json)),
+            Class::Fail(json) if json["refused"] == "held" || json["refused"] == "stale_token" => {
+                tally.timed.push(timed(json));
+            }
             _ => {}
         }
         match class {
@@ -341,9 +343,10 @@ fn realtime_violations(timed: &[Timed]) -> Vec<String> {
     violations
 }
 
-/// `held` refusals that no linearization explains: the named claim (item, token, holder) is not
-/// in the log, or its acknowledged ack or release completed before the refusal was invoked, or its
-/// acknowledged claim was invoked after the refusal completed.
+/// Refusals that no linearization explains: a `held` whose named claim (item, token, holder) is
+/// not in the log, or whose acknowledged ack completed before the refusal was invoked, or whose
+/// acknowledged claim was invoked after the refusal completed; a `stale_token` for a claim that
+/// was acknowledged before the refusal began and that the log never ends.
 fn bad_denials(timed: &[Timed], log: &BTreeMap<u64, Value>) -> Vec<String> {
     let key =
         |json: &Value| (json["item"].as_str().unwrap().to_owned(), json["token"].as_u64().unwrap());
@@ -369,6 +372,20 @@ fn bad_denials(timed: &[Timed], log: &BTreeMap<u64, Value>) -> Vec<String> {
         let claimed_after = claims.get(&named).is_some_and(|c| c.invoked_us > denial.completed_us);
         if !holder_matches || ended_before || claimed_after {
             bad.push(format!("{}: {named:?}", denial.json));
+        }
+    }
+    // A token is stale only after its claim ended; a claim that the log never ends stays live
+    // for the whole run (the lease outlasts it), so from its acknowledgement on it is current.
+    let ended: BTreeSet<(String, u64)> = log
+        .values()
+        .filter(|e| matches!(e["kind"].as_str(), Some("item_acked" | "item_released")))
+        .map(|e| key(&e["body"]))
+        .collect();
+    for denial in timed.iter().filter(|t| t.json["refused"] == "stale_token") {
+        let named = key(&denial.json);
+        let live = claims.get(&named).is_some_and(|c| c.completed_us < denial.invoked_us);
+        if live && !ended.contains(&named) {
+            bad.push(format!("{}: {named:?} is live", denial.json));
         }
     }
     bad
@@ -460,7 +477,7 @@ fn kill_loop_loses_no_acked_event_and_never_double_claims() {
     tally.latencies_us.sort_unstable();
     println!(
         "killloop invocations={} kills={} ok={} fail={} info={} lost_acked={} double_claims={} \
-         history_anomalies={} realtime_violations={} bad_denials={} unexpected_exits={} \
+         history_anomalies={} realtime_violations={} bad_denials={}/{} unexpected_exits={} \
          events={} verify={} leftover_temps={leftover_temps} seed={seed} p50_ms={:.1} \
          p99_ms={:.1}",
         tally.invocations,
@@ -473,6 +490,7 @@ fn kill_loop_loses_no_acked_event_and_never_double_claims() {
         anomalies.len(),
         realtime.len(),
         denials.len(),
+        tally.timed.iter().filter(|t| t.json["refused"].is_string()).count(),
         tally.unexpected.len(),
         log.len(),
         if verify.status.success() { "ok" } else { "failed" },
