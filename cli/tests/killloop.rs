@@ -104,7 +104,8 @@ fn hookstate(db: &Path) -> Command {
 fn draw(rng: &mut Rng, w: u64, n: u64, tokens: &mut Vec<(String, u64)>) -> (String, Vec<String>) {
     let item = format!("i{}", rng.below(ITEMS));
     // Percent shares: 35 claim, 20 ack (when the worker knows a token), 15 push (35 without a
-    // token), 15 kv put, 15 set add.
+    // token), 15 kv put, 13 set add, 2 rebuild (a kill inside the one transaction that rewrites
+    // every view).
     let args: Vec<String> = match rng.below(100) {
         0..=34 => {
             let holder = format!("w{w}");
@@ -123,12 +124,13 @@ fn draw(rng: &mut Rng, w: u64, n: u64, tokens: &mut Vec<(String, u64)>) -> (Stri
             let key = format!("k{}", rng.below(KV_KEYS));
             ["kv", "put", &key, &format!("{{\"w\":{w},\"n\":{n}}}")].map(String::from).to_vec()
         }
-        _ => {
+        85..=97 => {
             let member = format!("m{}", rng.below(SET_MEMBERS));
             ["set", "add", "s", &member].map(String::from).to_vec()
         }
+        _ => vec!["rebuild".to_owned()],
     };
-    (args[..2].join("-"), args)
+    (args[..args.len().min(2)].join("-"), args)
 }
 
 /// Runs one invocation, killing it after a random delay with probability `KILL_PERCENT`, and
@@ -192,7 +194,9 @@ fn worker(db: &Path, seed: u64, w: u64, epoch: Instant, deadline: Instant) -> Ta
         };
         match &class {
             Class::Ok(json) if json["seq"].is_u64() => tally.timed.push(timed(json)),
-            Class::Fail(json) if json["refused"] == "held" => tally.timed.push(timed(json)),
+            Class::Fail(json) if json["refused"] == "held" || json["refused"] == "stale_token" => {
+                tally.timed.push(timed(json));
+            }
             _ => {}
         }
         match class {
@@ -339,9 +343,10 @@ fn realtime_violations(timed: &[Timed]) -> Vec<String> {
     violations
 }
 
-/// `held` refusals that no linearization explains: the named claim (item, token, holder) is not
-/// in the log, or its acknowledged ack or release completed before the refusal was invoked, or its
-/// acknowledged claim was invoked after the refusal completed.
+/// Refusals that no linearization explains: a `held` whose named claim (item, token, holder) is
+/// not in the log, or whose acknowledged ack completed before the refusal was invoked, or whose
+/// acknowledged claim was invoked after the refusal completed; a `stale_token` for a claim that
+/// was acknowledged before the refusal began and that the log never ends.
 fn bad_denials(timed: &[Timed], log: &BTreeMap<u64, Value>) -> Vec<String> {
     let key =
         |json: &Value| (json["item"].as_str().unwrap().to_owned(), json["token"].as_u64().unwrap());
@@ -369,7 +374,40 @@ fn bad_denials(timed: &[Timed], log: &BTreeMap<u64, Value>) -> Vec<String> {
             bad.push(format!("{}: {named:?}", denial.json));
         }
     }
+    // A token is stale only after its claim ended; a claim that the log never ends stays live
+    // for the whole run (the lease outlasts it), so from its acknowledgement on it is current.
+    let ended: BTreeSet<(String, u64)> = log
+        .values()
+        .filter(|e| matches!(e["kind"].as_str(), Some("item_acked" | "item_released")))
+        .map(|e| key(&e["body"]))
+        .collect();
+    for denial in timed.iter().filter(|t| t.json["refused"] == "stale_token") {
+        let named = key(&denial.json);
+        let live = claims.get(&named).is_some_and(|c| c.completed_us < denial.invoked_us);
+        if live && !ended.contains(&named) {
+            bad.push(format!("{}: {named:?} is live", denial.json));
+        }
+    }
     bad
+}
+
+/// Keeps the store and writes the answered history beside it (one JSON line per `ok` or `held`
+/// invocation, with its interval), so that a failing run can be examined after the test.
+fn keep_evidence(dir: tempfile::TempDir, tally: &Tally) -> PathBuf {
+    let kept = dir.keep();
+    let lines: Vec<String> = tally
+        .timed
+        .iter()
+        .map(|t| {
+            serde_json::json!({
+                "verb": t.verb, "answer": t.json,
+                "invoked_us": t.invoked_us, "completed_us": t.completed_us,
+            })
+            .to_string()
+        })
+        .collect();
+    std::fs::write(kept.join("history.jsonl"), lines.join("\n")).unwrap();
+    kept
 }
 
 fn percentile_ms(sorted_us: &[u64], percent: usize) -> f64 {
@@ -430,11 +468,18 @@ fn kill_loop_loses_no_acked_event_and_never_double_claims() {
     let doubles = double_claims(&tally.ok, &log);
     let anomalies = history_anomalies(&log);
     let realtime = realtime_violations(&tally.timed);
+    // Temporary files of killed writers (anchor or store creation): counted, not refused.
+    let leftover_temps = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with(".state.redb."))
+        .count();
     let denials = bad_denials(&tally.timed, &log);
     tally.latencies_us.sort_unstable();
     println!(
         "killloop invocations={} kills={} ok={} fail={} info={} lost_acked={} double_claims={} \
-         history_anomalies={} realtime_violations={} bad_denials={} unexpected_exits={} events={} verify={} seed={seed} p50_ms={:.1} p99_ms={:.1}",
+         history_anomalies={} realtime_violations={} bad_denials={}/{} unexpected_exits={} \
+         events={} verify={} leftover_temps={leftover_temps} seed={seed} p50_ms={:.1} \
+         p99_ms={:.1}",
         tally.invocations,
         tally.kills,
         tally.ok.len(),
@@ -445,12 +490,23 @@ fn kill_loop_loses_no_acked_event_and_never_double_claims() {
         anomalies.len(),
         realtime.len(),
         denials.len(),
+        tally.timed.iter().filter(|t| t.json["refused"].is_string()).count(),
         tally.unexpected.len(),
         log.len(),
         if verify.status.success() { "ok" } else { "failed" },
         percentile_ms(&tally.latencies_us, 50),
         percentile_ms(&tally.latencies_us, 99),
     );
+    let failed = !lost.is_empty()
+        || !doubles.is_empty()
+        || !anomalies.is_empty()
+        || !realtime.is_empty()
+        || !denials.is_empty()
+        || !tally.unexpected.is_empty()
+        || !verify.status.success();
+    if failed {
+        println!("killloop evidence kept at {}", keep_evidence(dir, &tally).display());
+    }
     assert!(lost.is_empty(), "acked events lost (seed {seed}): {lost:#?}");
     assert!(doubles.is_empty(), "double claims (seed {seed}): {doubles:#?}");
     assert!(anomalies.is_empty(), "history anomalies (seed {seed}): {anomalies:#?}");
@@ -461,7 +517,7 @@ fn kill_loop_loses_no_acked_event_and_never_double_claims() {
     // The run must have exercised what it claims to: kills, acks of every verb, refusals.
     assert!(tally.kills > 0, "no process was killed");
     let verbs: BTreeSet<&str> = tally.ok.iter().map(|(verb, _)| verb.as_str()).collect();
-    for verb in ["queue-claim", "queue-ack", "queue-push", "kv-put", "set-add"] {
+    for verb in ["queue-claim", "queue-ack", "queue-push", "kv-put", "set-add", "rebuild"] {
         assert!(verbs.contains(verb), "no {verb} was acknowledged: {verbs:?}");
     }
     assert!(tally.fail > 0, "no refusal was seen");
@@ -540,7 +596,8 @@ fn kill_during_first_use_leaves_one_verifying_store() {
     }
     println!(
         "firstuse rounds={FIRST_USE_ROUNDS} processes={FIRST_USE_PROCESSES} kills={kills} \
-         acked={acked} no_store_rounds={no_store_rounds} leftover_temps={leftover_temps} seed={seed}"
+         acked={acked} no_store_rounds={no_store_rounds} leftover_temps={leftover_temps} \
+         seed={seed}"
     );
     assert!(kills > 0, "no creator was killed");
 }

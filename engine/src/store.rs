@@ -19,7 +19,8 @@ use redb::{
     StorageBackend, TableDefinition, TransactionError,
 };
 
-/// The storage seam a test backend implements (the `testing` feature's `Engine::open_with_backend`).
+/// The storage seam a test backend implements (for the `testing` feature's
+/// `Engine::open_with_backend`).
 #[cfg(feature = "testing")]
 pub use redb::StorageBackend as Backend;
 

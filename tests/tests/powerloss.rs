@@ -409,7 +409,8 @@ fn io_errors_at_every_operation_never_panic_and_leave_a_verifying_store() {
         }
     }
     println!(
-        "ioerrors fault_points={fault_points} errored_runs={errored_runs} panics={panics} wrong_errors={} \
+        "ioerrors fault_points={fault_points} errored_runs={errored_runs} panics={panics} \
+         wrong_errors={} \
          post_fault_verify_failures={} seed={seed}",
         wrong_errors.len(),
         failures.len()
