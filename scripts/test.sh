@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The project's test command (README "Run the tests"; .ci/run runs exactly this).
-# Formatting, lints with warnings as errors, then every test of the workspace, whose closing
-# lines are cargo's "test result: ok. N passed; N failed" per test binary.
+# Formatting, lints with warnings as errors, every test of the workspace (cargo closes each test
+# binary with "test result: ok. N passed; N failed"), then the seeded-bug drills, which build with
+# the bugdrill feature and must see every planted bug caught ("bugs_planted=N bugs_detected=N").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,3 +16,6 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 
 step "cargo test --workspace"
 cargo test --workspace --locked
+
+step "seeded-bug drills (each planted bug must be caught)"
+HOOKSTATE_KILL_SECS="${HOOKSTATE_KILL_SECS:-15}" bash scripts/drills.sh

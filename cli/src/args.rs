@@ -93,7 +93,7 @@ pub(crate) enum Verb {
     Log(LogArgs),
     /// Check the chain from genesis, the head anchor, and that views equal a rebuild.
     Verify,
-    /// Recompute every view from the log.
+    /// Recompute every view from the log (and remove temporary files killed writers left).
     Rebuild,
     /// Events, scopes, queue depths, file size, head.
     Stats,

@@ -706,3 +706,25 @@ fn observer_mirror_adopts_a_state_written_outside() {
     let file: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
     assert_eq!(file, now["state"], "the mirror shows the adopted state and the new row");
 }
+
+#[test]
+fn rebuild_removes_stale_temporary_files_of_killed_writers_only() {
+    let store = Store::new();
+    store.run(&["kv", "put", "k", "1"]).expect(0);
+    let stale = store.dir.path().join(".state.redb.head-0123456789abcdef");
+    let fresh = store.dir.path().join(".state.redb.create-fedcba9876543210");
+    let unrelated = store.dir.path().join(".state.redb.notes-0123456789abcdef");
+    for path in [&stale, &fresh, &unrelated] {
+        std::fs::write(path, b"x").unwrap();
+    }
+    let old = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    for path in [&stale, &unrelated] {
+        std::fs::File::options().write(true).open(path).unwrap().set_modified(old).unwrap();
+    }
+    let report = store.run(&["rebuild"]).expect(0).json();
+    assert_eq!(report["stale_temps_removed"], 1);
+    assert!(!stale.exists(), "an hour-old temporary file is a leftover");
+    assert!(fresh.exists(), "a fresh one may belong to a live writer");
+    assert!(unrelated.exists(), "a name that is not ours is never touched");
+    store.run(&["verify"]).expect(0);
+}

@@ -34,6 +34,8 @@ pub struct RebuildReport {
     pub events: u64,
     /// View rows written.
     pub views: u64,
+    /// Temporary files of killed writers removed from beside the store.
+    pub stale_temps_removed: u32,
 }
 
 type Views = BTreeMap<ViewKey, ViewRow>;
@@ -170,6 +172,7 @@ impl Engine {
             self.poison();
             return Err(err);
         }
-        Ok(RebuildReport { events: head.seq, views: views.len() as u64 })
+        let stale_temps_removed = self.dir.remove_stale_temps()?;
+        Ok(RebuildReport { events: head.seq, views: views.len() as u64, stale_temps_removed })
     }
 }

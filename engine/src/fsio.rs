@@ -26,6 +26,23 @@ pub(crate) const DIR_MODE: u32 = 0o700;
 const UNSAFE_DIR_BITS: u32 = 0o022;
 const ANCHOR_SUFFIX: &str = ".head";
 const TEMP_NAME_RANDOM_BYTES: usize = 8;
+/// Age after which a temporary file beside the store is a leftover of a killed writer.
+pub(crate) const STALE_TEMP_SECS: u64 = 600;
+/// Directory entries a leftover scan looks at.
+const STALE_TEMP_SCAN_MAX: usize = 10_000;
+const TEMP_PURPOSES: [&str; 2] = ["create", "head"];
+
+/// Whether `name` is one of our temporary names: `<prefix>.<purpose>-<16 hex>`.
+fn is_temp_name(name: &str, prefix: &str) -> bool {
+    let Some(rest) = name.strip_prefix(prefix).and_then(|r| r.strip_prefix('.')) else {
+        return false;
+    };
+    TEMP_PURPOSES.iter().any(|purpose| {
+        rest.strip_prefix(purpose).and_then(|r| r.strip_prefix('-')).is_some_and(|hex| {
+            hex.len() == TEMP_NAME_RANDOM_BYTES * 2 && hex.bytes().all(|b| b.is_ascii_hexdigit())
+        })
+    })
+}
 
 /// The directory that holds a store file, opened once and used for every path below it.
 pub(crate) struct StoreDir {
@@ -188,6 +205,45 @@ impl StoreDir {
         renamed
     }
 
+    /// Removes temporary files that killed writers left beside the store (`.<name>.create-<hex>`,
+    /// `.<name>.head-<hex>`) once they are older than [`STALE_TEMP_SECS`]: no live writer keeps a
+    /// temporary file that long. Returns how many were removed.
+    pub(crate) fn remove_stale_temps(&self) -> Result<u32> {
+        let listing = rustix::fs::openat(
+            &self.dir,
+            ".",
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| io_err("open directory", &self.dir_path, e))?;
+        let entries =
+            rustix::fs::Dir::read_from(&listing).map_err(|e| io_err("list", &self.dir_path, e))?;
+        let mut prefix = OsString::from(".");
+        prefix.push(&self.name);
+        let prefix = prefix.to_string_lossy().into_owned();
+        let now = std::time::SystemTime::now();
+        let mut removed = 0;
+        for entry in entries.take(STALE_TEMP_SCAN_MAX) {
+            let entry = entry.map_err(|e| io_err("list", &self.dir_path, e))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if !is_temp_name(&name, &prefix) {
+                continue;
+            }
+            let Ok(stat) = rustix::fs::statat(&self.dir, name.as_str(), AtFlags::SYMLINK_NOFOLLOW)
+            else {
+                continue;
+            };
+            let modified = std::time::UNIX_EPOCH
+                + std::time::Duration::from_secs(u64::try_from(stat.st_mtime).unwrap_or(0));
+            let stale =
+                now.duration_since(modified).is_ok_and(|age| age.as_secs() > STALE_TEMP_SECS);
+            if stale && rustix::fs::unlinkat(&self.dir, name.as_str(), AtFlags::empty()).is_ok() {
+                removed += 1;
+            }
+        }
+        Ok(removed)
+    }
+
     fn not_a_store(&self, why: &str) -> Error {
         Error::NotAStore { path: self.path(), why: why.into() }
     }
@@ -225,4 +281,26 @@ pub(crate) fn random_bytes<const N: usize>() -> Result<[u8; N]> {
 
 fn random_hex() -> Result<String> {
     Ok(hookstate_schema::format::to_hex(&random_bytes::<TEMP_NAME_RANDOM_BYTES>()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_our_temporary_names_are_recognised() {
+        let prefix = ".state.redb";
+        assert!(is_temp_name(".state.redb.create-0123456789abcdef", prefix));
+        assert!(is_temp_name(".state.redb.head-0123456789abcdef", prefix));
+        for other in [
+            "state.redb",
+            "state.redb.head",
+            ".state.redb.head-0123",
+            ".state.redb.other-0123456789abcdef",
+            ".other.redb.head-0123456789abcdef",
+            ".state.redb.head-0123456789abcdeg",
+        ] {
+            assert!(!is_temp_name(other, prefix), "{other}");
+        }
+    }
 }

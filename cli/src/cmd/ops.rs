@@ -92,7 +92,13 @@ pub(crate) fn verify(cli: &Cli) -> Result<(), CliError> {
 pub(crate) fn rebuild(cli: &Cli) -> Result<(), CliError> {
     let engine = open(cli, Access::Audit)?;
     let report = engine.rebuild()?;
-    print(cli.format, &json!({ "ok": true, "events": report.events, "views": report.views }))
+    print(
+        cli.format,
+        &json!({
+            "ok": true, "events": report.events, "views": report.views,
+            "stale_temps_removed": report.stale_temps_removed,
+        }),
+    )
 }
 
 pub(crate) fn stats(cli: &Cli) -> Result<(), CliError> {
