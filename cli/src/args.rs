@@ -49,6 +49,9 @@ pub(crate) enum Format {
     Json,
     /// Human-readable `key=value` lines.
     Text,
+    /// The upstream script's one-line verdict (`QUEUED|MP-…`, `NONE|no-match`, …) and its exit
+    /// codes (every error exits 1); verbs without a verdict print JSON.
+    Verdict,
 }
 
 /// Every verb.
@@ -77,6 +80,8 @@ pub(crate) enum Verb {
     /// The claude-management observer state (scope: observer:<session or project>).
     #[command(subcommand)]
     Observer(ObserverVerb),
+    /// claude-code-hermit micro-proposals and their ledger (scope: hermit:<abs state dir>).
+    Proposals(ProposalsArgs),
     /// Claude Code hook verbs: read the hook's JSON payload on stdin and do that hook's job.
     #[command(subcommand)]
     Hook(HookVerb),
@@ -421,6 +426,9 @@ pub(crate) enum Layout {
     Loopd,
     /// The claude-management observer state.
     Observer,
+    /// claude-code-hermit's state/micro-proposals.json and state/proposal-metrics.jsonl under
+    /// the state directory (--from / --to is the .claude-code-hermit directory).
+    HermitProposals,
 }
 
 /// `import` / `export` options.
@@ -435,7 +443,66 @@ pub(crate) struct LegacyArgs {
     /// The directory to write to (export).
     #[arg(long)]
     pub(crate) to: Option<PathBuf>,
-    /// The file name in that directory [default: loopd.json, claude-management.json].
+    /// The file name in that directory [default: loopd.json, claude-management.json; not used
+    /// by hermit-proposals].
     #[arg(long)]
     pub(crate) name: Option<String>,
+}
+
+/// `proposals` options and verbs, drop-ins for `bun proposal.ts <verb> <dir>`.
+#[derive(Debug, Args)]
+pub(crate) struct ProposalsArgs {
+    /// The hermit state directory (.claude-code-hermit): the scope becomes hermit:<abs dir> and
+    /// its config.json's timezone dates MP ids [default: the dir of --scope hermit:<dir>].
+    #[arg(long, global = true)]
+    pub(crate) dir: Option<PathBuf>,
+    /// The verb.
+    #[command(subcommand)]
+    pub(crate) verb: ProposalsVerb,
+}
+
+/// `proposals` verbs.
+#[derive(Debug, Subcommand)]
+pub(crate) enum ProposalsVerb {
+    /// Queue a micro-proposal: JSON {"tier", "question", "options"?, "on_resolve"?} on stdin.
+    /// Verdict: QUEUED|<MP-id> or DUPLICATE|<id> (a pending entry asks the same question).
+    QueueMicro,
+    /// Resolve, nudge or age queued micro-proposals.
+    #[command(subcommand)]
+    Micro(MicroVerb),
+    /// The queue as state/micro-proposals.json holds it.
+    Queue,
+    /// The ledger (state/proposal-metrics.jsonl lines), rendered from the log.
+    Ledger,
+}
+
+/// `proposals micro` verbs.
+#[derive(Debug, Subcommand)]
+pub(crate) enum MicroVerb {
+    /// Remove an entry and record its micro-resolved line; with --answer, resolve the answer
+    /// against the entry's options and render its on_resolve.
+    /// Verdict: RESOLVED|<id>|<action> or NONE|no-match.
+    Resolve {
+        /// The MP id.
+        #[arg(allow_hyphen_values = true)]
+        id: Option<String>,
+        /// approved, rejected, answered or expired.
+        #[arg(long)]
+        action: Option<String>,
+        /// The operator's answer: a label, a unique prefix of one, its number, or yes/no.
+        #[arg(long)]
+        answer: Option<String>,
+        /// The channel the answer came from (recorded in the event).
+        #[arg(long)]
+        channel: Option<String>,
+    },
+    /// Add one to an entry's follow_up_count. Verdict: NUDGED|<id>|<n> or NONE|no-match.
+    Nudge {
+        /// The MP id.
+        #[arg(allow_hyphen_values = true)]
+        id: Option<String>,
+    },
+    /// One pass: drop non-pending entries, expire at count >= 2, bump 1 -> 2 and 0 -> 1.
+    /// Verdict: the JSON line {"new","renudged","expired","dropped"}.
+    BriefCycle,
 }

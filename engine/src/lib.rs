@@ -13,6 +13,7 @@ pub mod legacy;
 pub mod limits;
 pub mod observer;
 mod project;
+pub mod proposals;
 mod query;
 pub mod signals;
 mod storage;

@@ -88,6 +88,7 @@ pub(crate) fn render(body: &Body) -> serde_json::Map<String, serde_json::Value> 
         Body::Core(core) => crate::core::render(core),
         Body::Signals(event) => crate::signals::render(event),
         Body::Observer(event) => crate::observer::render(event),
+        Body::Proposals(event) => crate::proposals::render(event),
     }
 }
 
@@ -98,6 +99,7 @@ pub(crate) fn touched_keys(event: &Event) -> Vec<ViewKey> {
         Body::Core(core) => core_keys(scope, core),
         Body::Signals(event) => crate::signals::touched_keys(scope, event),
         Body::Observer(_) => crate::observer::touched_keys(scope),
+        Body::Proposals(event) => crate::proposals::touched_keys(scope, event),
     };
     if let Some(idem) = &event.content.idem_key {
         keys.push(ViewKey::Idem { scope: scope.into(), key: idem.clone() });
@@ -141,6 +143,7 @@ pub(crate) fn apply(views: &mut impl ViewAccess, event: &Event) {
         Body::Core(core) => apply_core(views, scope, event.seq, core),
         Body::Signals(body) => crate::signals::apply(views, scope, event.seq, body),
         Body::Observer(body) => crate::observer::apply(views, scope, event.seq, body),
+        Body::Proposals(body) => crate::proposals::apply(views, scope, body),
     }
     if let Some(idem) = &event.content.idem_key {
         let key = ViewKey::Idem { scope: scope.into(), key: idem.clone() };

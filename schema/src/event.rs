@@ -61,6 +61,8 @@ pub enum Body {
     Signals(crate::signals::SignalsEvent),
     /// The claude-management observer state.
     Observer(crate::observer::ObserverEvent),
+    /// claude-code-hermit micro-proposals, proposals and their ledger.
+    Proposals(crate::proposals::ProposalsEvent),
 }
 
 impl Body {
@@ -71,6 +73,7 @@ impl Body {
             Body::Core(_) => "core",
             Body::Signals(_) => "signals",
             Body::Observer(_) => "observer",
+            Body::Proposals(_) => "proposals",
         }
     }
 
@@ -81,6 +84,7 @@ impl Body {
             Body::Core(core) => core.kind(),
             Body::Signals(event) => event.kind(),
             Body::Observer(event) => event.kind(),
+            Body::Proposals(event) => event.kind(),
         }
     }
 }

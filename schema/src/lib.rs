@@ -7,6 +7,7 @@ pub mod event;
 pub mod format;
 pub mod id;
 pub mod observer;
+pub mod proposals;
 pub mod signals;
 pub mod view;
 

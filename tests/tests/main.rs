@@ -5,5 +5,6 @@
 mod corpus;
 mod model;
 mod observer;
+mod proposals;
 mod signals;
 mod store;

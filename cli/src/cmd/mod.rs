@@ -8,6 +8,7 @@ mod hook;
 mod legacy;
 mod observer;
 mod ops;
+mod proposals;
 mod signals;
 
 use std::path::PathBuf;
@@ -30,6 +31,7 @@ pub(crate) fn run(cli: &Cli) -> Result<(), CliError> {
         Verb::List(verb) => core::list(cli, verb),
         Verb::Signals(verb) => signals::run(cli, verb),
         Verb::Observer(verb) => observer::run(cli, verb),
+        Verb::Proposals(args) => proposals::run(cli, args),
         Verb::Hook(verb) => hook::run(cli, verb),
         Verb::Import(args) => legacy::import(cli, args),
         Verb::Export(args) => legacy::export(cli, args),

@@ -4,6 +4,7 @@
 //! Every legacy file is reached through [`root::Root`], never by joining raw ids into paths.
 //! Does not decide domain rules; the domain modules do.
 
+pub mod hermit;
 pub mod loopd;
 pub mod observer;
 #[allow(dead_code, reason = "subdir, list and remove serve the moonshine codec")]

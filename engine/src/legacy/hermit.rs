@@ -1,0 +1,262 @@
+//! claude-code-hermit's proposal files: `state/micro-proposals.json` (2-space JSON with a final
+//! newline, entries kept with their own key order) and `state/proposal-metrics.jsonl` (compact
+//! lines, `ts` first), imported as events and exported byte for byte; and `config.json`'s
+//! `timezone`, which dates MP ids.
+//!
+//! The ledger is rendered from the log: every queue or resolve event stands for its ledger line,
+//! so the queue and the ledger can never disagree. Does not decide queue rules; `proposals` does.
+
+use std::path::Path;
+
+use hookstate_schema::format::decode_event;
+use hookstate_schema::proposals::{ProposalsEvent, QueueDoc};
+use hookstate_schema::Body;
+use serde_json::{json, Map, Value};
+
+use crate::core::Refusal;
+use crate::doc::read_doc;
+use crate::engine::{read_head, Call, Engine, Outcome, Plan};
+use crate::error::{Error, Result};
+use crate::legacy::root::Root;
+use crate::proposals::{ledger_line, QUEUE_ENTRIES_MAX, QUEUE_ID, QUEUE_KIND};
+use crate::signals::fields;
+use crate::storage::ReadTxn;
+
+/// The hermit config file is a few routines and settings.
+pub const CONFIG_FILE_BYTES_MAX: usize = 1024 * 1024;
+/// The queue file: [`QUEUE_ENTRIES_MAX`] entries of a few KiB each.
+pub const QUEUE_FILE_BYTES_MAX: usize = 8 * 1024 * 1024;
+/// The ledger grows for the life of a hermit; beyond this, rotate it before importing.
+pub const LEDGER_FILE_BYTES_MAX: usize = 64 * 1024 * 1024;
+/// Ledger lines one import adopts.
+pub const LEDGER_LINES_MAX: usize = 200_000;
+/// The state subdirectory of a hermit state directory.
+pub const STATE_DIR: &str = "state";
+/// The queue file's name under `state/`.
+pub const QUEUE_FILE: &str = "micro-proposals.json";
+/// The ledger file's name under `state/`.
+pub const LEDGER_FILE: &str = "proposal-metrics.jsonl";
+const CONFIG_FILE: &str = "config.json";
+const DEFAULT_TIMEZONE: &str = "UTC";
+
+/// `config.timezone` of the hermit state directory `dir`, `UTC` when unset or the file is absent.
+///
+/// # Errors
+/// An unsafe or missing directory; [`Error::Invalid`] for a config that is not a JSON object.
+pub fn read_timezone(dir: &Path) -> Result<String> {
+    let root = Root::open(dir, false)?;
+    let Some(bytes) = root.read(CONFIG_FILE, CONFIG_FILE_BYTES_MAX)? else {
+        return Ok(DEFAULT_TIMEZONE.into());
+    };
+    let config: Map<String, Value> = serde_json::from_slice(&bytes)
+        .map_err(|e| Error::invalid(format!("{CONFIG_FILE} is not a JSON object: {e}")))?;
+    Ok(config
+        .get("timezone")
+        .and_then(Value::as_str)
+        .filter(|tz| !tz.is_empty())
+        .unwrap_or(DEFAULT_TIMEZONE)
+        .to_owned())
+}
+
+fn corrupt(why: &str) -> Error {
+    Error::invalid(format!("{QUEUE_FILE} is corrupt ({why}); refusing it, repair it first"))
+}
+
+/// Parses the queue file as upstream's tri-state reader does: a missing or null `pending` is
+/// healed to `[]`; invalid JSON, a non-object, a non-array `pending` or a non-object entry is
+/// corrupt, never an empty queue.
+///
+/// # Errors
+/// [`Error::Invalid`] naming why the file is corrupt.
+pub fn parse_queue(bytes: &[u8]) -> Result<QueueDoc> {
+    let text = std::str::from_utf8(bytes).map_err(|_| corrupt("not UTF-8"))?;
+    let value: Value = serde_json::from_str(text).map_err(|e| corrupt(&e.to_string()))?;
+    let Value::Object(mut top) = value else {
+        return Err(corrupt("not a JSON object"));
+    };
+    let pending = match top.get("pending") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(items)) => items.clone(),
+        Some(_) => return Err(corrupt("pending is not an array")),
+    };
+    if pending.len() > QUEUE_ENTRIES_MAX {
+        return Err(corrupt(&format!("{} entries, limit is {QUEUE_ENTRIES_MAX}", pending.len())));
+    }
+    let mut entries = Vec::with_capacity(pending.len());
+    for entry in pending {
+        let Value::Object(map) = &entry else {
+            return Err(corrupt("an entry is not an object"));
+        };
+        if !map.get("id").is_some_and(Value::is_string) {
+            return Err(corrupt("an entry has no string id"));
+        }
+        entries.push(entry.to_string());
+    }
+    top.insert("pending".into(), Value::Array(Vec::new()));
+    Ok(QueueDoc { top: Value::Object(top).to_string(), entries })
+}
+
+/// Renders the queue file: `JSON.stringify(data, null, 2) + "\n"`.
+///
+/// # Errors
+/// [`Error::Corrupt`] when a stored entry is not JSON.
+pub fn render_queue(queue: &QueueDoc) -> Result<String> {
+    let parse = |text: &str| {
+        serde_json::from_str::<Value>(text)
+            .map_err(|e| Error::Corrupt(format!("stored queue entry: {e}")))
+    };
+    let mut top = match parse(&queue.top)? {
+        Value::Object(map) => map,
+        _ => return Err(Error::Corrupt("stored queue top is not an object".into())),
+    };
+    let entries = queue.entries.iter().map(|t| parse(t)).collect::<Result<Vec<_>>>()?;
+    top.insert("pending".into(), Value::Array(entries));
+    let text = serde_json::to_string_pretty(&Value::Object(top))
+        .map_err(|e| Error::Corrupt(format!("queue does not serialise: {e}")))?;
+    Ok(text + "\n")
+}
+
+/// Splits the ledger into its lines (without newlines), every line kept as written.
+fn parse_ledger(bytes: &[u8]) -> Result<Vec<String>> {
+    let text = std::str::from_utf8(bytes)
+        .map_err(|_| Error::invalid(format!("{LEDGER_FILE} is not UTF-8")))?;
+    let mut lines: Vec<String> = text.split('\n').map(str::to_owned).collect();
+    if lines.last().is_some_and(String::is_empty) {
+        lines.pop();
+    }
+    if lines.len() > LEDGER_LINES_MAX {
+        return Err(Error::invalid(format!(
+            "{LEDGER_FILE} holds {} lines, limit is {LEDGER_LINES_MAX}",
+            lines.len()
+        )));
+    }
+    Ok(lines)
+}
+
+/// The ledger of a scope, rendered from its events in log order.
+pub(crate) fn ledger_lines(txn: &dyn ReadTxn, scope: &str) -> Result<Vec<String>> {
+    let head = read_head(txn)?;
+    let mut lines = Vec::new();
+    txn.events(1, head.seq, &mut |seq, bytes| {
+        let event =
+            decode_event(bytes).map_err(|e| Error::ChainBroken { seq, why: e.to_string() })?;
+        if event.content.scope == scope {
+            if let Body::Proposals(body) = &event.content.body {
+                lines.extend(ledger_line(body));
+            }
+        }
+        Ok(true)
+    })?;
+    Ok(lines)
+}
+
+fn render_ledger(lines: &[String]) -> String {
+    lines.iter().map(|l| format!("{l}\n")).collect()
+}
+
+impl Engine {
+    /// Imports `DIR/state/micro-proposals.json` and `DIR/state/proposal-metrics.jsonl` into the
+    /// call's scope, in one transaction; a corrupt queue file is refused and nothing is written.
+    /// Refused (a value) when the scope already holds a queue.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for a corrupt or oversized file; unsafe paths; store errors.
+    pub fn import_hermit_proposals(&self, call: &Call, dir: &Path) -> Result<Outcome> {
+        let state = Root::open(dir, false)?
+            .subdir(STATE_DIR, false)?
+            .ok_or_else(|| Error::NoStore { path: dir.join(STATE_DIR) })?;
+        let queue_bytes = state.read(QUEUE_FILE, QUEUE_FILE_BYTES_MAX)?;
+        let ledger_bytes = state.read(LEDGER_FILE, LEDGER_FILE_BYTES_MAX)?;
+        let queue = queue_bytes.as_deref().map(parse_queue).transpose()?;
+        let lines = ledger_bytes.as_deref().map(parse_ledger).transpose()?.unwrap_or_default();
+        let queue_round_trip = match (&queue, &queue_bytes) {
+            (Some(q), Some(bytes)) => render_queue(q)?.as_bytes() == bytes.as_slice(),
+            _ => true,
+        };
+        let ledger_round_trip =
+            ledger_bytes.as_ref().is_none_or(|b| render_ledger(&lines).as_bytes() == b.as_slice());
+        let result = fields(json!({
+            "layout": "hermit-proposals",
+            "entries": queue.as_ref().map_or(0, |q| q.entries.len()),
+            "ledger_lines": lines.len(),
+            "round_trip": queue_round_trip && ledger_round_trip,
+        }));
+        let mut events: Vec<Body> = Vec::with_capacity(lines.len() + 1);
+        if let Some(QueueDoc { top, entries }) = queue {
+            events.push(Body::Proposals(ProposalsEvent::QueueImported { top, entries }));
+        }
+        events.extend(
+            lines
+                .into_iter()
+                .map(|line| Body::Proposals(ProposalsEvent::LedgerLineImported { line })),
+        );
+        self.write(call, |txn| {
+            if read_doc::<QueueDoc>(txn, &call.scope, QUEUE_KIND, QUEUE_ID)?.is_some() {
+                let refusal = Refusal {
+                    reason: "already_imported",
+                    message: "this scope already holds a micro-proposal queue".into(),
+                    details: Map::new(),
+                };
+                return Ok(Plan { refusal: Some(refusal), ..Plan::default() });
+            }
+            Ok(Plan { events, result, ..Plan::default() })
+        })
+    }
+
+    /// Writes `DIR/state/micro-proposals.json` and `DIR/state/proposal-metrics.jsonl` for
+    /// `scope` (directories created 0700, files 0600).
+    ///
+    /// # Errors
+    /// Unsafe paths; IO and store errors.
+    pub fn export_hermit_proposals(&self, scope: &str, dir: &Path) -> Result<Map<String, Value>> {
+        hookstate_schema::validate_scope(scope)?;
+        let txn = self.begin_read()?;
+        let queue: QueueDoc = read_doc(&*txn, scope, QUEUE_KIND, QUEUE_ID)?.unwrap_or_default();
+        let lines = ledger_lines(&*txn, scope)?;
+        let state = Root::open(dir, true)?
+            .subdir(STATE_DIR, true)?
+            .ok_or_else(|| Error::NoStore { path: dir.join(STATE_DIR) })?;
+        state.write(QUEUE_FILE, render_queue(&queue)?.as_bytes())?;
+        state.write(LEDGER_FILE, render_ledger(&lines).as_bytes())?;
+        Ok(fields(json!({ "entries": queue.entries.len(), "ledger_lines": lines.len() })))
+    }
+
+    /// The ledger lines of a scope, rendered from the log (read-only).
+    ///
+    /// # Errors
+    /// Store errors.
+    pub fn proposals_ledger(&self, scope: &str) -> Result<Vec<String>> {
+        hookstate_schema::validate_scope(scope)?;
+        ledger_lines(&*self.begin_read()?, scope)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn corrupt_queue_files_are_refused_never_empty() {
+        for bad in [
+            &b"{\"pending\": [}"[..],
+            b"[]",
+            b"{\"pending\": {}}",
+            b"{\"pending\": [1]}",
+            b"{\"pending\": [{\"question\": \"no id\"}]}",
+            b"\xff",
+            b"",
+        ] {
+            assert!(matches!(parse_queue(bad), Err(Error::Invalid(_))), "{bad:?}");
+        }
+        for healed in [&b"{}"[..], b"{\"pending\": null}"] {
+            assert!(parse_queue(healed).unwrap().entries.is_empty());
+        }
+    }
+
+    #[test]
+    fn queue_keeps_top_level_keys_and_entry_key_order() {
+        let text = "{\n  \"note\": \"x\",\n  \"pending\": [\n    {\n      \"question\": \"q\",\n      \"id\": \"MP-20261129-0\"\n    }\n  ],\n  \"after\": []\n}\n";
+        let queue = parse_queue(text.as_bytes()).unwrap();
+        assert_eq!(render_queue(&queue).unwrap(), text);
+    }
+}
