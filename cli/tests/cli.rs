@@ -13,6 +13,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+mod proposals;
+
 /// One run of the binary: its exit code, stdout and stderr.
 #[derive(Debug)]
 struct Run {

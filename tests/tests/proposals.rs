@@ -8,7 +8,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use hookstate_engine::legacy::hermit::{LEDGER_FILE, QUEUE_FILE};
+use hookstate_engine::legacy::hermit::{read_hermit_files, LEDGER_FILE, QUEUE_FILE};
 use hookstate_engine::proposals::{hermit_scope, parse_micro_input, ResolveInput};
 use hookstate_engine::schema::Actor;
 use hookstate_engine::{Call, Engine, Error, OpenOptions};
@@ -63,7 +63,8 @@ impl Hermit {
     }
 
     fn import(&self) -> Value {
-        self.engine.import_hermit_proposals(&self.call(1), &self.dir).unwrap().to_json()
+        let files = read_hermit_files(&self.dir).unwrap();
+        self.engine.import_hermit_proposals(&self.call(1), files).unwrap().to_json()
     }
 
     fn export(&self, to: &Path) -> (Vec<u8>, Vec<u8>) {
@@ -140,14 +141,14 @@ fn the_spec_example_imports_but_says_it_will_not_round_trip() {
 #[test]
 fn a_corrupt_or_linked_queue_file_is_refused_and_nothing_is_written() {
     let h = hermit(Some("hermit-corrupt"));
-    let err = h.engine.import_hermit_proposals(&h.call(1), &h.dir).unwrap_err();
+    let err = read_hermit_files(&h.dir).unwrap_err();
     assert!(matches!(&err, Error::Invalid(m) if m.contains("corrupt")), "{err}");
     assert_eq!(h.engine.head().unwrap().seq, 0);
     let linked = hermit(Some("hermit"));
     let state = linked.dir.join("state");
     std::fs::rename(state.join(QUEUE_FILE), linked.dir.join("elsewhere.json")).unwrap();
     std::os::unix::fs::symlink(linked.dir.join("elsewhere.json"), state.join(QUEUE_FILE)).unwrap();
-    assert!(linked.engine.import_hermit_proposals(&linked.call(1), &linked.dir).is_err());
+    assert!(read_hermit_files(&linked.dir).is_err());
     assert_eq!(linked.engine.head().unwrap().seq, 0);
 }
 

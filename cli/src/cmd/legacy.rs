@@ -35,6 +35,12 @@ fn hermit_scope(
 pub(crate) fn import(cli: &Cli, args: &LegacyArgs) -> Result<(), CliError> {
     let from =
         args.from.as_ref().ok_or_else(|| CliError::Usage("import needs --from DIR".into()))?;
+    // Legacy files are read and checked before the store is opened, so a bad file leaves the
+    // store byte-identical.
+    let hermit = match args.layout {
+        Layout::HermitProposals => Some(hermit::read_hermit_files(from)?),
+        _ => None,
+    };
     let engine = open(cli, Access::Write)?;
     let call = call(cli, "import");
     let outcome = match args.layout {
@@ -42,7 +48,8 @@ pub(crate) fn import(cli: &Cli, args: &LegacyArgs) -> Result<(), CliError> {
         Layout::Observer => engine.import_observer(&call, from, name(args))?,
         Layout::HermitProposals => {
             let (scope, _) = hermit_scope(cli, from)?;
-            engine.import_hermit_proposals(&call_in(cli, "import", &scope), from)?
+            let files = hermit.ok_or_else(|| CliError::Usage("no hermit files read".into()))?;
+            engine.import_hermit_proposals(&call_in(cli, "import", &scope), files)?
         }
     };
     print(cli.format, &outcome.to_json())?;

@@ -154,32 +154,49 @@ fn render_ledger(lines: &[String]) -> String {
     lines.iter().map(|l| format!("{l}\n")).collect()
 }
 
+/// The hermit proposal files read and checked, ready to import: nothing is opened or written
+/// before they parse.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HermitFiles {
+    queue: Option<QueueDoc>,
+    lines: Vec<String>,
+    round_trip: bool,
+}
+
+/// Reads and checks `DIR/state/micro-proposals.json` and `DIR/state/proposal-metrics.jsonl`.
+///
+/// # Errors
+/// [`Error::Invalid`] for a corrupt or oversized file; unsafe or missing paths.
+pub fn read_hermit_files(dir: &Path) -> Result<HermitFiles> {
+    let state = Root::open(dir, false)?
+        .subdir(STATE_DIR, false)?
+        .ok_or_else(|| Error::NoStore { path: dir.join(STATE_DIR) })?;
+    let queue_bytes = state.read(QUEUE_FILE, QUEUE_FILE_BYTES_MAX)?;
+    let ledger_bytes = state.read(LEDGER_FILE, LEDGER_FILE_BYTES_MAX)?;
+    let queue = queue_bytes.as_deref().map(parse_queue).transpose()?;
+    let lines = ledger_bytes.as_deref().map(parse_ledger).transpose()?.unwrap_or_default();
+    let queue_round_trip = match (&queue, &queue_bytes) {
+        (Some(q), Some(bytes)) => render_queue(q)?.as_bytes() == bytes.as_slice(),
+        _ => true,
+    };
+    let ledger_round_trip =
+        ledger_bytes.as_ref().is_none_or(|b| render_ledger(&lines).as_bytes() == b.as_slice());
+    Ok(HermitFiles { queue, lines, round_trip: queue_round_trip && ledger_round_trip })
+}
+
 impl Engine {
-    /// Imports `DIR/state/micro-proposals.json` and `DIR/state/proposal-metrics.jsonl` into the
-    /// call's scope, in one transaction; a corrupt queue file is refused and nothing is written.
+    /// Imports checked hermit proposal files into the call's scope, in one transaction.
     /// Refused (a value) when the scope already holds a queue.
     ///
     /// # Errors
-    /// [`Error::Invalid`] for a corrupt or oversized file; unsafe paths; store errors.
-    pub fn import_hermit_proposals(&self, call: &Call, dir: &Path) -> Result<Outcome> {
-        let state = Root::open(dir, false)?
-            .subdir(STATE_DIR, false)?
-            .ok_or_else(|| Error::NoStore { path: dir.join(STATE_DIR) })?;
-        let queue_bytes = state.read(QUEUE_FILE, QUEUE_FILE_BYTES_MAX)?;
-        let ledger_bytes = state.read(LEDGER_FILE, LEDGER_FILE_BYTES_MAX)?;
-        let queue = queue_bytes.as_deref().map(parse_queue).transpose()?;
-        let lines = ledger_bytes.as_deref().map(parse_ledger).transpose()?.unwrap_or_default();
-        let queue_round_trip = match (&queue, &queue_bytes) {
-            (Some(q), Some(bytes)) => render_queue(q)?.as_bytes() == bytes.as_slice(),
-            _ => true,
-        };
-        let ledger_round_trip =
-            ledger_bytes.as_ref().is_none_or(|b| render_ledger(&lines).as_bytes() == b.as_slice());
+    /// Store errors.
+    pub fn import_hermit_proposals(&self, call: &Call, files: HermitFiles) -> Result<Outcome> {
+        let HermitFiles { queue, lines, round_trip } = files;
         let result = fields(json!({
             "layout": "hermit-proposals",
             "entries": queue.as_ref().map_or(0, |q| q.entries.len()),
             "ledger_lines": lines.len(),
-            "round_trip": queue_round_trip && ledger_round_trip,
+            "round_trip": round_trip,
         }));
         let mut events: Vec<Body> = Vec::with_capacity(lines.len() + 1);
         if let Some(QueueDoc { top, entries }) = queue {

@@ -1,0 +1,222 @@
+//! `hookstate proposals` as a drop-in for `bun proposal.ts`: every verdict line and exit code
+//! golden, the JSON mode's refusals, and real processes queueing, resolving and nudging at once
+//! with no vanished entry, no duplicate id and a ledger equal to the queue's history.
+//!
+//! Does not run upstream's scripts; their outputs are pinned from the spec and the fixture.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use super::{Run, Store};
+
+const HERMIT_FIXTURE: &str =
+    concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/legacy/hermit");
+
+/// A store and a hermit state directory (a copy of the real fixture, or empty).
+struct Hermit {
+    store: Store,
+    dir: PathBuf,
+    _home: tempfile::TempDir,
+}
+
+impl Hermit {
+    fn new(fixture: bool) -> Hermit {
+        let store = Store::new();
+        let home = tempfile::tempdir().unwrap();
+        let dir = home.path().join("h");
+        std::fs::create_dir_all(dir.join("state")).unwrap();
+        if fixture {
+            std::fs::copy(Path::new(HERMIT_FIXTURE).join("config.json"), dir.join("config.json"))
+                .unwrap();
+            for name in ["micro-proposals.json", "proposal-metrics.jsonl"] {
+                let from = Path::new(HERMIT_FIXTURE).join("state").join(name);
+                std::fs::copy(from, dir.join("state").join(name)).unwrap();
+            }
+        } else {
+            std::fs::write(dir.join("config.json"), "{\"timezone\":\"UTC\"}\n").unwrap();
+        }
+        Hermit { store, dir, _home: home }
+    }
+
+    fn verdict(&self, args: &[&str], stdin: Option<&str>) -> Run {
+        let mut full =
+            vec!["--format", "verdict", "proposals", "--dir", self.dir.to_str().unwrap()];
+        full.extend_from_slice(args);
+        self.store.run_with_stdin(&full, stdin.map(str::as_bytes))
+    }
+
+    fn json(&self, args: &[&str], stdin: Option<&str>) -> Run {
+        let mut full = vec!["proposals", "--dir", self.dir.to_str().unwrap()];
+        full.extend_from_slice(args);
+        self.store.run_with_stdin(&full, stdin.map(str::as_bytes))
+    }
+}
+
+/// Asserts stdout is exactly `line` and a newline, with the exit code and stderr rules.
+fn line(run: Run, code: i32, expected: &str) {
+    let run = run.expect(code);
+    assert_eq!(run.stdout, format!("{expected}\n"), "{run:?}");
+}
+
+/// A failure upstream reports with exit 1, a stderr line and no stdout.
+fn fails(run: Run) {
+    let run = run.expect(1);
+    assert!(run.stdout.is_empty(), "{run:?}");
+}
+
+#[test]
+fn every_micro_verdict_line_and_exit_code() {
+    let h = Hermit::new(true);
+    h.store
+        .run(&["import", "--layout", "hermit-proposals", "--from", h.dir.to_str().unwrap()])
+        .expect(0);
+    let dup = "{\"tier\":2,\"question\":\"Move the nightly e2e run to 02:00 UTC?\"}";
+    line(h.verdict(&["queue-micro"], Some(dup)), 0, "DUPLICATE|MP-20261129-2");
+    let ask = "{\"tier\":2,\"question\":\"Ship it?\",\"options\":[\"deploy now\",\"deploy \
+               later\",\"skip\"],\"on_resolve\":\"/hermit:act --answer {answer}\"}";
+    let queued = h.verdict(&["queue-micro"], Some(ask)).expect(0);
+    let id = queued.stdout.trim().strip_prefix("QUEUED|").unwrap().to_owned();
+    let (date, n) = id.strip_prefix("MP-").unwrap().split_once('-').unwrap();
+    // The fixture's ledger ends at MP-20261129-3; another New York date starts at 0.
+    assert_eq!(n, if date == "20261129" { "4" } else { "0" }, "{id}");
+    line(h.verdict(&["queue-micro"], Some(ask)), 0, &format!("DUPLICATE|{id}"));
+    line(h.verdict(&["micro", "nudge", "MP-20261129-2"], None), 0, "NUDGED|MP-20261129-2|3");
+    line(h.verdict(&["micro", "nudge", "MP-19990101-0"], None), 0, "NONE|no-match");
+    let resolve = |answer: &str| {
+        h.verdict(&["micro", "resolve", &id, "--action", "answered", "--answer", answer], None)
+    };
+    let ambiguous = resolve("deploy").expect(1);
+    assert_eq!(ambiguous.stdout, "ERROR|ambiguous-answer|[\"deploy now\",\"deploy later\"]\n");
+    line(resolve("2"), 0, &format!("RESOLVED|{id}|answered"));
+    line(resolve("2"), 0, "NONE|no-match");
+    fails(h.verdict(&["micro", "resolve", "MP-20261129-3"], None));
+    fails(h.verdict(&["micro", "resolve", "MP-20261129-3", "--action", "done"], None));
+    fails(h.verdict(&["micro", "resolve", "--action", "approved"], None));
+    fails(h.verdict(&["micro", "nudge"], None));
+    fails(h.verdict(&["queue-micro"], Some("not json")));
+    fails(h.verdict(&["queue-micro"], Some("{\"tier\":1}")));
+    fails(h.verdict(&["queue-micro"], Some("{\"question\":\"q\",\"options\":[\"one\"]}")));
+    line(
+        h.verdict(&["micro", "brief-cycle"], None),
+        0,
+        "{\"new\":[],\"renudged\":[],\"expired\":[{\"id\":\"MP-20261129-2\",\"question\":\"Move \
+         the nightly e2e run to 02:00 UTC?\"},{\"id\":\"MP-20261129-3\",\"question\":\"Pin node \
+         to 20.x in CI?\"}],\"dropped\":[]}",
+    );
+    line(
+        h.verdict(&["micro", "brief-cycle"], None),
+        0,
+        "{\"new\":[],\"renudged\":[],\"expired\":[],\"dropped\":[]}",
+    );
+    let ledger = h.json(&["ledger"], None).expect(0).json();
+    let last = &ledger["ledger"].as_array().unwrap()[11];
+    assert_eq!(
+        (last["type"].as_str(), last["action"].as_str()),
+        (Some("micro-resolved"), Some("expired"))
+    );
+}
+
+#[test]
+fn json_mode_refuses_duplicates_and_misses_with_exit_1() {
+    let h = Hermit::new(false);
+    let queued = h.json(&["queue-micro"], Some("{\"question\":\"q?\"}")).expect(0).json();
+    assert_eq!(queued["verdict"], format!("QUEUED|{}", queued["id"].as_str().unwrap()));
+    let dup = h.json(&["queue-micro"], Some("{\"question\":\"q?\"}")).expect(1).json();
+    assert_eq!((dup["ok"].as_bool(), dup["refused"].as_str()), (Some(false), Some("duplicate")));
+    let miss = h.json(&["micro", "nudge", "MP-19990101-0"], None).expect(1).json();
+    assert_eq!(miss["refused"], "no_match");
+    let bad = h.json(&["micro", "resolve", "x", "--action", "done"], None).expect(3);
+    assert!(bad.stdout.is_empty());
+    h.store.run(&["proposals", "micro", "brief-cycle"]).expect(2);
+}
+
+#[test]
+fn a_corrupt_queue_file_is_refused_and_the_store_is_untouched() {
+    let h = Hermit::new(false);
+    h.store.run(&["init"]).expect(0);
+    let before = h.store.snapshot();
+    std::fs::write(h.dir.join("state/micro-proposals.json"), "{\"pending\": [1,]}\n").unwrap();
+    let out = h
+        .store
+        .run(&["import", "--layout", "hermit-proposals", "--from", h.dir.to_str().unwrap()])
+        .expect(3);
+    assert!(out.stderr.contains("corrupt"), "{out:?}");
+    assert!(before == h.store.snapshot(), "the store changed");
+}
+
+fn spawn(h: &Hermit, args: &[&str], stdin: Option<String>) -> std::process::Child {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hookstate"))
+        .arg("--db")
+        .arg(h.store.db())
+        .args(["--format", "verdict", "proposals", "--dir", h.dir.to_str().unwrap()])
+        .args(args)
+        .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    if let Some(text) = stdin {
+        use std::io::Write;
+        child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+    }
+    child
+}
+
+/// Processes racing on one queue: 6 entries queued first, then 16 queuers, 6 resolvers and 6
+/// nudgers at once. Upstream's unlocked read-modify-write loses entries or resolves here and
+/// hands out one id twice; none of that may happen.
+#[test]
+fn racing_processes_lose_nothing_and_share_no_id() {
+    const SEEDED: usize = 6;
+    const QUEUERS: usize = 16;
+    let h = Hermit::new(false);
+    let mut seeded = Vec::new();
+    for i in 0..SEEDED {
+        let run = h.verdict(&["queue-micro"], Some(&format!("{{\"question\":\"seed {i}?\"}}")));
+        seeded.push(run.expect(0).stdout.trim().strip_prefix("QUEUED|").unwrap().to_owned());
+    }
+    let mut children = Vec::new();
+    for i in 0..QUEUERS {
+        children.push(spawn(&h, &["queue-micro"], Some(format!("{{\"question\":\"race {i}?\"}}"))));
+        if let Some(id) = seeded.get(i % 8).filter(|_| i % 8 < SEEDED) {
+            let verb = if i < 8 { "resolve" } else { "nudge" };
+            let mut args = vec!["micro", verb, id.as_str()];
+            if verb == "resolve" {
+                args.extend(["--action", "approved"]);
+            }
+            children.push(spawn(&h, &args, None));
+        }
+    }
+    let mut queued = BTreeSet::new();
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert_eq!(out.status.code(), Some(0), "{stdout} {}", String::from_utf8_lossy(&out.stderr));
+        if let Some(id) = stdout.trim().strip_prefix("QUEUED|") {
+            assert!(queued.insert(id.to_owned()), "id {id} handed out twice");
+        }
+    }
+    assert_eq!(queued.len(), QUEUERS);
+    let queue = h.json(&["queue"], None).expect(0).json();
+    let live: BTreeSet<String> = queue["pending"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(queued.is_subset(&live), "a queued entry vanished");
+    assert!(seeded.iter().all(|id| !live.contains(id)), "a resolved entry came back");
+    assert_eq!(live.len(), QUEUERS);
+    let ledger = h.json(&["ledger"], None).expect(0).json();
+    let mut history = BTreeSet::new();
+    for row in ledger["ledger"].as_array().unwrap() {
+        let id = row["micro_id"].as_str().unwrap().to_owned();
+        match row["type"].as_str().unwrap() {
+            "micro-queued" => assert!(history.insert(id), "queued twice in the ledger"),
+            _ => assert!(history.remove(&id), "resolved an id that was not live"),
+        }
+    }
+    assert_eq!(history, live, "the ledger is the queue's history");
+    h.store.run(&["verify"]).expect(0);
+}
