@@ -474,6 +474,36 @@ pub(crate) enum ProposalsVerb {
     Queue,
     /// The ledger (state/proposal-metrics.jsonl lines), rendered from the log.
     Ledger,
+    /// Create a PROP: stdin holds `Title:` (required), `Source:`, `Session:`, `Category:`,
+    /// `Tags:` (JSON), `Related-Sessions:` (JSON), `Self-Eval-Key:` lines, a `---` line, the body.
+    /// Verdict: the PROP-NNN-<slug>-<HHMMSS> id, or ERROR|<token>.
+    Create,
+    /// Accept a PROP (proposed or deferred -> accepted). Verdict: OK|<id> or ERROR|<reason>.
+    Accept(MoveArgs),
+    /// Defer a PROP (proposed -> deferred).
+    Defer(MoveArgs),
+    /// Dismiss a PROP (proposed or deferred -> dismissed).
+    Dismiss(MoveArgs),
+    /// Resolve a PROP (accepted -> resolved).
+    Resolve(MoveArgs),
+    /// The index, as state/proposals-index.json holds it. Verdict: OK|<n> proposals.
+    Index,
+}
+
+/// A PROP status move.
+#[derive(Debug, Args)]
+pub(crate) struct MoveArgs {
+    /// The full PROP id (or its file name).
+    pub(crate) id: String,
+    /// Compare-and-swap: move only if the status is still this one.
+    #[arg(long)]
+    pub(crate) expect: Option<String>,
+    /// A line to append to the Operator Decision section (`@now` expands), once.
+    #[arg(long)]
+    pub(crate) decision: Option<String>,
+    /// accepted_in_session for an accept.
+    #[arg(long)]
+    pub(crate) in_session: Option<String>,
 }
 
 /// `proposals micro` verbs.

@@ -220,3 +220,47 @@ fn racing_processes_lose_nothing_and_share_no_id() {
     assert_eq!(history, live, "the ledger is the queue's history");
     h.store.run(&["verify"]).expect(0);
 }
+
+#[test]
+fn prop_verdict_lines_and_exit_codes() {
+    let h = Hermit::new(false);
+    let created =
+        h.verdict(&["create"], Some("Title: Cache the CI install\n---\nbody\n")).expect(0);
+    let id = created.stdout.trim().to_owned();
+    assert!(id.starts_with("PROP-001-cache-ci-install-") && id.len() == 32, "{id}");
+    line(h.verdict(&["create"], Some("Title: x\nno separator")), 0, "ERROR|missing-separator");
+    line(h.verdict(&["create"], Some("---\nbody")), 0, "ERROR|missing-title");
+    line(h.verdict(&["create"], Some("Title: x\nTags: ci\n---\nb")), 0, "ERROR|invalid-tags");
+    line(h.verdict(&["accept", &id, "--expect", "proposed"], None), 0, &format!("OK|{id}"));
+    line(h.verdict(&["defer", &id], None), 0, "ERROR|illegal-move:accepted->deferred");
+    line(
+        h.verdict(&["resolve", &id, "--expect", "proposed"], None),
+        0,
+        "ERROR|status-moved:accepted",
+    );
+    line(h.verdict(&["resolve", "PROP-009-none-000000"], None), 0, "ERROR|no-such-proposal");
+    line(h.verdict(&["index"], None), 0, "OK|1 proposals");
+    let json = h.json(&["create"], Some("---\nbody")).expect(3);
+    assert!(json.stdout.is_empty());
+    h.json(&["resolve", &id, "--expect", "proposed"], None).expect(1);
+}
+
+/// Upstream numbers PROPs from an unlocked directory listing, so two creates at once share an
+/// NNN; here the number is allocated inside the write transaction.
+#[test]
+fn racing_creates_never_share_a_number() {
+    const CREATORS: usize = 8;
+    let h = Hermit::new(false);
+    let children: Vec<_> = (0..CREATORS)
+        .map(|i| spawn(&h, &["create"], Some(format!("Title: Race {i}\n---\nbody {i}\n"))))
+        .collect();
+    let mut numbers = BTreeSet::new();
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(0));
+        let id = String::from_utf8(out.stdout).unwrap();
+        assert!(numbers.insert(id[5..8].to_owned()), "NNN of {id} handed out twice");
+    }
+    let expected: BTreeSet<String> = (1..=CREATORS).map(|n| format!("{n:03}")).collect();
+    assert_eq!(numbers, expected);
+}

@@ -14,6 +14,7 @@ pub mod limits;
 pub mod observer;
 mod project;
 pub mod proposals;
+pub mod props;
 mod query;
 pub mod signals;
 mod storage;

@@ -522,7 +522,7 @@ pub fn ledger_line(event: &ProposalsEvent) -> Option<String> {
             }
         }
         ProposalsEvent::LedgerLineImported { line } => return Some(line.clone()),
-        _ => return None,
+        other => return crate::props::ledger_fields(other).map(|m| Value::Object(m).to_string()),
     }
     Some(Value::Object(line).to_string())
 }
@@ -552,7 +552,11 @@ pub(crate) fn touched_keys(scope: &str, event: &ProposalsEvent) -> Vec<ViewKey> 
         ProposalsEvent::LedgerLineImported { line } => {
             queued_id(line).and_then(|id| seq_key(scope, &id)).into_iter().collect()
         }
-        _ => vec![queue],
+        ProposalsEvent::MicroResolved { .. }
+        | ProposalsEvent::MicroNudged { .. }
+        | ProposalsEvent::MicroDropped { .. }
+        | ProposalsEvent::QueueImported { .. } => vec![queue],
+        other => crate::props::touched_keys(scope, other),
     }
 }
 
@@ -631,6 +635,7 @@ pub(crate) fn apply(views: &mut impl ViewAccess, scope: &str, event: &ProposalsE
                 bump_seq(views, scope, &id);
             }
         }
+        other => crate::props::apply(views, scope, other),
     }
 }
 
@@ -653,6 +658,15 @@ pub(crate) fn render(event: &ProposalsEvent) -> Map<String, Value> {
             fields(json!({ "entries": entries.len() }))
         }
         ProposalsEvent::LedgerLineImported { line } => fields(json!({ "line": line })),
+        ProposalsEvent::PropImported { file, .. } | ProposalsEvent::PropWritten { file, .. } => {
+            fields(json!({ "file": file }))
+        }
+        ProposalsEvent::PropCreated { id, .. } => verdict_result(id.clone(), json!({ "id": id })),
+        ProposalsEvent::PropResponded { id, action, .. } => {
+            verdict_result("OK".into(), json!({ "id": id, "action": action }))
+        }
+        ProposalsEvent::PropResolved { id, .. } => verdict_result("OK".into(), json!({ "id": id })),
+        ProposalsEvent::IndexImported { updated } => fields(json!({ "updated": updated })),
     }
 }
 

@@ -66,6 +66,56 @@ pub enum ProposalsEvent {
         /// The line.
         line: String,
     },
+    /// A PROP file was adopted as it was written.
+    PropImported {
+        /// `PROP-….md`.
+        file: String,
+        /// The whole file.
+        text: String,
+    },
+    /// A PROP file was created or its status moved: its whole new text.
+    PropWritten {
+        /// `PROP-….md`.
+        file: String,
+        /// The whole file.
+        text: String,
+        /// toISOString of the write: the index's `updated`.
+        updated: String,
+    },
+    /// A proposal was created: the `created` ledger line.
+    PropCreated {
+        /// The full PROP id.
+        id: String,
+        /// `Source:` (default manual).
+        source: String,
+        /// `Category:`.
+        category: String,
+        /// `Tags:`.
+        tags: Vec<String>,
+        /// utcISOStamp.
+        ts: String,
+    },
+    /// The first response to a proposal: the `responded` ledger line.
+    PropResponded {
+        /// The full PROP id.
+        id: String,
+        /// accept, defer or dismiss.
+        action: String,
+        /// utcISOStamp.
+        ts: String,
+    },
+    /// A proposal was resolved: the `resolved` ledger line.
+    PropResolved {
+        /// The full PROP id.
+        id: String,
+        /// utcISOStamp.
+        ts: String,
+    },
+    /// The index file was adopted: its `updated` stamp is kept until the next PROP write.
+    IndexImported {
+        /// The index's `updated`.
+        updated: String,
+    },
 }
 
 impl ProposalsEvent {
@@ -79,6 +129,12 @@ impl ProposalsEvent {
             ProposalsEvent::MicroDropped { .. } => "micro_dropped",
             ProposalsEvent::QueueImported { .. } => "queue_imported",
             ProposalsEvent::LedgerLineImported { .. } => "ledger_line_imported",
+            ProposalsEvent::PropImported { .. } => "prop_imported",
+            ProposalsEvent::PropWritten { .. } => "prop_written",
+            ProposalsEvent::PropCreated { .. } => "prop_created",
+            ProposalsEvent::PropResponded { .. } => "prop_responded",
+            ProposalsEvent::PropResolved { .. } => "prop_resolved",
+            ProposalsEvent::IndexImported { .. } => "index_imported",
         }
     }
 }
@@ -104,4 +160,26 @@ impl Default for QueueDoc {
 pub struct MpSeqDoc {
     /// The N the next id of this date gets.
     pub next: u64,
+}
+
+/// One PROP file, as written, with what decisions need from its frontmatter.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PropDoc {
+    /// `PROP-….md`.
+    pub file: String,
+    /// The whole file.
+    pub text: String,
+    /// The frontmatter's `status`, when it has one.
+    pub status: Option<String>,
+    /// Whether a first response was recorded (frontmatter `responded: true`).
+    pub responded: bool,
+    /// The `NNN` of `PROP-NNN`.
+    pub number: u64,
+}
+
+/// The proposals index's `updated` stamp.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IndexDoc {
+    /// toISOString of the last PROP write (or the imported index's).
+    pub updated: String,
 }

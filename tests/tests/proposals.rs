@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 use hookstate_engine::legacy::hermit::{read_hermit_files, LEDGER_FILE, QUEUE_FILE};
 use hookstate_engine::proposals::{hermit_scope, parse_micro_input, ResolveInput};
+use hookstate_engine::props::{parse_create, Move, MoveInput};
 use hookstate_engine::schema::Actor;
 use hookstate_engine::{Call, Engine, Error, OpenOptions};
 use serde_json::Value;
@@ -121,6 +122,119 @@ fn copy_dir_state(from: &Path, to: &Path) {
     for name in [QUEUE_FILE, LEDGER_FILE] {
         std::fs::copy(from.join("state").join(name), to.join("state").join(name)).unwrap();
     }
+}
+
+#[test]
+fn real_prop_files_and_index_round_trip_byte_for_byte() {
+    let h = hermit(Some("hermit"));
+    assert_eq!(h.import()["proposals"], 2);
+    let out = h._tmp.path().join("out");
+    h.export(&out);
+    let fixture = Path::new(FIXTURES).join("hermit");
+    for name in [
+        "state/proposals-index.json",
+        "proposals/PROP-001-cache-dependency-install-step-ci-165046.md",
+        "proposals/PROP-002-nightly-digest-flaky-tests-165046.md",
+    ] {
+        assert_eq!(
+            std::fs::read(out.join(name)).unwrap(),
+            std::fs::read(fixture.join(name)).unwrap(),
+            "{name}"
+        );
+    }
+}
+
+impl Hermit {
+    fn create(&self, now_ms: u64, stdin: &str) -> Value {
+        let input = parse_create(stdin).unwrap();
+        self.engine
+            .proposals_create(&self.call(now_ms), "America/New_York", &input)
+            .unwrap()
+            .to_json()
+    }
+
+    fn prop_move(&self, id: &str, action: Move, expect: Option<&str>) -> Value {
+        let input = MoveInput {
+            id: id.into(),
+            action,
+            expect: expect.map(str::to_owned),
+            decision: Some("Decided on @now.".into()),
+            session: None,
+        };
+        self.engine
+            .proposals_move(&self.call(NOV_29_22H), "America/New_York", &input)
+            .unwrap()
+            .to_json()
+    }
+
+    fn ledger_tail(&self) -> String {
+        self.engine.proposals_ledger(&self.scope).unwrap().last().unwrap().clone()
+    }
+}
+
+#[test]
+fn prop_create_writes_upstreams_file_and_moves_are_compare_and_swap() {
+    let h = hermit(Some("hermit"));
+    h.import();
+    let created = h.create(NOV_29_22H, "Title: Warm the build cache nightly\nSource: auto-detected\nTags: [\"build\"]\n---\n## Context\nSlow.\n");
+    let id = "PROP-003-warm-build-cache-nightly-170000";
+    assert_eq!(created["verdict"], id, "NNN continues the fixture's PROP-002, HHMMSS in New York");
+    let out = h._tmp.path().join("out");
+    h.export(&out);
+    let text = std::fs::read_to_string(out.join(format!("proposals/{id}.md"))).unwrap();
+    assert_eq!(
+        text,
+        format!(
+            "---\nid: {id}\ntitle: \"Warm the build cache nightly\"\nstatus: proposed\nsource: \
+             auto-detected\nsession: null\ncreated: 2026-11-29T17:00:00-05:00\naccepted_date: \
+             null\nresolved_date: null\nrelated_sessions: []\ncategory: improvement\ntags: \
+             [\"build\"]\nresponded: false\nself_eval_key: null\naccepted_in_session: null\n\
+             success_signal: null\n---\n# Proposal: {id} — Warm the build cache nightly\n\n## \
+             Context\nSlow.\n\n## Operator Decision\n\n"
+        )
+    );
+    assert_eq!(
+        h.ledger_tail(),
+        format!("{{\"ts\":\"2026-11-29T22:00:00Z\",\"type\":\"created\",\"proposal_id\":\"{id}\",\"source\":\"auto-detected\",\"category\":\"improvement\",\"tags\":[\"build\"]}}")
+    );
+    let stale = h.prop_move(id, Move::Accept, Some("deferred"));
+    assert_eq!(stale["verdict"], "ERROR|status-moved:proposed", "CAS on the status the caller saw");
+    assert_eq!(h.prop_move(id, Move::Defer, Some("proposed"))["verdict"], format!("OK|{id}"));
+    assert!(h.ledger_tail().contains("\"type\":\"responded\",\"proposal_id\":\"PROP-003-warm-build-cache-nightly-170000\",\"action\":\"defer\""));
+    let lines = h.engine.proposals_ledger(&h.scope).unwrap().len();
+    assert_eq!(h.prop_move(id, Move::Accept, None)["ledger_event"], false, "responded only once");
+    assert_eq!(h.engine.proposals_ledger(&h.scope).unwrap().len(), lines);
+    assert_eq!(
+        h.prop_move(id, Move::Defer, None)["verdict"],
+        "ERROR|illegal-move:accepted->deferred"
+    );
+    let resolved = h.prop_move(id, Move::Resolve, Some("accepted"));
+    assert_eq!(resolved["verdict"], format!("OK|{id}"));
+    assert!(h.ledger_tail().ends_with(
+        "\"type\":\"resolved\",\"proposal_id\":\"PROP-003-warm-build-cache-nightly-170000\"}"
+    ));
+    h.export(&out);
+    let text = std::fs::read_to_string(out.join(format!("proposals/{id}.md"))).unwrap();
+    for line in [
+        "status: resolved\n",
+        "accepted_date: 2026-11-29T17:00:00-05:00\n",
+        "resolved_date: 2026-11-29T17:00:00-05:00\n",
+        "responded: true\n",
+        "success_signal: null\ndeferred_date: 2026-11-29T17:00:00-05:00\n---\n",
+    ] {
+        assert!(text.contains(line), "{line:?} in {text}");
+    }
+    assert!(
+        text.ends_with("## Operator Decision\nDecided on 2026-11-29T17:00:00-05:00.\n\n"),
+        "{text}"
+    );
+    let index: Value =
+        serde_json::from_slice(&std::fs::read(out.join("state/proposals-index.json")).unwrap())
+            .unwrap();
+    assert_eq!(index["count"], 3);
+    assert_eq!(index["counts"], serde_json::json!({ "accepted": 1, "proposed": 1, "resolved": 1 }));
+    assert_eq!(index["updated"], "2026-11-29T22:00:00.000Z");
+    assert_eq!(index["proposals"][2]["responded"], false, "upstream's index quirk is kept");
 }
 
 #[test]

@@ -1,5 +1,6 @@
-//! The `proposals` verbs: drop-ins for `proposal.ts queue-micro` and `proposal.ts micro
-//! resolve | nudge | brief-cycle`, plus reads of the queue and the ledger.
+//! The `proposals` verbs: drop-ins for `proposal.ts queue-micro`, `proposal.ts micro
+//! resolve | nudge | brief-cycle`, `create` and `index`, PROP status moves, and reads of the
+//! queue and the ledger.
 //!
 //! With `--format verdict` a call prints upstream's one line; a refusal that upstream reports
 //! with exit 0 (`DUPLICATE`, `NONE|no-match`) exits 0 there too. Does not decide anything.
@@ -8,17 +9,19 @@ use std::path::{Path, PathBuf};
 
 use hookstate_engine::legacy::hermit::read_timezone;
 use hookstate_engine::proposals::{hermit_scope, parse_micro_input, ResolveInput, SCOPE_PREFIX};
+use hookstate_engine::props::{parse_create, Move, MoveInput};
 use hookstate_engine::Outcome;
 use serde_json::{json, Value};
 
-use crate::args::{Cli, Format, MicroVerb, ProposalsArgs, ProposalsVerb};
+use crate::args::{Cli, Format, MicroVerb, MoveArgs, ProposalsArgs, ProposalsVerb};
 use crate::cmd::{call_in, open, Access};
 use crate::exit::CliError;
 use crate::input::read_stdin;
 use crate::output::{print, print_raw};
 
-/// Refusals upstream reports as an ordinary verdict with exit 0.
-const VERDICT_OK_REFUSALS: [&str; 2] = ["duplicate", "no_match"];
+/// Refusals of ours that upstream has no verdict for: they exit 1 in verdict mode too. Every
+/// other refusal is a verdict line upstream prints with exit 0.
+const VERDICT_FAILING_REFUSALS: [&str; 2] = ["ambiguous_answer", "unknown_answer"];
 
 /// The scope and the state directory: `--dir` (made absolute, symlinks resolved when it
 /// exists), else `--scope hermit:<dir>`.
@@ -84,11 +87,54 @@ pub(crate) fn run(cli: &Cli, args: &ProposalsArgs) -> Result<(), CliError> {
             let call = call_in(cli, "proposals-micro-brief-cycle", &scope);
             open(cli, Access::Write)?.proposals_brief_cycle(&call)?
         }
+        ProposalsVerb::Create => {
+            let input = match parse_create(&read_stdin()?) {
+                Ok(input) => input,
+                Err(token) if cli.format == Format::Verdict => {
+                    return print_raw(&format!("ERROR|{token}"));
+                }
+                Err(token) => return Err(CliError::Invalid(format!("create: {token}"))),
+            };
+            let timezone = read_timezone(&dir)?;
+            let call = call_in(cli, "proposals-create", &scope);
+            open(cli, Access::Write)?.proposals_create(&call, &timezone, &input)?
+        }
+        ProposalsVerb::Accept(args) => status_move(cli, &scope, &dir, Move::Accept, args)?,
+        ProposalsVerb::Defer(args) => status_move(cli, &scope, &dir, Move::Defer, args)?,
+        ProposalsVerb::Dismiss(args) => status_move(cli, &scope, &dir, Move::Dismiss, args)?,
+        ProposalsVerb::Resolve(args) => status_move(cli, &scope, &dir, Move::Resolve, args)?,
+        ProposalsVerb::Index => {
+            let index = open(cli, Access::Read)?.proposals_index(&scope)?;
+            if cli.format == Format::Verdict {
+                return print_raw(&format!("OK|{} proposals", index["count"]));
+            }
+            return print(cli.format, &index);
+        }
     };
     finish(cli, &outcome)
 }
 
-/// Prints the outcome; a refusal exits 1, except the ones upstream's verdicts report with 0.
+fn status_move(
+    cli: &Cli,
+    scope: &str,
+    dir: &Path,
+    action: Move,
+    args: &MoveArgs,
+) -> Result<Outcome, CliError> {
+    let input = MoveInput {
+        id: args.id.clone(),
+        action,
+        expect: args.expect.clone(),
+        decision: args.decision.clone(),
+        session: args.in_session.clone(),
+    };
+    let timezone = read_timezone(dir)?;
+    let call = call_in(cli, "proposals-move", scope);
+    Ok(open(cli, Access::Write)?.proposals_move(&call, &timezone, &input)?)
+}
+
+/// Prints the outcome; a refusal exits 1, except in verdict mode, where upstream prints its
+/// verdict line (`DUPLICATE`, `NONE|no-match`, `ERROR|…`) with exit 0.
 fn finish(cli: &Cli, outcome: &Outcome) -> Result<(), CliError> {
     let value = outcome.to_json();
     if cli.format == Format::Verdict {
@@ -100,8 +146,8 @@ fn finish(cli: &Cli, outcome: &Outcome) -> Result<(), CliError> {
     }
     match &outcome.refusal {
         Some(refusal)
-            if !(cli.format == Format::Verdict
-                && VERDICT_OK_REFUSALS.contains(&refusal.reason)) =>
+            if cli.format != Format::Verdict
+                || VERDICT_FAILING_REFUSALS.contains(&refusal.reason) =>
         {
             Err(CliError::Refused(refusal.message.clone()))
         }

@@ -1,7 +1,7 @@
 //! claude-code-hermit's proposal files: `state/micro-proposals.json` (2-space JSON with a final
 //! newline, entries kept with their own key order) and `state/proposal-metrics.jsonl` (compact
-//! lines, `ts` first), imported as events and exported byte for byte; and `config.json`'s
-//! `timezone`, which dates MP ids.
+//! lines, `ts` first), `state/proposals-index.json` and `proposals/PROP-*.md`, imported as events
+//! and exported byte for byte; and `config.json`'s `timezone`, which dates MP and PROP ids.
 //!
 //! The ledger is rendered from the log: every queue or resolve event stands for its ledger line,
 //! so the queue and the ledger can never disagree. Does not decide queue rules; `proposals` does.
@@ -19,6 +19,9 @@ use crate::engine::{read_head, Call, Engine, Outcome, Plan};
 use crate::error::{Error, Result};
 use crate::legacy::root::Root;
 use crate::proposals::{ledger_line, QUEUE_ENTRIES_MAX, QUEUE_ID, QUEUE_KIND};
+use crate::props::{
+    check_prop_file, prop_doc, prop_state, render_index, PROPS_MAX, PROP_FILE_BYTES_MAX,
+};
 use crate::signals::fields;
 use crate::storage::ReadTxn;
 
@@ -36,6 +39,12 @@ pub const STATE_DIR: &str = "state";
 pub const QUEUE_FILE: &str = "micro-proposals.json";
 /// The ledger file's name under `state/`.
 pub const LEDGER_FILE: &str = "proposal-metrics.jsonl";
+/// The index file's name under `state/`.
+pub const INDEX_FILE: &str = "proposals-index.json";
+/// The PROP files' directory.
+pub const PROPOSALS_DIR: &str = "proposals";
+/// The index: a row of a few hundred bytes per proposal.
+pub const INDEX_FILE_BYTES_MAX: usize = 16 * 1024 * 1024;
 const CONFIG_FILE: &str = "config.json";
 const DEFAULT_TIMEZONE: &str = "UTC";
 
@@ -160,7 +169,53 @@ fn render_ledger(lines: &[String]) -> String {
 pub struct HermitFiles {
     queue: Option<QueueDoc>,
     lines: Vec<String>,
+    props: Vec<(String, String)>,
+    index_updated: Option<String>,
     round_trip: bool,
+}
+
+/// Reads every `PROP-*.md` of `proposals/` (other names are not proposals and are left alone).
+fn read_props(dir: &Path) -> Result<Vec<(String, String)>> {
+    let Some(root) = Root::open(dir, false)?.subdir(PROPOSALS_DIR, false)? else {
+        return Ok(Vec::new());
+    };
+    let mut props = Vec::new();
+    for name in root.list()? {
+        if !(name.starts_with("PROP-") && name.ends_with(".md")) {
+            continue;
+        }
+        check_prop_file(&name)?;
+        if props.len() >= PROPS_MAX {
+            return Err(Error::invalid(format!("more than {PROPS_MAX} PROP files")));
+        }
+        let bytes = root
+            .read(&name, PROP_FILE_BYTES_MAX)?
+            .ok_or_else(|| Error::NoStore { path: dir.join(PROPOSALS_DIR).join(&name) })?;
+        let text =
+            String::from_utf8(bytes).map_err(|_| Error::invalid(format!("{name} is not UTF-8")))?;
+        props.push((name, text));
+    }
+    Ok(props)
+}
+
+/// The index's `updated`, and whether a rebuild from `props` reproduces the file.
+fn read_index(bytes: &[u8], props: &[(String, String)]) -> Result<(String, bool)> {
+    let value: Value = serde_json::from_slice(bytes)
+        .map_err(|e| Error::invalid(format!("{INDEX_FILE} is not JSON: {e}")))?;
+    let updated = value
+        .get("updated")
+        .and_then(Value::as_str)
+        .ok_or_else(|| Error::invalid(format!("{INDEX_FILE} has no string updated")))?
+        .to_owned();
+    let docs: Vec<_> = props.iter().map(|(f, t)| (f.clone(), prop_doc(f, t))).collect();
+    let rendered = render_pretty(&render_index(&docs, &updated))?;
+    Ok((updated, rendered.as_bytes() == bytes))
+}
+
+fn render_pretty(value: &Value) -> Result<String> {
+    serde_json::to_string_pretty(value)
+        .map(|t| t + "\n")
+        .map_err(|e| Error::Corrupt(format!("value does not serialise: {e}")))
 }
 
 /// Reads and checks `DIR/state/micro-proposals.json` and `DIR/state/proposal-metrics.jsonl`.
@@ -181,7 +236,13 @@ pub fn read_hermit_files(dir: &Path) -> Result<HermitFiles> {
     };
     let ledger_round_trip =
         ledger_bytes.as_ref().is_none_or(|b| render_ledger(&lines).as_bytes() == b.as_slice());
-    Ok(HermitFiles { queue, lines, round_trip: queue_round_trip && ledger_round_trip })
+    let props = read_props(dir)?;
+    let (index_updated, index_round_trip) = match state.read(INDEX_FILE, INDEX_FILE_BYTES_MAX)? {
+        Some(bytes) => read_index(&bytes, &props).map(|(u, ok)| (Some(u), ok))?,
+        None => (None, true),
+    };
+    let round_trip = queue_round_trip && ledger_round_trip && index_round_trip;
+    Ok(HermitFiles { queue, lines, props, index_updated, round_trip })
 }
 
 impl Engine {
@@ -191,11 +252,12 @@ impl Engine {
     /// # Errors
     /// Store errors.
     pub fn import_hermit_proposals(&self, call: &Call, files: HermitFiles) -> Result<Outcome> {
-        let HermitFiles { queue, lines, round_trip } = files;
+        let HermitFiles { queue, lines, props, index_updated, round_trip } = files;
         let result = fields(json!({
             "layout": "hermit-proposals",
             "entries": queue.as_ref().map_or(0, |q| q.entries.len()),
             "ledger_lines": lines.len(),
+            "proposals": props.len(),
             "round_trip": round_trip,
         }));
         let mut events: Vec<Body> = Vec::with_capacity(lines.len() + 1);
@@ -207,6 +269,14 @@ impl Engine {
                 .into_iter()
                 .map(|line| Body::Proposals(ProposalsEvent::LedgerLineImported { line })),
         );
+        events.extend(
+            props
+                .into_iter()
+                .map(|(file, text)| Body::Proposals(ProposalsEvent::PropImported { file, text })),
+        );
+        if let Some(updated) = index_updated {
+            events.push(Body::Proposals(ProposalsEvent::IndexImported { updated }));
+        }
         self.write(call, |txn| {
             if read_doc::<QueueDoc>(txn, &call.scope, QUEUE_KIND, QUEUE_ID)?.is_some() {
                 let refusal = Refusal {
@@ -235,7 +305,22 @@ impl Engine {
             .ok_or_else(|| Error::NoStore { path: dir.join(STATE_DIR) })?;
         state.write(QUEUE_FILE, render_queue(&queue)?.as_bytes())?;
         state.write(LEDGER_FILE, render_ledger(&lines).as_bytes())?;
-        Ok(fields(json!({ "entries": queue.entries.len(), "ledger_lines": lines.len() })))
+        let (props, index) = prop_state(&*txn, scope)?;
+        if !props.is_empty() || index.is_some() {
+            let updated = index.map(|i| i.updated).unwrap_or_default();
+            state.write(INDEX_FILE, render_pretty(&render_index(&props, &updated))?.as_bytes())?;
+        }
+        if !props.is_empty() {
+            let root = Root::open(dir, false)?
+                .subdir(PROPOSALS_DIR, true)?
+                .ok_or_else(|| Error::NoStore { path: dir.join(PROPOSALS_DIR) })?;
+            for (_, doc) in &props {
+                root.write(&doc.file, doc.text.as_bytes())?;
+            }
+        }
+        Ok(fields(json!({
+            "entries": queue.entries.len(), "ledger_lines": lines.len(), "proposals": props.len(),
+        })))
     }
 
     /// The ledger lines of a scope, rendered from the log (read-only).
