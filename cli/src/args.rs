@@ -488,6 +488,12 @@ pub(crate) enum ProposalsVerb {
     Resolve(MoveArgs),
     /// The index, as state/proposals-index.json holds it. Verdict: OK|<n> proposals.
     Index,
+    /// Find a PROP from operator text: MATCH|<file>, AMBIGUOUS|[{"file","title"}],
+    /// NONE|not-a-prop-id or NONE|no-match.
+    ResolveId {
+        /// The operator's text (a full id, a file name, or PROP-<n>).
+        input: String,
+    },
 }
 
 /// A PROP status move.

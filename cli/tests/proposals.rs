@@ -240,6 +240,9 @@ fn prop_verdict_lines_and_exit_codes() {
     );
     line(h.verdict(&["resolve", "PROP-009-none-000000"], None), 0, "ERROR|no-such-proposal");
     line(h.verdict(&["index"], None), 0, "OK|1 proposals");
+    line(h.verdict(&["resolve-id", "accept prop-1"], None), 0, &format!("MATCH|{id}.md"));
+    line(h.verdict(&["resolve-id", "PROP-2"], None), 0, "NONE|no-match");
+    line(h.verdict(&["resolve-id", "the cache one"], None), 0, "NONE|not-a-prop-id");
     let json = h.json(&["create"], Some("---\nbody")).expect(3);
     assert!(json.stdout.is_empty());
     h.json(&["resolve", &id, "--expect", "proposed"], None).expect(1);

@@ -526,6 +526,38 @@ pub(crate) fn render_index(props: &[(String, PropDoc)], updated: &str) -> Value 
     json!({ "updated": updated, "count": rows.len(), "counts": counts, "proposals": rows })
 }
 
+/// `resolve-id`: an exact PROP id or file name (any case) matches itself; otherwise the first
+/// `PROP-<digits>` in the input matches every PROP with that number (`PROP-31` and `PROP-031`
+/// alike). Verdict: `MATCH|<file>`, `AMBIGUOUS|[{"file","title"}]`, `NONE|not-a-prop-id` or
+/// `NONE|no-match`.
+#[must_use]
+pub fn resolve_id(props: &[(String, PropDoc)], input: &str) -> String {
+    let wanted = input.trim().trim_end_matches(".md").to_lowercase();
+    if let Some((_, doc)) = props.iter().find(|(stem, _)| stem.to_lowercase() == wanted) {
+        return format!("MATCH|{}", doc.file);
+    }
+    let number = wanted.find("prop-").and_then(|at| {
+        let digits: String = wanted[at + 5..].chars().take_while(char::is_ascii_digit).collect();
+        digits.parse::<u64>().ok()
+    });
+    let Some(number) = number else {
+        return "NONE|not-a-prop-id".into();
+    };
+    let found: Vec<&PropDoc> =
+        props.iter().map(|(_, d)| d).filter(|d| d.number == number).collect();
+    match found.as_slice() {
+        [] => "NONE|no-match".into(),
+        [one] => format!("MATCH|{}", one.file),
+        many => {
+            let rows: Vec<Value> = many
+                .iter()
+                .map(|d| json!({ "file": d.file, "title": fm_get(&d.text, "title") }))
+                .collect();
+            format!("AMBIGUOUS|{}", Value::from(rows))
+        }
+    }
+}
+
 fn read_props(txn: &dyn crate::storage::ReadTxn, scope: &str) -> Result<Vec<(String, PropDoc)>> {
     read_docs(txn, scope, PROP_KIND)
 }
@@ -575,6 +607,15 @@ impl Engine {
             let doc: Option<PropDoc> = read_doc(txn, &call.scope, PROP_KIND, &stem)?;
             Ok(decide_move(doc.as_ref(), input, &now_zoned, now))
         })
+    }
+
+    /// `resolve-id` over a scope's PROPs (read-only); see [`resolve_id`].
+    ///
+    /// # Errors
+    /// Store errors.
+    pub fn proposals_resolve_id(&self, scope: &str, input: &str) -> Result<String> {
+        hookstate_schema::validate_scope(scope)?;
+        Ok(resolve_id(&read_props(&*self.begin_read()?, scope)?, input))
     }
 
     /// The index of a scope's proposals, as `proposals-index.json` holds it (read-only).
@@ -696,6 +737,28 @@ mod tests {
         assert_eq!(parse_create("Source: x\n---\nb"), Err("missing-title"));
         assert_eq!(parse_create("Title: T\nCategory: misc\n---\nb"), Err("invalid-category"));
         assert_eq!(parse_create("Title: T\nTags: ci\n---\nb"), Err("invalid-tags"));
+    }
+
+    #[test]
+    fn resolve_id_matches_exact_ids_then_numbers() {
+        let doc = |file: &str, title: &str| {
+            let text = format!("---\ntitle: \"{title}\"\n---\n");
+            (file.trim_end_matches(".md").to_owned(), prop_doc(file, &text))
+        };
+        let props = [
+            doc("PROP-031-cache-warmup-071502.md", "Warm"),
+            doc("PROP-031-other-071503.md", "Other"),
+            doc("PROP-007.md", "Legacy"),
+        ];
+        assert_eq!(resolve_id(&props, "prop-031-other-071503"), "MATCH|PROP-031-other-071503.md");
+        assert_eq!(resolve_id(&props, "accept PROP-7 please"), "MATCH|PROP-007.md");
+        assert_eq!(
+            resolve_id(&props, "PROP-31"),
+            "AMBIGUOUS|[{\"file\":\"PROP-031-cache-warmup-071502.md\",\"title\":\"Warm\"},\
+             {\"file\":\"PROP-031-other-071503.md\",\"title\":\"Other\"}]"
+        );
+        assert_eq!(resolve_id(&props, "PROP-9"), "NONE|no-match");
+        assert_eq!(resolve_id(&props, "the cache one"), "NONE|not-a-prop-id");
     }
 
     #[test]

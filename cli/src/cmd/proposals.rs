@@ -103,6 +103,13 @@ pub(crate) fn run(cli: &Cli, args: &ProposalsArgs) -> Result<(), CliError> {
         ProposalsVerb::Defer(args) => status_move(cli, &scope, &dir, Move::Defer, args)?,
         ProposalsVerb::Dismiss(args) => status_move(cli, &scope, &dir, Move::Dismiss, args)?,
         ProposalsVerb::Resolve(args) => status_move(cli, &scope, &dir, Move::Resolve, args)?,
+        ProposalsVerb::ResolveId { input } => {
+            let verdict = open(cli, Access::Read)?.proposals_resolve_id(&scope, input)?;
+            if cli.format == Format::Verdict {
+                return print_raw(&crate::output::one_line(&verdict));
+            }
+            return print(cli.format, &json!({ "ok": true, "verdict": verdict }));
+        }
         ProposalsVerb::Index => {
             let index = open(cli, Access::Read)?.proposals_index(&scope)?;
             if cli.format == Format::Verdict {
