@@ -456,6 +456,10 @@ pub(crate) struct ProposalsArgs {
     /// its config.json's timezone dates MP ids [default: the dir of --scope hermit:<dir>].
     #[arg(long, global = true)]
     pub(crate) dir: Option<PathBuf>,
+    /// Keep the legacy files in the state directory current: adopt what an unmigrated script
+    /// wrote there since the last mirror, run the verb, then rewrite the files (under a lock).
+    #[arg(long, global = true)]
+    pub(crate) mirror: bool,
     /// The verb.
     #[command(subcommand)]
     pub(crate) verb: ProposalsVerb,

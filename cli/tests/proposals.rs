@@ -267,3 +267,45 @@ fn racing_creates_never_share_a_number() {
     let expected: BTreeSet<String> = (1..=CREATORS).map(|n| format!("{n:03}")).collect();
     assert_eq!(numbers, expected);
 }
+
+/// `--mirror` keeps the legacy files current and adopts what an unmigrated script wrote into
+/// them: its queue entry and its ledger line; a ledger rewritten behind hookstate's back is
+/// refused, never guessed at.
+#[test]
+fn mirror_writes_the_files_and_adopts_an_unmigrated_scripts_entry() {
+    let h = Hermit::new(true);
+    let dir = h.dir.to_str().unwrap().to_owned();
+    h.store.run(&["import", "--layout", "hermit-proposals", "--from", &dir]).expect(0);
+    let mirrored = |args: &[&str], stdin: Option<&str>| {
+        let mut full = vec!["--format", "verdict", "proposals", "--mirror", "--dir", dir.as_str()];
+        full.extend_from_slice(args);
+        h.store.run_with_stdin(&full, stdin.map(str::as_bytes))
+    };
+    mirrored(&["micro", "nudge", "MP-20261129-2"], None).expect(0);
+    let queue_file = h.dir.join("state/micro-proposals.json");
+    let ledger_file = h.dir.join("state/proposal-metrics.jsonl");
+    let text = std::fs::read_to_string(&queue_file).unwrap();
+    assert!(text.contains("\"follow_up_count\": 3"), "the mirror is current: {text}");
+    // An unmigrated `proposal.ts queue-micro` writes both files its own way.
+    let mut queue: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let legacy = serde_json::json!({
+        "id": "MP-20261129-7", "tier": 1, "status": "pending", "follow_up_count": 0,
+        "ts": "2026-11-29T23:00:00Z", "question": "Written by the old script?",
+    });
+    queue["pending"].as_array_mut().unwrap().push(legacy);
+    std::fs::write(&queue_file, serde_json::to_string_pretty(&queue).unwrap() + "\n").unwrap();
+    let legacy_line = "{\"ts\":\"2026-11-29T23:00:00Z\",\"type\":\"micro-queued\",\"micro_id\":\
+                \"MP-20261129-7\",\"tier\":1,\"question\":\"Written by the old script?\"}\n";
+    let mut ledger = std::fs::read_to_string(&ledger_file).unwrap();
+    ledger.push_str(legacy_line);
+    std::fs::write(&ledger_file, &ledger).unwrap();
+    line(mirrored(&["micro", "nudge", "MP-20261129-7"], None), 0, "NUDGED|MP-20261129-7|1");
+    let next = mirrored(&["queue-micro"], Some("{\"question\":\"And a new one?\"}")).expect(0);
+    let (date, n) = next.stdout.trim().strip_prefix("QUEUED|MP-").unwrap().split_once('-').unwrap();
+    assert_eq!(n, if date == "20261129" { "8" } else { "0" }, "numbering continues after 7");
+    let ledger = std::fs::read_to_string(&ledger_file).unwrap();
+    assert_eq!(ledger.matches("MP-20261129-7\"").count(), 1, "the adopted line is kept once");
+    std::fs::write(&ledger_file, "").unwrap();
+    let refused = mirrored(&["micro", "nudge", "MP-20261129-7"], None).expect(1);
+    assert!(refused.stderr.contains("rewritten"), "{refused:?}");
+}

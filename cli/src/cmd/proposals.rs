@@ -7,10 +7,10 @@
 
 use std::path::{Path, PathBuf};
 
-use hookstate_engine::legacy::hermit::read_timezone;
+use hookstate_engine::legacy::hermit::{read_timezone, Mirror};
 use hookstate_engine::proposals::{hermit_scope, parse_micro_input, ResolveInput, SCOPE_PREFIX};
 use hookstate_engine::props::{parse_create, Move, MoveInput};
-use hookstate_engine::Outcome;
+use hookstate_engine::{Engine, Outcome};
 use serde_json::{json, Value};
 
 use crate::args::{Cli, Format, MicroVerb, MoveArgs, ProposalsArgs, ProposalsVerb};
@@ -47,26 +47,55 @@ fn required(what: &str, value: Option<&String>) -> Result<String, CliError> {
     value.cloned().ok_or_else(|| CliError::Invalid(format!("missing {what}")))
 }
 
+/// The store opened for a mutation and, with `--mirror`, the mirror lock and what it adopted.
+struct Writer {
+    engine: Engine,
+    mirror: Option<Mirror>,
+}
+
+fn writer(cli: &Cli, args: &ProposalsArgs, scope: &str, dir: &Path) -> Result<Writer, CliError> {
+    let engine = open(cli, Access::Write)?;
+    let mirror = if args.mirror {
+        let call = call_in(cli, "proposals-mirror-adopt", scope);
+        let wait = std::time::Duration::from_millis(cli.wait_ms);
+        Some(engine.mirror_begin(&call, dir, wait)?.0)
+    } else {
+        None
+    };
+    Ok(Writer { engine, mirror })
+}
+
 pub(crate) fn run(cli: &Cli, args: &ProposalsArgs) -> Result<(), CliError> {
     let (scope, dir) = hermit_target(cli, args.dir.as_deref())?;
-    let outcome = match &args.verb {
-        ProposalsVerb::Queue => {
-            let queue = open(cli, Access::Read)?.proposals_queue(&scope)?;
-            let pending: Vec<Value> =
-                queue.entries.iter().filter_map(|t| serde_json::from_str(t).ok()).collect();
-            return print(cli.format, &json!({ "ok": true, "pending": pending }));
-        }
-        ProposalsVerb::Ledger => {
-            let lines = open(cli, Access::Read)?.proposals_ledger(&scope)?;
-            let rows: Vec<Value> =
-                lines.iter().map(|l| serde_json::from_str(l).unwrap_or(json!(l))).collect();
-            return print(cli.format, &json!({ "ok": true, "ledger": rows }));
-        }
+    // Stdin is read and checked before the store is opened, so bad input leaves it untouched.
+    let micro_input = match &args.verb {
+        ProposalsVerb::QueueMicro => Some(parse_micro_input(&read_stdin()?)?),
+        _ => None,
+    };
+    let create_input = match &args.verb {
+        ProposalsVerb::Create => match parse_create(&read_stdin()?) {
+            Ok(input) => Some(input),
+            Err(token) if cli.format == Format::Verdict => {
+                return print_raw(&format!("ERROR|{token}"));
+            }
+            Err(token) => return Err(CliError::Invalid(format!("create: {token}"))),
+        },
+        _ => None,
+    };
+    let verb = match &args.verb {
+        ProposalsVerb::Queue => return print_queue(cli, &scope),
+        ProposalsVerb::Ledger => return print_ledger(cli, &scope),
+        ProposalsVerb::Index => return print_index(cli, &scope),
+        ProposalsVerb::ResolveId { input } => return print_resolve_id(cli, &scope, input),
+        verb => verb,
+    };
+    let writer = writer(cli, args, &scope, &dir)?;
+    let outcome = match verb {
         ProposalsVerb::QueueMicro => {
-            let input = parse_micro_input(&read_stdin()?)?;
+            let input = micro_input.ok_or_else(|| CliError::Usage("no payload".into()))?;
             let timezone = read_timezone(&dir)?;
             let call = call_in(cli, "proposals-queue-micro", &scope);
-            open(cli, Access::Write)?.proposals_queue_micro(&call, &timezone, &input)?
+            writer.engine.proposals_queue_micro(&call, &timezone, &input)?
         }
         ProposalsVerb::Micro(MicroVerb::Resolve { id, action, answer, channel }) => {
             let input = ResolveInput {
@@ -76,53 +105,71 @@ pub(crate) fn run(cli: &Cli, args: &ProposalsArgs) -> Result<(), CliError> {
                 channel: channel.clone(),
             };
             let call = call_in(cli, "proposals-micro-resolve", &scope);
-            open(cli, Access::Write)?.proposals_micro_resolve(&call, &input)?
+            writer.engine.proposals_micro_resolve(&call, &input)?
         }
         ProposalsVerb::Micro(MicroVerb::Nudge { id }) => {
             let id = required("<MP-id>", id.as_ref())?;
             let call = call_in(cli, "proposals-micro-nudge", &scope);
-            open(cli, Access::Write)?.proposals_micro_nudge(&call, &id)?
+            writer.engine.proposals_micro_nudge(&call, &id)?
         }
         ProposalsVerb::Micro(MicroVerb::BriefCycle) => {
             let call = call_in(cli, "proposals-micro-brief-cycle", &scope);
-            open(cli, Access::Write)?.proposals_brief_cycle(&call)?
+            writer.engine.proposals_brief_cycle(&call)?
         }
         ProposalsVerb::Create => {
-            let input = match parse_create(&read_stdin()?) {
-                Ok(input) => input,
-                Err(token) if cli.format == Format::Verdict => {
-                    return print_raw(&format!("ERROR|{token}"));
-                }
-                Err(token) => return Err(CliError::Invalid(format!("create: {token}"))),
-            };
+            let input = create_input.ok_or_else(|| CliError::Usage("no payload".into()))?;
             let timezone = read_timezone(&dir)?;
             let call = call_in(cli, "proposals-create", &scope);
-            open(cli, Access::Write)?.proposals_create(&call, &timezone, &input)?
+            writer.engine.proposals_create(&call, &timezone, &input)?
         }
-        ProposalsVerb::Accept(args) => status_move(cli, &scope, &dir, Move::Accept, args)?,
-        ProposalsVerb::Defer(args) => status_move(cli, &scope, &dir, Move::Defer, args)?,
-        ProposalsVerb::Dismiss(args) => status_move(cli, &scope, &dir, Move::Dismiss, args)?,
-        ProposalsVerb::Resolve(args) => status_move(cli, &scope, &dir, Move::Resolve, args)?,
-        ProposalsVerb::ResolveId { input } => {
-            let verdict = open(cli, Access::Read)?.proposals_resolve_id(&scope, input)?;
-            if cli.format == Format::Verdict {
-                return print_raw(&crate::output::one_line(&verdict));
-            }
-            return print(cli.format, &json!({ "ok": true, "verdict": verdict }));
-        }
-        ProposalsVerb::Index => {
-            let index = open(cli, Access::Read)?.proposals_index(&scope)?;
-            if cli.format == Format::Verdict {
-                return print_raw(&format!("OK|{} proposals", index["count"]));
-            }
-            return print(cli.format, &index);
-        }
+        ProposalsVerb::Accept(a) => status_move(cli, &writer, &scope, &dir, Move::Accept, a)?,
+        ProposalsVerb::Defer(a) => status_move(cli, &writer, &scope, &dir, Move::Defer, a)?,
+        ProposalsVerb::Dismiss(a) => status_move(cli, &writer, &scope, &dir, Move::Dismiss, a)?,
+        ProposalsVerb::Resolve(a) => status_move(cli, &writer, &scope, &dir, Move::Resolve, a)?,
+        ProposalsVerb::Queue
+        | ProposalsVerb::Ledger
+        | ProposalsVerb::Index
+        | ProposalsVerb::ResolveId { .. } => return Err(CliError::Usage("not a mutation".into())),
     };
+    if let Some(mirror) = writer.mirror {
+        writer.engine.mirror_end(mirror, &scope)?;
+    }
     finish(cli, &outcome)
+}
+
+fn print_queue(cli: &Cli, scope: &str) -> Result<(), CliError> {
+    let queue = open(cli, Access::Read)?.proposals_queue(scope)?;
+    let pending: Vec<Value> =
+        queue.entries.iter().filter_map(|t| serde_json::from_str(t).ok()).collect();
+    print(cli.format, &json!({ "ok": true, "pending": pending }))
+}
+
+fn print_ledger(cli: &Cli, scope: &str) -> Result<(), CliError> {
+    let lines = open(cli, Access::Read)?.proposals_ledger(scope)?;
+    let rows: Vec<Value> =
+        lines.iter().map(|l| serde_json::from_str(l).unwrap_or(json!(l))).collect();
+    print(cli.format, &json!({ "ok": true, "ledger": rows }))
+}
+
+fn print_index(cli: &Cli, scope: &str) -> Result<(), CliError> {
+    let index = open(cli, Access::Read)?.proposals_index(scope)?;
+    if cli.format == Format::Verdict {
+        return print_raw(&format!("OK|{} proposals", index["count"]));
+    }
+    print(cli.format, &index)
+}
+
+fn print_resolve_id(cli: &Cli, scope: &str, input: &str) -> Result<(), CliError> {
+    let verdict = open(cli, Access::Read)?.proposals_resolve_id(scope, input)?;
+    if cli.format == Format::Verdict {
+        return print_raw(&crate::output::one_line(&verdict));
+    }
+    print(cli.format, &json!({ "ok": true, "verdict": verdict }))
 }
 
 fn status_move(
     cli: &Cli,
+    writer: &Writer,
     scope: &str,
     dir: &Path,
     action: Move,
@@ -137,7 +184,7 @@ fn status_move(
     };
     let timezone = read_timezone(dir)?;
     let call = call_in(cli, "proposals-move", scope);
-    Ok(open(cli, Access::Write)?.proposals_move(&call, &timezone, &input)?)
+    Ok(writer.engine.proposals_move(&call, &timezone, &input)?)
 }
 
 /// Prints the outcome; a refusal exits 1, except in verdict mode, where upstream prints its

@@ -45,7 +45,24 @@ pub const INDEX_FILE: &str = "proposals-index.json";
 pub const PROPOSALS_DIR: &str = "proposals";
 /// The index: a row of a few hundred bytes per proposal.
 pub const INDEX_FILE_BYTES_MAX: usize = 16 * 1024 * 1024;
+/// What hookstate last wrote into a mirrored state directory (hashes and the ledger's length).
+pub const MIRROR_STAMP: &str = ".hookstate-mirror.json";
+/// The lock hookstate processes take while they adopt, mutate and mirror.
+pub const MIRROR_LOCK: &str = ".hookstate-mirror.lock";
+/// The stamp is one short JSON line.
+const MIRROR_STAMP_BYTES_MAX: usize = 4096;
 const CONFIG_FILE: &str = "config.json";
+
+/// A mirrored call in progress: holds the mirror lock until [`Engine::mirror_end`] (or drop).
+#[derive(Debug)]
+pub struct Mirror {
+    _lock: std::os::fd::OwnedFd,
+    dir: std::path::PathBuf,
+}
+
+fn digest(bytes: &[u8]) -> String {
+    blake3::hash(bytes).to_hex().to_string()
+}
 const DEFAULT_TIMEZONE: &str = "UTC";
 
 /// `config.timezone` of the hermit state directory `dir`, `UTC` when unset or the file is absent.
@@ -290,12 +307,22 @@ impl Engine {
         })
     }
 
-    /// Writes `DIR/state/micro-proposals.json` and `DIR/state/proposal-metrics.jsonl` for
+    /// Writes `DIR/state/micro-proposals.json`, `DIR/state/proposal-metrics.jsonl`, and when
+    /// there are proposals `DIR/state/proposals-index.json` and `DIR/proposals/PROP-*.md`, for
     /// `scope` (directories created 0700, files 0600).
     ///
     /// # Errors
     /// Unsafe paths; IO and store errors.
     pub fn export_hermit_proposals(&self, scope: &str, dir: &Path) -> Result<Map<String, Value>> {
+        self.write_hermit_files(scope, dir).map(|(summary, _, _)| summary)
+    }
+
+    /// The export, returning the queue and ledger bytes it wrote.
+    fn write_hermit_files(
+        &self,
+        scope: &str,
+        dir: &Path,
+    ) -> Result<(Map<String, Value>, String, String)> {
         hookstate_schema::validate_scope(scope)?;
         let txn = self.begin_read()?;
         let queue: QueueDoc = read_doc(&*txn, scope, QUEUE_KIND, QUEUE_ID)?.unwrap_or_default();
@@ -303,8 +330,9 @@ impl Engine {
         let state = Root::open(dir, true)?
             .subdir(STATE_DIR, true)?
             .ok_or_else(|| Error::NoStore { path: dir.join(STATE_DIR) })?;
-        state.write(QUEUE_FILE, render_queue(&queue)?.as_bytes())?;
-        state.write(LEDGER_FILE, render_ledger(&lines).as_bytes())?;
+        let (queue_text, ledger_text) = (render_queue(&queue)?, render_ledger(&lines));
+        state.write(QUEUE_FILE, queue_text.as_bytes())?;
+        state.write(LEDGER_FILE, ledger_text.as_bytes())?;
         let (props, index) = prop_state(&*txn, scope)?;
         if !props.is_empty() || index.is_some() {
             let updated = index.map(|i| i.updated).unwrap_or_default();
@@ -318,9 +346,87 @@ impl Engine {
                 root.write(&doc.file, doc.text.as_bytes())?;
             }
         }
-        Ok(fields(json!({
+        let summary = fields(json!({
             "entries": queue.entries.len(), "ledger_lines": lines.len(), "proposals": props.len(),
-        })))
+        }));
+        Ok((summary, queue_text, ledger_text))
+    }
+
+    /// Starts a mirrored call on the state directory `dir`: takes the mirror lock (so hookstate
+    /// processes mirror one at a time), then adopts what a not-yet-migrated script wrote into
+    /// the mirrored files since hookstate last wrote them: a changed queue file replaces the
+    /// queue, ledger lines appended after hookstate's last line are adopted as written.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for a corrupt queue file or a ledger rewritten (not appended to) since
+    /// the last mirror; [`Error::Busy`] when the lock stays taken past `wait`; IO and store errors.
+    pub fn mirror_begin(
+        &self,
+        call: &Call,
+        dir: &Path,
+        wait: std::time::Duration,
+    ) -> Result<(Mirror, Map<String, Value>)> {
+        let state = Root::open(dir, false)?
+            .subdir(STATE_DIR, true)?
+            .ok_or_else(|| Error::NoStore { path: dir.join(STATE_DIR) })?;
+        let lock = state.lock(MIRROR_LOCK, wait)?;
+        let mirror = Mirror { _lock: lock, dir: dir.to_path_buf() };
+        let Some(stamp) = state.read(MIRROR_STAMP, MIRROR_STAMP_BYTES_MAX)? else {
+            return Ok((mirror, fields(json!({ "adopted_queue": false, "adopted_lines": 0 }))));
+        };
+        let stamp: Value = serde_json::from_slice(&stamp)
+            .map_err(|e| Error::invalid(format!("{MIRROR_STAMP}: {e}")))?;
+        let stamped = |key: &str| stamp.get(key).and_then(Value::as_str).unwrap_or_default();
+        let mut events = Vec::new();
+        if let Some(bytes) = state.read(QUEUE_FILE, QUEUE_FILE_BYTES_MAX)? {
+            if digest(&bytes) != stamped("queue_hash") {
+                let QueueDoc { top, entries } = parse_queue(&bytes)?;
+                events.push(Body::Proposals(ProposalsEvent::QueueImported { top, entries }));
+            }
+        }
+        let adopted_queue = !events.is_empty();
+        let ledger = state.read(LEDGER_FILE, LEDGER_FILE_BYTES_MAX)?.unwrap_or_default();
+        let known = stamp.get("ledger_bytes").and_then(Value::as_u64).unwrap_or(0);
+        let known = usize::try_from(known).unwrap_or(usize::MAX);
+        match ledger.get(..known) {
+            Some(prefix) if digest(prefix) == stamped("ledger_hash") => {
+                let lines = parse_ledger(&ledger[known..])?;
+                events.extend(
+                    lines
+                        .into_iter()
+                        .map(|line| Body::Proposals(ProposalsEvent::LedgerLineImported { line })),
+                );
+            }
+            _ => {
+                return Err(Error::invalid(format!(
+                    "{LEDGER_FILE} was rewritten since hookstate last mirrored it; re-import it"
+                )))
+            }
+        }
+        let adopted_lines = events.len() - usize::from(adopted_queue);
+        if !events.is_empty() {
+            self.write(call, |_| Ok(Plan { events, ..Plan::default() }))?;
+        }
+        let result = json!({ "adopted_queue": adopted_queue, "adopted_lines": adopted_lines });
+        Ok((mirror, fields(result)))
+    }
+
+    /// Ends a mirrored call: writes the files of `scope` into the mirrored directory and the
+    /// stamp of what was written, then releases the lock.
+    ///
+    /// # Errors
+    /// Unsafe paths; IO and store errors.
+    pub fn mirror_end(&self, mirror: Mirror, scope: &str) -> Result<()> {
+        let (_, queue, ledger) = self.write_hermit_files(scope, &mirror.dir)?;
+        let stamp = json!({
+            "queue_hash": digest(queue.as_bytes()),
+            "ledger_bytes": ledger.len(),
+            "ledger_hash": digest(ledger.as_bytes()),
+        });
+        let state = Root::open(&mirror.dir, false)?
+            .subdir(STATE_DIR, false)?
+            .ok_or_else(|| Error::NoStore { path: mirror.dir.join(STATE_DIR) })?;
+        state.write(MIRROR_STAMP, format!("{stamp}\n").as_bytes())
     }
 
     /// The ledger lines of a scope, rendered from the log (read-only).
