@@ -37,6 +37,8 @@ pub const SLUG_CHARS_MAX: usize = 40;
 /// Zero-padding of NNN.
 const NUMBER_DIGITS: usize = 3;
 const SUFFIX_LETTERS: &str = "abcdefghijklmnopqrstuvwxyz";
+/// The id prefix, lower-cased, as `resolve-id` looks for it.
+const PROP_PREFIX: &str = "prop-";
 const STOPWORDS: [&str; 16] = [
     "a", "an", "the", "and", "or", "of", "for", "to", "in", "on", "with", "by", "from", "as", "is",
     "are",
@@ -418,6 +420,40 @@ fn append_decision(text: &str, line: &str) -> Option<String> {
     Some(out.join("\n"))
 }
 
+/// The file after a move: the status, the dated keys, `responded` and `accepted_in_session`
+/// set line-level, and the decision line appended once; a refusal plan when the file's shape
+/// does not allow it: `(reason, verdict token, message)`.
+fn moved_text(
+    text: &str,
+    input: &MoveInput,
+    now_zoned: &str,
+) -> std::result::Result<String, [&'static str; 3]> {
+    let mut text = text.to_owned();
+    let mut sets: Vec<(&str, Value)> = vec![("status", json!(input.action.target()))];
+    sets.extend(input.action.dated_keys().iter().map(|k| (*k, json!(now_zoned))));
+    if input.action != Move::Resolve {
+        sets.push(("responded", json!(true)));
+    }
+    if let (Move::Accept, Some(session)) = (input.action, &input.session) {
+        sets.push(("accepted_in_session", json!(session)));
+    }
+    for (key, value) in &sets {
+        text = fm_set(&text, key, value).ok_or([
+            "bad_frontmatter",
+            "frontmatter-terminator-missing",
+            "the frontmatter has no closing ---",
+        ])?;
+    }
+    if let Some(line) = &input.decision {
+        text = append_decision(&text, &line.replace("@now", now_zoned)).ok_or([
+            "no_section",
+            "no-operator-decision-section",
+            "the file has no Operator Decision section",
+        ])?;
+    }
+    Ok(text)
+}
+
 /// Decides a status move as a compare-and-swap on the current status.
 pub(crate) fn decide_move(
     doc: Option<&PropDoc>,
@@ -443,37 +479,10 @@ pub(crate) fn decide_move(
         let message = format!("{current} cannot move to {target}");
         return error_plan("illegal_move", format!("illegal-move:{current}->{target}"), message);
     }
-    let mut text = doc.text.clone();
-    let mut sets: Vec<(&str, Value)> = vec![("status", json!(target))];
-    sets.extend(input.action.dated_keys().iter().map(|k| (*k, json!(now_zoned))));
-    if input.action != Move::Resolve {
-        sets.push(("responded", json!(true)));
-    }
-    if let (Move::Accept, Some(session)) = (input.action, &input.session) {
-        sets.push(("accepted_in_session", json!(session)));
-    }
-    for (key, value) in &sets {
-        match fm_set(&text, key, value) {
-            Some(next) => text = next,
-            None => {
-                let message = "the frontmatter has no closing ---".to_owned();
-                return error_plan(
-                    "bad_frontmatter",
-                    "frontmatter-terminator-missing".into(),
-                    message,
-                );
-            }
-        }
-    }
-    if let Some(line) = &input.decision {
-        match append_decision(&text, &line.replace("@now", now_zoned)) {
-            Some(next) => text = next,
-            None => {
-                let message = "the file has no Operator Decision section".to_owned();
-                return error_plan("no_section", "no-operator-decision-section".into(), message);
-            }
-        }
-    }
+    let text = match moved_text(&doc.text, input, now_zoned) {
+        Ok(text) => text,
+        Err([reason, token, message]) => return error_plan(reason, token.into(), message.into()),
+    };
     let id = doc.file.trim_end_matches(".md").to_owned();
     let (updated, ts) = now;
     let mut events = vec![ProposalsEvent::PropWritten { file: doc.file.clone(), text, updated }];
@@ -536,7 +545,7 @@ pub fn resolve_id(props: &[(String, PropDoc)], input: &str) -> String {
     if let Some((_, doc)) = props.iter().find(|(stem, _)| stem.to_lowercase() == wanted) {
         return format!("MATCH|{}", doc.file);
     }
-    let number = wanted.find("prop-").and_then(|at| {
+    let number = wanted.find(PROP_PREFIX).and_then(|at| {
         let digits: String = wanted[at + 5..].chars().take_while(char::is_ascii_digit).collect();
         digits.parse::<u64>().ok()
     });

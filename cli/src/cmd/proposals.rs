@@ -8,8 +8,10 @@
 use std::path::{Path, PathBuf};
 
 use hookstate_engine::legacy::hermit::{read_timezone, Mirror};
-use hookstate_engine::proposals::{hermit_scope, parse_micro_input, ResolveInput, SCOPE_PREFIX};
-use hookstate_engine::props::{parse_create, Move, MoveInput};
+use hookstate_engine::proposals::{
+    hermit_scope, parse_micro_input, MicroInput, ResolveInput, SCOPE_PREFIX,
+};
+use hookstate_engine::props::{parse_create, CreateInput, Move, MoveInput};
 use hookstate_engine::{Engine, Outcome};
 use serde_json::{json, Value};
 
@@ -68,19 +70,8 @@ fn writer(cli: &Cli, args: &ProposalsArgs, scope: &str, dir: &Path) -> Result<Wr
 pub(crate) fn run(cli: &Cli, args: &ProposalsArgs) -> Result<(), CliError> {
     let (scope, dir) = hermit_target(cli, args.dir.as_deref())?;
     // Stdin is read and checked before the store is opened, so bad input leaves it untouched.
-    let micro_input = match &args.verb {
-        ProposalsVerb::QueueMicro => Some(parse_micro_input(&read_stdin()?)?),
-        _ => None,
-    };
-    let create_input = match &args.verb {
-        ProposalsVerb::Create => match parse_create(&read_stdin()?) {
-            Ok(input) => Some(input),
-            Err(token) if cli.format == Format::Verdict => {
-                return print_raw(&format!("ERROR|{token}"));
-            }
-            Err(token) => return Err(CliError::Invalid(format!("create: {token}"))),
-        },
-        _ => None,
+    let Some((micro_input, create_input)) = read_inputs(cli, &args.verb)? else {
+        return Ok(());
     };
     let verb = match &args.verb {
         ProposalsVerb::Queue => return print_queue(cli, &scope),
@@ -135,6 +126,25 @@ pub(crate) fn run(cli: &Cli, args: &ProposalsArgs) -> Result<(), CliError> {
         writer.engine.mirror_end(mirror, &scope)?;
     }
     finish(cli, &outcome)
+}
+
+/// The stdin payloads of `queue-micro` and `create`; `None` when a create error was already
+/// printed as upstream's verdict.
+type Inputs = Option<(Option<MicroInput>, Option<CreateInput>)>;
+
+fn read_inputs(cli: &Cli, verb: &ProposalsVerb) -> Result<Inputs, CliError> {
+    Ok(match verb {
+        ProposalsVerb::QueueMicro => Some((Some(parse_micro_input(&read_stdin()?)?), None)),
+        ProposalsVerb::Create => match parse_create(&read_stdin()?) {
+            Ok(input) => Some((None, Some(input))),
+            Err(token) if cli.format == Format::Verdict => {
+                print_raw(&format!("ERROR|{token}"))?;
+                None
+            }
+            Err(token) => return Err(CliError::Invalid(format!("create: {token}"))),
+        },
+        _ => Some((None, None)),
+    })
 }
 
 fn print_queue(cli: &Cli, scope: &str) -> Result<(), CliError> {
