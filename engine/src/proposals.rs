@@ -711,6 +711,21 @@ mod tests {
         check(None, "sure", Err(AnswerError::NoMatch(labels(&["yes", "no"]))));
     }
 
+    proptest::proptest! {
+        #[test]
+        fn answers_resolve_to_an_option_or_are_refused(
+            options in proptest::collection::vec("[a-zA-Z ]{1,10}", 2..=4),
+            answer in "\\PC{0,12}",
+        ) {
+            match resolve_answer(Some(&options), &answer) {
+                Ok(label) => proptest::prop_assert!(options.contains(&label)),
+                Err(AnswerError::Ambiguous(c)) => proptest::prop_assert!(c.len() > 1),
+                Err(AnswerError::NoMatch(labels)) => proptest::prop_assert_eq!(labels, options),
+            }
+            let _ = parse_micro_input(&answer);
+        }
+    }
+
     #[test]
     fn on_resolve_quotes_multi_word_labels_only() {
         let bare = "/hermit:proposal-act accept PROP-031 --answer {answer}";

@@ -770,6 +770,21 @@ mod tests {
         assert_eq!(resolve_id(&props, "the cache one"), "NONE|not-a-prop-id");
     }
 
+    proptest::proptest! {
+        #[test]
+        fn hostile_text_never_panics(text in "\\PC{0,80}", title in "\\PC{0,60}") {
+            let slug = slugify(&title);
+            proptest::prop_assert!(!slug.is_empty() && slug.len() <= SLUG_CHARS_MAX);
+            proptest::prop_assert!(slug.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'));
+            let _ = parse_create(&text);
+            let _ = resolve_id(&[], &text);
+            let doc = prop_doc("PROP-001-x-000000.md", &text);
+            let _ = render_index(&[("PROP-001-x-000000".into(), doc)], "");
+            let _ = append_decision(&text, &title);
+            let _ = fm_set(&text, "status", &json!(title));
+        }
+    }
+
     #[test]
     fn decision_lines_append_once_at_the_section_end() {
         let text = "---\na: 1\n---\n# P\n\n## Operator Decision\n";

@@ -461,6 +461,39 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        #[test]
+        fn hostile_bytes_never_panic_and_never_read_as_an_empty_queue(
+            bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..256),
+        ) {
+            if let Ok(queue) = parse_queue(&bytes) {
+                let text = render_queue(&queue).unwrap();
+                proptest::prop_assert_eq!(parse_queue(text.as_bytes()).unwrap(), queue);
+            }
+            let _ = parse_ledger(&bytes);
+        }
+
+        #[test]
+        fn exported_queues_parse_back_to_themselves(
+            questions in proptest::collection::vec("\\PC{0,12}", 0..6),
+            extra in proptest::option::of("[a-z]{1,6}"),
+        ) {
+            let entries: Vec<String> = questions
+                .iter()
+                .enumerate()
+                .map(|(i, q)| json!({ "id": format!("MP-20261129-{i}"), "question": q }).to_string())
+                .collect();
+            let mut top = Map::new();
+            if let Some(key) = &extra {
+                top.insert(key.clone(), json!(1));
+            }
+            top.insert("pending".into(), json!([]));
+            let queue = QueueDoc { top: Value::Object(top).to_string(), entries };
+            let text = render_queue(&queue).unwrap();
+            proptest::prop_assert_eq!(render_queue(&parse_queue(text.as_bytes()).unwrap()).unwrap(), text);
+        }
+    }
+
     #[test]
     fn queue_keeps_top_level_keys_and_entry_key_order() {
         let text = "{\n  \"note\": \"x\",\n  \"pending\": [\n    {\n      \"question\": \"q\",\n      \"id\": \"MP-20261129-0\"\n    }\n  ],\n  \"after\": []\n}\n";
