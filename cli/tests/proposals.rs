@@ -309,3 +309,35 @@ fn mirror_writes_the_files_and_adopts_an_unmigrated_scripts_entry() {
     let refused = mirrored(&["micro", "nudge", "MP-20261129-7"], None).expect(1);
     assert!(refused.stderr.contains("rewritten"), "{refused:?}");
 }
+
+/// Upstream's `patch` is an unlocked read-modify-write, so of two operators answering at once
+/// both "win" and one answer is lost; here every move is a compare-and-swap on the status the
+/// caller saw, so exactly one of the racing moves lands and the ledger holds one response.
+#[test]
+fn racing_status_moves_land_exactly_once() {
+    const MOVERS: usize = 8;
+    let h = Hermit::new(false);
+    let created = h.verdict(&["create"], Some("Title: Contested\n---\nbody\n")).expect(0);
+    let id = created.stdout.trim().to_owned();
+    let children: Vec<_> = (0..MOVERS)
+        .map(|i| {
+            let verb = if i % 2 == 0 { "accept" } else { "dismiss" };
+            spawn(&h, &[verb, &id, "--expect", "proposed"], None)
+        })
+        .collect();
+    let mut landed = 0;
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        let stdout = String::from_utf8(out.stdout).unwrap();
+        if stdout.trim() == format!("OK|{id}") {
+            landed += 1;
+        } else {
+            assert!(stdout.starts_with("ERROR|status-moved:"), "{stdout}");
+        }
+    }
+    assert_eq!(landed, 1, "exactly one move wins the compare-and-swap");
+    let ledger = h.json(&["ledger"], None).expect(0).json();
+    let responses =
+        ledger["ledger"].as_array().unwrap().iter().filter(|r| r["type"] == "responded").count();
+    assert_eq!(responses, 1);
+}
