@@ -492,6 +492,19 @@ pub(crate) enum ProposalsVerb {
     Resolve(MoveArgs),
     /// The index, as state/proposals-index.json holds it. Verdict: OK|<n> proposals.
     Index,
+    /// Record a ledger event: `responded --id PROP-… --action accept|defer|dismiss` (once per
+    /// proposal; a repeat records nothing) or `resolved --id PROP-…`.
+    /// Verdict: OK or ERROR|<token>.
+    Event {
+        /// responded or resolved.
+        kind: String,
+        /// The full PROP id.
+        #[arg(long)]
+        id: Option<String>,
+        /// accept, defer or dismiss (responded only).
+        #[arg(long)]
+        action: Option<String>,
+    },
     /// Find a PROP from operator text: MATCH|<file>, AMBIGUOUS|[{"file","title"}],
     /// NONE|not-a-prop-id or NONE|no-match.
     ResolveId {

@@ -243,6 +243,24 @@ fn prop_verdict_lines_and_exit_codes() {
     line(h.verdict(&["resolve-id", "accept prop-1"], None), 0, &format!("MATCH|{id}.md"));
     line(h.verdict(&["resolve-id", "PROP-2"], None), 0, "NONE|no-match");
     line(h.verdict(&["resolve-id", "the cache one"], None), 0, "NONE|not-a-prop-id");
+    let event = |args: &[&str]| {
+        let mut full = vec!["event"];
+        full.extend_from_slice(args);
+        h.verdict(&full, None)
+    };
+    let id_flag = format!("--id={id}");
+    line(event(&["responded", &id_flag, "--action=accept"]), 0, "OK");
+    line(event(&["resolved", &id_flag]), 0, "OK");
+    line(event(&["resolved", &id_flag, "--action=accept"]), 0, "ERROR|action-not-allowed:resolved");
+    line(event(&["responded", &id_flag]), 0, "ERROR|missing-action");
+    line(event(&["responded", "--action=accept"]), 0, "ERROR|missing-id");
+    line(event(&["responded", "--id=P-1", "--action=accept"]), 0, "ERROR|invalid-id:P-1");
+    line(event(&["responded", &id_flag, "--action=ok"]), 0, "ERROR|invalid-action:ok");
+    line(event(&["opened", &id_flag]), 0, "ERROR|unknown-event-type:opened");
+    let ledger = h.json(&["ledger"], None).expect(0).json();
+    let types: Vec<&str> =
+        ledger["ledger"].as_array().unwrap().iter().map(|r| r["type"].as_str().unwrap()).collect();
+    assert_eq!(types, ["created", "responded", "resolved"], "the accept already responded");
     let json = h.json(&["create"], Some("---\nbody")).expect(3);
     assert!(json.stdout.is_empty());
     h.json(&["resolve", &id, "--expect", "proposed"], None).expect(1);

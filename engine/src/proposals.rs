@@ -536,6 +536,15 @@ fn queued_id(line: &str) -> Option<String> {
     value.get("micro_id")?.as_str().map(str::to_owned)
 }
 
+/// The proposal a ledger line records a response for, if it is a `responded` line.
+fn responded_id(line: &str) -> Option<String> {
+    let value: Value = serde_json::from_str(line).ok()?;
+    if value.get("type")?.as_str()? != "responded" {
+        return None;
+    }
+    value.get("proposal_id")?.as_str().map(str::to_owned)
+}
+
 fn seq_key(scope: &str, id: &str) -> Option<ViewKey> {
     parse_mp_id(id).map(|(date, _)| doc_key(scope, MP_SEQ_KIND, date))
 }
@@ -550,7 +559,9 @@ pub(crate) fn touched_keys(scope: &str, event: &ProposalsEvent) -> Vec<ViewKey> 
             keys
         }
         ProposalsEvent::LedgerLineImported { line } => {
-            queued_id(line).and_then(|id| seq_key(scope, &id)).into_iter().collect()
+            let seq = queued_id(line).and_then(|id| seq_key(scope, &id));
+            let prop = responded_id(line).and_then(|id| crate::props::prop_key(scope, &id));
+            seq.into_iter().chain(prop).collect()
         }
         ProposalsEvent::MicroResolved { .. }
         | ProposalsEvent::MicroNudged { .. }
@@ -633,6 +644,9 @@ pub(crate) fn apply(views: &mut impl ViewAccess, scope: &str, event: &ProposalsE
         ProposalsEvent::LedgerLineImported { line } => {
             if let Some(id) = queued_id(line) {
                 bump_seq(views, scope, &id);
+            }
+            if let Some(id) = responded_id(line) {
+                crate::props::mark_responded(views, scope, &id);
             }
         }
         other => crate::props::apply(views, scope, other),

@@ -178,6 +178,7 @@ pub(crate) fn prop_doc(file: &str, text: &str) -> PropDoc {
         status: fm_get(text, "status").and_then(|v| v.as_str().map(str::to_owned)),
         responded: fm_get(text, "responded").is_some_and(|v| v.as_str() == Some("true")),
         number: prop_number(file).unwrap_or(0),
+        responded_logged: false,
     }
 }
 
@@ -488,11 +489,13 @@ pub(crate) fn decide_move(
     let mut events = vec![ProposalsEvent::PropWritten { file: doc.file.clone(), text, updated }];
     match input.action {
         Move::Resolve => events.push(ProposalsEvent::PropResolved { id: id.clone(), ts }),
-        action if !doc.responded => events.push(ProposalsEvent::PropResponded {
-            id: id.clone(),
-            action: action.action().into(),
-            ts,
-        }),
+        action if !(doc.responded || doc.responded_logged) => {
+            events.push(ProposalsEvent::PropResponded {
+                id: id.clone(),
+                action: action.action().into(),
+                ts,
+            })
+        }
         _ => {}
     }
     let first = events.len() > 1;
@@ -500,6 +503,32 @@ pub(crate) fn decide_move(
         "verdict": format!("OK|{id}"), "id": id, "status": target, "ledger_event": first,
     }));
     Plan { events: events.into_iter().map(Body::Proposals).collect(), result, ..Plan::default() }
+}
+
+/// `event responded|resolved`: a `responded` line is recorded once per proposal (a repeat is
+/// `OK` and records nothing); a `resolved` line every time, as upstream.
+pub(crate) fn decide_event(
+    doc: Option<&PropDoc>,
+    id: &str,
+    action: Option<&str>,
+    ts: String,
+) -> Plan {
+    let ok = |events: Vec<ProposalsEvent>| {
+        let recorded = !events.is_empty();
+        let result = fields(json!({ "verdict": "OK", "id": id, "recorded": recorded }));
+        Plan {
+            events: events.into_iter().map(Body::Proposals).collect(),
+            result,
+            ..Plan::default()
+        }
+    };
+    match action {
+        None => ok(vec![ProposalsEvent::PropResolved { id: id.into(), ts }]),
+        Some(_) if doc.is_some_and(|d| d.responded_logged) => ok(Vec::new()),
+        Some(action) => {
+            ok(vec![ProposalsEvent::PropResponded { id: id.into(), action: action.into(), ts }])
+        }
+    }
 }
 
 /// The index file (`proposals-index.json`) as upstream's rebuild writes it, with its quirk:
@@ -618,6 +647,53 @@ impl Engine {
         })
     }
 
+    /// `event responded` (with an action: accept, defer or dismiss) or `event resolved` (no
+    /// action) for a PROP id; see [`decide_event`]. Malformed input is refused with upstream's
+    /// `ERROR|<token>` verdict.
+    ///
+    /// # Errors
+    /// Store errors.
+    pub fn proposals_event(
+        &self,
+        call: &Call,
+        kind: &str,
+        id: Option<&str>,
+        action: Option<&str>,
+    ) -> Result<Outcome> {
+        let refused = |token: String| {
+            let plan = error_plan("invalid_event", token.clone(), format!("event: {token}"));
+            Ok(Outcome {
+                result: Map::new(),
+                refusal: plan.refusal,
+                head: self.head()?,
+                appended: 0,
+                replayed: false,
+            })
+        };
+        match (kind, action) {
+            ("responded", None) => return refused("missing-action".into()),
+            ("resolved", Some(_)) => return refused("action-not-allowed:resolved".into()),
+            ("responded" | "resolved", _) => {}
+            (other, _) => return refused(format!("unknown-event-type:{other}")),
+        }
+        let Some(id) = id else {
+            return refused("missing-id".into());
+        };
+        if !id.starts_with("PROP-") || hookstate_schema::validate_id("PROP id", id).is_err() {
+            return refused(format!("invalid-id:{id}"));
+        }
+        if let Some(action) = action {
+            if !["accept", "defer", "dismiss"].contains(&action) {
+                return refused(format!("invalid-action:{action}"));
+            }
+        }
+        let ts = utc_stamp(call.now_ms);
+        self.write(call, |txn| {
+            let doc: Option<PropDoc> = read_doc(txn, &call.scope, PROP_KIND, id)?;
+            Ok(decide_event(doc.as_ref(), id, action, ts))
+        })
+    }
+
     /// `resolve-id` over a scope's PROPs (read-only); see [`resolve_id`].
     ///
     /// # Errors
@@ -661,8 +737,31 @@ pub(crate) fn touched_keys(scope: &str, event: &ProposalsEvent) -> Vec<ViewKey> 
             doc_key(scope, INDEX_KIND, INDEX_ID),
         ],
         ProposalsEvent::IndexImported { .. } => vec![doc_key(scope, INDEX_KIND, INDEX_ID)],
+        ProposalsEvent::PropResponded { id, .. } => prop_key(scope, id).into_iter().collect(),
         _ => Vec::new(),
     }
+}
+
+/// The key of a PROP document, when `id` is a valid id (ledger lines come from outside).
+pub(crate) fn prop_key(scope: &str, id: &str) -> Option<ViewKey> {
+    hookstate_schema::validate_id("PROP id", id).ok().map(|()| doc_key(scope, PROP_KIND, id))
+}
+
+/// Marks a PROP as having its `responded` line, when the PROP is known.
+pub(crate) fn mark_responded(views: &mut impl ViewAccess, scope: &str, id: &str) {
+    let Some(key) = prop_key(scope, id) else {
+        return;
+    };
+    if let Some(mut doc) = get_doc::<PropDoc>(views, &key) {
+        doc.responded_logged = true;
+        put_doc(views, key, &doc);
+    }
+}
+
+/// A PROP document for new text, keeping what the log recorded about it.
+fn rewritten(views: &impl ViewAccess, key: &ViewKey, file: &str, text: &str) -> PropDoc {
+    let logged = get_doc::<PropDoc>(views, key).is_some_and(|d| d.responded_logged);
+    PropDoc { responded_logged: logged, ..prop_doc(file, text) }
 }
 
 /// Applies a PROP event.
@@ -670,19 +769,21 @@ pub(crate) fn apply(views: &mut impl ViewAccess, scope: &str, event: &ProposalsE
     match event {
         ProposalsEvent::PropImported { file, text } => {
             let key = doc_key(scope, PROP_KIND, file.trim_end_matches(".md"));
-            put_doc(views, key, &prop_doc(file, text));
+            let doc = rewritten(views, &key, file, text);
+            put_doc(views, key, &doc);
         }
         ProposalsEvent::PropWritten { file, text, updated } => {
             let key = doc_key(scope, PROP_KIND, file.trim_end_matches(".md"));
-            put_doc(views, key, &prop_doc(file, text));
+            let doc = rewritten(views, &key, file, text);
+            put_doc(views, key, &doc);
             let index = doc_key(scope, INDEX_KIND, INDEX_ID);
             put_doc(views, index, &IndexDoc { updated: updated.clone() });
         }
         ProposalsEvent::IndexImported { updated } => {
             let index = doc_key(scope, INDEX_KIND, INDEX_ID);
-            let _ = get_doc::<IndexDoc>(views, &index);
             put_doc(views, index, &IndexDoc { updated: updated.clone() });
         }
+        ProposalsEvent::PropResponded { id, .. } => mark_responded(views, scope, id),
         _ => {}
     }
 }

@@ -175,6 +175,9 @@ pub struct PropDoc {
     pub responded: bool,
     /// The `NNN` of `PROP-NNN`.
     pub number: u64,
+    /// A `responded` ledger line was recorded for it (so a repeat records none).
+    #[serde(default)]
+    pub responded_logged: bool,
 }
 
 /// The proposals index's `updated` stamp.

@@ -375,3 +375,22 @@ fn the_ledger_is_the_queues_history() {
     ledger_matches_queue(&h.engine.proposals_ledger(&h.scope).unwrap(), &ids);
     assert_eq!(ids.len(), 4);
 }
+
+#[test]
+fn an_imported_responded_line_counts_as_the_first_response() {
+    let h = hermit(Some("hermit"));
+    h.import();
+    let event = |id: &str| {
+        h.engine
+            .proposals_event(&h.call(NOV_29_22H), "responded", Some(id), Some("accept"))
+            .unwrap()
+    };
+    let lines = h.engine.proposals_ledger(&h.scope).unwrap().len();
+    let repeat = event("PROP-001-cache-dependency-install-step-ci-165046");
+    assert_eq!((repeat.appended, repeat.result["recorded"].as_bool()), (0, Some(false)));
+    assert_eq!(h.engine.proposals_ledger(&h.scope).unwrap().len(), lines);
+    let first = event("PROP-002-nightly-digest-flaky-tests-165046");
+    assert_eq!(first.result["recorded"], true);
+    assert!(h.ledger_tail().contains("\"type\":\"responded\",\"proposal_id\":\"PROP-002"));
+    h.engine.verify().unwrap();
+}

@@ -113,6 +113,10 @@ pub(crate) fn run(cli: &Cli, args: &ProposalsArgs) -> Result<(), CliError> {
             let call = call_in(cli, "proposals-create", &scope);
             writer.engine.proposals_create(&call, &timezone, &input)?
         }
+        ProposalsVerb::Event { kind, id, action } => {
+            let call = call_in(cli, "proposals-event", &scope);
+            writer.engine.proposals_event(&call, kind, id.as_deref(), action.as_deref())?
+        }
         ProposalsVerb::Accept(a) => status_move(cli, &writer, &scope, &dir, Move::Accept, a)?,
         ProposalsVerb::Defer(a) => status_move(cli, &writer, &scope, &dir, Move::Defer, a)?,
         ProposalsVerb::Dismiss(a) => status_move(cli, &writer, &scope, &dir, Move::Dismiss, a)?,

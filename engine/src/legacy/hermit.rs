@@ -281,15 +281,16 @@ impl Engine {
         if let Some(QueueDoc { top, entries }) = queue {
             events.push(Body::Proposals(ProposalsEvent::QueueImported { top, entries }));
         }
-        events.extend(
-            lines
-                .into_iter()
-                .map(|line| Body::Proposals(ProposalsEvent::LedgerLineImported { line })),
-        );
+        // PROP files first, so that imported `responded` lines mark them.
         events.extend(
             props
                 .into_iter()
                 .map(|(file, text)| Body::Proposals(ProposalsEvent::PropImported { file, text })),
+        );
+        events.extend(
+            lines
+                .into_iter()
+                .map(|line| Body::Proposals(ProposalsEvent::LedgerLineImported { line })),
         );
         if let Some(updated) = index_updated {
             events.push(Body::Proposals(ProposalsEvent::IndexImported { updated }));
