@@ -80,7 +80,8 @@ pub(crate) enum Verb {
     /// The claude-management observer state (scope: observer:<session or project>).
     #[command(subcommand)]
     Observer(ObserverVerb),
-    /// claude-code-hermit micro-proposals and their ledger (scope: hermit:<abs state dir>).
+    /// claude-code-hermit micro-proposals, PROP proposals, their ledger and index
+    /// (scope: hermit:<abs state dir>).
     Proposals(ProposalsArgs),
     /// Claude Code hook verbs: read the hook's JSON payload on stdin and do that hook's job.
     #[command(subcommand)]
@@ -492,6 +493,23 @@ pub(crate) enum ProposalsVerb {
     Resolve(MoveArgs),
     /// The index, as state/proposals-index.json holds it. Verdict: OK|<n> proposals.
     Index,
+    /// Patch a PROP's frontmatter line by line (`--set key=value`, `@now` expands) and append
+    /// an Operator Decision line once; a status change must be a legal move. With --stdin,
+    /// `Decision: <line>` and `Set: key=value` lines are read from stdin too.
+    /// Verdict: OK|<id> or ERROR|no-such-proposal|invalid-set|invalid-key:<k>|illegal-move:…
+    Patch {
+        /// The PROP file name (with or without .md).
+        file: String,
+        /// key=value (repeatable).
+        #[arg(long = "set")]
+        sets: Vec<String>,
+        /// Compare-and-swap: patch only if the status is still this one.
+        #[arg(long)]
+        expect: Option<String>,
+        /// Read `Decision:` and `Set:` lines from stdin.
+        #[arg(long)]
+        stdin: bool,
+    },
     /// Record a ledger event: `responded --id PROP-… --action accept|defer|dismiss` (once per
     /// proposal; a repeat records nothing) or `resolved --id PROP-…`.
     /// Verdict: OK or ERROR|<token>.

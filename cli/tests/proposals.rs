@@ -359,3 +359,46 @@ fn racing_status_moves_land_exactly_once() {
         ledger["ledger"].as_array().unwrap().iter().filter(|r| r["type"] == "responded").count();
     assert_eq!(responses, 1);
 }
+
+/// `patch` as proposal-act calls it: sets with `@now`, a decision line from stdin, then
+/// `event responded`; illegal status changes and bad keys are refused with upstream's tokens.
+#[test]
+fn patch_then_event_as_the_proposal_act_skill_calls_them() {
+    let h = Hermit::new(false);
+    let id = h.verdict(&["create"], Some("Title: Patch me\n---\nbody\n")).expect(0);
+    let id = id.stdout.trim().to_owned();
+    let accept = [
+        "patch",
+        &id,
+        "--set",
+        "status=accepted",
+        "--set",
+        "accepted_date=@now",
+        "--set",
+        "responded=true",
+        "--stdin",
+    ];
+    let stdin = "Decision: Accepted on @now.\nSet: accepted_in_session=S-045\n";
+    line(h.verdict(&accept, Some(stdin)), 0, &format!("OK|{id}"));
+    let file = format!("{id}.md");
+    let illegal = ["patch", file.as_str(), "--set", "status=deferred"];
+    line(h.verdict(&illegal, None), 0, "ERROR|illegal-move:accepted->deferred");
+    line(h.verdict(&["patch", &id, "--set", "Bad=1"], None), 0, "ERROR|invalid-key:Bad");
+    line(h.verdict(&["patch", &id, "--set", "novalue"], None), 0, "ERROR|invalid-set");
+    line(h.verdict(&["patch", "../PROP-001.md"], None), 0, "ERROR|no-such-proposal");
+    let event = ["event", "responded", "--id", id.as_str(), "--action", "accept"];
+    line(h.verdict(&event, None), 0, "OK");
+    let out = h.store.dir.path().join("out");
+    let scope = format!("hermit:{}", std::fs::canonicalize(&h.dir).unwrap().display());
+    let to = out.to_str().unwrap();
+    h.store
+        .run(&["--scope", &scope, "export", "--layout", "hermit-proposals", "--to", to])
+        .expect(0);
+    let text = std::fs::read_to_string(out.join("proposals").join(&file)).unwrap();
+    for want in ["status: accepted\n", "responded: true\n", "accepted_in_session: S-045\n"] {
+        assert!(text.contains(want), "{want:?} in {text}");
+    }
+    assert!(text.contains("\naccepted_date: 20") && text.contains("\nAccepted on 20"), "{text}");
+    let ledger = std::fs::read_to_string(out.join("state/proposal-metrics.jsonl")).unwrap();
+    assert_eq!(ledger.matches("\"type\":\"responded\"").count(), 1, "{ledger}");
+}

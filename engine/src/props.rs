@@ -351,6 +351,13 @@ pub enum Move {
 }
 
 impl Move {
+    /// The move that ends in `status`, if any.
+    fn to(status: &str) -> Option<Move> {
+        [Move::Accept, Move::Defer, Move::Dismiss, Move::Resolve]
+            .into_iter()
+            .find(|m| m.target() == status)
+    }
+
     fn target(self) -> &'static str {
         match self {
             Move::Accept => "accepted",
@@ -503,6 +510,115 @@ pub(crate) fn decide_move(
         "verdict": format!("OK|{id}"), "id": id, "status": target, "ledger_event": first,
     }));
     Plan { events: events.into_iter().map(Body::Proposals).collect(), result, ..Plan::default() }
+}
+
+/// What `patch` was asked: `--set key=value` pairs (and stdin `Set:` lines), a decision line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PatchInput {
+    /// The PROP file name (with or without `.md`).
+    pub file: String,
+    /// `key=value` pairs, in order.
+    pub sets: Vec<String>,
+    /// The Operator Decision line to append (idempotent).
+    pub decision: Option<String>,
+    /// Compare-and-swap: the status the caller saw.
+    pub expect: Option<String>,
+}
+
+/// A `--set` value as upstream's `parseSetValue` reads it, with `@now` expanded.
+fn set_value(raw: &str, now_zoned: &str) -> Value {
+    let raw = raw.replace("@now", now_zoned);
+    match raw.as_str() {
+        "true" => Value::Bool(true),
+        "false" => Value::Bool(false),
+        "null" => Value::Null,
+        _ => number(&raw).unwrap_or(Value::String(raw)),
+    }
+}
+
+/// `^-?\d+(\.\d+)?$` as a JSON number, else `None`.
+fn number(raw: &str) -> Option<Value> {
+    let unsigned = raw.strip_prefix('-').unwrap_or(raw);
+    let (whole, fraction) = match unsigned.split_once('.') {
+        Some((w, f)) => (w, Some(f)),
+        None => (unsigned, None),
+    };
+    let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
+    if !digits(whole) || fraction.is_some_and(|f| !digits(f)) {
+        return None;
+    }
+    match fraction {
+        None => raw.parse::<i64>().ok().map(Value::from),
+        Some(_) => {
+            raw.parse::<f64>().ok().and_then(serde_json::Number::from_f64).map(Value::Number)
+        }
+    }
+}
+
+fn patch_key_ok(key: &str) -> bool {
+    let mut chars = key.chars();
+    chars.next().is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+}
+
+/// Decides a `patch`: line-level frontmatter sets and a decision line, refused with upstream's
+/// tokens; a `status` change must be a legal move from the current status (compare-and-swap
+/// with `expect`). Records no ledger line: upstream's skills call `event` for that.
+pub(crate) fn decide_patch(
+    doc: Option<&PropDoc>,
+    input: &PatchInput,
+    now_zoned: &str,
+    updated: String,
+) -> Plan {
+    let Some(doc) = doc else {
+        return error_plan(
+            "no_such_proposal",
+            "no-such-proposal".into(),
+            "no such proposal".into(),
+        );
+    };
+    let current = doc.status.clone().unwrap_or_default();
+    if input.expect.as_ref().is_some_and(|e| *e != current) {
+        return error_plan(
+            "status_moved",
+            format!("status-moved:{current}"),
+            "status moved".into(),
+        );
+    }
+    let mut text = doc.text.clone();
+    for pair in &input.sets {
+        let Some((key, raw)) = pair.split_once('=') else {
+            return error_plan("invalid_set", "invalid-set".into(), format!("{pair:?} is not k=v"));
+        };
+        if !patch_key_ok(key) {
+            return error_plan("invalid_key", format!("invalid-key:{key}"), "bad key".into());
+        }
+        let value = set_value(raw, now_zoned);
+        if let Some(target) = value.as_str().filter(|_| key == "status") {
+            let legal =
+                Move::to(target).is_some_and(|m| m.legal_from().contains(&current.as_str()));
+            if target != current && !legal {
+                let token = format!("illegal-move:{current}->{target}");
+                return error_plan("illegal_move", token, "illegal status move".into());
+            }
+        }
+        let Some(next) = fm_set(&text, key, &value) else {
+            let message = "the frontmatter has no closing ---".to_owned();
+            return error_plan("bad_frontmatter", "frontmatter-terminator-missing".into(), message);
+        };
+        text = next;
+    }
+    if let Some(line) = &input.decision {
+        let Some(next) = append_decision(&text, &line.replace("@now", now_zoned)) else {
+            let message = "the file has no Operator Decision section".to_owned();
+            return error_plan("no_section", "no-operator-decision-section".into(), message);
+        };
+        text = next;
+    }
+    let id = doc.file.trim_end_matches(".md").to_owned();
+    let event = ProposalsEvent::PropWritten { file: doc.file.clone(), text, updated };
+    let result = fields(json!({ "verdict": format!("OK|{id}"), "id": id }));
+    Plan { events: vec![Body::Proposals(event)], result, ..Plan::default() }
 }
 
 /// `event responded|resolved`: a `responded` line is recorded once per proposal (a repeat is
@@ -691,6 +807,29 @@ impl Engine {
         self.write(call, |txn| {
             let doc: Option<PropDoc> = read_doc(txn, &call.scope, PROP_KIND, id)?;
             Ok(decide_event(doc.as_ref(), id, action, ts))
+        })
+    }
+
+    /// `patch`: frontmatter sets and a decision line on one PROP; see [`PatchInput`].
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for an unknown zone; store errors.
+    pub fn proposals_patch(
+        &self,
+        call: &Call,
+        timezone: &str,
+        input: &PatchInput,
+    ) -> Result<Outcome> {
+        let stem = input.file.trim_end_matches(".md").to_owned();
+        let now_zoned = zoned_stamp(call.now_ms, timezone)?;
+        let updated = iso_ms(call.now_ms);
+        self.write(call, |txn| {
+            let doc: Option<PropDoc> = if check_prop_file(&format!("{stem}.md")).is_ok() {
+                read_doc(txn, &call.scope, PROP_KIND, &stem)?
+            } else {
+                None
+            };
+            Ok(decide_patch(doc.as_ref(), input, &now_zoned, updated))
         })
     }
 
@@ -884,6 +1023,20 @@ mod tests {
             let _ = append_decision(&text, &title);
             let _ = fm_set(&text, "status", &json!(title));
         }
+    }
+
+    #[test]
+    fn set_values_parse_as_upstream_and_now_expands() {
+        let now = "2026-11-29T17:00:00-05:00";
+        assert_eq!(set_value("true", now), json!(true));
+        assert_eq!(set_value("null", now), Value::Null);
+        assert_eq!(set_value("3", now), json!(3));
+        assert_eq!(set_value("-1.5", now), json!(-1.5));
+        assert_eq!(set_value("1.", now), json!("1."));
+        assert_eq!(set_value("S-045", now), json!("S-045"));
+        assert_eq!(set_value("@now", now), json!(now));
+        assert!(patch_key_ok("accepted_in_session"));
+        assert!(!patch_key_ok("Status") && !patch_key_ok("a-b") && !patch_key_ok(""));
     }
 
     #[test]

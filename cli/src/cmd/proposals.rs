@@ -11,7 +11,7 @@ use hookstate_engine::legacy::hermit::{read_timezone, Mirror};
 use hookstate_engine::proposals::{
     hermit_scope, parse_micro_input, MicroInput, ResolveInput, SCOPE_PREFIX,
 };
-use hookstate_engine::props::{parse_create, CreateInput, Move, MoveInput};
+use hookstate_engine::props::{parse_create, CreateInput, Move, MoveInput, PatchInput};
 use hookstate_engine::{Engine, Outcome};
 use serde_json::{json, Value};
 
@@ -113,6 +113,18 @@ pub(crate) fn run(cli: &Cli, args: &ProposalsArgs) -> Result<(), CliError> {
             let call = call_in(cli, "proposals-create", &scope);
             writer.engine.proposals_create(&call, &timezone, &input)?
         }
+        ProposalsVerb::Patch { file, sets, expect, stdin } => {
+            let (mut sets, mut decision) = (sets.clone(), None);
+            if *stdin {
+                let (more, line) = parse_patch_stdin(&read_stdin()?);
+                sets.extend(more);
+                decision = line;
+            }
+            let input = PatchInput { file: file.clone(), sets, decision, expect: expect.clone() };
+            let timezone = read_timezone(&dir)?;
+            let call = call_in(cli, "proposals-patch", &scope);
+            writer.engine.proposals_patch(&call, &timezone, &input)?
+        }
         ProposalsVerb::Event { kind, id, action } => {
             let call = call_in(cli, "proposals-event", &scope);
             writer.engine.proposals_event(&call, kind, id.as_deref(), action.as_deref())?
@@ -149,6 +161,22 @@ fn read_inputs(cli: &Cli, verb: &ProposalsVerb) -> Result<Inputs, CliError> {
         },
         _ => Some((None, None)),
     })
+}
+
+/// `Set: key=value` lines and the first `Decision: <line>` of `patch --stdin`.
+fn parse_patch_stdin(text: &str) -> (Vec<String>, Option<String>) {
+    let sets = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("Set:"))
+        .map(|rest| rest.trim_start_matches([' ', '\t']).to_owned())
+        .collect();
+    let decision = text
+        .lines()
+        .find_map(|l| l.strip_prefix("Decision:"))
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(str::to_owned);
+    (sets, decision)
 }
 
 fn print_queue(cli: &Cli, scope: &str) -> Result<(), CliError> {
