@@ -323,6 +323,17 @@ fn mirror_writes_the_files_and_adopts_an_unmigrated_scripts_entry() {
     assert_eq!(n, if date == "20261129" { "8" } else { "0" }, "numbering continues after 7");
     let ledger = std::fs::read_to_string(&ledger_file).unwrap();
     assert_eq!(ledger.matches("MP-20261129-7\"").count(), 1, "the adopted line is kept once");
+    // An unmigrated `proposal.ts create` writes a PROP file; the next mirrored create numbers
+    // after it and the index lists it.
+    let foreign =
+        "---\nid: PROP-003-old-script-120000\ntitle: \"Old script\"\nstatus: proposed\n---\n";
+    std::fs::create_dir_all(h.dir.join("proposals")).unwrap();
+    std::fs::write(h.dir.join("proposals/PROP-003-old-script-120000.md"), foreign).unwrap();
+    let created = mirrored(&["create"], Some("Title: After the old one\n---\nbody\n")).expect(0);
+    assert!(created.stdout.starts_with("PROP-004-"), "{created:?}");
+    line(mirrored(&["index"], None), 0, "OK|2 proposals");
+    let index = std::fs::read_to_string(h.dir.join("state/proposals-index.json")).unwrap();
+    assert!(index.contains("\"title\": \"Old script\""), "{index}");
     std::fs::write(&ledger_file, "").unwrap();
     let refused = mirrored(&["micro", "nudge", "MP-20261129-7"], None).expect(1);
     assert!(refused.stderr.contains("rewritten"), "{refused:?}");

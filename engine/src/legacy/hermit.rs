@@ -60,6 +60,59 @@ pub struct Mirror {
     dir: std::path::PathBuf,
 }
 
+/// What an export wrote: its summary, the queue and ledger text, each PROP file's hash.
+struct Written {
+    summary: Map<String, Value>,
+    queue: String,
+    ledger: String,
+    prop_hashes: Map<String, Value>,
+}
+
+/// The events that adopt what was written into a mirrored directory since `stamp`: a changed
+/// queue file, PROP files new or changed, ledger lines appended after the stamped length.
+fn foreign_changes(
+    state: &Root,
+    dir: &Path,
+    stamp: &Value,
+) -> Result<(Vec<Body>, Map<String, Value>)> {
+    let stamped = |key: &str| stamp.get(key).and_then(Value::as_str).unwrap_or_default();
+    let mut events = Vec::new();
+    if let Some(bytes) = state.read(QUEUE_FILE, QUEUE_FILE_BYTES_MAX)? {
+        if digest(&bytes) != stamped("queue_hash") {
+            let QueueDoc { top, entries } = parse_queue(&bytes)?;
+            events.push(Body::Proposals(ProposalsEvent::QueueImported { top, entries }));
+        }
+    }
+    let adopted_queue = !events.is_empty();
+    for (file, text) in read_props(dir)? {
+        let known = stamp.get("props").and_then(|p| p.get(&file)).and_then(Value::as_str);
+        if known != Some(digest(text.as_bytes()).as_str()) {
+            events.push(Body::Proposals(ProposalsEvent::PropImported { file, text }));
+        }
+    }
+    let adopted_props = events.len() - usize::from(adopted_queue);
+    let ledger = state.read(LEDGER_FILE, LEDGER_FILE_BYTES_MAX)?.unwrap_or_default();
+    let known = stamp.get("ledger_bytes").and_then(Value::as_u64).unwrap_or(0);
+    let known = usize::try_from(known).unwrap_or(usize::MAX);
+    let lines = match ledger.get(..known) {
+        Some(prefix) if digest(prefix) == stamped("ledger_hash") => parse_ledger(&ledger[known..])?,
+        _ => {
+            return Err(Error::invalid(format!(
+                "{LEDGER_FILE} was rewritten since hookstate last mirrored it; re-import it"
+            )))
+        }
+    };
+    let adopted_lines = lines.len();
+    events.extend(
+        lines.into_iter().map(|line| Body::Proposals(ProposalsEvent::LedgerLineImported { line })),
+    );
+    let result = json!({
+        "adopted_queue": adopted_queue, "adopted_props": adopted_props,
+        "adopted_lines": adopted_lines,
+    });
+    Ok((events, fields(result)))
+}
+
 fn digest(bytes: &[u8]) -> String {
     blake3::hash(bytes).to_hex().to_string()
 }
@@ -315,15 +368,11 @@ impl Engine {
     /// # Errors
     /// Unsafe paths; IO and store errors.
     pub fn export_hermit_proposals(&self, scope: &str, dir: &Path) -> Result<Map<String, Value>> {
-        self.write_hermit_files(scope, dir).map(|(summary, _, _)| summary)
+        self.write_hermit_files(scope, dir).map(|written| written.summary)
     }
 
-    /// The export, returning the queue and ledger bytes it wrote.
-    fn write_hermit_files(
-        &self,
-        scope: &str,
-        dir: &Path,
-    ) -> Result<(Map<String, Value>, String, String)> {
+    /// The export, returning what it wrote.
+    fn write_hermit_files(&self, scope: &str, dir: &Path) -> Result<Written> {
         hookstate_schema::validate_scope(scope)?;
         let txn = self.begin_read()?;
         let queue: QueueDoc = read_doc(&*txn, scope, QUEUE_KIND, QUEUE_ID)?.unwrap_or_default();
@@ -350,13 +399,16 @@ impl Engine {
         let summary = fields(json!({
             "entries": queue.entries.len(), "ledger_lines": lines.len(), "proposals": props.len(),
         }));
-        Ok((summary, queue_text, ledger_text))
+        let prop_hashes =
+            props.iter().map(|(_, d)| (d.file.clone(), json!(digest(d.text.as_bytes())))).collect();
+        Ok(Written { summary, queue: queue_text, ledger: ledger_text, prop_hashes })
     }
 
     /// Starts a mirrored call on the state directory `dir`: takes the mirror lock (so hookstate
     /// processes mirror one at a time), then adopts what a not-yet-migrated script wrote into
     /// the mirrored files since hookstate last wrote them: a changed queue file replaces the
-    /// queue, ledger lines appended after hookstate's last line are adopted as written.
+    /// queue, new or changed PROP files are adopted, ledger lines appended after hookstate's
+    /// last line are adopted as written.
     ///
     /// # Errors
     /// [`Error::Invalid`] for a corrupt queue file or a ledger rewritten (not appended to) since
@@ -377,52 +429,24 @@ impl Engine {
         };
         let stamp: Value = serde_json::from_slice(&stamp)
             .map_err(|e| Error::invalid(format!("{MIRROR_STAMP}: {e}")))?;
-        let stamped = |key: &str| stamp.get(key).and_then(Value::as_str).unwrap_or_default();
-        let mut events = Vec::new();
-        if let Some(bytes) = state.read(QUEUE_FILE, QUEUE_FILE_BYTES_MAX)? {
-            if digest(&bytes) != stamped("queue_hash") {
-                let QueueDoc { top, entries } = parse_queue(&bytes)?;
-                events.push(Body::Proposals(ProposalsEvent::QueueImported { top, entries }));
-            }
-        }
-        let adopted_queue = !events.is_empty();
-        let ledger = state.read(LEDGER_FILE, LEDGER_FILE_BYTES_MAX)?.unwrap_or_default();
-        let known = stamp.get("ledger_bytes").and_then(Value::as_u64).unwrap_or(0);
-        let known = usize::try_from(known).unwrap_or(usize::MAX);
-        match ledger.get(..known) {
-            Some(prefix) if digest(prefix) == stamped("ledger_hash") => {
-                let lines = parse_ledger(&ledger[known..])?;
-                events.extend(
-                    lines
-                        .into_iter()
-                        .map(|line| Body::Proposals(ProposalsEvent::LedgerLineImported { line })),
-                );
-            }
-            _ => {
-                return Err(Error::invalid(format!(
-                    "{LEDGER_FILE} was rewritten since hookstate last mirrored it; re-import it"
-                )))
-            }
-        }
-        let adopted_lines = events.len() - usize::from(adopted_queue);
+        let (events, result) = foreign_changes(&state, dir, &stamp)?;
         if !events.is_empty() {
             self.write(call, |_| Ok(Plan { events, ..Plan::default() }))?;
         }
-        let result = json!({ "adopted_queue": adopted_queue, "adopted_lines": adopted_lines });
-        Ok((mirror, fields(result)))
+        Ok((mirror, result))
     }
-
     /// Ends a mirrored call: writes the files of `scope` into the mirrored directory and the
     /// stamp of what was written, then releases the lock.
     ///
     /// # Errors
     /// Unsafe paths; IO and store errors.
     pub fn mirror_end(&self, mirror: Mirror, scope: &str) -> Result<()> {
-        let (_, queue, ledger) = self.write_hermit_files(scope, &mirror.dir)?;
+        let written = self.write_hermit_files(scope, &mirror.dir)?;
         let stamp = json!({
-            "queue_hash": digest(queue.as_bytes()),
-            "ledger_bytes": ledger.len(),
-            "ledger_hash": digest(ledger.as_bytes()),
+            "queue_hash": digest(written.queue.as_bytes()),
+            "ledger_bytes": written.ledger.len(),
+            "ledger_hash": digest(written.ledger.as_bytes()),
+            "props": written.prop_hashes,
         });
         let state = Root::open(&mirror.dir, false)?
             .subdir(STATE_DIR, false)?
