@@ -109,19 +109,35 @@ fn real_hermit_state_round_trips_byte_for_byte_both_ways() {
         assert_eq!(ledger, Hermit::fixture_file(fixture, LEDGER_FILE), "{fixture}: ledger bytes");
         // import(export(state)) == state: a second store adopts the export and writes it back.
         let second = hermit(None);
-        copy_dir_state(&out, &second.dir);
+        copy_tree(&out, &second.dir);
         assert_eq!(second.import()["round_trip"], true);
         let again = second._tmp.path().join("again");
         assert_eq!(second.export(&again), (queue, ledger), "{fixture}: second round trip");
+        assert_eq!(tree(&again), tree(&out), "{fixture}: every file, PROPs and index included");
         second.engine.verify().unwrap();
     }
 }
 
-fn copy_dir_state(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to.join("state")).unwrap();
-    for name in [QUEUE_FILE, LEDGER_FILE] {
-        std::fs::copy(from.join("state").join(name), to.join("state").join(name)).unwrap();
+fn copy_tree(from: &Path, to: &Path) {
+    for (name, bytes) in tree(from) {
+        let path = to.join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, bytes).unwrap();
     }
+}
+
+/// Every file under `dir` (one level of subdirectories) by relative path.
+fn tree(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    let mut files = std::collections::BTreeMap::new();
+    for sub in ["state", "proposals"] {
+        let Ok(entries) = std::fs::read_dir(dir.join(sub)) else { continue };
+        for entry in entries {
+            let entry = entry.unwrap();
+            let name = format!("{sub}/{}", entry.file_name().to_string_lossy());
+            files.insert(name, std::fs::read(entry.path()).unwrap());
+        }
+    }
+    files
 }
 
 #[test]
