@@ -438,6 +438,7 @@ impl Engine {
         timezone: &str,
         input: &MicroInput,
     ) -> Result<Outcome> {
+        hookstate_schema::validate_scope(&call.scope)?;
         let date = mp_date(call.now_ms, timezone)?;
         let ts = utc_stamp(call.now_ms);
         self.write(call, |txn| {
@@ -454,6 +455,7 @@ impl Engine {
     /// # Errors
     /// [`Error::Invalid`] for a bad id, action or answer length; store errors.
     pub fn proposals_micro_resolve(&self, call: &Call, input: &ResolveInput) -> Result<Outcome> {
+        hookstate_schema::validate_scope(&call.scope)?;
         check_mp_id(&input.id)?;
         if !ACTIONS.contains(&input.action.as_str()) {
             return Err(Error::invalid(format!("--action must be one of: {}", ACTIONS.join(", "))));
@@ -472,6 +474,7 @@ impl Engine {
     /// # Errors
     /// [`Error::Invalid`] for a bad id; store errors.
     pub fn proposals_micro_nudge(&self, call: &Call, id: &str) -> Result<Outcome> {
+        hookstate_schema::validate_scope(&call.scope)?;
         check_mp_id(id)?;
         self.write(call, |txn| Ok(decide_nudge(&read_queue(txn, &call.scope)?, id)))
     }
@@ -481,6 +484,7 @@ impl Engine {
     /// # Errors
     /// Store errors.
     pub fn proposals_brief_cycle(&self, call: &Call) -> Result<Outcome> {
+        hookstate_schema::validate_scope(&call.scope)?;
         let ts = utc_stamp(call.now_ms);
         self.write(call, |txn| Ok(decide_brief_cycle(&read_queue(txn, &call.scope)?, &ts)))
     }

@@ -728,6 +728,7 @@ impl Engine {
         timezone: &str,
         input: &CreateInput,
     ) -> Result<Outcome> {
+        hookstate_schema::validate_scope(&call.scope)?;
         let created = zoned_stamp(call.now_ms, timezone)?;
         let hhmmss = zoned(call.now_ms, timezone, "%H%M%S")?;
         if input.body.len() + input.title.len() > PROP_FILE_BYTES_MAX {
@@ -753,6 +754,7 @@ impl Engine {
         timezone: &str,
         input: &MoveInput,
     ) -> Result<Outcome> {
+        hookstate_schema::validate_scope(&call.scope)?;
         let stem = input.id.trim_end_matches(".md").to_owned();
         check_prop_file(&format!("{stem}.md"))?;
         let now_zoned = zoned_stamp(call.now_ms, timezone)?;
@@ -776,6 +778,7 @@ impl Engine {
         id: Option<&str>,
         action: Option<&str>,
     ) -> Result<Outcome> {
+        hookstate_schema::validate_scope(&call.scope)?;
         let refused = |token: String| {
             let plan = error_plan("invalid_event", token.clone(), format!("event: {token}"));
             Ok(Outcome {
@@ -820,6 +823,7 @@ impl Engine {
         timezone: &str,
         input: &PatchInput,
     ) -> Result<Outcome> {
+        hookstate_schema::validate_scope(&call.scope)?;
         let stem = input.file.trim_end_matches(".md").to_owned();
         let now_zoned = zoned_stamp(call.now_ms, timezone)?;
         let updated = iso_ms(call.now_ms);

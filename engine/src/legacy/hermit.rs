@@ -322,6 +322,7 @@ impl Engine {
     /// # Errors
     /// Store errors.
     pub fn import_hermit_proposals(&self, call: &Call, files: HermitFiles) -> Result<Outcome> {
+        hookstate_schema::validate_scope(&call.scope)?;
         let HermitFiles { queue, lines, props, index_updated, round_trip } = files;
         let result = fields(json!({
             "layout": "hermit-proposals",
@@ -419,6 +420,7 @@ impl Engine {
         dir: &Path,
         wait: std::time::Duration,
     ) -> Result<(Mirror, Map<String, Value>)> {
+        hookstate_schema::validate_scope(&call.scope)?;
         let state = Root::open(dir, false)?
             .subdir(STATE_DIR, true)?
             .ok_or_else(|| Error::NoStore { path: dir.join(STATE_DIR) })?;
