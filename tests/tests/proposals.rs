@@ -410,3 +410,49 @@ fn an_imported_responded_line_counts_as_the_first_response() {
     assert!(h.ledger_tail().contains("\"type\":\"responded\",\"proposal_id\":\"PROP-002"));
     h.engine.verify().unwrap();
 }
+
+/// Spec §2.1 hazards 1 and 2, replayed step by step: two unlocked read-modify-write enqueues
+/// (upstream's way; it numbers from the ledger, read just as unlocked) that both read before
+/// either writes lose an entry and hand out one MP id twice. hookstate reads and writes inside
+/// one transaction, so two engines on one store making the same calls keep both entries under
+/// two ids.
+#[test]
+fn hazard_interleaved_enqueues_lose_an_entry_naively_but_not_here() {
+    let h = hermit(Some("hermit"));
+    let file = h.dir.join("state").join(QUEUE_FILE);
+    let naive_read = || serde_json::from_slice::<Value>(&std::fs::read(&file).unwrap()).unwrap();
+    let next_n = |queue: &Value| {
+        let ids = queue["pending"].as_array().unwrap().iter();
+        ids.filter_map(|e| e["id"].as_str()?.rsplit('-').next()?.parse::<u64>().ok()).max()
+    };
+    let (mut a, mut b) = (naive_read(), naive_read());
+    for (queue, question) in [(&mut a, "from A?"), (&mut b, "from B?")] {
+        let n = next_n(queue).map_or(0, |n| n + 1);
+        let entry = serde_json::json!({ "id": format!("MP-20261129-{n}"), "question": question });
+        queue["pending"].as_array_mut().unwrap().push(entry);
+    }
+    std::fs::write(&file, serde_json::to_vec(&a).unwrap()).unwrap();
+    std::fs::write(&file, serde_json::to_vec(&b).unwrap()).unwrap();
+    let naive = naive_read();
+    let questions: Vec<&str> = naive["pending"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["question"].as_str())
+        .collect();
+    assert!(!questions.contains(&"from A?"), "the naive way lost A's entry");
+    assert_eq!(a["pending"][2]["id"], b["pending"][2]["id"], "and gave A and B one id");
+
+    let fresh = hermit(Some("hermit"));
+    fresh.import();
+    let other =
+        Engine::open(&fresh._tmp.path().join("state.redb"), OpenOptions::default()).unwrap();
+    let input = |q: &str| parse_micro_input(&format!("{{\"question\":\"{q}\"}}")).unwrap();
+    let tz = "America/New_York";
+    let first = fresh.engine.proposals_queue_micro(&fresh.call(NOV_29_22H), tz, &input("from A?"));
+    let second = other.proposals_queue_micro(&fresh.call(NOV_29_22H), tz, &input("from B?"));
+    let ids = [first.unwrap().to_json()["id"].clone(), second.unwrap().to_json()["id"].clone()];
+    assert_eq!(ids, ["MP-20261129-4", "MP-20261129-5"]);
+    let queue = fresh.engine.proposals_queue(&fresh.scope).unwrap();
+    assert_eq!(queue.entries.len(), 4, "both entries kept beside the fixture's two");
+}
