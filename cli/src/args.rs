@@ -61,6 +61,9 @@ pub(crate) enum Format {
     Json,
     /// Human-readable `key=value` lines.
     Text,
+    /// The upstream script's one-line verdict (`QUEUED|MP-…`, `NONE|no-match`, …) and its exit
+    /// codes (every error exits 1); verbs without a verdict print JSON.
+    Verdict,
 }
 
 /// Every verb.
@@ -89,6 +92,9 @@ pub(crate) enum Verb {
     /// The claude-management observer state (scope: observer:<session or project>).
     #[command(subcommand)]
     Observer(ObserverVerb),
+    /// claude-code-hermit micro-proposals, PROP proposals, their ledger and index
+    /// (scope: hermit:<abs state dir>).
+    Proposals(ProposalsArgs),
     /// Print events as JSON lines, filtered.
     Log(LogArgs),
     /// Check the chain from genesis, the head anchor, and that views equal a rebuild.
@@ -600,4 +606,132 @@ pub(crate) enum Layout {
     Observer,
     /// moonshine `<home>/<project>/.feedback/` inboxes.
     Moonshine,
+    /// claude-code-hermit's state/micro-proposals.json, state/proposal-metrics.jsonl,
+    /// state/proposals-index.json and proposals/PROP-*.md under the state directory (--from /
+    /// --to is the .claude-code-hermit directory).
+    HermitProposals,
+}
+
+/// `proposals` options and verbs, drop-ins for `bun proposal.ts <verb> <dir>`.
+#[derive(Debug, Args)]
+pub(crate) struct ProposalsArgs {
+    /// The hermit state directory (.claude-code-hermit): the scope becomes hermit:<abs dir> and
+    /// its config.json's timezone dates MP ids [default: the dir of --scope hermit:<dir>].
+    #[arg(long, global = true)]
+    pub(crate) dir: Option<PathBuf>,
+    /// The verb.
+    #[command(subcommand)]
+    pub(crate) verb: ProposalsVerb,
+}
+
+/// `proposals` verbs.
+#[derive(Debug, Subcommand)]
+pub(crate) enum ProposalsVerb {
+    /// Queue a micro-proposal: JSON {"tier", "question", "options"?, "on_resolve"?} on stdin.
+    /// Verdict: QUEUED|<MP-id> or DUPLICATE|<id> (a pending entry asks the same question).
+    QueueMicro,
+    /// Resolve, nudge or age queued micro-proposals.
+    #[command(subcommand)]
+    Micro(MicroVerb),
+    /// The queue as state/micro-proposals.json holds it.
+    Queue,
+    /// The ledger (state/proposal-metrics.jsonl lines), rendered from the log.
+    Ledger,
+    /// Create a PROP: stdin holds `Title:` (required), `Source:`, `Session:`, `Category:`,
+    /// `Tags:` (JSON), `Related-Sessions:` (JSON), `Self-Eval-Key:` lines, a `---` line, the body.
+    /// Verdict: the PROP-NNN-<slug>-<HHMMSS> id, or ERROR|<token>.
+    Create,
+    /// Accept a PROP (proposed or deferred -> accepted). Verdict: OK|<id> or ERROR|<reason>.
+    Accept(MoveArgs),
+    /// Defer a PROP (proposed -> deferred).
+    Defer(MoveArgs),
+    /// Dismiss a PROP (proposed or deferred -> dismissed).
+    Dismiss(MoveArgs),
+    /// Resolve a PROP (accepted -> resolved).
+    Resolve(MoveArgs),
+    /// The index, as state/proposals-index.json holds it. Verdict: OK|<n> proposals.
+    Index,
+    /// Patch a PROP's frontmatter line by line (`--set key=value`, `@now` expands) and append
+    /// an Operator Decision line once; a status change must be a legal move. With --stdin,
+    /// `Decision: <line>` and `Set: key=value` lines are read from stdin too.
+    /// Verdict: OK|<id> or ERROR|no-such-proposal|invalid-set|invalid-key:<k>|illegal-move:…
+    Patch {
+        /// The PROP file name (with or without .md).
+        file: String,
+        /// key=value (repeatable).
+        #[arg(long = "set")]
+        sets: Vec<String>,
+        /// Compare-and-swap: patch only if the status is still this one.
+        #[arg(long)]
+        expect: Option<String>,
+        /// Read `Decision:` and `Set:` lines from stdin.
+        #[arg(long)]
+        stdin: bool,
+    },
+    /// Record a ledger event: `responded --id PROP-… --action accept|defer|dismiss` (once per
+    /// proposal; a repeat records nothing) or `resolved --id PROP-…`.
+    /// Verdict: OK or ERROR|<token>.
+    Event {
+        /// responded or resolved.
+        kind: String,
+        /// The full PROP id.
+        #[arg(long)]
+        id: Option<String>,
+        /// accept, defer or dismiss (responded only).
+        #[arg(long)]
+        action: Option<String>,
+    },
+    /// Find a PROP from operator text: MATCH|<file>, AMBIGUOUS|[{"file","title"}],
+    /// NONE|not-a-prop-id or NONE|no-match.
+    ResolveId {
+        /// The operator's text (a full id, a file name, or PROP-<n>).
+        input: String,
+    },
+}
+
+/// A PROP status move.
+#[derive(Debug, Args)]
+pub(crate) struct MoveArgs {
+    /// The full PROP id (or its file name).
+    pub(crate) id: String,
+    /// Compare-and-swap: move only if the status is still this one.
+    #[arg(long)]
+    pub(crate) expect: Option<String>,
+    /// A line to append to the Operator Decision section (`@now` expands), once.
+    #[arg(long)]
+    pub(crate) decision: Option<String>,
+    /// accepted_in_session for an accept.
+    #[arg(long)]
+    pub(crate) in_session: Option<String>,
+}
+
+/// `proposals micro` verbs.
+#[derive(Debug, Subcommand)]
+pub(crate) enum MicroVerb {
+    /// Remove an entry and record its micro-resolved line; with --answer, resolve the answer
+    /// against the entry's options and render its on_resolve.
+    /// Verdict: RESOLVED|<id>|<action> or NONE|no-match.
+    Resolve {
+        /// The MP id.
+        #[arg(allow_hyphen_values = true)]
+        id: Option<String>,
+        /// approved, rejected, answered or expired.
+        #[arg(long)]
+        action: Option<String>,
+        /// The operator's answer: a label, a unique prefix of one, its number, or yes/no.
+        #[arg(long)]
+        answer: Option<String>,
+        /// The channel the answer came from (recorded in the event).
+        #[arg(long)]
+        channel: Option<String>,
+    },
+    /// Add one to an entry's follow_up_count. Verdict: NUDGED|<id>|<n> or NONE|no-match.
+    Nudge {
+        /// The MP id.
+        #[arg(allow_hyphen_values = true)]
+        id: Option<String>,
+    },
+    /// One pass: drop non-pending entries, expire at count >= 2, bump 1 -> 2 and 0 -> 1.
+    /// Verdict: the JSON line {"new","renudged","expired","dropped"}.
+    BriefCycle,
 }

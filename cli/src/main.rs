@@ -46,6 +46,10 @@ fn main() -> ExitCode {
         }
         Err(err) => {
             let _ = writeln!(std::io::stderr(), "hookstate: {}", output::error_line(&err));
+            // Upstream's scripts exit 1 for every failure; a verdict caller relies on that.
+            if cli.format == args::Format::Verdict {
+                return ExitCode::from(exit::CONFLICT);
+            }
             ExitCode::from(exit::code_for(&err))
         }
     }

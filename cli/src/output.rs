@@ -15,6 +15,10 @@ pub(crate) fn print(format: Format, value: &Value) -> Result<(), CliError> {
     let text = match format {
         Format::Json => value.to_string(),
         Format::Text => to_text(value),
+        Format::Verdict => match value.get("verdict").and_then(Value::as_str) {
+            Some(verdict) => one_line(verdict),
+            None => value.to_string(),
+        },
     };
     let mut out = std::io::stdout().lock();
     writeln!(out, "{text}")

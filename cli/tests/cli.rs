@@ -17,6 +17,7 @@ mod damaged;
 mod feedback;
 mod killloop;
 mod perms;
+mod proposals;
 
 /// One run of the binary: its exit code, stdout and stderr.
 #[derive(Debug)]

@@ -16,6 +16,8 @@ pub mod legacy;
 pub mod limits;
 pub mod observer;
 mod project;
+pub mod proposals;
+pub mod props;
 mod query;
 pub mod signals;
 mod storage;

@@ -63,6 +63,8 @@ pub enum Body {
     Observer(crate::observer::ObserverEvent),
     /// The moonshine feedback inbox of one project.
     Feedback(crate::feedback::FeedbackEvent),
+    /// claude-code-hermit micro-proposals, proposals and their ledger.
+    Proposals(crate::proposals::ProposalsEvent),
 }
 
 impl Body {
@@ -74,6 +76,7 @@ impl Body {
             Body::Signals(_) => "signals",
             Body::Observer(_) => "observer",
             Body::Feedback(_) => "feedback",
+            Body::Proposals(_) => "proposals",
         }
     }
 
@@ -85,6 +88,7 @@ impl Body {
             Body::Signals(event) => event.kind(),
             Body::Observer(event) => event.kind(),
             Body::Feedback(event) => event.kind(),
+            Body::Proposals(event) => event.kind(),
         }
     }
 }

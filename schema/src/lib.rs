@@ -8,6 +8,7 @@ pub mod feedback;
 pub mod format;
 pub mod id;
 pub mod observer;
+pub mod proposals;
 pub mod signals;
 pub mod view;
 

@@ -7,5 +7,6 @@ mod feedback_model;
 mod model;
 mod observer;
 mod powerloss;
+mod proposals;
 mod signals;
 mod store;

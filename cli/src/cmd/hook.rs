@@ -94,7 +94,7 @@ fn turn_complete(cli: &Cli, payload: &Payload) -> Result<(), CliError> {
     let text = send["text"].as_str().unwrap_or_default();
     match cli.format {
         Format::Text => crate::output::print_raw(text),
-        Format::Json => crate::output::print(
+        Format::Json | Format::Verdict => crate::output::print(
             cli.format,
             &json!({
                 "to": send["to"], "text": text, "turn_seq": outcome.head.seq,

@@ -1,14 +1,16 @@
-//! `import` and `export` of the loopd and observer layouts (moonshine's are in `feedback.rs`).
+//! `import` and `export` of the loopd, observer and hermit-proposals layouts (moonshine's are in
+//! `feedback.rs`).
 //!
 //! Does not know file formats; the engine's legacy module does.
 
 use std::path::Path;
 
-use hookstate_engine::legacy::{loopd, observer};
+use hookstate_engine::legacy::{hermit, loopd, observer};
 use serde_json::json;
 
 use crate::args::{Cli, ExportArgs, ImportArgs, Layout};
-use crate::cmd::{call, open, Access};
+use crate::cmd::proposals::hermit_target;
+use crate::cmd::{call, call_in, open, Access};
 use crate::exit::CliError;
 use crate::output::print;
 
@@ -17,16 +19,39 @@ fn file_name(layout: Layout, name: Option<&String>) -> &str {
         (Some(name), _) => name,
         (None, Layout::Loopd) => loopd::STORE_FILE_DEFAULT,
         (None, Layout::Observer | Layout::Moonshine) => observer::STATE_FILE_DEFAULT,
+        (None, Layout::HermitProposals) => hermit::QUEUE_FILE,
+    }
+}
+
+/// The hermit scope of an import: `--scope hermit:<dir>` when given, else the import's own
+/// directory.
+fn hermit_scope(cli: &Cli, dir: &Path) -> Result<(String, std::path::PathBuf), CliError> {
+    if cli.scope.starts_with(hookstate_engine::proposals::SCOPE_PREFIX) {
+        hermit_target(cli, None)
+    } else {
+        hermit_target(cli, Some(dir))
     }
 }
 
 pub(crate) fn import(cli: &Cli, args: &ImportArgs) -> Result<(), CliError> {
+    let from = &args.from;
     let name = file_name(args.layout, args.name.as_ref());
+    // Legacy files are read and checked before the store is opened, so a bad file leaves the
+    // store byte-identical.
+    let hermit = match args.layout {
+        Layout::HermitProposals => Some(hermit::read_hermit_files(from)?),
+        _ => None,
+    };
     let engine = open(cli, Access::Write)?;
     let call = call(cli, "import");
     let outcome = match args.layout {
-        Layout::Loopd => engine.import_loopd(&call, &args.from, name)?,
-        Layout::Observer | Layout::Moonshine => engine.import_observer(&call, &args.from, name)?,
+        Layout::Loopd => engine.import_loopd(&call, from, name)?,
+        Layout::Observer | Layout::Moonshine => engine.import_observer(&call, from, name)?,
+        Layout::HermitProposals => {
+            let (scope, _) = hermit_scope(cli, from)?;
+            let files = hermit.ok_or_else(|| CliError::Usage("no hermit files read".into()))?;
+            engine.import_hermit_proposals(&call_in(cli, "import", &scope), files)?
+        }
     };
     print(cli.format, &outcome.to_json())?;
     match outcome.refusal {
@@ -36,21 +61,30 @@ pub(crate) fn import(cli: &Cli, args: &ImportArgs) -> Result<(), CliError> {
 }
 
 pub(crate) fn export(cli: &Cli, args: &ExportArgs) -> Result<(), CliError> {
-    let name = file_name(args.layout, args.name.as_ref());
     let to: &Path = &args.to;
+    let name = file_name(args.layout, args.name.as_ref());
     let engine = open(cli, Access::Audit)?;
     let file = to.join(name);
-    match args.layout {
+    let mut out = match args.layout {
         Layout::Loopd => {
             let keys = engine.export_loopd(to, name)?;
-            print(cli.format, &json!({ "ok": true, "layout": "loopd", "file": file, "keys": keys }))
+            let value = json!({ "layout": "loopd", "file": file, "keys": keys });
+            value.as_object().cloned().unwrap_or_default()
         }
         Layout::Observer | Layout::Moonshine => {
             let mut out = engine.export_observer(&cli.scope, to, name)?;
-            out.insert("ok".into(), true.into());
             out.insert("layout".into(), "observer".into());
             out.insert("file".into(), json!(file));
-            print(cli.format, &serde_json::Value::Object(out))
+            out
         }
-    }
+        Layout::HermitProposals => {
+            let (scope, _) = hermit_target(cli, None)?;
+            let mut out = engine.export_hermit_proposals(&scope, to)?;
+            out.insert("layout".into(), "hermit-proposals".into());
+            out.insert("scope".into(), json!(scope));
+            out
+        }
+    };
+    out.insert("ok".into(), true.into());
+    print(cli.format, &serde_json::Value::Object(out))
 }

@@ -9,6 +9,7 @@ mod hook;
 mod legacy;
 mod observer;
 mod ops;
+mod proposals;
 mod signals;
 
 use std::path::PathBuf;
@@ -32,6 +33,7 @@ pub(crate) fn run(cli: &Cli) -> Result<(), CliError> {
         Verb::Signals(verb) => signals::run(cli, verb),
         Verb::Observer(verb) => observer::run(cli, verb),
         Verb::Hook(verb @ HookVerb::Stop { .. }) => feedback::hook(cli, verb),
+        Verb::Proposals(args) => proposals::run(cli, args),
         Verb::Hook(verb) => hook::run(cli, verb),
         Verb::Import(args) if args.layout == Layout::Moonshine => feedback::import(cli, args),
         Verb::Import(args) => legacy::import(cli, args),
@@ -103,8 +105,8 @@ pub(crate) fn mirror(
             let file = name(hookstate_engine::legacy::observer::STATE_FILE_DEFAULT);
             engine.mirror_observer(call, dir, &file)?;
         }
-        // The feedback verbs adopt and write their mirror themselves (cmd/feedback.rs).
-        Layout::Moonshine => {}
+        // The feedback and proposals verbs adopt and write their mirrors themselves.
+        Layout::Moonshine | Layout::HermitProposals => {}
     }
     Ok(())
 }

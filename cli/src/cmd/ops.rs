@@ -51,7 +51,7 @@ pub(crate) fn log(cli: &Cli, args: &LogArgs) -> Result<(), CliError> {
     for event in &events {
         let value = event_to_json(event);
         out.push_str(&match cli.format {
-            Format::Json => value.to_string(),
+            Format::Json | Format::Verdict => value.to_string(),
             Format::Text => log_line(&value),
         });
         out.push('\n');

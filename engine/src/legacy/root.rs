@@ -169,6 +169,31 @@ impl Root {
         }
     }
 
+    /// Takes an exclusive advisory lock on the file `name` (created 0600 when absent), trying
+    /// without blocking until `wait` runs out ([`Error::Busy`]). Dropping the handle releases it.
+    pub(crate) fn lock_file(&self, name: &str, wait: std::time::Duration) -> Result<OwnedFd> {
+        check_name(name)?;
+        let path = self.path.join(name);
+        let flags = OFlags::RDWR | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let fd = rustix::fs::openat(&self.dir, name, flags, Mode::from_raw_mode(FILE_MODE))
+            .map_err(|e| refusal(&path, e))?;
+        let start = std::time::Instant::now();
+        let pause = std::time::Duration::from_micros(crate::limits::LOCK_BACKOFF_US_MAX);
+        loop {
+            match rustix::fs::flock(&fd, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+                Ok(()) => return Ok(fd),
+                Err(Errno::WOULDBLOCK | Errno::INTR) if start.elapsed() < wait => {
+                    std::thread::sleep(pause);
+                }
+                Err(Errno::WOULDBLOCK) => {
+                    let waited_ms = u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
+                    return Err(Error::Busy { waited_ms });
+                }
+                Err(other) => return Err(io_err("lock", &path, other)),
+            }
+        }
+    }
+
     /// Makes the directory's entries durable.
     pub(crate) fn sync(&self) -> Result<()> {
         rustix::fs::fsync(&self.dir).map_err(|e| io_err("fsync directory", &self.path, e))

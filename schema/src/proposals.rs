@@ -1,0 +1,188 @@
+//! The `proposals` domain (claude-code-hermit): the micro-proposal queue, the proposal ledger
+//! and its imported lines, as events, and the documents projected from them.
+//!
+//! Queue entries are kept as the JSON text of each legacy entry object, so that key order and
+//! fields written by other hands survive an import and an export. Does not decide, format ids or
+//! read files; the engine does.
+
+use serde::{Deserialize, Serialize};
+
+/// Events of the proposals domain. Scope: `hermit:<abs state dir>`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ProposalsEvent {
+    /// A micro-proposal was queued; it also stands for a `micro-queued` ledger line.
+    MicroQueued {
+        /// `MP-YYYYMMDD-N`.
+        id: String,
+        /// The tier (forced to 1 when `on_resolve` was given).
+        tier: i64,
+        /// The question, the dedup key among pending entries.
+        question: String,
+        /// 2–4 answer labels, when given.
+        options: Option<Vec<String>>,
+        /// The skill invocation run after an answer, with an `{answer}` placeholder.
+        on_resolve: Option<String>,
+        /// `on_resolve` was present in the payload (the ledger line says `"kind":"ask"`).
+        ask: bool,
+        /// utcISOStamp of the queueing.
+        ts: String,
+    },
+    /// A micro-proposal left the queue; it also stands for a `micro-resolved` ledger line.
+    MicroResolved {
+        /// The entry's id.
+        id: String,
+        /// approved, rejected, answered or expired.
+        action: String,
+        /// The entry's question (the ledger line carries it).
+        question: String,
+        /// The resolved answer label, when one was given.
+        answer: Option<String>,
+        /// utcISOStamp of the resolution.
+        ts: String,
+        /// The channel the answer came from, when the caller said.
+        channel: Option<String>,
+    },
+    /// An entry's `follow_up_count` was set (a nudge, or a brief-cycle bump).
+    MicroNudged {
+        /// The entry's id.
+        id: String,
+        /// The new count.
+        count: i64,
+    },
+    /// A non-pending entry was pruned by a brief-cycle (no ledger line).
+    MicroDropped {
+        /// The entry's id (the first entry with it is removed).
+        id: String,
+    },
+    /// The queue file was imported: it replaces the queue.
+    QueueImported {
+        /// The top-level object as JSON text, with `pending` holding `[]`.
+        top: String,
+        /// Each entry object of `pending` as JSON text, in order.
+        entries: Vec<String>,
+    },
+    /// One ledger line adopted as it was written (without its newline).
+    LedgerLineImported {
+        /// The line.
+        line: String,
+    },
+    /// A PROP file was adopted as it was written.
+    PropImported {
+        /// `PROP-….md`.
+        file: String,
+        /// The whole file.
+        text: String,
+    },
+    /// A PROP file was created or its status moved: its whole new text.
+    PropWritten {
+        /// `PROP-….md`.
+        file: String,
+        /// The whole file.
+        text: String,
+        /// toISOString of the write: the index's `updated`.
+        updated: String,
+    },
+    /// A proposal was created: the `created` ledger line.
+    PropCreated {
+        /// The full PROP id.
+        id: String,
+        /// `Source:` (default manual).
+        source: String,
+        /// `Category:`.
+        category: String,
+        /// `Tags:`.
+        tags: Vec<String>,
+        /// utcISOStamp.
+        ts: String,
+    },
+    /// The first response to a proposal: the `responded` ledger line.
+    PropResponded {
+        /// The full PROP id.
+        id: String,
+        /// accept, defer or dismiss.
+        action: String,
+        /// utcISOStamp.
+        ts: String,
+    },
+    /// A proposal was resolved: the `resolved` ledger line.
+    PropResolved {
+        /// The full PROP id.
+        id: String,
+        /// utcISOStamp.
+        ts: String,
+    },
+    /// The index file was adopted: its `updated` stamp is kept until the next PROP write.
+    IndexImported {
+        /// The index's `updated`.
+        updated: String,
+    },
+}
+
+impl ProposalsEvent {
+    /// The kind name, as `hookstate log --kind` matches it.
+    #[must_use]
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ProposalsEvent::MicroQueued { .. } => "micro_queued",
+            ProposalsEvent::MicroResolved { .. } => "micro_resolved",
+            ProposalsEvent::MicroNudged { .. } => "micro_nudged",
+            ProposalsEvent::MicroDropped { .. } => "micro_dropped",
+            ProposalsEvent::QueueImported { .. } => "queue_imported",
+            ProposalsEvent::LedgerLineImported { .. } => "ledger_line_imported",
+            ProposalsEvent::PropImported { .. } => "prop_imported",
+            ProposalsEvent::PropWritten { .. } => "prop_written",
+            ProposalsEvent::PropCreated { .. } => "prop_created",
+            ProposalsEvent::PropResponded { .. } => "prop_responded",
+            ProposalsEvent::PropResolved { .. } => "prop_resolved",
+            ProposalsEvent::IndexImported { .. } => "index_imported",
+        }
+    }
+}
+
+/// The micro-proposal queue of one state directory, as the legacy file holds it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueDoc {
+    /// The top-level object as JSON text, with `pending` holding `[]`.
+    pub top: String,
+    /// Each entry object as JSON text, in queue order.
+    pub entries: Vec<String>,
+}
+
+impl Default for QueueDoc {
+    /// The seed template `{"pending": []}`.
+    fn default() -> Self {
+        QueueDoc { top: "{\"pending\":[]}".into(), entries: Vec::new() }
+    }
+}
+
+/// The next MP counter of one date (`YYYYMMDD`): one more than the highest queued.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MpSeqDoc {
+    /// The N the next id of this date gets.
+    pub next: u64,
+}
+
+/// One PROP file, as written, with what decisions need from its frontmatter.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PropDoc {
+    /// `PROP-….md`.
+    pub file: String,
+    /// The whole file.
+    pub text: String,
+    /// The frontmatter's `status`, when it has one.
+    pub status: Option<String>,
+    /// Whether a first response was recorded (frontmatter `responded: true`).
+    pub responded: bool,
+    /// The `NNN` of `PROP-NNN`.
+    pub number: u64,
+    /// A `responded` ledger line was recorded for it (so a repeat records none).
+    #[serde(default)]
+    pub responded_logged: bool,
+}
+
+/// The proposals index's `updated` stamp.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IndexDoc {
+    /// toISOString of the last PROP write (or the imported index's).
+    pub updated: String,
+}
