@@ -634,6 +634,9 @@ pub(crate) enum ProposalsVerb {
     #[command(subcommand)]
     Micro(MicroVerb),
     /// The queue as state/micro-proposals.json holds it.
+    /// Everything at once: the pending micro-proposals and every PROP with its status (the
+    /// index), as one JSON object.
+    List,
     Queue,
     /// The ledger (state/proposal-metrics.jsonl lines), rendered from the log.
     Ledger,

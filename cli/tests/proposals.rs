@@ -421,3 +421,16 @@ fn patch_then_event_as_the_proposal_act_skill_calls_them() {
     let ledger = std::fs::read_to_string(out.join("state/proposal-metrics.jsonl")).unwrap();
     assert_eq!(ledger.matches("\"type\":\"responded\"").count(), 1, "{ledger}");
 }
+
+#[test]
+fn list_shows_pending_micro_proposals_and_every_prop_at_once() {
+    let h = Hermit::new(false);
+    let queued = h.verdict(&["queue-micro"], Some(r#"{"tier":1,"question":"Ship it?"}"#));
+    assert!(queued.stdout.starts_with("QUEUED|MP-"), "{queued:?}");
+    let created = h.verdict(&["create"], Some("Title: Cache the install step\n---\nBody.\n"));
+    assert_eq!(created.code, 0, "{created:?}");
+    let list = h.json(&["list"], None).expect(0).json();
+    assert_eq!(list["micro"].as_array().unwrap().len(), 1);
+    assert_eq!(list["micro"][0]["question"], "Ship it?");
+    assert_eq!(list["proposals"]["count"], 1, "{list}");
+}

@@ -78,6 +78,7 @@ pub(crate) fn run(cli: &Cli, args: &ProposalsArgs) -> Result<(), CliError> {
     };
     let verb = match &args.verb {
         ProposalsVerb::Queue => return print_queue(cli, &scope),
+        ProposalsVerb::List => return print_list(cli, &scope),
         ProposalsVerb::Ledger => return print_ledger(cli, &scope),
         ProposalsVerb::Index => return print_index(cli, &scope),
         ProposalsVerb::ResolveId { input } => return print_resolve_id(cli, &scope, input),
@@ -137,6 +138,7 @@ pub(crate) fn run(cli: &Cli, args: &ProposalsArgs) -> Result<(), CliError> {
         ProposalsVerb::Dismiss(a) => status_move(cli, &writer, &scope, &dir, Move::Dismiss, a)?,
         ProposalsVerb::Resolve(a) => status_move(cli, &writer, &scope, &dir, Move::Resolve, a)?,
         ProposalsVerb::Queue
+        | ProposalsVerb::List
         | ProposalsVerb::Ledger
         | ProposalsVerb::Index
         | ProposalsVerb::ResolveId { .. } => return Err(CliError::Usage("not a mutation".into())),
@@ -187,6 +189,15 @@ fn print_queue(cli: &Cli, scope: &str) -> Result<(), CliError> {
     let pending: Vec<Value> =
         queue.entries.iter().filter_map(|t| serde_json::from_str(t).ok()).collect();
     print(cli.format, &json!({ "ok": true, "pending": pending }))
+}
+
+fn print_list(cli: &Cli, scope: &str) -> Result<(), CliError> {
+    let engine = open(cli, Access::Read)?;
+    let queue = engine.proposals_queue(scope)?;
+    let pending: Vec<Value> =
+        queue.entries.iter().filter_map(|t| serde_json::from_str(t).ok()).collect();
+    let index = engine.proposals_index(scope)?;
+    print(cli.format, &json!({ "ok": true, "micro": pending, "proposals": index }))
 }
 
 fn print_ledger(cli: &Cli, scope: &str) -> Result<(), CliError> {
