@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Seeded-bug drills (RELIABILITY.md A12): builds with the `bugdrill` feature, plants each bug with
 # HOOKSTATE_DRILL and runs the harness that targets it. Each run must FAIL and its figures line
-# must show the bug (a lost acked event, a double claim, a lost commit). Prints
+# must show the bug (a lost acked event, a double claim, a lost commit, a write outside the
+# root, a store that does not open after a crash inside its creation). Prints
 # `bugs_planted=N bugs_detected=N` and exits non-zero unless every planted bug was detected.
 #
 #   scripts/drills.sh            # HOOKSTATE_KILL_SECS (default 20) bounds the kill-loop drill
@@ -27,7 +28,7 @@ drill() {
         echo "drill $name: detected: $figures"
     else
         echo "drill $name: NOT detected (exit $status)"
-        grep -E "^(killloop|race|powerloss)" "$log" || tail -20 "$log"
+        grep -E "^(killloop|race|powerloss|traversal)" "$log" || tail -20 "$log"
     fi
 }
 
@@ -40,6 +41,14 @@ HOOKSTATE_KILL_SECS="${HOOKSTATE_KILL_SECS:-20}" \
 drill cas-separate-read 'race: .* double_claims=[1-9]' \
     -p hookstate --features bugdrill --test cli \
     eight_processes_racing_on_one_queue_never_double_claim
+
+drill naive-path-join 'traversal .* escapes=[1-9]' \
+    -p hookstate --features bugdrill --test cli \
+    perms::hostile_legacy_file_names_never_escape_the_root
+
+drill non-atomic-create 'powerloss_create .* unopenable=[1-9]' \
+    -p hookstate-tests --features bugdrill --test integration \
+    powerloss::power_loss_during_creation_leaves_no_store_or_an_openable_one
 
 drill durability-none 'powerloss .* lost_acked=[1-9]' \
     -p hookstate-tests --features bugdrill --test integration \

@@ -207,3 +207,54 @@ fn path_and_permission_attacks_are_refused_and_nothing_escapes() {
     assert_eq!(escapes, 0, "the sentinel tree outside the root changed");
     assert!(tally.problems.is_empty(), "{:#?}", tally.problems);
 }
+
+/// Hostile legacy file names (RELIABILITY.md A10, threat 5): `export` and `import` of the loopd
+/// and observer layouts with a `--name` that climbs out of, or replaces, the root. Each is refused
+/// with exit 3 and one stderr line; a hashed sentinel tree beside the root stays unchanged and
+/// nothing appears outside the root. The `naive-path-join` drill must fail here.
+#[test]
+fn hostile_legacy_file_names_never_escape_the_root() {
+    let top = tempfile::tempdir().unwrap();
+    let store = mkdir(&top.path().join("store"), DIR_MODE);
+    let db = store.join("state.redb");
+    assert_eq!(call(&db, &["init"], false, false).0, 0);
+    let root = mkdir(&top.path().join("root"), DIR_MODE);
+    let sentinel = mkdir(&top.path().join("sentinel"), DIR_MODE);
+    std::fs::write(sentinel.join("victim"), b"keep").unwrap();
+    let sentinel_before = tree(&sentinel);
+    let victim = sentinel.join("victim");
+    let names = [
+        "../escape".to_owned(),
+        "../sentinel/victim".to_owned(),
+        "a/../../escape".to_owned(),
+        "..".to_owned(),
+        ".".to_owned(),
+        String::new(),
+        victim.to_string_lossy().into_owned(),
+        top.path().join("escape").to_string_lossy().into_owned(),
+    ];
+    let (mut attacks, mut problems) = (0, Vec::new());
+    for layout in ["loopd", "observer"] {
+        for verb in ["export", "import"] {
+            for name in &names {
+                attacks += 1;
+                let dir_flag = if verb == "export" { "--to" } else { "--from" };
+                let root_arg = root.to_str().unwrap();
+                let args = [verb, "--layout", layout, dir_flag, root_arg, "--name", name];
+                let (code, stderr) = call(&db, &args, false, false);
+                if code != 3 || stderr.lines().count() != 1 {
+                    problems.push(format!("{verb} {layout} {name:?}: exit {code}: {stderr}"));
+                }
+            }
+        }
+    }
+    let outside: Vec<_> = std::fs::read_dir(top.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| !["store", "root", "sentinel"].contains(&n.as_str()))
+        .collect();
+    let escapes = usize::from(tree(&sentinel) != sentinel_before) + outside.len();
+    println!("traversal attacks={attacks} escapes={escapes} problems={}", problems.len());
+    assert_eq!(escapes, 0, "written outside the root: {outside:?}");
+    assert!(problems.is_empty(), "{problems:#?}");
+}

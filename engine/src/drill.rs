@@ -25,14 +25,23 @@ pub enum Drill {
     /// redb refuses `Durability::None` in `MultiWriter` mode, so the store's backend skips
     /// `sync_data` instead, which is what `Durability::None` would do.
     DurabilityNone,
+    /// `naive-path-join`: legacy files are read and written at `root.join(name)` with no name
+    /// check and no held directory handle (caught by the traversal test as an escape).
+    NaivePathJoin,
+    /// `non-atomic-create`: the store is created by redb directly at its final path instead of
+    /// in a temporary file published by a link (caught by the first-use kill loop as a store
+    /// that exists but does not open).
+    NonAtomicCreate,
 }
 
 impl Drill {
     /// Every drill with its name in [`DRILL_ENV`].
-    pub const ALL: [(Drill, &'static str); 3] = [
+    pub const ALL: [(Drill, &'static str); 5] = [
         (Drill::AckBeforeCommit, "ack-before-commit"),
         (Drill::CasSeparateRead, "cas-separate-read"),
         (Drill::DurabilityNone, "durability-none"),
+        (Drill::NaivePathJoin, "naive-path-join"),
+        (Drill::NonAtomicCreate, "non-atomic-create"),
     ];
 }
 

@@ -356,7 +356,29 @@ fn initial_meta<'a>(store_id: &'a [u8], head: &'a [u8]) -> [(&'static str, &'a [
     [(META_FORMAT, &VERSION), (META_STORE_ID, store_id), (META_HEAD, head)]
 }
 
+/// Whether a new store is made in a temporary file that is published at the store's path only
+/// once it is complete and synced. Always, except under the `non-atomic-create` drill, which
+/// creates the store in place.
+#[must_use]
+pub fn creation_is_atomic() -> bool {
+    #[cfg(feature = "bugdrill")]
+    if crate::drill::is(crate::drill::Drill::NonAtomicCreate) {
+        return false;
+    }
+    true
+}
+
 fn create_store(dir: &StoreDir) -> Result<()> {
+    // The planted bug: redb creates the store in place, so a crash or a concurrent opener sees a
+    // half-made (or empty) store file.
+    #[cfg(feature = "bugdrill")]
+    if !creation_is_atomic() {
+        let store_id = random_bytes::<STORE_ID_BYTES>()?;
+        let head = encode_head(&Head { seq: 0, hash: genesis_hash(&store_id) });
+        let file = dir.create_in_place()?;
+        drop(RedbStore::create_in(file, &initial_meta(&store_id, &head))?);
+        return Ok(());
+    }
     let (file, temp) = dir.create_temp("create")?;
     let keep = file.try_clone().map_err(|e| Error::io("duplicate handle of", dir.path(), e));
     let created = keep.and_then(|keep| {

@@ -129,6 +129,16 @@ impl StoreDir {
         Ok((File::from(fd), name))
     }
 
+    /// The `non-atomic-create` drill: opens (creating, 0600) the store file itself, the way
+    /// redb's `Database::create` does.
+    #[cfg(feature = "bugdrill")]
+    pub(crate) fn create_in_place(&self) -> Result<File> {
+        let flags = OFlags::RDWR | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let fd = rustix::fs::openat(&self.dir, &self.name, flags, Mode::from_raw_mode(FILE_MODE))
+            .map_err(|e| io_err("create", &self.path(), e))?;
+        Ok(File::from(fd))
+    }
+
     /// Publishes a finished temporary file as the store: hard-links it to the store name (which
     /// fails if another process published first), removes the temporary name and fsyncs the
     /// directory. Returns whether this call published.

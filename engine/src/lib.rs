@@ -26,7 +26,7 @@ mod value;
 
 pub use crate::audit::{RebuildReport, VerifyReport};
 pub use crate::core::{Command, Expect, Refusal};
-pub use crate::engine::{Call, Engine, OpenOptions, Outcome};
+pub use crate::engine::{creation_is_atomic, Call, Engine, OpenOptions, Outcome};
 pub use crate::error::{Error, Result};
 pub use crate::legacy::moonshine::MoonshineImport;
 pub use crate::query::{event_to_json, LogFilter, Query, Stats};

@@ -5,15 +5,17 @@
 //! check, verify (chain from genesis, views equal a rebuild), and hold every acknowledged event
 //! (every commit that returned) at its seq and hash.
 //!
-//! Crashes during store creation are not simulated: a real store is created in a temporary file,
-//! synced, then published by rename, so a crash before that leaves no store. Does not touch a
-//! real store file; the head anchor goes to a scratch directory.
+//! Crashes during store creation are simulated too: a real store is created in a temporary file,
+//! synced, then published by a link ([`creation_is_atomic`]), so an image cut inside creation is
+//! not at the store's path, and the image published must open; a store created in place (the
+//! `non-atomic-create` drill) must open from every cut. Does not touch a real store file; the
+//! head anchor goes to a scratch directory.
 
 use std::ops::Bound;
 use std::sync::{Arc, Mutex};
 
 use hookstate_engine::schema::Actor;
-use hookstate_engine::{Call, Command, Engine, Expect, LogFilter, OpenOptions};
+use hookstate_engine::{creation_is_atomic, Call, Command, Engine, Expect, LogFilter, OpenOptions};
 
 /// Commands in the seeded workload (each is one durable commit when it appends).
 const WORKLOAD_COMMANDS: u64 = 16;
@@ -419,4 +421,62 @@ fn io_errors_at_every_operation_never_panic_and_leave_a_verifying_store() {
     assert!(errored_runs * 2 > fault_points, "most faults never reached the engine");
     assert!(wrong_errors.is_empty(), "{wrong_errors:#?}");
     assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// Power loss inside store creation (the mutating operations of creating a store on an empty
+/// disk): with atomic creation a cut leaves no store at the store's path, and the image that is
+/// published (the durable image once creation returned) must open and verify; created in place,
+/// every image of every cut is the store and must open.
+#[test]
+fn power_loss_during_creation_leaves_no_store_or_an_openable_one() {
+    let mut rng = Rng(SEED_DEFAULT ^ 0xc4ea);
+    let create = |crash_at: Option<u64>| {
+        let scratch = tempfile::tempdir().unwrap();
+        let disk = Arc::new(Mutex::new(Disk { crash_at, ..Disk::default() }));
+        let backend = SimBackend(Arc::clone(&disk));
+        let opened = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            Engine::open_with_backend(&scratch.path().join("sim.redb"), backend, options(true))
+                .is_ok()
+        }));
+        (disk, opened)
+    };
+    let (clean, opened) = create(None);
+    assert_eq!(opened.ok(), Some(true), "creation failed without a fault");
+    let (creation_ops, published) = {
+        let disk = clean.lock().unwrap();
+        (disk.ops, disk.durable.clone())
+    };
+    let atomic = creation_is_atomic();
+    let (mut images, mut no_store, mut panics) = (0u64, 0u64, 0u64);
+    let mut violations = Vec::new();
+    if atomic {
+        images += 1;
+        if let Err(why) = check(published, &[]) {
+            violations.push(format!("published image: {why}"));
+        }
+    }
+    for crash_at in 1..=creation_ops {
+        let (disk, opened) = create(Some(crash_at));
+        panics += u64::from(opened.is_err());
+        let Some((durable, pending)) = disk.lock().unwrap().crashed.clone() else {
+            continue;
+        };
+        for variant in 0..IMAGES_PER_CRASH {
+            images += 1;
+            if atomic {
+                // The temporary file was never linked: the store's path holds nothing.
+                no_store += 1;
+            } else if let Err(why) = check(image(&durable, &pending, variant, &mut rng), &[]) {
+                violations.push(format!("crash at op {crash_at} image {variant}: {why}"));
+            }
+        }
+    }
+    let unopenable = violations.iter().filter(|v| v.contains(": unopenable")).count();
+    println!(
+        "powerloss_create crash_points={creation_ops} images={images} atomic={atomic} \
+         no_store={no_store} unopenable={unopenable} violations={} panics={panics}",
+        violations.len()
+    );
+    assert_eq!(panics, 0, "a crash inside creation panicked");
+    assert!(violations.is_empty(), "{violations:#?}");
 }

@@ -102,6 +102,10 @@ impl Root {
     /// non-regular file (a FIFO never blocks the read), a file with other hard links, and a file
     /// over the cap.
     pub(crate) fn read(&self, name: &str, max_bytes: usize) -> Result<Option<Vec<u8>>> {
+        #[cfg(feature = "bugdrill")]
+        if crate::drill::is(crate::drill::Drill::NaivePathJoin) {
+            return drill::naive_read(&self.path.join(name));
+        }
         check_name(name)?;
         let path = self.path.join(name);
         let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
@@ -137,6 +141,11 @@ impl Root {
     /// target's old inode is never written, so a hard link to it cannot be used to write a
     /// victim file.
     pub(crate) fn write(&self, name: &str, bytes: &[u8]) -> Result<()> {
+        #[cfg(feature = "bugdrill")]
+        if crate::drill::is(crate::drill::Drill::NaivePathJoin) {
+            let path = self.path.join(name);
+            return std::fs::write(&path, bytes).map_err(|e| Error::io("write", path, e));
+        }
         check_name(name)?;
         let suffix = hookstate_schema::format::to_hex(&crate::fsio::random_bytes::<8>()?);
         let temp = format!("{TEMP_PREFIX}{suffix}");
@@ -258,6 +267,22 @@ impl Root {
                 }
                 Err(other) => return Err(io_err("lock", &self.path, other)),
             }
+        }
+    }
+}
+
+/// The `naive-path-join` drill's read: the raw path, no checks.
+#[cfg(feature = "bugdrill")]
+mod drill {
+    use std::path::Path;
+
+    use crate::error::{Error, Result};
+
+    pub(super) fn naive_read(path: &Path) -> Result<Option<Vec<u8>>> {
+        match std::fs::read(path) {
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Error::io("read", path, e)),
         }
     }
 }

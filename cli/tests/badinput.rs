@@ -1,0 +1,387 @@
+//! The bad-input suite (RELIABILITY.md A9): about fifty enumerated bad inputs (ids, JSON on
+//! stdin, numbers, flags, refusals, a held lock), each run under
+//! `prlimit --as=512 MiB --cpu=5 --nofile=64`, must exit with its documented code and one stderr
+//! line, within a second, without a panic, and leave the whole scratch tree (store, anchor, hermit
+//! state directory) byte-identical, with nothing created. Refusals (exit 1) and the held lock
+//! (exit 4) open the store for writing, and redb rewrites its header when a writer opens and
+//! closes, so for them "identical" is logical, as RELIABILITY.md A9 says: the same file names,
+//! the same anchor and hermit files, the same log, and `verify` (views equal a rebuild) giving the
+//! same head.
+//!
+//! Does not cover the environment cases (symlinked or shared store paths, a read-only store,
+//! damaged files): `perms.rs` and `damaged.rs` do. Skips with a printed reason when `prlimit` is
+//! absent.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::io::Write;
+use std::os::unix::ffi::OsStringExt;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use hookstate_engine::limits::{JSON_DEPTH_MAX, STDIN_BYTES_MAX};
+
+/// Address-space cap of each run: 512 MiB.
+const AS_BYTES: u64 = 512 * 1024 * 1024;
+/// CPU-seconds cap of each run.
+const CPU_SECS: u64 = 5;
+/// Open-files cap of each run.
+const NOFILE: u64 = 64;
+/// Every case must finish within this.
+const CASE_MS_MAX: u128 = 1_000;
+/// The lock wait of the held-lock case.
+const LOCK_WAIT_MS: &str = "200";
+/// The parser's nesting limit (serde_json's default recursion limit), to go one past.
+const SERDE_DEPTH_LIMIT: usize = 128;
+
+const USAGE: i32 = 2;
+const CONFLICT: i32 = 1;
+const INVALID: i32 = 3;
+const BUSY: i32 = 4;
+
+/// One bad input: its name, the arguments after `--db DB`, stdin, and the exit code it must get.
+struct Case {
+    name: String,
+    args: Vec<OsString>,
+    stdin: Option<Vec<u8>>,
+    want: i32,
+}
+
+fn case(name: &str, args: &[&str], stdin: Option<&[u8]>, want: i32) -> Case {
+    Case {
+        name: name.to_owned(),
+        args: args.iter().map(OsString::from).collect(),
+        stdin: stdin.map(<[u8]>::to_vec),
+        want,
+    }
+}
+
+/// Every file and directory under a root with its mode and bytes.
+type Tree = BTreeMap<PathBuf, (u32, Vec<u8>)>;
+
+/// Every file and directory under `root` with its mode and bytes.
+fn tree(root: &Path) -> Tree {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            let bytes = if meta.is_dir() {
+                stack.push(path.clone());
+                Vec::new()
+            } else {
+                std::fs::read(&path).unwrap()
+            };
+            out.insert(path, (meta.mode(), bytes));
+        }
+    }
+    out
+}
+
+/// The logical state: every name and every file except the store's bytes, the whole log, and
+/// what `verify` reports (head, event and view counts). `verify` opens the store for writing,
+/// so redb may rewrite its header.
+fn logical(root: &Path, db: &Path) -> (Tree, Vec<u8>, Vec<u8>) {
+    let mut files = tree(root);
+    if let Some(entry) = files.get_mut(db) {
+        entry.1.clear();
+    }
+    let exe = env!("CARGO_BIN_EXE_hookstate");
+    let out = |verb: &str| Command::new(exe).arg("--db").arg(db).arg(verb).output().unwrap().stdout;
+    (files, out("log"), out("verify"))
+}
+
+fn cases(hermit: &Path) -> Vec<Case> {
+    let mut all = Vec::new();
+    let long = "a".repeat(256);
+    let huge = "a".repeat(4097);
+    for id in [
+        "",
+        ".",
+        "..",
+        "../x",
+        "a/../../x",
+        "/etc/passwd",
+        "C:\\x",
+        "\\\\server\\share",
+        "a\nb",
+        "a\tb",
+        "\u{1b}[31m",
+        "a\u{301}",
+        "x.",
+        "x ",
+        &long,
+        &huge,
+    ] {
+        all.push(case(&format!("kv id {:.12?}", id), &["kv", "put", id, "1"], None, INVALID));
+    }
+    all.push(case("queue id ../x", &["queue", "claim", "../x"], None, INVALID));
+    all.push(case("id -x after --", &["kv", "put", "--", "-x", "1"], None, INVALID));
+    all.push(case("id --force after --", &["kv", "put", "--", "--force", "1"], None, INVALID));
+    all.push(Case {
+        name: "id non-UTF-8".into(),
+        args: vec!["kv".into(), "put".into(), OsString::from_vec(b"f\xffo".to_vec()), "1".into()],
+        stdin: None,
+        want: USAGE,
+    });
+
+    let over_cap = [b"\"".as_slice(), &vec![b'a'; STDIN_BYTES_MAX - 1], b"\""].concat();
+    let deep_serde =
+        format!("{}{}", "[".repeat(SERDE_DEPTH_LIMIT + 1), "]".repeat(SERDE_DEPTH_LIMIT + 1));
+    let deep_ours = format!(
+        "{}{}",
+        "{\"a\":".repeat(JSON_DEPTH_MAX + 1),
+        "1".to_owned() + &"}".repeat(JSON_DEPTH_MAX + 1)
+    );
+    let stdin_cases: [(&str, &[u8]); 16] = [
+        ("empty", b""),
+        ("1 byte over the cap", &over_cap),
+        ("nesting over 128", deep_serde.as_bytes()),
+        ("nesting over our depth limit", deep_ours.as_bytes()),
+        ("number above f64", b"1e400"),
+        ("NaN", b"NaN"),
+        ("Infinity", b"Infinity"),
+        ("invalid UTF-8", b"\"\xff\xfe\""),
+        ("BOM", b"\xef\xbb\xbf{}"),
+        ("trailing garbage", b"{} x"),
+        ("two objects", b"{\"a\":1}{\"b\":2}"),
+        ("two objects spaced", b"{} {}"),
+        ("trailing comma", b"[1,]"),
+        ("unclosed", b"{"),
+        ("raw NUL in a string", b"\"a\0b\""),
+        ("raw control char", b"\"a\x01b\""),
+    ];
+    for (name, bytes) in stdin_cases {
+        all.push(case(
+            &format!("stdin {name}"),
+            &["kv", "put", "k", "--stdin"],
+            Some(bytes),
+            INVALID,
+        ));
+    }
+    let dir = hermit.to_str().unwrap();
+    let micro = ["proposals", "--dir", dir, "queue-micro"];
+    for (name, bytes) in [
+        ("duplicate key", b"{\"tier\":1,\"question\":\"n1\",\"question\":\"n2\"}".as_slice()),
+        ("wrong type", b"{\"tier\":\"t1\",\"question\":\"n3\"}"),
+        ("missing field", b"{\"tier\":1}"),
+        ("tier above u64", b"{\"tier\":18446744073709551616,\"question\":\"n4\"}"),
+    ] {
+        all.push(case(&format!("micro {name}"), &micro, Some(bytes), INVALID));
+    }
+
+    let above_u64 = "18446744073709551616";
+    all.push(case("counter delta above u64", &["counter", "add", "c", above_u64], None, USAGE));
+    all.push(case(
+        "token above u64",
+        &["queue", "ack", "q", "a", "--token", above_u64],
+        None,
+        USAGE,
+    ));
+    all.push(case(
+        "max-deliveries above u64",
+        &["queue", "push", "q", "b", "--max-deliveries", above_u64],
+        None,
+        USAGE,
+    ));
+    all.push(case(
+        "max-deliveries 0",
+        &["queue", "push", "q", "b", "--max-deliveries", "0"],
+        None,
+        INVALID,
+    ));
+    all.push(case("lease 0", &["queue", "claim", "q", "--lease-ms", "0"], None, INVALID));
+    all.push(case("list cap 0", &["list", "append", "l", "1", "--cap", "0"], None, INVALID));
+    all.push(case(
+        "wait over the limit",
+        &["--wait-ms", "99999999", "kv", "get", "k"],
+        None,
+        INVALID,
+    ));
+    all.push(case("empty scope", &["--scope", "", "kv", "get", "k"], None, INVALID));
+
+    all.push(case("unknown command", &["frobnicate"], None, USAGE));
+    all.push(case("unknown flag", &["kv", "get", "k", "--bogus"], None, USAGE));
+    all.push(case("missing argument", &["kv", "put", "k"], None, USAGE));
+    all.push(case("missing verb", &["queue"], None, USAGE));
+    all.push(case(
+        "repeated flag",
+        &["kv", "put", "k", "2", "--expect-rev", "1", "--expect-rev", "2"],
+        None,
+        USAGE,
+    ));
+    all.push(case(
+        "repeated --db",
+        &["--db", "/nonexistent/x.redb", "kv", "get", "k"],
+        None,
+        USAGE,
+    ));
+    all.push(case(
+        "conflicting flags",
+        &["kv", "put", "k", "2", "--create", "--expect-rev", "1"],
+        None,
+        USAGE,
+    ));
+    all.push(case("bad format", &["--format", "xml", "stats"], None, USAGE));
+
+    all.push(case(
+        "claim held by another",
+        &["queue", "claim", "q", "--item", "a", "--holder", "h2"],
+        None,
+        CONFLICT,
+    ));
+    all.push(case(
+        "release by a stale token",
+        &["queue", "release", "q", "a", "--token", "99"],
+        None,
+        CONFLICT,
+    ));
+    all.push(case(
+        "create over an existing key",
+        &["kv", "put", "k", "2", "--create"],
+        None,
+        CONFLICT,
+    ));
+    all.push(case(
+        "micro already pending",
+        &micro,
+        Some(b"{\"tier\":1,\"question\":\"q\"}"),
+        CONFLICT,
+    ));
+    all
+}
+
+fn run(db: &Path, case: &Case) -> (i32, String, Duration) {
+    let start = Instant::now();
+    let mut child = Command::new("prlimit")
+        .arg(format!("--as={AS_BYTES}"))
+        .arg(format!("--cpu={CPU_SECS}"))
+        .arg(format!("--nofile={NOFILE}"))
+        .arg("--")
+        .arg(env!("CARGO_BIN_EXE_hookstate"))
+        .arg("--db")
+        .arg(db)
+        .args(&case.args)
+        .env_remove("HOOKSTATE_SESSION")
+        .env_remove("HOOKSTATE_SCOPE")
+        .env_remove("HOOKSTATE_DB")
+        .stdin(if case.stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    if let Some(bytes) = &case.stdin {
+        let mut pipe = child.stdin.take().unwrap();
+        let _ = pipe.write_all(bytes);
+    }
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    (out.status.code().unwrap_or(-1), stderr, start.elapsed())
+}
+
+fn setup(db: &Path, hermit: &Path) {
+    let exe = env!("CARGO_BIN_EXE_hookstate");
+    for args in [
+        vec!["kv", "put", "k", "1"],
+        vec!["queue", "push", "q", "a"],
+        vec!["queue", "claim", "q", "--holder", "h1"],
+    ] {
+        let out = Command::new(exe).arg("--db").arg(db).args(&args).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {out:?}");
+    }
+    let mut child = Command::new(exe)
+        .arg("--db")
+        .arg(db)
+        .args(["proposals", "--dir", hermit.to_str().unwrap(), "queue-micro"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"{\"tier\":1,\"question\":\"q\"}").unwrap();
+    assert!(child.wait().unwrap().success());
+}
+
+#[test]
+fn bad_inputs_get_their_exit_code_and_leave_the_store_byte_identical() {
+    if Command::new("prlimit").arg("--version").output().is_err() {
+        println!("badinput skipped: prlimit (util-linux) is not installed");
+        return;
+    }
+    let scratch = tempfile::tempdir().unwrap();
+    let store_dir = scratch.path().join("store");
+    let hermit = scratch.path().join("hermit");
+    for dir in [&store_dir, &hermit] {
+        std::fs::DirBuilder::new().mode(0o700).create(dir).unwrap();
+    }
+    let db = store_dir.join("state.redb");
+    setup(&db, &hermit);
+    let mut all = cases(&hermit);
+    all.push(case(
+        "held lock",
+        &["--wait-ms", LOCK_WAIT_MS, "queue", "push", "q", "c"],
+        None,
+        BUSY,
+    ));
+    let logical_before = logical(scratch.path(), &db);
+    let mut before = tree(scratch.path());
+    let (mut wrong_exit, mut db_changed, mut panics, mut max_ms) = (0, 0, 0, 0);
+    let mut compared_logically = 0;
+    let mut problems = Vec::new();
+    for case in &all {
+        let held = (case.want == BUSY).then(|| {
+            let database = redb::Database::builder()
+                .set_concurrency_mode(redb::ConcurrencyMode::MultiWriter)
+                .open(&db)
+                .unwrap();
+            let txn = database.begin_write().unwrap();
+            (database, txn)
+        });
+        let (code, stderr, took) = run(&db, case);
+        if let Some((database, txn)) = held {
+            txn.abort().unwrap();
+            drop(database);
+        }
+        max_ms = max_ms.max(took.as_millis());
+        let name = &case.name;
+        if code == 101 || stderr.contains("internal error") {
+            panics += 1;
+            problems.push(format!("{name}: panicked: {stderr}"));
+        }
+        if code != case.want {
+            wrong_exit += 1;
+            problems.push(format!("{name}: exit {code}, want {}: {stderr}", case.want));
+        }
+        if stderr.lines().count() != 1 || !stderr.starts_with("hookstate: ") {
+            problems.push(format!("{name}: stderr is not one line: {stderr:?}"));
+        }
+        if took.as_millis() > CASE_MS_MAX {
+            problems.push(format!("{name}: took {took:?}"));
+        }
+        let opens_for_writing = case.want == CONFLICT || case.want == BUSY;
+        compared_logically += u32::from(opens_for_writing);
+        let changed = if opens_for_writing {
+            let changed = logical(scratch.path(), &db) != logical_before;
+            // `verify` opens the store for writing too: the bytes to compare against move on.
+            before = tree(scratch.path());
+            changed
+        } else {
+            tree(scratch.path()) != before
+        };
+        if changed {
+            db_changed += 1;
+            problems.push(format!("{name}: the store or the state directory changed"));
+            break;
+        }
+    }
+    println!(
+        "badinput cases={} wrong_exit={wrong_exit} db_changed={db_changed} panics={panics} \
+         max_ms={max_ms} compared_logically={compared_logically} \
+         limits=as:{}MiB,cpu:{CPU_SECS}s,nofile:{NOFILE}",
+        all.len(),
+        AS_BYTES >> 20
+    );
+    assert!(problems.is_empty(), "{problems:#?}");
+}

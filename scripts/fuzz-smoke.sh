@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Fuzz smoke (RELIABILITY.md A8): runs every cargo-fuzz target in fuzz/ for a short time on stable
+# (`--sanitizer=none`), each from a scratch corpus under fuzz/target/ plus the committed seeds,
+# and prints one line per target:
+#   fuzz <target> runs=N crashes=0 ooms=0 timeouts=0 secs=15
+# Installs cargo-fuzz (`cargo install cargo-fuzz --locked`) when it is missing. Exits non-zero if
+# any target crashed, ran out of memory or timed out; libFuzzer leaves the input in
+# fuzz/artifacts/<target>/ (see fuzz/README.md for minimizing it into a regression).
+# Not part of scripts/test.sh.
+#
+#   scripts/fuzz-smoke.sh                  # every target, 15 s each
+#   FUZZ_SECS=60 scripts/fuzz-smoke.sh stdin_json event_decode
+set -uo pipefail
+cd "$(dirname "$0")/../fuzz"
+
+secs="${FUZZ_SECS:-15}"
+rss_mb=512
+timeout_secs=5
+
+if ! cargo fuzz --version >/dev/null 2>&1; then
+    echo "installing cargo-fuzz"
+    cargo install cargo-fuzz --locked || exit 1
+fi
+
+if [ "$#" -gt 0 ]; then
+    targets=("$@")
+else
+    mapfile -t targets < <(cargo fuzz list)
+fi
+
+# Build every target first, so build time does not count against the fuzzing time.
+cargo fuzz build --sanitizer=none >/dev/null 2>&1 || { cargo fuzz build --sanitizer=none; exit 1; }
+
+failed=0
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+for t in "${targets[@]}"; do
+    mkdir -p "target/corpus/$t"
+    cargo fuzz run "$t" "target/corpus/$t" "corpus/$t" --sanitizer=none -- \
+        -max_total_time="$secs" -rss_limit_mb="$rss_mb" -timeout="$timeout_secs" >"$log" 2>&1
+    status=$?
+    runs=$(grep -oE '^Done [0-9]+ runs' "$log" | grep -oE '[0-9]+' | tail -1)
+    ooms=$(grep -c 'out-of-memory' "$log")
+    timeouts=$(grep -c 'ERROR: libFuzzer: timeout' "$log")
+    crashes=0
+    if [ "$status" -ne 0 ] && [ "$ooms" -eq 0 ] && [ "$timeouts" -eq 0 ]; then
+        crashes=1
+    fi
+    echo "fuzz $t runs=${runs:-0} crashes=$crashes ooms=$ooms timeouts=$timeouts secs=$secs"
+    if [ "$status" -ne 0 ]; then
+        failed=1
+        grep -E 'SUMMARY|ERROR|panicked|artifact' "$log" | head -5
+    fi
+done
+exit "$failed"
