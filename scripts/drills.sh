@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Seeded-bug drills (RELIABILITY.md A12): builds with the `bugdrill` feature, plants each bug with
 # HOOKSTATE_DRILL and runs the harness that targets it. Each run must FAIL and its figures line
-# must show the bug (a lost acked event, a double claim, a lost commit, a write outside the
-# root, a store that does not open after a crash inside its creation). Prints
-# `bugs_planted=N bugs_detected=N` and exits non-zero unless every planted bug was detected.
+# must show the bug (a lost acked event, a double claim, a non-linearizable claim history, a lost
+# commit, a write outside the root, a store that does not open after a crash inside its creation).
+# A bug may have several detection runs (`also`); it counts as detected only if all of them detect
+# it. Prints `bugs_planted=N bugs_detected=N detection_runs=R` and exits non-zero unless every
+# planted bug was detected.
 #
 #   scripts/drills.sh            # HOOKSTATE_KILL_SECS (default 20) bounds the kill-loop drill
 set -uo pipefail
@@ -11,24 +13,47 @@ cd "$(dirname "$0")/.."
 
 planted=0
 detected=0
+runs=0
+last_detected=0
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 
-# drill NAME PATTERN CARGO-TEST-ARGS...: the run must fail and print a line matching PATTERN.
-drill() {
+# run NAME PATTERN CARGO-TEST-ARGS...: one detection run; it must fail and print a line matching
+# PATTERN. Returns 0 when the bug was detected.
+run() {
     local name="$1" pattern="$2"
     shift 2
-    planted=$((planted + 1))
+    runs=$((runs + 1))
     HOOKSTATE_DRILL="$name" cargo test --locked "$@" -- --nocapture --exact >"$log" 2>&1
     local status=$?
     local figures
     figures=$(grep -E "$pattern" "$log" | head -1)
     if [ "$status" -ne 0 ] && [ -n "$figures" ]; then
-        detected=$((detected + 1))
         echo "drill $name: detected: $figures"
+        return 0
+    fi
+    echo "drill $name: NOT detected (exit $status)"
+    grep -E "^(killloop|race|powerloss|traversal|linearize)" "$log" || tail -20 "$log"
+    return 1
+}
+
+# drill NAME PATTERN CARGO-TEST-ARGS...: plants bug NAME; detected when its run detects it.
+drill() {
+    planted=$((planted + 1))
+    if run "$@"; then
+        detected=$((detected + 1))
+        last_detected=1
     else
-        echo "drill $name: NOT detected (exit $status)"
-        grep -E "^(killloop|race|powerloss|traversal)" "$log" || tail -20 "$log"
+        last_detected=0
+    fi
+}
+
+# also NAME PATTERN CARGO-TEST-ARGS...: another harness that must detect the bug of the drill just
+# above; the bug counts as detected only if every one of its runs detects it.
+also() {
+    if ! run "$@" && [ "$last_detected" -eq 1 ]; then
+        detected=$((detected - 1))
+        last_detected=0
     fi
 }
 
@@ -41,6 +66,9 @@ HOOKSTATE_KILL_SECS="${HOOKSTATE_KILL_SECS:-20}" \
 drill cas-separate-read 'race: .* double_claims=[1-9]' \
     -p hookstate --features bugdrill --test cli \
     eight_processes_racing_on_one_queue_never_double_claim
+also cas-separate-read 'linearize .* nonlinearizable_keys=[1-9]' \
+    -p hookstate --features bugdrill --test cli \
+    linearize::per_key_claim_histories_of_killed_processes_are_linearizable
 
 drill naive-path-join 'traversal .* escapes=[1-9]' \
     -p hookstate --features bugdrill --test cli \
@@ -54,5 +82,5 @@ drill durability-none 'powerloss .* lost_acked=[1-9]' \
     -p hookstate-tests --features bugdrill --test integration \
     powerloss::power_loss_at_every_operation_keeps_acked_events_and_an_openable_store
 
-echo "bugs_planted=$planted bugs_detected=$detected"
+echo "bugs_planted=$planted bugs_detected=$detected detection_runs=$runs"
 [ "$planted" -eq "$detected" ]

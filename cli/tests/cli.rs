@@ -17,6 +17,7 @@ mod badinput;
 mod damaged;
 mod feedback;
 mod killloop;
+mod linearize;
 mod perms;
 mod proposals;
 

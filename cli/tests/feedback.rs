@@ -379,7 +379,12 @@ fn stop_hooks_and_ticks_racing_deliver_each_comment_once_and_lose_nothing() {
             child.stdin.take().unwrap().write_all(&bytes).unwrap();
         }
         let out = child.wait_with_output().unwrap();
-        (out.status.code().unwrap(), String::from_utf8_lossy(&out.stdout).into_owned())
+        let code = out.status.code().unwrap();
+        if code != 0 {
+            // Kept on stdout's side of the assertion message, so a failure names its cause.
+            eprintln!("hookstate {args:?} exited {code}: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        (code, String::from_utf8_lossy(&out.stdout).into_owned())
     };
     // "listen" drains on every pass; "quiet" (accumulate) only when an address request asks.
     for project in ["listen", "quiet"] {

@@ -19,7 +19,8 @@ pub enum Drill {
     /// (caught by the kill loop as a lost acked event).
     AckBeforeCommit,
     /// `cas-separate-read`: a decision reads its rows in a read transaction taken before the
-    /// write transaction (caught by the concurrent claim race as a double claim).
+    /// write transaction (caught by the concurrent claim race as a double claim, and by the
+    /// linearizability check of claim histories).
     CasSeparateRead,
     /// `durability-none`: commits return without syncing (caught by the power-loss simulator).
     /// redb refuses `Durability::None` in `MultiWriter` mode, so the store's backend skips

@@ -176,10 +176,18 @@ impl Engine {
             }
             None => return Err(Error::NoStore { path: dir.path() }),
         };
-        let store = if options.read_only {
-            RedbStore::open_read_only(&file, wait)?
-        } else {
-            RedbStore::open(&file, options.check_integrity, wait)?
+        let store = match options.read_only {
+            true => match RedbStore::open_read_only(&file, wait)? {
+                Some(store) => store,
+                // The file needs a repair only a writer does: open it as one (this writes).
+                None => {
+                    let writable = dir
+                        .open_store(false)?
+                        .ok_or_else(|| Error::NoStore { path: dir.path() })?;
+                    RedbStore::open(&writable, false, wait)?
+                }
+            },
+            false => RedbStore::open(&file, options.check_integrity, wait)?,
         };
         let store_id = read_identity(&store, &dir.path())?;
         Ok(Engine { dir, store, store_id, wait, poisoned: Cell::new(false) })

@@ -36,6 +36,10 @@ pub const LOCK_BACKOFF_US_MIN: u64 = 100;
 /// Longest pause between attempts: short, so that a freed lock is taken within a fraction of a
 /// commit's time and waiting hooks keep their order roughly (p99 latency under contention).
 pub const LOCK_BACKOFF_US_MAX: u64 = 2_000;
+/// How long a read-only open waits for another process to finish opening the store for writing
+/// (redb refuses a reader while a writer's open has the recovery flag set). Past this, the reader
+/// opens for writing itself, which repairs a store a killed writer left needing repair.
+pub const READ_ONLY_REPAIR_WAIT_MS: u64 = 200;
 /// The anchor file is one short line.
 pub const ANCHOR_BYTES_MAX: usize = 256;
 /// Entries in redb's page cache for a per-call process: small, since a call touches few pages.

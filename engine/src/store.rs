@@ -28,7 +28,9 @@ pub use redb::StorageBackend as Backend;
 type BackendIoError = std::io::Error;
 
 use crate::error::{Error, Result};
-use crate::limits::{CACHE_BYTES, LOCK_BACKOFF_US_MAX, LOCK_BACKOFF_US_MIN};
+use crate::limits::{
+    CACHE_BYTES, LOCK_BACKOFF_US_MAX, LOCK_BACKOFF_US_MIN, READ_ONLY_REPAIR_WAIT_MS,
+};
 use crate::storage::{EventVisitor, ReadTxn, RowVisitor, Storage, WriteTxn};
 
 const LOG: TableDefinition<u64, &[u8]> = TableDefinition::new(LOG_TABLE);
@@ -236,15 +238,29 @@ impl RedbStore {
     }
 
     /// Opens an existing database file for reading only: a reader's locks, never a write.
-    pub(crate) fn open_read_only(file: &File, wait: Duration) -> Result<Self> {
+    ///
+    /// redb refuses a read-only open while the file's recovery flag is set: for a moment while
+    /// another process is opening it for writing, and for good after a writer was killed before
+    /// its clean close. The refusal is retried for at most [`READ_ONLY_REPAIR_WAIT_MS`] (bounded
+    /// by `wait`); `Ok(None)` then means the file needs a repair that only a writer can do.
+    pub(crate) fn open_read_only(file: &File, wait: Duration) -> Result<Option<Self>> {
         let start = Instant::now();
-        let (backend, timed_out) = bounded(file, wait)?;
-        match builder(false).open_read_only_with_backend(backend) {
-            Ok(db) => Ok(RedbStore { db: Db::Read(db) }),
-            Err(_) if timed_out.load(Ordering::SeqCst) => {
-                Err(Error::Busy { waited_ms: waited_ms(start) })
+        let repair_wait = wait.min(Duration::from_millis(READ_ONLY_REPAIR_WAIT_MS));
+        let mut attempt = 0;
+        loop {
+            let (backend, timed_out) = bounded(file, wait)?;
+            match builder(false).open_read_only_with_backend(backend) {
+                Ok(db) => return Ok(Some(RedbStore { db: Db::Read(db) })),
+                Err(_) if timed_out.load(Ordering::SeqCst) => {
+                    return Err(Error::Busy { waited_ms: waited_ms(start) })
+                }
+                Err(redb::DatabaseError::RepairAborted) if start.elapsed() < repair_wait => {
+                    thread::sleep(backoff(attempt));
+                    attempt += 1;
+                }
+                Err(redb::DatabaseError::RepairAborted) => return Ok(None),
+                Err(other) => return Err(convert(other)),
             }
-            Err(other) => Err(convert(other)),
         }
     }
 }

@@ -319,3 +319,23 @@ fn events_survive_reopen_and_the_log_filters() {
     let other = hookstate_engine::LogFilter { scope: Some("nope".into()), ..Default::default() };
     assert!(engine.events(&other).unwrap().is_empty());
 }
+
+/// A file copied while a writer had it open carries redb's recovery flag with no live writer, as
+/// a writer killed before its clean close leaves it. redb refuses a read-only open of such a
+/// file; a read must still answer (by opening as a writer, which repairs), not fail.
+#[test]
+fn a_read_of_a_store_left_needing_repair_still_answers() {
+    let (dir, path) = store_with(3);
+    let copy = dir.path().join("copy.redb");
+    {
+        let writer = redb_open(&path);
+        std::fs::copy(&path, &copy).unwrap();
+        drop(writer);
+    }
+    let options =
+        OpenOptions { wait_ms: 1_000, create: false, check_integrity: false, read_only: true };
+    let engine = Engine::open(&copy, options).unwrap();
+    let value = engine.query("t", &hookstate_engine::Query::KvGet { key: "k1".into() }, 0).unwrap();
+    assert_eq!(value["found"], true, "{value}");
+    assert_eq!(engine.head().unwrap().seq, 3);
+}
