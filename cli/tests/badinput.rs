@@ -12,12 +12,13 @@
 //! damaged files): `perms.rs` and `damaged.rs` do. Skips with a printed reason when `prlimit` is
 //! absent.
 
-use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::io::Write;
 use std::os::unix::ffi::OsStringExt;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt};
-use std::path::{Path, PathBuf};
+use std::os::unix::fs::DirBuilderExt;
+use std::path::Path;
+
+use crate::support::{tree, Tree};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -56,29 +57,6 @@ fn case(name: &str, args: &[&str], stdin: Option<&[u8]>, want: i32) -> Case {
         stdin: stdin.map(<[u8]>::to_vec),
         want,
     }
-}
-
-/// Every file and directory under a root with its mode and bytes.
-type Tree = BTreeMap<PathBuf, (u32, Vec<u8>)>;
-
-/// Every file and directory under `root` with its mode and bytes.
-fn tree(root: &Path) -> Tree {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            let meta = std::fs::symlink_metadata(&path).unwrap();
-            let bytes = if meta.is_dir() {
-                stack.push(path.clone());
-                Vec::new()
-            } else {
-                std::fs::read(&path).unwrap()
-            };
-            out.insert(path, (meta.mode(), bytes));
-        }
-    }
-    out
 }
 
 /// The logical state: every name and every file except the store's bytes, the whole log, and

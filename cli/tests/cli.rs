@@ -20,6 +20,7 @@ mod killloop;
 mod linearize;
 mod perms;
 mod proposals;
+mod support;
 
 /// One run of the binary: its exit code, stdout and stderr.
 #[derive(Debug)]

@@ -12,11 +12,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+
+use crate::support::{hookstate, Rng};
 
 /// The default budget of the normal test run.
 const BUDGET_SECS_DEFAULT: u64 = 20;
@@ -37,23 +39,6 @@ const LEASE_MS: u64 = 24 * 60 * 60 * 1000;
 const LOG_PAGE_EVENTS: u64 = 50_000;
 /// The seed when `HOOKSTATE_KILL_SEED` is unset.
 const SEED_DEFAULT: u64 = 0x6b69_6c6c_6c6f_6f70;
-
-/// splitmix64: a tiny seeded generator, so the test needs no crate for randomness.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 /// What the harness learned from one invocation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,12 +76,6 @@ struct Timed {
 
 fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
-}
-
-fn hookstate(db: &Path) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_hookstate"));
-    command.arg("--db").arg(db).env_remove("HOOKSTATE_SESSION").env_remove("HOOKSTATE_SCOPE");
-    command
 }
 
 /// Draws the next command of worker `w`; `tokens` are claims the worker may ack (its own, or

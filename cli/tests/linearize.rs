@@ -12,10 +12,12 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+
+use crate::support::{hookstate, Rng};
 
 /// Concurrent workers, each running one process at a time.
 const WORKERS: u64 = 8;
@@ -37,23 +39,6 @@ const SEED_DEFAULT: u64 = 0x6c69_6e65_6172_697a;
 const SEARCH_NODES_MAX: u64 = 20_000_000;
 /// The item name inside each queue.
 const ITEM: &str = "x";
-
-/// splitmix64: a tiny seeded generator, so the test needs no crate for randomness.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 /// An operation on the one item of a queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -174,12 +159,6 @@ fn linearizable(history: &[Entry], nodes: &mut u64) -> Option<bool> {
         }
     }
     Some(false)
-}
-
-fn hookstate(db: &Path) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_hookstate"));
-    command.arg("--db").arg(db).env_remove("HOOKSTATE_SESSION").env_remove("HOOKSTATE_SCOPE");
-    command
 }
 
 fn args(key: u64, op: Op, holder: &str) -> Vec<String> {

@@ -7,10 +7,11 @@
 //! root they are counted as skipped in the figures line. Does not test export paths (no export
 //! yet) or the legacy replay.
 
-use std::collections::BTreeMap;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+use crate::support::tree;
 
 /// uid and gid of `nobody` on Debian-like systems.
 const NOBODY: u32 = 65_534;
@@ -37,28 +38,6 @@ fn call(db: &Path, args: &[&str], as_nobody: bool, umask_zero: bool) -> (i32, St
     };
     let out = command.arg("--db").arg(db).args(args).env_remove("HOME").output().unwrap();
     (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
-}
-
-/// Every entry below `root` with its mode and bytes (or link target).
-fn tree(root: &Path) -> BTreeMap<PathBuf, (u32, Vec<u8>)> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            let meta = std::fs::symlink_metadata(&path).unwrap();
-            let content = if meta.file_type().is_symlink() {
-                std::fs::read_link(&path).unwrap().into_os_string().into_encoded_bytes()
-            } else if meta.is_dir() {
-                stack.push(path.clone());
-                Vec::new()
-            } else {
-                std::fs::read(&path).unwrap()
-            };
-            out.insert(path, (meta.mode(), content));
-        }
-    }
-    out
 }
 
 fn mkdir(path: &Path, mode: u32) -> PathBuf {
