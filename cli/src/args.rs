@@ -95,6 +95,9 @@ pub(crate) enum Verb {
     /// claude-code-hermit micro-proposals, PROP proposals, their ledger and index
     /// (scope: hermit:<abs state dir>).
     Proposals(ProposalsArgs),
+    /// claude-code-hermit heartbeat state: budget alerts, the heartbeat monitor's runtime record
+    /// and liveness, the injection alert, the next-task ack (scope: hermit:<abs state dir>).
+    Alerts(AlertsArgs),
     /// Print events as JSON lines, filtered.
     Log(LogArgs),
     /// Check the chain from genesis, the head anchor, and that views equal a rebuild.
@@ -610,6 +613,12 @@ pub(crate) enum Layout {
     /// state/proposals-index.json and proposals/PROP-*.md under the state directory (--from /
     /// --to is the .claude-code-hermit directory).
     HermitProposals,
+    /// claude-code-hermit's heartbeat files: state/budget-alerts.json, telemetry-alert.json,
+    /// doctor-alerts.json, heartbeat-monitor.runtime.json, heartbeat-liveness.json,
+    /// injection-alert.json, runtime.json and sessions/NEXT-TASK.md (--from / --to is the
+    /// .claude-code-hermit directory; a corrupt JSON file is quarantined as
+    /// <file>.corrupt-<ms> and rebuilt from the log).
+    HermitHeartbeat,
 }
 
 /// `proposals` options and verbs, drop-ins for `bun proposal.ts <verb> <dir>`.
@@ -737,4 +746,181 @@ pub(crate) enum MicroVerb {
     /// One pass: drop non-pending entries, expire at count >= 2, bump 1 -> 2 and 0 -> 1.
     /// Verdict: the JSON line {"new","renudged","expired","dropped"}.
     BriefCycle,
+}
+
+/// `alerts` options and verbs (heartbeat half): drop-ins for `cost-tracker.ts
+/// --mark-budget-notified`, `heartbeat.ts start-check | start-commit | ack-next-task`, the
+/// heartbeat skill's stop and injection bookkeeping, and `heartbeat-monitor.sh`'s liveness peek.
+#[derive(Debug, Args)]
+pub(crate) struct AlertsArgs {
+    /// The hermit state directory (.claude-code-hermit): the scope becomes hermit:<abs dir> and
+    /// its config.json gives timezone, always_on, escalation and heartbeat.every / .enabled
+    /// [default: the dir of --scope hermit:<dir>].
+    #[arg(long, global = true)]
+    pub(crate) dir: Option<PathBuf>,
+    /// The verb.
+    #[command(subcommand)]
+    pub(crate) verb: AlertsVerb,
+}
+
+/// `alerts` verbs of the heartbeat half (the alert-state ladder adds `tick` and `list`).
+#[derive(Debug, Subcommand)]
+pub(crate) enum AlertsVerb {
+    /// Budget alerts in state/budget-alerts.json (create-only per period key).
+    #[command(subcommand)]
+    Budget(BudgetVerb),
+    /// The heartbeat monitor's registration, state/heartbeat-monitor.runtime.json.
+    #[command(subcommand)]
+    Monitor(MonitorVerb),
+    /// The monitor's liveness record, state/heartbeat-liveness.json.
+    #[command(subcommand)]
+    Liveness(LivenessVerb),
+    /// The announced injection hash, state/injection-alert.json.
+    #[command(subcommand)]
+    Injection(InjectionVerb),
+    /// The queued next task (sessions/NEXT-TASK.md) and its conservative-pickup ack.
+    #[command(subcommand)]
+    NextTask(NextTaskVerb),
+    /// state/runtime.json fields (per-field merge; updated_at re-stamped).
+    #[command(subcommand)]
+    Runtime(RuntimeVerb),
+}
+
+/// `alerts budget` verbs.
+#[derive(Debug, Subcommand)]
+pub(crate) enum BudgetVerb {
+    /// Create the alert of the current period (config timezone) unless its key exists (never
+    /// reset), and reap past periods. Verdict: OK|created|<key> or OK|exists|<key>.
+    Record {
+        /// warn (>= 80 % of the cap) or breach (>= 100 %).
+        #[arg(long)]
+        level: String,
+        /// daily, weekly or monthly.
+        #[arg(long)]
+        period: String,
+        /// alert or pause.
+        #[arg(long, default_value = "alert")]
+        action: String,
+        /// Spend in the period, USD (stored to 4 places).
+        #[arg(long)]
+        spend: f64,
+        /// The period's cap, USD.
+        #[arg(long)]
+        cap: f64,
+    },
+    /// Set notified:true after a confirmed send; the first mark wins. Verdict: OK|notified|<key>,
+    /// NOOP|already-notified|<key> or NONE|no-match (json mode: exit 1 for the last two).
+    MarkNotified {
+        /// The alert key (`budget-<level>:<period>:<period key>`).
+        key: String,
+    },
+    /// Remove the alerts of past periods. Verdict: OK|reaped=<n>.
+    Reap,
+    /// The merged alerts of budget-alerts.json, telemetry-alert.json and doctor-alerts.json.
+    List,
+}
+
+/// What the monitor verbs compare the registration with.
+#[derive(Debug, Args)]
+pub(crate) struct MonitorSetupArgs {
+    /// Poll interval in seconds [default: config heartbeat.every, else 1800].
+    #[arg(long)]
+    pub(crate) interval: Option<u64>,
+    /// The plugin root whose scripts/heartbeat-monitor.sh the command runs.
+    #[arg(long, env = "CLAUDE_PLUGIN_ROOT")]
+    pub(crate) plugin_root: Option<String>,
+    /// The current boot id (upstream reads state/.boot-id); absent: not compared, stored null.
+    #[arg(long, env = "HOOKSTATE_BOOT_ID")]
+    pub(crate) boot_id: Option<String>,
+}
+
+/// `alerts monitor` verbs.
+#[derive(Debug, Subcommand)]
+pub(crate) enum MonitorVerb {
+    /// FRESH|interval=<s>, or REARM|<reason> with OLD_TASK:, FIRST_START:1, INTERVAL:, CMD:
+    /// lines (deletes the liveness record and stamps armed_at).
+    StartCheck(MonitorSetupArgs),
+    /// Wait (bounded) for a liveness record, then write the registration.
+    /// Verdict: OK|registered|interval=<s> or DEAD|liveness-absent.
+    StartCommit {
+        /// The Monitor task id.
+        task_id: String,
+        /// Longest wait for the first liveness peek, in ms (at most 10000).
+        #[arg(long, default_value_t = hookstate_engine::heartbeat::rules::LIVENESS_WAIT_MS_MAX)]
+        liveness_wait_ms: u64,
+        /// What the registration is made of.
+        #[command(flatten)]
+        setup: MonitorSetupArgs,
+    },
+    /// The skill's stop: the registration becomes {} and the liveness record is deleted.
+    Stop,
+    /// heartbeatHealth: HEALTHY|<reason> or UNHEALTHY|<reason> (runtime-missing, boot-mismatch,
+    /// interval-drift, command-drift, liveness-*).
+    Status(MonitorSetupArgs),
+}
+
+/// `alerts liveness` verbs.
+#[derive(Debug, Subcommand)]
+pub(crate) enum LivenessVerb {
+    /// Record one monitor poll: {"last_peek_at":"<UTC now, whole seconds>"}.
+    Peek,
+    /// ALIVE|age=<s> (last peek at most 600 s old) or UNKNOWN|stale / UNKNOWN|absent.
+    Read,
+}
+
+/// `alerts injection` verbs.
+#[derive(Debug, Subcommand)]
+pub(crate) enum InjectionVerb {
+    /// Record the announced hash (overwrites). Verdict: OK|recorded|<hash>.
+    Record {
+        /// First 8 hex digits of sha256(HEARTBEAT.md).
+        hash: String,
+        /// When it was announced [default: now, toISOString].
+        #[arg(long)]
+        announced_at: Option<String>,
+    },
+    /// SKIP|injection-suspect (announced) when HASH is the announced one, else NEW|<hash>.
+    Check {
+        /// The current hash.
+        hash: String,
+    },
+}
+
+/// `alerts next-task` verbs.
+#[derive(Debug, Subcommand)]
+pub(crate) enum NextTaskVerb {
+    /// Queue sessions/NEXT-TASK.md from stdin, exclusively unless --replace.
+    /// Verdict: OK|queued or ERROR|next-task-exists.
+    Queue {
+        /// Replace a queued task.
+        #[arg(long)]
+        replace: bool,
+    },
+    /// Consume (delete) the queued task, as session-start does. Verdict: OK|consumed or
+    /// NONE|no-queue.
+    Consume,
+    /// The ack token for the current queue and idle runtime, or why none is issued
+    /// (disabled, not-idle, queue-missing).
+    Token,
+    /// Park the idle session only if queue and runtime are unchanged since TOKEN was issued:
+    /// {"parked":true} or {"parked":false,"reason":"disabled|not-idle|queue-missing|changed"}.
+    Ack {
+        /// The token `next-task token` issued.
+        token: String,
+    },
+}
+
+/// `alerts runtime` verbs.
+#[derive(Debug, Subcommand)]
+pub(crate) enum RuntimeVerb {
+    /// Merge FIELD=JSON pairs (a value that is not JSON is a string) into runtime.json.
+    Set {
+        /// FIELD=VALUE pairs.
+        fields: Vec<String>,
+        /// Fields to delete.
+        #[arg(long)]
+        unset: Vec<String>,
+    },
+    /// Print runtime.json.
+    Get,
 }

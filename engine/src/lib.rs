@@ -12,6 +12,7 @@ mod engine;
 pub mod error;
 pub mod feedback;
 mod fsio;
+pub mod heartbeat;
 pub mod legacy;
 pub mod limits;
 pub mod observer;

@@ -65,6 +65,9 @@ pub enum Body {
     Feedback(crate::feedback::FeedbackEvent),
     /// claude-code-hermit micro-proposals, proposals and their ledger.
     Proposals(crate::proposals::ProposalsEvent),
+    /// claude-code-hermit heartbeat state: budget alerts, monitor runtime, liveness, injection
+    /// alert, next-task ack.
+    Heartbeat(crate::heartbeat::HeartbeatEvent),
 }
 
 impl Body {
@@ -77,6 +80,7 @@ impl Body {
             Body::Observer(_) => "observer",
             Body::Feedback(_) => "feedback",
             Body::Proposals(_) => "proposals",
+            Body::Heartbeat(_) => "heartbeat",
         }
     }
 
@@ -89,6 +93,7 @@ impl Body {
             Body::Observer(event) => event.kind(),
             Body::Feedback(event) => event.kind(),
             Body::Proposals(event) => event.kind(),
+            Body::Heartbeat(event) => event.kind(),
         }
     }
 }

@@ -1,11 +1,11 @@
-//! `import` and `export` of the loopd, observer and hermit-proposals layouts (moonshine's are in
+//! `import` and `export` of the loopd, observer, hermit-proposals and hermit-heartbeat layouts (moonshine's are in
 //! `feedback.rs`).
 //!
 //! Does not know file formats; the engine's legacy module does.
 
 use std::path::Path;
 
-use hookstate_engine::legacy::{hermit, loopd, observer};
+use hookstate_engine::legacy::{heartbeat, hermit, loopd, observer};
 use serde_json::json;
 
 use crate::args::{Cli, ExportArgs, ImportArgs, Layout};
@@ -20,6 +20,7 @@ fn file_name(layout: Layout, name: Option<&String>) -> &str {
         (None, Layout::Loopd) => loopd::STORE_FILE_DEFAULT,
         (None, Layout::Observer | Layout::Moonshine) => observer::STATE_FILE_DEFAULT,
         (None, Layout::HermitProposals) => hermit::QUEUE_FILE,
+        (None, Layout::HermitHeartbeat) => hookstate_engine::heartbeat::BUDGET_FILE,
     }
 }
 
@@ -42,6 +43,10 @@ pub(crate) fn import(cli: &Cli, args: &ImportArgs) -> Result<(), CliError> {
         Layout::HermitProposals => Some(hermit::read_hermit_files(from)?),
         _ => None,
     };
+    let beat = match args.layout {
+        Layout::HermitHeartbeat => Some(heartbeat::read_heartbeat_files(from)?),
+        _ => None,
+    };
     let engine = open(cli, Access::Write)?;
     let call = call(cli, "import");
     let outcome = match args.layout {
@@ -51,6 +56,11 @@ pub(crate) fn import(cli: &Cli, args: &ImportArgs) -> Result<(), CliError> {
             let (scope, _) = hermit_scope(cli, from)?;
             let files = hermit.ok_or_else(|| CliError::Usage("no hermit files read".into()))?;
             engine.import_hermit_proposals(&call_in(cli, "import", &scope), files)?
+        }
+        Layout::HermitHeartbeat => {
+            let (scope, _) = hermit_scope(cli, from)?;
+            let files = beat.ok_or_else(|| CliError::Usage("no heartbeat files read".into()))?;
+            engine.import_hermit_heartbeat(&call_in(cli, "import", &scope), from, files)?
         }
     };
     print(cli.format, &outcome.to_json())?;
@@ -81,6 +91,13 @@ pub(crate) fn export(cli: &Cli, args: &ExportArgs) -> Result<(), CliError> {
             let (scope, _) = hermit_target(cli, None)?;
             let mut out = engine.export_hermit_proposals(&scope, to)?;
             out.insert("layout".into(), "hermit-proposals".into());
+            out.insert("scope".into(), json!(scope));
+            out
+        }
+        Layout::HermitHeartbeat => {
+            let (scope, _) = hermit_target(cli, None)?;
+            let mut out = engine.export_hermit_heartbeat(&scope, to)?;
+            out.insert("layout".into(), "hermit-heartbeat".into());
             out.insert("scope".into(), json!(scope));
             out
         }

@@ -5,6 +5,7 @@
 mod core;
 mod demo;
 mod feedback;
+mod heartbeat;
 mod hook;
 mod legacy;
 mod observer;
@@ -34,6 +35,7 @@ pub(crate) fn run(cli: &Cli) -> Result<(), CliError> {
         Verb::Observer(verb) => observer::run(cli, verb),
         Verb::Hook(verb @ HookVerb::Stop { .. }) => feedback::hook(cli, verb),
         Verb::Proposals(args) => proposals::run(cli, args),
+        Verb::Alerts(args) => heartbeat::run(cli, args),
         Verb::Hook(verb) => hook::run(cli, verb),
         Verb::Import(args) if args.layout == Layout::Moonshine => feedback::import(cli, args),
         Verb::Import(args) => legacy::import(cli, args),
@@ -105,8 +107,8 @@ pub(crate) fn mirror(
             let file = name(hookstate_engine::legacy::observer::STATE_FILE_DEFAULT);
             engine.mirror_observer(call, dir, &file)?;
         }
-        // The feedback and proposals verbs adopt and write their mirrors themselves.
-        Layout::Moonshine | Layout::HermitProposals => {}
+        // The feedback, proposals and alerts verbs adopt and write their mirrors themselves.
+        Layout::Moonshine | Layout::HermitProposals | Layout::HermitHeartbeat => {}
     }
     Ok(())
 }

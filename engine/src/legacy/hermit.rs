@@ -60,6 +60,13 @@ pub struct Mirror {
     dir: std::path::PathBuf,
 }
 
+impl Mirror {
+    /// The mirrored state directory.
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+}
+
 /// What an export wrote: its summary, the queue and ledger text, each PROP file's hash.
 struct Written {
     summary: Map<String, Value>,

@@ -1,0 +1,340 @@
+//! claude-code-hermit's heartbeat files (layout `hermit-heartbeat`): `state/budget-alerts.json`,
+//! `telemetry-alert.json`, `doctor-alerts.json`, `heartbeat-monitor.runtime.json`,
+//! `heartbeat-liveness.json`, `injection-alert.json`, `runtime.json` and `sessions/NEXT-TASK.md`,
+//! adopted as their exact text and written back byte for byte; the config fields the heartbeat
+//! verbs read; and the `--mirror` adoption of these files on top of the hermit mirror lock.
+//!
+//! A JSON file that does not parse is quarantined as `<file>.corrupt-<ms>` (a rename inside its
+//! directory, as upstream's tri-state reader does) and rebuilt from the log, never adopted and
+//! never silently replaced. Does not decide heartbeat rules; `heartbeat` does.
+
+use std::path::Path;
+
+use hookstate_schema::heartbeat::HeartbeatEvent;
+use hookstate_schema::Body;
+use serde_json::{json, Map, Value};
+
+use crate::engine::{Call, Engine, Outcome, Plan};
+use crate::error::{Error, Result};
+use crate::heartbeat::{
+    is_layout_file, rules, ALERT_FILES, FILE_BYTES_MAX, NEXT_TASK_FILE, STATE_FILES,
+};
+use crate::legacy::hermit::{Mirror, STATE_DIR};
+use crate::legacy::mirror::{changed_outside, read_sidecar, write_mirror};
+use crate::legacy::root::Root;
+use crate::signals::fields;
+
+/// The sessions subdirectory of a hermit state directory.
+pub const SESSIONS_DIR: &str = "sessions";
+/// The quarantine suffix: `<file>.corrupt-<epoch ms>`.
+pub const QUARANTINE_INFIX: &str = ".corrupt-";
+const CONFIG_FILE: &str = "config.json";
+
+/// What the heartbeat verbs read from `config.json`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeartbeatConfig {
+    /// `timezone` (default UTC).
+    pub timezone: String,
+    /// `always_on === true && escalation === "conservative"`: the next-task ack is enabled.
+    pub next_task_ack: bool,
+    /// `heartbeat.enabled === false`.
+    pub heartbeat_disabled: bool,
+    /// `heartbeat.every` as whole seconds, when it is a number of seconds or `<n>s|m|h|d`.
+    pub every_s: Option<u64>,
+}
+
+fn duration_s(value: &Value) -> Option<u64> {
+    if let Some(n) = value.as_u64() {
+        return Some(n);
+    }
+    let text = value.as_str()?.trim();
+    let split = text.find(|c: char| !c.is_ascii_digit())?;
+    let (digits, unit) = text.split_at(split);
+    let n: u64 = digits.parse().ok()?;
+    let scale = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => return None,
+    };
+    n.checked_mul(scale)
+}
+
+/// Reads the heartbeat settings of `DIR/config.json` (defaults when absent).
+///
+/// # Errors
+/// An unsafe or missing directory; [`Error::Invalid`] for a config that is not a JSON object.
+pub fn read_config(dir: &Path) -> Result<HeartbeatConfig> {
+    let root = Root::open(dir, false)?;
+    let config = match root.read(CONFIG_FILE, crate::legacy::hermit::CONFIG_FILE_BYTES_MAX)? {
+        Some(bytes) => match serde_json::from_slice(&bytes) {
+            Ok(Value::Object(map)) => map,
+            _ => return Err(Error::invalid(format!("{CONFIG_FILE} is not a JSON object"))),
+        },
+        None => Map::new(),
+    };
+    let timezone = config
+        .get("timezone")
+        .and_then(Value::as_str)
+        .filter(|tz| !tz.is_empty())
+        .unwrap_or("UTC")
+        .to_owned();
+    let heartbeat = config.get("heartbeat");
+    Ok(HeartbeatConfig {
+        timezone,
+        next_task_ack: config.get("always_on") == Some(&Value::Bool(true))
+            && config.get("escalation").and_then(Value::as_str) == Some("conservative"),
+        heartbeat_disabled: heartbeat.and_then(|h| h.get("enabled")) == Some(&Value::Bool(false)),
+        every_s: heartbeat.and_then(|h| h.get("every")).and_then(duration_s),
+    })
+}
+
+fn subdir_of(file: &str) -> &'static str {
+    if file == NEXT_TASK_FILE {
+        SESSIONS_DIR
+    } else {
+        STATE_DIR
+    }
+}
+
+/// Why a legacy file is not adopted: `None` when it is sound.
+fn corrupt_reason(file: &str, bytes: &[u8]) -> Option<String> {
+    let Ok(text) = std::str::from_utf8(bytes) else {
+        return Some("not UTF-8".into());
+    };
+    if file == NEXT_TASK_FILE {
+        return None;
+    }
+    match rules::parse_object(file, text) {
+        Err(e) => Some(e.to_string()),
+        Ok(map) if ALERT_FILES.contains(&file) => match map.get("alerts") {
+            None | Some(Value::Object(_)) => None,
+            Some(_) => Some("alerts is not an object".into()),
+        },
+        Ok(_) => None,
+    }
+}
+
+/// The heartbeat files read and checked, ready to import.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeartbeatFiles {
+    good: Vec<(String, String)>,
+    corrupt: Vec<(String, String)>,
+}
+
+fn open_sub(dir: &Path, sub: &str, create: bool) -> Result<Option<Root>> {
+    Root::open(dir, create)?.subdir(sub, create)
+}
+
+/// Reads `DIR/state/*` and `DIR/sessions/NEXT-TASK.md` of the layout. A JSON file that does not
+/// parse is set aside for quarantine; an oversized file or a non-UTF-8 queue is refused.
+///
+/// # Errors
+/// [`Error::Invalid`] for an oversized file or a queue that is not UTF-8; unsafe paths.
+pub fn read_heartbeat_files(dir: &Path) -> Result<HeartbeatFiles> {
+    let mut files = HeartbeatFiles { good: Vec::new(), corrupt: Vec::new() };
+    for file in STATE_FILES.iter().chain(std::iter::once(&NEXT_TASK_FILE)) {
+        let Some(root) = open_sub(dir, subdir_of(file), false)? else {
+            continue;
+        };
+        let Some(bytes) = root.read(file, FILE_BYTES_MAX)? else {
+            continue;
+        };
+        match corrupt_reason(file, &bytes) {
+            Some(why) if *file == NEXT_TASK_FILE => {
+                return Err(Error::invalid(format!("{SESSIONS_DIR}/{file} is {why}")));
+            }
+            Some(why) => files.corrupt.push(((*file).to_owned(), why)),
+            None => {
+                let text = String::from_utf8(bytes).unwrap_or_default();
+                files.good.push(((*file).to_owned(), text));
+            }
+        }
+    }
+    Ok(files)
+}
+
+impl Engine {
+    /// Quarantines `file` under `root` as `<file>.corrupt-<now_ms>` and writes the stored text
+    /// back when the scope holds one. Returns `(quarantined name, rebuilt)`.
+    fn quarantine(
+        &self,
+        root: &Root,
+        scope: &str,
+        file: &str,
+        now_ms: u64,
+    ) -> Result<(String, bool)> {
+        let target = format!("{file}{QUARANTINE_INFIX}{now_ms}");
+        root.rename_noreplace(file, &target)?;
+        let stored = crate::heartbeat::read_file(&*self.begin_read()?, scope, file)?;
+        if let Some(text) = &stored {
+            root.write(file, text.as_bytes())?;
+        }
+        Ok((target, stored.is_some()))
+    }
+
+    /// Adopts checked heartbeat files into the call's scope in one transaction (each replaces
+    /// the stored file), then quarantines the corrupt ones and rebuilds them from the log.
+    ///
+    /// # Errors
+    /// Unsafe paths; IO and store errors.
+    pub fn import_hermit_heartbeat(
+        &self,
+        call: &Call,
+        dir: &Path,
+        files: HeartbeatFiles,
+    ) -> Result<Outcome> {
+        hookstate_schema::validate_scope(&call.scope)?;
+        let HeartbeatFiles { good, corrupt } = files;
+        let names: Vec<String> = good.iter().map(|(f, _)| f.clone()).collect();
+        let events: Vec<Body> = good
+            .into_iter()
+            .map(|(file, text)| Body::Heartbeat(HeartbeatEvent::FileAdopted { file, text }))
+            .collect();
+        let mut outcome =
+            self.write(call, |_| Ok(Plan { events: events.clone(), ..Plan::default() }))?;
+        let (mut quarantined, mut rebuilt) = (Vec::new(), Vec::new());
+        for (file, why) in &corrupt {
+            let Some(root) = open_sub(dir, subdir_of(file), false)? else {
+                continue;
+            };
+            let (target, restored) = self.quarantine(&root, &call.scope, file, call.now_ms)?;
+            quarantined.push(json!({ "file": file, "to": target, "why": why }));
+            if restored {
+                rebuilt.push(file.clone());
+            }
+        }
+        outcome.result.extend(fields(json!({
+            "layout": "hermit-heartbeat", "files": names, "quarantined": quarantined,
+            "rebuilt": rebuilt,
+        })));
+        Ok(outcome)
+    }
+
+    /// Writes the stored heartbeat files of `scope` under `DIR/state/` and `DIR/sessions/`
+    /// (directories 0700, files 0600), and removes the layout's files the scope does not hold.
+    ///
+    /// # Errors
+    /// Unsafe paths; IO and store errors.
+    pub fn export_hermit_heartbeat(&self, scope: &str, dir: &Path) -> Result<Map<String, Value>> {
+        let (mut written, mut removed) = (Vec::new(), Vec::new());
+        for (file, text) in self.heartbeat_files(scope)? {
+            let root = open_sub(dir, subdir_of(&file), true)?
+                .ok_or_else(|| Error::NoStore { path: dir.join(subdir_of(&file)) })?;
+            match text {
+                Some(text) => {
+                    root.write(&file, text.as_bytes())?;
+                    written.push(file);
+                }
+                None => {
+                    if root.read(&file, FILE_BYTES_MAX).ok().flatten().is_some() {
+                        removed.push(file.clone());
+                    }
+                    root.remove(&file)?;
+                }
+            }
+        }
+        Ok(fields(json!({ "files": written, "removed": removed })))
+    }
+
+    /// Inside a hermit mirror (its lock held): adopts what other writers did to the heartbeat
+    /// files since hookstate last wrote them (a changed file is adopted, a corrupt one
+    /// quarantined, a deleted one removed), in one transaction.
+    ///
+    /// # Errors
+    /// Unsafe paths; IO and store errors.
+    pub fn heartbeat_mirror_adopt(
+        &self,
+        call: &Call,
+        mirror: &Mirror,
+    ) -> Result<Map<String, Value>> {
+        hookstate_schema::validate_scope(&call.scope)?;
+        let (mut events, mut quarantined) = (Vec::new(), Vec::new());
+        for file in STATE_FILES.iter().chain(std::iter::once(&NEXT_TASK_FILE)) {
+            let root = open_sub(mirror.dir(), subdir_of(file), true)?
+                .ok_or_else(|| Error::NoStore { path: mirror.dir().join(subdir_of(file)) })?;
+            let bytes = root.read(file, FILE_BYTES_MAX)?;
+            let sidecar = read_sidecar(&root, file)?;
+            match bytes {
+                Some(bytes) if changed_outside(Some(&bytes), sidecar.as_ref()) => {
+                    if corrupt_reason(file, &bytes).is_some() {
+                        let target = format!("{file}{QUARANTINE_INFIX}{}", call.now_ms);
+                        root.rename_noreplace(file, &target)?;
+                        quarantined.push(target);
+                    } else {
+                        let text = String::from_utf8(bytes).unwrap_or_default();
+                        let file = (*file).to_owned();
+                        events.push(Body::Heartbeat(HeartbeatEvent::FileAdopted { file, text }));
+                    }
+                }
+                None if sidecar.is_some()
+                    && crate::heartbeat::read_file(&*self.begin_read()?, &call.scope, file)?
+                        .is_some() =>
+                {
+                    let (file, why) = ((*file).to_owned(), "mirror adopt".to_owned());
+                    events.push(Body::Heartbeat(HeartbeatEvent::FileRemoved { file, why }));
+                }
+                _ => {}
+            }
+        }
+        let adopted = events.len();
+        if !events.is_empty() {
+            self.write(call, |_| Ok(Plan { events: events.clone(), ..Plan::default() }))?;
+        }
+        Ok(fields(json!({ "adopted": adopted, "quarantined": quarantined })))
+    }
+
+    /// Inside a hermit mirror: writes the stored heartbeat files of `scope` with their sidecars,
+    /// and removes the layout's files the scope no longer holds.
+    ///
+    /// # Errors
+    /// Unsafe paths; IO and store errors.
+    pub fn heartbeat_mirror_write(&self, mirror: &Mirror, scope: &str) -> Result<()> {
+        let head = self.head()?.seq;
+        for (file, text) in self.heartbeat_files(scope)? {
+            let root = open_sub(mirror.dir(), subdir_of(&file), true)?
+                .ok_or_else(|| Error::NoStore { path: mirror.dir().join(subdir_of(&file)) })?;
+            match text {
+                Some(text) => write_mirror(&root, &file, text.as_bytes(), head)?,
+                None => root.remove(&file)?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Whether `name` is a quarantined copy of one of the layout's files.
+#[must_use]
+pub fn is_quarantine(name: &str) -> bool {
+    name.split_once(QUARANTINE_INFIX).is_some_and(|(file, ms)| {
+        is_layout_file(file) && !ms.is_empty() && ms.bytes().all(|b| b.is_ascii_digit())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn corrupt_files_are_named_and_sound_ones_are_not() {
+        assert_eq!(corrupt_reason("runtime.json", b"{\"a\":1}\n"), None);
+        assert_eq!(corrupt_reason("NEXT-TASK.md", b"## Task\n"), None);
+        assert!(corrupt_reason("runtime.json", b"{\"a\":").is_some());
+        assert!(corrupt_reason("runtime.json", b"[1]\n").is_some());
+        assert!(corrupt_reason("budget-alerts.json", b"{\"alerts\":[]}\n").is_some());
+        assert!(corrupt_reason("NEXT-TASK.md", b"\xff").is_some());
+        assert!(is_quarantine("runtime.json.corrupt-1789377123554"));
+        assert!(!is_quarantine("runtime.json.corrupt-"));
+        assert!(!is_quarantine("other.json.corrupt-1"));
+    }
+
+    #[test]
+    fn durations_read_as_seconds() {
+        assert_eq!(duration_s(&json!("30m")), Some(1800));
+        assert_eq!(duration_s(&json!("2h")), Some(7200));
+        assert_eq!(duration_s(&json!(90)), Some(90));
+        assert_eq!(duration_s(&json!("soon")), None);
+        assert_eq!(duration_s(&json!("5 m")), None);
+    }
+}
