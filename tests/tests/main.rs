@@ -4,6 +4,7 @@
 
 mod corpus;
 mod feedback_model;
+mod heartbeat;
 mod model;
 mod observer;
 mod powerloss;

@@ -1,0 +1,499 @@
+//! The heartbeat half of the hermit `alerts` domain against the engine: budget alerts created
+//! once, never reset, reaped by period (daily, ISO weekly, monthly, in the configured zone); the
+//! monitor's start-check / start-commit / stop cycle with the `started_at` rule and every health
+//! reason; injection damping; the next-task ack refused after any intervening change; and byte
+//! round trips of the spec-written `hermit-heartbeat` fixtures, corrupt ones quarantined.
+//!
+//! Does not start processes; `cli/tests/heartbeat.rs` races real ones.
+
+use std::path::{Path, PathBuf};
+
+use hookstate_engine::heartbeat::rules::monitor_command;
+use hookstate_engine::heartbeat::{BudgetInput, MonitorSetup, NEXT_TASK_FILE, STATE_FILES};
+use hookstate_engine::legacy::heartbeat::read_heartbeat_files;
+use hookstate_engine::proposals::hermit_scope;
+use hookstate_engine::schema::Actor;
+use hookstate_engine::{Call, Engine, Error, OpenOptions};
+use serde_json::{json, Value};
+
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/legacy");
+/// 2026-09-14T09:12:03.554Z, a Monday (ISO week 38).
+const SEP_14: u64 = 1_789_377_123_554;
+const DAY_MS: u64 = 86_400_000;
+const HOUR_MS: u64 = 3_600_000;
+
+struct Hermit {
+    _tmp: tempfile::TempDir,
+    dir: PathBuf,
+    engine: Engine,
+    scope: String,
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &to.join(entry.file_name()));
+        } else {
+            std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+        }
+    }
+}
+
+fn hermit(fixture: Option<&str>) -> Hermit {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("h");
+    match fixture {
+        Some(name) => copy_tree(&Path::new(FIXTURES).join(name), &dir),
+        None => std::fs::create_dir_all(&dir).unwrap(),
+    }
+    let engine = Engine::open(&tmp.path().join("state.redb"), OpenOptions::default()).unwrap();
+    let scope = hermit_scope(dir.to_str().unwrap());
+    Hermit { _tmp: tmp, dir, engine, scope }
+}
+
+impl Hermit {
+    fn call(&self, now_ms: u64) -> Call {
+        Call { scope: self.scope.clone(), actor: Actor::default(), idem_key: None, now_ms }
+    }
+
+    fn record(&self, now: u64, tz: &str, level: &str, period: &str, spend: f64) -> Value {
+        let input = BudgetInput {
+            level: level.into(),
+            period: period.into(),
+            action: "alert".into(),
+            spend,
+            cap: 50.0,
+        };
+        self.engine.heartbeat_budget_record(&self.call(now), tz, &input).unwrap().to_json()
+    }
+
+    fn alerts(&self) -> serde_json::Map<String, Value> {
+        self.engine.heartbeat_alerts(&self.scope).unwrap()
+    }
+
+    fn import(&self, now: u64) -> Value {
+        let files = read_heartbeat_files(&self.dir).unwrap();
+        self.engine.import_hermit_heartbeat(&self.call(now), &self.dir, files).unwrap().to_json()
+    }
+
+    fn verify(&self) {
+        self.engine.verify().unwrap();
+    }
+}
+
+fn layout_files(dir: &Path) -> Vec<(String, Option<Vec<u8>>)> {
+    let mut out = Vec::new();
+    for file in STATE_FILES {
+        out.push((file.to_owned(), std::fs::read(dir.join("state").join(file)).ok()));
+    }
+    out.push((
+        NEXT_TASK_FILE.into(),
+        std::fs::read(dir.join("sessions").join(NEXT_TASK_FILE)).ok(),
+    ));
+    out
+}
+
+#[test]
+fn budget_alerts_are_created_once_and_never_reset() {
+    let h = hermit(None);
+    let first = h.record(SEP_14, "UTC", "warn", "weekly", 41.273_149);
+    assert_eq!(first["verdict"], "OK|created|budget-warn:weekly:2026-W38");
+    assert_eq!(first["created"], true);
+    let again = h.record(SEP_14 + HOUR_MS, "UTC", "warn", "weekly", 47.0);
+    assert_eq!(again["verdict"], "OK|exists|budget-warn:weekly:2026-W38");
+    let key = "budget-warn:weekly:2026-W38";
+    assert_eq!(h.alerts()[key]["spend"], json!(41.2731), "an existing key is never rewritten");
+    assert_eq!(h.alerts()[key]["ts"], "2026-09-14T09:12:03.554Z");
+    let marked = h.engine.heartbeat_budget_mark(&h.call(SEP_14), key).unwrap();
+    assert!(marked.refusal.is_none());
+    let twice = h.engine.heartbeat_budget_mark(&h.call(SEP_14), key).unwrap();
+    assert_eq!(twice.refusal.unwrap().reason, "already_notified");
+    let missing = h.engine.heartbeat_budget_mark(&h.call(SEP_14), "budget-warn:daily:x").unwrap();
+    assert_eq!(missing.to_json()["verdict"], "NONE|no-match");
+    let after = h.record(SEP_14 + 2 * HOUR_MS, "UTC", "warn", "weekly", 49.0);
+    assert_eq!(after["notified"], true);
+    assert_eq!(h.alerts()[key]["notified"], true, "notified never goes back to false");
+    let breach = h.record(SEP_14, "UTC", "breach", "weekly", 52.0);
+    assert_eq!(breach["verdict"], "OK|created|budget-breach:weekly:2026-W38");
+    assert_eq!(h.alerts()["budget-breach:weekly:2026-W38"]["ratio"], json!(1.04));
+    h.verify();
+}
+
+/// `(period, zone, first record, reap time that keeps it, reap time that removes it)`.
+fn reap_cases() -> Vec<(&'static str, &'static str, u64, u64, u64)> {
+    // 2027-01-01T03:00Z: 2026-12-31 22:00 in New York, whose New Year is at 05:00Z.
+    let ny_eve = 1_798_772_400_000;
+    // 2026-09-20T23:30Z (Sunday, W38) and 2026-09-21T00:30Z (Monday, W39).
+    let sunday = SEP_14 + 6 * DAY_MS + 14 * HOUR_MS;
+    vec![
+        ("daily", "UTC", SEP_14, SEP_14 + 14 * HOUR_MS, SEP_14 + 15 * HOUR_MS),
+        ("daily", "America/New_York", ny_eve, ny_eve + HOUR_MS, ny_eve + 3 * HOUR_MS),
+        ("daily", "UTC", ny_eve - 5 * HOUR_MS, ny_eve - 4 * HOUR_MS, ny_eve),
+        ("weekly", "UTC", SEP_14, sunday, sunday + HOUR_MS),
+        ("weekly", "Asia/Tokyo", SEP_14, sunday - 10 * HOUR_MS, sunday),
+        ("monthly", "UTC", SEP_14, SEP_14 + 16 * DAY_MS, SEP_14 + 17 * DAY_MS),
+        ("monthly", "America/New_York", ny_eve, ny_eve + HOUR_MS, ny_eve + 3 * HOUR_MS),
+    ]
+}
+
+#[test]
+fn reaps_remove_exactly_the_past_periods_in_the_configured_zone() {
+    for (period, tz, at, keep, gone) in reap_cases() {
+        let h = hermit(None);
+        let key = h.record(at, tz, "warn", period, 45.0)["key"].as_str().unwrap().to_owned();
+        let other = h.record(at, tz, "breach", "monthly", 60.0)["key"].as_str().unwrap().to_owned();
+        let kept = h.engine.heartbeat_budget_reap(&h.call(keep), tz).unwrap().to_json();
+        assert_eq!(kept["reaped"], json!([]), "{period} {tz}: {key} is still current at {keep}");
+        let reaped = h.engine.heartbeat_budget_reap(&h.call(gone), tz).unwrap().to_json();
+        let reaped: Vec<String> = serde_json::from_value(reaped["reaped"].clone()).unwrap();
+        assert!(reaped.contains(&key), "{period} {tz}: {key} is past at {gone}: {reaped:?}");
+        assert_eq!(h.alerts().contains_key(&other), !reaped.contains(&other), "{period} {tz}");
+        h.verify();
+    }
+}
+
+#[test]
+fn a_record_in_a_new_period_reaps_the_old_key_and_keeps_others_in_order() {
+    let h = hermit(Some("hermit-heartbeat"));
+    h.import(1);
+    let next_week = SEP_14 + 7 * DAY_MS;
+    let out = h.record(next_week, "UTC", "warn", "weekly", 40.0);
+    assert_eq!(out["reaped"], json!(["budget-warn:weekly:2026-W37"]));
+    let exported = tempfile::tempdir().unwrap();
+    h.engine.export_hermit_heartbeat(&h.scope, exported.path()).unwrap();
+    let text = std::fs::read_to_string(exported.path().join("state/budget-alerts.json")).unwrap();
+    assert!(text.starts_with("{\"alerts\":{\"budget-warn:weekly:2026-W39\":{\"kind\":\"budget\""));
+    assert!(text.ends_with("\"last_digest_date\":null,\"self_eval\":{},\"total_ticks\":0}\n"));
+    // Telemetry and doctor alerts never reap with the budget file.
+    assert!(h.alerts().contains_key("telemetry:export-failed"));
+}
+
+fn setup(interval_s: u64, boot: Option<&str>) -> MonitorSetup {
+    MonitorSetup {
+        interval_s,
+        command: monitor_command("/opt/plug", interval_s, "/srv/h"),
+        boot_id: boot.map(str::to_owned),
+        disabled: false,
+    }
+}
+
+fn monitor_file(h: &Hermit) -> Value {
+    let files = h.engine.heartbeat_files(&h.scope).unwrap();
+    let text = files.iter().find(|(f, _)| f == "heartbeat-monitor.runtime.json").unwrap();
+    serde_json::from_str(text.1.as_deref().unwrap()).unwrap()
+}
+
+#[test]
+fn monitor_start_check_commit_and_stop_cycle() {
+    let h = hermit(None);
+    let s = setup(60, Some("boot-1"));
+    let check = h.engine.heartbeat_monitor_check(&h.call(SEP_14), &s).unwrap().to_json();
+    let cmd = "bash /opt/plug/scripts/heartbeat-monitor.sh 60 /srv/h";
+    let rearm = format!("REARM|runtime-missing\nFIRST_START:1\nINTERVAL:60\nCMD:{cmd}");
+    assert_eq!(check["verdict"], rearm);
+    assert_eq!(monitor_file(&h), json!({ "armed_at": "2026-09-14T09:12:03.554Z" }));
+    // A peek in the arming second (whole seconds) is adopted as started_at.
+    h.engine.heartbeat_liveness_peek(&h.call(SEP_14 + 100)).unwrap();
+    let commit = h.engine.heartbeat_monitor_commit(&h.call(SEP_14 + 900), &s, "task-1").unwrap();
+    assert_eq!(commit.to_json()["verdict"], "OK|registered|interval=60");
+    let expected = json!({
+        "description": "heartbeat-monitor", "task_id": "task-1", "command": cmd, "interval": 60,
+        "started_at": "2026-09-14T09:12:03Z", "boot_id": "boot-1",
+    });
+    assert_eq!(monitor_file(&h), expected);
+    let fresh = h.engine.heartbeat_monitor_check(&h.call(SEP_14 + 1000), &s).unwrap();
+    assert_eq!(fresh.to_json()["verdict"], "FRESH|interval=60");
+    assert_eq!(fresh.appended, 0, "a fresh check writes nothing");
+    // Stale: no peek for more than 3 intervals; the re-arm names the old task and keeps fields.
+    let late = SEP_14 + 181_000;
+    let stale = h.engine.heartbeat_monitor_check(&h.call(late), &s).unwrap().to_json();
+    assert_eq!(
+        stale["verdict"],
+        format!("REARM|liveness-stale\nOLD_TASK:task-1\nINTERVAL:60\nCMD:{cmd}")
+    );
+    let mut armed = expected.clone();
+    armed["armed_at"] = json!("2026-09-14T09:15:04.554Z");
+    assert_eq!(monitor_file(&h), armed);
+    assert!(h.engine.heartbeat_liveness(&h.scope).unwrap().is_none(), "re-arm deletes liveness");
+    // A peek from before the arming second is not adopted: started_at is the commit's now.
+    let commit = h.engine.heartbeat_monitor_commit(&h.call(late + 5000), &s, "task-2").unwrap();
+    assert_eq!(commit.to_json()["verdict"], "DEAD|liveness-absent");
+    assert_eq!(monitor_file(&h)["started_at"], "2026-09-14T09:15:09.554Z");
+    h.engine.heartbeat_liveness_peek(&h.call(late - 2000)).unwrap();
+    h.engine.heartbeat_monitor_commit(&h.call(late + 6000), &s, "task-3").unwrap();
+    assert_eq!(monitor_file(&h)["started_at"], "2026-09-14T09:15:10.554Z");
+    let stop = h.engine.heartbeat_monitor_stop(&h.call(late + 7000)).unwrap().to_json();
+    assert_eq!(stop["verdict"], "OK|stopped");
+    assert_eq!(monitor_file(&h), json!({}));
+    assert!(h.engine.heartbeat_liveness(&h.scope).unwrap().is_none());
+    let after = h.engine.heartbeat_monitor_check(&h.call(late + 8000), &s).unwrap().to_json();
+    assert_eq!(
+        after["verdict"],
+        format!("REARM|runtime-missing\nFIRST_START:1\nINTERVAL:60\nCMD:{cmd}")
+    );
+    h.verify();
+}
+
+#[test]
+fn monitor_health_names_each_failure() {
+    let h = hermit(None);
+    let s = setup(60, Some("boot-1"));
+    h.engine.heartbeat_monitor_check(&h.call(SEP_14), &s).unwrap();
+    h.engine.heartbeat_liveness_peek(&h.call(SEP_14)).unwrap();
+    h.engine.heartbeat_monitor_commit(&h.call(SEP_14), &s, "t").unwrap();
+    let status = |setup: &MonitorSetup, now: u64| {
+        h.engine.heartbeat_monitor_status(&h.scope, setup, now).unwrap()
+    };
+    assert_eq!(status(&s, SEP_14 + 1000), (true, "fresh".into()));
+    assert_eq!(status(&setup(60, Some("boot-2")), SEP_14), (false, "boot-mismatch".into()));
+    assert_eq!(
+        status(&setup(60, None), SEP_14),
+        (true, "fresh".into()),
+        "no boot id: not compared"
+    );
+    assert_eq!(status(&setup(90, Some("boot-1")), SEP_14), (false, "interval-drift".into()));
+    let moved = MonitorSetup { command: monitor_command("/elsewhere", 60, "/srv/h"), ..s.clone() };
+    assert_eq!(status(&moved, SEP_14), (false, "command-drift".into()));
+    assert_eq!(status(&s, SEP_14 + 181_000), (false, "liveness-stale".into()));
+    let off = MonitorSetup { disabled: true, ..s.clone() };
+    assert_eq!(status(&off, SEP_14 + 181_000), (true, "disabled".into()));
+    // start-check treats disabled as a re-arm (reaching start is an explicit act).
+    let check = h.engine.heartbeat_monitor_check(&h.call(SEP_14), &off).unwrap().to_json();
+    assert!(check["verdict"].as_str().unwrap().starts_with("REARM|disabled\nOLD_TASK:t\n"));
+}
+
+#[test]
+fn liveness_reads_alive_then_unknown() {
+    let h = hermit(None);
+    assert_eq!(h.engine.heartbeat_liveness_read(&h.scope, SEP_14).unwrap(), (false, None));
+    h.engine.heartbeat_liveness_peek(&h.call(SEP_14)).unwrap();
+    assert_eq!(
+        h.engine.heartbeat_liveness_read(&h.scope, SEP_14 + 600_000).unwrap(),
+        (true, Some(600))
+    );
+    assert_eq!(
+        h.engine.heartbeat_liveness_read(&h.scope, SEP_14 + 601_000).unwrap(),
+        (false, Some(601))
+    );
+}
+
+#[test]
+fn injection_alerts_are_damped_once_per_file_version() {
+    let h = hermit(None);
+    assert_eq!(h.engine.heartbeat_injection_check(&h.scope, "9c04be1f").unwrap(), (false, None));
+    h.engine.heartbeat_injection_record(&h.call(SEP_14), "9c04be1f", None).unwrap();
+    let announced = h.engine.heartbeat_injection_check(&h.scope, "9c04be1f").unwrap();
+    assert_eq!(announced, (true, Some("9c04be1f".into())));
+    assert!(!h.engine.heartbeat_injection_check(&h.scope, "0badf00d").unwrap().0, "edited file");
+    let stamp = Some("2026-09-14T11:20:00+02:00");
+    h.engine.heartbeat_injection_record(&h.call(SEP_14), "0badf00d", stamp).unwrap();
+    assert!(!h.engine.heartbeat_injection_check(&h.scope, "9c04be1f").unwrap().0);
+    assert!(h.engine.heartbeat_injection_check(&h.scope, "0badf00d").unwrap().0);
+    let bad = h.engine.heartbeat_injection_record(&h.call(SEP_14), "9C04BE1F", None);
+    assert!(matches!(bad, Err(Error::Invalid(_))));
+    let files = h.engine.heartbeat_files(&h.scope).unwrap();
+    let text = files.iter().find(|(f, _)| f == "injection-alert.json").unwrap().1.clone();
+    assert_eq!(
+        text.unwrap(),
+        "{\"hash\":\"0badf00d\",\"announced_at\":\"2026-09-14T11:20:00+02:00\"}\n"
+    );
+}
+
+/// A scope with an idle runtime and a queued task, and its token.
+fn queued(h: &Hermit) -> String {
+    h.import(1);
+    h.engine.heartbeat_next_task_token(&h.scope, true).unwrap().unwrap()
+}
+
+fn ack(h: &Hermit, token: &str, now: u64) -> Value {
+    h.engine.heartbeat_next_task_ack(&h.call(now), true, "Europe/Berlin", token).unwrap().to_json()
+}
+
+type Change = fn(&Hermit);
+
+fn set(h: &Hermit, fields: &[(&str, Value)]) {
+    let sets: Vec<(String, Value)> =
+        fields.iter().map(|(k, v)| ((*k).to_owned(), v.clone())).collect();
+    h.engine.heartbeat_runtime_set(&h.call(SEP_14), "UTC", &sets, &[]).unwrap();
+}
+
+fn queue(h: &Hermit, text: &str) {
+    h.engine.heartbeat_next_task_queue(&h.call(SEP_14), text, true).unwrap();
+}
+
+fn same_queue(h: &Hermit) -> String {
+    let files = h.engine.heartbeat_files(&h.scope).unwrap();
+    files.into_iter().find(|(f, _)| f == NEXT_TASK_FILE).unwrap().1.unwrap()
+}
+
+/// Every intervening change, and the reason the ack then gives.
+fn intervening_changes() -> Vec<(&'static str, Change, &'static str)> {
+    vec![
+        ("runtime field changed", |h| set(h, &[("last_error", json!("x"))]), "changed"),
+        ("runtime rewritten with the same fields", |h| set(h, &[]), "changed"),
+        (
+            "runtime changed and changed back in one second",
+            |h| {
+                set(h, &[("session_state", json!("in_progress"))]);
+                set(h, &[("session_state", json!("idle"))]);
+                let old = json!("2026-09-14T10:40:00+0200");
+                set(h, &[("updated_at", old)]);
+            },
+            "changed",
+        ),
+        ("runtime busy", |h| set(h, &[("session_state", json!("in_progress"))]), "not-idle"),
+        ("runtime in transition", |h| set(h, &[("transition", json!("archiving"))]), "not-idle"),
+        (
+            "runtime re-imported as it was",
+            |h| {
+                h.import(2);
+            },
+            "changed",
+        ),
+        ("queue replaced", |h| queue(h, "## Task\nSomething else\n"), "changed"),
+        ("queue replaced with the same text", |h| queue(h, &same_queue(h)), "changed"),
+        (
+            "queue consumed",
+            |h| {
+                h.engine.heartbeat_next_task_consume(&h.call(SEP_14)).unwrap();
+            },
+            "queue-missing",
+        ),
+        (
+            "queue consumed and re-queued as it was",
+            |h| {
+                let text = same_queue(h);
+                h.engine.heartbeat_next_task_consume(&h.call(SEP_14)).unwrap();
+                h.engine.heartbeat_next_task_queue(&h.call(SEP_14), &text, false).unwrap();
+            },
+            "changed",
+        ),
+    ]
+}
+
+#[test]
+fn next_task_ack_is_refused_after_any_intervening_change() {
+    for (what, change, reason) in intervening_changes() {
+        let h = hermit(Some("hermit-heartbeat"));
+        let token = queued(&h);
+        let before = h.engine.heartbeat_runtime(&h.scope).unwrap();
+        change(&h);
+        let out = ack(&h, &token, SEP_14);
+        assert_eq!(out["parked"], false, "{what}: {out}");
+        assert_eq!(out["reason"], reason, "{what}: {out}");
+        assert_eq!(out["verdict"], json!({ "parked": false, "reason": reason }).to_string());
+        let after = h.engine.heartbeat_runtime(&h.scope).unwrap().unwrap();
+        assert_ne!(after.get("waiting_reason"), Some(&json!("conservative_pickup")), "{what}");
+        assert!(before.is_some());
+        h.verify();
+    }
+}
+
+#[test]
+fn next_task_ack_parks_an_unchanged_idle_session_once() {
+    let h = hermit(Some("hermit-heartbeat"));
+    let token = queued(&h);
+    assert_eq!(token.len(), 64);
+    let out = ack(&h, &token, SEP_14);
+    assert_eq!(out["verdict"], "{\"parked\":true}");
+    let runtime = h.engine.heartbeat_runtime(&h.scope).unwrap().unwrap();
+    assert_eq!(runtime["session_state"], "waiting");
+    assert_eq!(runtime["waiting_reason"], "conservative_pickup");
+    assert_eq!(runtime["waiting_since"], "2026-09-14T09:12:03.554Z");
+    assert_eq!(runtime["updated_at"], "2026-09-14T11:12:03+0200");
+    let keys: Vec<&String> = runtime.keys().collect();
+    assert_eq!(keys.first().map(|k| k.as_str()), Some("version"), "key order kept");
+    assert_eq!(keys.last().map(|k| k.as_str()), Some("waiting_since"), "new keys appended");
+    let again = ack(&h, &token, SEP_14 + 1000);
+    assert_eq!(again["reason"], "not-idle", "never parked twice");
+    let disabled = h.engine.heartbeat_next_task_ack(&h.call(SEP_14), false, "UTC", &token).unwrap();
+    assert_eq!(disabled.to_json()["reason"], "disabled");
+    assert_eq!(h.engine.heartbeat_next_task_token(&h.scope, false).unwrap(), Err("disabled"));
+    h.verify();
+}
+
+#[test]
+fn spec_fixtures_round_trip_byte_for_byte() {
+    let h = hermit(Some("hermit-heartbeat"));
+    let original = layout_files(&h.dir);
+    assert!(original.iter().all(|(_, bytes)| bytes.is_some()), "every file of the layout");
+    let out = h.import(1);
+    assert_eq!(out["files"].as_array().unwrap().len(), 8, "{out}");
+    assert_eq!(out["quarantined"], json!([]));
+    let exported = tempfile::tempdir().unwrap();
+    h.engine.export_hermit_heartbeat(&h.scope, exported.path()).unwrap();
+    assert_eq!(layout_files(exported.path()), original, "export(import(files)) == files");
+    // import(export(state)) == state: a second store adopting the export exports the same bytes.
+    let again = hermit(None);
+    copy_tree(exported.path(), &again.dir);
+    again.import(1);
+    let twice = tempfile::tempdir().unwrap();
+    again.engine.export_hermit_heartbeat(&again.scope, twice.path()).unwrap();
+    assert_eq!(layout_files(twice.path()), original);
+    // A mutation keeps the file's layout, key order and unknown keys.
+    let key = "budget-warn:weekly:2026-W37";
+    h.engine.heartbeat_budget_mark(&h.call(SEP_14), key).unwrap();
+    h.engine.export_hermit_heartbeat(&h.scope, exported.path()).unwrap();
+    let budget = std::fs::read(exported.path().join("state/budget-alerts.json")).unwrap();
+    let expected = original[0].1.clone().unwrap();
+    let expected =
+        String::from_utf8(expected).unwrap().replace("\"notified\":false", "\"notified\":true");
+    assert_eq!(String::from_utf8(budget).unwrap(), expected);
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(exported.path().join("state/runtime.json")).unwrap().permissions(),
+    );
+    assert_eq!(mode & 0o777, 0o600);
+    h.verify();
+}
+
+#[test]
+fn corrupt_files_are_quarantined_and_rebuilt_from_the_log() {
+    let h = hermit(Some("hermit-heartbeat-corrupt"));
+    let runtime_bytes = std::fs::read(h.dir.join("state/runtime.json")).unwrap();
+    // The store already holds a runtime: the corrupt file is rebuilt from it.
+    h.engine
+        .heartbeat_runtime_set(
+            &h.call(SEP_14),
+            "UTC",
+            &[("session_state".into(), json!("idle"))],
+            &[],
+        )
+        .unwrap();
+    let out = h.import(SEP_14);
+    assert_eq!(out["files"], json!(["heartbeat-liveness.json", "NEXT-TASK.md"]), "{out}");
+    let quarantined: Vec<&str> =
+        out["quarantined"].as_array().unwrap().iter().map(|q| q["to"].as_str().unwrap()).collect();
+    let ms = SEP_14.to_string();
+    assert_eq!(
+        quarantined,
+        vec![format!("budget-alerts.json.corrupt-{ms}"), format!("runtime.json.corrupt-{ms}")]
+    );
+    assert_eq!(out["rebuilt"], json!(["runtime.json"]));
+    let state = h.dir.join("state");
+    assert_eq!(
+        std::fs::read(state.join(format!("runtime.json.corrupt-{ms}"))).unwrap(),
+        runtime_bytes
+    );
+    let rebuilt = std::fs::read_to_string(state.join("runtime.json")).unwrap();
+    assert_eq!(
+        rebuilt,
+        "{\n  \"session_state\": \"idle\",\n  \"updated_at\": \"2026-09-14T09:12:03+0000\"\n}\n"
+    );
+    assert!(!state.join("budget-alerts.json").exists(), "nothing stored: not invented");
+    assert!(h.alerts().is_empty(), "the corrupt budget file was never adopted");
+    h.verify();
+}
+
+#[test]
+fn oversized_files_are_refused_before_anything_is_written() {
+    let h = hermit(None);
+    std::fs::create_dir_all(h.dir.join("sessions")).unwrap();
+    let big = "x".repeat(hookstate_engine::heartbeat::FILE_BYTES_MAX + 1);
+    std::fs::write(h.dir.join("sessions").join(NEXT_TASK_FILE), big).unwrap();
+    assert!(matches!(read_heartbeat_files(&h.dir), Err(Error::Invalid(_))));
+    std::fs::write(h.dir.join("sessions").join(NEXT_TASK_FILE), b"\xff\xfe").unwrap();
+    assert!(matches!(read_heartbeat_files(&h.dir), Err(Error::Invalid(_))));
+    assert_eq!(h.engine.head().unwrap().seq, 0);
+}
