@@ -16,6 +16,7 @@ use serde_json::Value;
 mod badinput;
 mod damaged;
 mod feedback;
+mod heartbeat;
 mod killloop;
 mod linearize;
 mod perms;

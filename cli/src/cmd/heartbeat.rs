@@ -9,9 +9,10 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use hookstate_engine::heartbeat::rules::{
-    monitor_command, INTERVAL_S_DEFAULT, LIVENESS_POLL_MS, LIVENESS_WAIT_MS_MAX,
+    check_hash, check_stamp, monitor_command, INTERVAL_S_DEFAULT, LIVENESS_POLL_MS,
+    LIVENESS_WAIT_MS_MAX,
 };
-use hookstate_engine::heartbeat::{parse_runtime_set, BudgetInput, MonitorSetup};
+use hookstate_engine::heartbeat::{parse_runtime_set, BudgetInput, MonitorSetup, FILE_BYTES_MAX};
 use hookstate_engine::legacy::heartbeat::{read_config, HeartbeatConfig};
 use hookstate_engine::legacy::hermit::Mirror;
 use hookstate_engine::{Call, Engine, Outcome};
@@ -48,6 +49,7 @@ pub(crate) fn run(cli: &Cli, args: &AlertsArgs) -> Result<(), CliError> {
         }
         AlertsVerb::Liveness(LivenessVerb::Read) => liveness_read(cli, &scope),
         AlertsVerb::Injection(InjectionVerb::Check { hash }) => {
+            check_hash(hash)?;
             let (announced, stored) =
                 open(cli, Access::Read)?.heartbeat_injection_check(&scope, hash)?;
             let line = if announced {
@@ -127,16 +129,43 @@ fn read_input(verb: &AlertsVerb, config: &HeartbeatConfig, dir: &str) -> Result<
             hookstate_engine::heartbeat::rules::check_budget(&input)?;
             Input::Budget(input)
         }
-        AlertsVerb::NextTask(NextTaskVerb::Queue { .. }) => Input::Text(read_stdin()?),
-        AlertsVerb::Runtime(RuntimeVerb::Set { fields, .. }) => {
+        AlertsVerb::NextTask(NextTaskVerb::Queue { .. }) => {
+            let text = read_stdin()?;
+            if text.is_empty() || text.len() > FILE_BYTES_MAX {
+                return Err(CliError::Invalid(format!(
+                    "the next task must be 1 to {FILE_BYTES_MAX} bytes"
+                )));
+            }
+            Input::Text(text)
+        }
+        AlertsVerb::Runtime(RuntimeVerb::Set { fields, unset }) => {
             let sets =
                 fields.iter().map(|f| parse_runtime_set(f)).collect::<Result<Vec<_>, _>>()?;
+            for name in unset {
+                check_stamp("runtime field name", name)?;
+            }
             Input::Runtime(sets)
+        }
+        AlertsVerb::Injection(InjectionVerb::Record { hash, announced_at }) => {
+            check_hash(hash)?;
+            if let Some(stamp) = announced_at {
+                check_stamp("announced_at", stamp)?;
+            }
+            Input::None
+        }
+        AlertsVerb::Budget(BudgetVerb::MarkNotified { key }) => {
+            check_stamp("alert key", key)?;
+            Input::None
+        }
+        AlertsVerb::NextTask(NextTaskVerb::Ack { token }) => {
+            check_stamp("token", token)?;
+            Input::None
         }
         AlertsVerb::Monitor(MonitorVerb::StartCheck(setup)) => {
             Input::Setup(monitor_setup(setup, config, dir)?)
         }
-        AlertsVerb::Monitor(MonitorVerb::StartCommit { setup, liveness_wait_ms, .. }) => {
+        AlertsVerb::Monitor(MonitorVerb::StartCommit { setup, liveness_wait_ms, task_id }) => {
+            check_stamp("task id", task_id)?;
             if *liveness_wait_ms > LIVENESS_WAIT_MS_MAX {
                 return Err(CliError::Invalid(format!(
                     "--liveness-wait-ms is at most {LIVENESS_WAIT_MS_MAX}"

@@ -1,0 +1,442 @@
+//! `hookstate alerts` (heartbeat half) as a drop-in for `cost-tracker.ts --mark-budget-notified`,
+//! `heartbeat.ts start-check | start-commit | ack-next-task` and `heartbeat-monitor.sh`'s peek:
+//! verdict lines and exit codes, bad input refused with the store unchanged, real processes
+//! recording, marking and reaping budget alerts at once (each key created once and announced
+//! once), racing acks parking once, start-commit's bounded wait for a peek from another process,
+//! and `--mirror` keeping the files current and adopting outside writes.
+//!
+//! Does not run upstream's scripts; their outputs are pinned from the spec and upstream's source.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+
+use super::{Run, Store};
+
+/// 2026-09-14T09:12:03.554Z, a Monday (ISO week 38).
+const SEP_14: u64 = 1_789_377_123_554;
+const PLUGIN: &str = "/opt/plugins/claude-code-hermit";
+
+struct Hermit {
+    store: Store,
+    dir: PathBuf,
+    _home: tempfile::TempDir,
+}
+
+impl Hermit {
+    fn new(config: &str) -> Hermit {
+        let home = tempfile::tempdir().unwrap();
+        let dir = home.path().join("h");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("config.json"), config).unwrap();
+        Hermit { store: Store::new(), dir, _home: home }
+    }
+
+    fn args<'a>(&'a self, verdict: bool, now: &'a str, args: &[&'a str]) -> Vec<&'a str> {
+        let mut full = if verdict { vec!["--format", "verdict"] } else { Vec::new() };
+        full.extend(["--now-ms", now, "alerts", "--dir", self.dir.to_str().unwrap()]);
+        full.extend_from_slice(args);
+        full
+    }
+
+    fn verdict(&self, now: u64, args: &[&str]) -> Run {
+        let now = now.to_string();
+        self.store.run(&self.args(true, &now, args))
+    }
+
+    fn json(&self, now: u64, args: &[&str], stdin: Option<&str>) -> Run {
+        let now = now.to_string();
+        self.store.run_with_stdin(&self.args(false, &now, args), stdin.map(str::as_bytes))
+    }
+
+    fn spawn(&self, now: u64, args: &[&str]) -> std::process::Child {
+        Command::new(env!("CARGO_BIN_EXE_hookstate"))
+            .arg("--db")
+            .arg(self.store.db())
+            .args(["--now-ms", &now.to_string(), "alerts", "--dir", self.dir.to_str().unwrap()])
+            .args(args)
+            .env_remove("HOOKSTATE_SESSION")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
+    fn kinds(&self, kind: &str) -> usize {
+        let run = self.store.run(&["log", "--kind", kind]).expect(0);
+        run.stdout.lines().count()
+    }
+
+    fn alerts(&self) -> serde_json::Map<String, Value> {
+        let run = self.json(SEP_14, &["budget", "list"], None).expect(0);
+        run.json()["alerts"].as_object().unwrap().clone()
+    }
+}
+
+fn line(run: Run, code: i32, expected: &str) {
+    let run = run.expect(code);
+    assert_eq!(run.stdout, format!("{expected}\n"), "{run:?}");
+}
+
+const KEY: &str = "budget-warn:weekly:2026-W38";
+
+#[test]
+fn budget_verbs_print_their_lines_and_refuse_bad_input_without_a_write() {
+    let h = Hermit::new("{\"timezone\":\"UTC\"}\n");
+    let record = [
+        "budget", "record", "--level", "warn", "--period", "weekly", "--spend", "41.2731", "--cap",
+        "50",
+    ];
+    for (args, what) in [
+        (
+            vec![
+                "budget", "record", "--level", "nope", "--period", "weekly", "--spend", "1",
+                "--cap", "2",
+            ],
+            "level",
+        ),
+        (
+            vec![
+                "budget",
+                "record",
+                "--level",
+                "warn",
+                "--period",
+                "weekly",
+                "--spend=-1",
+                "--cap",
+                "2",
+            ],
+            "spend",
+        ),
+        (
+            vec![
+                "budget", "record", "--level", "warn", "--period", "weekly", "--spend", "1",
+                "--cap", "0",
+            ],
+            "cap",
+        ),
+        (vec!["injection", "check", "XYZ"], "hash"),
+        (vec!["injection", "record", "9c04be1f", "--announced-at", ""], "announced_at"),
+        (vec!["runtime", "set", "no-equals-sign"], "FIELD=VALUE"),
+    ] {
+        let run = h.json(SEP_14, &args, None).expect(3);
+        assert!(run.stderr.contains(what), "{what}: {run:?}");
+        assert!(!h.store.db().exists(), "{what}: bad input created the store");
+    }
+    line(h.verdict(SEP_14, &record), 0, &format!("OK|created|{KEY}"));
+    let before = h.store.snapshot();
+    h.json(SEP_14, &["budget", "mark-notified", "x\u{7}"], None).expect(3);
+    h.json(
+        SEP_14,
+        &["monitor", "start-commit", "t", "--liveness-wait-ms", "10001", "--plugin-root", PLUGIN],
+        None,
+    )
+    .expect(3);
+    assert!(before == h.store.snapshot(), "the store changed");
+    line(h.verdict(SEP_14, &record), 0, &format!("OK|exists|{KEY}"));
+    line(h.verdict(SEP_14, &["budget", "mark-notified", KEY]), 0, &format!("OK|notified|{KEY}"));
+    line(
+        h.verdict(SEP_14, &["budget", "mark-notified", KEY]),
+        0,
+        &format!("NOOP|already-notified|{KEY}"),
+    );
+    line(h.verdict(SEP_14, &["budget", "mark-notified", "budget-x"]), 0, "NONE|no-match");
+    let refused = h.json(SEP_14, &["budget", "mark-notified", KEY], None).expect(1);
+    assert_eq!(refused.json()["refused"], "already_notified");
+    line(h.verdict(SEP_14, &["budget", "reap"]), 0, "OK|reaped=0");
+    line(h.verdict(SEP_14 + 7 * 86_400_000, &["budget", "reap"]), 0, "OK|reaped=1");
+    line(h.verdict(SEP_14, &["injection", "check", "9c04be1f"]), 0, "NEW|9c04be1f");
+    line(h.verdict(SEP_14, &["injection", "record", "9c04be1f"]), 0, "OK|recorded|9c04be1f");
+    line(
+        h.verdict(SEP_14, &["injection", "check", "9c04be1f"]),
+        0,
+        "SKIP|injection-suspect (announced)",
+    );
+    line(h.verdict(SEP_14, &["liveness", "read"]), 0, "UNKNOWN|absent");
+    line(h.verdict(SEP_14, &["liveness", "peek"]), 0, "OK|peek|2026-09-14T09:12:03Z");
+    line(h.verdict(SEP_14 + 30_000, &["liveness", "read"]), 0, "ALIVE|age=30");
+    line(h.verdict(SEP_14 + 700_000, &["liveness", "read"]), 0, "UNKNOWN|stale");
+}
+
+/// Real processes at once: each records the three periods' warn alerts, marks every key
+/// notified and reaps, while an old key waits to be reaped. Upstream's unlocked read-modify-write
+/// can lose a mark (the alert is announced again) or an entry; here each key is created once,
+/// marked once, and the old key reaped once.
+#[test]
+fn racing_record_mark_and_reap_create_and_announce_each_key_once() {
+    const PROCESSES: usize = 8;
+    let h = Hermit::new("{\"timezone\":\"America/New_York\"}\n");
+    let last_month = SEP_14 - 31 * 86_400_000;
+    let old = [
+        "budget", "record", "--level", "breach", "--period", "monthly", "--spend", "60", "--cap",
+        "50",
+    ];
+    h.verdict(last_month, &old).expect(0);
+    let keys = ["budget-warn:daily:2026-09-14", KEY, "budget-warn:monthly:2026-09"];
+    let mut children = Vec::new();
+    for i in 0..PROCESSES {
+        for period in ["daily", "weekly", "monthly"] {
+            let spend = format!("{}", 40 + i);
+            let args = [
+                "budget", "record", "--level", "warn", "--period", period, "--spend", &spend,
+                "--cap", "50",
+            ];
+            children.push(("record", h.spawn(SEP_14, &args)));
+        }
+        for key in keys {
+            children.push(("mark", h.spawn(SEP_14, &["budget", "mark-notified", key])));
+        }
+        children.push(("reap", h.spawn(SEP_14, &["budget", "reap"])));
+    }
+    let mut counts: BTreeMap<(String, String), usize> = BTreeMap::new();
+    for (verb, child) in children {
+        let out = child.wait_with_output().unwrap();
+        let stdout: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let code = out.status.code().unwrap();
+        assert!(code == 0 || (code == 1 && verb == "mark"), "{verb} exited {code}: {stdout}");
+        let outcome = match verb {
+            "record" if stdout["created"] == true => "created",
+            "mark" if code == 0 => "marked",
+            "mark" => stdout["refused"].as_str().unwrap(),
+            _ => "other",
+        }
+        .to_owned();
+        let key = stdout["key"].as_str().unwrap_or_default().to_owned();
+        *counts.entry((outcome, key)).or_default() += 1;
+    }
+    for key in keys {
+        assert_eq!(
+            counts.get(&("created".to_owned(), key.to_owned())),
+            Some(&1),
+            "{key}: {counts:?}"
+        );
+        assert_eq!(
+            counts.get(&("marked".to_owned(), key.to_owned())),
+            Some(&1),
+            "{key}: {counts:?}"
+        );
+    }
+    assert_eq!(h.kinds("budget_created"), 4, "three keys and the old one, each created once");
+    assert_eq!(h.kinds("budget_notified"), 3, "each key announced once");
+    assert_eq!(h.kinds("budget_reaped"), 1, "the old key reaped once");
+    let alerts = h.alerts();
+    assert_eq!(alerts.keys().collect::<Vec<_>>().len(), 3);
+    assert!(alerts.values().all(|a| a["notified"] == true), "no mark was lost: {alerts:?}");
+    h.store.run(&["verify"]).expect(0);
+    println!(
+        "budget race: processes={} calls={} created=3 marked=3 reaped=1",
+        PROCESSES,
+        PROCESSES * 7
+    );
+}
+
+const ACK_CONFIG: &str =
+    "{\"timezone\":\"UTC\",\"always_on\":true,\"escalation\":\"conservative\"}\n";
+
+fn ready_token(h: &Hermit) -> String {
+    h.json(SEP_14, &["runtime", "set", "session_state=idle", "version=1"], None).expect(0);
+    h.json(SEP_14, &["next-task", "queue"], Some("## Task\nShip it\n")).expect(0);
+    let run = h.json(SEP_14, &["next-task", "token"], None).expect(0);
+    run.json()["token"].as_str().unwrap().to_owned()
+}
+
+#[test]
+fn racing_acks_park_the_session_once() {
+    const ACKERS: usize = 6;
+    let h = Hermit::new(ACK_CONFIG);
+    let token = ready_token(&h);
+    let children: Vec<_> =
+        (0..ACKERS).map(|_| h.spawn(SEP_14, &["next-task", "ack", &token])).collect();
+    let mut parked = 0;
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        let stdout: Value = serde_json::from_slice(&out.stdout).unwrap();
+        if stdout["parked"] == true {
+            parked += 1;
+            assert_eq!(out.status.code(), Some(0));
+        } else {
+            assert_eq!(stdout["reason"], "not-idle", "{stdout}");
+            assert_eq!(out.status.code(), Some(1));
+        }
+    }
+    assert_eq!(parked, 1);
+    assert_eq!(h.kinds("next_task_parked"), 1);
+    println!("ack race: ackers={ACKERS} parked={parked}");
+}
+
+#[test]
+fn ack_verdicts_are_upstreams_json_lines() {
+    let h = Hermit::new(ACK_CONFIG);
+    let token = ready_token(&h);
+    h.json(SEP_14, &["runtime", "set", "last_error=null"], None).expect(0);
+    line(
+        h.verdict(SEP_14, &["next-task", "ack", &token]),
+        0,
+        "{\"parked\":false,\"reason\":\"changed\"}",
+    );
+    let fresh = h.json(SEP_14, &["next-task", "token"], None).expect(0).json()["token"].clone();
+    let fresh = fresh.as_str().unwrap();
+    line(h.verdict(SEP_14, &["next-task", "ack", fresh]), 0, "{\"parked\":true}");
+    line(h.verdict(SEP_14, &["next-task", "token"]), 0, "NONE|not-idle");
+    line(h.verdict(SEP_14, &["next-task", "consume"]), 0, "OK|consumed");
+    line(h.verdict(SEP_14, &["next-task", "consume"]), 0, "NONE|no-queue");
+    h.json(SEP_14, &["next-task", "queue"], Some("a\n")).expect(0);
+    let exists = h.json(SEP_14, &["next-task", "queue"], Some("b\n")).expect(1);
+    assert_eq!(exists.json()["verdict"], "ERROR|next-task-exists");
+    let off = Hermit::new("{\"always_on\":true,\"escalation\":\"balanced\"}\n");
+    off.json(SEP_14, &["runtime", "set", "session_state=idle"], None).expect(0);
+    off.json(SEP_14, &["next-task", "queue"], Some("## Task\nShip it\n")).expect(0);
+    line(off.verdict(SEP_14, &["next-task", "token"]), 0, "NONE|disabled");
+    line(
+        off.verdict(SEP_14, &["next-task", "ack", "x"]),
+        0,
+        "{\"parked\":false,\"reason\":\"disabled\"}",
+    );
+}
+
+#[test]
+fn monitor_cycle_waits_for_a_peek_from_another_process() {
+    let h = Hermit::new("{\"heartbeat\":{\"every\":\"2m\"}}\n");
+    let dir = h.dir.to_str().unwrap().to_owned();
+    let cmd = format!("CMD:bash {PLUGIN}/scripts/heartbeat-monitor.sh 120 {dir}");
+    let check = h.verdict(SEP_14, &["monitor", "start-check", "--plugin-root", PLUGIN]).expect(0);
+    assert_eq!(
+        check.stdout,
+        format!("REARM|runtime-missing\nFIRST_START:1\nINTERVAL:120\n{cmd}\n")
+    );
+    // start-commit polls for the first peek; another process peeks while it waits.
+    let commit = Command::new(env!("CARGO_BIN_EXE_hookstate"))
+        .arg("--db")
+        .arg(h.store.db())
+        .args([
+            "--format",
+            "verdict",
+            "--now-ms",
+            &(SEP_14 + 2000).to_string(),
+            "alerts",
+            "--dir",
+            &dir,
+        ])
+        .args(["monitor", "start-commit", "task-7", "--plugin-root", PLUGIN])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    h.verdict(SEP_14 + 1000, &["liveness", "peek"]).expect(0);
+    let out = commit.wait_with_output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "OK|registered|interval=120\n");
+    line(
+        h.verdict(SEP_14 + 3000, &["monitor", "status", "--plugin-root", PLUGIN]),
+        0,
+        "HEALTHY|fresh",
+    );
+    line(
+        h.verdict(SEP_14 + 3000, &["monitor", "start-check", "--plugin-root", PLUGIN]),
+        0,
+        "FRESH|interval=120",
+    );
+    line(
+        h.verdict(SEP_14 + 3000, &["monitor", "status", "--plugin-root", "/other"]),
+        0,
+        "UNHEALTHY|command-drift",
+    );
+    line(
+        h.verdict(
+            SEP_14 + 3000,
+            &["monitor", "status", "--plugin-root", PLUGIN, "--interval", "60"],
+        ),
+        0,
+        "UNHEALTHY|interval-drift",
+    );
+    line(h.verdict(SEP_14 + 4000, &["monitor", "stop"]), 0, "OK|stopped");
+    let started = std::time::Instant::now();
+    let dead = h.verdict(
+        SEP_14 + 5000,
+        &["monitor", "start-commit", "t8", "--plugin-root", PLUGIN, "--liveness-wait-ms", "200"],
+    );
+    line(dead, 0, "DEAD|liveness-absent");
+    assert!(started.elapsed() < std::time::Duration::from_secs(5), "the wait is bounded");
+    let usage = h.json(SEP_14, &["monitor", "start-check"], None);
+    assert!(usage.code == 2 || usage.stderr.contains("plugin-root"), "{usage:?}");
+}
+
+fn read(dir: &Path, rel: &str) -> Option<String> {
+    std::fs::read_to_string(dir.join(rel)).ok()
+}
+
+#[test]
+fn mirror_keeps_the_files_current_and_adopts_outside_writes() {
+    let h = Hermit::new(ACK_CONFIG);
+    let dir = h.dir.to_str().unwrap().to_owned();
+    let mirrored = |now: u64, args: &[&str], stdin: Option<&str>| {
+        let mut full = vec!["--mirror", dir.as_str()];
+        full.extend_from_slice(args);
+        h.json(now, &full, stdin)
+    };
+    mirrored(SEP_14, &["liveness", "peek"], None).expect(0);
+    assert_eq!(
+        read(&h.dir, "state/heartbeat-liveness.json").unwrap(),
+        "{\"last_peek_at\":\"2026-09-14T09:12:03Z\"}\n"
+    );
+    mirrored(SEP_14, &["next-task", "queue"], Some("## Task\nA\n")).expect(0);
+    assert_eq!(read(&h.dir, "sessions/NEXT-TASK.md").unwrap(), "## Task\nA\n");
+    // An unmigrated writer edits runtime.json and session-start consumes the queue.
+    std::fs::write(
+        h.dir.join("state/runtime.json"),
+        "{\n  \"session_state\": \"idle\",\n  \"x\": 1\n}\n",
+    )
+    .unwrap();
+    std::fs::remove_file(h.dir.join("sessions/NEXT-TASK.md")).unwrap();
+    mirrored(SEP_14, &["runtime", "set", "y=2"], None).expect(0);
+    let runtime = read(&h.dir, "state/runtime.json").unwrap();
+    assert_eq!(runtime, "{\n  \"session_state\": \"idle\",\n  \"x\": 1,\n  \"y\": 2,\n  \"updated_at\": \"2026-09-14T09:12:03+0000\"\n}\n");
+    assert!(read(&h.dir, "sessions/NEXT-TASK.md").is_none(), "the outside consumption was adopted");
+    line(h.verdict(SEP_14, &["next-task", "token"]), 0, "NONE|queue-missing");
+    // A corrupt outside write is quarantined and the file rebuilt from the log.
+    std::fs::write(h.dir.join("state/heartbeat-liveness.json"), "{\"last_peek_at\":").unwrap();
+    mirrored(SEP_14 + 1000, &["injection", "record", "9c04be1f"], None).expect(0);
+    let quarantine = format!("state/heartbeat-liveness.json.corrupt-{}", SEP_14 + 1000);
+    assert_eq!(read(&h.dir, &quarantine).unwrap(), "{\"last_peek_at\":");
+    assert_eq!(
+        read(&h.dir, "state/heartbeat-liveness.json").unwrap(),
+        "{\"last_peek_at\":\"2026-09-14T09:12:03Z\"}\n"
+    );
+    h.store.run(&["verify"]).expect(0);
+}
+
+#[test]
+fn import_and_export_the_layout_through_the_cli() {
+    let h = Hermit::new("{}\n");
+    let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/legacy/hermit-heartbeat");
+    let copy = |to: &Path| {
+        for sub in ["state", "sessions"] {
+            std::fs::create_dir_all(to.join(sub)).unwrap();
+            for entry in std::fs::read_dir(Path::new(fixture).join(sub)).unwrap() {
+                let entry = entry.unwrap();
+                std::fs::copy(entry.path(), to.join(sub).join(entry.file_name())).unwrap();
+            }
+        }
+    };
+    copy(&h.dir);
+    let scope = format!("hermit:{}", h.dir.to_str().unwrap());
+    let from = h.dir.to_str().unwrap();
+    let out = h.store.run(&["import", "--layout", "hermit-heartbeat", "--from", from]).expect(0);
+    assert_eq!(out.json()["files"].as_array().unwrap().len(), 8);
+    let to = tempfile::tempdir().unwrap();
+    let to_text = to.path().to_str().unwrap();
+    h.store
+        .run(&["--scope", &scope, "export", "--layout", "hermit-heartbeat", "--to", to_text])
+        .expect(0);
+    for sub in ["state", "sessions"] {
+        for entry in std::fs::read_dir(Path::new(fixture).join(sub)).unwrap() {
+            let entry = entry.unwrap();
+            let exported = std::fs::read(to.path().join(sub).join(entry.file_name())).unwrap();
+            assert_eq!(exported, std::fs::read(entry.path()).unwrap(), "{:?}", entry.file_name());
+        }
+    }
+}
