@@ -40,7 +40,7 @@ pub(crate) struct Cli {
     pub(crate) idem_key: Option<String>,
     /// Keep the legacy files of the verb's layout in DIR current after every commit, adopting
     /// changes other writers made to them first (feedback: a moonshine home; loopd and observer:
-    /// the directory of the file).
+    /// the directory of the file; proposals and alerts: the hermit state directory).
     #[arg(long, global = true, env = "HOOKSTATE_MIRROR", value_name = "DIR")]
     pub(crate) mirror: Option<PathBuf>,
     /// The mirrored file's name [default: the layout's default name].
