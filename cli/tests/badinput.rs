@@ -229,7 +229,43 @@ fn cases(hermit: &Path) -> Vec<Case> {
         Some(b"{\"tier\":1,\"question\":\"q\"}"),
         CONFLICT,
     ));
+    all.extend(alerts_cases(dir));
     all
+}
+
+/// The heartbeat half of `alerts`: bad flags and stdin exit 3 before the store is opened;
+/// refusals exit 1 and append nothing.
+fn alerts_cases(dir: &str) -> Vec<Case> {
+    let alerts = |name: &str, args: &[&str], stdin: Option<&[u8]>, want: i32| {
+        let full: Vec<&str> =
+            ["alerts", "--dir", dir].into_iter().chain(args.iter().copied()).collect();
+        case(name, &full, stdin, want)
+    };
+    let record = ["budget", "record", "--period", "weekly", "--cap", "5"];
+    let with = |extra: [&'static str; 2]| -> Vec<&'static str> {
+        record.iter().copied().chain(extra).collect()
+    };
+    vec![
+        alerts("alerts budget level", &with(["--level=loud", "--spend=1"]), None, INVALID),
+        alerts("alerts budget spend NaN", &with(["--level=warn", "--spend=NaN"]), None, INVALID),
+        alerts(
+            "alerts budget spend negative",
+            &with(["--level=warn", "--spend=-1"]),
+            None,
+            INVALID,
+        ),
+        alerts("alerts injection hash", &["injection", "check", "XYZ"], None, INVALID),
+        alerts("alerts next-task empty", &["next-task", "queue"], Some(b""), INVALID),
+        alerts("alerts runtime field", &["runtime", "set", "a\nb=1"], None, INVALID),
+        alerts(
+            "alerts liveness wait",
+            &["monitor", "start-commit", "t", "--plugin-root", "/p", "--liveness-wait-ms", "10001"],
+            None,
+            INVALID,
+        ),
+        alerts("alerts mark unknown key", &["budget", "mark-notified", "budget-x"], None, CONFLICT),
+        alerts("alerts ack disabled", &["next-task", "ack", "0123"], None, CONFLICT),
+    ]
 }
 
 fn run(db: &Path, case: &Case) -> (i32, String, Duration) {

@@ -406,6 +406,7 @@ fn mirror_keeps_the_files_current_and_adopts_outside_writes() {
         read(&h.dir, "state/heartbeat-liveness.json").unwrap(),
         "{\"last_peek_at\":\"2026-09-14T09:12:03Z\"}\n"
     );
+    assert!(read(&h.dir, "state/micro-proposals.json").is_none(), "proposals never mirrored");
     h.store.run(&["verify"]).expect(0);
 }
 

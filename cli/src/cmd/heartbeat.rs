@@ -193,8 +193,7 @@ fn mutate(
     };
     let outcome = apply(cli, &engine, verb, scope, config, input)?;
     if let Some(mirror) = mirror {
-        engine.heartbeat_mirror_write(&mirror, scope)?;
-        engine.mirror_end(mirror, scope)?;
+        engine.heartbeat_mirror_end(mirror, scope)?;
     }
     finish(cli, &outcome)
 }

@@ -19,7 +19,7 @@ use crate::error::{Error, Result};
 use crate::heartbeat::{
     is_layout_file, rules, ALERT_FILES, FILE_BYTES_MAX, NEXT_TASK_FILE, STATE_FILES,
 };
-use crate::legacy::hermit::{Mirror, STATE_DIR};
+use crate::legacy::hermit::{Mirror, MIRROR_STAMP, MIRROR_STAMP_BYTES_MAX, STATE_DIR};
 use crate::legacy::mirror::{changed_outside, read_sidecar, write_mirror};
 use crate::legacy::root::Root;
 use crate::signals::fields;
@@ -285,12 +285,30 @@ impl Engine {
         Ok(fields(json!({ "adopted": adopted, "quarantined": quarantined })))
     }
 
-    /// Inside a hermit mirror: writes the stored heartbeat files of `scope` with their sidecars,
-    /// and removes the layout's files the scope no longer holds.
+    /// Ends a mirrored alerts call: writes the heartbeat files of `scope` (with their sidecars),
+    /// then, only when the proposals files are mirrored already (their stamp exists), rewrites
+    /// them through [`Engine::mirror_end`]; otherwise it releases the lock and leaves them alone,
+    /// so an alerts call never replaces a queue or ledger that was never imported.
     ///
     /// # Errors
     /// Unsafe paths; IO and store errors.
-    pub fn heartbeat_mirror_write(&self, mirror: &Mirror, scope: &str) -> Result<()> {
+    pub fn heartbeat_mirror_end(&self, mirror: Mirror, scope: &str) -> Result<()> {
+        self.heartbeat_mirror_write(&mirror, scope)?;
+        let stamped = match open_sub(mirror.dir(), STATE_DIR, false)? {
+            Some(state) => state.read(MIRROR_STAMP, MIRROR_STAMP_BYTES_MAX)?.is_some(),
+            None => false,
+        };
+        if stamped {
+            self.mirror_end(mirror, scope)
+        } else {
+            drop(mirror);
+            Ok(())
+        }
+    }
+
+    /// Inside a hermit mirror: writes the stored heartbeat files of `scope` with their sidecars,
+    /// and removes the layout's files the scope no longer holds.
+    fn heartbeat_mirror_write(&self, mirror: &Mirror, scope: &str) -> Result<()> {
         let head = self.head()?.seq;
         for (file, text) in self.heartbeat_files(scope)? {
             let root = open_sub(mirror.dir(), subdir_of(&file), true)?

@@ -50,7 +50,7 @@ pub const MIRROR_STAMP: &str = ".hookstate-mirror.json";
 /// The lock hookstate processes take while they adopt, mutate and mirror.
 pub const MIRROR_LOCK: &str = ".hookstate-mirror.lock";
 /// The stamp is one short JSON line.
-const MIRROR_STAMP_BYTES_MAX: usize = 4096;
+pub(crate) const MIRROR_STAMP_BYTES_MAX: usize = 4096;
 const CONFIG_FILE: &str = "config.json";
 
 /// A mirrored call in progress: holds the mirror lock until [`Engine::mirror_end`] (or drop).
