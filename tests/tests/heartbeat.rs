@@ -13,7 +13,7 @@ use hookstate_engine::heartbeat::{BudgetInput, MonitorSetup, NEXT_TASK_FILE, STA
 use hookstate_engine::legacy::heartbeat::read_heartbeat_files;
 use hookstate_engine::proposals::hermit_scope;
 use hookstate_engine::schema::Actor;
-use hookstate_engine::{Call, Engine, Error, OpenOptions};
+use hookstate_engine::{Call, Engine, Error, LogFilter, OpenOptions};
 use serde_json::{json, Value};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/legacy");
@@ -496,4 +496,123 @@ fn oversized_files_are_refused_before_anything_is_written() {
     std::fs::write(h.dir.join("sessions").join(NEXT_TASK_FILE), b"\xff\xfe").unwrap();
     assert!(matches!(read_heartbeat_files(&h.dir), Err(Error::Invalid(_))));
     assert_eq!(h.engine.head().unwrap().seq, 0);
+}
+
+/// One budget operation of the model test: times are hours after [`SEP_14`].
+#[derive(Debug, Clone)]
+enum BudgetOp {
+    Record { level: usize, period: usize, hours: u64, spend: u32 },
+    Mark { level: usize, period: usize, hours: u64 },
+    Reap { hours: u64 },
+}
+
+fn budget_op() -> impl proptest::strategy::Strategy<Value = BudgetOp> {
+    use proptest::prelude::*;
+    // Four instants over ~33 days, so daily, weekly and monthly periods all roll over and the
+    // same key is hit again often enough to mark it twice.
+    let hours = proptest::sample::select(vec![0u64, 100, 400, 800]);
+    prop_oneof![
+        (0..2usize, 0..3usize, hours.clone(), 0..100u32).prop_map(
+            |(level, period, hours, spend)| BudgetOp::Record { level, period, hours, spend }
+        ),
+        (0..2usize, 0..3usize, hours.clone()).prop_map(|(level, period, hours)| BudgetOp::Mark {
+            level,
+            period,
+            hours
+        }),
+        hours.prop_map(|hours| BudgetOp::Reap { hours }),
+    ]
+}
+
+const MODEL_TZ: &str = "America/New_York";
+
+fn model_key(level: usize, period: usize, at: u64) -> String {
+    let (level, period) = (["warn", "breach"][level], ["daily", "weekly", "monthly"][period]);
+    let key =
+        hookstate_engine::heartbeat::rules::period_key(period, at, MODEL_TZ).unwrap().unwrap();
+    format!("budget-{level}:{period}:{key}")
+}
+
+/// The model: key → (period, spend at creation, notified); creates, marks and reaps counted.
+#[derive(Default)]
+struct BudgetModel {
+    alerts: std::collections::BTreeMap<String, (usize, u32, bool)>,
+    marks: usize,
+}
+
+impl BudgetModel {
+    fn reap(&mut self, at: u64) {
+        self.alerts.retain(|key, (period, _, _)| {
+            let period = ["daily", "weekly", "monthly"][*period];
+            let current = hookstate_engine::heartbeat::rules::period_key(period, at, MODEL_TZ);
+            key.ends_with(&format!(":{}", current.unwrap().unwrap()))
+        });
+    }
+}
+
+fn run_budget_model(ops: &[BudgetOp]) -> Result<(), proptest::test_runner::TestCaseError> {
+    let h = hermit(None);
+    let mut model = BudgetModel::default();
+    for op in ops {
+        match *op {
+            BudgetOp::Record { level, period, hours, spend } => {
+                let at = SEP_14 + hours * HOUR_MS;
+                let input = BudgetInput {
+                    level: ["warn", "breach"][level].into(),
+                    period: ["daily", "weekly", "monthly"][period].into(),
+                    action: "alert".into(),
+                    spend: f64::from(spend),
+                    cap: 50.0,
+                };
+                h.engine.heartbeat_budget_record(&h.call(at), MODEL_TZ, &input).unwrap();
+                model.alerts.entry(model_key(level, period, at)).or_insert((period, spend, false));
+                model.reap(at);
+            }
+            BudgetOp::Mark { level, period, hours } => {
+                let key = model_key(level, period, SEP_14 + hours * HOUR_MS);
+                let out = h.engine.heartbeat_budget_mark(&h.call(SEP_14), &key).unwrap();
+                let expected = model.alerts.get_mut(&key).filter(|(_, _, notified)| !notified);
+                proptest::prop_assert_eq!(out.refusal.is_none(), expected.is_some(), "{}", key);
+                if let Some(entry) = expected {
+                    entry.2 = true;
+                    model.marks += 1;
+                }
+            }
+            BudgetOp::Reap { hours } => {
+                let at = SEP_14 + hours * HOUR_MS;
+                h.engine.heartbeat_budget_reap(&h.call(at), MODEL_TZ).unwrap();
+                model.reap(at);
+            }
+        }
+        let stored = h.alerts();
+        let mut keys: Vec<&String> = stored.keys().collect();
+        keys.sort();
+        let model_keys: Vec<&String> = model.alerts.keys().collect();
+        proptest::prop_assert_eq!(keys, model_keys);
+        for (key, (_, spend, notified)) in &model.alerts {
+            proptest::prop_assert_eq!(&stored[key]["notified"], &json!(notified), "{}", key);
+            proptest::prop_assert_eq!(&stored[key]["spend"], &json!(spend), "never reset: {}", key);
+        }
+    }
+    let filter = LogFilter { kind: Some("budget_notified".into()), ..LogFilter::default() };
+    let notified = h.engine.events(&filter).unwrap().len();
+    proptest::prop_assert_eq!(notified, model.marks);
+    h.verify();
+    Ok(())
+}
+
+fn model_cases() -> u32 {
+    std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(24)
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig {
+        cases: model_cases(),
+        ..proptest::prelude::ProptestConfig::default()
+    })]
+
+    #[test]
+    fn budget_alerts_agree_with_the_model(ops in proptest::collection::vec(budget_op(), 1..48)) {
+        run_budget_model(&ops)?;
+    }
 }
