@@ -829,7 +829,8 @@ pub(crate) struct MonitorSetupArgs {
     /// The plugin root whose scripts/heartbeat-monitor.sh the command runs.
     #[arg(long, env = "CLAUDE_PLUGIN_ROOT")]
     pub(crate) plugin_root: Option<String>,
-    /// The current boot id (upstream reads state/.boot-id); absent: not compared, stored null.
+    /// The current boot id [default: state/.boot-id, as upstream reads it]; when neither is
+    /// given it is not compared and stored as null.
     #[arg(long, env = "HOOKSTATE_BOOT_ID")]
     pub(crate) boot_id: Option<String>,
 }

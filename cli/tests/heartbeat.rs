@@ -301,6 +301,8 @@ fn ack_verdicts_are_upstreams_json_lines() {
 #[test]
 fn monitor_cycle_waits_for_a_peek_from_another_process() {
     let h = Hermit::new("{\"heartbeat\":{\"every\":\"2m\"}}\n");
+    std::fs::create_dir_all(h.dir.join("state")).unwrap();
+    std::fs::write(h.dir.join("state/.boot-id"), "boot-A\n").unwrap();
     let dir = h.dir.to_str().unwrap().to_owned();
     let cmd = format!("CMD:bash {PLUGIN}/scripts/heartbeat-monitor.sh 120 {dir}");
     let check = h.verdict(SEP_14, &["monitor", "start-check", "--plugin-root", PLUGIN]).expect(0);
@@ -352,6 +354,24 @@ fn monitor_cycle_waits_for_a_peek_from_another_process() {
         ),
         0,
         "UNHEALTHY|interval-drift",
+    );
+    let runtime = read(&h.dir, "state/heartbeat-monitor.runtime.json");
+    assert!(runtime.is_none(), "no --mirror: the store only");
+    let stored = h.json(SEP_14, &["monitor", "start-check", "--plugin-root", PLUGIN], None);
+    assert_eq!(stored.expect(0).json()["fresh"], true);
+    std::fs::write(h.dir.join("state/.boot-id"), "boot-B\n").unwrap();
+    line(
+        h.verdict(SEP_14 + 3000, &["monitor", "status", "--plugin-root", PLUGIN]),
+        0,
+        "UNHEALTHY|boot-mismatch",
+    );
+    line(
+        h.verdict(
+            SEP_14 + 3000,
+            &["monitor", "status", "--plugin-root", PLUGIN, "--boot-id", "boot-A"],
+        ),
+        0,
+        "HEALTHY|fresh",
     );
     line(h.verdict(SEP_14 + 4000, &["monitor", "stop"]), 0, "OK|stopped");
     let started = std::time::Instant::now();

@@ -102,7 +102,7 @@ fn monitor_setup(
     Ok(MonitorSetup {
         interval_s,
         command: monitor_command(root, interval_s, dir),
-        boot_id: args.boot_id.clone(),
+        boot_id: args.boot_id.clone().or_else(|| config.boot_id.clone()),
         disabled: config.heartbeat_disabled,
     })
 }

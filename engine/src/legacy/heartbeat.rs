@@ -41,6 +41,28 @@ pub struct HeartbeatConfig {
     pub heartbeat_disabled: bool,
     /// `heartbeat.every` as whole seconds, when it is a number of seconds or `<n>s|m|h|d`.
     pub every_s: Option<u64>,
+    /// `state/.boot-id`, trimmed, when it exists and is a short single line.
+    pub boot_id: Option<String>,
+}
+
+/// The boot id file under `state/` (upstream's `readBootId`).
+pub const BOOT_ID_FILE: &str = ".boot-id";
+
+fn read_boot_id(dir: &Path) -> Result<Option<String>> {
+    let Some(state) = open_sub(dir, STATE_DIR, false)? else {
+        return Ok(None);
+    };
+    let Some(bytes) =
+        state.read(BOOT_ID_FILE, rules::STAMP_BYTES_MAX + 1).or_else(|e| match e {
+            Error::Invalid(_) => Ok(None),
+            other => Err(other),
+        })?
+    else {
+        return Ok(None);
+    };
+    let text = String::from_utf8(bytes).unwrap_or_default();
+    let id = text.trim();
+    Ok(rules::check_stamp("boot id", id).ok().map(|()| id.to_owned()))
 }
 
 fn duration_s(value: &Value) -> Option<u64> {
@@ -87,6 +109,7 @@ pub fn read_config(dir: &Path) -> Result<HeartbeatConfig> {
             && config.get("escalation").and_then(Value::as_str) == Some("conservative"),
         heartbeat_disabled: heartbeat.and_then(|h| h.get("enabled")) == Some(&Value::Bool(false)),
         every_s: heartbeat.and_then(|h| h.get("every")).and_then(duration_s),
+        boot_id: read_boot_id(dir)?,
     })
 }
 
