@@ -263,6 +263,18 @@ fn alerts_cases(dir: &str) -> Vec<Case> {
             None,
             INVALID,
         ),
+        alerts(
+            "alerts monitor interval",
+            &["monitor", "start-check", "--plugin-root", "/p", "--interval", "604801"],
+            None,
+            INVALID,
+        ),
+        alerts(
+            "alerts monitor boot id",
+            &["monitor", "start-check", "--plugin-root", "/p", "--boot-id", "a\tb"],
+            None,
+            INVALID,
+        ),
         alerts("alerts mark unknown key", &["budget", "mark-notified", "budget-x"], None, CONFLICT),
         alerts("alerts ack disabled", &["next-task", "ack", "0123"], None, CONFLICT),
     ]

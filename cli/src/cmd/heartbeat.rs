@@ -99,12 +99,14 @@ fn monitor_setup(
         CliError::Usage("monitor verbs need --plugin-root DIR or CLAUDE_PLUGIN_ROOT".into())
     })?;
     let interval_s = args.interval.or(config.every_s).unwrap_or(INTERVAL_S_DEFAULT).max(1);
-    Ok(MonitorSetup {
+    let setup = MonitorSetup {
         interval_s,
         command: monitor_command(root, interval_s, dir),
         boot_id: args.boot_id.clone().or_else(|| config.boot_id.clone()),
         disabled: config.heartbeat_disabled,
-    })
+    };
+    hookstate_engine::heartbeat::check_setup(&setup)?;
+    Ok(setup)
 }
 
 /// Stdin and arguments checked before the store is opened, so bad input leaves it untouched.

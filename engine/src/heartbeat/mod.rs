@@ -715,19 +715,19 @@ fn check_size(file: &str, text: &str) -> Result<()> {
     Ok(())
 }
 
-fn check_setup(setup: &MonitorSetup) -> Result<()> {
+/// Checks what the monitor verbs compare with: an interval of 1 to [`INTERVAL_S_MAX`] seconds,
+/// a command without control characters and within the value limit, a short boot id.
+///
+/// # Errors
+/// [`Error::Invalid`] naming the broken rule.
+pub fn check_setup(setup: &MonitorSetup) -> Result<()> {
     if !(1..=INTERVAL_S_MAX).contains(&setup.interval_s) {
         return Err(Error::invalid(format!("interval must be 1 to {INTERVAL_S_MAX} seconds")));
     }
-    rules::check_stamp("monitor command", &setup.command).or_else(|_| {
-        if setup.command.len() <= crate::limits::VALUE_BYTES_MAX
-            && !setup.command.chars().any(char::is_control)
-        {
-            Ok(())
-        } else {
-            Err(Error::invalid("the monitor command is too long or holds control characters"))
-        }
-    })?;
+    let command = &setup.command;
+    if command.len() > crate::limits::VALUE_BYTES_MAX || command.chars().any(char::is_control) {
+        return Err(Error::invalid("the monitor command is too long or holds control characters"));
+    }
     if let Some(boot) = &setup.boot_id {
         rules::check_stamp("boot id", boot)?;
     }
