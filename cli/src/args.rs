@@ -95,6 +95,9 @@ pub(crate) enum Verb {
     /// claude-code-hermit micro-proposals, PROP proposals, their ledger and index
     /// (scope: hermit:<abs state dir>).
     Proposals(ProposalsArgs),
+    /// claude-code-hermit heartbeat alert state (state/alert-state.json): precheck's tick count
+    /// and the alert ladder (scope: hermit:<abs state dir>).
+    Alerts(AlertsArgs),
     /// Print events as JSON lines, filtered.
     Log(LogArgs),
     /// Check the chain from genesis, the head anchor, and that views equal a rebuild.
@@ -610,6 +613,43 @@ pub(crate) enum Layout {
     /// state/proposals-index.json and proposals/PROP-*.md under the state directory (--from /
     /// --to is the .claude-code-hermit directory).
     HermitProposals,
+    /// claude-code-hermit's state/alert-state.json under the state directory (--from / --to is
+    /// the .claude-code-hermit directory). A corrupt file is renamed to
+    /// alert-state.json.corrupt-<ms> beside it and the import exits 3, the store unchanged.
+    HermitAlerts,
+}
+
+/// `alerts` options and verbs, drop-ins for `bun heartbeat.ts alert-state <state-file>` and
+/// precheck's tick count.
+#[derive(Debug, Args)]
+pub(crate) struct AlertsArgs {
+    /// The hermit state directory (.claude-code-hermit): the scope becomes hermit:<abs dir> and
+    /// its config.json's timezone dates first_seen, last_seen, the digest and monitoring lines
+    /// [default: the dir of --scope hermit:<dir>].
+    #[arg(long, global = true)]
+    pub(crate) dir: Option<PathBuf>,
+    /// The verb.
+    #[command(subcommand)]
+    pub(crate) verb: AlertsVerb,
+}
+
+/// `alerts` verbs.
+#[derive(Debug, Subcommand)]
+pub(crate) enum AlertsVerb {
+    /// One evaluation tick: the eval JSON on stdin, {"firing":[{"key"?,"item"?,"text"}]} plus
+    /// the optional "checklist" (HEARTBEAT.md items), "session_id", "stale_session" (its text
+    /// when the session is stale), "micro"/"proposals" (structured items replacing the ones
+    /// derived from this scope's proposals) and "unreadable" (sources to freeze:
+    /// "micro-proposals.json", "proposals/", "sessions/SHELL.md"). Prints
+    /// {"appended":0,"notifications","self_eval_proposals","heartbeat_result","monitoring_lines"};
+    /// the caller appends monitoring_lines to SHELL.md. A rejected payload exits 3 (json) or,
+    /// with --format verdict, prints heartbeat_result INDETERMINATE and its reason (exit 1 only
+    /// for unparseable JSON, as upstream).
+    Tick,
+    /// precheck's tick count: total_ticks plus one. Prints {"total_ticks": n}.
+    CountTick,
+    /// The alert state, as state/alert-state.json holds it (one JSON object).
+    List,
 }
 
 /// `proposals` options and verbs, drop-ins for `bun proposal.ts <verb> <dir>`.

@@ -65,6 +65,8 @@ pub enum Body {
     Feedback(crate::feedback::FeedbackEvent),
     /// claude-code-hermit micro-proposals, proposals and their ledger.
     Proposals(crate::proposals::ProposalsEvent),
+    /// claude-code-hermit heartbeat alert state: tick counter and the alert ladder.
+    Alerts(crate::alerts::AlertsEvent),
 }
 
 impl Body {
@@ -77,6 +79,7 @@ impl Body {
             Body::Observer(_) => "observer",
             Body::Feedback(_) => "feedback",
             Body::Proposals(_) => "proposals",
+            Body::Alerts(_) => "alerts",
         }
     }
 
@@ -89,6 +92,7 @@ impl Body {
             Body::Observer(event) => event.kind(),
             Body::Feedback(event) => event.kind(),
             Body::Proposals(event) => event.kind(),
+            Body::Alerts(event) => event.kind(),
         }
     }
 }

@@ -2,6 +2,7 @@
 //!
 //! Does not hold business rules.
 
+mod alerts;
 mod core;
 mod demo;
 mod feedback;
@@ -34,6 +35,7 @@ pub(crate) fn run(cli: &Cli) -> Result<(), CliError> {
         Verb::Observer(verb) => observer::run(cli, verb),
         Verb::Hook(verb @ HookVerb::Stop { .. }) => feedback::hook(cli, verb),
         Verb::Proposals(args) => proposals::run(cli, args),
+        Verb::Alerts(args) => alerts::run(cli, args),
         Verb::Hook(verb) => hook::run(cli, verb),
         Verb::Import(args) if args.layout == Layout::Moonshine => feedback::import(cli, args),
         Verb::Import(args) => legacy::import(cli, args),
@@ -106,7 +108,7 @@ pub(crate) fn mirror(
             engine.mirror_observer(call, dir, &file)?;
         }
         // The feedback and proposals verbs adopt and write their mirrors themselves.
-        Layout::Moonshine | Layout::HermitProposals => {}
+        Layout::Moonshine | Layout::HermitProposals | Layout::HermitAlerts => {}
     }
     Ok(())
 }

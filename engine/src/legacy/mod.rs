@@ -5,6 +5,7 @@
 //! Does not decide domain rules; the domain modules do.
 
 pub mod hermit;
+pub mod hermit_alerts;
 pub(crate) mod json;
 pub mod loopd;
 pub mod mirror;
