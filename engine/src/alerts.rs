@@ -1089,3 +1089,338 @@ pub(crate) fn render(event: &AlertsEvent) -> Map<String, Value> {
         AlertsEvent::StateImported { .. } => fields(json!({ "imported": true })),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const D1: &str = "2026-11-29";
+    const D2: &str = "2026-11-30";
+
+    fn clock(day: &str) -> TickClock {
+        TickClock {
+            now_iso: format!("{day}T17:00:00.000Z"),
+            today: day.into(),
+            hhmm: "12:00".into(),
+        }
+    }
+
+    fn input(payload: Value) -> TickInput {
+        parse_tick_input(&payload.to_string()).unwrap()
+    }
+
+    fn firing(keys: &[(&str, &str)]) -> TickInput {
+        let firing: Vec<Value> = keys.iter().map(|(k, t)| json!({ "key": k, "text": t })).collect();
+        input(json!({ "firing": firing }))
+    }
+
+    /// One tick over `state` with the structured sources given (`None` = unreadable).
+    fn tick(
+        state: &Map<String, Value>,
+        input: &TickInput,
+        day: &str,
+        micro: Derived,
+    ) -> (Map<String, Value>, Map<String, Value>) {
+        let sources = TickSources {
+            state: state.clone(),
+            micro,
+            proposals: Some(Vec::new()),
+            props: Vec::new(),
+        };
+        decide_tick(sources, input, &clock(day))
+    }
+
+    fn strings(value: &Value) -> Vec<String> {
+        value.as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_owned()).collect()
+    }
+
+    /// One row of the ladder table: the day, the keys firing, the notifications and monitoring
+    /// lines expected.
+    struct Step {
+        day: &'static str,
+        firing: &'static [(&'static str, &'static str)],
+        notes: &'static [&'static str],
+        lines: &'static [&'static str],
+    }
+
+    const DISK: (&str, &str) = ("custom:disk", "disk 90% full");
+    const CPU: (&str, &str) = ("custom:cpu", "cpu pegged");
+    const LINE: &str = "[12:00] Heartbeat: disk 90% full";
+    const SUPPRESSED_LINE: &str = "[12:00] Heartbeat: above alert suppressed after 5 fires \
+                                   (first: 2026-11-29). Daily digest only.";
+    const SUPPRESSED_NOTE: &str =
+        "Heartbeat: \"disk 90% full\" suppressed after 5 fires — daily digest only.";
+
+    #[test]
+    fn the_ladder_fires_repeats_suppresses_digests_and_resolves() {
+        let table = [
+            Step { day: D1, firing: &[DISK], notes: &["disk 90% full"], lines: &[LINE] },
+            Step { day: D1, firing: &[DISK], notes: &[], lines: &[LINE] },
+            Step { day: D1, firing: &[DISK], notes: &[], lines: &[LINE] },
+            Step { day: D1, firing: &[DISK], notes: &[], lines: &[LINE] },
+            Step { day: D1, firing: &[DISK], notes: &[], lines: &[LINE] },
+            Step {
+                day: D1,
+                firing: &[DISK],
+                notes: &[
+                    SUPPRESSED_NOTE,
+                    "Suppressed alert digest: disk 90% full (6x, since 2026-11-29)",
+                ],
+                lines: &[SUPPRESSED_LINE],
+            },
+            Step { day: D1, firing: &[DISK], notes: &[], lines: &[] },
+            Step {
+                day: D2,
+                firing: &[DISK, CPU],
+                notes: &[
+                    "cpu pegged",
+                    "Suppressed alert digest: disk 90% full (8x, since 2026-11-29)",
+                ],
+                lines: &["[12:00] Heartbeat: cpu pegged"],
+            },
+            Step { day: D2, firing: &[], notes: &[], lines: &[] },
+            Step {
+                day: D2,
+                firing: &[],
+                notes: &[],
+                lines: &["[12:00] Heartbeat: resolved — cpu pegged"],
+            },
+        ];
+        let mut state = seed();
+        for (i, step) in table.iter().enumerate() {
+            let (next, result) = tick(&state, &firing(step.firing), step.day, Some(Vec::new()));
+            assert_eq!(strings(&result["notifications"]), step.notes, "tick {}", i + 1);
+            assert_eq!(strings(&result["monitoring_lines"]), step.lines, "tick {}", i + 1);
+            let expected = if step.firing.is_empty() { "OK" } else { "ALERT" };
+            assert_eq!(result["heartbeat_result"], expected, "tick {}", i + 1);
+            state = next;
+        }
+        assert_eq!(state["alerts"], json!({}), "the suppressed key resolved silently");
+        assert_eq!(state["last_digest_date"], D2);
+        assert_eq!(state["last_clean_eval_at"], "2026-11-30T17:00:00.000Z");
+    }
+
+    #[test]
+    fn entries_keep_their_key_order_and_count_exactly() {
+        let mut state = seed();
+        for _ in 0..7 {
+            state = tick(&state, &firing(&[DISK]), D1, Some(Vec::new())).0;
+        }
+        let entry = &state["alerts"]["custom:disk"];
+        let expected = "{\"count\":7,\"consecutive_clean\":0,\"suppressed\":true,\"first_seen\":\
+                        \"2026-11-29\",\"last_seen\":\"2026-11-29\",\"text\":\"disk 90% full\"}";
+        assert_eq!(entry.to_string(), expected, "no channelText when it equals text");
+        let keys: Vec<&String> = state.keys().collect();
+        assert_eq!(
+            keys,
+            [
+                "alerts",
+                "last_digest_date",
+                "self_eval",
+                "total_ticks",
+                "last_clean_eval_at",
+                "structured_read_failure_notified_date"
+            ]
+        );
+    }
+
+    fn micro_item(id: &str) -> FiringItem {
+        FiringItem {
+            key: format!("{MICRO_PREFIX}{id}"),
+            text: format!("micro-proposal '{id}' awaiting operator input — Ship it?"),
+            channel_text: Some("a decision awaiting your input — Ship it?".into()),
+        }
+    }
+
+    #[test]
+    fn structured_keys_are_silent_on_first_fire_and_keep_their_channel_text() {
+        let (state, result) =
+            tick(&seed(), &firing(&[]), D1, Some(vec![micro_item("MP-20261129-0")]));
+        assert_eq!(strings(&result["notifications"]), Vec::<String>::new());
+        assert_eq!(
+            strings(&result["monitoring_lines"]),
+            ["[12:00] Heartbeat: micro-proposal 'MP-20261129-0' awaiting operator input — Ship it?"]
+        );
+        let entry = &state["alerts"]["micro-proposal-pending:MP-20261129-0"];
+        assert_eq!(entry["channelText"], "a decision awaiting your input — Ship it?");
+        assert_eq!(result["heartbeat_result"], "ALERT");
+        assert_eq!(state["last_clean_eval_at"], Value::Null, "something fired");
+    }
+
+    #[test]
+    fn an_unreadable_structured_source_freezes_its_prefix_and_notifies_once_a_day() {
+        let mut state = seed();
+        for _ in 0..2 {
+            state = tick(&state, &firing(&[]), D1, Some(vec![micro_item("MP-20261129-0")])).0;
+        }
+        state = tick(&state, &firing(&[DISK]), D1, Some(vec![micro_item("MP-20261129-0")])).0;
+        let frozen = state["alerts"]["micro-proposal-pending:MP-20261129-0"].clone();
+        let (next, result) = tick(&state, &firing(&[]), D1, None);
+        assert_eq!(next["alerts"]["micro-proposal-pending:MP-20261129-0"], frozen, "untouched");
+        let keys: Vec<&String> = next["alerts"].as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["custom:disk", "micro-proposal-pending:MP-20261129-0"], "frozen last");
+        assert_eq!(next["alerts"]["custom:disk"]["consecutive_clean"], 1, "others still age");
+        assert_eq!(strings(&result["notifications"]), [DECISION_READ_FAILURE]);
+        assert_eq!(
+            strings(&result["monitoring_lines"]),
+            ["[12:00] Heartbeat: structured read failure (micro-proposals.json). Pending-decision \
+              alerts frozen."]
+        );
+        assert_eq!(result["heartbeat_result"], "ALERT", "never OK over an unverified decision");
+        assert_eq!(next["last_clean_eval_at"], Value::Null);
+        assert_eq!(next["structured_read_failure_notified_date"], D1);
+        let (again, result) = tick(&next, &firing(&[]), D1, None);
+        assert!(strings(&result["notifications"]).is_empty(), "once a day");
+        assert_eq!(again["alerts"]["micro-proposal-pending:MP-20261129-0"], frozen);
+        let (recovered, _) = tick(&again, &firing(&[]), D1, Some(Vec::new()));
+        assert_eq!(recovered["structured_read_failure_notified_date"], Value::Null);
+        assert_eq!(
+            recovered["alerts"]["micro-proposal-pending:MP-20261129-0"]["consecutive_clean"],
+            1
+        );
+        let shell = input(json!({ "firing": [], "unreadable": ["sessions/SHELL.md"] }));
+        let (_, result) = tick(&recovered, &shell, D2, Some(Vec::new()));
+        assert_eq!(strings(&result["notifications"]), [SHELL_READ_FAILURE]);
+    }
+
+    #[test]
+    fn a_suppressed_digest_waits_while_a_source_is_unreadable() {
+        let mut state = seed();
+        for _ in 0..7 {
+            state = tick(&state, &firing(&[DISK]), D1, Some(Vec::new())).0;
+        }
+        let (state, result) = tick(&state, &firing(&[DISK]), D2, None);
+        assert!(!strings(&result["notifications"]).iter().any(|n| n.starts_with("Suppressed")));
+        assert_eq!(state["last_digest_date"], D1, "not consumed on a partial view");
+        let (_, result) = tick(&state, &firing(&[DISK]), D2, Some(Vec::new()));
+        assert!(strings(&result["notifications"]).iter().any(|n| n.starts_with("Suppressed")));
+    }
+
+    #[test]
+    fn doctor_residue_is_purged_and_foreign_fields_survive() {
+        let state = fields(json!({
+            "alerts": { "doctor:disk": { "count": 3, "detail": "x" } },
+            "total_ticks": 7, "last_stale_wake_at": "2026-11-29T09:00:00.004Z", "note": [1],
+        }));
+        let (next, result) = tick(&state, &firing(&[]), D1, Some(Vec::new()));
+        assert_eq!(next["alerts"], json!({}));
+        assert!(strings(&result["monitoring_lines"]).is_empty(), "dropped silently");
+        assert_eq!(next["last_stale_wake_at"], "2026-11-29T09:00:00.004Z");
+        assert_eq!(next["note"], json!([1]));
+        assert_eq!(next["total_ticks"], 7);
+    }
+
+    #[test]
+    fn stale_session_comes_from_the_payload() {
+        let stale = input(json!({ "firing": [], "stale_session": "session quiet since [09:10]" }));
+        let (state, result) = tick(&seed(), &stale, D1, Some(Vec::new()));
+        assert_eq!(strings(&result["notifications"]), ["session quiet since [09:10]"]);
+        assert_eq!(state["alerts"][STALE_KEY]["count"], 1);
+        let model = input(json!({ "firing": [{ "key": "stale-session", "text": "phantom" }] }));
+        let (state, _) = tick(&state, &model, D1, Some(Vec::new()));
+        assert_eq!(state["alerts"][STALE_KEY]["consecutive_clean"], 1, "model phantom dropped");
+    }
+
+    fn self_eval_state(ticks: i64) -> Map<String, Value> {
+        fields(json!({
+            "alerts": {},
+            "self_eval": { "checklist:checkdis": {
+                "text": "- Check disk usage on /var", "first_observed": "2026-08-30",
+                "clean_ticks": 19, "noise_ticks": 0, "sessions_seen": 2, "proposed": false,
+                "last_session_id": "S-1",
+            }},
+            "total_ticks": ticks,
+        }))
+    }
+
+    #[test]
+    fn self_evaluation_runs_every_20_ticks_and_proposes_a_clean_item() {
+        let payload = json!({
+            "firing": [], "checklist": ["- Check disk usage on /var"], "session_id": "S-2",
+        });
+        let (state, result) = tick(&self_eval_state(21), &input(payload.clone()), D1, Some(vec![]));
+        assert_eq!(result["self_eval_proposals"], json!([]));
+        assert_eq!(state["self_eval"]["checklist:checkdis"]["clean_ticks"], 19, "not a boundary");
+        let (state, result) = tick(&self_eval_state(20), &input(payload), D1, Some(vec![]));
+        assert_eq!(
+            result["self_eval_proposals"],
+            json!([{ "key": "checklist:checkdis", "kind": "clean", "clean_ticks": 20,
+                     "noise_ticks": 0, "sessions_seen": 3 }])
+        );
+        let entry = &state["self_eval"]["checklist:checkdis"];
+        assert_eq!(
+            (entry["proposed"].clone(), entry["last_session_id"].clone()),
+            (json!(true), json!("S-2"))
+        );
+    }
+
+    #[test]
+    fn a_firing_item_resets_its_clean_streak_at_the_next_evaluation() {
+        let fire = json!({
+            "firing": [{ "item": "- Check disk usage on /var", "text": "disk high" }],
+            "checklist": ["- Check disk usage on /var"],
+        });
+        let (state, _) = tick(&self_eval_state(21), &input(fire), D1, Some(vec![]));
+        assert_eq!(state["alerts"]["checklist:checkdis"]["count"], 1, "item resolved to its key");
+        assert_eq!(state["self_eval"]["checklist:checkdis"]["fired_since_self_eval"], true);
+        let mut state = state;
+        state.insert("total_ticks".into(), json!(40));
+        let mut items: Vec<String> = (0..11).map(|i| format!("- item number {i}")).collect();
+        items[0] = "- Check disk usage on /var".into();
+        let quiet = input(json!({ "firing": [], "checklist": items }));
+        let (state, _) = tick(&state, &quiet, D2, Some(vec![]));
+        let entry = &state["self_eval"]["checklist:checkdis"];
+        assert_eq!(entry["clean_ticks"], 0, "fired in the interval");
+        assert!(entry.get("fired_since_self_eval").is_none(), "evidence consumed");
+        assert_eq!(state["self_eval"][WEIGHT_KEY]["text"], "Checklist weight: 11 items");
+        assert_eq!(state["self_eval"][WEIGHT_KEY]["clean_ticks"], 1);
+    }
+
+    #[test]
+    fn keys_normalise_like_upstream() {
+        assert_eq!(item_key("- [x] Check disk usage").as_deref(), Some("checklist:checkdis"));
+        assert_eq!(item_key("* Ünïcode 1-2").as_deref(), Some("checklist:ncode12"));
+        assert_eq!(item_key("- !!"), None);
+        assert_eq!(custom_key("Disk: 90%").as_deref(), Some("custom:disk90"));
+        assert_eq!(
+            scrub_ids("proposal PROP-012 \"x\"  MP-20261129-3 in S-5 and S-5x"),
+            "proposal \"x\" in and S-5x"
+        );
+        assert_eq!(scrub_ids("XPROP-1 keeps"), "XPROP-1 keeps");
+    }
+
+    #[test]
+    fn payloads_are_rejected_with_upstream_reasons() {
+        let check = |text: &str, reason: &str| {
+            let got = parse_tick_input(text).unwrap_err();
+            assert_eq!(got.reason, reason, "{text}");
+            assert_eq!(got.unparseable, reason == "invalid-json", "{text}");
+        };
+        check("", "invalid-json");
+        check("{\"firing\":", "invalid-json");
+        check("null", "missing-or-malformed-firing");
+        check("{}", "missing-or-malformed-firing");
+        check("{\"firing\":{}}", "missing-or-malformed-firing");
+        check("{\"firing\":[{\"key\":\"a\",\"text\":1}]}", "missing-or-malformed-firing");
+        check("{\"firing\":[{\"text\":\"t\"}]}", "missing-or-malformed-firing");
+        check("{\"firing\":[{\"item\":\"x\",\"text\":\"t\"}]}", "unresolvable-firing");
+        check("{\"firing\":[],\"unreadable\":[\"x\"]}", "malformed-unreadable");
+        check(
+            "{\"firing\":[],\"micro\":[{\"key\":\"proposal-pending:1\",\"text\":\"t\"}]}",
+            "malformed-micro",
+        );
+        assert!(parse_tick_input(
+            "{\"firing\":[{\"item\":\"x\",\"text\":\"t\"}],\"checklist\":[]}"
+        )
+        .is_ok());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn hostile_payloads_never_panic(text in "\\PC{0,64}") {
+            let _ = parse_tick_input(&text);
+            let _ = scrub_ids(&text);
+            let _ = item_key(&text);
+        }
+    }
+}
