@@ -40,7 +40,7 @@ pub(crate) struct Cli {
     pub(crate) idem_key: Option<String>,
     /// Keep the legacy files of the verb's layout in DIR current after every commit, adopting
     /// changes other writers made to them first (feedback: a moonshine home; loopd and observer:
-    /// the directory of the file).
+    /// the directory of the file; proposals and alerts: the hermit state directory).
     #[arg(long, global = true, env = "HOOKSTATE_MIRROR", value_name = "DIR")]
     pub(crate) mirror: Option<PathBuf>,
     /// The mirrored file's name [default: the layout's default name].
@@ -636,7 +636,9 @@ pub(crate) struct AlertsArgs {
 /// `alerts` verbs.
 #[derive(Debug, Subcommand)]
 pub(crate) enum AlertsVerb {
-    /// One evaluation tick: the eval JSON on stdin, {"firing":[{"key"?,"item"?,"text"}]} plus
+    /// One heartbeat evaluation tick (heartbeat.ts alert-state): the eval JSON on stdin.
+    ///
+    /// The payload is {"firing":[{"key"?,"item"?,"text"}]} plus
     /// the optional "checklist" (HEARTBEAT.md items), "session_id", "stale_session" (its text
     /// when the session is stale), "micro"/"proposals" (structured items replacing the ones
     /// derived from this scope's proposals) and "unreadable" (sources to freeze:
