@@ -841,23 +841,14 @@ pub(crate) fn decide_tick(
             .into_iter()
             .collect()
     });
-    let mut classifiable =
-        state.get("alerts").and_then(Value::as_object).cloned().unwrap_or_default();
-    classifiable.retain(|k, _| !k.starts_with(DOCTOR_PREFIX));
-    let mut frozen = Map::new();
-    for (prefix, source) in
-        [(MICRO_PREFIX, &micro), (PROPOSAL_PREFIX, &proposals), (STALE_KEY, &stale)]
-    {
-        if source.is_none() {
-            for key in
-                classifiable.keys().filter(|k| k.starts_with(prefix)).cloned().collect::<Vec<_>>()
-            {
-                if let Some(entry) = classifiable.shift_remove(&key) {
-                    frozen.insert(key, entry);
-                }
-            }
-        }
-    }
+    let (classifiable, frozen) = split_frozen(
+        &state,
+        [
+            (MICRO_PREFIX, micro.is_none()),
+            (PROPOSAL_PREFIX, proposals.is_none()),
+            (STALE_KEY, stale.is_none()),
+        ],
+    );
     let read_failure = micro.is_none() || proposals.is_none() || stale.is_none();
     let structured: Vec<FiringItem> =
         micro.iter().chain(proposals.iter()).flatten().cloned().collect();
@@ -869,17 +860,7 @@ pub(crate) fn decide_tick(
     let mut out = classify(&classifiable, &firing, &silent, prev_digest, !read_failure, clock);
     out.alerts.extend(frozen);
     let failure_date = read_failure_date(&state, &micro, &proposals, &stale, clock, &mut out);
-    let canonical = canonical_keys(input);
-    let mut self_eval =
-        state.get("self_eval").and_then(Value::as_object).cloned().unwrap_or_default();
-    for item in &model {
-        if canonical.as_ref().is_some_and(|c| c.contains(&item.key)) {
-            let mut entry =
-                self_eval.get(&item.key).and_then(Value::as_object).cloned().unwrap_or_default();
-            entry.insert("fired_since_self_eval".into(), json!(true));
-            self_eval.insert(item.key.clone(), Value::Object(entry));
-        }
-    }
+    let mut self_eval = marked_self_eval(&state, &model, canonical_keys(input).as_ref());
     let ticks = state.get("total_ticks").and_then(Value::as_i64);
     let proposals_due = match ticks.filter(|t| t % SELF_EVAL_EVERY_TICKS == 0) {
         Some(_) => self_evaluate(
@@ -910,6 +891,46 @@ pub(crate) fn decide_tick(
         "monitoring_lines": out.monitoring_lines,
     });
     (state, fields(result))
+}
+
+/// The previous alerts without doctor residue, split into those this tick classifies and those
+/// frozen because their prefix's source is unreadable (`(prefix, unreadable)`).
+fn split_frozen(
+    state: &Map<String, Value>,
+    prefixes: [(&str, bool); 3],
+) -> (Map<String, Value>, Map<String, Value>) {
+    let mut classifiable =
+        state.get("alerts").and_then(Value::as_object).cloned().unwrap_or_default();
+    classifiable.retain(|k, _| !k.starts_with(DOCTOR_PREFIX));
+    let mut frozen = Map::new();
+    for (prefix, _) in prefixes.iter().filter(|(_, unreadable)| *unreadable) {
+        let keys: Vec<String> =
+            classifiable.keys().filter(|k| k.starts_with(prefix)).cloned().collect();
+        for key in keys {
+            if let Some(entry) = classifiable.shift_remove(&key) {
+                frozen.insert(key, entry);
+            }
+        }
+    }
+    (classifiable, frozen)
+}
+
+/// `self_eval` with `fired_since_self_eval` set on every checklist key the model fired, so a
+/// firing that recovers before the next evaluation still counts.
+fn marked_self_eval(
+    state: &Map<String, Value>,
+    model: &[FiringItem],
+    canonical: Option<&HashSet<String>>,
+) -> Map<String, Value> {
+    let mut self_eval =
+        state.get("self_eval").and_then(Value::as_object).cloned().unwrap_or_default();
+    for item in model.iter().filter(|i| canonical.is_some_and(|c| c.contains(&i.key))) {
+        let mut entry =
+            self_eval.get(&item.key).and_then(Value::as_object).cloned().unwrap_or_default();
+        entry.insert("fired_since_self_eval".into(), json!(true));
+        self_eval.insert(item.key.clone(), Value::Object(entry));
+    }
+    self_eval
 }
 
 /// The once-a-day notice of an unreadable structured source; returns the new
