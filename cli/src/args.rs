@@ -95,8 +95,9 @@ pub(crate) enum Verb {
     /// claude-code-hermit micro-proposals, PROP proposals, their ledger and index
     /// (scope: hermit:<abs state dir>).
     Proposals(ProposalsArgs),
-    /// claude-code-hermit heartbeat state: budget alerts, the heartbeat monitor's runtime record
-    /// and liveness, the injection alert, the next-task ack (scope: hermit:<abs state dir>).
+    /// claude-code-hermit heartbeat state: the alert ladder of state/alert-state.json and
+    /// precheck's tick count; budget alerts, the heartbeat monitor's runtime record and
+    /// liveness, the injection alert, the next-task ack (scope: hermit:<abs state dir>).
     Alerts(AlertsArgs),
     /// Print events as JSON lines, filtered.
     Log(LogArgs),
@@ -613,12 +614,70 @@ pub(crate) enum Layout {
     /// state/proposals-index.json and proposals/PROP-*.md under the state directory (--from /
     /// --to is the .claude-code-hermit directory).
     HermitProposals,
+    /// claude-code-hermit's state/alert-state.json under the state directory (--from / --to is
+    /// the .claude-code-hermit directory). A corrupt file is renamed to
+    /// alert-state.json.corrupt-<ms> beside it and the import exits 3, the store unchanged.
+    HermitAlerts,
     /// claude-code-hermit's heartbeat files: state/budget-alerts.json, telemetry-alert.json,
     /// doctor-alerts.json, heartbeat-monitor.runtime.json, heartbeat-liveness.json,
     /// injection-alert.json, runtime.json and sessions/NEXT-TASK.md (--from / --to is the
     /// .claude-code-hermit directory; a corrupt JSON file is quarantined as
     /// <file>.corrupt-<ms> and rebuilt from the log).
     HermitHeartbeat,
+}
+
+/// `alerts` options and verbs, drop-ins for `bun heartbeat.ts alert-state <state-file>` and
+/// precheck's tick count.
+#[derive(Debug, Args)]
+pub(crate) struct AlertsArgs {
+    /// The hermit state directory (.claude-code-hermit): the scope becomes hermit:<abs dir> and
+    /// its config.json's timezone dates first_seen, last_seen, the digest and monitoring lines
+    /// (and budget period keys); always_on, escalation and heartbeat.every / .enabled drive the
+    /// next-task and monitor verbs [default: the dir of --scope hermit:<dir>].
+    #[arg(long, global = true)]
+    pub(crate) dir: Option<PathBuf>,
+    /// The verb.
+    #[command(subcommand)]
+    pub(crate) verb: AlertsVerb,
+}
+
+/// `alerts` verbs.
+#[derive(Debug, Subcommand)]
+pub(crate) enum AlertsVerb {
+    /// One heartbeat evaluation tick (heartbeat.ts alert-state): the eval JSON on stdin.
+    ///
+    /// The payload is {"firing":[{"key"?,"item"?,"text"}]} plus
+    /// the optional "checklist" (HEARTBEAT.md items), "session_id", "stale_session" (its text
+    /// when the session is stale), "micro"/"proposals" (structured items replacing the ones
+    /// derived from this scope's proposals) and "unreadable" (sources to freeze:
+    /// "micro-proposals.json", "proposals/", "sessions/SHELL.md"). Prints
+    /// {"appended":0,"notifications","self_eval_proposals","heartbeat_result","monitoring_lines"};
+    /// the caller appends monitoring_lines to SHELL.md. A rejected payload exits 3 (json) or,
+    /// with --format verdict, prints heartbeat_result INDETERMINATE and its reason (exit 1 only
+    /// for unparseable JSON, as upstream).
+    Tick,
+    /// precheck's tick count: total_ticks plus one. Prints {"total_ticks": n}.
+    CountTick,
+    /// The alert state, as state/alert-state.json holds it (one JSON object).
+    List,
+    /// Budget alerts in state/budget-alerts.json (create-only per period key).
+    #[command(subcommand)]
+    Budget(BudgetVerb),
+    /// The heartbeat monitor's registration, state/heartbeat-monitor.runtime.json.
+    #[command(subcommand)]
+    Monitor(MonitorVerb),
+    /// The monitor's liveness record, state/heartbeat-liveness.json.
+    #[command(subcommand)]
+    Liveness(LivenessVerb),
+    /// The announced injection hash, state/injection-alert.json.
+    #[command(subcommand)]
+    Injection(InjectionVerb),
+    /// The queued next task (sessions/NEXT-TASK.md) and its conservative-pickup ack.
+    #[command(subcommand)]
+    NextTask(NextTaskVerb),
+    /// state/runtime.json fields (per-field merge; updated_at re-stamped).
+    #[command(subcommand)]
+    Runtime(RuntimeVerb),
 }
 
 /// `proposals` options and verbs, drop-ins for `bun proposal.ts <verb> <dir>`.
@@ -746,44 +805,6 @@ pub(crate) enum MicroVerb {
     /// One pass: drop non-pending entries, expire at count >= 2, bump 1 -> 2 and 0 -> 1.
     /// Verdict: the JSON line {"new","renudged","expired","dropped"}.
     BriefCycle,
-}
-
-/// `alerts` options and verbs (heartbeat half): drop-ins for `cost-tracker.ts
-/// --mark-budget-notified`, `heartbeat.ts start-check | start-commit | ack-next-task`, the
-/// heartbeat skill's stop and injection bookkeeping, and `heartbeat-monitor.sh`'s liveness peek.
-#[derive(Debug, Args)]
-pub(crate) struct AlertsArgs {
-    /// The hermit state directory (.claude-code-hermit): the scope becomes hermit:<abs dir> and
-    /// its config.json gives timezone, always_on, escalation and heartbeat.every / .enabled
-    /// [default: the dir of --scope hermit:<dir>].
-    #[arg(long, global = true)]
-    pub(crate) dir: Option<PathBuf>,
-    /// The verb.
-    #[command(subcommand)]
-    pub(crate) verb: AlertsVerb,
-}
-
-/// `alerts` verbs of the heartbeat half (the alert-state ladder adds `tick` and `list`).
-#[derive(Debug, Subcommand)]
-pub(crate) enum AlertsVerb {
-    /// Budget alerts in state/budget-alerts.json (create-only per period key).
-    #[command(subcommand)]
-    Budget(BudgetVerb),
-    /// The heartbeat monitor's registration, state/heartbeat-monitor.runtime.json.
-    #[command(subcommand)]
-    Monitor(MonitorVerb),
-    /// The monitor's liveness record, state/heartbeat-liveness.json.
-    #[command(subcommand)]
-    Liveness(LivenessVerb),
-    /// The announced injection hash, state/injection-alert.json.
-    #[command(subcommand)]
-    Injection(InjectionVerb),
-    /// The queued next task (sessions/NEXT-TASK.md) and its conservative-pickup ack.
-    #[command(subcommand)]
-    NextTask(NextTaskVerb),
-    /// state/runtime.json fields (per-field merge; updated_at re-stamped).
-    #[command(subcommand)]
-    Runtime(RuntimeVerb),
 }
 
 /// `alerts budget` verbs.

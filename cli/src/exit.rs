@@ -30,7 +30,8 @@ EXIT CODES:
   5  CORRUPT   chain broken, undecodable record, unknown format,     stop; run `hookstate verify`
                damaged file, or an internal error (a panic)
   6  IO        disk, permission, space, no store, unsafe path        stop
-With --format verdict (the proposals verbs), every error exits 1, as upstream's scripts do.";
+With --format verdict (the proposals and alerts verbs), every error exits 1, as upstream's
+scripts do.";
 
 /// Why the CLI could not finish a call.
 #[derive(Debug, thiserror::Error)]

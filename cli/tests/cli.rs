@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+mod alerts;
 mod badinput;
 mod damaged;
 mod feedback;

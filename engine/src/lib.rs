@@ -3,6 +3,7 @@
 //!
 //! Start at [`Engine`]. Does not print, read arguments or exit; the `hookstate` binary does.
 
+pub mod alerts;
 mod audit;
 pub mod core;
 mod doc;

@@ -90,6 +90,7 @@ pub(crate) fn render(body: &Body) -> serde_json::Map<String, serde_json::Value> 
         Body::Observer(event) => crate::observer::render(event),
         Body::Feedback(event) => crate::feedback::project::render(event),
         Body::Proposals(event) => crate::proposals::render(event),
+        Body::Alerts(event) => crate::alerts::render(event),
         Body::Heartbeat(event) => crate::heartbeat::render(event),
     }
 }
@@ -103,6 +104,7 @@ pub(crate) fn touched_keys(event: &Event) -> Vec<ViewKey> {
         Body::Observer(_) => crate::observer::touched_keys(scope),
         Body::Feedback(event) => crate::feedback::project::touched_keys(scope, event),
         Body::Proposals(event) => crate::proposals::touched_keys(scope, event),
+        Body::Alerts(_) => crate::alerts::touched_keys(scope),
         Body::Heartbeat(event) => crate::heartbeat::touched_keys(scope, event),
     };
     if let Some(idem) = &event.content.idem_key {
@@ -149,6 +151,7 @@ pub(crate) fn apply(views: &mut impl ViewAccess, event: &Event) {
         Body::Observer(body) => crate::observer::apply(views, scope, event.seq, body),
         Body::Feedback(fb) => crate::feedback::project::apply(views, scope, event.seq, fb),
         Body::Proposals(body) => crate::proposals::apply(views, scope, body),
+        Body::Alerts(body) => crate::alerts::apply(views, scope, body),
         Body::Heartbeat(body) => crate::heartbeat::apply(views, scope, body),
     }
     if let Some(idem) = &event.content.idem_key {

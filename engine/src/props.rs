@@ -75,7 +75,7 @@ fn zone(timezone: &str) -> Result<chrono_tz::Tz> {
         .map_err(|_| Error::invalid(format!("time zone {timezone:?} is not an IANA zone name")))
 }
 
-fn zoned(at_ms: u64, timezone: &str, format: &str) -> Result<String> {
+pub(crate) fn zoned(at_ms: u64, timezone: &str, format: &str) -> Result<String> {
     let tz = zone(timezone)?;
     let ms = i64::try_from(at_ms).unwrap_or(i64::MAX);
     let utc = chrono::DateTime::from_timestamp_millis(ms)
@@ -133,6 +133,11 @@ fn fm_value(raw: &str) -> Value {
         }
     }
     Value::String(raw.to_owned())
+}
+
+/// A frontmatter value as a string (a bare word or a JSON string), for readers outside PROP rules.
+pub(crate) fn fm_str(text: &str, key: &str) -> Option<String> {
+    fm_get(text, key).and_then(|v| v.as_str().map(str::to_owned))
 }
 
 fn fm_get(text: &str, key: &str) -> Option<Value> {
@@ -712,7 +717,10 @@ pub fn resolve_id(props: &[(String, PropDoc)], input: &str) -> String {
     }
 }
 
-fn read_props(txn: &dyn crate::storage::ReadTxn, scope: &str) -> Result<Vec<(String, PropDoc)>> {
+pub(crate) fn read_props(
+    txn: &dyn crate::storage::ReadTxn,
+    scope: &str,
+) -> Result<Vec<(String, PropDoc)>> {
     read_docs(txn, scope, PROP_KIND)
 }
 

@@ -65,6 +65,8 @@ pub enum Body {
     Feedback(crate::feedback::FeedbackEvent),
     /// claude-code-hermit micro-proposals, proposals and their ledger.
     Proposals(crate::proposals::ProposalsEvent),
+    /// claude-code-hermit heartbeat alert state: tick counter and the alert ladder.
+    Alerts(crate::alerts::AlertsEvent),
     /// claude-code-hermit heartbeat state: budget alerts, monitor runtime, liveness, injection
     /// alert, next-task ack.
     Heartbeat(crate::heartbeat::HeartbeatEvent),
@@ -80,6 +82,7 @@ impl Body {
             Body::Observer(_) => "observer",
             Body::Feedback(_) => "feedback",
             Body::Proposals(_) => "proposals",
+            Body::Alerts(_) => "alerts",
             Body::Heartbeat(_) => "heartbeat",
         }
     }
@@ -93,6 +96,7 @@ impl Body {
             Body::Observer(event) => event.kind(),
             Body::Feedback(event) => event.kind(),
             Body::Proposals(event) => event.kind(),
+            Body::Alerts(event) => event.kind(),
             Body::Heartbeat(event) => event.kind(),
         }
     }

@@ -3,6 +3,7 @@
 //! Events, view rows, ids and the on-disk record format live here, so that one crate owns every
 //! promise made to old files. Does not do IO, read clocks, draw random numbers or touch redb.
 
+pub mod alerts;
 pub mod event;
 pub mod feedback;
 pub mod format;

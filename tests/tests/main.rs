@@ -2,6 +2,7 @@
 //! directories.
 #![allow(clippy::unwrap_used, reason = "integration tests fail loudly on any unexpected error")]
 
+mod alerts;
 mod corpus;
 mod feedback_model;
 mod heartbeat;

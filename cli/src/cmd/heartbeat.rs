@@ -28,6 +28,11 @@ use crate::exit::CliError;
 use crate::input::read_stdin;
 use crate::output::{one_line, print, print_raw};
 
+/// Whether a verb belongs to the heartbeat half (the alert-state ladder's run in `alerts.rs`).
+pub(crate) fn handles(verb: &AlertsVerb) -> bool {
+    !matches!(verb, AlertsVerb::Tick | AlertsVerb::CountTick | AlertsVerb::List)
+}
+
 pub(crate) fn run(cli: &Cli, args: &AlertsArgs) -> Result<(), CliError> {
     let (scope, dir) = hermit_target(cli, args.dir.as_deref())?;
     let dir_text = dir.to_string_lossy().into_owned();

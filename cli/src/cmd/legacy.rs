@@ -1,10 +1,11 @@
-//! `import` and `export` of the loopd, observer, hermit-proposals and hermit-heartbeat layouts (moonshine's are in
-//! `feedback.rs`).
+//! `import` and `export` of the loopd, observer, hermit-proposals, hermit-alerts and
+//! hermit-heartbeat layouts (moonshine's are in `feedback.rs`).
 //!
 //! Does not know file formats; the engine's legacy module does.
 
 use std::path::Path;
 
+use hookstate_engine::legacy::hermit_alerts::{self, AlertFile};
 use hookstate_engine::legacy::{heartbeat, hermit, loopd, observer};
 use serde_json::json;
 
@@ -20,6 +21,7 @@ fn file_name(layout: Layout, name: Option<&String>) -> &str {
         (None, Layout::Loopd) => loopd::STORE_FILE_DEFAULT,
         (None, Layout::Observer | Layout::Moonshine) => observer::STATE_FILE_DEFAULT,
         (None, Layout::HermitProposals) => hermit::QUEUE_FILE,
+        (None, Layout::HermitAlerts) => hermit_alerts::ALERT_STATE_FILE,
         (None, Layout::HermitHeartbeat) => hookstate_engine::heartbeat::BUDGET_FILE,
     }
 }
@@ -34,7 +36,39 @@ fn hermit_scope(cli: &Cli, dir: &Path) -> Result<(String, std::path::PathBuf), C
     }
 }
 
+/// Imports `state/alert-state.json`: a corrupt file is quarantined beside itself and refused
+/// (exit 3) before the store is opened.
+fn import_alerts(cli: &Cli, args: &ImportArgs) -> Result<(), CliError> {
+    let (scope, _) = hermit_scope(cli, &args.from)?;
+    let call = call_in(cli, "import", &scope);
+    let (state, round_trip) = match hermit_alerts::read_hermit_alerts(&args.from, call.now_ms)? {
+        AlertFile::Found { state, round_trip } => (state, round_trip),
+        AlertFile::Missing => {
+            return Err(CliError::Invalid(format!(
+                "{}/state/{} does not exist",
+                args.from.display(),
+                hermit_alerts::ALERT_STATE_FILE
+            )))
+        }
+        AlertFile::Quarantined { to, why } => {
+            return Err(CliError::Invalid(format!(
+                "{} is corrupt ({why}); quarantined as state/{to}, store unchanged",
+                hermit_alerts::ALERT_STATE_FILE
+            )))
+        }
+    };
+    let outcome = open(cli, Access::Write)?.import_hermit_alerts(&call, &state, round_trip)?;
+    print(cli.format, &outcome.to_json())?;
+    match outcome.refusal {
+        Some(refusal) => Err(CliError::Refused(refusal.message)),
+        None => Ok(()),
+    }
+}
+
 pub(crate) fn import(cli: &Cli, args: &ImportArgs) -> Result<(), CliError> {
+    if args.layout == Layout::HermitAlerts {
+        return import_alerts(cli, args);
+    }
     let from = &args.from;
     let name = file_name(args.layout, args.name.as_ref());
     // Legacy files are read and checked before the store is opened, so a bad file leaves the
@@ -52,6 +86,7 @@ pub(crate) fn import(cli: &Cli, args: &ImportArgs) -> Result<(), CliError> {
     let outcome = match args.layout {
         Layout::Loopd => engine.import_loopd(&call, from, name)?,
         Layout::Observer | Layout::Moonshine => engine.import_observer(&call, from, name)?,
+        Layout::HermitAlerts => return Err(CliError::Usage("imported above".into())),
         Layout::HermitProposals => {
             let (scope, _) = hermit_scope(cli, from)?;
             let files = hermit.ok_or_else(|| CliError::Usage("no hermit files read".into()))?;
@@ -91,6 +126,13 @@ pub(crate) fn export(cli: &Cli, args: &ExportArgs) -> Result<(), CliError> {
             let (scope, _) = hermit_target(cli, None)?;
             let mut out = engine.export_hermit_proposals(&scope, to)?;
             out.insert("layout".into(), "hermit-proposals".into());
+            out.insert("scope".into(), json!(scope));
+            out
+        }
+        Layout::HermitAlerts => {
+            let (scope, _) = hermit_target(cli, None)?;
+            let mut out = engine.export_hermit_alerts(&scope, to)?;
+            out.insert("layout".into(), "hermit-alerts".into());
             out.insert("scope".into(), json!(scope));
             out
         }

@@ -2,6 +2,7 @@
 //!
 //! Does not hold business rules.
 
+mod alerts;
 mod core;
 mod demo;
 mod feedback;
@@ -35,7 +36,8 @@ pub(crate) fn run(cli: &Cli) -> Result<(), CliError> {
         Verb::Observer(verb) => observer::run(cli, verb),
         Verb::Hook(verb @ HookVerb::Stop { .. }) => feedback::hook(cli, verb),
         Verb::Proposals(args) => proposals::run(cli, args),
-        Verb::Alerts(args) => heartbeat::run(cli, args),
+        Verb::Alerts(args) if heartbeat::handles(&args.verb) => heartbeat::run(cli, args),
+        Verb::Alerts(args) => alerts::run(cli, args),
         Verb::Hook(verb) => hook::run(cli, verb),
         Verb::Import(args) if args.layout == Layout::Moonshine => feedback::import(cli, args),
         Verb::Import(args) => legacy::import(cli, args),
@@ -108,7 +110,10 @@ pub(crate) fn mirror(
             engine.mirror_observer(call, dir, &file)?;
         }
         // The feedback, proposals and alerts verbs adopt and write their mirrors themselves.
-        Layout::Moonshine | Layout::HermitProposals | Layout::HermitHeartbeat => {}
+        Layout::Moonshine
+        | Layout::HermitProposals
+        | Layout::HermitAlerts
+        | Layout::HermitHeartbeat => {}
     }
     Ok(())
 }

@@ -40,7 +40,7 @@ pub(crate) fn hermit_target(cli: &Cli, dir: Option<&Path>) -> Result<(String, Pa
     match cli.scope.strip_prefix(SCOPE_PREFIX) {
         Some(dir) if dir.starts_with('/') => Ok((cli.scope.clone(), PathBuf::from(dir))),
         _ => Err(CliError::Usage(
-            "proposals verbs need --dir DIR or --scope hermit:<abs state dir>".into(),
+            "hermit verbs need --dir DIR or --scope hermit:<abs state dir>".into(),
         )),
     }
 }
@@ -50,14 +50,14 @@ fn required(what: &str, value: Option<&String>) -> Result<String, CliError> {
 }
 
 /// The store opened for a mutation and, with `--mirror`, the mirror lock and what it adopted.
-struct Writer {
-    engine: Engine,
-    mirror: Option<Mirror>,
+pub(crate) struct Writer {
+    pub(crate) engine: Engine,
+    pub(crate) mirror: Option<Mirror>,
 }
 
 /// With `--mirror DIR`, DIR (normally the state directory itself) holds the legacy files kept
 /// current.
-fn writer(cli: &Cli, scope: &str) -> Result<Writer, CliError> {
+pub(crate) fn writer(cli: &Cli, scope: &str) -> Result<Writer, CliError> {
     let engine = open(cli, Access::Write)?;
     let mirror = match &cli.mirror {
         Some(dir) => {

@@ -8,6 +8,7 @@
 
 use std::path::Path;
 
+use hookstate_schema::alerts::AlertsEvent;
 use hookstate_schema::format::decode_event;
 use hookstate_schema::proposals::{ProposalsEvent, QueueDoc};
 use hookstate_schema::Body;
@@ -17,6 +18,7 @@ use crate::core::Refusal;
 use crate::doc::read_doc;
 use crate::engine::{read_head, Call, Engine, Outcome, Plan};
 use crate::error::{Error, Result};
+use crate::legacy::hermit_alerts::{self, AlertFile};
 use crate::legacy::root::Root;
 use crate::proposals::{ledger_line, QUEUE_ENTRIES_MAX, QUEUE_ID, QUEUE_KIND};
 use crate::props::{
@@ -73,6 +75,8 @@ struct Written {
     queue: String,
     ledger: String,
     prop_hashes: Map<String, Value>,
+    /// The alert-state file, when the scope holds an alert state.
+    alerts: Option<String>,
 }
 
 /// The events that adopt what was written into a mirrored directory since `stamp`: a changed
@@ -118,6 +122,28 @@ fn foreign_changes(
         "adopted_lines": adopted_lines,
     });
     Ok((events, fields(result)))
+}
+
+/// The event adopting the mirrored alert-state file when someone else changed it since `hash`
+/// (an upstream writer, or a file hookstate has not mirrored yet), and what was done: `adopted`,
+/// `unchanged`, `missing`, or the quarantine name of a corrupt file (rewritten from the log by
+/// the mirror's end).
+fn foreign_alerts(state: &Root, hash: Option<&str>, now_ms: u64) -> Result<(Vec<Body>, Value)> {
+    let max = hermit_alerts::ALERT_STATE_FILE_BYTES_MAX;
+    let Some(bytes) = state.read(hermit_alerts::ALERT_STATE_FILE, max)? else {
+        return Ok((Vec::new(), json!("missing")));
+    };
+    if hash == Some(digest(&bytes).as_str()) {
+        return Ok((Vec::new(), json!("unchanged")));
+    }
+    match hermit_alerts::read_alert_file(state, now_ms)? {
+        AlertFile::Missing => Ok((Vec::new(), json!("missing"))),
+        AlertFile::Found { state, .. } => {
+            let event = Body::Alerts(AlertsEvent::StateImported { state });
+            Ok((vec![event], json!("adopted")))
+        }
+        AlertFile::Quarantined { to, .. } => Ok((Vec::new(), json!({ "quarantined": to }))),
+    }
 }
 
 fn digest(bytes: &[u8]) -> String {
@@ -396,6 +422,9 @@ impl Engine {
             let updated = index.map(|i| i.updated).unwrap_or_default();
             state.write(INDEX_FILE, render_pretty(&render_index(&props, &updated))?.as_bytes())?;
         }
+        if let Some(text) = hermit_alerts::mirror_text(&*txn, scope)? {
+            state.write(hermit_alerts::ALERT_STATE_FILE, text.as_bytes())?;
+        }
         if !props.is_empty() {
             let root = Root::open(dir, false)?
                 .subdir(PROPOSALS_DIR, true)?
@@ -409,7 +438,8 @@ impl Engine {
         }));
         let prop_hashes =
             props.iter().map(|(_, d)| (d.file.clone(), json!(digest(d.text.as_bytes())))).collect();
-        Ok(Written { summary, queue: queue_text, ledger: ledger_text, prop_hashes })
+        let alerts = hermit_alerts::mirror_text(&*txn, scope)?;
+        Ok(Written { summary, queue: queue_text, ledger: ledger_text, prop_hashes, alerts })
     }
 
     /// Starts a mirrored call on the state directory `dir`: takes the mirror lock (so hookstate
@@ -433,12 +463,26 @@ impl Engine {
             .ok_or_else(|| Error::NoStore { path: dir.join(STATE_DIR) })?;
         let lock = state.lock_file(MIRROR_LOCK, wait)?;
         let mirror = Mirror { _lock: lock, dir: dir.to_path_buf() };
-        let Some(stamp) = state.read(MIRROR_STAMP, MIRROR_STAMP_BYTES_MAX)? else {
-            return Ok((mirror, fields(json!({ "adopted_queue": false, "adopted_lines": 0 }))));
+        let stamp = match state.read(MIRROR_STAMP, MIRROR_STAMP_BYTES_MAX)? {
+            Some(bytes) => Some(
+                serde_json::from_slice::<Value>(&bytes)
+                    .map_err(|e| Error::invalid(format!("{MIRROR_STAMP}: {e}")))?,
+            ),
+            None => None,
         };
-        let stamp: Value = serde_json::from_slice(&stamp)
-            .map_err(|e| Error::invalid(format!("{MIRROR_STAMP}: {e}")))?;
-        let (events, result) = foreign_changes(&state, dir, &stamp)?;
+        // The alert-state file is adopted even before the first stamp, so a mirror never
+        // overwrites an upstream alert state it has not read.
+        let alerts_hash = stamp.as_ref().and_then(|s| s.get("alerts_hash")).and_then(Value::as_str);
+        let (alert_events, alerts) = foreign_alerts(&state, alerts_hash, call.now_ms)?;
+        if !alert_events.is_empty() {
+            self.write(call, |_| Ok(Plan { events: alert_events.clone(), ..Plan::default() }))?;
+        }
+        let Some(stamp) = stamp else {
+            let result = json!({ "adopted_queue": false, "adopted_lines": 0, "alerts": alerts });
+            return Ok((mirror, fields(result)));
+        };
+        let (events, mut result) = foreign_changes(&state, dir, &stamp)?;
+        result.insert("alerts".into(), alerts);
         if !events.is_empty() {
             self.write(call, |_| Ok(Plan { events: events.clone(), ..Plan::default() }))?;
         }
@@ -451,12 +495,15 @@ impl Engine {
     /// Unsafe paths; IO and store errors.
     pub fn mirror_end(&self, mirror: Mirror, scope: &str) -> Result<()> {
         let written = self.write_hermit_files(scope, &mirror.dir)?;
-        let stamp = json!({
+        let mut stamp = json!({
             "queue_hash": digest(written.queue.as_bytes()),
             "ledger_bytes": written.ledger.len(),
             "ledger_hash": digest(written.ledger.as_bytes()),
             "props": written.prop_hashes,
         });
+        if let (Some(text), Value::Object(map)) = (&written.alerts, &mut stamp) {
+            map.insert("alerts_hash".into(), json!(digest(text.as_bytes())));
+        }
         let state = Root::open(&mirror.dir, false)?
             .subdir(STATE_DIR, false)?
             .ok_or_else(|| Error::NoStore { path: mirror.dir.join(STATE_DIR) })?;

@@ -6,6 +6,7 @@
 
 pub mod heartbeat;
 pub mod hermit;
+pub mod hermit_alerts;
 pub(crate) mod json;
 pub mod loopd;
 pub mod mirror;

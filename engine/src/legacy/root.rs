@@ -169,6 +169,22 @@ impl Root {
         self.sync()
     }
 
+    /// Renames the file `name` to `to` inside this directory, never replacing an existing `to`
+    /// (a quarantine keeps every corrupt copy), then makes the rename durable.
+    pub(crate) fn rename_new(&self, name: &str, to: &str) -> Result<()> {
+        check_name(name)?;
+        check_name(to)?;
+        rustix::fs::renameat_with(
+            &self.dir,
+            name,
+            &self.dir,
+            to,
+            rustix::fs::RenameFlags::NOREPLACE,
+        )
+        .map_err(|e| io_err("rename", &self.path.join(to), e))?;
+        self.sync()
+    }
+
     /// Removes the file `name`; absent is fine.
     pub(crate) fn remove(&self, name: &str) -> Result<()> {
         check_name(name)?;
