@@ -189,7 +189,7 @@ impl Engine {
         now_ms: u64,
     ) -> Result<(String, bool)> {
         let target = format!("{file}{QUARANTINE_INFIX}{now_ms}");
-        root.rename_noreplace(file, &target)?;
+        root.rename_new(file, &target)?;
         let stored = crate::heartbeat::read_file(&*self.begin_read()?, scope, file)?;
         if let Some(text) = &stored {
             root.write(file, text.as_bytes())?;
@@ -283,7 +283,7 @@ impl Engine {
                 Some(bytes) if changed_outside(Some(&bytes), sidecar.as_ref()) => {
                     if corrupt_reason(file, &bytes).is_some() {
                         let target = format!("{file}{QUARANTINE_INFIX}{}", call.now_ms);
-                        root.rename_noreplace(file, &target)?;
+                        root.rename_new(file, &target)?;
                         quarantined.push(target);
                     } else {
                         let text = String::from_utf8(bytes).unwrap_or_default();

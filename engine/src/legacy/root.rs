@@ -219,22 +219,6 @@ impl Root {
         }
     }
 
-    /// Renames the file `name` to `to` inside this directory (a quarantine), then syncs the
-    /// directory. Refuses to replace an existing `to`.
-    pub(crate) fn rename_noreplace(&self, name: &str, to: &str) -> Result<()> {
-        check_name(name)?;
-        check_name(to)?;
-        rustix::fs::renameat_with(
-            &self.dir,
-            name,
-            &self.dir,
-            to,
-            rustix::fs::RenameFlags::NOREPLACE,
-        )
-        .map_err(|e| io_err("rename", &self.path.join(to), e))?;
-        self.sync()
-    }
-
     /// Makes the directory's entries durable.
     pub(crate) fn sync(&self) -> Result<()> {
         rustix::fs::fsync(&self.dir).map_err(|e| io_err("fsync directory", &self.path, e))
