@@ -461,3 +461,44 @@ fn import_and_export_the_layout_through_the_cli() {
         }
     }
 }
+
+#[test]
+fn an_import_whose_quarantine_fails_commits_nothing() {
+    let h = Hermit::new("{}\n");
+    let state = h.dir.join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    std::fs::write(state.join("injection-alert.json"), "{\"hash\":\"9c04be1f\"}\n").unwrap();
+    std::fs::write(state.join("runtime.json"), "{not json\n").unwrap();
+    // The quarantine name is taken, so the rename (which never replaces) fails.
+    let now = SEP_14.to_string();
+    std::fs::write(state.join(format!("runtime.json.corrupt-{now}")), "earlier\n").unwrap();
+    h.store.run(&["init"]).expect(0);
+    let before = h.store.run(&["log"]).expect(0).stdout;
+    let from = h.dir.to_str().unwrap();
+    let args = ["--now-ms", &now, "import", "--layout", "hermit-heartbeat", "--from", from];
+    let run = h.store.run(&args).expect(6);
+    assert_eq!(run.stderr.lines().count(), 1, "{}", run.stderr);
+    assert_eq!(h.store.run(&["log"]).expect(0).stdout, before, "the good file was committed");
+    assert_eq!(std::fs::read_to_string(state.join("runtime.json")).unwrap(), "{not json\n");
+}
+
+#[test]
+fn an_export_leaves_files_the_scope_does_not_hold() {
+    let h = Hermit::new("{}\n");
+    let scope = format!("hermit:{}", h.dir.to_str().unwrap());
+    h.json(SEP_14, &["injection", "record", "9c04be1f"], None).expect(0);
+    let to = tempfile::tempdir().unwrap();
+    let foreign = "{\"alerts\":{\"telemetry:export-failed\":{}}}\n";
+    std::fs::create_dir_all(to.path().join("state")).unwrap();
+    std::fs::write(to.path().join("state/telemetry-alert.json"), foreign).unwrap();
+    let to_text = to.path().to_str().unwrap();
+    let out = h
+        .store
+        .run(&["--scope", &scope, "export", "--layout", "hermit-heartbeat", "--to", to_text])
+        .expect(0);
+    assert_eq!(out.json()["left"], serde_json::json!(["telemetry-alert.json"]));
+    assert_eq!(out.json()["files"], serde_json::json!(["injection-alert.json"]));
+    let kept = std::fs::read_to_string(to.path().join("state/telemetry-alert.json")).unwrap();
+    assert_eq!(kept, foreign);
+    assert!(to.path().join("state/injection-alert.json").exists());
+}

@@ -205,8 +205,10 @@ pub(crate) fn budget_entry(input: &BudgetInput, ts: String) -> Map<String, Value
     entry
 }
 
-/// The budget keys a reap removes: entries of kind budget whose key does not end with their
-/// period's current key. Entries of an unknown period stay.
+/// The budget keys a reap removes: entries of kind budget whose period key (the key's last
+/// `:` field) is older than their period's current key. Entries of an unknown period, and
+/// entries of a later period (written by a process whose clock is ahead), stay: a reap never
+/// removes a key a caller may record again, which would announce it twice.
 ///
 /// # Errors
 /// [`Error::Invalid`] for a bad zone or time.
@@ -222,7 +224,9 @@ pub fn stale_budget_keys(
         }
         let period = entry.get("period").and_then(Value::as_str).unwrap_or_default();
         if let Some(current) = period_key(period, at_ms, timezone)? {
-            if !key.ends_with(&format!(":{current}")) {
+            // Daily, weekly and monthly keys are zero-padded, so their text order is time order.
+            let of_key = key.rsplit(':').next().unwrap_or_default();
+            if of_key < current.as_str() {
                 stale.push(key.clone());
             }
         }
@@ -448,12 +452,15 @@ mod tests {
     }
 
     #[test]
-    fn stale_keys_are_the_past_periods_only() {
+    fn stale_keys_are_the_past_periods_only_never_a_later_one() {
         let alerts: Map<String, Value> = serde_json::from_str(
             r#"{"budget-warn:weekly:2026-W37":{"kind":"budget","period":"weekly"},
                 "budget-warn:weekly:2026-W38":{"kind":"budget","period":"weekly"},
                 "budget-breach:daily:2026-09-13":{"kind":"budget","period":"daily"},
                 "budget-breach:monthly:2026-09":{"kind":"budget","period":"monthly"},
+                "budget-warn:weekly:2026-W39":{"kind":"budget","period":"weekly"},
+                "budget-breach:daily:2026-09-15":{"kind":"budget","period":"daily"},
+                "budget-warn:monthly:2026-10":{"kind":"budget","period":"monthly"},
                 "other":{"kind":"telemetry"}}"#,
         )
         .unwrap();

@@ -179,26 +179,20 @@ pub fn read_heartbeat_files(dir: &Path) -> Result<HeartbeatFiles> {
 }
 
 impl Engine {
-    /// Quarantines `file` under `root` as `<file>.corrupt-<now_ms>` and writes the stored text
-    /// back when the scope holds one. Returns `(quarantined name, rebuilt)`.
-    fn quarantine(
-        &self,
-        root: &Root,
-        scope: &str,
-        file: &str,
-        now_ms: u64,
-    ) -> Result<(String, bool)> {
-        let target = format!("{file}{QUARANTINE_INFIX}{now_ms}");
-        root.rename_new(file, &target)?;
+    /// Writes the stored text of a quarantined `file` back under `root` when the scope holds
+    /// one. Returns whether it did.
+    fn rewrite_stored(&self, root: &Root, scope: &str, file: &str) -> Result<bool> {
         let stored = crate::heartbeat::read_file(&*self.begin_read()?, scope, file)?;
         if let Some(text) = &stored {
             root.write(file, text.as_bytes())?;
         }
-        Ok((target, stored.is_some()))
+        Ok(stored.is_some())
     }
 
-    /// Adopts checked heartbeat files into the call's scope in one transaction (each replaces
-    /// the stored file), then quarantines the corrupt ones and rebuilds them from the log.
+    /// Quarantines the corrupt heartbeat files (renamed to `<file>.corrupt-<ms>` first, so a
+    /// directory that refuses the rename fails the import before anything is committed), adopts
+    /// the checked ones into the call's scope in one transaction (each replaces the stored file),
+    /// then rebuilds each quarantined file from what the store holds.
     ///
     /// # Errors
     /// Unsafe paths; IO and store errors.
@@ -210,6 +204,15 @@ impl Engine {
     ) -> Result<Outcome> {
         hookstate_schema::validate_scope(&call.scope)?;
         let HeartbeatFiles { good, corrupt } = files;
+        let mut moved = Vec::new();
+        for (file, why) in corrupt {
+            let Some(root) = open_sub(dir, subdir_of(&file), false)? else {
+                continue;
+            };
+            let target = format!("{file}{QUARANTINE_INFIX}{}", call.now_ms);
+            root.rename_new(&file, &target)?;
+            moved.push((root, file, target, why));
+        }
         let names: Vec<String> = good.iter().map(|(f, _)| f.clone()).collect();
         let events: Vec<Body> = good
             .into_iter()
@@ -218,15 +221,11 @@ impl Engine {
         let mut outcome =
             self.write(call, |_| Ok(Plan { events: events.clone(), ..Plan::default() }))?;
         let (mut quarantined, mut rebuilt) = (Vec::new(), Vec::new());
-        for (file, why) in &corrupt {
-            let Some(root) = open_sub(dir, subdir_of(file), false)? else {
-                continue;
-            };
-            let (target, restored) = self.quarantine(&root, &call.scope, file, call.now_ms)?;
-            quarantined.push(json!({ "file": file, "to": target, "why": why }));
-            if restored {
+        for (root, file, target, why) in moved {
+            if self.rewrite_stored(&root, &call.scope, &file)? {
                 rebuilt.push(file.clone());
             }
+            quarantined.push(json!({ "file": file, "to": target, "why": why }));
         }
         outcome.result.extend(fields(json!({
             "layout": "hermit-heartbeat", "files": names, "quarantined": quarantined,
@@ -236,12 +235,14 @@ impl Engine {
     }
 
     /// Writes the stored heartbeat files of `scope` under `DIR/state/` and `DIR/sessions/`
-    /// (directories 0700, files 0600), and removes the layout's files the scope does not hold.
+    /// (directories 0700, files 0600). A layout file the scope does not hold is left as it is
+    /// (and listed under `left`): an export never deletes what another writer may have put
+    /// there; a mirror, which knows what it wrote, does remove the files the scope dropped.
     ///
     /// # Errors
     /// Unsafe paths; IO and store errors.
     pub fn export_hermit_heartbeat(&self, scope: &str, dir: &Path) -> Result<Map<String, Value>> {
-        let (mut written, mut removed) = (Vec::new(), Vec::new());
+        let (mut written, mut left) = (Vec::new(), Vec::new());
         for (file, text) in self.heartbeat_files(scope)? {
             let root = open_sub(dir, subdir_of(&file), true)?
                 .ok_or_else(|| Error::NoStore { path: dir.join(subdir_of(&file)) })?;
@@ -251,14 +252,13 @@ impl Engine {
                     written.push(file);
                 }
                 None => {
-                    if root.read(&file, FILE_BYTES_MAX).ok().flatten().is_some() {
-                        removed.push(file.clone());
+                    if root.list()?.contains(&file) {
+                        left.push(file);
                     }
-                    root.remove(&file)?;
                 }
             }
         }
-        Ok(fields(json!({ "files": written, "removed": removed })))
+        Ok(fields(json!({ "files": written, "left": left })))
     }
 
     /// Inside a hermit mirror (its lock held): adopts what other writers did to the heartbeat
