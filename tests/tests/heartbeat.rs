@@ -545,7 +545,8 @@ impl BudgetModel {
         self.alerts.retain(|key, (period, _, _)| {
             let period = ["daily", "weekly", "monthly"][*period];
             let current = hookstate_engine::heartbeat::rules::period_key(period, at, MODEL_TZ);
-            key.ends_with(&format!(":{}", current.unwrap().unwrap()))
+            // Only an older period goes; a later one (a clock ahead recorded it) stays.
+            key.rsplit(':').next().unwrap() >= current.unwrap().unwrap().as_str()
         });
     }
 }
