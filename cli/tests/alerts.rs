@@ -118,6 +118,27 @@ fn rejected_payloads_change_nothing_and_exit_as_documented() {
     assert_eq!(h.store.snapshot(), before, "the store is byte-identical");
 }
 
+#[test]
+fn a_tick_too_big_for_one_event_is_refused_and_a_smaller_one_still_lands() {
+    let h = Hermit::new("hermit");
+    h.import("hermit-alerts").expect(0);
+    let before = h.store.run(&["log"]).expect(0).stdout;
+    let firing = |n: usize| {
+        let items: Vec<Value> = (0..n)
+            .map(|i| json!({ "key": format!("custom:k{i}"), "text": format!("{i} {}", "x".repeat(400)) }))
+            .collect();
+        json!({ "firing": items }).to_string()
+    };
+    let run = h.alerts("json", &["tick"], Some(&firing(200))).expect(3);
+    assert_eq!(run.stderr.lines().count(), 1, "{run:?}");
+    assert!(run.stderr.contains("the tick was not applied"), "{}", run.stderr);
+    // The refusal comes from inside the write transaction, which is rolled back: the log (and so
+    // every view) is unchanged, though redb's open and close rewrite its header.
+    assert!(h.store.run(&["log"]).expect(0).stdout == before, "the log changed");
+    let run = h.alerts("json", &["tick"], Some(&firing(20))).expect(0);
+    assert_eq!(run.json()["heartbeat_result"], "ALERT");
+}
+
 /// Spawns `hookstate` on the store with `args` and `stdin`.
 fn spawn(db: &Path, args: &[&str], stdin: &str) -> std::process::Child {
     let mut child = Command::new(env!("CARGO_BIN_EXE_hookstate"))

@@ -31,6 +31,9 @@ pub(crate) const STATE_KIND: &str = "alerts.state";
 pub(crate) const STATE_ID: &str = "state";
 /// Firing entries one tick may carry: a checklist is a few dozen items.
 pub const FIRING_ITEMS_MAX: usize = 256;
+/// The alert state after a tick plus the tick's result, as one event carries them (the event
+/// limit less room for names): about 250 alerts of a 100-character text.
+pub const TICK_BYTES_MAX: usize = crate::limits::VALUE_BYTES_MAX;
 /// Checklist items (`HEARTBEAT.md` lines) one tick may name.
 pub const CHECKLIST_ITEMS_MAX: usize = 256;
 /// Longest alert text, key, item or session id: a channel message line, with room to spare.
@@ -1036,10 +1039,16 @@ impl Engine {
             };
             let sources = TickSources { state, micro, proposals, props: prop_facts(&props) };
             let (state, result) = decide_tick(sources, input, &clock);
-            let event = AlertsEvent::Ticked {
-                state: Value::Object(state).to_string(),
-                result: Value::Object(result).to_string(),
-            };
+            let (state, result) =
+                (Value::Object(state).to_string(), Value::Object(result).to_string());
+            let bytes = state.len() + result.len();
+            if bytes > TICK_BYTES_MAX {
+                return Err(Error::invalid(format!(
+                    "the alert state and result after this tick would take {bytes} bytes, more \
+                     than the {TICK_BYTES_MAX} one event holds; the tick was not applied"
+                )));
+            }
+            let event = AlertsEvent::Ticked { state, result };
             Ok(Plan {
                 result: render(&event),
                 events: vec![Body::Alerts(event)],
