@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, reason = "integration tests fail loudly on any unexpected error")]
 
 mod corpus;
+mod exportcrash;
 mod feedback_model;
 mod model;
 mod observer;

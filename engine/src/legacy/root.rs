@@ -17,6 +17,7 @@ use rustix::io::Errno;
 
 use crate::error::{Error, Result};
 use crate::fsio::{check_private_dir, DIR_MODE, FILE_MODE};
+use crate::legacy::durable::{self, DirOps};
 
 /// Longest file name: `NAME_MAX` on Linux file systems.
 pub(crate) const FILE_NAME_BYTES_MAX: usize = 255;
@@ -57,11 +58,20 @@ impl Root {
     /// Refuses a symlink, a non-directory, and a directory not owned by us or writable by others.
     pub(crate) fn open(path: &Path, create: bool) -> Result<Root> {
         if create && std::fs::symlink_metadata(path).is_err() {
+            // The directories about to be created, deepest first: each one's entry is made
+            // durable by an fsync of its parent once created.
+            let missing: Vec<&Path> = path
+                .ancestors()
+                .take_while(|p| !p.as_os_str().is_empty() && std::fs::symlink_metadata(p).is_err())
+                .collect();
             std::fs::DirBuilder::new()
                 .recursive(true)
                 .mode(DIR_MODE)
                 .create(path)
                 .map_err(|e| Error::io("create directory", path, e))?;
+            for created in missing.iter().rev() {
+                sync_parent(created)?;
+            }
         }
         let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         let dir = rustix::fs::open(path, flags, Mode::empty()).map_err(|e| refusal(path, e))?;
@@ -85,10 +95,7 @@ impl Root {
         check_name(name)?;
         let path = self.path.join(name);
         if create {
-            match rustix::fs::mkdirat(&self.dir, name, Mode::from_raw_mode(DIR_MODE)) {
-                Ok(()) | Err(Errno::EXIST) => {}
-                Err(other) => return Err(io_err("create directory", &path, other)),
-            }
+            durable::make_subdir(&mut RootOps(self), name)?;
         }
         let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         match rustix::fs::openat(&self.dir, name, flags, Mode::empty()) {
@@ -149,24 +156,7 @@ impl Root {
         check_name(name)?;
         let suffix = hookstate_schema::format::to_hex(&crate::fsio::random_bytes::<8>()?);
         let temp = format!("{TEMP_PREFIX}{suffix}");
-        let flags =
-            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let fd = rustix::fs::openat(&self.dir, &temp, flags, Mode::from_raw_mode(FILE_MODE))
-            .map_err(|e| io_err("create", &self.path.join(&temp), e))?;
-        let mut file = File::from(fd);
-        let written = file
-            .write_all(bytes)
-            .and_then(|()| file.sync_all())
-            .map_err(|e| Error::io("write", self.path.join(&temp), e))
-            .and_then(|()| {
-                rustix::fs::renameat(&self.dir, &temp, &self.dir, name)
-                    .map_err(|e| io_err("rename", &self.path.join(name), e))
-            });
-        if written.is_err() {
-            let _ = rustix::fs::unlinkat(&self.dir, &temp, AtFlags::empty());
-        }
-        written?;
-        self.sync()
+        durable::replace_file(&mut RootOps(self), &temp, name, bytes)
     }
 
     /// Removes the file `name`; absent is fine.
@@ -238,6 +228,53 @@ impl Root {
     }
 }
 
+/// The real directory operations of a root, for [`durable`]'s steps.
+struct RootOps<'a>(&'a Root);
+
+impl DirOps for RootOps<'_> {
+    /// The file and its path, for messages.
+    type File = (File, PathBuf);
+
+    fn create_new(&mut self, name: &str) -> Result<(File, PathBuf)> {
+        let path = self.0.path.join(name);
+        let flags =
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        rustix::fs::openat(&self.0.dir, name, flags, Mode::from_raw_mode(FILE_MODE))
+            .map(|fd| (File::from(fd), path.clone()))
+            .map_err(|e| io_err("create", &path, e))
+    }
+
+    fn write_all(&mut self, (file, path): &mut (File, PathBuf), bytes: &[u8]) -> Result<()> {
+        file.write_all(bytes).map_err(|e| Error::io("write", path.clone(), e))
+    }
+
+    fn sync_file(&mut self, (file, path): &mut (File, PathBuf)) -> Result<()> {
+        file.sync_all().map_err(|e| Error::io("write", path.clone(), e))
+    }
+
+    fn rename(&mut self, from: &str, to: &str) -> Result<()> {
+        rustix::fs::renameat(&self.0.dir, from, &self.0.dir, to)
+            .map_err(|e| io_err("rename", &self.0.path.join(to), e))
+    }
+
+    fn remove(&mut self, name: &str) -> Result<()> {
+        rustix::fs::unlinkat(&self.0.dir, name, AtFlags::empty())
+            .map_err(|e| io_err("remove", &self.0.path.join(name), e))
+    }
+
+    fn sync_dir(&mut self) -> Result<()> {
+        self.0.sync()
+    }
+
+    fn make_dir(&mut self, name: &str) -> Result<bool> {
+        match rustix::fs::mkdirat(&self.0.dir, name, Mode::from_raw_mode(DIR_MODE)) {
+            Ok(()) => Ok(true),
+            Err(Errno::EXIST) => Ok(false),
+            Err(other) => Err(io_err("create directory", &self.0.path.join(name), other)),
+        }
+    }
+}
+
 /// An exclusive `flock` on a root's directory, released on drop.
 pub(crate) struct DirLock<'a> {
     root: &'a Root,
@@ -285,6 +322,17 @@ mod drill {
             Err(e) => Err(Error::io("read", path, e)),
         }
     }
+}
+
+/// Makes the entry of the directory `created` durable: an fsync of its parent.
+fn sync_parent(created: &Path) -> Result<()> {
+    let parent = match created.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let dir = rustix::fs::open(parent, flags, Mode::empty()).map_err(|e| refusal(parent, e))?;
+    rustix::fs::fsync(&dir).map_err(|e| io_err("fsync directory", parent, e))
 }
 
 fn refusal(path: &Path, errno: Errno) -> Error {
