@@ -9,14 +9,13 @@
 use std::fs::File;
 use std::io::{Read, Write};
 use std::os::fd::OwnedFd;
-use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
 
 use crate::error::{Error, Result};
-use crate::fsio::{check_private_dir, DIR_MODE, FILE_MODE};
+use crate::fsio::{check_private_dir, create_dirs_durably, DIR_MODE, FILE_MODE};
 use crate::legacy::durable::{self, DirOps};
 
 /// Longest file name: `NAME_MAX` on Linux file systems.
@@ -58,20 +57,7 @@ impl Root {
     /// Refuses a symlink, a non-directory, and a directory not owned by us or writable by others.
     pub(crate) fn open(path: &Path, create: bool) -> Result<Root> {
         if create && std::fs::symlink_metadata(path).is_err() {
-            // The directories about to be created, deepest first: each one's entry is made
-            // durable by an fsync of its parent once created.
-            let missing: Vec<&Path> = path
-                .ancestors()
-                .take_while(|p| !p.as_os_str().is_empty() && std::fs::symlink_metadata(p).is_err())
-                .collect();
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(DIR_MODE)
-                .create(path)
-                .map_err(|e| Error::io("create directory", path, e))?;
-            for created in missing.iter().rev() {
-                sync_parent(created)?;
-            }
+            create_dirs_durably(path)?;
         }
         let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         let dir = rustix::fs::open(path, flags, Mode::empty()).map_err(|e| refusal(path, e))?;
@@ -322,17 +308,6 @@ mod drill {
             Err(e) => Err(Error::io("read", path, e)),
         }
     }
-}
-
-/// Makes the entry of the directory `created` durable: an fsync of its parent.
-fn sync_parent(created: &Path) -> Result<()> {
-    let parent = match created.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
-    let dir = rustix::fs::open(parent, flags, Mode::empty()).map_err(|e| refusal(parent, e))?;
-    rustix::fs::fsync(&dir).map_err(|e| io_err("fsync directory", parent, e))
 }
 
 fn refusal(path: &Path, errno: Errno) -> Error {
