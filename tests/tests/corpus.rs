@@ -111,3 +111,25 @@ fn legacy_import_seeds_reach_every_parser() {
         .collect();
     assert!(missing.is_empty(), "no accepted seed for {missing:?}");
 }
+
+/// Every verb of `verb_stdin` has a seed it accepts, so the replay reaches each verb's checks of
+/// accepted input and not only its refusals.
+#[test]
+fn verb_stdin_seeds_reach_every_verb() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus/verb_stdin");
+    let mut accepted = vec![0_usize; checks::STDIN_VERBS.len()];
+    for path in inputs(&dir) {
+        let data = fs::read(&path).expect("read a seed");
+        if let Some((index, true)) = checks::verb_stdin_verdict(&data) {
+            accepted[index] += 1;
+        }
+    }
+    println!("verb_stdin seeds accepted per verb: {accepted:?}");
+    let missing: Vec<_> = checks::STDIN_VERBS
+        .iter()
+        .zip(&accepted)
+        .filter(|(_, n)| **n == 0)
+        .map(|(verb, _)| *verb)
+        .collect();
+    assert!(missing.is_empty(), "no accepted seed for {missing:?}");
+}

@@ -251,47 +251,56 @@ fn stdin_call(scope: &str) -> Call {
 /// parsers accept only JSON, `Set:`/`Decision:` lines come from the text, checked values are
 /// within the value cap and validate as JSON on their own.
 pub(crate) fn check_verb_stdin(data: &[u8]) {
-    let Some((&selector, rest)) = data.split_first() else {
-        return;
-    };
-    let Ok(text) = std::str::from_utf8(rest) else {
-        return;
-    };
+    let _ = verb_stdin_verdict(data);
+}
+
+/// Runs [`check_verb_stdin`]'s checks and tells which verb the input went to (its index in
+/// [`STDIN_VERBS`]) and whether that verb accepted it; `None` for input the CLI's reader refuses.
+pub(crate) fn verb_stdin_verdict(data: &[u8]) -> Option<(usize, bool)> {
+    let (&selector, rest) = data.split_first()?;
+    let text = std::str::from_utf8(rest).ok()?;
     if text.is_empty() || text.len() > STDIN_BYTES_MAX {
-        return;
+        return None;
     }
-    let verb = STDIN_VERBS[usize::from(selector) % STDIN_VERBS.len()];
+    let index = usize::from(selector) % STDIN_VERBS.len();
+    let verb = STDIN_VERBS[index];
     let is_json = || serde_json::from_str::<serde_json::Value>(text).is_ok();
-    match verb {
+    let accepted = match verb {
         "hook-payload" => {
-            if parse_hook_payload(text).is_ok() {
-                assert!(is_json(), "a hook payload that is not JSON was accepted");
-            }
+            let ok = parse_hook_payload(text).is_ok();
+            assert!(!ok || is_json(), "a hook payload that is not JSON was accepted");
+            ok
         }
-        "hook-stop" => {
-            if let Ok(payload) = parse_stop_payload(text) {
+        "hook-stop" => match parse_stop_payload(text) {
+            Ok(payload) => {
                 assert!(is_json(), "a Stop payload that is not JSON was accepted");
                 if let Some(session) = payload.session_id {
                     assert!(text.contains("session_id"), "session {session:?} from nowhere");
                 }
+                true
             }
-        }
-        "observer-append" => {
-            if let Ok(rows) = parse_rows(text) {
+            Err(_) => false,
+        },
+        "observer-append" => match parse_rows(text) {
+            Ok(rows) => {
                 let value: serde_json::Value = serde_json::from_str(text)
                     .unwrap_or_else(|e| panic!("rows accepted from text that is not JSON: {e}"));
                 let expected = value.as_array().map_or(1, Vec::len);
                 assert_eq!(rows.len(), expected, "row count");
+                true
             }
-        }
-        "observer-sweep-commit" => {
-            if let Ok(findings) = parse_findings(text) {
+            Err(_) => false,
+        },
+        "observer-sweep-commit" => match parse_findings(text) {
+            Ok(findings) => {
                 let value: serde_json::Value = serde_json::from_str(text).unwrap_or_else(|e| {
                     panic!("findings accepted from text that is not JSON: {e}")
                 });
                 assert_eq!(value.as_array().map(Vec::len), Some(findings.len()), "not an array");
+                true
             }
-        }
+            Err(_) => false,
+        },
         "proposals-patch" => {
             let (sets, decision) = parse_patch_stdin(text);
             for set in &sets {
@@ -302,47 +311,55 @@ pub(crate) fn check_verb_stdin(data: &[u8]) {
                     "set {set:?} is not from a Set: line"
                 );
             }
-            if let Some(decision) = decision {
+            if let Some(decision) = &decision {
                 assert!(
                     !decision.is_empty() && decision.trim() == decision,
                     "decision {decision:?}"
                 );
                 assert!(!decision.contains('\n'), "decision spans lines");
             }
+            !sets.is_empty() || decision.is_some()
         }
         "kv-put" | "queue-push" | "list-append" => check_value_command(verb, text),
         "feedback-add-comment" | "feedback-add-target" => {
             let call = stdin_call("moonshine:fuzz");
             let (target, comment) = if verb == "feedback-add-comment" {
-                (r#"{"kind":"file","path":"docs/a.md"}"#, text)
+                (r#"{"kind":"block","path":"docs/a.md"}"#, text)
             } else {
                 (text, "a comment")
             };
-            if feedback_rules::check(&call, &Input::Add { target, comment }).is_ok() {
+            let ok = feedback_rules::check(&call, &Input::Add { target, comment }).is_ok();
+            if ok {
                 assert!(comment.len() <= feedback_rules::COMMENT_BYTES_MAX, "comment cap");
                 assert!(validate_json("target", target).is_ok(), "target is not valid JSON");
             }
+            ok
         }
         "proposals-queue-micro" => {
-            if hookstate_engine::proposals::parse_micro_input(text).is_ok() {
+            let ok = hookstate_engine::proposals::parse_micro_input(text).is_ok();
+            if ok {
                 assert!(
                     serde_json::from_str::<serde_json::Value>(text.trim()).is_ok(),
                     "a micro payload that is not JSON was accepted"
                 );
             }
+            ok
         }
-        _ => {
-            if let Ok(input) = hookstate_engine::props::parse_create(text) {
+        _ => match hookstate_engine::props::parse_create(text) {
+            Ok(input) => {
                 assert!(!input.title.is_empty() && !input.body.is_empty(), "empty title or body");
                 assert!(text.contains(input.title.as_str()), "title from nowhere");
+                true
             }
-        }
-    }
+            Err(_) => false,
+        },
+    };
+    Some((index, accepted))
 }
 
 /// `Engine::check` of a command carrying the stdin text as its JSON value: what it accepts
 /// validates as JSON on its own, within the value cap.
-fn check_value_command(verb: &str, text: &str) {
+fn check_value_command(verb: &str, text: &str) -> bool {
     let call = stdin_call("fuzz");
     let command = match verb {
         "kv-put" => Command::KvPut {
@@ -359,12 +376,14 @@ fn check_value_command(verb: &str, text: &str) {
         },
         _ => Command::ListAppend { list: "l".into(), row: text.to_owned(), cap: LIST_CAP },
     };
-    if Engine::check(&call, &command).is_ok() {
+    let ok = Engine::check(&call, &command).is_ok();
+    if ok {
         match validate_json("value", text) {
             Ok(value) => assert!(value.len() <= VALUE_BYTES_MAX, "value over the cap"),
             Err(err) => panic!("{verb} accepted a value validate_json refuses: {err}"),
         }
     }
+    ok
 }
 
 /// Every legacy file parser never panics; what it accepts is written back as bytes that parse
