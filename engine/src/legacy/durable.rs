@@ -1,5 +1,5 @@
 //! The steps of a crash-safe file replace and directory creation, written once over a small
-//! trait of directory operations, so that [`super::root::Root`] runs them on the real file system
+//! trait of directory operations, so that `legacy::root::Root` runs them on the real file system
 //! and the export crash simulator (RELIABILITY.md A4b, `tests/tests/exportcrash.rs`) runs the
 //! very same steps on a model that loses what was not synced.
 //!

@@ -1,5 +1,5 @@
 //! Every legacy file parser behind one entry point, over bytes already read: what an import
-//! runs on each file after [`super::root::Root`] has read it, with nothing opened or written.
+//! runs on each file after `legacy::root::Root` has read it, with nothing opened or written.
 //!
 //! For the fuzz target `legacy_import` and its corpus replay: [`parse_legacy`] runs the very
 //! parser the import runs, and returns what an export would write back, so a caller can check

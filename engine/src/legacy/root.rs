@@ -132,7 +132,8 @@ impl Root {
     /// Replaces (or creates) the file `name` with `bytes`: a fresh temp file (O_EXCL, 0600,
     /// random name) in the same directory, fsync, rename over the target, directory fsync. The
     /// target's old inode is never written, so a hard link to it cannot be used to write a
-    /// victim file.
+    /// victim file. The steps are [`durable::replace_file`]'s, which the export crash simulator
+    /// replays on a model file system.
     pub(crate) fn write(&self, name: &str, bytes: &[u8]) -> Result<()> {
         #[cfg(feature = "bugdrill")]
         if crate::drill::is(crate::drill::Drill::NaivePathJoin) {
