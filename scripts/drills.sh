@@ -2,7 +2,8 @@
 # Seeded-bug drills (RELIABILITY.md A12): builds with the `bugdrill` feature, plants each bug with
 # HOOKSTATE_DRILL and runs the harness that targets it. Each run must FAIL and its figures line
 # must show the bug (a lost acked event, a double claim, a non-linearizable claim history, a lost
-# commit, a write outside the root, a store that does not open after a crash inside its creation).
+# commit, a write outside the root, a store that does not open after a crash inside its creation,
+# a legacy file write that returned and was lost in a power cut).
 # A bug may have several detection runs (`also`); it counts as detected only if all of them detect
 # it. Prints `bugs_planted=N bugs_detected=N detection_runs=R` and exits non-zero unless every
 # planted bug was detected.
@@ -33,7 +34,7 @@ run() {
         return 0
     fi
     echo "drill $name: NOT detected (exit $status)"
-    grep -E "^(killloop|race|powerloss|traversal|linearize)" "$log" || tail -20 "$log"
+    grep -E "^(killloop|race|powerloss|traversal|linearize|exportcrash)" "$log" || tail -20 "$log"
     return 1
 }
 
@@ -81,6 +82,10 @@ drill non-atomic-create 'powerloss_create .* unopenable=[1-9]' \
 drill durability-none 'powerloss .* lost_acked=[1-9]' \
     -p hookstate-tests --features bugdrill --test integration \
     powerloss::power_loss_at_every_operation_keeps_acked_events_and_an_openable_store
+
+drill export-no-dir-fsync 'exportcrash .* lost_writes=[1-9]' \
+    -p hookstate-tests --features bugdrill --test integration \
+    exportcrash::export_crash_at_every_step_leaves_old_or_new_files_and_keeps_returned_writes
 
 echo "bugs_planted=$planted bugs_detected=$detected detection_runs=$runs"
 [ "$planted" -eq "$detected" ]

@@ -5,8 +5,10 @@
 #   fuzz <target> runs=N crashes=0 ooms=0 timeouts=0 secs=15
 # Installs cargo-fuzz (`cargo install cargo-fuzz --locked`) when it is missing. Exits non-zero if
 # any target crashed, ran out of memory or timed out; libFuzzer leaves the input in
-# fuzz/artifacts/<target>/ (see fuzz/README.md for minimizing it into a regression).
-# Not part of scripts/test.sh.
+# fuzz/artifacts/<target>/ (see fuzz/README.md for minimizing it into a regression). Closes
+# with `fuzz: N passed, N failed` (one per target).
+# scripts/test.sh runs it with FUZZ_SECS=3 (HOOKSTATE_FUZZ_SECS); a fresh cargo-fuzz install
+# took 38 s here and a fresh build of the targets about 3.5 min on 2 cores.
 #
 #   scripts/fuzz-smoke.sh                  # every target, 15 s each
 #   FUZZ_SECS=60 scripts/fuzz-smoke.sh stdin_json event_decode
@@ -32,6 +34,8 @@ fi
 cargo fuzz build --sanitizer=none >/dev/null 2>&1 || { cargo fuzz build --sanitizer=none; exit 1; }
 
 failed=0
+passed_targets=0
+failed_targets=0
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 for t in "${targets[@]}"; do
@@ -49,7 +53,11 @@ for t in "${targets[@]}"; do
     echo "fuzz $t runs=${runs:-0} crashes=$crashes ooms=$ooms timeouts=$timeouts secs=$secs"
     if [ "$status" -ne 0 ]; then
         failed=1
+        failed_targets=$((failed_targets + 1))
         grep -E 'SUMMARY|ERROR|panicked|artifact' "$log" | head -5
+    else
+        passed_targets=$((passed_targets + 1))
     fi
 done
+echo "fuzz: $passed_targets passed, $failed_targets failed"
 exit "$failed"

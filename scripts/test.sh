@@ -2,7 +2,9 @@
 # The project's test command (README "Run the tests"; .ci/run runs exactly this).
 # Formatting, lints with warnings as errors, every test of the workspace (cargo closes each test
 # binary with "test result: ok. N passed; N failed"), then the seeded-bug drills, which build with
-# the bugdrill feature and must see every planted bug caught ("bugs_planted=N bugs_detected=N").
+# the bugdrill feature and must see every planted bug caught ("bugs_planted=N bugs_detected=N"),
+# then a short fuzz smoke: every cargo-fuzz target for HOOKSTATE_FUZZ_SECS seconds (default 3;
+# 0 skips it), installing cargo-fuzz if missing (RELIABILITY.md A8, scripts/fuzz-smoke.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,3 +21,9 @@ cargo test --workspace --locked
 
 step "seeded-bug drills (each planted bug must be caught)"
 HOOKSTATE_KILL_SECS="${HOOKSTATE_KILL_SECS:-15}" bash scripts/drills.sh
+
+fuzz_secs="${HOOKSTATE_FUZZ_SECS:-3}"
+if [ "$fuzz_secs" -gt 0 ]; then
+    step "fuzz smoke (${fuzz_secs} s per target)"
+    FUZZ_SECS="$fuzz_secs" bash scripts/fuzz-smoke.sh
+fi

@@ -1,4 +1,4 @@
-//! The bad-input suite (RELIABILITY.md A9): about fifty enumerated bad inputs (ids, JSON on
+//! The bad-input suite (RELIABILITY.md A9): about sixty enumerated bad inputs (ids, JSON on
 //! stdin, numbers, flags, refusals, a held lock), each run under
 //! `prlimit --as=512 MiB --cpu=5 --nofile=64`, must exit with its documented code and one stderr
 //! line, within a second, without a panic, and leave the whole scratch tree (store, anchor, hermit
@@ -8,9 +8,18 @@
 //! the same anchor and hermit files, the same log, and `verify` (views equal a rebuild) giving the
 //! same head.
 //!
-//! Does not cover the environment cases (symlinked or shared store paths, a read-only store,
-//! damaged files): `perms.rs` and `damaged.rs` do. Skips with a printed reason when `prlimit` is
-//! absent.
+//! Each run's peak RSS is measured with GNU time (`max_rss_mb` in the figures line).
+//!
+//! The disk-full case runs the CLI on a tiny tmpfs mounted inside an unprivileged user and mount
+//! namespace (`unshare`), filled up first: a real ENOSPC in the middle of a commit must exit 6
+//! with one stderr line, print no acknowledgement, and leave a store whose log is unchanged and
+//! that verifies; the same put then succeeds once space is back. `prlimit --fsize` is not used
+//! for it: the kernel's SIGXFSZ kills the process before it can report (exit 153), unless the
+//! caller ignores SIGXFSZ, in which case the write fails with EFBIG and the CLI exits 6.
+//!
+//! Does not cover the other environment cases (symlinked or shared store paths, a read-only
+//! store, damaged files): `perms.rs` and `damaged.rs` do. Skips with a printed reason when
+//! `prlimit` (or, for the disk-full case, `unshare` or GNU time) is absent.
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -280,9 +289,35 @@ fn alerts_cases(dir: &str) -> Vec<Case> {
     ]
 }
 
-fn run(db: &Path, case: &Case) -> (i32, String, Duration) {
+/// Measures each run's peak resident set (GNU time's `%M`, in KiB) when present.
+const GNU_TIME: &str = "/usr/bin/time";
+
+/// What one run gave: exit code, stderr, wall time, peak RSS in KiB (when measured).
+struct Ran {
+    code: i32,
+    stderr: String,
+    took: Duration,
+    max_rss_kib: Option<u64>,
+}
+
+/// The last line of GNU time's output file, `%M` (earlier lines may report the exit status).
+fn read_max_rss(path: &Path) -> Option<u64> {
+    let text = std::fs::read_to_string(path).ok()?;
+    text.lines().last()?.trim().parse().ok()
+}
+
+fn run(db: &Path, case: &Case, rss_file: Option<&Path>) -> Ran {
     let start = Instant::now();
-    let mut child = Command::new("prlimit")
+    let mut command = match rss_file {
+        Some(file) => {
+            let _ = std::fs::remove_file(file);
+            let mut time = Command::new(GNU_TIME);
+            time.args(["-f", "%M", "-o"]).arg(file).arg("prlimit");
+            time
+        }
+        None => Command::new("prlimit"),
+    };
+    let mut child = command
         .arg(format!("--as={AS_BYTES}"))
         .arg(format!("--cpu={CPU_SECS}"))
         .arg(format!("--nofile={NOFILE}"))
@@ -304,8 +339,13 @@ fn run(db: &Path, case: &Case) -> (i32, String, Duration) {
         let _ = pipe.write_all(bytes);
     }
     let out = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    (out.status.code().unwrap_or(-1), stderr, start.elapsed())
+    let took = start.elapsed();
+    Ran {
+        code: out.status.code().unwrap_or(-1),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        took,
+        max_rss_kib: rss_file.and_then(read_max_rss),
+    }
 }
 
 fn setup(db: &Path, hermit: &Path) {
@@ -351,6 +391,11 @@ fn bad_inputs_get_their_exit_code_and_leave_the_store_byte_identical() {
         None,
         BUSY,
     ));
+    // GNU time writes its figure outside the scratch tree, which must stay unchanged.
+    let rss_dir = tempfile::tempdir().unwrap();
+    let rss_path = rss_dir.path().join("max_rss");
+    let rss_file = Path::new(GNU_TIME).exists().then_some(rss_path.as_path());
+    let mut max_rss_kib: Option<u64> = None;
     let logical_before = logical(scratch.path(), &db);
     let mut before = tree(scratch.path());
     let (mut wrong_exit, mut db_changed, mut panics, mut max_ms) = (0, 0, 0, 0);
@@ -365,7 +410,11 @@ fn bad_inputs_get_their_exit_code_and_leave_the_store_byte_identical() {
             let txn = database.begin_write().unwrap();
             (database, txn)
         });
-        let (code, stderr, took) = run(&db, case);
+        let Ran { code, stderr, took, max_rss_kib: rss } = run(&db, case, rss_file);
+        if rss_file.is_some() && rss.is_none() {
+            problems.push(format!("{}: {GNU_TIME} reported no max RSS", case.name));
+        }
+        max_rss_kib = max_rss_kib.max(rss);
         if let Some((database, txn)) = held {
             txn.abort().unwrap();
             drop(database);
@@ -404,10 +453,109 @@ fn bad_inputs_get_their_exit_code_and_leave_the_store_byte_identical() {
     }
     println!(
         "badinput cases={} wrong_exit={wrong_exit} db_changed={db_changed} panics={panics} \
-         max_ms={max_ms} compared_logically={compared_logically} \
+         max_ms={max_ms} max_rss_mb={} compared_logically={compared_logically} \
          limits=as:{}MiB,cpu:{CPU_SECS}s,nofile:{NOFILE}",
         all.len(),
+        max_rss_kib.map_or_else(
+            || format!("unmeasured(no {GNU_TIME})"),
+            |k| format!("{:.1}", k as f64 / 1024.0)
+        ),
         AS_BYTES >> 20
     );
     assert!(problems.is_empty(), "{problems:#?}");
+}
+
+/// The disk-full case, run inside a user and mount namespace (`unshare`, no privilege needed) on
+/// a private tmpfs: the store is copied in, a filler file takes every free page, and a put of a
+/// value near the cap must fail with a real ENOSPC. `$OUT/codes` gets one exit code per line:
+/// the put on a full disk, then `log`, `verify` and the same put again once the filler is gone.
+const DISK_FULL_SCRIPT: &str = r#"
+set -e
+mount -t tmpfs -o "size=$SIZE,mode=0700" tmpfs "$MNT"
+cp -a "$SRC/." "$MNT/"
+dd if=/dev/zero of="$MNT/filler" bs=4096 2>/dev/null || true
+set +e
+"$TIME" -f %M -o "$OUT/max_rss" prlimit --as="$AS" --cpu="$CPU" --nofile="$NOFILE" -- \
+    "$EXE" --db "$MNT/state.redb" kv put big --stdin <"$BIG" >"$OUT/stdout" 2>"$OUT/stderr"
+echo $? >"$OUT/codes"
+rm -f "$MNT/filler"
+"$EXE" --db "$MNT/state.redb" log >"$OUT/log" 2>&1
+echo $? >>"$OUT/codes"
+"$EXE" --db "$MNT/state.redb" verify >"$OUT/verify" 2>&1
+echo $? >>"$OUT/codes"
+"$EXE" --db "$MNT/state.redb" kv put big --stdin <"$BIG" >"$OUT/again" 2>&1
+echo $? >>"$OUT/codes"
+"#;
+/// The tmpfs size: far above the small store, so only the filler makes the disk full.
+const DISK_FULL_TMPFS: &str = "8m";
+/// The value put on the full disk: one that needs new pages.
+const DISK_FULL_VALUE_BYTES: usize = 60_000;
+/// The documented exit code for disk, permission and space errors.
+const IO: i32 = 6;
+
+#[test]
+fn a_full_disk_exits_6_with_one_line_and_the_store_still_verifies() {
+    let probe =
+        Command::new("unshare").args(["--user", "--map-root-user", "--mount", "true"]).status();
+    if !probe.is_ok_and(|s| s.success()) || !Path::new(GNU_TIME).exists() {
+        println!("enospc skipped: no unprivileged user+mount namespace (unshare) or {GNU_TIME}");
+        return;
+    }
+    let scratch = tempfile::tempdir().unwrap();
+    let (store, mnt, out) =
+        (scratch.path().join("store"), scratch.path().join("mnt"), scratch.path().join("out"));
+    for dir in [&store, &mnt, &out] {
+        std::fs::DirBuilder::new().mode(0o700).create(dir).unwrap();
+    }
+    let exe = env!("CARGO_BIN_EXE_hookstate");
+    let db = store.join("state.redb");
+    let put = Command::new(exe).arg("--db").arg(&db).args(["kv", "put", "k", "1"]).output();
+    assert!(put.unwrap().status.success());
+    let log_before = Command::new(exe).arg("--db").arg(&db).arg("log").output().unwrap().stdout;
+    let big = scratch.path().join("big.json");
+    std::fs::write(&big, format!("\"{}\"", "x".repeat(DISK_FULL_VALUE_BYTES))).unwrap();
+    let status = Command::new("unshare")
+        .args(["--user", "--map-root-user", "--mount", "sh", "-c", DISK_FULL_SCRIPT])
+        .env("SIZE", DISK_FULL_TMPFS)
+        .env("MNT", &mnt)
+        .env("SRC", &store)
+        .env("OUT", &out)
+        .env("EXE", exe)
+        .env("BIG", &big)
+        .env("TIME", GNU_TIME)
+        .env("AS", AS_BYTES.to_string())
+        .env("CPU", CPU_SECS.to_string())
+        .env("NOFILE", NOFILE.to_string())
+        .status()
+        .unwrap();
+    assert!(status.success(), "the disk-full script failed: {status}");
+    let read = |name: &str| std::fs::read_to_string(out.join(name)).unwrap();
+    let codes: Vec<i32> = read("codes").lines().map(|l| l.trim().parse().unwrap()).collect();
+    let stderr = read("stderr");
+    let log_after = std::fs::read(out.join("log")).unwrap();
+    let max_rss_kib = read_max_rss(&out.join("max_rss"));
+    println!(
+        "enospc exit={} stderr_lines={} stdout_bytes={} log_unchanged={} verify_exit={} \
+         same_put_with_space_exit={} max_rss_kib={max_rss_kib:?} stderr={:?}",
+        codes[0],
+        stderr.lines().count(),
+        read("stdout").len(),
+        log_after == log_before,
+        codes[2],
+        codes[3],
+        stderr.trim_end()
+    );
+    assert_eq!(codes.len(), 4, "{codes:?}");
+    assert_eq!(codes[0], IO, "a full disk must exit {IO}: {stderr}");
+    assert!(
+        stderr.lines().count() == 1 && stderr.starts_with("hookstate: "),
+        "stderr is not one line: {stderr:?}"
+    );
+    assert!(stderr.contains("No space left on device"), "not an ENOSPC: {stderr:?}");
+    assert!(read("stdout").is_empty(), "a failed put printed an acknowledgement");
+    assert_eq!(codes[1], 0, "log after the full disk: {}", read("log"));
+    assert_eq!(log_after, log_before, "the failed put changed the log");
+    assert_eq!(codes[2], 0, "verify after the full disk: {}", read("verify"));
+    // The control: with space back, the very same put succeeds, so the failure was the disk.
+    assert_eq!(codes[3], 0, "the same put with space failed: {}", read("again"));
 }

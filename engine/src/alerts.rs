@@ -31,6 +31,9 @@ pub(crate) const STATE_KIND: &str = "alerts.state";
 pub(crate) const STATE_ID: &str = "state";
 /// Firing entries one tick may carry: a checklist is a few dozen items.
 pub const FIRING_ITEMS_MAX: usize = 256;
+/// The sources a payload's `unreadable` may name (so it holds at most this many).
+pub const UNREADABLE_SOURCES: [&str; 3] =
+    ["micro-proposals.json", "proposals/", "sessions/SHELL.md"];
 /// The alert state after a tick plus the tick's result, as one event carries them (the event
 /// limit less room for names): about 250 alerts of a 100-character text.
 pub const TICK_BYTES_MAX: usize = crate::limits::VALUE_BYTES_MAX;
@@ -321,12 +324,14 @@ fn parse_items(
 /// # Errors
 /// A [`Rejection`] with upstream's reason.
 pub fn parse_tick_input(text: &str) -> std::result::Result<TickInput, Rejection> {
-    let value: Value = serde_json::from_str(text.trim())
+    // Upstream parses `buf.trim()`: JavaScript's whitespace, not Rust's (found by fuzzing).
+    let value: Value = serde_json::from_str(crate::stdin::js_trim(text))
         .map_err(|_| Rejection { reason: "invalid-json".into(), unparseable: true })?;
     let map = value.as_object().ok_or_else(|| reject("missing-or-malformed-firing"))?;
     let firing = parse_firing(map.get("firing"))?;
     let checklist = parse_strings(map, "checklist", CHECKLIST_ITEMS_MAX)?;
-    let unreadable = parse_strings(map, "unreadable", 3)?.unwrap_or_default();
+    let unreadable =
+        parse_strings(map, "unreadable", UNREADABLE_SOURCES.len())?.unwrap_or_default();
     let mut input = TickInput {
         firing,
         checklist,
@@ -1123,6 +1128,15 @@ pub(crate) fn render(event: &AlertsEvent) -> Map<String, Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_payload_is_trimmed_as_javascript_trims_it() {
+        // Upstream runs `JSON.parse(buf.trim())`: a byte-order mark or a form feed around the
+        // payload is taken away there, so the payload is valid; NEL is not JS whitespace.
+        assert!(parse_tick_input("\u{feff}\u{c}{\"firing\":[]}\u{b}\n").is_ok());
+        let nel = parse_tick_input("\u{85}{\"firing\":[]}").unwrap_err();
+        assert_eq!((nel.reason.as_str(), nel.unparseable), ("invalid-json", true));
+    }
 
     const D1: &str = "2026-11-29";
     const D2: &str = "2026-11-30";

@@ -33,16 +33,20 @@ pub enum Drill {
     /// in a temporary file published by a link (caught by the first-use kill loop as a store
     /// that exists but does not open).
     NonAtomicCreate,
+    /// `export-no-dir-fsync`: a legacy file replace returns without the directory fsync after
+    /// its rename (caught by the export crash simulator as a write that returned and was lost).
+    ExportNoDirFsync,
 }
 
 impl Drill {
     /// Every drill with its name in [`DRILL_ENV`].
-    pub const ALL: [(Drill, &'static str); 5] = [
+    pub const ALL: [(Drill, &'static str); 6] = [
         (Drill::AckBeforeCommit, "ack-before-commit"),
         (Drill::CasSeparateRead, "cas-separate-read"),
         (Drill::DurabilityNone, "durability-none"),
         (Drill::NaivePathJoin, "naive-path-join"),
         (Drill::NonAtomicCreate, "non-atomic-create"),
+        (Drill::ExportNoDirFsync, "export-no-dir-fsync"),
     ];
 }
 

@@ -55,6 +55,33 @@ fn io_err(op: &'static str, path: &Path, errno: Errno) -> Error {
     Error::io(op, path, std::io::Error::from(errno))
 }
 
+/// Creates `path` and its missing ancestors (mode 0700), then makes each new directory's entry
+/// durable by an fsync of its parent, so that files synced inside it later cannot vanish with
+/// it in a power cut.
+pub(crate) fn create_dirs_durably(path: &Path) -> Result<()> {
+    // The directories about to be created, deepest first.
+    let missing: Vec<&Path> = path
+        .ancestors()
+        .take_while(|p| !p.as_os_str().is_empty() && std::fs::symlink_metadata(p).is_err())
+        .collect();
+    DirBuilder::new()
+        .recursive(true)
+        .mode(DIR_MODE)
+        .create(path)
+        .map_err(|e| Error::io("create directory", path, e))?;
+    for created in missing.iter().rev() {
+        let parent = match created.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let dir = rustix::fs::open(parent, flags, Mode::empty())
+            .map_err(|e| io_err("open directory", parent, e))?;
+        rustix::fs::fsync(&dir).map_err(|e| io_err("fsync directory", parent, e))?;
+    }
+    Ok(())
+}
+
 impl StoreDir {
     /// Opens the directory of `path`, creating it (mode 0700) when `create` is set, and checks
     /// that it is owned by us and not writable by others.
@@ -71,11 +98,7 @@ impl StoreDir {
             _ => PathBuf::from("."),
         };
         if create && !dir_path.exists() {
-            DirBuilder::new()
-                .recursive(true)
-                .mode(DIR_MODE)
-                .create(&dir_path)
-                .map_err(|e| Error::io("create directory", &dir_path, e))?;
+            create_dirs_durably(&dir_path)?;
         }
         let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
         let dir = rustix::fs::open(&dir_path, flags, Mode::empty()).map_err(|e| match e {

@@ -22,6 +22,7 @@ pub mod proposals;
 pub mod props;
 mod query;
 pub mod signals;
+pub mod stdin;
 mod storage;
 mod store;
 mod value;

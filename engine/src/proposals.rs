@@ -117,7 +117,7 @@ fn check_text(what: &str, text: &str, max: usize) -> Result<()> {
 /// # Errors
 /// [`Error::Invalid`] naming the broken rule.
 pub fn parse_micro_input(text: &str) -> Result<MicroInput> {
-    let input: MicroInput = serde_json::from_str(text.trim())
+    let input: MicroInput = serde_json::from_str(crate::stdin::js_trim(text))
         .map_err(|e| Error::invalid(format!("Invalid JSON: {e}")))?;
     let question = input.question.as_deref().unwrap_or_default();
     if question.is_empty() {

@@ -3,15 +3,23 @@
 //! (`corpus.rs`) run the very same code.
 //!
 //! Included by `#[path]` from both crates, so it may use only what both depend on:
-//! `hookstate-schema`, `hookstate-engine` and `tempfile`. Does not hold tests itself.
+//! `hookstate-schema`, `hookstate-engine`, `serde_json` and `tempfile`. Does not hold tests
+//! itself.
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 
-use hookstate_engine::{validate_json, Engine, OpenOptions};
+use hookstate_engine::feedback::{self as feedback_rules, Input};
+use hookstate_engine::legacy::files::{parse_legacy, LegacyFile};
+use hookstate_engine::limits::{STDIN_BYTES_MAX, VALUE_BYTES_MAX};
+use hookstate_engine::stdin::{
+    parse_findings, parse_hook_payload, parse_patch_stdin, parse_rows, parse_stop_payload,
+};
+use hookstate_engine::{validate_json, Call, Command, Engine, OpenOptions};
 use hookstate_schema::format::{self, FormatError, FORMAT_VERSION};
 use hookstate_schema::id::{ID_BYTES_MAX, SCOPE_BYTES_MAX};
-use hookstate_schema::{validate_id, validate_scope, Event, ViewKey};
+use hookstate_schema::{validate_id, validate_scope, Actor, Event, ViewKey};
+use serde_json::value::RawValue;
 
 /// `decode_event` never panics, on the input as a whole record and on the input as the content
 /// bytes of a well-formed record whose hash matches (built here, so that the content decoder is
@@ -201,5 +209,225 @@ pub(crate) fn check_db_file_bytes(data: &[u8]) {
         OpenOptions { wait_ms: 100, create: false, check_integrity: true, read_only: false };
     if let Ok(engine) = Engine::open(&path, options) {
         let _ = engine.verify();
+    }
+}
+
+/// The verbs whose stdin `check_verb_stdin` feeds, picked by the input's first byte (modulo the
+/// count); the rest of the input is the stdin text.
+pub(crate) const STDIN_VERBS: [&str; 13] = [
+    "hook-payload",
+    "hook-stop",
+    "observer-append",
+    "observer-sweep-commit",
+    "proposals-patch",
+    "kv-put",
+    "queue-push",
+    "list-append",
+    "feedback-add-comment",
+    "feedback-add-target",
+    "proposals-queue-micro",
+    "proposals-create",
+    "alerts-tick",
+];
+
+/// The cap of the list the `list-append` case appends to.
+const LIST_CAP: u32 = 100;
+
+/// A call as the CLI builds one, in `scope`.
+fn stdin_call(scope: &str) -> Call {
+    Call {
+        scope: scope.to_owned(),
+        actor: Actor {
+            session: Some("s1".into()),
+            hook: Some("fuzz".into()),
+            pid: Some(1),
+            agent: None,
+        },
+        idem_key: None,
+        now_ms: 1_700_000_000_000,
+    }
+}
+
+/// The stdin parser and check of every verb that reads stdin never panic on any text the CLI's
+/// reader lets through (non-empty UTF-8 within the cap); what they accept is consistent: JSON
+/// parsers accept only JSON, `Set:`/`Decision:` lines come from the text, checked values are
+/// within the value cap and validate as JSON on their own.
+pub(crate) fn check_verb_stdin(data: &[u8]) {
+    let _ = verb_stdin_verdict(data);
+}
+
+/// Runs [`check_verb_stdin`]'s checks and tells which verb the input went to (its index in
+/// [`STDIN_VERBS`]) and whether that verb accepted it; `None` for input the CLI's reader refuses.
+pub(crate) fn verb_stdin_verdict(data: &[u8]) -> Option<(usize, bool)> {
+    let (&selector, rest) = data.split_first()?;
+    let text = std::str::from_utf8(rest).ok()?;
+    if text.is_empty() || text.len() > STDIN_BYTES_MAX {
+        return None;
+    }
+    let index = usize::from(selector) % STDIN_VERBS.len();
+    let verb = STDIN_VERBS[index];
+    // Syntax only: a struct parser skips unknown fields without converting their numbers, so it
+    // accepts `1e999` there, which `Value` refuses as out of f64 range (found by fuzzing).
+    let is_json = || serde_json::from_str::<&RawValue>(text).is_ok();
+    // What upstream's `JSON.parse(stdin.trim())` would parse.
+    let is_trimmed_json =
+        || serde_json::from_str::<&RawValue>(hookstate_engine::stdin::js_trim(text)).is_ok();
+    let accepted = match verb {
+        "hook-payload" => {
+            let ok = parse_hook_payload(text).is_ok();
+            assert!(!ok || is_json(), "a hook payload that is not JSON was accepted");
+            ok
+        }
+        "hook-stop" => match parse_stop_payload(text) {
+            Ok(payload) => {
+                assert!(is_json(), "a Stop payload that is not JSON was accepted");
+                if let Some(session) = payload.session_id {
+                    assert!(text.contains("session_id"), "session {session:?} from nowhere");
+                }
+                true
+            }
+            Err(_) => false,
+        },
+        "observer-append" => match parse_rows(text) {
+            Ok(rows) => {
+                assert!(is_json(), "rows accepted from text that is not JSON");
+                let expected = serde_json::from_str::<Vec<&RawValue>>(text).map_or(1, |a| a.len());
+                assert_eq!(rows.len(), expected, "row count");
+                true
+            }
+            Err(_) => false,
+        },
+        "observer-sweep-commit" => match parse_findings(text) {
+            Ok(findings) => {
+                let items = serde_json::from_str::<Vec<&RawValue>>(text).map(|a| a.len());
+                assert_eq!(items.ok(), Some(findings.len()), "findings are not one JSON array");
+                true
+            }
+            Err(_) => false,
+        },
+        "proposals-patch" => {
+            let (sets, decision) = parse_patch_stdin(text);
+            for set in &sets {
+                assert!(
+                    text.lines().any(|l| l
+                        .strip_prefix("Set:")
+                        .is_some_and(|r| r.trim_start_matches([' ', '\t']) == set)),
+                    "set {set:?} is not from a Set: line"
+                );
+            }
+            if let Some(decision) = &decision {
+                assert!(
+                    !decision.is_empty() && decision.trim() == decision,
+                    "decision {decision:?}"
+                );
+                assert!(!decision.contains('\n'), "decision spans lines");
+            }
+            !sets.is_empty() || decision.is_some()
+        }
+        "kv-put" | "queue-push" | "list-append" => check_value_command(verb, text),
+        "feedback-add-comment" | "feedback-add-target" => {
+            let call = stdin_call("moonshine:fuzz");
+            let (target, comment) = if verb == "feedback-add-comment" {
+                (r#"{"kind":"block","path":"docs/a.md"}"#, text)
+            } else {
+                (text, "a comment")
+            };
+            let ok = feedback_rules::check(&call, &Input::Add { target, comment }).is_ok();
+            if ok {
+                assert!(comment.len() <= feedback_rules::COMMENT_BYTES_MAX, "comment cap");
+                assert!(validate_json("target", target).is_ok(), "target is not valid JSON");
+            }
+            ok
+        }
+        "proposals-queue-micro" => {
+            let ok = hookstate_engine::proposals::parse_micro_input(text).is_ok();
+            if ok {
+                assert!(is_trimmed_json(), "a micro payload that is not JSON was accepted");
+            }
+            ok
+        }
+        "alerts-tick" => match hookstate_engine::alerts::parse_tick_input(text) {
+            Ok(_) => {
+                assert!(is_trimmed_json(), "a tick payload that is not JSON was accepted");
+                true
+            }
+            Err(rejection) => {
+                let reason = &rejection.reason;
+                assert!(
+                    !reason.is_empty() && reason.bytes().all(|b| b.is_ascii_graphic()),
+                    "a rejection reason that is not one token: {reason:?}"
+                );
+                assert!(!rejection.unparseable || reason == "invalid-json", "{reason}");
+                false
+            }
+        },
+        _ => match hookstate_engine::props::parse_create(text) {
+            Ok(input) => {
+                assert!(!input.title.is_empty() && !input.body.is_empty(), "empty title or body");
+                assert!(text.contains(input.title.as_str()), "title from nowhere");
+                true
+            }
+            Err(_) => false,
+        },
+    };
+    Some((index, accepted))
+}
+
+/// `Engine::check` of a command carrying the stdin text as its JSON value: what it accepts
+/// validates as JSON on its own, within the value cap.
+fn check_value_command(verb: &str, text: &str) -> bool {
+    let call = stdin_call("fuzz");
+    let command = match verb {
+        "kv-put" => Command::KvPut {
+            key: "k".into(),
+            value: text.to_owned(),
+            expect: hookstate_engine::Expect::Any,
+        },
+        "queue-push" => Command::QueuePush {
+            queue: "q".into(),
+            item: "i".into(),
+            payload: text.to_owned(),
+            for_session: None,
+            max_deliveries: hookstate_engine::limits::DELIVERIES_DEFAULT,
+        },
+        _ => Command::ListAppend { list: "l".into(), row: text.to_owned(), cap: LIST_CAP },
+    };
+    let ok = Engine::check(&call, &command).is_ok();
+    if ok {
+        match validate_json("value", text) {
+            Ok(value) => assert!(value.len() <= VALUE_BYTES_MAX, "value over the cap"),
+            Err(err) => panic!("{verb} accepted a value validate_json refuses: {err}"),
+        }
+    }
+    ok
+}
+
+/// Every legacy file parser never panics; what it accepts is written back as bytes that parse
+/// again to the same records and are written back unchanged (an export re-imports as itself).
+/// The first byte picks the kind (modulo the count), the rest is the file.
+pub(crate) fn check_legacy_import(data: &[u8]) {
+    let Some((&selector, file)) = data.split_first() else {
+        return;
+    };
+    let kind = LegacyFile::ALL[usize::from(selector) % LegacyFile::ALL.len()];
+    let Ok(parsed) = parse_legacy(kind, file) else {
+        return;
+    };
+    let Some(written) = parsed.written_back else {
+        return;
+    };
+    match parse_legacy(kind, &written) {
+        Ok(again) => {
+            assert_eq!(
+                again.records, parsed.records,
+                "{kind:?}: the write-back parses to other records"
+            );
+            assert_eq!(
+                again.written_back.as_deref(),
+                Some(written.as_slice()),
+                "{kind:?}: the write-back is not a fixed point"
+            );
+        }
+        Err(err) => panic!("{kind:?}: the write-back of an accepted file is refused: {err}"),
     }
 }

@@ -4,6 +4,7 @@
 
 mod alerts;
 mod corpus;
+mod exportcrash;
 mod feedback_model;
 mod heartbeat;
 mod model;

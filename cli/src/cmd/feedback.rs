@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use hookstate_engine::feedback::{self, ClaimAsk, DrainAsk, Input, Pass};
 use hookstate_engine::legacy::moonshine::anchor_matches;
 use hookstate_engine::schema::validate_id;
+use hookstate_engine::stdin::parse_stop_payload;
 use hookstate_engine::{Call, Engine, MoonshineImport, Outcome, Refusal};
 use serde_json::{json, Value};
 
@@ -291,12 +292,11 @@ pub(crate) fn hook(cli: &Cli, verb: &HookVerb) -> Result<(), CliError> {
     if switched_off() {
         return Ok(());
     }
-    let payload: Value = serde_json::from_str(&read_stdin()?)
-        .map_err(|e| CliError::Invalid(format!("the Stop payload is not JSON: {e}")))?;
-    if payload["stop_hook_active"].as_bool() == Some(true) || !db_path(cli)?.exists() {
+    let payload = parse_stop_payload(&read_stdin()?).map_err(CliError::Invalid)?;
+    if payload.stop_hook_active || !db_path(cli)?.exists() {
         return Ok(());
     }
-    let session = payload["session_id"].as_str().or(cli.session.as_deref());
+    let session = payload.session_id.as_deref().or(cli.session.as_deref());
     let ask = DrainAsk {
         pass: Pass::Stop,
         holder: holder(cli, drain, session),

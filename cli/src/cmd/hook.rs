@@ -9,7 +9,7 @@ use std::path::Path;
 
 use hookstate_engine::legacy::loopd::{is_bundle_root, resolve_bundle};
 use hookstate_engine::signals::{bundle_scope, TurnInput};
-use serde::Deserialize;
+use hookstate_engine::stdin::{parse_hook_payload, HookPayload};
 use serde_json::json;
 
 use crate::args::{Cli, Format, HookVerb, Layout};
@@ -17,27 +17,8 @@ use crate::cmd::{call_in, mirror, open, Access};
 use crate::exit::CliError;
 use crate::input::read_stdin;
 
-/// The fields of a hook payload that these verbs use; every other field is ignored.
-#[derive(Debug, Default, Deserialize)]
-struct Payload {
-    #[serde(default)]
-    session_id: String,
-    #[serde(default)]
-    cwd: String,
-    #[serde(default)]
-    agent_id: Option<String>,
-    #[serde(default)]
-    duration_ms: u64,
-    #[serde(default)]
-    reason: Option<String>,
-    #[serde(default)]
-    is_aborted: bool,
-}
-
-fn payload() -> Result<Payload, CliError> {
-    let text = read_stdin()?;
-    serde_json::from_str(&text)
-        .map_err(|e| CliError::Invalid(format!("hook payload is not a JSON object: {e}")))
+fn payload() -> Result<HookPayload, CliError> {
+    parse_hook_payload(&read_stdin()?).map_err(CliError::Invalid)
 }
 
 pub(crate) fn run(cli: &Cli, verb: &HookVerb) -> Result<(), CliError> {
@@ -53,7 +34,7 @@ pub(crate) fn run(cli: &Cli, verb: &HookVerb) -> Result<(), CliError> {
     }
 }
 
-fn session_start(cli: &Cli, payload: &Payload) -> Result<(), CliError> {
+fn session_start(cli: &Cli, payload: &HookPayload) -> Result<(), CliError> {
     let cwd = Path::new(&payload.cwd);
     if !is_bundle_root(cwd) {
         return Ok(());
@@ -66,7 +47,7 @@ fn session_start(cli: &Cli, payload: &Payload) -> Result<(), CliError> {
     mirror(cli, &engine, &call, Layout::Loopd)
 }
 
-fn turn_complete(cli: &Cli, payload: &Payload) -> Result<(), CliError> {
+fn turn_complete(cli: &Cli, payload: &HookPayload) -> Result<(), CliError> {
     if payload.agent_id.is_some() {
         return Ok(());
     }

@@ -4,7 +4,8 @@
 //! Does not call a model or read the inbox; the caller does and passes what it read.
 
 use hookstate_engine::observer::{Finding, RowInput, SweepRead};
-use serde_json::{json, Value};
+use hookstate_engine::stdin::{parse_findings, parse_rows};
+use serde_json::json;
 
 use crate::args::{Cli, Layout, ObserverVerb, PendingVerb};
 use crate::cmd::{call, mirror, open, Access};
@@ -13,20 +14,11 @@ use crate::input::read_stdin;
 use crate::output::print;
 
 fn rows_from_stdin() -> Result<Vec<RowInput>, CliError> {
-    let value: Value = serde_json::from_str(&read_stdin()?)
-        .map_err(|e| CliError::Invalid(format!("stdin is not JSON: {e}")))?;
-    let list = match value {
-        Value::Array(items) => items,
-        other => vec![other],
-    };
-    list.into_iter()
-        .map(|v| serde_json::from_value(v).map_err(|e| CliError::Invalid(format!("row: {e}"))))
-        .collect()
+    parse_rows(&read_stdin()?).map_err(CliError::Invalid)
 }
 
 fn findings_from_stdin() -> Result<Vec<Finding>, CliError> {
-    serde_json::from_str(&read_stdin()?)
-        .map_err(|e| CliError::Invalid(format!("findings must be a JSON array of findings: {e}")))
+    parse_findings(&read_stdin()?).map_err(CliError::Invalid)
 }
 
 pub(crate) fn run(cli: &Cli, verb: &ObserverVerb) -> Result<(), CliError> {

@@ -12,6 +12,7 @@ use hookstate_engine::proposals::{
     hermit_scope, parse_micro_input, MicroInput, ResolveInput, SCOPE_PREFIX,
 };
 use hookstate_engine::props::{parse_create, CreateInput, Move, MoveInput, PatchInput};
+use hookstate_engine::stdin::parse_patch_stdin;
 use hookstate_engine::{Engine, Outcome};
 use serde_json::{json, Value};
 
@@ -166,22 +167,6 @@ fn read_inputs(cli: &Cli, verb: &ProposalsVerb) -> Result<Inputs, CliError> {
         },
         _ => Some((None, None)),
     })
-}
-
-/// `Set: key=value` lines and the first `Decision: <line>` of `patch --stdin`.
-fn parse_patch_stdin(text: &str) -> (Vec<String>, Option<String>) {
-    let sets = text
-        .lines()
-        .filter_map(|l| l.strip_prefix("Set:"))
-        .map(|rest| rest.trim_start_matches([' ', '\t']).to_owned())
-        .collect();
-    let decision = text
-        .lines()
-        .find_map(|l| l.strip_prefix("Decision:"))
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .map(str::to_owned);
-    (sets, decision)
 }
 
 fn print_queue(cli: &Cli, scope: &str) -> Result<(), CliError> {

@@ -160,7 +160,12 @@ pub fn read_timezone(dir: &Path) -> Result<String> {
     let Some(bytes) = root.read(CONFIG_FILE, CONFIG_FILE_BYTES_MAX)? else {
         return Ok(DEFAULT_TIMEZONE.into());
     };
-    let config: Map<String, Value> = serde_json::from_slice(&bytes)
+    parse_config_timezone(&bytes)
+}
+
+/// `timezone` of a `config.json`'s bytes, `UTC` when unset or empty.
+pub(crate) fn parse_config_timezone(bytes: &[u8]) -> Result<String> {
+    let config: Map<String, Value> = serde_json::from_slice(bytes)
         .map_err(|e| Error::invalid(format!("{CONFIG_FILE} is not a JSON object: {e}")))?;
     Ok(config
         .get("timezone")
@@ -229,7 +234,7 @@ pub fn render_queue(queue: &QueueDoc) -> Result<String> {
 }
 
 /// Splits the ledger into its lines (without newlines), every line kept as written.
-fn parse_ledger(bytes: &[u8]) -> Result<Vec<String>> {
+pub(crate) fn parse_ledger(bytes: &[u8]) -> Result<Vec<String>> {
     let text = std::str::from_utf8(bytes)
         .map_err(|_| Error::invalid(format!("{LEDGER_FILE} is not UTF-8")))?;
     let mut lines: Vec<String> = text.split('\n').map(str::to_owned).collect();
@@ -262,7 +267,7 @@ pub(crate) fn ledger_lines(txn: &dyn ReadTxn, scope: &str) -> Result<Vec<String>
     Ok(lines)
 }
 
-fn render_ledger(lines: &[String]) -> String {
+pub(crate) fn render_ledger(lines: &[String]) -> String {
     lines.iter().map(|l| format!("{l}\n")).collect()
 }
 
@@ -302,7 +307,7 @@ fn read_props(dir: &Path) -> Result<Vec<(String, String)>> {
 }
 
 /// The index's `updated`, and whether a rebuild from `props` reproduces the file.
-fn read_index(bytes: &[u8], props: &[(String, String)]) -> Result<(String, bool)> {
+pub(crate) fn read_index(bytes: &[u8], props: &[(String, String)]) -> Result<(String, bool)> {
     let value: Value = serde_json::from_slice(bytes)
         .map_err(|e| Error::invalid(format!("{INDEX_FILE} is not JSON: {e}")))?;
     let updated = value

@@ -188,13 +188,13 @@ fn import_key(name: &str, key: &str, value: &Value) -> Result<(String, SignalsEv
 
 /// A parsed plugin-store file: its events (each with its scope) and the file as an export would
 /// write it back.
-struct ParsedStore {
-    events: Vec<(String, Body)>,
-    rendered: String,
+pub(crate) struct ParsedStore {
+    pub(crate) events: Vec<(String, Body)>,
+    pub(crate) rendered: String,
 }
 
 /// Parses a whole plugin-store file into scoped events; nothing is written on any error.
-fn parse_store(name: &str, bytes: &[u8]) -> Result<ParsedStore> {
+pub(crate) fn parse_store(name: &str, bytes: &[u8]) -> Result<ParsedStore> {
     let text = std::str::from_utf8(bytes).map_err(|_| bad(name, "is not UTF-8".into()))?;
     let value: Value =
         serde_json::from_str(text).map_err(|e| bad(name, format!("is not valid JSON: {e}")))?;

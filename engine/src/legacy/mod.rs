@@ -4,6 +4,8 @@
 //! Every legacy file is reached through [`root::Root`], never by joining raw ids into paths.
 //! Does not decide domain rules; the domain modules do.
 
+pub mod durable;
+pub mod files;
 pub mod heartbeat;
 pub mod hermit;
 pub mod hermit_alerts;

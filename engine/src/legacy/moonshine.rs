@@ -104,7 +104,7 @@ fn read_doc_file(dir: &Root, name: &str) -> Result<Option<JsonDoc>> {
     }
 }
 
-fn check_comment(name: &str, id: &str, doc: &JsonDoc) -> Result<()> {
+pub(crate) fn check_comment(name: &str, id: &str, doc: &JsonDoc) -> Result<()> {
     let bad = |why: &str| Error::invalid(format!("legacy comment {name}: {why}"));
     if str_field(doc, "id").as_deref() != Some(id) {
         return Err(bad("its id field does not match the file name"));
@@ -122,7 +122,7 @@ fn check_comment(name: &str, id: &str, doc: &JsonDoc) -> Result<()> {
     Ok(())
 }
 
-fn check_file(name: &str, kind: FileKind, doc: &JsonDoc) -> Result<()> {
+pub(crate) fn check_file(name: &str, kind: FileKind, doc: &JsonDoc) -> Result<()> {
     let ok = match kind {
         FileKind::Control => str_field(doc, "mode").is_some_and(|m| MODES.contains(&m.as_str())),
         FileKind::Address => str_field(doc, "requestedAt").is_some(),

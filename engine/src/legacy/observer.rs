@@ -23,8 +23,20 @@ pub const STATE_FILE_DEFAULT: &str = "claude-management.json";
 /// The style of an export whose state was never imported: 2-space JSON with a final newline.
 const DEFAULT_STYLE: StoreStyle = StoreStyle { pretty: true, trailing_newline: true };
 
-fn render(state: &ObserverState, style: StoreStyle) -> Result<String> {
+pub(crate) fn render(state: &ObserverState, style: StoreStyle) -> Result<String> {
     render_styled(state, style)
+}
+
+/// Parses an observer state file: the state, the style it was written in, and whether an
+/// export in that style writes back the very same bytes.
+pub(crate) fn parse_state(name: &str, bytes: &[u8]) -> Result<(ObserverState, StoreStyle, bool)> {
+    let text = std::str::from_utf8(bytes)
+        .map_err(|_| Error::invalid(format!("observer state {name} is not UTF-8")))?;
+    let state: ObserverState = serde_json::from_str(text)
+        .map_err(|e| Error::invalid(format!("observer state {name}: {e}")))?;
+    let style = detect_style(text);
+    let round_trip = render(&state, style)?.as_bytes() == bytes;
+    Ok((state, style, round_trip))
 }
 
 impl Engine {
@@ -38,12 +50,7 @@ impl Engine {
         let bytes = root
             .read(name, STATE_FILE_BYTES_MAX)?
             .ok_or_else(|| Error::NoStore { path: dir.join(name) })?;
-        let text = std::str::from_utf8(&bytes)
-            .map_err(|_| Error::invalid(format!("observer state {name} is not UTF-8")))?;
-        let state: ObserverState = serde_json::from_str(text)
-            .map_err(|e| Error::invalid(format!("observer state {name}: {e}")))?;
-        let style = detect_style(text);
-        let round_trip = render(&state, style)?.as_bytes() == bytes.as_slice();
+        let (state, style, round_trip) = parse_state(name, &bytes)?;
         let mut outcome = self.observer_import(call, state, style)?;
         outcome.result.insert("layout".into(), Value::from("observer"));
         outcome.result.insert("round_trip".into(), Value::Bool(round_trip));

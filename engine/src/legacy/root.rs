@@ -9,14 +9,14 @@
 use std::fs::File;
 use std::io::{Read, Write};
 use std::os::fd::OwnedFd;
-use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
 
 use crate::error::{Error, Result};
-use crate::fsio::{check_private_dir, DIR_MODE, FILE_MODE};
+use crate::fsio::{check_private_dir, create_dirs_durably, DIR_MODE, FILE_MODE};
+use crate::legacy::durable::{self, DirOps};
 
 /// Longest file name: `NAME_MAX` on Linux file systems.
 pub(crate) const FILE_NAME_BYTES_MAX: usize = 255;
@@ -57,11 +57,7 @@ impl Root {
     /// Refuses a symlink, a non-directory, and a directory not owned by us or writable by others.
     pub(crate) fn open(path: &Path, create: bool) -> Result<Root> {
         if create && std::fs::symlink_metadata(path).is_err() {
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(DIR_MODE)
-                .create(path)
-                .map_err(|e| Error::io("create directory", path, e))?;
+            create_dirs_durably(path)?;
         }
         let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         let dir = rustix::fs::open(path, flags, Mode::empty()).map_err(|e| refusal(path, e))?;
@@ -85,10 +81,7 @@ impl Root {
         check_name(name)?;
         let path = self.path.join(name);
         if create {
-            match rustix::fs::mkdirat(&self.dir, name, Mode::from_raw_mode(DIR_MODE)) {
-                Ok(()) | Err(Errno::EXIST) => {}
-                Err(other) => return Err(io_err("create directory", &path, other)),
-            }
+            durable::make_subdir(&mut RootOps(self), name)?;
         }
         let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         match rustix::fs::openat(&self.dir, name, flags, Mode::empty()) {
@@ -139,7 +132,8 @@ impl Root {
     /// Replaces (or creates) the file `name` with `bytes`: a fresh temp file (O_EXCL, 0600,
     /// random name) in the same directory, fsync, rename over the target, directory fsync. The
     /// target's old inode is never written, so a hard link to it cannot be used to write a
-    /// victim file.
+    /// victim file. The steps are [`durable::replace_file`]'s, which the export crash simulator
+    /// replays on a model file system.
     pub(crate) fn write(&self, name: &str, bytes: &[u8]) -> Result<()> {
         #[cfg(feature = "bugdrill")]
         if crate::drill::is(crate::drill::Drill::NaivePathJoin) {
@@ -149,24 +143,7 @@ impl Root {
         check_name(name)?;
         let suffix = hookstate_schema::format::to_hex(&crate::fsio::random_bytes::<8>()?);
         let temp = format!("{TEMP_PREFIX}{suffix}");
-        let flags =
-            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let fd = rustix::fs::openat(&self.dir, &temp, flags, Mode::from_raw_mode(FILE_MODE))
-            .map_err(|e| io_err("create", &self.path.join(&temp), e))?;
-        let mut file = File::from(fd);
-        let written = file
-            .write_all(bytes)
-            .and_then(|()| file.sync_all())
-            .map_err(|e| Error::io("write", self.path.join(&temp), e))
-            .and_then(|()| {
-                rustix::fs::renameat(&self.dir, &temp, &self.dir, name)
-                    .map_err(|e| io_err("rename", &self.path.join(name), e))
-            });
-        if written.is_err() {
-            let _ = rustix::fs::unlinkat(&self.dir, &temp, AtFlags::empty());
-        }
-        written?;
-        self.sync()
+        durable::replace_file(&mut RootOps(self), &temp, name, bytes)
     }
 
     /// Renames the file `name` to `to` inside this directory, never replacing an existing `to`
@@ -251,6 +228,53 @@ impl Root {
         }
         names.sort();
         Ok(names)
+    }
+}
+
+/// The real directory operations of a root, for [`durable`]'s steps.
+struct RootOps<'a>(&'a Root);
+
+impl DirOps for RootOps<'_> {
+    /// The file and its path, for messages.
+    type File = (File, PathBuf);
+
+    fn create_new(&mut self, name: &str) -> Result<(File, PathBuf)> {
+        let path = self.0.path.join(name);
+        let flags =
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        rustix::fs::openat(&self.0.dir, name, flags, Mode::from_raw_mode(FILE_MODE))
+            .map(|fd| (File::from(fd), path.clone()))
+            .map_err(|e| io_err("create", &path, e))
+    }
+
+    fn write_all(&mut self, (file, path): &mut (File, PathBuf), bytes: &[u8]) -> Result<()> {
+        file.write_all(bytes).map_err(|e| Error::io("write", path.clone(), e))
+    }
+
+    fn sync_file(&mut self, (file, path): &mut (File, PathBuf)) -> Result<()> {
+        file.sync_all().map_err(|e| Error::io("write", path.clone(), e))
+    }
+
+    fn rename(&mut self, from: &str, to: &str) -> Result<()> {
+        rustix::fs::renameat(&self.0.dir, from, &self.0.dir, to)
+            .map_err(|e| io_err("rename", &self.0.path.join(to), e))
+    }
+
+    fn remove(&mut self, name: &str) -> Result<()> {
+        rustix::fs::unlinkat(&self.0.dir, name, AtFlags::empty())
+            .map_err(|e| io_err("remove", &self.0.path.join(name), e))
+    }
+
+    fn sync_dir(&mut self) -> Result<()> {
+        self.0.sync()
+    }
+
+    fn make_dir(&mut self, name: &str) -> Result<bool> {
+        match rustix::fs::mkdirat(&self.0.dir, name, Mode::from_raw_mode(DIR_MODE)) {
+            Ok(()) => Ok(true),
+            Err(Errno::EXIST) => Ok(false),
+            Err(other) => Err(io_err("create directory", &self.0.path.join(name), other)),
+        }
     }
 }
 
