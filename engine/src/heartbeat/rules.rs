@@ -91,7 +91,18 @@ pub(crate) fn parse_ms(stamp: &str) -> Option<i64> {
 /// (as `JSON.stringify` writes them).
 pub(crate) fn js_round(x: f64, digits: i32) -> Value {
     let scale = 10f64.powi(digits);
-    js_number((x * scale + 0.5).floor() / scale)
+    js_number(math_round(x * scale) / scale)
+}
+
+/// `Math.round`: the nearest integer, halves toward +∞. Not `floor(x + 0.5)`, whose addition
+/// rounds (0.49999999999999994 + 0.5 is 1.0).
+pub(crate) fn math_round(x: f64) -> f64 {
+    let floor = x.floor();
+    if x - floor >= 0.5 {
+        floor + 1.0
+    } else {
+        floor
+    }
 }
 
 /// A JSON number as JavaScript prints it: an integral value has no fraction.
@@ -134,12 +145,13 @@ pub(crate) fn parse_object(file: &str, text: &str) -> Result<Map<String, Value>>
     }
 }
 
-/// Renders an object in a layout, with the trailing newline.
+/// Renders an object in a layout, with the trailing newline; numbers as `JSON.stringify`
+/// prints them.
 pub(crate) fn render_object(map: &Map<String, Value>, layout: Layout) -> String {
     let value = Value::Object(map.clone());
     let text = match layout {
-        Layout::Pretty => serde_json::to_string_pretty(&value).unwrap_or_default(),
-        Layout::Compact => value.to_string(),
+        Layout::Pretty => crate::legacy::js::pretty(&value),
+        Layout::Compact => crate::legacy::js::compact(&value),
     };
     text + "\n"
 }
@@ -449,6 +461,29 @@ mod tests {
              \"spend\":41.2731,\"cap\":50,\"ratio\":0.83,\"notified\":false,\
              \"ts\":\"2026-09-14T09:12:03.554Z\"}"
         );
+    }
+
+    #[test]
+    fn entries_print_their_numbers_as_json_stringify_does() {
+        // Expected texts from node: Math.round(x * 10^d) / 10^d, then JSON.stringify.
+        let entry = |spend: f64, cap: f64| {
+            let input = BudgetInput {
+                level: "breach".into(),
+                period: "daily".into(),
+                action: "alert".into(),
+                spend,
+                cap,
+            };
+            render_object(&budget_entry(&input, iso_stamp(AT)), Layout::Compact)
+        };
+        let huge = entry(1e9, 1e-13);
+        assert!(huge.contains("\"ratio\":1e+22,"), "{huge}");
+        let wide = entry(1e9, 3e-9);
+        assert!(wide.contains("\"ratio\":333333333333333300,"), "{wide}");
+        // Math.round(0.49999999999999994) is 0, not floor(0.49999999999999994 + 0.5).
+        let tiny = entry(0.000_049_999_999_999_999_996, 50.0);
+        assert!(tiny.contains("\"spend\":0,"), "{tiny}");
+        assert!(entry(1e9, 1e9).contains("\"spend\":1000000000,\"cap\":1000000000,\"ratio\":1,"));
     }
 
     #[test]

@@ -62,14 +62,16 @@ pub fn parse_alert_state(bytes: &[u8]) -> std::result::Result<Map<String, Value>
     }
 }
 
-/// The file's bytes: `JSON.stringify(state, null, 2) + "\n"`.
+/// The file's bytes: `JSON.stringify(state, null, 2) + "\n"` (numbers as JavaScript prints them).
 ///
 /// # Errors
 /// [`Error::Corrupt`] if the value does not serialise (it always does).
 pub fn render_alert_state(state: &Map<String, Value>) -> Result<String> {
-    serde_json::to_string_pretty(state)
-        .map(|t| t + "\n")
-        .map_err(|e| Error::Corrupt(format!("alert state does not serialise: {e}")))
+    let text = crate::legacy::js::pretty(&Value::Object(state.clone()));
+    if text.is_empty() {
+        return Err(Error::Corrupt("alert state does not serialise".into()));
+    }
+    Ok(text + "\n")
 }
 
 /// Reads the alert-state file of the opened `state/` directory; a corrupt file is renamed to
@@ -173,6 +175,17 @@ mod tests {
         assert_eq!(
             render_alert_state(&map).unwrap(),
             "{\n  \"z\": 1,\n  \"alerts\": {},\n  \"a\": null\n}\n"
+        );
+    }
+
+    #[test]
+    fn numbers_are_written_as_json_stringify_writes_them() {
+        // A hand-edited or foreign file: node's JSON.stringify(JSON.parse(text), null, 2).
+        let map = parse_alert_state(br#"{"total_ticks":40.0,"a":-0,"b":1e21,"c":1e17}"#).unwrap();
+        assert_eq!(
+            render_alert_state(&map).unwrap(),
+            "{\n  \"total_ticks\": 40,\n  \"a\": 0,\n  \"b\": 1e+21,\n  \"c\": \
+             100000000000000000\n}\n"
         );
     }
 
