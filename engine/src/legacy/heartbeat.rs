@@ -39,7 +39,8 @@ pub struct HeartbeatConfig {
     pub next_task_ack: bool,
     /// `heartbeat.enabled === false`.
     pub heartbeat_disabled: bool,
-    /// `heartbeat.every` as whole seconds, when it is a number of seconds or `<n>s|m|h|d`.
+    /// `heartbeat.every` as whole seconds, when it is a string `<n>s|m|h` (upstream's
+    /// `parseDuration`: any case, spaces allowed before the unit); otherwise the default.
     pub every_s: Option<u64>,
     /// `state/.boot-id`, trimmed, when it exists and is a short single line.
     pub boot_id: Option<String>,
@@ -65,22 +66,22 @@ fn read_boot_id(dir: &Path) -> Result<Option<String>> {
     Ok(rules::check_stamp("boot id", id).ok().map(|()| id.to_owned()))
 }
 
+/// `heartbeatInterval`'s `parseDuration` in seconds: a string `<digits><spaces><s|m|h>` (any
+/// case, trimmed); anything else (a number, a day unit, a fraction) is `None`, the default.
 fn duration_s(value: &Value) -> Option<u64> {
-    if let Some(n) = value.as_u64() {
-        return Some(n);
-    }
     let text = value.as_str()?.trim();
-    let split = text.find(|c: char| !c.is_ascii_digit())?;
-    let (digits, unit) = text.split_at(split);
-    let n: u64 = digits.parse().ok()?;
-    let scale = match unit {
-        "s" => 1,
-        "m" => 60,
-        "h" => 3600,
-        "d" => 86_400,
+    let unit = text.chars().last()?;
+    let scale = match unit.to_ascii_lowercase() {
+        's' => 1,
+        'm' => 60,
+        'h' => 3600,
         _ => return None,
     };
-    n.checked_mul(scale)
+    let digits = text[..text.len() - unit.len_utf8()].trim_end_matches(char::is_whitespace);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse::<u64>().ok()?.checked_mul(scale)
 }
 
 /// Reads the heartbeat settings of `DIR/config.json` (defaults when absent).
@@ -371,11 +372,19 @@ mod tests {
     }
 
     #[test]
-    fn durations_read_as_seconds() {
+    fn durations_read_as_upstream_parse_duration() {
+        // parseDuration: /^(\d+)\s*([smh])$/i on the trimmed string; anything else → default.
         assert_eq!(duration_s(&json!("30m")), Some(1800));
         assert_eq!(duration_s(&json!("2h")), Some(7200));
-        assert_eq!(duration_s(&json!(90)), Some(90));
+        assert_eq!(duration_s(&json!(" 45s ")), Some(45));
+        assert_eq!(duration_s(&json!("5 m")), Some(300));
+        assert_eq!(duration_s(&json!("5\tM")), Some(300));
+        assert_eq!(duration_s(&json!("2H")), Some(7200));
+        assert_eq!(duration_s(&json!(90)), None, "a number is not a duration upstream");
+        assert_eq!(duration_s(&json!("1d")), None, "no day unit upstream");
         assert_eq!(duration_s(&json!("soon")), None);
-        assert_eq!(duration_s(&json!("5 m")), None);
+        assert_eq!(duration_s(&json!("m")), None);
+        assert_eq!(duration_s(&json!("1.5m")), None);
+        assert_eq!(duration_s(&json!("-5m")), None);
     }
 }
