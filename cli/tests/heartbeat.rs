@@ -502,3 +502,48 @@ fn an_export_leaves_files_the_scope_does_not_hold() {
     assert_eq!(kept, foreign);
     assert!(to.path().join("state/injection-alert.json").exists());
 }
+
+/// An idempotency key names the verb's own write, never the mirror's adoption of outside
+/// writes: a mark whose mirror first adopts an outside change still marks, and its retry
+/// replays the mark (and still adopts what changed outside in between).
+#[test]
+fn an_idem_keyed_mark_through_a_mirror_that_adopts_an_outside_write_still_marks() {
+    let h = Hermit::new("{}\n");
+    let dir = h.dir.to_str().unwrap().to_owned();
+    let record = ["budget", "record", "--level", "warn", "--period", "weekly", "--action"];
+    let mut args = vec!["--mirror", dir.as_str()];
+    args.extend(record);
+    args.extend(["alert", "--spend", "41", "--cap", "50"]);
+    h.json(SEP_14, &args, None).expect(0);
+    // Upstream's cost-tracker, not yet migrated, adds a daily breach to the mirrored file.
+    let path = h.dir.join("state/budget-alerts.json");
+    let text = read(&h.dir, "state/budget-alerts.json").unwrap();
+    let daily =
+        "\"budget-breach:daily:2026-09-14\": {\"kind\": \"budget\", \"period\": \"daily\"},";
+    std::fs::write(&path, text.replacen("\"alerts\": {", &format!("\"alerts\": {{{daily}"), 1))
+        .unwrap();
+    let key = "budget-warn:weekly:2026-W38";
+    let mark = |now: u64, format: &str| {
+        let args = ["--idem-key", "mark-1", "--mirror", dir.as_str()];
+        let now = now.to_string();
+        let mut full = vec!["--format", format];
+        full.extend(args);
+        full.extend(["--now-ms", &now, "alerts", "--dir", dir.as_str()]);
+        full.extend(["budget", "mark-notified", key]);
+        h.store.run(&full)
+    };
+    line(mark(SEP_14 + 1000, "verdict"), 0, &format!("OK|notified|{key}"));
+    let alerts = h.alerts();
+    assert_eq!(alerts[key]["notified"], true, "the mark landed: {alerts:?}");
+    assert!(alerts.contains_key("budget-breach:daily:2026-09-14"), "the outside write adopted");
+    // Another outside change, then the retry: adopted, and the mark replayed, not redone.
+    let text = read(&h.dir, "state/budget-alerts.json").unwrap();
+    std::fs::write(&path, text.replace("\"period\": \"daily\"", "\"period\": \"daily\", \"x\": 1"))
+        .unwrap();
+    let marks = h.kinds("budget_notified");
+    let retry = mark(SEP_14 + 2000, "json").expect(0).json();
+    assert_eq!(retry["replayed"], true, "{retry}");
+    assert_eq!(h.kinds("budget_notified"), marks, "the retry marks nothing again");
+    assert_eq!(h.alerts()["budget-breach:daily:2026-09-14"]["x"], 1, "the retry still adopts");
+    h.store.run(&["verify"]).expect(0);
+}

@@ -304,7 +304,8 @@ impl Engine {
         }
         let adopted = events.len();
         if !events.is_empty() {
-            self.write(call, |_| Ok(Plan { events: events.clone(), ..Plan::default() }))?;
+            let adopt = crate::legacy::mirror::adopt_call(call);
+            self.write(&adopt, |_| Ok(Plan { events: events.clone(), ..Plan::default() }))?;
         }
         Ok(fields(json!({ "adopted": adopted, "quarantined": quarantined })))
     }

@@ -474,8 +474,9 @@ impl Engine {
         // overwrites an upstream alert state it has not read.
         let alerts_hash = stamp.as_ref().and_then(|s| s.get("alerts_hash")).and_then(Value::as_str);
         let (alert_events, alerts) = foreign_alerts(&state, alerts_hash, call.now_ms)?;
+        let adopt = crate::legacy::mirror::adopt_call(call);
         if !alert_events.is_empty() {
-            self.write(call, |_| Ok(Plan { events: alert_events.clone(), ..Plan::default() }))?;
+            self.write(&adopt, |_| Ok(Plan { events: alert_events.clone(), ..Plan::default() }))?;
         }
         let Some(stamp) = stamp else {
             let result = json!({ "adopted_queue": false, "adopted_lines": 0, "alerts": alerts });
@@ -484,7 +485,7 @@ impl Engine {
         let (events, mut result) = foreign_changes(&state, dir, &stamp)?;
         result.insert("alerts".into(), alerts);
         if !events.is_empty() {
-            self.write(call, |_| Ok(Plan { events: events.clone(), ..Plan::default() }))?;
+            self.write(&adopt, |_| Ok(Plan { events: events.clone(), ..Plan::default() }))?;
         }
         Ok((mirror, result))
     }

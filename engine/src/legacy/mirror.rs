@@ -69,6 +69,14 @@ pub(crate) fn changed_outside(file: Option<&[u8]>, sidecar: Option<&Sidecar>) ->
     }
 }
 
+/// The call a mirror's adoption of outside writes runs as: the caller's, without its
+/// idempotency key. The key names the verb's own write; an adoption carrying it would leave the
+/// key's replay row behind, so the verb itself would be skipped as a repeat (its write lost), and
+/// a retry would skip the adoption and overwrite the outside write.
+pub(crate) fn adopt_call(call: &crate::engine::Call) -> crate::engine::Call {
+    crate::engine::Call { idem_key: None, ..call.clone() }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
