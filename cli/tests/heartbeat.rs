@@ -547,3 +547,59 @@ fn an_idem_keyed_mark_through_a_mirror_that_adopts_an_outside_write_still_marks(
     assert_eq!(h.alerts()["budget-breach:daily:2026-09-14"]["x"], 1, "the retry still adopts");
     h.store.run(&["verify"]).expect(0);
 }
+
+/// A repeated call with the same `--idem-key` prints the first call's verdict line again
+/// (`--help`: "a repeated call with this key returns the first result"), never `ERROR|unexpected`.
+#[test]
+fn idempotent_repeats_print_the_first_calls_verdict() {
+    let h = Hermit::new(ACK_CONFIG);
+    let twice = |idem: &str, now: u64, args: &[&str], stdin: Option<&str>, expected: &str| {
+        for _ in 0..2 {
+            let now = now.to_string();
+            let mut full = vec!["--idem-key", idem, "--format", "verdict", "--now-ms", &now];
+            full.extend(["alerts", "--dir", h.dir.to_str().unwrap()]);
+            full.extend_from_slice(args);
+            let run = h.store.run_with_stdin(&full, stdin.map(str::as_bytes)).expect(0);
+            assert_eq!(run.stdout, format!("{expected}\n"), "{args:?}");
+        }
+    };
+    let record = |level: &'static str, period: &'static str| {
+        let mut args = vec!["budget", "record", "--level", level, "--period", period];
+        args.extend(["--action", "alert", "--spend", "45", "--cap", "50"]);
+        args
+    };
+    let a_week_earlier = SEP_14 - 7 * 86_400_000;
+    twice(
+        "r0",
+        a_week_earlier,
+        &record("warn", "weekly"),
+        None,
+        "OK|created|budget-warn:weekly:2026-W37",
+    );
+    twice("r1", SEP_14, &record("warn", "weekly"), None, "OK|created|budget-warn:weekly:2026-W38");
+    twice(
+        "r2",
+        SEP_14,
+        &record("breach", "daily"),
+        None,
+        "OK|created|budget-breach:daily:2026-09-14",
+    );
+    let key = "budget-warn:weekly:2026-W38";
+    twice("m1", SEP_14, &["budget", "mark-notified", key], None, &format!("OK|notified|{key}"));
+    twice("p1", SEP_14, &["liveness", "peek"], None, "OK|peek|2026-09-14T09:12:03Z");
+    twice("i1", SEP_14, &["injection", "record", "9c04be1f"], None, "OK|recorded|9c04be1f");
+    twice("s1", SEP_14, &["monitor", "stop"], None, "OK|stopped");
+    twice("s2", SEP_14, &["monitor", "stop"], None, "OK|stopped");
+    twice("t1", SEP_14, &["runtime", "set", "session_state=idle"], None, "OK|runtime");
+    twice("q1", SEP_14, &["next-task", "queue"], Some("## Task\nShip it\n"), "OK|queued");
+    let token = h.json(SEP_14, &["next-task", "token"], None).expect(0).json()["token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    twice("a1", SEP_14, &["next-task", "ack", &token], None, "{\"parked\":true}");
+    twice("c1", SEP_14, &["next-task", "consume"], None, "OK|consumed");
+    assert_eq!(h.kinds("budget_created"), 3);
+    assert_eq!(h.kinds("budget_notified"), 1);
+    assert_eq!(h.kinds("next_task_parked"), 1);
+    h.store.run(&["verify"]).expect(0);
+}

@@ -824,19 +824,78 @@ pub(crate) fn apply(views: &mut impl ViewAccess, scope: &str, event: &HeartbeatE
     }
 }
 
-/// The result fields a heartbeat event stands for.
+/// The result fields a heartbeat event stands for (`hookstate log`'s body), with the verdict line
+/// of the verb whose last event it is, where the event alone carries it.
 pub(crate) fn render(event: &HeartbeatEvent) -> Map<String, Value> {
-    fields(match event {
-        HeartbeatEvent::FileAdopted { file, text } => json!({ "file": file, "bytes": text.len() }),
-        HeartbeatEvent::FileWritten { file, why, .. } => json!({ "file": file, "why": why }),
-        HeartbeatEvent::FileRemoved { file, why } => {
-            json!({ "file": file, "removed": true, "why": why })
+    let (line, extra) = match event {
+        HeartbeatEvent::FileAdopted { file, text } => {
+            return fields(json!({ "file": file, "bytes": text.len() }));
         }
-        HeartbeatEvent::BudgetCreated { key, .. } => json!({ "key": key, "created": true }),
-        HeartbeatEvent::BudgetNotified { key } => json!({ "key": key, "notified": true }),
-        HeartbeatEvent::BudgetReaped { key } => json!({ "key": key, "reaped": true }),
-        HeartbeatEvent::NextTaskParked { waiting_since, .. } => {
-            json!({ "parked": true, "waiting_since": waiting_since })
+        HeartbeatEvent::FileWritten { file, why, text } => match why.as_str() {
+            "liveness peek" => {
+                let stamp = written_field(text, "last_peek_at");
+                (format!("OK|peek|{stamp}"), json!({ "last_peek_at": stamp }))
+            }
+            "injection record" => {
+                let (hash, at) = (written_field(text, "hash"), written_field(text, "announced_at"));
+                (format!("OK|recorded|{hash}"), json!({ "hash": hash, "announced_at": at }))
+            }
+            "runtime set" => ("OK|runtime".to_owned(), Value::Null),
+            "monitor stop" => ("OK|stopped".to_owned(), json!({ "stopped": true })),
+            "next-task queue" => ("OK|queued".to_owned(), json!({ "bytes": text.len() })),
+            _ => return fields(json!({ "file": file, "why": why })),
+        },
+        HeartbeatEvent::FileRemoved { file, why } => match why.as_str() {
+            "monitor stop" => ("OK|stopped".to_owned(), json!({ "stopped": true })),
+            "next-task consume" => ("OK|consumed".to_owned(), Value::Null),
+            _ => return fields(json!({ "file": file, "removed": true, "why": why })),
+        },
+        HeartbeatEvent::BudgetCreated { key, .. } => {
+            (format!("OK|created|{key}"), json!({ "key": key, "created": true, "notified": false }))
         }
-    })
+        HeartbeatEvent::BudgetNotified { key } => {
+            (format!("OK|notified|{key}"), json!({ "key": key, "marked": true, "notified": true }))
+        }
+        HeartbeatEvent::BudgetReaped { key } => {
+            ("OK|reaped=1".to_owned(), json!({ "key": key, "reaped": [key] }))
+        }
+        HeartbeatEvent::NextTaskParked { waiting_since, .. } => (
+            json!({ "parked": true }).to_string(),
+            json!({ "parked": true, "waiting_since": waiting_since }),
+        ),
+    };
+    verdict(line, extra)
+}
+
+/// A string field of a written file's object, empty when it has none.
+fn written_field(text: &str, field: &str) -> String {
+    serde_json::from_str::<Map<String, Value>>(text)
+        .ok()
+        .and_then(|m| m.get(field).and_then(Value::as_str).map(str::to_owned))
+        .unwrap_or_default()
+}
+
+/// The replayed result of a heartbeat call (an idempotent repeat) from all of its events: a
+/// budget record is its created key with the keys it reaped, a reap the count of its keys (a
+/// record that found its key and only reaped replays as that reap: no event names the key);
+/// otherwise the call's last event stands for it (start-check and start-commit, whose lines the
+/// events do not carry, replay without a verdict).
+pub(crate) fn render_call(events: &[&HeartbeatEvent]) -> Map<String, Value> {
+    let reaped: Vec<&String> = events
+        .iter()
+        .filter_map(|e| match e {
+            HeartbeatEvent::BudgetReaped { key } => Some(key),
+            _ => None,
+        })
+        .collect();
+    let created = events.iter().find(|e| matches!(e, HeartbeatEvent::BudgetCreated { .. }));
+    if let Some(created) = created {
+        let mut out = render(created);
+        out.insert("reaped".into(), json!(reaped));
+        return out;
+    }
+    if !reaped.is_empty() && reaped.len() == events.len() {
+        return verdict(format!("OK|reaped={}", reaped.len()), json!({ "reaped": reaped }));
+    }
+    events.last().map(|e| render(e)).unwrap_or_default()
 }
