@@ -267,3 +267,24 @@ fn the_mirror_keeps_alert_state_current_and_adopts_or_quarantines_outside_writes
     let mode = std::fs::metadata(h.alert_file()).unwrap().permissions().mode();
     assert_eq!(mode & 0o777, 0o600);
 }
+
+/// An export from a scope that holds no alert state leaves an existing `alert-state.json` as it
+/// is (upstream's precheck and alert-update own it until it is imported); with no file there, it
+/// writes the seed template.
+#[test]
+fn an_export_never_replaces_an_alert_state_the_scope_does_not_hold() {
+    let h = Hermit::new("hermit");
+    h.store.run(&["init"]).expect(0);
+    let before = std::fs::read(h.alert_file()).unwrap();
+    let scope = format!("hermit:{}", std::fs::canonicalize(&h.dir).unwrap().display());
+    let args = ["--scope", &scope, "export", "--layout", "hermit-alerts", "--to", h.dir()];
+    let out = h.store.run(&args).expect(0).json();
+    assert_eq!(out["left"], true, "{out}");
+    assert_eq!(std::fs::read(h.alert_file()).unwrap(), before, "upstream's file untouched");
+    std::fs::remove_file(h.alert_file()).unwrap();
+    let out = h.store.run(&args).expect(0).json();
+    assert_eq!(out["left"], false, "{out}");
+    let seed = "{\n  \"alerts\": {},\n  \"last_digest_date\": null,\n  \"self_eval\": {},\n  \
+                \"total_ticks\": 0\n}\n";
+    assert_eq!(std::fs::read_to_string(h.alert_file()).unwrap(), seed);
+}

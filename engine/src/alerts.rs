@@ -1002,7 +1002,8 @@ pub(crate) fn read_state(
     }
 }
 
-fn seed() -> Map<String, Value> {
+/// The seed template of a new alert state.
+pub(crate) fn seed() -> Map<String, Value> {
     match serde_json::from_str(&AlertStateDoc::default().state) {
         Ok(Value::Object(map)) => map,
         _ => Map::new(),

@@ -138,19 +138,26 @@ impl Engine {
         })
     }
 
-    /// Writes `DIR/state/alert-state.json` for `scope` (the seed template when the scope has no
-    /// alert state), 0600, through the safe writer.
+    /// Writes `DIR/state/alert-state.json` for `scope`, 0600, through the safe writer. When the
+    /// scope holds no alert state, an existing file is left as it is (`"left": true`: it belongs
+    /// to upstream's writers until it is imported), and only a missing one gets the seed template.
     ///
     /// # Errors
     /// Unsafe paths; IO and store errors.
     pub fn export_hermit_alerts(&self, scope: &str, dir: &Path) -> Result<Map<String, Value>> {
-        let state = self.alerts_state(scope)?;
+        hookstate_schema::validate_scope(scope)?;
+        let held = read_state(&*self.begin_read()?, scope)?;
         let root = Root::open(dir, true)?
             .subdir(STATE_DIR, true)?
             .ok_or_else(|| Error::NoStore { path: dir.join(STATE_DIR) })?;
-        root.write(ALERT_STATE_FILE, render_alert_state(&state)?.as_bytes())?;
+        let left = held.is_none() && root.list()?.iter().any(|f| f == ALERT_STATE_FILE);
+        let state = held.unwrap_or_else(crate::alerts::seed);
+        if !left {
+            root.write(ALERT_STATE_FILE, render_alert_state(&state)?.as_bytes())?;
+        }
         let alerts = state.get("alerts").and_then(Value::as_object).map_or(0, Map::len);
-        Ok(fields(json!({ "alerts": alerts, "total_ticks": state.get("total_ticks") })))
+        let total_ticks = state.get("total_ticks");
+        Ok(fields(json!({ "alerts": alerts, "total_ticks": total_ticks, "left": left })))
     }
 }
 
