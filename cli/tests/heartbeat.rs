@@ -603,3 +603,34 @@ fn idempotent_repeats_print_the_first_calls_verdict() {
     assert_eq!(h.kinds("next_task_parked"), 1);
     h.store.run(&["verify"]).expect(0);
 }
+
+/// A time past 9999-12-31T23:59:59.999Z (where toISOString changes to a six-digit year) or
+/// beyond what a date holds is refused before anything is written, never stamped as an empty
+/// string (`{"last_peek_at":""}`, `armed_at: ""`).
+#[test]
+fn a_time_past_year_9999_is_refused_without_a_write() {
+    let h = Hermit::new("{}\n");
+    h.store.run(&["init"]).expect(0);
+    let before = h.store.snapshot();
+    for now in [253_402_300_800_000, u64::MAX] {
+        for args in [
+            vec!["liveness", "peek"],
+            vec!["monitor", "start-check", "--plugin-root", PLUGIN],
+            vec!["monitor", "stop"],
+            vec!["injection", "record", "9c04be1f"],
+            vec!["runtime", "set", "a=1"],
+            vec!["budget", "record", "--level", "warn", "--period", "daily", "--spend", "9"],
+        ] {
+            let mut args = args.clone();
+            if args[0] == "budget" {
+                args.extend(["--cap", "10"]);
+            }
+            let run = h.json(now, &args, None).expect(3);
+            assert!(run.stderr.contains("time"), "{args:?}: {run:?}");
+        }
+        let run = h.json(now, &["tick"], Some("{\"firing\":[]}")).expect(3);
+        assert!(run.stderr.contains("time"), "{run:?}");
+    }
+    assert!(before == h.store.snapshot(), "the store changed");
+    line(h.verdict(253_402_300_799_999, &["liveness", "peek"]), 0, "OK|peek|9999-12-31T23:59:59Z");
+}

@@ -416,8 +416,9 @@ impl TickClock {
     /// The clock at `now_ms` in `timezone`.
     ///
     /// # Errors
-    /// [`Error::Invalid`] for an unknown zone.
+    /// [`Error::Invalid`] for an unknown zone or a time after year 9999.
     pub fn at(now_ms: u64, timezone: &str) -> Result<TickClock> {
+        crate::heartbeat::rules::check_time(now_ms)?;
         let ms = i64::try_from(now_ms).unwrap_or(i64::MAX);
         let now_iso = chrono::DateTime::from_timestamp_millis(ms)
             .map(|t| t.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string())

@@ -72,6 +72,7 @@ fn tick(cli: &Cli, scope: &str, dir: &std::path::Path) -> Result<(), CliError> {
             )))
         }
     };
+    hookstate_engine::heartbeat::rules::check_time(now)?;
     let writer = writer(cli, scope)?;
     let outcome =
         writer.engine.alerts_tick(&call_in(cli, "alerts-tick", scope), &timezone, &input)?;

@@ -350,6 +350,7 @@ impl Engine {
         decide: impl Fn(&dyn ReadTxn) -> Result<Plan>,
     ) -> Result<Outcome> {
         hookstate_schema::validate_scope(&call.scope)?;
+        rules::check_time(call.now_ms)?;
         self.write(call, decide)
     }
 
@@ -533,6 +534,7 @@ impl Engine {
         announced_at: Option<&str>,
     ) -> Result<Outcome> {
         rules::check_hash(hash)?;
+        rules::check_time(call.now_ms)?;
         let stamp = announced_at.map_or_else(|| rules::iso_stamp(call.now_ms), str::to_owned);
         rules::check_stamp("announced_at", &stamp)?;
         let mut map = Map::new();

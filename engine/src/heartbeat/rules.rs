@@ -40,6 +40,24 @@ pub const INJECTION_HASH_HEX: usize = 8;
 /// Longest free-form stamp or id argument (`announced_at`, task id, boot id).
 pub const STAMP_BYTES_MAX: usize = 128;
 
+/// The last millisecond of year 9999 (9999-12-31T23:59:59.999Z): past it toISOString writes a
+/// six-digit `+0YYYYY` year, and the legacy stamps and period keys have four-digit years.
+pub const TIME_MS_MAX: u64 = 253_402_300_799_999;
+
+/// Checks a call's time: at most [`TIME_MS_MAX`].
+///
+/// # Errors
+/// [`Error::Invalid`] for a later time.
+pub fn check_time(at_ms: u64) -> Result<()> {
+    if at_ms > TIME_MS_MAX {
+        return Err(Error::invalid(format!(
+            "time {at_ms} ms is after 9999-12-31T23:59:59.999Z ({TIME_MS_MAX} ms), past the \
+             four-digit years of the legacy stamps"
+        )));
+    }
+    Ok(())
+}
+
 /// The timezone of `config.timezone`.
 ///
 /// # Errors
