@@ -617,3 +617,33 @@ proptest::proptest! {
         run_budget_model(&ops)?;
     }
 }
+
+/// cost-tracker reads a falsy entry (a hand-edited `null`) as no alert (`if (alerts[key])`) and
+/// creates over it, and marks only an alert object whose `notified` is falsy
+/// (`entry && !entry.notified`): a `null` entry is no match, a `"notified": 1` is marked already.
+#[test]
+fn falsy_budget_entries_are_no_alerts_and_truthy_marks_are_marks() {
+    let h = hermit(None);
+    std::fs::create_dir_all(h.dir.join("state")).unwrap();
+    let file = "{\n  \"alerts\": {\n    \"budget-warn:weekly:2026-W38\": null,\n    \
+                \"budget-warn:daily:2026-09-14\": {\n      \"kind\": \"budget\",\n      \
+                \"period\": \"daily\",\n      \"notified\": 1\n    }\n  }\n}\n";
+    std::fs::write(h.dir.join("state/budget-alerts.json"), file).unwrap();
+    h.import(SEP_14);
+    let mark = |key: &str| {
+        let out = h.engine.heartbeat_budget_mark(&h.call(SEP_14), key).unwrap().to_json();
+        out["verdict"].as_str().unwrap().to_owned()
+    };
+    assert_eq!(mark("budget-warn:weekly:2026-W38"), "NONE|no-match", "null is no alert");
+    assert_eq!(
+        mark("budget-warn:daily:2026-09-14"),
+        "NOOP|already-notified|budget-warn:daily:2026-09-14"
+    );
+    let out = h.record(SEP_14, "UTC", "warn", "weekly", 45.0);
+    assert_eq!(out["verdict"], "OK|created|budget-warn:weekly:2026-W38", "{out}");
+    let entry = &h.alerts()["budget-warn:weekly:2026-W38"];
+    assert_eq!(entry["kind"], "budget");
+    assert_eq!(entry["notified"], false);
+    assert_eq!(mark("budget-warn:weekly:2026-W38"), "OK|notified|budget-warn:weekly:2026-W38");
+    assert_eq!(h.alerts()["budget-warn:weekly:2026-W38"]["notified"], true);
+}

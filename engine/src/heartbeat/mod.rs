@@ -148,7 +148,9 @@ fn decide_record(
     let period_key = rules::period_key(&input.period, now_ms, timezone)?.unwrap_or_default();
     let key = rules::budget_key(&input.level, &input.period, &period_key);
     let mut events = Vec::new();
-    let created = !alerts.contains_key(&key);
+    // cost-tracker's `if (alerts[key]) continue`: a falsy entry (a hand-edited `null`) is no
+    // alert, and is created over.
+    let created = !alerts.get(&key).is_some_and(rules::truthy);
     if created {
         if alerts.len() >= rules::ALERT_ENTRIES_MAX {
             let max = rules::ALERT_ENTRIES_MAX;
@@ -173,11 +175,13 @@ fn decide_record(
 /// wins and every later one is refused, so a key is announced at most once.
 fn decide_mark(budget: Option<&Map<String, Value>>, key: &str) -> Plan {
     let alerts = budget.map(alerts_of).unwrap_or_default();
-    let Some(entry) = alerts.get(key) else {
+    // markAlertNotified's `entry && !entry.notified`: only an alert object can be marked, and a
+    // truthy `notified` of any type is marked already.
+    let Some(entry) = alerts.get(key).filter(|e| e.is_object()) else {
         let message = format!("no budget alert {key}");
         return refusal("not_found", message, "NONE|no-match".into(), json!({ "key": key }));
     };
-    if entry.get("notified") == Some(&Value::Bool(true)) {
+    if entry.get("notified").is_some_and(rules::truthy) {
         let message = format!("budget alert {key} was already marked notified");
         let line = format!("NOOP|already-notified|{key}");
         return refusal("already_notified", message, line, json!({ "key": key }));
@@ -802,7 +806,9 @@ pub(crate) fn apply(views: &mut impl ViewAccess, scope: &str, event: &HeartbeatE
         HeartbeatEvent::BudgetCreated { key, entry } => {
             let entry = serde_json::from_str(entry).unwrap_or(Value::Null);
             edit_alerts(views, scope, |alerts| {
-                alerts.entry(key.clone()).or_insert(entry);
+                if !alerts.get(key).is_some_and(rules::truthy) {
+                    alerts.insert(key.clone(), entry);
+                }
             });
         }
         HeartbeatEvent::BudgetNotified { key } => edit_alerts(views, scope, |alerts| {

@@ -425,7 +425,7 @@ pub(crate) fn next_task_block(
 }
 
 /// JavaScript truthiness of a JSON value.
-fn truthy(value: &Value) -> bool {
+pub(crate) fn truthy(value: &Value) -> bool {
     match value {
         Value::Null => false,
         Value::Bool(b) => *b,
