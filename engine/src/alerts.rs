@@ -61,6 +61,8 @@ pub const DOCTOR_PREFIX: &str = "doctor:";
 /// The self-evaluation entry of an over-long checklist.
 pub const WEIGHT_KEY: &str = "checklist-weight";
 const ITEM_KEY_CHARS: usize = 8;
+/// `Number.MAX_SAFE_INTEGER`: larger integers print as the double JavaScript reads them as.
+const JS_SAFE_INTEGER_MAX: u64 = 9_007_199_254_740_991;
 const CUSTOM_KEY_CHARS: usize = 100;
 const DECISION_READ_FAILURE: &str = "I can't read the record of decisions waiting on you — some \
     may be pending without showing up. It needs a repair before I can see them again.";
@@ -512,6 +514,11 @@ fn js_string(value: Option<&Value>) -> String {
             items.iter().map(|v| js_string(Some(v))).collect::<Vec<_>>().join(",")
         }
         Some(Value::Object(_)) => "[object Object]".into(),
+        Some(Value::Number(n)) => match (n.as_i64(), n.as_f64()) {
+            (Some(i), _) if i.unsigned_abs() <= JS_SAFE_INTEGER_MAX => i.to_string(),
+            (_, Some(x)) => crate::legacy::js::number_text(x),
+            _ => n.to_string(),
+        },
         Some(other) => other.to_string(),
     }
 }
@@ -1182,6 +1189,26 @@ mod tests {
                                    (first: 2026-11-29). Daily digest only.";
     const SUPPRESSED_NOTE: &str =
         "Heartbeat: \"disk 90% full\" suppressed after 5 fires — daily digest only.";
+
+    #[test]
+    fn digest_numbers_print_as_a_template_literal_prints_them() {
+        // A foreign writer's `7.0` and `1e21` read as `${e.count}` reads them: 7 and 1e+21.
+        let state: Map<String, Value> = serde_json::from_str(
+            r#"{"alerts":{
+                "custom:disk":{"count":7.0,"consecutive_clean":0,"suppressed":true,
+                               "first_seen":"2026-11-29","text":"disk 90% full"},
+                "custom:cpu":{"count":1e21,"consecutive_clean":0,"suppressed":true,
+                              "first_seen":"2026-11-29","text":"cpu pegged"}},
+                "last_digest_date":"2026-11-29","self_eval":{},"total_ticks":1}"#,
+        )
+        .unwrap();
+        let (_, result) = tick(&state, &firing(&[]), D2, Some(Vec::new()));
+        assert_eq!(
+            strings(&result["notifications"]),
+            ["Suppressed alert digest: disk 90% full (7x, since 2026-11-29); cpu pegged (1e+21x, \
+              since 2026-11-29)"]
+        );
+    }
 
     #[test]
     fn the_ladder_fires_repeats_suppresses_digests_and_resolves() {
