@@ -534,8 +534,22 @@ fn truthy(value: &Value) -> bool {
     }
 }
 
+/// A counter as JavaScript reads it: any integral number (`40` and `40.0` are one number to
+/// `JSON.parse`); anything else is `None`.
+fn js_int(value: Option<&Value>) -> Option<i64> {
+    const I64_BOUND: f64 = 9_223_372_036_854_775_807.0;
+    let value = value?;
+    if let Some(i) = value.as_i64() {
+        return Some(i);
+    }
+    let x = value.as_f64().filter(|x| x.fract() == 0.0 && x.abs() < I64_BOUND)?;
+    #[expect(clippy::cast_possible_truncation, reason = "integral and within i64")]
+    Some(x as i64)
+}
+
+/// A counter, 0 when it is not an integral number.
 fn num(value: Option<&Value>) -> i64 {
-    value.and_then(Value::as_i64).unwrap_or(0)
+    js_int(value).unwrap_or(0)
 }
 
 fn channel_label(key: &str, text: &str, channel: Option<&str>) -> String {
@@ -872,7 +886,7 @@ pub(crate) fn decide_tick(
     out.alerts.extend(frozen);
     let failure_date = read_failure_date(&state, &micro, &proposals, &stale, clock, &mut out);
     let mut self_eval = marked_self_eval(&state, &model, canonical_keys(input).as_ref());
-    let ticks = state.get("total_ticks").and_then(Value::as_i64);
+    let ticks = js_int(state.get("total_ticks"));
     let proposals_due = match ticks.filter(|t| t % SELF_EVAL_EVERY_TICKS == 0) {
         Some(_) => self_evaluate(
             &mut self_eval,
@@ -1189,6 +1203,25 @@ mod tests {
                                    (first: 2026-11-29). Daily digest only.";
     const SUPPRESSED_NOTE: &str =
         "Heartbeat: \"disk 90% full\" suppressed after 5 fires — daily digest only.";
+
+    #[test]
+    fn counters_written_as_floats_count_on() {
+        // `"count": 5.0` and `"total_ticks": 40.0` (a foreign writer) are 5 and 40 to JSON.parse:
+        // the sixth fire suppresses and tick 40 runs the self-evaluation.
+        let state: Map<String, Value> = serde_json::from_str(
+            r#"{"alerts":{"custom:disk":{"count":5.0,"consecutive_clean":0.0,"suppressed":false,
+                "first_seen":"2026-11-29","last_seen":"2026-11-29","text":"disk 90% full"}},
+                "last_digest_date":null,"self_eval":{},"total_ticks":40.0}"#,
+        )
+        .unwrap();
+        let mut input = firing(&[DISK]);
+        input.checklist = Some((0..11).map(|i| format!("- item {i}")).collect());
+        let (next, result) = tick(&state, &input, D1, Some(Vec::new()));
+        assert_eq!(next["alerts"]["custom:disk"]["count"], 6);
+        assert_eq!(next["alerts"]["custom:disk"]["suppressed"], true);
+        assert!(strings(&result["notifications"]).contains(&SUPPRESSED_NOTE.to_owned()));
+        assert!(next["self_eval"].get(WEIGHT_KEY).is_some(), "tick 40 evaluated: {next:?}");
+    }
 
     #[test]
     fn digest_numbers_print_as_a_template_literal_prints_them() {

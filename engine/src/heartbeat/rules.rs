@@ -332,8 +332,11 @@ pub(crate) fn monitor_health(
             return (false, "boot-mismatch".into());
         }
     }
-    let interval = runtime.and_then(|m| m.get("interval")).and_then(Value::as_u64);
-    if interval != Some(setup.interval_s) {
+    // `runtime.interval !== interval`: one number to JavaScript whether written 120 or 120.0.
+    let interval = runtime.and_then(|m| m.get("interval")).and_then(Value::as_f64);
+    #[expect(clippy::cast_precision_loss, reason = "at most INTERVAL_S_MAX, exact in a double")]
+    let expected = setup.interval_s as f64;
+    if interval != Some(expected) {
         return (false, "interval-drift".into());
     }
     if str_of(runtime, "command") != Some(setup.command.as_str()) {
@@ -559,6 +562,8 @@ mod tests {
         let mut other = started.clone();
         other.insert("interval".into(), 30.into());
         assert_eq!(health(Some(&other), Some(&recent)), "interval-drift");
+        other.insert("interval".into(), serde_json::json!(60.0));
+        assert_eq!(health(Some(&other), Some(&recent)), "fresh", "60.0 is 60 to JavaScript");
         let mut other = started.clone();
         other.insert("command".into(), "bash /q".into());
         assert_eq!(health(Some(&other), Some(&recent)), "command-drift");
