@@ -288,3 +288,31 @@ fn an_export_never_replaces_an_alert_state_the_scope_does_not_hold() {
                 \"total_ticks\": 0\n}\n";
     assert_eq!(std::fs::read_to_string(h.alert_file()).unwrap(), seed);
 }
+
+/// `alerts tick --mirror` on a directory whose proposals were never imported or mirrored writes
+/// `alert-state.json` only: the queue and the ledger are upstream's until they are mirrored (the
+/// heartbeat verbs already leave them alone); an unchanged alert-state file is not re-adopted.
+#[test]
+fn a_mirrored_tick_never_replaces_a_queue_or_ledger_that_was_never_imported() {
+    let h = Hermit::new("hermit");
+    let state = h.dir.join("state");
+    let queue = std::fs::read(state.join("micro-proposals.json")).unwrap();
+    let ledger = std::fs::read(state.join("proposal-metrics.jsonl")).unwrap();
+    let before = std::fs::read(h.alert_file()).unwrap();
+    let tick = || {
+        let args = ["--now-ms", NOW, "--mirror", h.dir(), "alerts", "--dir", h.dir(), "tick"];
+        h.store.run_with_stdin(&args, Some(b"{\"firing\":[]}")).expect(0)
+    };
+    tick();
+    assert_eq!(std::fs::read(state.join("micro-proposals.json")).unwrap(), queue);
+    assert_eq!(std::fs::read(state.join("proposal-metrics.jsonl")).unwrap(), ledger);
+    assert!(!state.join(".hookstate-mirror.json").exists(), "the proposals are not mirrored");
+    let after = std::fs::read(h.alert_file()).unwrap();
+    assert_ne!(after, before, "the tick is mirrored");
+    assert_eq!(serde_json::from_slice::<Value>(&after).unwrap(), h.state());
+    tick();
+    let imported = h.store.run(&["log", "--kind", "state_imported"]).expect(0);
+    assert_eq!(imported.stdout.lines().count(), 1, "adopted once, not again: {imported:?}");
+    assert_eq!(std::fs::read(state.join("micro-proposals.json")).unwrap(), queue);
+    h.store.run(&["verify"]).expect(0);
+}

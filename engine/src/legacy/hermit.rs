@@ -472,7 +472,18 @@ impl Engine {
         };
         // The alert-state file is adopted even before the first stamp, so a mirror never
         // overwrites an upstream alert state it has not read.
-        let alerts_hash = stamp.as_ref().and_then(|s| s.get("alerts_hash")).and_then(Value::as_str);
+        // Before the first stamp (the proposals never mirrored), a file that is what this store
+        // would write is its own earlier write (an alerts call mirrors only this file then).
+        let unstamped_hash = match &stamp {
+            Some(_) => None,
+            None => hermit_alerts::mirror_text(&*self.begin_read()?, &call.scope)?
+                .map(|text| digest(text.as_bytes())),
+        };
+        let alerts_hash = stamp
+            .as_ref()
+            .and_then(|s| s.get("alerts_hash"))
+            .and_then(Value::as_str)
+            .or(unstamped_hash.as_deref());
         let (alert_events, alerts) = foreign_alerts(&state, alerts_hash, call.now_ms)?;
         let adopt = crate::legacy::mirror::adopt_call(call);
         if !alert_events.is_empty() {
@@ -509,6 +520,27 @@ impl Engine {
             .subdir(STATE_DIR, false)?
             .ok_or_else(|| Error::NoStore { path: mirror.dir.join(STATE_DIR) })?;
         state.write(MIRROR_STAMP, format!("{stamp}\n").as_bytes())
+    }
+
+    /// Ends a mirrored alert-state call (`alerts tick`, `count-tick`): when the proposals files
+    /// are mirrored already (their stamp exists), rewrites every hermit file through
+    /// [`Engine::mirror_end`]; otherwise writes `state/alert-state.json` alone and releases the
+    /// lock, so an alerts call never replaces a queue or ledger that was never imported.
+    ///
+    /// # Errors
+    /// Unsafe paths; IO and store errors.
+    pub fn alerts_mirror_end(&self, mirror: Mirror, scope: &str) -> Result<()> {
+        let state = Root::open(&mirror.dir, false)?
+            .subdir(STATE_DIR, false)?
+            .ok_or_else(|| Error::NoStore { path: mirror.dir.join(STATE_DIR) })?;
+        if state.read(MIRROR_STAMP, MIRROR_STAMP_BYTES_MAX)?.is_some() {
+            return self.mirror_end(mirror, scope);
+        }
+        if let Some(text) = hermit_alerts::mirror_text(&*self.begin_read()?, scope)? {
+            state.write(hermit_alerts::ALERT_STATE_FILE, text.as_bytes())?;
+        }
+        drop(mirror);
+        Ok(())
     }
 
     /// The ledger lines of a scope, rendered from the log (read-only).
