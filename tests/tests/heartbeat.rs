@@ -647,3 +647,32 @@ fn falsy_budget_entries_are_no_alerts_and_truthy_marks_are_marks() {
     assert_eq!(mark("budget-warn:weekly:2026-W38"), "OK|notified|budget-warn:weekly:2026-W38");
     assert_eq!(h.alerts()["budget-warn:weekly:2026-W38"]["notified"], true);
 }
+
+/// A record that would grow `budget-alerts.json` past the bytes a layout file may hold
+/// (`FILE_BYTES_MAX`, which import and the mirror read) is refused, the file unchanged; it never
+/// stores a file that every later import or mirrored call would refuse as oversized.
+#[test]
+fn a_record_never_grows_the_budget_file_past_the_file_bound() {
+    let h = hermit(None);
+    std::fs::create_dir_all(h.dir.join("state")).unwrap();
+    let pad = "x".repeat(hookstate_engine::heartbeat::FILE_BYTES_MAX - 200);
+    let file = format!(
+        "{{\n  \"alerts\": {{\n    \"note\": {{\n      \"kind\": \"other\",\n      \"text\": \"{pad}\"\n    }}\n  }}\n}}\n"
+    );
+    std::fs::write(h.dir.join("state/budget-alerts.json"), &file).unwrap();
+    h.import(SEP_14);
+    let input = BudgetInput {
+        level: "warn".into(),
+        period: "weekly".into(),
+        action: "alert".into(),
+        spend: 45.0,
+        cap: 50.0,
+    };
+    let err = h.engine.heartbeat_budget_record(&h.call(SEP_14), "UTC", &input).unwrap_err();
+    assert!(matches!(err, Error::Invalid(_)), "{err:?}");
+    assert_eq!(h.alerts().len(), 1, "nothing recorded");
+    let out = tempfile::tempdir().unwrap();
+    h.engine.export_hermit_heartbeat(&h.scope, out.path()).unwrap();
+    assert_eq!(std::fs::read_to_string(out.path().join("state/budget-alerts.json")).unwrap(), file);
+    assert!(read_heartbeat_files(out.path()).is_ok(), "the exported layout still imports");
+}

@@ -139,11 +139,13 @@ fn seed_object() -> Map<String, Value> {
 
 /// Decides a budget record: create the key when absent (never reset it), and reap past periods.
 fn decide_record(
-    budget: Option<&Map<String, Value>>,
+    budget: Option<(&Map<String, Value>, Layout)>,
     input: &BudgetInput,
     now_ms: u64,
     timezone: &str,
 ) -> Result<Plan> {
+    let layout = budget.map_or(Layout::Pretty, |(_, layout)| layout);
+    let budget = budget.map(|(map, _)| map);
     let alerts = budget.map(alerts_of).unwrap_or_default();
     let period_key = rules::period_key(&input.period, now_ms, timezone)?.unwrap_or_default();
     let key = rules::budget_key(&input.level, &input.period, &period_key);
@@ -151,18 +153,27 @@ fn decide_record(
     // cost-tracker's `if (alerts[key]) continue`: a falsy entry (a hand-edited `null`) is no
     // alert, and is created over.
     let created = !alerts.get(&key).is_some_and(rules::truthy);
+    let reaped = rules::stale_budget_keys(&alerts, now_ms, timezone)?;
     if created {
         if alerts.len() >= rules::ALERT_ENTRIES_MAX {
             let max = rules::ALERT_ENTRIES_MAX;
             return Err(Error::invalid(format!("{BUDGET_FILE} holds {max} alerts already")));
         }
         let entry = Value::Object(rules::budget_entry(input, rules::iso_stamp(now_ms)));
+        // The file as the events leave it must stay one that import and the mirror can read.
+        let mut next = alerts.clone();
+        next.insert(key.clone(), entry.clone());
+        for stale in &reaped {
+            next.shift_remove(stale);
+        }
+        let mut top = budget.cloned().unwrap_or_else(seed_object);
+        top.insert("alerts".into(), Value::Object(next));
+        check_size(BUDGET_FILE, &rules::render_object(&top, layout))?;
         events.push(event(HeartbeatEvent::BudgetCreated {
             key: key.clone(),
             entry: entry.to_string(),
         }));
     }
-    let reaped = rules::stale_budget_keys(&alerts, now_ms, timezone)?;
     events.extend(reaped.iter().map(|k| event(HeartbeatEvent::BudgetReaped { key: k.clone() })));
     let notified =
         alerts.get(&key).and_then(|e| e.get("notified")).cloned().unwrap_or(false.into());
@@ -373,8 +384,10 @@ impl Engine {
         rules::check_budget(input)?;
         rules::zone(timezone)?;
         self.heartbeat_write(call, |txn| {
+            let layout = read_file(txn, &call.scope, BUDGET_FILE)?.map(|t| rules::layout_of(&t));
             let budget = read_object(txn, &call.scope, BUDGET_FILE)?;
-            decide_record(budget.as_ref(), input, call.now_ms, timezone)
+            let stored = budget.as_ref().zip(layout);
+            decide_record(stored, input, call.now_ms, timezone)
         })
     }
 
