@@ -316,3 +316,44 @@ fn a_mirrored_tick_never_replaces_a_queue_or_ledger_that_was_never_imported() {
     assert_eq!(std::fs::read(state.join("micro-proposals.json")).unwrap(), queue);
     h.store.run(&["verify"]).expect(0);
 }
+
+/// The alert state is written pretty, which is larger than the compact text the event bound
+/// (`TICK_BYTES_MAX`) measures: a tick whose file would be over the bytes import and the mirror
+/// read (`ALERT_STATE_FILE_BYTES_MAX`) is refused, so every file hookstate writes reads back.
+#[test]
+fn a_tick_whose_file_would_be_too_big_to_read_back_is_refused() {
+    let h = Hermit::new("hermit");
+    let entry = |i: usize| {
+        json!({ "count": 7, "consecutive_clean": 0, "suppressed": true,
+                "first_seen": "2026-11-28", "last_seen": "2026-11-28",
+                "text": format!("{i:03} {}", "y".repeat(96)) })
+    };
+    let mut alerts = serde_json::Map::new();
+    let mut n = 0;
+    loop {
+        alerts.insert(format!("custom:a{n:03}"), entry(n));
+        let state = json!({ "alerts": alerts, "last_digest_date": "2026-11-29",
+                            "self_eval": {}, "total_ticks": 1 });
+        let text = serde_json::to_string_pretty(&state).unwrap() + "\n";
+        if text.len() > 63_000 {
+            std::fs::write(h.alert_file(), text).unwrap();
+            break;
+        }
+        n += 1;
+    }
+    h.import("hermit-alerts").expect(0);
+    let mut firing: Vec<Value> =
+        alerts.iter().map(|(k, e)| json!({ "key": k, "text": e["text"] })).collect();
+    firing.push(json!({ "key": "custom:new", "text": "z".repeat(3000) }));
+    let payload = json!({ "firing": firing }).to_string();
+    let run = h.alerts("json", &["tick"], Some(&payload)).expect(3);
+    assert!(run.stderr.contains("bytes"), "{run:?}");
+    let to = h._home.path().join("out");
+    let scope = format!("hermit:{}", std::fs::canonicalize(&h.dir).unwrap().display());
+    let args =
+        ["--scope", &scope, "export", "--layout", "hermit-alerts", "--to", to.to_str().unwrap()];
+    h.store.run(&args).expect(0);
+    let again = Hermit::new("hermit");
+    std::fs::copy(to.join("state").join("alert-state.json"), again.alert_file()).unwrap();
+    again.import("hermit-alerts").expect(0);
+}

@@ -1062,6 +1062,15 @@ impl Engine {
             };
             let sources = TickSources { state, micro, proposals, props: prop_facts(&props) };
             let (state, result) = decide_tick(sources, input, &clock);
+            let file = crate::legacy::hermit_alerts::render_alert_state(&state)?.len();
+            let file_max = crate::legacy::hermit_alerts::ALERT_STATE_FILE_BYTES_MAX;
+            if file > file_max {
+                return Err(Error::invalid(format!(
+                    "the alert state after this tick would be a {file}-byte alert-state.json, \
+                     more than the {file_max} bytes import and the mirror read; the tick was not \
+                     applied"
+                )));
+            }
             let (state, result) =
                 (Value::Object(state).to_string(), Value::Object(result).to_string());
             let bytes = state.len() + result.len();
