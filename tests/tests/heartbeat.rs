@@ -676,3 +676,44 @@ fn a_record_never_grows_the_budget_file_past_the_file_bound() {
     assert_eq!(std::fs::read_to_string(out.path().join("state/budget-alerts.json")).unwrap(), file);
     assert!(read_heartbeat_files(out.path()).is_ok(), "the exported layout still imports");
 }
+
+/// A mirror rewrites only what it knows: a heartbeat file another writer changes after the
+/// mirror adopted (between adopt and the end of the call, e.g. an unmigrated script writing
+/// `runtime.json` while a peek runs) is left as that writer wrote it, and adopted by the next
+/// mirrored call, never overwritten with the store's older copy.
+#[test]
+fn a_mirror_never_overwrites_a_file_changed_after_its_adoption() {
+    let h = hermit(None);
+    let wait = std::time::Duration::from_secs(5);
+    let runtime = h.dir.join("state/runtime.json");
+    let cycle = |now: u64, during: &dyn Fn()| {
+        let (mirror, _) = h.engine.mirror_begin(&h.call(now), &h.dir, wait).unwrap();
+        h.engine.heartbeat_mirror_adopt(&h.call(now), &mirror).unwrap();
+        during();
+        h.engine.heartbeat_liveness_peek(&h.call(now)).unwrap();
+        h.engine.heartbeat_mirror_end(mirror, &h.scope).unwrap();
+    };
+    h.engine
+        .heartbeat_runtime_set(
+            &h.call(SEP_14),
+            "UTC",
+            &[("session_state".into(), json!("idle"))],
+            &[],
+        )
+        .unwrap();
+    cycle(SEP_14, &|| {});
+    let ours = std::fs::read_to_string(&runtime).unwrap();
+    let theirs = ours.replace("\"idle\"", "\"in_progress\"");
+    cycle(SEP_14 + 1000, &|| std::fs::write(&runtime, &theirs).unwrap());
+    assert_eq!(std::fs::read_to_string(&runtime).unwrap(), theirs, "the outside write survives");
+    cycle(SEP_14 + 2000, &|| {});
+    let stored = h.engine.heartbeat_runtime(&h.scope).unwrap().unwrap();
+    assert_eq!(stored["session_state"], "in_progress", "adopted by the next call");
+    assert_eq!(std::fs::read_to_string(&runtime).unwrap(), theirs);
+    let peek = std::fs::read_to_string(h.dir.join("state/heartbeat-liveness.json")).unwrap();
+    assert_eq!(
+        peek, "{\"last_peek_at\":\"2026-09-14T09:12:05Z\"}\n",
+        "the verb's own file is written"
+    );
+    h.verify();
+}

@@ -20,7 +20,7 @@ use crate::heartbeat::{
     is_layout_file, rules, ALERT_FILES, FILE_BYTES_MAX, NEXT_TASK_FILE, STATE_FILES,
 };
 use crate::legacy::hermit::{Mirror, MIRROR_STAMP, MIRROR_STAMP_BYTES_MAX, STATE_DIR};
-use crate::legacy::mirror::{changed_outside, read_sidecar, write_mirror};
+use crate::legacy::mirror::{changed_outside, digest, read_sidecar, write_mirror, write_sidecar};
 use crate::legacy::root::Root;
 use crate::signals::fields;
 
@@ -274,7 +274,7 @@ impl Engine {
         mirror: &Mirror,
     ) -> Result<Map<String, Value>> {
         hookstate_schema::validate_scope(&call.scope)?;
-        let (mut events, mut quarantined) = (Vec::new(), Vec::new());
+        let (mut events, mut quarantined, mut known) = (Vec::new(), Vec::new(), Vec::new());
         for file in STATE_FILES.iter().chain(std::iter::once(&NEXT_TASK_FILE)) {
             let root = open_sub(mirror.dir(), subdir_of(file), true)?
                 .ok_or_else(|| Error::NoStore { path: mirror.dir().join(subdir_of(file)) })?;
@@ -288,6 +288,7 @@ impl Engine {
                         quarantined.push(target);
                     } else {
                         let text = String::from_utf8(bytes).unwrap_or_default();
+                        known.push((root, (*file).to_owned(), text.clone()));
                         let file = (*file).to_owned();
                         events.push(Body::Heartbeat(HeartbeatEvent::FileAdopted { file, text }));
                     }
@@ -305,7 +306,13 @@ impl Engine {
         let adopted = events.len();
         if !events.is_empty() {
             let adopt = crate::legacy::mirror::adopt_call(call);
-            self.write(&adopt, |_| Ok(Plan { events: events.clone(), ..Plan::default() }))?;
+            let outcome =
+                self.write(&adopt, |_| Ok(Plan { events: events.clone(), ..Plan::default() }))?;
+            // The store now knows these bytes: the end of the call may replace them, but not
+            // bytes another writer puts there after this point.
+            for (root, file, text) in known {
+                write_sidecar(&root, &file, text.as_bytes(), outcome.head.seq)?;
+            }
         }
         Ok(fields(json!({ "adopted": adopted, "quarantined": quarantined })))
     }
@@ -332,15 +339,28 @@ impl Engine {
     }
 
     /// Inside a hermit mirror: writes the stored heartbeat files of `scope` with their sidecars,
-    /// and removes the layout's files the scope no longer holds.
+    /// and removes the layout's files the scope no longer holds; but only files as hookstate last
+    /// wrote them (or already holding the stored text, whose sidecar is then brought up to date).
+    /// A file another writer changed after this call's adoption (the writers that do not take the
+    /// lock) is left as it is, for the next call to adopt, never overwritten with an older copy.
     fn heartbeat_mirror_write(&self, mirror: &Mirror, scope: &str) -> Result<()> {
         let head = self.head()?.seq;
         for (file, text) in self.heartbeat_files(scope)? {
             let root = open_sub(mirror.dir(), subdir_of(&file), true)?
                 .ok_or_else(|| Error::NoStore { path: mirror.dir().join(subdir_of(&file)) })?;
+            let bytes = root.read(&file, FILE_BYTES_MAX)?;
+            let sidecar = read_sidecar(&root, &file)?;
+            let ours = !changed_outside(bytes.as_deref(), sidecar.as_ref());
             match text {
-                Some(text) => write_mirror(&root, &file, text.as_bytes(), head)?,
-                None => root.remove(&file)?,
+                Some(text) if bytes.as_deref() == Some(text.as_bytes()) => {
+                    let stale = sidecar.is_none_or(|s| s.hash != digest(text.as_bytes()));
+                    if stale {
+                        write_sidecar(&root, &file, text.as_bytes(), head)?;
+                    }
+                }
+                Some(text) if ours => write_mirror(&root, &file, text.as_bytes(), head)?,
+                None if ours => root.remove(&file)?,
+                _ => {}
             }
         }
         Ok(())

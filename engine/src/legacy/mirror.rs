@@ -54,6 +54,11 @@ pub(crate) fn read_sidecar(root: &Root, name: &str) -> Result<Option<Sidecar>> {
 /// Writes `bytes` as the mirrored file and records them in its sidecar.
 pub(crate) fn write_mirror(root: &Root, name: &str, bytes: &[u8], head_seq: u64) -> Result<()> {
     root.write(name, bytes)?;
+    write_sidecar(root, name, bytes, head_seq)
+}
+
+/// Records `bytes` (the file's content) in the sidecar of `name`.
+pub(crate) fn write_sidecar(root: &Root, name: &str, bytes: &[u8], head_seq: u64) -> Result<()> {
     let sidecar = Sidecar { hash: digest(bytes), head_seq };
     let text = serde_json::to_string(&sidecar)
         .map_err(|e| Error::invalid(format!("sidecar does not serialise: {e}")))?;
