@@ -267,3 +267,93 @@ fn the_mirror_keeps_alert_state_current_and_adopts_or_quarantines_outside_writes
     let mode = std::fs::metadata(h.alert_file()).unwrap().permissions().mode();
     assert_eq!(mode & 0o777, 0o600);
 }
+
+/// An export from a scope that holds no alert state leaves an existing `alert-state.json` as it
+/// is (upstream's precheck and alert-update own it until it is imported); with no file there, it
+/// writes the seed template.
+#[test]
+fn an_export_never_replaces_an_alert_state_the_scope_does_not_hold() {
+    let h = Hermit::new("hermit");
+    h.store.run(&["init"]).expect(0);
+    let before = std::fs::read(h.alert_file()).unwrap();
+    let scope = format!("hermit:{}", std::fs::canonicalize(&h.dir).unwrap().display());
+    let args = ["--scope", &scope, "export", "--layout", "hermit-alerts", "--to", h.dir()];
+    let out = h.store.run(&args).expect(0).json();
+    assert_eq!(out["left"], true, "{out}");
+    assert_eq!(std::fs::read(h.alert_file()).unwrap(), before, "upstream's file untouched");
+    std::fs::remove_file(h.alert_file()).unwrap();
+    let out = h.store.run(&args).expect(0).json();
+    assert_eq!(out["left"], false, "{out}");
+    let seed = "{\n  \"alerts\": {},\n  \"last_digest_date\": null,\n  \"self_eval\": {},\n  \
+                \"total_ticks\": 0\n}\n";
+    assert_eq!(std::fs::read_to_string(h.alert_file()).unwrap(), seed);
+}
+
+/// `alerts tick --mirror` on a directory whose proposals were never imported or mirrored writes
+/// `alert-state.json` only: the queue and the ledger are upstream's until they are mirrored (the
+/// heartbeat verbs already leave them alone); an unchanged alert-state file is not re-adopted.
+#[test]
+fn a_mirrored_tick_never_replaces_a_queue_or_ledger_that_was_never_imported() {
+    let h = Hermit::new("hermit");
+    let state = h.dir.join("state");
+    let queue = std::fs::read(state.join("micro-proposals.json")).unwrap();
+    let ledger = std::fs::read(state.join("proposal-metrics.jsonl")).unwrap();
+    let before = std::fs::read(h.alert_file()).unwrap();
+    let tick = || {
+        let args = ["--now-ms", NOW, "--mirror", h.dir(), "alerts", "--dir", h.dir(), "tick"];
+        h.store.run_with_stdin(&args, Some(b"{\"firing\":[]}")).expect(0)
+    };
+    tick();
+    assert_eq!(std::fs::read(state.join("micro-proposals.json")).unwrap(), queue);
+    assert_eq!(std::fs::read(state.join("proposal-metrics.jsonl")).unwrap(), ledger);
+    assert!(!state.join(".hookstate-mirror.json").exists(), "the proposals are not mirrored");
+    let after = std::fs::read(h.alert_file()).unwrap();
+    assert_ne!(after, before, "the tick is mirrored");
+    assert_eq!(serde_json::from_slice::<Value>(&after).unwrap(), h.state());
+    tick();
+    let imported = h.store.run(&["log", "--kind", "state_imported"]).expect(0);
+    assert_eq!(imported.stdout.lines().count(), 1, "adopted once, not again: {imported:?}");
+    assert_eq!(std::fs::read(state.join("micro-proposals.json")).unwrap(), queue);
+    h.store.run(&["verify"]).expect(0);
+}
+
+/// The alert state is written pretty, which is larger than the compact text the event bound
+/// (`TICK_BYTES_MAX`) measures: a tick whose file would be over the bytes import and the mirror
+/// read (`ALERT_STATE_FILE_BYTES_MAX`) is refused, so every file hookstate writes reads back.
+#[test]
+fn a_tick_whose_file_would_be_too_big_to_read_back_is_refused() {
+    let h = Hermit::new("hermit");
+    let entry = |i: usize| {
+        json!({ "count": 7, "consecutive_clean": 0, "suppressed": true,
+                "first_seen": "2026-11-28", "last_seen": "2026-11-28",
+                "text": format!("{i:03} {}", "y".repeat(96)) })
+    };
+    let mut alerts = serde_json::Map::new();
+    let mut n = 0;
+    loop {
+        alerts.insert(format!("custom:a{n:03}"), entry(n));
+        let state = json!({ "alerts": alerts, "last_digest_date": "2026-11-29",
+                            "self_eval": {}, "total_ticks": 1 });
+        let text = serde_json::to_string_pretty(&state).unwrap() + "\n";
+        if text.len() > 63_000 {
+            std::fs::write(h.alert_file(), text).unwrap();
+            break;
+        }
+        n += 1;
+    }
+    h.import("hermit-alerts").expect(0);
+    let mut firing: Vec<Value> =
+        alerts.iter().map(|(k, e)| json!({ "key": k, "text": e["text"] })).collect();
+    firing.push(json!({ "key": "custom:new", "text": "z".repeat(3000) }));
+    let payload = json!({ "firing": firing }).to_string();
+    let run = h.alerts("json", &["tick"], Some(&payload)).expect(3);
+    assert!(run.stderr.contains("bytes"), "{run:?}");
+    let to = h._home.path().join("out");
+    let scope = format!("hermit:{}", std::fs::canonicalize(&h.dir).unwrap().display());
+    let args =
+        ["--scope", &scope, "export", "--layout", "hermit-alerts", "--to", to.to_str().unwrap()];
+    h.store.run(&args).expect(0);
+    let again = Hermit::new("hermit");
+    std::fs::copy(to.join("state").join("alert-state.json"), again.alert_file()).unwrap();
+    again.import("hermit-alerts").expect(0);
+}

@@ -502,3 +502,135 @@ fn an_export_leaves_files_the_scope_does_not_hold() {
     assert_eq!(kept, foreign);
     assert!(to.path().join("state/injection-alert.json").exists());
 }
+
+/// An idempotency key names the verb's own write, never the mirror's adoption of outside
+/// writes: a mark whose mirror first adopts an outside change still marks, and its retry
+/// replays the mark (and still adopts what changed outside in between).
+#[test]
+fn an_idem_keyed_mark_through_a_mirror_that_adopts_an_outside_write_still_marks() {
+    let h = Hermit::new("{}\n");
+    let dir = h.dir.to_str().unwrap().to_owned();
+    let record = ["budget", "record", "--level", "warn", "--period", "weekly", "--action"];
+    let mut args = vec!["--mirror", dir.as_str()];
+    args.extend(record);
+    args.extend(["alert", "--spend", "41", "--cap", "50"]);
+    h.json(SEP_14, &args, None).expect(0);
+    // Upstream's cost-tracker, not yet migrated, adds a daily breach to the mirrored file.
+    let path = h.dir.join("state/budget-alerts.json");
+    let text = read(&h.dir, "state/budget-alerts.json").unwrap();
+    let daily =
+        "\"budget-breach:daily:2026-09-14\": {\"kind\": \"budget\", \"period\": \"daily\"},";
+    std::fs::write(&path, text.replacen("\"alerts\": {", &format!("\"alerts\": {{{daily}"), 1))
+        .unwrap();
+    let key = "budget-warn:weekly:2026-W38";
+    let mark = |now: u64, format: &str| {
+        let args = ["--idem-key", "mark-1", "--mirror", dir.as_str()];
+        let now = now.to_string();
+        let mut full = vec!["--format", format];
+        full.extend(args);
+        full.extend(["--now-ms", &now, "alerts", "--dir", dir.as_str()]);
+        full.extend(["budget", "mark-notified", key]);
+        h.store.run(&full)
+    };
+    line(mark(SEP_14 + 1000, "verdict"), 0, &format!("OK|notified|{key}"));
+    let alerts = h.alerts();
+    assert_eq!(alerts[key]["notified"], true, "the mark landed: {alerts:?}");
+    assert!(alerts.contains_key("budget-breach:daily:2026-09-14"), "the outside write adopted");
+    // Another outside change, then the retry: adopted, and the mark replayed, not redone.
+    let text = read(&h.dir, "state/budget-alerts.json").unwrap();
+    std::fs::write(&path, text.replace("\"period\": \"daily\"", "\"period\": \"daily\", \"x\": 1"))
+        .unwrap();
+    let marks = h.kinds("budget_notified");
+    let retry = mark(SEP_14 + 2000, "json").expect(0).json();
+    assert_eq!(retry["replayed"], true, "{retry}");
+    assert_eq!(h.kinds("budget_notified"), marks, "the retry marks nothing again");
+    assert_eq!(h.alerts()["budget-breach:daily:2026-09-14"]["x"], 1, "the retry still adopts");
+    h.store.run(&["verify"]).expect(0);
+}
+
+/// A repeated call with the same `--idem-key` prints the first call's verdict line again
+/// (`--help`: "a repeated call with this key returns the first result"), never `ERROR|unexpected`.
+#[test]
+fn idempotent_repeats_print_the_first_calls_verdict() {
+    let h = Hermit::new(ACK_CONFIG);
+    let twice = |idem: &str, now: u64, args: &[&str], stdin: Option<&str>, expected: &str| {
+        for _ in 0..2 {
+            let now = now.to_string();
+            let mut full = vec!["--idem-key", idem, "--format", "verdict", "--now-ms", &now];
+            full.extend(["alerts", "--dir", h.dir.to_str().unwrap()]);
+            full.extend_from_slice(args);
+            let run = h.store.run_with_stdin(&full, stdin.map(str::as_bytes)).expect(0);
+            assert_eq!(run.stdout, format!("{expected}\n"), "{args:?}");
+        }
+    };
+    let record = |level: &'static str, period: &'static str| {
+        let mut args = vec!["budget", "record", "--level", level, "--period", period];
+        args.extend(["--action", "alert", "--spend", "45", "--cap", "50"]);
+        args
+    };
+    let a_week_earlier = SEP_14 - 7 * 86_400_000;
+    twice(
+        "r0",
+        a_week_earlier,
+        &record("warn", "weekly"),
+        None,
+        "OK|created|budget-warn:weekly:2026-W37",
+    );
+    twice("r1", SEP_14, &record("warn", "weekly"), None, "OK|created|budget-warn:weekly:2026-W38");
+    twice(
+        "r2",
+        SEP_14,
+        &record("breach", "daily"),
+        None,
+        "OK|created|budget-breach:daily:2026-09-14",
+    );
+    let key = "budget-warn:weekly:2026-W38";
+    twice("m1", SEP_14, &["budget", "mark-notified", key], None, &format!("OK|notified|{key}"));
+    twice("p1", SEP_14, &["liveness", "peek"], None, "OK|peek|2026-09-14T09:12:03Z");
+    twice("i1", SEP_14, &["injection", "record", "9c04be1f"], None, "OK|recorded|9c04be1f");
+    twice("s1", SEP_14, &["monitor", "stop"], None, "OK|stopped");
+    twice("s2", SEP_14, &["monitor", "stop"], None, "OK|stopped");
+    twice("t1", SEP_14, &["runtime", "set", "session_state=idle"], None, "OK|runtime");
+    twice("q1", SEP_14, &["next-task", "queue"], Some("## Task\nShip it\n"), "OK|queued");
+    let token = h.json(SEP_14, &["next-task", "token"], None).expect(0).json()["token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    twice("a1", SEP_14, &["next-task", "ack", &token], None, "{\"parked\":true}");
+    twice("c1", SEP_14, &["next-task", "consume"], None, "OK|consumed");
+    assert_eq!(h.kinds("budget_created"), 3);
+    assert_eq!(h.kinds("budget_notified"), 1);
+    assert_eq!(h.kinds("next_task_parked"), 1);
+    h.store.run(&["verify"]).expect(0);
+}
+
+/// A time past 9999-12-31T23:59:59.999Z (where toISOString changes to a six-digit year) or
+/// beyond what a date holds is refused before anything is written, never stamped as an empty
+/// string (`{"last_peek_at":""}`, `armed_at: ""`).
+#[test]
+fn a_time_past_year_9999_is_refused_without_a_write() {
+    let h = Hermit::new("{}\n");
+    h.store.run(&["init"]).expect(0);
+    let before = h.store.snapshot();
+    for now in [253_402_300_800_000, u64::MAX] {
+        for args in [
+            vec!["liveness", "peek"],
+            vec!["monitor", "start-check", "--plugin-root", PLUGIN],
+            vec!["monitor", "stop"],
+            vec!["injection", "record", "9c04be1f"],
+            vec!["runtime", "set", "a=1"],
+            vec!["budget", "record", "--level", "warn", "--period", "daily", "--spend", "9"],
+        ] {
+            let mut args = args.clone();
+            if args[0] == "budget" {
+                args.extend(["--cap", "10"]);
+            }
+            let run = h.json(now, &args, None).expect(3);
+            assert!(run.stderr.contains("time"), "{args:?}: {run:?}");
+        }
+        let run = h.json(now, &["tick"], Some("{\"firing\":[]}")).expect(3);
+        assert!(run.stderr.contains("time"), "{run:?}");
+    }
+    assert!(before == h.store.snapshot(), "the store changed");
+    line(h.verdict(253_402_300_799_999, &["liveness", "peek"]), 0, "OK|peek|9999-12-31T23:59:59Z");
+}

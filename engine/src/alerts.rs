@@ -64,6 +64,8 @@ pub const DOCTOR_PREFIX: &str = "doctor:";
 /// The self-evaluation entry of an over-long checklist.
 pub const WEIGHT_KEY: &str = "checklist-weight";
 const ITEM_KEY_CHARS: usize = 8;
+/// `Number.MAX_SAFE_INTEGER`: larger integers print as the double JavaScript reads them as.
+const JS_SAFE_INTEGER_MAX: u64 = 9_007_199_254_740_991;
 const CUSTOM_KEY_CHARS: usize = 100;
 const DECISION_READ_FAILURE: &str = "I can't read the record of decisions waiting on you — some \
     may be pending without showing up. It needs a repair before I can see them again.";
@@ -421,8 +423,9 @@ impl TickClock {
     /// The clock at `now_ms` in `timezone`.
     ///
     /// # Errors
-    /// [`Error::Invalid`] for an unknown zone.
+    /// [`Error::Invalid`] for an unknown zone or a time after year 9999.
     pub fn at(now_ms: u64, timezone: &str) -> Result<TickClock> {
+        crate::heartbeat::rules::check_time(now_ms)?;
         let ms = i64::try_from(now_ms).unwrap_or(i64::MAX);
         let now_iso = chrono::DateTime::from_timestamp_millis(ms)
             .map(|t| t.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string())
@@ -516,6 +519,11 @@ fn js_string(value: Option<&Value>) -> String {
             items.iter().map(|v| js_string(Some(v))).collect::<Vec<_>>().join(",")
         }
         Some(Value::Object(_)) => "[object Object]".into(),
+        Some(Value::Number(n)) => match (n.as_i64(), n.as_f64()) {
+            (Some(i), _) if i.unsigned_abs() <= JS_SAFE_INTEGER_MAX => i.to_string(),
+            (_, Some(x)) => crate::legacy::js::number_text(x),
+            _ => n.to_string(),
+        },
         Some(other) => other.to_string(),
     }
 }
@@ -531,8 +539,22 @@ fn truthy(value: &Value) -> bool {
     }
 }
 
+/// A counter as JavaScript reads it: any integral number (`40` and `40.0` are one number to
+/// `JSON.parse`); anything else is `None`.
+fn js_int(value: Option<&Value>) -> Option<i64> {
+    const I64_BOUND: f64 = 9_223_372_036_854_775_807.0;
+    let value = value?;
+    if let Some(i) = value.as_i64() {
+        return Some(i);
+    }
+    let x = value.as_f64().filter(|x| x.fract() == 0.0 && x.abs() < I64_BOUND)?;
+    #[expect(clippy::cast_possible_truncation, reason = "integral and within i64")]
+    Some(x as i64)
+}
+
+/// A counter, 0 when it is not an integral number.
 fn num(value: Option<&Value>) -> i64 {
-    value.and_then(Value::as_i64).unwrap_or(0)
+    js_int(value).unwrap_or(0)
 }
 
 fn channel_label(key: &str, text: &str, channel: Option<&str>) -> String {
@@ -869,7 +891,7 @@ pub(crate) fn decide_tick(
     out.alerts.extend(frozen);
     let failure_date = read_failure_date(&state, &micro, &proposals, &stale, clock, &mut out);
     let mut self_eval = marked_self_eval(&state, &model, canonical_keys(input).as_ref());
-    let ticks = state.get("total_ticks").and_then(Value::as_i64);
+    let ticks = js_int(state.get("total_ticks"));
     let proposals_due = match ticks.filter(|t| t % SELF_EVAL_EVERY_TICKS == 0) {
         Some(_) => self_evaluate(
             &mut self_eval,
@@ -1007,7 +1029,8 @@ pub(crate) fn read_state(
     }
 }
 
-fn seed() -> Map<String, Value> {
+/// The seed template of a new alert state.
+pub(crate) fn seed() -> Map<String, Value> {
     match serde_json::from_str(&AlertStateDoc::default().state) {
         Ok(Value::Object(map)) => map,
         _ => Map::new(),
@@ -1044,6 +1067,15 @@ impl Engine {
             };
             let sources = TickSources { state, micro, proposals, props: prop_facts(&props) };
             let (state, result) = decide_tick(sources, input, &clock);
+            let file = crate::legacy::hermit_alerts::render_alert_state(&state)?.len();
+            let file_max = crate::legacy::hermit_alerts::ALERT_STATE_FILE_BYTES_MAX;
+            if file > file_max {
+                return Err(Error::invalid(format!(
+                    "the alert state after this tick would be a {file}-byte alert-state.json, \
+                     more than the {file_max} bytes import and the mirror read; the tick was not \
+                     applied"
+                )));
+            }
             let (state, result) =
                 (Value::Object(state).to_string(), Value::Object(result).to_string());
             let bytes = state.len() + result.len();
@@ -1194,6 +1226,45 @@ mod tests {
                                    (first: 2026-11-29). Daily digest only.";
     const SUPPRESSED_NOTE: &str =
         "Heartbeat: \"disk 90% full\" suppressed after 5 fires — daily digest only.";
+
+    #[test]
+    fn counters_written_as_floats_count_on() {
+        // `"count": 5.0` and `"total_ticks": 40.0` (a foreign writer) are 5 and 40 to JSON.parse:
+        // the sixth fire suppresses and tick 40 runs the self-evaluation.
+        let state: Map<String, Value> = serde_json::from_str(
+            r#"{"alerts":{"custom:disk":{"count":5.0,"consecutive_clean":0.0,"suppressed":false,
+                "first_seen":"2026-11-29","last_seen":"2026-11-29","text":"disk 90% full"}},
+                "last_digest_date":null,"self_eval":{},"total_ticks":40.0}"#,
+        )
+        .unwrap();
+        let mut input = firing(&[DISK]);
+        input.checklist = Some((0..11).map(|i| format!("- item {i}")).collect());
+        let (next, result) = tick(&state, &input, D1, Some(Vec::new()));
+        assert_eq!(next["alerts"]["custom:disk"]["count"], 6);
+        assert_eq!(next["alerts"]["custom:disk"]["suppressed"], true);
+        assert!(strings(&result["notifications"]).contains(&SUPPRESSED_NOTE.to_owned()));
+        assert!(next["self_eval"].get(WEIGHT_KEY).is_some(), "tick 40 evaluated: {next:?}");
+    }
+
+    #[test]
+    fn digest_numbers_print_as_a_template_literal_prints_them() {
+        // A foreign writer's `7.0` and `1e21` read as `${e.count}` reads them: 7 and 1e+21.
+        let state: Map<String, Value> = serde_json::from_str(
+            r#"{"alerts":{
+                "custom:disk":{"count":7.0,"consecutive_clean":0,"suppressed":true,
+                               "first_seen":"2026-11-29","text":"disk 90% full"},
+                "custom:cpu":{"count":1e21,"consecutive_clean":0,"suppressed":true,
+                              "first_seen":"2026-11-29","text":"cpu pegged"}},
+                "last_digest_date":"2026-11-29","self_eval":{},"total_ticks":1}"#,
+        )
+        .unwrap();
+        let (_, result) = tick(&state, &firing(&[]), D2, Some(Vec::new()));
+        assert_eq!(
+            strings(&result["notifications"]),
+            ["Suppressed alert digest: disk 90% full (7x, since 2026-11-29); cpu pegged (1e+21x, \
+              since 2026-11-29)"]
+        );
+    }
 
     #[test]
     fn the_ladder_fires_repeats_suppresses_digests_and_resolves() {

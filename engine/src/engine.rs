@@ -488,15 +488,16 @@ fn replay_idempotent(txn: &dyn ReadTxn, call: &Call) -> Result<Option<Outcome>> 
     let Some(ViewRow::Idem { first_seq, last_seq }) = read_row(txn, &key)? else {
         return Ok(None);
     };
-    let mut result = Map::new();
+    let mut bodies = Vec::new();
     let mut head = Head { seq: 0, hash: [0; 32] };
     txn.events(first_seq, last_seq, &mut |seq, bytes| {
         let event = format::decode_event(bytes)
             .map_err(|e| Error::ChainBroken { seq, why: e.to_string() })?;
-        result = project::render(&event.content.body);
+        bodies.push(event.content.body);
         head = Head { seq: event.seq, hash: event.hash };
         Ok(true)
     })?;
+    let result = project::render_replay(&bodies);
     Ok(Some(Outcome { result, refusal: None, head, appended: 0, replayed: true }))
 }
 

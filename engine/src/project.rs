@@ -95,6 +95,23 @@ pub(crate) fn render(body: &Body) -> serde_json::Map<String, serde_json::Value> 
     }
 }
 
+/// The replayed result of an idempotent repeat from the events the first call appended: a
+/// heartbeat call rebuilds its verdict from all of them; otherwise the last event stands for the
+/// call.
+pub(crate) fn render_replay(bodies: &[Body]) -> serde_json::Map<String, serde_json::Value> {
+    let heartbeat: Vec<&hookstate_schema::heartbeat::HeartbeatEvent> = bodies
+        .iter()
+        .filter_map(|b| match b {
+            Body::Heartbeat(event) => Some(event),
+            _ => None,
+        })
+        .collect();
+    if !heartbeat.is_empty() && heartbeat.len() == bodies.len() {
+        return crate::heartbeat::render_call(&heartbeat);
+    }
+    bodies.last().map(render).unwrap_or_default()
+}
+
 /// Every row `apply` may read or write for this event.
 pub(crate) fn touched_keys(event: &Event) -> Vec<ViewKey> {
     let scope = event.content.scope.as_str();

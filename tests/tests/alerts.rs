@@ -195,3 +195,36 @@ fn structured_keys_follow_the_proposals_of_the_same_scope() {
     assert_eq!(state["last_clean_eval_at"], Value::Null);
     h.engine.verify().unwrap();
 }
+
+/// The end of a mirrored alerts call writes `alert-state.json` only over bytes the store knew at
+/// the adoption: precheck (unmigrated, no lock) stamping the file during the call keeps its
+/// write, which the next mirrored call adopts. Both before the proposals are mirrored and after.
+#[test]
+fn a_mirror_never_overwrites_an_alert_state_written_during_the_call() {
+    let wait = std::time::Duration::from_secs(5);
+    for stamped in [false, true] {
+        let h = Hermit::new("hermit");
+        let file = h.dir.join("state").join(ALERT_STATE_FILE);
+        if stamped {
+            let (mirror, _) = h.engine.mirror_begin(&h.call(1), &h.dir, wait).unwrap();
+            h.engine.mirror_end(mirror, &h.scope).unwrap();
+        }
+        let cycle = |now: u64, during: &dyn Fn()| {
+            let (mirror, _) = h.engine.mirror_begin(&h.call(now), &h.dir, wait).unwrap();
+            during();
+            h.tick(&json!({ "firing": [] }), now);
+            h.engine.alerts_mirror_end(mirror, &h.scope).unwrap();
+        };
+        cycle(NOV_29_2150, &|| {});
+        let mut theirs: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+        theirs["total_ticks"] = json!(999);
+        let theirs = serde_json::to_string_pretty(&theirs).unwrap() + "\n";
+        cycle(NOV_29_2150 + 1000, &|| std::fs::write(&file, &theirs).unwrap());
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), theirs, "stamped {stamped}");
+        cycle(NOV_29_2150 + 2000, &|| {});
+        let state = h.engine.alerts_state(&h.scope).unwrap();
+        assert_eq!(state["total_ticks"], 999, "adopted by the next call (stamped {stamped})");
+        let written: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+        assert_eq!(written, Value::Object(state), "and mirrored again");
+    }
+}

@@ -617,3 +617,103 @@ proptest::proptest! {
         run_budget_model(&ops)?;
     }
 }
+
+/// cost-tracker reads a falsy entry (a hand-edited `null`) as no alert (`if (alerts[key])`) and
+/// creates over it, and marks only an alert object whose `notified` is falsy
+/// (`entry && !entry.notified`): a `null` entry is no match, a `"notified": 1` is marked already.
+#[test]
+fn falsy_budget_entries_are_no_alerts_and_truthy_marks_are_marks() {
+    let h = hermit(None);
+    std::fs::create_dir_all(h.dir.join("state")).unwrap();
+    let file = "{\n  \"alerts\": {\n    \"budget-warn:weekly:2026-W38\": null,\n    \
+                \"budget-warn:daily:2026-09-14\": {\n      \"kind\": \"budget\",\n      \
+                \"period\": \"daily\",\n      \"notified\": 1\n    }\n  }\n}\n";
+    std::fs::write(h.dir.join("state/budget-alerts.json"), file).unwrap();
+    h.import(SEP_14);
+    let mark = |key: &str| {
+        let out = h.engine.heartbeat_budget_mark(&h.call(SEP_14), key).unwrap().to_json();
+        out["verdict"].as_str().unwrap().to_owned()
+    };
+    assert_eq!(mark("budget-warn:weekly:2026-W38"), "NONE|no-match", "null is no alert");
+    assert_eq!(
+        mark("budget-warn:daily:2026-09-14"),
+        "NOOP|already-notified|budget-warn:daily:2026-09-14"
+    );
+    let out = h.record(SEP_14, "UTC", "warn", "weekly", 45.0);
+    assert_eq!(out["verdict"], "OK|created|budget-warn:weekly:2026-W38", "{out}");
+    let entry = &h.alerts()["budget-warn:weekly:2026-W38"];
+    assert_eq!(entry["kind"], "budget");
+    assert_eq!(entry["notified"], false);
+    assert_eq!(mark("budget-warn:weekly:2026-W38"), "OK|notified|budget-warn:weekly:2026-W38");
+    assert_eq!(h.alerts()["budget-warn:weekly:2026-W38"]["notified"], true);
+}
+
+/// A record that would grow `budget-alerts.json` past the bytes a layout file may hold
+/// (`FILE_BYTES_MAX`, which import and the mirror read) is refused, the file unchanged; it never
+/// stores a file that every later import or mirrored call would refuse as oversized.
+#[test]
+fn a_record_never_grows_the_budget_file_past_the_file_bound() {
+    let h = hermit(None);
+    std::fs::create_dir_all(h.dir.join("state")).unwrap();
+    let pad = "x".repeat(hookstate_engine::heartbeat::FILE_BYTES_MAX - 200);
+    let file = format!(
+        "{{\n  \"alerts\": {{\n    \"note\": {{\n      \"kind\": \"other\",\n      \"text\": \"{pad}\"\n    }}\n  }}\n}}\n"
+    );
+    std::fs::write(h.dir.join("state/budget-alerts.json"), &file).unwrap();
+    h.import(SEP_14);
+    let input = BudgetInput {
+        level: "warn".into(),
+        period: "weekly".into(),
+        action: "alert".into(),
+        spend: 45.0,
+        cap: 50.0,
+    };
+    let err = h.engine.heartbeat_budget_record(&h.call(SEP_14), "UTC", &input).unwrap_err();
+    assert!(matches!(err, Error::Invalid(_)), "{err:?}");
+    assert_eq!(h.alerts().len(), 1, "nothing recorded");
+    let out = tempfile::tempdir().unwrap();
+    h.engine.export_hermit_heartbeat(&h.scope, out.path()).unwrap();
+    assert_eq!(std::fs::read_to_string(out.path().join("state/budget-alerts.json")).unwrap(), file);
+    assert!(read_heartbeat_files(out.path()).is_ok(), "the exported layout still imports");
+}
+
+/// A mirror rewrites only what it knows: a heartbeat file another writer changes after the
+/// mirror adopted (between adopt and the end of the call, e.g. an unmigrated script writing
+/// `runtime.json` while a peek runs) is left as that writer wrote it, and adopted by the next
+/// mirrored call, never overwritten with the store's older copy.
+#[test]
+fn a_mirror_never_overwrites_a_file_changed_after_its_adoption() {
+    let h = hermit(None);
+    let wait = std::time::Duration::from_secs(5);
+    let runtime = h.dir.join("state/runtime.json");
+    let cycle = |now: u64, during: &dyn Fn()| {
+        let (mirror, _) = h.engine.mirror_begin(&h.call(now), &h.dir, wait).unwrap();
+        h.engine.heartbeat_mirror_adopt(&h.call(now), &mirror).unwrap();
+        during();
+        h.engine.heartbeat_liveness_peek(&h.call(now)).unwrap();
+        h.engine.heartbeat_mirror_end(mirror, &h.scope).unwrap();
+    };
+    h.engine
+        .heartbeat_runtime_set(
+            &h.call(SEP_14),
+            "UTC",
+            &[("session_state".into(), json!("idle"))],
+            &[],
+        )
+        .unwrap();
+    cycle(SEP_14, &|| {});
+    let ours = std::fs::read_to_string(&runtime).unwrap();
+    let theirs = ours.replace("\"idle\"", "\"in_progress\"");
+    cycle(SEP_14 + 1000, &|| std::fs::write(&runtime, &theirs).unwrap());
+    assert_eq!(std::fs::read_to_string(&runtime).unwrap(), theirs, "the outside write survives");
+    cycle(SEP_14 + 2000, &|| {});
+    let stored = h.engine.heartbeat_runtime(&h.scope).unwrap().unwrap();
+    assert_eq!(stored["session_state"], "in_progress", "adopted by the next call");
+    assert_eq!(std::fs::read_to_string(&runtime).unwrap(), theirs);
+    let peek = std::fs::read_to_string(h.dir.join("state/heartbeat-liveness.json")).unwrap();
+    assert_eq!(
+        peek, "{\"last_peek_at\":\"2026-09-14T09:12:05Z\"}\n",
+        "the verb's own file is written"
+    );
+    h.verify();
+}

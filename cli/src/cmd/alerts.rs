@@ -31,7 +31,7 @@ pub(crate) fn run(cli: &Cli, args: &AlertsArgs) -> Result<(), CliError> {
             let outcome =
                 writer.engine.alerts_count_tick(&call_in(cli, "alerts-count-tick", &scope))?;
             if let Some(mirror) = writer.mirror {
-                writer.engine.mirror_end(mirror, &scope)?;
+                writer.engine.alerts_mirror_end(mirror, &scope)?;
             }
             print(Format::Json, &outcome.to_json())
         }
@@ -72,11 +72,12 @@ fn tick(cli: &Cli, scope: &str, dir: &std::path::Path) -> Result<(), CliError> {
             )))
         }
     };
+    hookstate_engine::heartbeat::rules::check_time(now)?;
     let writer = writer(cli, scope)?;
     let outcome =
         writer.engine.alerts_tick(&call_in(cli, "alerts-tick", scope), &timezone, &input)?;
     if let Some(mirror) = writer.mirror {
-        writer.engine.mirror_end(mirror, scope)?;
+        writer.engine.alerts_mirror_end(mirror, scope)?;
     }
     if cli.format == Format::Verdict {
         let mut line = serde_json::Map::new();

@@ -192,8 +192,9 @@ fn mutate(
     config: &HeartbeatConfig,
 ) -> Result<(), CliError> {
     let input = read_input(verb, config, dir)?;
-    let engine = open(cli, Access::Write)?;
     let call = call_in(cli, "alerts", scope);
+    hookstate_engine::heartbeat::rules::check_time(call.now_ms)?;
+    let engine = open(cli, Access::Write)?;
     let mirror = match &cli.mirror {
         Some(dir) => Some(mirror_begin(cli, &engine, &call, dir)?),
         None => None,

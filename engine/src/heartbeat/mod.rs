@@ -139,28 +139,41 @@ fn seed_object() -> Map<String, Value> {
 
 /// Decides a budget record: create the key when absent (never reset it), and reap past periods.
 fn decide_record(
-    budget: Option<&Map<String, Value>>,
+    budget: Option<(&Map<String, Value>, Layout)>,
     input: &BudgetInput,
     now_ms: u64,
     timezone: &str,
 ) -> Result<Plan> {
+    let layout = budget.map_or(Layout::Pretty, |(_, layout)| layout);
+    let budget = budget.map(|(map, _)| map);
     let alerts = budget.map(alerts_of).unwrap_or_default();
     let period_key = rules::period_key(&input.period, now_ms, timezone)?.unwrap_or_default();
     let key = rules::budget_key(&input.level, &input.period, &period_key);
     let mut events = Vec::new();
-    let created = !alerts.contains_key(&key);
+    // cost-tracker's `if (alerts[key]) continue`: a falsy entry (a hand-edited `null`) is no
+    // alert, and is created over.
+    let created = !alerts.get(&key).is_some_and(rules::truthy);
+    let reaped = rules::stale_budget_keys(&alerts, now_ms, timezone)?;
     if created {
         if alerts.len() >= rules::ALERT_ENTRIES_MAX {
             let max = rules::ALERT_ENTRIES_MAX;
             return Err(Error::invalid(format!("{BUDGET_FILE} holds {max} alerts already")));
         }
         let entry = Value::Object(rules::budget_entry(input, rules::iso_stamp(now_ms)));
+        // The file as the events leave it must stay one that import and the mirror can read.
+        let mut next = alerts.clone();
+        next.insert(key.clone(), entry.clone());
+        for stale in &reaped {
+            next.shift_remove(stale);
+        }
+        let mut top = budget.cloned().unwrap_or_else(seed_object);
+        top.insert("alerts".into(), Value::Object(next));
+        check_size(BUDGET_FILE, &rules::render_object(&top, layout))?;
         events.push(event(HeartbeatEvent::BudgetCreated {
             key: key.clone(),
             entry: entry.to_string(),
         }));
     }
-    let reaped = rules::stale_budget_keys(&alerts, now_ms, timezone)?;
     events.extend(reaped.iter().map(|k| event(HeartbeatEvent::BudgetReaped { key: k.clone() })));
     let notified =
         alerts.get(&key).and_then(|e| e.get("notified")).cloned().unwrap_or(false.into());
@@ -173,11 +186,13 @@ fn decide_record(
 /// wins and every later one is refused, so a key is announced at most once.
 fn decide_mark(budget: Option<&Map<String, Value>>, key: &str) -> Plan {
     let alerts = budget.map(alerts_of).unwrap_or_default();
-    let Some(entry) = alerts.get(key) else {
+    // markAlertNotified's `entry && !entry.notified`: only an alert object can be marked, and a
+    // truthy `notified` of any type is marked already.
+    let Some(entry) = alerts.get(key).filter(|e| e.is_object()) else {
         let message = format!("no budget alert {key}");
         return refusal("not_found", message, "NONE|no-match".into(), json!({ "key": key }));
     };
-    if entry.get("notified") == Some(&Value::Bool(true)) {
+    if entry.get("notified").is_some_and(rules::truthy) {
         let message = format!("budget alert {key} was already marked notified");
         let line = format!("NOOP|already-notified|{key}");
         return refusal("already_notified", message, line, json!({ "key": key }));
@@ -350,6 +365,7 @@ impl Engine {
         decide: impl Fn(&dyn ReadTxn) -> Result<Plan>,
     ) -> Result<Outcome> {
         hookstate_schema::validate_scope(&call.scope)?;
+        rules::check_time(call.now_ms)?;
         self.write(call, decide)
     }
 
@@ -368,8 +384,10 @@ impl Engine {
         rules::check_budget(input)?;
         rules::zone(timezone)?;
         self.heartbeat_write(call, |txn| {
+            let layout = read_file(txn, &call.scope, BUDGET_FILE)?.map(|t| rules::layout_of(&t));
             let budget = read_object(txn, &call.scope, BUDGET_FILE)?;
-            decide_record(budget.as_ref(), input, call.now_ms, timezone)
+            let stored = budget.as_ref().zip(layout);
+            decide_record(stored, input, call.now_ms, timezone)
         })
     }
 
@@ -533,6 +551,7 @@ impl Engine {
         announced_at: Option<&str>,
     ) -> Result<Outcome> {
         rules::check_hash(hash)?;
+        rules::check_time(call.now_ms)?;
         let stamp = announced_at.map_or_else(|| rules::iso_stamp(call.now_ms), str::to_owned);
         rules::check_stamp("announced_at", &stamp)?;
         let mut map = Map::new();
@@ -800,7 +819,9 @@ pub(crate) fn apply(views: &mut impl ViewAccess, scope: &str, event: &HeartbeatE
         HeartbeatEvent::BudgetCreated { key, entry } => {
             let entry = serde_json::from_str(entry).unwrap_or(Value::Null);
             edit_alerts(views, scope, |alerts| {
-                alerts.entry(key.clone()).or_insert(entry);
+                if !alerts.get(key).is_some_and(rules::truthy) {
+                    alerts.insert(key.clone(), entry);
+                }
             });
         }
         HeartbeatEvent::BudgetNotified { key } => edit_alerts(views, scope, |alerts| {
@@ -824,19 +845,78 @@ pub(crate) fn apply(views: &mut impl ViewAccess, scope: &str, event: &HeartbeatE
     }
 }
 
-/// The result fields a heartbeat event stands for.
+/// The result fields a heartbeat event stands for (`hookstate log`'s body), with the verdict line
+/// of the verb whose last event it is, where the event alone carries it.
 pub(crate) fn render(event: &HeartbeatEvent) -> Map<String, Value> {
-    fields(match event {
-        HeartbeatEvent::FileAdopted { file, text } => json!({ "file": file, "bytes": text.len() }),
-        HeartbeatEvent::FileWritten { file, why, .. } => json!({ "file": file, "why": why }),
-        HeartbeatEvent::FileRemoved { file, why } => {
-            json!({ "file": file, "removed": true, "why": why })
+    let (line, extra) = match event {
+        HeartbeatEvent::FileAdopted { file, text } => {
+            return fields(json!({ "file": file, "bytes": text.len() }));
         }
-        HeartbeatEvent::BudgetCreated { key, .. } => json!({ "key": key, "created": true }),
-        HeartbeatEvent::BudgetNotified { key } => json!({ "key": key, "notified": true }),
-        HeartbeatEvent::BudgetReaped { key } => json!({ "key": key, "reaped": true }),
-        HeartbeatEvent::NextTaskParked { waiting_since, .. } => {
-            json!({ "parked": true, "waiting_since": waiting_since })
+        HeartbeatEvent::FileWritten { file, why, text } => match why.as_str() {
+            "liveness peek" => {
+                let stamp = written_field(text, "last_peek_at");
+                (format!("OK|peek|{stamp}"), json!({ "last_peek_at": stamp }))
+            }
+            "injection record" => {
+                let (hash, at) = (written_field(text, "hash"), written_field(text, "announced_at"));
+                (format!("OK|recorded|{hash}"), json!({ "hash": hash, "announced_at": at }))
+            }
+            "runtime set" => ("OK|runtime".to_owned(), Value::Null),
+            "monitor stop" => ("OK|stopped".to_owned(), json!({ "stopped": true })),
+            "next-task queue" => ("OK|queued".to_owned(), json!({ "bytes": text.len() })),
+            _ => return fields(json!({ "file": file, "why": why })),
+        },
+        HeartbeatEvent::FileRemoved { file, why } => match why.as_str() {
+            "monitor stop" => ("OK|stopped".to_owned(), json!({ "stopped": true })),
+            "next-task consume" => ("OK|consumed".to_owned(), Value::Null),
+            _ => return fields(json!({ "file": file, "removed": true, "why": why })),
+        },
+        HeartbeatEvent::BudgetCreated { key, .. } => {
+            (format!("OK|created|{key}"), json!({ "key": key, "created": true, "notified": false }))
         }
-    })
+        HeartbeatEvent::BudgetNotified { key } => {
+            (format!("OK|notified|{key}"), json!({ "key": key, "marked": true, "notified": true }))
+        }
+        HeartbeatEvent::BudgetReaped { key } => {
+            ("OK|reaped=1".to_owned(), json!({ "key": key, "reaped": [key] }))
+        }
+        HeartbeatEvent::NextTaskParked { waiting_since, .. } => (
+            json!({ "parked": true }).to_string(),
+            json!({ "parked": true, "waiting_since": waiting_since }),
+        ),
+    };
+    verdict(line, extra)
+}
+
+/// A string field of a written file's object, empty when it has none.
+fn written_field(text: &str, field: &str) -> String {
+    serde_json::from_str::<Map<String, Value>>(text)
+        .ok()
+        .and_then(|m| m.get(field).and_then(Value::as_str).map(str::to_owned))
+        .unwrap_or_default()
+}
+
+/// The replayed result of a heartbeat call (an idempotent repeat) from all of its events: a
+/// budget record is its created key with the keys it reaped, a reap the count of its keys (a
+/// record that found its key and only reaped replays as that reap: no event names the key);
+/// otherwise the call's last event stands for it (start-check and start-commit, whose lines the
+/// events do not carry, replay without a verdict).
+pub(crate) fn render_call(events: &[&HeartbeatEvent]) -> Map<String, Value> {
+    let reaped: Vec<&String> = events
+        .iter()
+        .filter_map(|e| match e {
+            HeartbeatEvent::BudgetReaped { key } => Some(key),
+            _ => None,
+        })
+        .collect();
+    let created = events.iter().find(|e| matches!(e, HeartbeatEvent::BudgetCreated { .. }));
+    if let Some(created) = created {
+        let mut out = render(created);
+        out.insert("reaped".into(), json!(reaped));
+        return out;
+    }
+    if !reaped.is_empty() && reaped.len() == events.len() {
+        return verdict(format!("OK|reaped={}", reaped.len()), json!({ "reaped": reaped }));
+    }
+    events.last().map(|e| render(e)).unwrap_or_default()
 }

@@ -40,6 +40,24 @@ pub const INJECTION_HASH_HEX: usize = 8;
 /// Longest free-form stamp or id argument (`announced_at`, task id, boot id).
 pub const STAMP_BYTES_MAX: usize = 128;
 
+/// The last millisecond of year 9999 (9999-12-31T23:59:59.999Z): past it toISOString writes a
+/// six-digit `+0YYYYY` year, and the legacy stamps and period keys have four-digit years.
+pub const TIME_MS_MAX: u64 = 253_402_300_799_999;
+
+/// Checks a call's time: at most [`TIME_MS_MAX`].
+///
+/// # Errors
+/// [`Error::Invalid`] for a later time.
+pub fn check_time(at_ms: u64) -> Result<()> {
+    if at_ms > TIME_MS_MAX {
+        return Err(Error::invalid(format!(
+            "time {at_ms} ms is after 9999-12-31T23:59:59.999Z ({TIME_MS_MAX} ms), past the \
+             four-digit years of the legacy stamps"
+        )));
+    }
+    Ok(())
+}
+
 /// The timezone of `config.timezone`.
 ///
 /// # Errors
@@ -91,7 +109,18 @@ pub(crate) fn parse_ms(stamp: &str) -> Option<i64> {
 /// (as `JSON.stringify` writes them).
 pub(crate) fn js_round(x: f64, digits: i32) -> Value {
     let scale = 10f64.powi(digits);
-    js_number((x * scale + 0.5).floor() / scale)
+    js_number(math_round(x * scale) / scale)
+}
+
+/// `Math.round`: the nearest integer, halves toward +∞. Not `floor(x + 0.5)`, whose addition
+/// rounds (0.49999999999999994 + 0.5 is 1.0).
+pub(crate) fn math_round(x: f64) -> f64 {
+    let floor = x.floor();
+    if x - floor >= 0.5 {
+        floor + 1.0
+    } else {
+        floor
+    }
 }
 
 /// A JSON number as JavaScript prints it: an integral value has no fraction.
@@ -134,12 +163,13 @@ pub(crate) fn parse_object(file: &str, text: &str) -> Result<Map<String, Value>>
     }
 }
 
-/// Renders an object in a layout, with the trailing newline.
+/// Renders an object in a layout, with the trailing newline; numbers as `JSON.stringify`
+/// prints them.
 pub(crate) fn render_object(map: &Map<String, Value>, layout: Layout) -> String {
     let value = Value::Object(map.clone());
     let text = match layout {
-        Layout::Pretty => serde_json::to_string_pretty(&value).unwrap_or_default(),
-        Layout::Compact => value.to_string(),
+        Layout::Pretty => crate::legacy::js::pretty(&value),
+        Layout::Compact => crate::legacy::js::compact(&value),
     };
     text + "\n"
 }
@@ -302,8 +332,11 @@ pub(crate) fn monitor_health(
             return (false, "boot-mismatch".into());
         }
     }
-    let interval = runtime.and_then(|m| m.get("interval")).and_then(Value::as_u64);
-    if interval != Some(setup.interval_s) {
+    // `runtime.interval !== interval`: one number to JavaScript whether written 120 or 120.0.
+    let interval = runtime.and_then(|m| m.get("interval")).and_then(Value::as_f64);
+    #[expect(clippy::cast_precision_loss, reason = "at most INTERVAL_S_MAX, exact in a double")]
+    let expected = setup.interval_s as f64;
+    if interval != Some(expected) {
         return (false, "interval-drift".into());
     }
     if str_of(runtime, "command") != Some(setup.command.as_str()) {
@@ -395,7 +428,7 @@ pub(crate) fn next_task_block(
 }
 
 /// JavaScript truthiness of a JSON value.
-fn truthy(value: &Value) -> bool {
+pub(crate) fn truthy(value: &Value) -> bool {
     match value {
         Value::Null => false,
         Value::Bool(b) => *b,
@@ -449,6 +482,29 @@ mod tests {
              \"spend\":41.2731,\"cap\":50,\"ratio\":0.83,\"notified\":false,\
              \"ts\":\"2026-09-14T09:12:03.554Z\"}"
         );
+    }
+
+    #[test]
+    fn entries_print_their_numbers_as_json_stringify_does() {
+        // Expected texts from node: Math.round(x * 10^d) / 10^d, then JSON.stringify.
+        let entry = |spend: f64, cap: f64| {
+            let input = BudgetInput {
+                level: "breach".into(),
+                period: "daily".into(),
+                action: "alert".into(),
+                spend,
+                cap,
+            };
+            render_object(&budget_entry(&input, iso_stamp(AT)), Layout::Compact)
+        };
+        let huge = entry(1e9, 1e-13);
+        assert!(huge.contains("\"ratio\":1e+22,"), "{huge}");
+        let wide = entry(1e9, 3e-9);
+        assert!(wide.contains("\"ratio\":333333333333333300,"), "{wide}");
+        // Math.round(0.49999999999999994) is 0, not floor(0.49999999999999994 + 0.5).
+        let tiny = entry(0.000_049_999_999_999_999_996, 50.0);
+        assert!(tiny.contains("\"spend\":0,"), "{tiny}");
+        assert!(entry(1e9, 1e9).contains("\"spend\":1000000000,\"cap\":1000000000,\"ratio\":1,"));
     }
 
     #[test]
@@ -506,6 +562,8 @@ mod tests {
         let mut other = started.clone();
         other.insert("interval".into(), 30.into());
         assert_eq!(health(Some(&other), Some(&recent)), "interval-drift");
+        other.insert("interval".into(), serde_json::json!(60.0));
+        assert_eq!(health(Some(&other), Some(&recent)), "fresh", "60.0 is 60 to JavaScript");
         let mut other = started.clone();
         other.insert("command".into(), "bash /q".into());
         assert_eq!(health(Some(&other), Some(&recent)), "command-drift");

@@ -20,7 +20,7 @@ use crate::heartbeat::{
     is_layout_file, rules, ALERT_FILES, FILE_BYTES_MAX, NEXT_TASK_FILE, STATE_FILES,
 };
 use crate::legacy::hermit::{Mirror, MIRROR_STAMP, MIRROR_STAMP_BYTES_MAX, STATE_DIR};
-use crate::legacy::mirror::{changed_outside, read_sidecar, write_mirror};
+use crate::legacy::mirror::{changed_outside, digest, read_sidecar, write_mirror, write_sidecar};
 use crate::legacy::root::Root;
 use crate::signals::fields;
 
@@ -39,7 +39,8 @@ pub struct HeartbeatConfig {
     pub next_task_ack: bool,
     /// `heartbeat.enabled === false`.
     pub heartbeat_disabled: bool,
-    /// `heartbeat.every` as whole seconds, when it is a number of seconds or `<n>s|m|h|d`.
+    /// `heartbeat.every` as whole seconds, when it is a string `<n>s|m|h` (upstream's
+    /// `parseDuration`: any case, spaces allowed before the unit); otherwise the default.
     pub every_s: Option<u64>,
     /// `state/.boot-id`, trimmed, when it exists and is a short single line.
     pub boot_id: Option<String>,
@@ -65,22 +66,22 @@ fn read_boot_id(dir: &Path) -> Result<Option<String>> {
     Ok(rules::check_stamp("boot id", id).ok().map(|()| id.to_owned()))
 }
 
+/// `heartbeatInterval`'s `parseDuration` in seconds: a string `<digits><spaces><s|m|h>` (any
+/// case, trimmed); anything else (a number, a day unit, a fraction) is `None`, the default.
 fn duration_s(value: &Value) -> Option<u64> {
-    if let Some(n) = value.as_u64() {
-        return Some(n);
-    }
     let text = value.as_str()?.trim();
-    let split = text.find(|c: char| !c.is_ascii_digit())?;
-    let (digits, unit) = text.split_at(split);
-    let n: u64 = digits.parse().ok()?;
-    let scale = match unit {
-        "s" => 1,
-        "m" => 60,
-        "h" => 3600,
-        "d" => 86_400,
+    let unit = text.chars().last()?;
+    let scale = match unit.to_ascii_lowercase() {
+        's' => 1,
+        'm' => 60,
+        'h' => 3600,
         _ => return None,
     };
-    n.checked_mul(scale)
+    let digits = text[..text.len() - unit.len_utf8()].trim_end_matches(char::is_whitespace);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse::<u64>().ok()?.checked_mul(scale)
 }
 
 /// Reads the heartbeat settings of `DIR/config.json` (defaults when absent).
@@ -273,7 +274,7 @@ impl Engine {
         mirror: &Mirror,
     ) -> Result<Map<String, Value>> {
         hookstate_schema::validate_scope(&call.scope)?;
-        let (mut events, mut quarantined) = (Vec::new(), Vec::new());
+        let (mut events, mut quarantined, mut known) = (Vec::new(), Vec::new(), Vec::new());
         for file in STATE_FILES.iter().chain(std::iter::once(&NEXT_TASK_FILE)) {
             let root = open_sub(mirror.dir(), subdir_of(file), true)?
                 .ok_or_else(|| Error::NoStore { path: mirror.dir().join(subdir_of(file)) })?;
@@ -287,6 +288,7 @@ impl Engine {
                         quarantined.push(target);
                     } else {
                         let text = String::from_utf8(bytes).unwrap_or_default();
+                        known.push((root, (*file).to_owned(), text.clone()));
                         let file = (*file).to_owned();
                         events.push(Body::Heartbeat(HeartbeatEvent::FileAdopted { file, text }));
                     }
@@ -303,7 +305,14 @@ impl Engine {
         }
         let adopted = events.len();
         if !events.is_empty() {
-            self.write(call, |_| Ok(Plan { events: events.clone(), ..Plan::default() }))?;
+            let adopt = crate::legacy::mirror::adopt_call(call);
+            let outcome =
+                self.write(&adopt, |_| Ok(Plan { events: events.clone(), ..Plan::default() }))?;
+            // The store now knows these bytes: the end of the call may replace them, but not
+            // bytes another writer puts there after this point.
+            for (root, file, text) in known {
+                write_sidecar(&root, &file, text.as_bytes(), outcome.head.seq)?;
+            }
         }
         Ok(fields(json!({ "adopted": adopted, "quarantined": quarantined })))
     }
@@ -330,15 +339,28 @@ impl Engine {
     }
 
     /// Inside a hermit mirror: writes the stored heartbeat files of `scope` with their sidecars,
-    /// and removes the layout's files the scope no longer holds.
+    /// and removes the layout's files the scope no longer holds; but only files as hookstate last
+    /// wrote them (or already holding the stored text, whose sidecar is then brought up to date).
+    /// A file another writer changed after this call's adoption (the writers that do not take the
+    /// lock) is left as it is, for the next call to adopt, never overwritten with an older copy.
     fn heartbeat_mirror_write(&self, mirror: &Mirror, scope: &str) -> Result<()> {
         let head = self.head()?.seq;
         for (file, text) in self.heartbeat_files(scope)? {
             let root = open_sub(mirror.dir(), subdir_of(&file), true)?
                 .ok_or_else(|| Error::NoStore { path: mirror.dir().join(subdir_of(&file)) })?;
+            let bytes = root.read(&file, FILE_BYTES_MAX)?;
+            let sidecar = read_sidecar(&root, &file)?;
+            let ours = !changed_outside(bytes.as_deref(), sidecar.as_ref());
             match text {
-                Some(text) => write_mirror(&root, &file, text.as_bytes(), head)?,
-                None => root.remove(&file)?,
+                Some(text) if bytes.as_deref() == Some(text.as_bytes()) => {
+                    let stale = sidecar.is_none_or(|s| s.hash != digest(text.as_bytes()));
+                    if stale {
+                        write_sidecar(&root, &file, text.as_bytes(), head)?;
+                    }
+                }
+                Some(text) if ours => write_mirror(&root, &file, text.as_bytes(), head)?,
+                None if ours => root.remove(&file)?,
+                _ => {}
             }
         }
         Ok(())
@@ -371,11 +393,19 @@ mod tests {
     }
 
     #[test]
-    fn durations_read_as_seconds() {
+    fn durations_read_as_upstream_parse_duration() {
+        // parseDuration: /^(\d+)\s*([smh])$/i on the trimmed string; anything else → default.
         assert_eq!(duration_s(&json!("30m")), Some(1800));
         assert_eq!(duration_s(&json!("2h")), Some(7200));
-        assert_eq!(duration_s(&json!(90)), Some(90));
+        assert_eq!(duration_s(&json!(" 45s ")), Some(45));
+        assert_eq!(duration_s(&json!("5 m")), Some(300));
+        assert_eq!(duration_s(&json!("5\tM")), Some(300));
+        assert_eq!(duration_s(&json!("2H")), Some(7200));
+        assert_eq!(duration_s(&json!(90)), None, "a number is not a duration upstream");
+        assert_eq!(duration_s(&json!("1d")), None, "no day unit upstream");
         assert_eq!(duration_s(&json!("soon")), None);
-        assert_eq!(duration_s(&json!("5 m")), None);
+        assert_eq!(duration_s(&json!("m")), None);
+        assert_eq!(duration_s(&json!("1.5m")), None);
+        assert_eq!(duration_s(&json!("-5m")), None);
     }
 }

@@ -60,12 +60,23 @@ const CONFIG_FILE: &str = "config.json";
 pub struct Mirror {
     _lock: std::os::fd::OwnedFd,
     dir: std::path::PathBuf,
+    /// The hash of `alert-state.json` once the call adopted it (`None`: no file), so the end of
+    /// the call replaces only those bytes, never a file a lock-less writer wrote meanwhile.
+    alerts_seen: Option<String>,
 }
 
 impl Mirror {
     /// The mirrored state directory.
     pub(crate) fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// Whether `alert-state.json` under the opened `state/` directory is still what this call
+    /// saw after its adoption (or gone), so the end of the call may write it.
+    fn alerts_untouched(&self, state: &Root) -> Result<bool> {
+        let max = hermit_alerts::ALERT_STATE_FILE_BYTES_MAX;
+        let now = state.read(hermit_alerts::ALERT_STATE_FILE, max)?.map(|b| digest(&b));
+        Ok(now.is_none() || now == self.alerts_seen)
     }
 }
 
@@ -407,11 +418,11 @@ impl Engine {
     /// # Errors
     /// Unsafe paths; IO and store errors.
     pub fn export_hermit_proposals(&self, scope: &str, dir: &Path) -> Result<Map<String, Value>> {
-        self.write_hermit_files(scope, dir).map(|written| written.summary)
+        self.write_hermit_files(scope, dir, true).map(|written| written.summary)
     }
 
-    /// The export, returning what it wrote.
-    fn write_hermit_files(&self, scope: &str, dir: &Path) -> Result<Written> {
+    /// The export, returning what it wrote (`alert-state.json` only when `write_alerts`).
+    fn write_hermit_files(&self, scope: &str, dir: &Path, write_alerts: bool) -> Result<Written> {
         hookstate_schema::validate_scope(scope)?;
         let txn = self.begin_read()?;
         let queue: QueueDoc = read_doc(&*txn, scope, QUEUE_KIND, QUEUE_ID)?.unwrap_or_default();
@@ -427,7 +438,7 @@ impl Engine {
             let updated = index.map(|i| i.updated).unwrap_or_default();
             state.write(INDEX_FILE, render_pretty(&render_index(&props, &updated))?.as_bytes())?;
         }
-        if let Some(text) = hermit_alerts::mirror_text(&*txn, scope)? {
+        if let Some(text) = hermit_alerts::mirror_text(&*txn, scope)?.filter(|_| write_alerts) {
             state.write(hermit_alerts::ALERT_STATE_FILE, text.as_bytes())?;
         }
         if !props.is_empty() {
@@ -467,7 +478,7 @@ impl Engine {
             .subdir(STATE_DIR, true)?
             .ok_or_else(|| Error::NoStore { path: dir.join(STATE_DIR) })?;
         let lock = state.lock_file(MIRROR_LOCK, wait)?;
-        let mirror = Mirror { _lock: lock, dir: dir.to_path_buf() };
+        let mut mirror = Mirror { _lock: lock, dir: dir.to_path_buf(), alerts_seen: None };
         let stamp = match state.read(MIRROR_STAMP, MIRROR_STAMP_BYTES_MAX)? {
             Some(bytes) => Some(
                 serde_json::from_slice::<Value>(&bytes)
@@ -477,11 +488,25 @@ impl Engine {
         };
         // The alert-state file is adopted even before the first stamp, so a mirror never
         // overwrites an upstream alert state it has not read.
-        let alerts_hash = stamp.as_ref().and_then(|s| s.get("alerts_hash")).and_then(Value::as_str);
+        // Before the first stamp (the proposals never mirrored), a file that is what this store
+        // would write is its own earlier write (an alerts call mirrors only this file then).
+        let unstamped_hash = match &stamp {
+            Some(_) => None,
+            None => hermit_alerts::mirror_text(&*self.begin_read()?, &call.scope)?
+                .map(|text| digest(text.as_bytes())),
+        };
+        let alerts_hash = stamp
+            .as_ref()
+            .and_then(|s| s.get("alerts_hash"))
+            .and_then(Value::as_str)
+            .or(unstamped_hash.as_deref());
         let (alert_events, alerts) = foreign_alerts(&state, alerts_hash, call.now_ms)?;
+        let adopt = crate::legacy::mirror::adopt_call(call);
         if !alert_events.is_empty() {
-            self.write(call, |_| Ok(Plan { events: alert_events.clone(), ..Plan::default() }))?;
+            self.write(&adopt, |_| Ok(Plan { events: alert_events.clone(), ..Plan::default() }))?;
         }
+        let max = hermit_alerts::ALERT_STATE_FILE_BYTES_MAX;
+        mirror.alerts_seen = state.read(hermit_alerts::ALERT_STATE_FILE, max)?.map(|b| digest(&b));
         let Some(stamp) = stamp else {
             let result = json!({ "adopted_queue": false, "adopted_lines": 0, "alerts": alerts });
             return Ok((mirror, fields(result)));
@@ -489,7 +514,7 @@ impl Engine {
         let (events, mut result) = foreign_changes(&state, dir, &stamp)?;
         result.insert("alerts".into(), alerts);
         if !events.is_empty() {
-            self.write(call, |_| Ok(Plan { events: events.clone(), ..Plan::default() }))?;
+            self.write(&adopt, |_| Ok(Plan { events: events.clone(), ..Plan::default() }))?;
         }
         Ok((mirror, result))
     }
@@ -499,20 +524,50 @@ impl Engine {
     /// # Errors
     /// Unsafe paths; IO and store errors.
     pub fn mirror_end(&self, mirror: Mirror, scope: &str) -> Result<()> {
-        let written = self.write_hermit_files(scope, &mirror.dir)?;
+        let state = Root::open(&mirror.dir, false)?
+            .subdir(STATE_DIR, false)?
+            .ok_or_else(|| Error::NoStore { path: mirror.dir.join(STATE_DIR) })?;
+        let write_alerts = mirror.alerts_untouched(&state)?;
+        let written = self.write_hermit_files(scope, &mirror.dir, write_alerts)?;
         let mut stamp = json!({
             "queue_hash": digest(written.queue.as_bytes()),
             "ledger_bytes": written.ledger.len(),
             "ledger_hash": digest(written.ledger.as_bytes()),
             "props": written.prop_hashes,
         });
-        if let (Some(text), Value::Object(map)) = (&written.alerts, &mut stamp) {
-            map.insert("alerts_hash".into(), json!(digest(text.as_bytes())));
+        // An alert state written by another writer during the call keeps the hash of what this
+        // call saw, so the next call adopts it.
+        let alerts_hash = match (&written.alerts, write_alerts) {
+            (Some(text), true) => Some(digest(text.as_bytes())),
+            _ => mirror.alerts_seen.clone(),
+        };
+        if let (Some(hash), Value::Object(map)) = (alerts_hash, &mut stamp) {
+            map.insert("alerts_hash".into(), json!(hash));
         }
+        state.write(MIRROR_STAMP, format!("{stamp}\n").as_bytes())
+    }
+
+    /// Ends a mirrored alert-state call (`alerts tick`, `count-tick`): when the proposals files
+    /// are mirrored already (their stamp exists), rewrites every hermit file through
+    /// [`Engine::mirror_end`]; otherwise writes `state/alert-state.json` alone and releases the
+    /// lock, so an alerts call never replaces a queue or ledger that was never imported.
+    ///
+    /// # Errors
+    /// Unsafe paths; IO and store errors.
+    pub fn alerts_mirror_end(&self, mirror: Mirror, scope: &str) -> Result<()> {
         let state = Root::open(&mirror.dir, false)?
             .subdir(STATE_DIR, false)?
             .ok_or_else(|| Error::NoStore { path: mirror.dir.join(STATE_DIR) })?;
-        state.write(MIRROR_STAMP, format!("{stamp}\n").as_bytes())
+        if state.read(MIRROR_STAMP, MIRROR_STAMP_BYTES_MAX)?.is_some() {
+            return self.mirror_end(mirror, scope);
+        }
+        let untouched = mirror.alerts_untouched(&state)?;
+        let text = hermit_alerts::mirror_text(&*self.begin_read()?, scope)?;
+        if let Some(text) = text.filter(|_| untouched) {
+            state.write(hermit_alerts::ALERT_STATE_FILE, text.as_bytes())?;
+        }
+        drop(mirror);
+        Ok(())
     }
 
     /// The ledger lines of a scope, rendered from the log (read-only).

@@ -62,14 +62,16 @@ pub fn parse_alert_state(bytes: &[u8]) -> std::result::Result<Map<String, Value>
     }
 }
 
-/// The file's bytes: `JSON.stringify(state, null, 2) + "\n"`.
+/// The file's bytes: `JSON.stringify(state, null, 2) + "\n"` (numbers as JavaScript prints them).
 ///
 /// # Errors
 /// [`Error::Corrupt`] if the value does not serialise (it always does).
 pub fn render_alert_state(state: &Map<String, Value>) -> Result<String> {
-    serde_json::to_string_pretty(state)
-        .map(|t| t + "\n")
-        .map_err(|e| Error::Corrupt(format!("alert state does not serialise: {e}")))
+    let text = crate::legacy::js::pretty(&Value::Object(state.clone()));
+    if text.is_empty() {
+        return Err(Error::Corrupt("alert state does not serialise".into()));
+    }
+    Ok(text + "\n")
 }
 
 /// Reads the alert-state file of the opened `state/` directory; a corrupt file is renamed to
@@ -136,19 +138,26 @@ impl Engine {
         })
     }
 
-    /// Writes `DIR/state/alert-state.json` for `scope` (the seed template when the scope has no
-    /// alert state), 0600, through the safe writer.
+    /// Writes `DIR/state/alert-state.json` for `scope`, 0600, through the safe writer. When the
+    /// scope holds no alert state, an existing file is left as it is (`"left": true`: it belongs
+    /// to upstream's writers until it is imported), and only a missing one gets the seed template.
     ///
     /// # Errors
     /// Unsafe paths; IO and store errors.
     pub fn export_hermit_alerts(&self, scope: &str, dir: &Path) -> Result<Map<String, Value>> {
-        let state = self.alerts_state(scope)?;
+        hookstate_schema::validate_scope(scope)?;
+        let held = read_state(&*self.begin_read()?, scope)?;
         let root = Root::open(dir, true)?
             .subdir(STATE_DIR, true)?
             .ok_or_else(|| Error::NoStore { path: dir.join(STATE_DIR) })?;
-        root.write(ALERT_STATE_FILE, render_alert_state(&state)?.as_bytes())?;
+        let left = held.is_none() && root.list()?.iter().any(|f| f == ALERT_STATE_FILE);
+        let state = held.unwrap_or_else(crate::alerts::seed);
+        if !left {
+            root.write(ALERT_STATE_FILE, render_alert_state(&state)?.as_bytes())?;
+        }
         let alerts = state.get("alerts").and_then(Value::as_object).map_or(0, Map::len);
-        Ok(fields(json!({ "alerts": alerts, "total_ticks": state.get("total_ticks") })))
+        let total_ticks = state.get("total_ticks");
+        Ok(fields(json!({ "alerts": alerts, "total_ticks": total_ticks, "left": left })))
     }
 }
 
@@ -173,6 +182,17 @@ mod tests {
         assert_eq!(
             render_alert_state(&map).unwrap(),
             "{\n  \"z\": 1,\n  \"alerts\": {},\n  \"a\": null\n}\n"
+        );
+    }
+
+    #[test]
+    fn numbers_are_written_as_json_stringify_writes_them() {
+        // A hand-edited or foreign file: node's JSON.stringify(JSON.parse(text), null, 2).
+        let map = parse_alert_state(br#"{"total_ticks":40.0,"a":-0,"b":1e21,"c":1e17}"#).unwrap();
+        assert_eq!(
+            render_alert_state(&map).unwrap(),
+            "{\n  \"total_ticks\": 40,\n  \"a\": 0,\n  \"b\": 1e+21,\n  \"c\": \
+             100000000000000000\n}\n"
         );
     }
 

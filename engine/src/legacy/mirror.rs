@@ -54,6 +54,11 @@ pub(crate) fn read_sidecar(root: &Root, name: &str) -> Result<Option<Sidecar>> {
 /// Writes `bytes` as the mirrored file and records them in its sidecar.
 pub(crate) fn write_mirror(root: &Root, name: &str, bytes: &[u8], head_seq: u64) -> Result<()> {
     root.write(name, bytes)?;
+    write_sidecar(root, name, bytes, head_seq)
+}
+
+/// Records `bytes` (the file's content) in the sidecar of `name`.
+pub(crate) fn write_sidecar(root: &Root, name: &str, bytes: &[u8], head_seq: u64) -> Result<()> {
     let sidecar = Sidecar { hash: digest(bytes), head_seq };
     let text = serde_json::to_string(&sidecar)
         .map_err(|e| Error::invalid(format!("sidecar does not serialise: {e}")))?;
@@ -67,6 +72,14 @@ pub(crate) fn changed_outside(file: Option<&[u8]>, sidecar: Option<&Sidecar>) ->
         (Some(_), None) => true,
         (None, _) => false,
     }
+}
+
+/// The call a mirror's adoption of outside writes runs as: the caller's, without its
+/// idempotency key. The key names the verb's own write; an adoption carrying it would leave the
+/// key's replay row behind, so the verb itself would be skipped as a repeat (its write lost), and
+/// a retry would skip the adoption and overwrite the outside write.
+pub(crate) fn adopt_call(call: &crate::engine::Call) -> crate::engine::Call {
+    crate::engine::Call { idem_key: None, ..call.clone() }
 }
 
 #[cfg(test)]

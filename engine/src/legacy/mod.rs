@@ -9,6 +9,7 @@ pub mod files;
 pub mod heartbeat;
 pub mod hermit;
 pub mod hermit_alerts;
+pub mod js;
 pub(crate) mod json;
 pub mod loopd;
 pub mod mirror;
