@@ -21,6 +21,8 @@ use std::collections::BTreeMap;
 use hookstate_engine::legacy::durable::{self, DirOps};
 use hookstate_engine::{Error, Result};
 
+use crate::powerloss::Rng;
+
 /// Files one simulated export writes.
 const EXPORT_FILES: usize = 200;
 /// Images per crash point (variants 0–2 are fixed, the rest random).
@@ -39,27 +41,6 @@ const SENTINEL: (&str, &[u8]) = ("sentinel", b"outside the export root");
 const ROOT: &str = "export";
 /// Subdirectories of the root: the first exists before the export, the others are created by it.
 const SUBDIRS: [&str; 3] = ["state", ".feedback", "proposals"];
-
-/// splitmix64, as in the power-loss simulator.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    fn coin(&mut self) -> bool {
-        self.next() & 1 == 1
-    }
-}
 
 /// A directory entry: a file inode or a directory inode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -27,11 +27,11 @@ const SECTOR_BYTES: usize = 512;
 /// The seed when `HOOKSTATE_POWERLOSS_SEED` is unset.
 const SEED_DEFAULT: u64 = 0x706f_7765_726c_6f73;
 
-/// splitmix64, as in the kill loop.
-struct Rng(u64);
+/// splitmix64, as in the kill loop (the export crash simulator uses this one too).
+pub(crate) struct Rng(pub(crate) u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -39,11 +39,11 @@ impl Rng {
         z ^ (z >> 31)
     }
 
-    fn below(&mut self, n: u64) -> u64 {
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
         self.next() % n
     }
 
-    fn coin(&mut self) -> bool {
+    pub(crate) fn coin(&mut self) -> bool {
         self.next() & 1 == 1
     }
 }
