@@ -297,7 +297,9 @@ impl Engine {
         let text = std::str::from_utf8(bytes).map_err(|_| bad(&name, "is not UTF-8".into()))?;
         let file: Map<String, Value> = serde_json::from_str(text)
             .map_err(|e| bad(&name, format!("is not a JSON object: {e}")))?;
-        let outcome = self.write(call, |txn| {
+        // Never the caller's idempotency key: it names the verb's own write (see `adopt_call`).
+        let adopt = crate::legacy::mirror::adopt_call(call);
+        let outcome = self.write(&adopt, |txn| {
             let current: std::collections::HashMap<String, (Value, u64)> = store_entries(txn)?
                 .into_iter()
                 .map(|e| (e.key, (e.value, e.updated_seq)))

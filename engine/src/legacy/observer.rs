@@ -83,7 +83,9 @@ impl Engine {
                 if doc.updated_seq > sidecar.as_ref().map_or(0, |s| s.head_seq) {
                     return Err(Error::MirrorConflict { path, key: "state".into() });
                 }
-                self.observer_import(call, state, detect_style(text))?;
+                // Never the caller's idempotency key: it names the verb's own write.
+                let adopt = crate::legacy::mirror::adopt_call(call);
+                self.observer_import(&adopt, state, detect_style(text))?;
                 report.adopted = 1;
             }
         }
