@@ -713,6 +713,113 @@ fn observer_mirror_adopts_a_state_written_outside() {
     assert_eq!(file, now["state"], "the mirror shows the adopted state and the new row");
 }
 
+/// Adds `key: value` to the JSON object in `path`, as a writer that does not take the lock does.
+fn write_outside(path: &Path, key: &str, value: Value) {
+    let mut file: serde_json::Map<String, Value> =
+        serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    file.insert(key.into(), value);
+    std::fs::write(path, serde_json::to_vec(&file).unwrap()).unwrap();
+}
+
+/// An --idem-key names the verb's own write, never the loopd mirror's adoption of an outside
+/// write: a keyed `signals delivered` right after an outside write to the mirrored file still
+/// records the delivery and adopts the write, and its retry replays the delivery (adopting what
+/// changed outside in between).
+#[test]
+fn an_idem_keyed_loopd_verb_through_a_mirror_that_adopts_an_outside_write_still_runs() {
+    let store = Store::new();
+    let (bundle, cwd) = loopd_layout(store.dir.path());
+    let mirror = store.dir.path().join("mirror");
+    let m = mirror.to_str().unwrap();
+    let db = store.db();
+    let turn = format!("{{\"session_id\":\"r1\",\"cwd\":\"{cwd}\",\"duration_ms\":1}}");
+    assert_eq!(run_with(&db, &["--mirror", m, "hook", "turn-complete"], &turn).0, 0);
+    let path = mirror.join("loopd.json");
+    // An unmigrated hook registers a PM for the bundle: an event in the verb's own scope.
+    let pm = format!("loopd.pm.{bundle}");
+    let at = "2026-01-01T00:00:00.000Z";
+    write_outside(&path, &pm, serde_json::json!({ "sessionId": "pm-x", "at": at }));
+    let delivered = || {
+        store.run(&[
+            "--mirror",
+            m,
+            "--idem-key",
+            "deliver-1",
+            "signals",
+            "delivered",
+            "r1",
+            "--bundle",
+            &bundle,
+            "--turn-seq",
+            "1",
+        ])
+    };
+    let first = delivered().expect(0).json();
+    assert_ne!(first["replayed"], true, "{first}");
+    let show = || store.run(&["signals", "show", "r1", "--bundle", &bundle]).expect(0).json();
+    assert_eq!(show()["latest"]["delivered"], true, "the delivery landed: {first}");
+    let exported = store.dir.path().join("exported");
+    let export = || {
+        store.run(&["export", "--layout", "loopd", "--to", exported.to_str().unwrap()]).expect(0);
+        let text = std::fs::read(exported.join("loopd.json")).unwrap();
+        serde_json::from_slice::<serde_json::Map<String, Value>>(&text).unwrap()
+    };
+    assert_eq!(export()[&pm]["sessionId"], "pm-x", "the outside write adopted");
+    write_outside(&path, "other.plugin.k2", serde_json::json!({ "v": 2 }));
+    let events = store.run(&["stats"]).expect(0).json()["events"].as_u64().unwrap();
+    let retry = delivered().expect(0).json();
+    assert_eq!(retry["replayed"], true, "{retry}");
+    assert_eq!(retry["result"], first["result"], "the retry replays the delivery: {retry}");
+    assert_eq!(export()["other.plugin.k2"]["v"], 2, "the retry still adopts");
+    let after = store.run(&["stats"]).expect(0).json()["events"].as_u64().unwrap();
+    assert_eq!(after, events + 1, "the retry appends the adoption alone");
+    store.run(&["verify"]).expect(0);
+}
+
+/// An --idem-key names the verb's own write, never the observer mirror's adoption of an outside
+/// write: a keyed append right after an old hook wrote the mirrored state still appends its row
+/// and adopts the state, and its retry replays the append.
+#[test]
+fn an_idem_keyed_observer_append_through_a_mirror_that_adopts_an_outside_write_still_appends() {
+    let store = Store::new();
+    let mirror = store.dir.path().join("mirror");
+    let m = mirror.to_str().unwrap();
+    let append = |key: Option<&str>, text: &str| {
+        let mut args = vec!["--scope", "observer:s", "--mirror", m];
+        if let Some(key) = key {
+            args.extend(["--idem-key", key]);
+        }
+        args.extend(["observer", "append"]);
+        let row = format!("{{\"kind\":\"user\",\"text\":\"{text}\"}}");
+        store.run_with_stdin(&args, Some(row.as_bytes()))
+    };
+    append(None, "hi").expect(0);
+    let path = mirror.join("claude-management.json");
+    let outside = |pending: &str| {
+        let mut state: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        state["pending"] = Value::String(pending.into());
+        std::fs::write(&path, serde_json::to_string_pretty(&state).unwrap() + "\n").unwrap();
+    };
+    outside("written by an old hook");
+    let first = append(Some("append-1"), "yo").expect(0).json();
+    assert_ne!(first["replayed"], true, "{first}");
+    let state = || store.run(&["--scope", "observer:s", "observer", "state"]).expect(0).json();
+    let now = state();
+    assert_eq!(now["state"]["pending"], "written by an old hook", "the outside write adopted");
+    let texts = |v: &Value| -> Vec<String> {
+        let rows = v["state"]["buffer"].as_array().unwrap();
+        rows.iter().map(|r| r["text"].as_str().unwrap().to_owned()).collect()
+    };
+    assert_eq!(texts(&now), ["hi", "yo"], "the append landed: {first}");
+    outside("written again");
+    let retry = append(Some("append-1"), "yo").expect(0).json();
+    assert_eq!(retry["replayed"], true, "{retry}");
+    let now = state();
+    assert_eq!(texts(&now), ["hi", "yo"], "the retry appends nothing again");
+    assert_eq!(now["state"]["pending"], "written again", "the retry still adopts");
+    store.run(&["verify"]).expect(0);
+}
+
 #[test]
 fn rebuild_removes_stale_temporary_files_of_killed_writers_only() {
     let store = Store::new();

@@ -715,3 +715,40 @@ fn bad_feedback_input_is_refused_before_the_store_is_created() {
     store.run(&["feedback", "--project", "p", "claim", "--holder=-x"]).expect(3);
     assert!(!store.db().exists(), "bad input created the store");
 }
+
+/// An --idem-key names the verb's own write, never the mirror's adoption of what a direct writer
+/// changed: a keyed dismiss right after the web wrote a new comment into the mirror still
+/// dismisses and adopts the comment, and its retry replays the dismiss (adopting what the web
+/// wrote in between).
+#[test]
+fn an_idem_keyed_verb_through_a_mirror_that_adopts_a_direct_write_still_runs() {
+    let store = Store::new();
+    let home = real_home(&store);
+    let mirror = home.to_str().unwrap().to_owned();
+    store.run(&["import", "--layout", "moonshine", "--from", &mirror]).expect(0);
+    let dir = inbox(&home);
+    let web = |id: &str| {
+        let text = format!(
+            "{{\n  \"id\": \"{id}\",\n  \"ts\": \"2026-11-29T22:00:00.000Z\",\n  \"project\": \
+             \"gradient-descent\",\n  \"status\": \"pending\",\n  \"target\": {{\n    \"kind\": \
+             \"block\",\n    \"path\": \"a.md\"\n  }},\n  \"comment\": \"New.\",\n  \"reply\": \
+             null,\n  \"deliveredAt\": null,\n  \"addressedAt\": null\n}}\n"
+        );
+        std::fs::write(dir.join(format!("{id}.json")), text).unwrap();
+    };
+    let dismiss = || {
+        let args = ["--mirror", &mirror, "--idem-key", "dismiss-1", "dismiss"];
+        fb(&store, &[&args[..], &["fb_mii0k1q2_4x8c2d"]].concat())
+    };
+    web("fb_web1");
+    let first = dismiss().expect(0).json();
+    assert_ne!(first["replayed"], true, "{first}");
+    let status = |id: &str| fb(&store, &["show", id]).expect(0).json()["record"]["status"].clone();
+    assert_eq!(status("fb_mii0k1q2_4x8c2d"), "dismissed", "the dismiss landed: {first}");
+    assert_eq!(status("fb_web1"), "pending", "the direct write adopted");
+    web("fb_web2");
+    let retry = dismiss().expect(0).json();
+    assert_eq!(retry["replayed"], true, "{retry}");
+    assert_eq!(status("fb_web2"), "pending", "the retry still adopts");
+    store.run(&["verify"]).expect(0);
+}

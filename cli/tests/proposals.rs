@@ -434,3 +434,60 @@ fn list_shows_pending_micro_proposals_and_every_prop_at_once() {
     assert_eq!(list["micro"][0]["question"], "Ship it?");
     assert_eq!(list["proposals"]["count"], 1, "{list}");
 }
+
+/// An --idem-key names the verb's own write, never the mirror's adoption of an unmigrated
+/// script's write: a keyed nudge right after `proposal.ts queue-micro` wrote the mirrored files
+/// still nudges and adopts the entry, and its retry replays the nudge (adopting what the script
+/// wrote in between). The proposals mirror never carried the key (fixed with the alerts files).
+#[test]
+fn an_idem_keyed_verb_through_a_mirror_that_adopts_an_unmigrated_write_still_runs() {
+    let h = Hermit::new(true);
+    let dir = h.dir.to_str().unwrap().to_owned();
+    h.store.run(&["import", "--layout", "hermit-proposals", "--from", &dir]).expect(0);
+    let nudge = || {
+        let args = ["--idem-key", "nudge-1", "proposals", "--mirror", &dir, "--dir", &dir];
+        h.store.run(&[&args[..], &["micro", "nudge", "MP-20261129-2"]].concat())
+    };
+    let queue_file = h.dir.join("state/micro-proposals.json");
+    let ledger_file = h.dir.join("state/proposal-metrics.jsonl");
+    // What `proposal.ts queue-micro` writes, queue entry and ledger line.
+    let queue_micro = |n: u32| {
+        let id = format!("MP-20261129-{n}");
+        let text = std::fs::read_to_string(&queue_file).unwrap();
+        let mut queue: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let legacy = serde_json::json!({
+            "id": id, "tier": 1, "status": "pending", "follow_up_count": 0,
+            "ts": "2026-11-29T23:00:00Z", "question": "Written by the old script?",
+        });
+        queue["pending"].as_array_mut().unwrap().push(legacy);
+        std::fs::write(&queue_file, serde_json::to_string_pretty(&queue).unwrap() + "\n").unwrap();
+        let mut ledger = std::fs::read_to_string(&ledger_file).unwrap();
+        ledger.push_str(&format!(
+            "{{\"ts\":\"2026-11-29T23:00:00Z\",\"type\":\"micro-queued\",\"micro_id\":\"{id}\",\
+             \"tier\":1,\"question\":\"Written by the old script?\"}}\n"
+        ));
+        std::fs::write(&ledger_file, &ledger).unwrap();
+    };
+    let entry = |id: &str| {
+        let queue: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&queue_file).unwrap()).unwrap();
+        let all = queue["pending"].as_array().unwrap().clone();
+        all.into_iter().find(|e| e["id"] == id)
+    };
+    // A first mirrored call stamps the mirror (an import leaves nothing to compare with).
+    let stamp = ["proposals", "--mirror", &dir, "--dir", &dir, "micro", "nudge", "MP-20261129-2"];
+    h.store.run(&stamp).expect(0);
+    let count = entry("MP-20261129-2").unwrap()["follow_up_count"].clone();
+    queue_micro(7);
+    let first = nudge().expect(0).json();
+    assert_ne!(first["replayed"], true, "{first}");
+    let nudged = entry("MP-20261129-2").unwrap()["follow_up_count"].clone();
+    assert_eq!(nudged.as_u64(), count.as_u64().map(|c| c + 1), "the nudge landed: {first}");
+    assert!(entry("MP-20261129-7").is_some(), "the unmigrated write adopted");
+    queue_micro(8);
+    let retry = nudge().expect(0).json();
+    assert_eq!(retry["replayed"], true, "{retry}");
+    assert_eq!(entry("MP-20261129-2").unwrap()["follow_up_count"], nudged, "nudged once");
+    assert!(entry("MP-20261129-8").is_some(), "the retry still adopts");
+    h.store.run(&["verify"]).expect(0);
+}

@@ -5,6 +5,7 @@
 mod alerts;
 mod corpus;
 mod exportcrash;
+mod feedback_mirror;
 mod feedback_model;
 mod heartbeat;
 mod model;

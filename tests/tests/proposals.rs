@@ -8,7 +8,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use hookstate_engine::legacy::hermit::{read_hermit_files, LEDGER_FILE, QUEUE_FILE};
+use hookstate_engine::legacy::hermit::{read_hermit_files, INDEX_FILE, LEDGER_FILE, QUEUE_FILE};
 use hookstate_engine::proposals::{hermit_scope, parse_micro_input, ResolveInput};
 use hookstate_engine::props::{parse_create, Move, MoveInput};
 use hookstate_engine::schema::Actor;
@@ -455,4 +455,61 @@ fn hazard_interleaved_enqueues_lose_an_entry_naively_but_not_here() {
     assert_eq!(ids, ["MP-20261129-4", "MP-20261129-5"]);
     let queue = fresh.engine.proposals_queue(&fresh.scope).unwrap();
     assert_eq!(queue.entries.len(), 4, "both entries kept beside the fixture's two");
+}
+
+/// The end of a mirrored proposals call writes each file only over the bytes the call adopted:
+/// what an unmigrated `proposal.ts` writes during the call (the queue, a ledger line, a PROP
+/// file, the index) is kept as written, and the next mirrored call adopts it (the queue file
+/// replaces the queue, as if that write had come after this call's; the ledger loses no line).
+#[test]
+fn a_mirror_never_overwrites_proposals_files_changed_during_the_call() {
+    let h = hermit(Some("hermit"));
+    h.import();
+    let wait = std::time::Duration::from_secs(5);
+    let state = h.dir.join("state");
+    let prop = h.dir.join("proposals/PROP-001-cache-dependency-install-step-ci-165046.md");
+    let files = [state.join(QUEUE_FILE), state.join(LEDGER_FILE), state.join(INDEX_FILE), prop];
+    let cycle = |now: u64, during: &dyn Fn()| {
+        let (mirror, _) = h.engine.mirror_begin(&h.call(now), &h.dir, wait).unwrap();
+        during();
+        h.queue(now, "UTC", &format!("{{\"question\":\"Asked at {now}?\"}}"));
+        h.engine.mirror_end(mirror, &h.scope).unwrap();
+    };
+    cycle(NOV_29_22H, &|| {});
+    // What the unmigrated script writes while the next call runs.
+    let theirs: Vec<String> = {
+        let read = |i: usize| std::fs::read_to_string(&files[i]).unwrap();
+        let mut queue: Value = serde_json::from_str(&read(0)).unwrap();
+        let entry = serde_json::json!({
+            "id": "MP-20261129-7", "tier": 1, "status": "pending", "follow_up_count": 0,
+            "ts": "2026-11-29T23:00:00Z", "question": "Written by the old script?",
+        });
+        queue["pending"].as_array_mut().unwrap().push(entry);
+        let line = "{\"ts\":\"2026-11-29T23:00:00Z\",\"type\":\"micro-queued\",\"micro_id\":\
+                    \"MP-20261129-7\",\"tier\":1,\"question\":\"Written by the old script?\"}\n";
+        vec![
+            serde_json::to_string_pretty(&queue).unwrap() + "\n",
+            read(1) + line,
+            read(2).replace("\"updated\"", " \"updated\""),
+            read(3) + "\nEdited by hand.\n",
+        ]
+    };
+    let write_theirs = || {
+        for (file, text) in files.iter().zip(&theirs) {
+            std::fs::write(file, text).unwrap();
+        }
+    };
+    cycle(NOV_29_22H + 1000, &write_theirs);
+    for (file, text) in files.iter().zip(&theirs) {
+        assert_eq!(&std::fs::read_to_string(file).unwrap(), text, "kept: {}", file.display());
+    }
+    cycle(NOV_29_22H + 2000, &|| {});
+    let queue = std::fs::read_to_string(&files[0]).unwrap();
+    assert!(queue.contains("MP-20261129-7"), "the queue adopted: {queue}");
+    let ledger = std::fs::read_to_string(&files[1]).unwrap();
+    assert_eq!(ledger.matches("\"MP-20261129-7\"").count(), 1, "their line adopted: {ledger}");
+    let ours = format!("Asked at {}?", NOV_29_22H + 1000);
+    assert!(ledger.contains(&ours), "the call's own line is kept too: {ledger}");
+    assert!(std::fs::read_to_string(&files[3]).unwrap().ends_with("\nEdited by hand.\n"));
+    h.engine.verify().unwrap();
 }

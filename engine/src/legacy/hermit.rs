@@ -63,6 +63,78 @@ pub struct Mirror {
     /// The hash of `alert-state.json` once the call adopted it (`None`: no file), so the end of
     /// the call replaces only those bytes, never a file a lock-less writer wrote meanwhile.
     alerts_seen: Option<String>,
+    /// The proposals files as the call saw them once adopted (`None`: unreadable before the
+    /// first stamp, when the end writes every file as an export does).
+    seen: Option<Seen>,
+}
+
+/// The proposals files of a mirrored call as it saw them once it adopted them, so the end of the
+/// call replaces only those bytes: a file a lock-less writer (an unmigrated `proposal.ts`)
+/// changed during the call is kept, and the next call adopts it. Each hash is `None` where there
+/// was no file.
+#[derive(Debug, Default)]
+struct Seen {
+    queue: Option<String>,
+    /// The ledger's length and hash.
+    ledger: Option<(usize, String)>,
+    index: Option<String>,
+    /// Each PROP file's hash.
+    props: Map<String, Value>,
+}
+
+impl Seen {
+    fn prop(&self, file: &str) -> Option<&str> {
+        self.props.get(file).and_then(Value::as_str)
+    }
+}
+
+/// The proposals files of a mirrored directory, read once: what is adopted is what is seen.
+struct Files {
+    queue: Option<Vec<u8>>,
+    ledger: Option<Vec<u8>>,
+    props: Vec<(String, String)>,
+    index: Option<String>,
+}
+
+impl Files {
+    fn read(state: &Root, dir: &Path) -> Result<Files> {
+        Ok(Files {
+            queue: state.read(QUEUE_FILE, QUEUE_FILE_BYTES_MAX)?,
+            ledger: state.read(LEDGER_FILE, LEDGER_FILE_BYTES_MAX)?,
+            props: read_props(dir)?,
+            // Not adopted: an unreadable index is seen as none, and kept by the end.
+            index: state.read(INDEX_FILE, INDEX_FILE_BYTES_MAX).ok().flatten().map(|b| digest(&b)),
+        })
+    }
+
+    fn seen(self) -> Seen {
+        Seen {
+            queue: self.queue.map(|b| digest(&b)),
+            ledger: self.ledger.map(|b| (b.len(), digest(&b))),
+            index: self.index,
+            props: self
+                .props
+                .iter()
+                .map(|(f, t)| (f.clone(), json!(digest(t.as_bytes()))))
+                .collect(),
+        }
+    }
+}
+
+/// Whether the end of a mirrored call may replace `name`: an export (`seen` is `None`), a file
+/// that is gone, or one that still holds the bytes the call saw (`Some(None)`: there was none).
+/// A file that cannot be read is kept. The compare runs just before the write's rename: a
+/// lock-less writer that writes in between still loses its write, a window only that writer
+/// taking the mirror lock closes.
+fn untouched(root: &Root, name: &str, max: usize, seen: Option<Option<&str>>) -> bool {
+    let Some(seen) = seen else {
+        return true;
+    };
+    match root.read(name, max) {
+        Ok(None) => true,
+        Ok(Some(bytes)) => seen == Some(digest(&bytes).as_str()),
+        Err(_) => false,
+    }
 }
 
 impl Mirror {
@@ -80,11 +152,12 @@ impl Mirror {
     }
 }
 
-/// What an export wrote: its summary, the queue and ledger text, each PROP file's hash.
+/// What an export wrote: its summary, the queue's hash, the ledger's length and hash, each PROP
+/// file's hash; for a file a mirror kept, what the call saw instead, so the next call adopts it.
 struct Written {
     summary: Map<String, Value>,
-    queue: String,
-    ledger: String,
+    queue_hash: String,
+    ledger: (usize, String),
     prop_hashes: Map<String, Value>,
     /// The alert-state file, when the scope holds an alert state.
     alerts: Option<String>,
@@ -92,28 +165,25 @@ struct Written {
 
 /// The events that adopt what was written into a mirrored directory since `stamp`: a changed
 /// queue file, PROP files new or changed, ledger lines appended after the stamped length.
-fn foreign_changes(
-    state: &Root,
-    dir: &Path,
-    stamp: &Value,
-) -> Result<(Vec<Body>, Map<String, Value>)> {
+fn foreign_changes(files: &Files, stamp: &Value) -> Result<(Vec<Body>, Map<String, Value>)> {
     let stamped = |key: &str| stamp.get(key).and_then(Value::as_str).unwrap_or_default();
     let mut events = Vec::new();
-    if let Some(bytes) = state.read(QUEUE_FILE, QUEUE_FILE_BYTES_MAX)? {
-        if digest(&bytes) != stamped("queue_hash") {
-            let QueueDoc { top, entries } = parse_queue(&bytes)?;
+    if let Some(bytes) = &files.queue {
+        if digest(bytes) != stamped("queue_hash") {
+            let QueueDoc { top, entries } = parse_queue(bytes)?;
             events.push(Body::Proposals(ProposalsEvent::QueueImported { top, entries }));
         }
     }
     let adopted_queue = !events.is_empty();
-    for (file, text) in read_props(dir)? {
-        let known = stamp.get("props").and_then(|p| p.get(&file)).and_then(Value::as_str);
+    for (file, text) in &files.props {
+        let known = stamp.get("props").and_then(|p| p.get(file)).and_then(Value::as_str);
         if known != Some(digest(text.as_bytes()).as_str()) {
+            let (file, text) = (file.clone(), text.clone());
             events.push(Body::Proposals(ProposalsEvent::PropImported { file, text }));
         }
     }
     let adopted_props = events.len() - usize::from(adopted_queue);
-    let ledger = state.read(LEDGER_FILE, LEDGER_FILE_BYTES_MAX)?.unwrap_or_default();
+    let ledger = files.ledger.as_deref().unwrap_or_default();
     let known = stamp.get("ledger_bytes").and_then(Value::as_u64).unwrap_or(0);
     let known = usize::try_from(known).unwrap_or(usize::MAX);
     let lines = match ledger.get(..known) {
@@ -418,11 +488,18 @@ impl Engine {
     /// # Errors
     /// Unsafe paths; IO and store errors.
     pub fn export_hermit_proposals(&self, scope: &str, dir: &Path) -> Result<Map<String, Value>> {
-        self.write_hermit_files(scope, dir, true).map(|written| written.summary)
+        self.write_hermit_files(scope, dir, true, None).map(|written| written.summary)
     }
 
-    /// The export, returning what it wrote (`alert-state.json` only when `write_alerts`).
-    fn write_hermit_files(&self, scope: &str, dir: &Path, write_alerts: bool) -> Result<Written> {
+    /// The export, returning what it wrote (`alert-state.json` only when `write_alerts`); for a
+    /// mirror, a file only over the bytes the call saw ([`untouched`]).
+    fn write_hermit_files(
+        &self,
+        scope: &str,
+        dir: &Path,
+        write_alerts: bool,
+        seen: Option<&Seen>,
+    ) -> Result<Written> {
         hookstate_schema::validate_scope(scope)?;
         let txn = self.begin_read()?;
         let queue: QueueDoc = read_doc(&*txn, scope, QUEUE_KIND, QUEUE_ID)?.unwrap_or_default();
@@ -431,31 +508,57 @@ impl Engine {
             .subdir(STATE_DIR, true)?
             .ok_or_else(|| Error::NoStore { path: dir.join(STATE_DIR) })?;
         let (queue_text, ledger_text) = (render_queue(&queue)?, render_ledger(&lines));
-        state.write(QUEUE_FILE, queue_text.as_bytes())?;
-        state.write(LEDGER_FILE, ledger_text.as_bytes())?;
+        let queue_seen = seen.map(|s| s.queue.as_deref());
+        let queue_hash = if untouched(&state, QUEUE_FILE, QUEUE_FILE_BYTES_MAX, queue_seen) {
+            state.write(QUEUE_FILE, queue_text.as_bytes())?;
+            digest(queue_text.as_bytes())
+        } else {
+            queue_seen.flatten().unwrap_or_default().to_owned()
+        };
+        let ledger_seen = seen.map(|s| s.ledger.as_ref());
+        let ledger_hash = ledger_seen.map(|l| l.map(|(_, hash)| hash.as_str()));
+        let ledger = if untouched(&state, LEDGER_FILE, LEDGER_FILE_BYTES_MAX, ledger_hash) {
+            state.write(LEDGER_FILE, ledger_text.as_bytes())?;
+            (ledger_text.len(), digest(ledger_text.as_bytes()))
+        } else {
+            // A ledger created during the call: every line of it is adopted next.
+            ledger_seen.flatten().cloned().unwrap_or_else(|| (0, digest(b"")))
+        };
         let (props, index) = prop_state(&*txn, scope)?;
-        if !props.is_empty() || index.is_some() {
+        let index_seen = seen.map(|s| s.index.as_deref());
+        if (!props.is_empty() || index.is_some())
+            && untouched(&state, INDEX_FILE, INDEX_FILE_BYTES_MAX, index_seen)
+        {
             let updated = index.map(|i| i.updated).unwrap_or_default();
             state.write(INDEX_FILE, render_pretty(&render_index(&props, &updated))?.as_bytes())?;
         }
         if let Some(text) = hermit_alerts::mirror_text(&*txn, scope)?.filter(|_| write_alerts) {
             state.write(hermit_alerts::ALERT_STATE_FILE, text.as_bytes())?;
         }
+        let mut prop_hashes = Map::new();
         if !props.is_empty() {
             let root = Root::open(dir, false)?
                 .subdir(PROPOSALS_DIR, true)?
                 .ok_or_else(|| Error::NoStore { path: dir.join(PROPOSALS_DIR) })?;
             for (_, doc) in &props {
-                root.write(&doc.file, doc.text.as_bytes())?;
+                let prop_seen = seen.map(|s| s.prop(&doc.file));
+                let hash = if untouched(&root, &doc.file, PROP_FILE_BYTES_MAX, prop_seen) {
+                    root.write(&doc.file, doc.text.as_bytes())?;
+                    Some(digest(doc.text.as_bytes()))
+                } else {
+                    // Kept: the hash the call saw (none for a new file), so the next adopts it.
+                    prop_seen.flatten().map(str::to_owned)
+                };
+                if let Some(hash) = hash {
+                    prop_hashes.insert(doc.file.clone(), json!(hash));
+                }
             }
         }
         let summary = fields(json!({
             "entries": queue.entries.len(), "ledger_lines": lines.len(), "proposals": props.len(),
         }));
-        let prop_hashes =
-            props.iter().map(|(_, d)| (d.file.clone(), json!(digest(d.text.as_bytes())))).collect();
         let alerts = hermit_alerts::mirror_text(&*txn, scope)?;
-        Ok(Written { summary, queue: queue_text, ledger: ledger_text, prop_hashes, alerts })
+        Ok(Written { summary, queue_hash, ledger, prop_hashes, alerts })
     }
 
     /// Starts a mirrored call on the state directory `dir`: takes the mirror lock (so hookstate
@@ -478,7 +581,8 @@ impl Engine {
             .subdir(STATE_DIR, true)?
             .ok_or_else(|| Error::NoStore { path: dir.join(STATE_DIR) })?;
         let lock = state.lock_file(MIRROR_LOCK, wait)?;
-        let mut mirror = Mirror { _lock: lock, dir: dir.to_path_buf(), alerts_seen: None };
+        let mut mirror =
+            Mirror { _lock: lock, dir: dir.to_path_buf(), alerts_seen: None, seen: None };
         let stamp = match state.read(MIRROR_STAMP, MIRROR_STAMP_BYTES_MAX)? {
             Some(bytes) => Some(
                 serde_json::from_slice::<Value>(&bytes)
@@ -508,18 +612,28 @@ impl Engine {
         let max = hermit_alerts::ALERT_STATE_FILE_BYTES_MAX;
         mirror.alerts_seen = state.read(hermit_alerts::ALERT_STATE_FILE, max)?.map(|b| digest(&b));
         let Some(stamp) = stamp else {
+            // Nothing is adopted before the first stamp; what is there is still seen, so the end
+            // keeps a file written during the call (a directory it cannot read is written over,
+            // as an export writes it).
+            mirror.seen = Files::read(&state, dir).ok().map(Files::seen);
             let result = json!({ "adopted_queue": false, "adopted_lines": 0, "alerts": alerts });
             return Ok((mirror, fields(result)));
         };
-        let (events, mut result) = foreign_changes(&state, dir, &stamp)?;
+        let files = Files::read(&state, dir)?;
+        let (events, mut result) = foreign_changes(&files, &stamp)?;
         result.insert("alerts".into(), alerts);
         if !events.is_empty() {
             self.write(&adopt, |_| Ok(Plan { events: events.clone(), ..Plan::default() }))?;
         }
+        mirror.seen = Some(files.seen());
         Ok((mirror, result))
     }
+
     /// Ends a mirrored call: writes the files of `scope` into the mirrored directory and the
-    /// stamp of what was written, then releases the lock.
+    /// stamp of what was written, then releases the lock. A file is written only over the bytes
+    /// the call saw once it adopted them: one a lock-less writer changed during the call is kept
+    /// and its stamp entry left at what the call saw, so the next call adopts it (a queue file
+    /// replaces the queue, as when that writer's write had come after this call's).
     ///
     /// # Errors
     /// Unsafe paths; IO and store errors.
@@ -528,11 +642,12 @@ impl Engine {
             .subdir(STATE_DIR, false)?
             .ok_or_else(|| Error::NoStore { path: mirror.dir.join(STATE_DIR) })?;
         let write_alerts = mirror.alerts_untouched(&state)?;
-        let written = self.write_hermit_files(scope, &mirror.dir, write_alerts)?;
+        let written =
+            self.write_hermit_files(scope, &mirror.dir, write_alerts, mirror.seen.as_ref())?;
         let mut stamp = json!({
-            "queue_hash": digest(written.queue.as_bytes()),
-            "ledger_bytes": written.ledger.len(),
-            "ledger_hash": digest(written.ledger.as_bytes()),
+            "queue_hash": written.queue_hash,
+            "ledger_bytes": written.ledger.0,
+            "ledger_hash": written.ledger.1,
             "props": written.prop_hashes,
         });
         // An alert state written by another writer during the call keeps the hash of what this

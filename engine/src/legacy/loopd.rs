@@ -20,7 +20,9 @@ use crate::core::Refusal;
 use crate::doc::{read_doc, read_docs_all_scopes};
 use crate::engine::{Call, Engine, Outcome, Plan};
 use crate::error::{Error, Result};
-use crate::legacy::mirror::{changed_outside, read_sidecar, write_mirror, MirrorReport};
+use crate::legacy::mirror::{
+    changed_outside, read_sidecar, still_holds, write_mirror, MirrorReport,
+};
 use crate::legacy::root::Root;
 use crate::signals::{
     bundle_scope, fields, KEPT_KIND, PM_KIND, SIGNAL_KIND, STORE_SCOPE, STYLE_ID, STYLE_KIND,
@@ -269,6 +271,19 @@ impl Engine {
     /// [`Error::MirrorConflict`]; [`Error::Busy`] when another mirror holds the directory past
     /// the wait; [`Error::Invalid`] for a malformed file; IO and store errors.
     pub fn mirror_loopd(&self, call: &Call, dir: &Path, name: &str) -> Result<MirrorReport> {
+        self.mirror_loopd_during(call, dir, name, &|| {})
+    }
+
+    /// [`Engine::mirror_loopd`], running `during` between the adoption and the write (where a
+    /// lock-less writer may write the file); the file is written only if it still holds the bytes
+    /// read at the start ([`still_holds`]).
+    fn mirror_loopd_during(
+        &self,
+        call: &Call,
+        dir: &Path,
+        name: &str,
+        during: &dyn Fn(),
+    ) -> Result<MirrorReport> {
         let root = Root::open(dir, true)?;
         let _lock = root.lock(self.wait())?;
         let sidecar = read_sidecar(&root, name)?;
@@ -284,8 +299,11 @@ impl Engine {
         let stale = sidecar.as_ref().is_none_or(|s| s.head_seq < head.seq);
         if stale || report.adopted > 0 || file.is_none() {
             let (text, _) = render_current(&*txn)?;
-            write_mirror(&root, name, text.as_bytes(), head.seq)?;
-            report.written = true;
+            during();
+            if still_holds(&root, name, file.as_deref(), STORE_FILE_BYTES_MAX) {
+                write_mirror(&root, name, text.as_bytes(), head.seq)?;
+                report.written = true;
+            }
         }
         Ok(report)
     }
@@ -297,7 +315,9 @@ impl Engine {
         let text = std::str::from_utf8(bytes).map_err(|_| bad(&name, "is not UTF-8".into()))?;
         let file: Map<String, Value> = serde_json::from_str(text)
             .map_err(|e| bad(&name, format!("is not a JSON object: {e}")))?;
-        let outcome = self.write(call, |txn| {
+        // Never the caller's idempotency key: it names the verb's own write (see `adopt_call`).
+        let adopt = crate::legacy::mirror::adopt_call(call);
+        let outcome = self.write(&adopt, |txn| {
             let current: std::collections::HashMap<String, (Value, u64)> = store_entries(txn)?
                 .into_iter()
                 .map(|e| (e.key, (e.value, e.updated_seq)))
@@ -384,6 +404,39 @@ fn to_value<T: Serialize>(value: &T) -> Result<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A plugin-store file a lock-less writer (an unmigrated loopd hook) writes between the
+    /// mirror's adoption and its write is kept as written, never overwritten, and adopted by the
+    /// next sync.
+    #[test]
+    fn a_mirror_never_overwrites_a_file_written_after_its_adoption() {
+        let tmp = tempfile::tempdir().unwrap();
+        let options = crate::engine::OpenOptions::default();
+        let engine = Engine::open(&tmp.path().join("s.redb"), options).unwrap();
+        let call = Call {
+            scope: "default".into(),
+            actor: hookstate_schema::Actor::default(),
+            idem_key: None,
+            now_ms: 1,
+        };
+        let dir = tmp.path().join("m");
+        let path = dir.join(STORE_FILE_DEFAULT);
+        let sync = |during: &dyn Fn()| {
+            engine.mirror_loopd_during(&call, &dir, STORE_FILE_DEFAULT, during).unwrap()
+        };
+        sync(&|| {});
+        std::fs::write(&path, "{\"other.a\":1}").unwrap();
+        let theirs = "{\"other.a\":1,\"other.b\":2}";
+        let report = sync(&|| std::fs::write(&path, theirs).unwrap());
+        assert_eq!((report.adopted, report.written), (1, false));
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), theirs, "the outside write survives");
+        let report = sync(&|| {});
+        assert_eq!((report.adopted, report.written), (1, true), "adopted by the next sync");
+        let (text, keys) = render_current(&*engine.begin_read().unwrap()).unwrap();
+        assert_eq!((text.as_str(), keys), (theirs, 2));
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), theirs);
+        engine.verify().unwrap();
+    }
 
     #[test]
     fn lexical_join_folds_dots_without_touching_the_disk() {

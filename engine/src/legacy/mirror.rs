@@ -65,6 +65,14 @@ pub(crate) fn write_sidecar(root: &Root, name: &str, bytes: &[u8], head_seq: u64
     root.write(&sidecar_name(name), text.as_bytes())
 }
 
+/// Whether `name` still holds `expected` (`None`: no file), checked just before a mirror
+/// replaces it: a file a lock-less writer changed since the mirror read it (or that cannot be
+/// read) is kept, its sidecar left as it was, so the next call adopts it. The window between this
+/// compare and the write's rename remains: only that writer taking the mirror lock closes it.
+pub(crate) fn still_holds(root: &Root, name: &str, expected: Option<&[u8]>, max: usize) -> bool {
+    root.read(name, max).is_ok_and(|now| now.as_deref() == expected)
+}
+
 /// Whether the file was changed by someone else since the mirror last wrote it.
 pub(crate) fn changed_outside(file: Option<&[u8]>, sidecar: Option<&Sidecar>) -> bool {
     match (file, sidecar) {

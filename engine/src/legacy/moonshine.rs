@@ -453,7 +453,10 @@ impl Engine {
     ) -> Result<(Value, Option<Refusal>)> {
         let mut adopted = Vec::new();
         for p in &mirror.projects {
-            let call = Call { scope: format!("{SCOPE_PREFIX}{}", p.project), ..call.clone() };
+            // Never the caller's idempotency key: it names the verb's own write (a feedback verb
+            // runs in this very scope), see `adopt_call`.
+            let scope = format!("{SCOPE_PREFIX}{}", p.project);
+            let call = Call { scope, ..crate::legacy::mirror::adopt_call(call) };
             let outcome = self.write(&call, |txn| {
                 let inbox = read_inbox(txn, &call.scope)?;
                 Ok(match decide_adopt(&inbox, &p.events) {

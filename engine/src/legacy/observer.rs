@@ -13,7 +13,9 @@ use serde_json::{Map, Value};
 use crate::engine::{Call, Engine, Outcome};
 use crate::error::{Error, Result};
 use crate::legacy::loopd::{detect_style, render_styled};
-use crate::legacy::mirror::{changed_outside, read_sidecar, write_mirror, MirrorReport};
+use crate::legacy::mirror::{
+    changed_outside, read_sidecar, still_holds, write_mirror, write_sidecar, MirrorReport,
+};
 use crate::legacy::root::Root;
 
 /// The largest observer state file: 60 clipped rows, 1000 keys and a pending text fit easily.
@@ -65,12 +67,27 @@ impl Engine {
     /// [`Error::MirrorConflict`], [`Error::Busy`], [`Error::Invalid`] for a malformed file; IO
     /// and store errors.
     pub fn mirror_observer(&self, call: &Call, dir: &Path, name: &str) -> Result<MirrorReport> {
+        self.mirror_observer_during(call, dir, name, &|| {})
+    }
+
+    /// [`Engine::mirror_observer`], running `during` between the adoption and the write (where a
+    /// lock-less writer may write the file); the file is written only if it still holds the bytes
+    /// read at the start ([`still_holds`]).
+    fn mirror_observer_during(
+        &self,
+        call: &Call,
+        dir: &Path,
+        name: &str,
+        during: &dyn Fn(),
+    ) -> Result<MirrorReport> {
         let root = Root::open(dir, true)?;
         let _lock = root.lock(self.wait())?;
         let sidecar = read_sidecar(&root, name)?;
         let file = root.read(name, STATE_FILE_BYTES_MAX)?;
         let mut report = MirrorReport::default();
         let doc = self.observer_doc(&call.scope)?;
+        // The state of a file changed outside, once the store holds it (adopted or equal).
+        let mut known = None;
         if let Some(bytes) = file.as_deref().filter(|b| changed_outside(Some(b), sidecar.as_ref()))
         {
             let path = root.path().join(name);
@@ -83,16 +100,27 @@ impl Engine {
                 if doc.updated_seq > sidecar.as_ref().map_or(0, |s| s.head_seq) {
                     return Err(Error::MirrorConflict { path, key: "state".into() });
                 }
-                self.observer_import(call, state, detect_style(text))?;
+                // Never the caller's idempotency key: it names the verb's own write.
+                let adopt = crate::legacy::mirror::adopt_call(call);
+                self.observer_import(&adopt, state.clone(), detect_style(text))?;
                 report.adopted = 1;
             }
+            known = Some(state);
         }
         let doc = self.observer_doc(&call.scope)?;
         let stale = sidecar.as_ref().is_none_or(|s| s.head_seq < doc.updated_seq);
         if stale || report.adopted > 0 || file.is_none() {
             let text = render(&doc.state, doc.style.unwrap_or(DEFAULT_STYLE))?;
-            write_mirror(&root, name, text.as_bytes(), doc.updated_seq)?;
-            report.written = true;
+            during();
+            if still_holds(&root, name, file.as_deref(), STATE_FILE_BYTES_MAX) {
+                write_mirror(&root, name, text.as_bytes(), doc.updated_seq)?;
+                report.written = true;
+            } else if let (Some(bytes), true) = (&file, known.as_ref() == Some(&doc.state)) {
+                // Kept: the sidecar records the bytes the store now holds, so the next call
+                // adopts the other writer's state instead of calling it a conflict with the
+                // adoption above.
+                write_sidecar(&root, name, bytes, doc.updated_seq)?;
+            }
         }
         Ok(report)
     }
@@ -113,5 +141,49 @@ impl Engine {
         let mut out = Map::new();
         out.insert("bytes".into(), Value::from(text.len()));
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::OpenOptions;
+
+    /// A state file a lock-less writer (an old hook) writes between the mirror's adoption and
+    /// its write is kept as written, never overwritten, and adopted by the next sync.
+    #[test]
+    fn a_mirror_never_overwrites_a_state_written_after_its_adoption() {
+        let tmp = tempfile::tempdir().unwrap();
+        let engine = Engine::open(&tmp.path().join("s.redb"), OpenOptions::default()).unwrap();
+        let call = Call {
+            scope: "observer:s".into(),
+            actor: hookstate_schema::Actor::default(),
+            idem_key: None,
+            now_ms: 1,
+        };
+        let dir = tmp.path().join("m");
+        let path = dir.join(STATE_FILE_DEFAULT);
+        let sync = |during: &dyn Fn()| {
+            engine.mirror_observer_during(&call, &dir, STATE_FILE_DEFAULT, during).unwrap()
+        };
+        sync(&|| {});
+        let with_pending = |pending: &str| {
+            let mut state: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+            state["pending"] = Value::String(pending.into());
+            serde_json::to_string_pretty(&state).unwrap() + "\n"
+        };
+        std::fs::write(&path, with_pending("first")).unwrap();
+        let theirs = with_pending("second");
+        let report = sync(&|| std::fs::write(&path, &theirs).unwrap());
+        assert_eq!((report.adopted, report.written), (1, false));
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), theirs, "the outside write survives");
+        let report = sync(&|| {});
+        assert_eq!(report.adopted, 1, "adopted by the next sync");
+        assert_eq!(
+            engine.observer_doc("observer:s").unwrap().state.pending.as_deref(),
+            Some("second")
+        );
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), theirs);
+        engine.verify().unwrap();
     }
 }
