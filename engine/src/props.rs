@@ -467,6 +467,25 @@ fn moved_text(
     Ok(text)
 }
 
+/// The proposal a move or patch acts on and its current status, or the refusal: no such
+/// proposal, or (compare-and-swap) a status other than the one the caller saw.
+fn checked_status<'a>(
+    doc: Option<&'a PropDoc>,
+    expect: Option<&String>,
+) -> std::result::Result<(&'a PropDoc, String), Box<Plan>> {
+    let Some(doc) = doc else {
+        let token = "no-such-proposal".into();
+        return Err(Box::new(error_plan("no_such_proposal", token, "no such proposal".into())));
+    };
+    let current = doc.status.clone().unwrap_or_default();
+    if let Some(expected) = expect.filter(|e| **e != current) {
+        let message = format!("the status is {current}, not {expected}");
+        let token = format!("status-moved:{current}");
+        return Err(Box::new(error_plan("status_moved", token, message)));
+    }
+    Ok((doc, current))
+}
+
 /// Decides a status move as a compare-and-swap on the current status.
 pub(crate) fn decide_move(
     doc: Option<&PropDoc>,
@@ -474,19 +493,10 @@ pub(crate) fn decide_move(
     now_zoned: &str,
     now: (String, String),
 ) -> Plan {
-    let Some(doc) = doc else {
-        return error_plan(
-            "no_such_proposal",
-            "no-such-proposal".into(),
-            "no such proposal".into(),
-        );
+    let (doc, current) = match checked_status(doc, input.expect.as_ref()) {
+        Ok(checked) => checked,
+        Err(refusal) => return *refusal,
     };
-    let current = doc.status.clone().unwrap_or_default();
-    if input.expect.as_ref().is_some_and(|e| *e != current) {
-        let message =
-            format!("the status is {current}, not {}", input.expect.as_deref().unwrap_or(""));
-        return error_plan("status_moved", format!("status-moved:{current}"), message);
-    }
     let target = input.action.target();
     if !input.action.legal_from().contains(&current.as_str()) {
         let message = format!("{current} cannot move to {target}");
@@ -575,21 +585,10 @@ pub(crate) fn decide_patch(
     now_zoned: &str,
     updated: String,
 ) -> Plan {
-    let Some(doc) = doc else {
-        return error_plan(
-            "no_such_proposal",
-            "no-such-proposal".into(),
-            "no such proposal".into(),
-        );
+    let (doc, current) = match checked_status(doc, input.expect.as_ref()) {
+        Ok(checked) => checked,
+        Err(refusal) => return *refusal,
     };
-    let current = doc.status.clone().unwrap_or_default();
-    if input.expect.as_ref().is_some_and(|e| *e != current) {
-        return error_plan(
-            "status_moved",
-            format!("status-moved:{current}"),
-            "status moved".into(),
-        );
-    }
     let mut text = doc.text.clone();
     for pair in &input.sets {
         let Some((key, raw)) = pair.split_once('=') else {
