@@ -76,7 +76,9 @@ pub(crate) fn code_for(err: &CliError) -> u8 {
 
 fn engine_code(err: &EngineError) -> u8 {
     match err {
-        EngineError::Invalid(_) => INVALID,
+        EngineError::Invalid(_)
+        | EngineError::EventTooLarge { .. }
+        | EngineError::OutOfRange { .. } => INVALID,
         EngineError::MirrorConflict { .. } => CONFLICT,
         EngineError::Busy { .. } => BUSY,
         EngineError::NotAStore { .. }
@@ -91,6 +93,7 @@ fn engine_code(err: &EngineError) -> u8 {
         | EngineError::StoreIo(_)
         | EngineError::Store(_)
         | EngineError::Io { .. }
-        | EngineError::Poisoned => IO,
+        | EngineError::Poisoned
+        | EngineError::ReadOnly => IO,
     }
 }

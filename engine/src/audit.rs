@@ -10,9 +10,11 @@ use hookstate_schema::format::{
 };
 use hookstate_schema::{ViewKey, ViewRow};
 
-use crate::engine::{project_in_memory, read_head, Engine};
-use crate::error::{Error, Result};
-use crate::storage::ReadTxn;
+use crate::kernel::error::{Error, Result};
+use crate::kernel::project::{self, Table};
+use crate::kernel::storage::ReadTxn;
+use crate::kernel::view::read_head;
+use crate::kernel::write::Kernel;
 
 /// What `verify` checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,7 +43,7 @@ pub struct RebuildReport {
 type Views = BTreeMap<ViewKey, ViewRow>;
 
 /// Walks the log from genesis to the head, checking every link, and projects it.
-fn replay_chain(txn: &dyn ReadTxn, genesis: [u8; 32]) -> Result<(Head, Views)> {
+fn replay_chain(txn: &dyn ReadTxn, table: &Table, genesis: [u8; 32]) -> Result<(Head, Views)> {
     let head = read_head(txn)?;
     let mut views = Views::new();
     let mut expected = Head { seq: 0, hash: genesis };
@@ -56,7 +58,7 @@ fn replay_chain(txn: &dyn ReadTxn, genesis: [u8; 32]) -> Result<(Head, Views)> {
         if event.prev != expected.hash {
             return Err(broken(seq, "prev does not match the previous event's hash"));
         }
-        project_in_memory(&mut views, &event);
+        project::apply(table, &mut views, &event);
         expected = Head { seq, hash: event.hash };
         Ok(true)
     })?;
@@ -109,70 +111,67 @@ fn compare_views(txn: &dyn ReadTxn, rebuilt: &Views) -> Result<u64> {
     Ok(index as u64)
 }
 
-impl Engine {
-    /// Verifies the chain from genesis, the anchor outside the store, and that the stored views
-    /// equal a rebuild of the log.
-    ///
-    /// # Errors
-    /// [`Error::ChainBroken`] naming the first bad seq, [`Error::AnchorMismatch`],
-    /// [`Error::ViewMismatch`], [`Error::Corrupt`] and store errors.
-    pub fn verify(&self) -> Result<VerifyReport> {
-        let txn = self.begin_read()?;
-        let (head, views) = replay_chain(&*txn, self.genesis())?;
-        let anchor_seq = self.check_anchor(&*txn, &head)?;
-        let compared = compare_views(&*txn, &views)?;
-        Ok(VerifyReport { events: head.seq, head, anchor_seq, views: compared })
-    }
+/// Verifies the chain from genesis, the anchor outside the store, and that the stored views
+/// equal a rebuild of the log.
+///
+/// # Errors
+/// [`Error::ChainBroken`] naming the first bad seq, [`Error::AnchorMismatch`],
+/// [`Error::ViewMismatch`], [`Error::Corrupt`] and store errors.
+pub(crate) fn verify(kernel: &Kernel) -> Result<VerifyReport> {
+    let txn = kernel.begin_read()?;
+    let (head, views) = replay_chain(&*txn, kernel.table(), kernel.genesis())?;
+    let anchor_seq = check_anchor(kernel, &*txn, &head)?;
+    let compared = compare_views(&*txn, &views)?;
+    Ok(VerifyReport { events: head.seq, head, anchor_seq, views: compared })
+}
 
-    fn check_anchor(&self, txn: &dyn ReadTxn, head: &Head) -> Result<Option<u64>> {
-        let Some(text) = self.dir.read_anchor()? else {
-            return Ok(None);
-        };
-        let mismatch = |why: String| Error::AnchorMismatch { why };
-        let (store_id, anchored) =
-            format::parse_anchor(&text).map_err(|e| mismatch(e.to_string()))?;
-        if store_id != self.store_id {
-            return Err(mismatch("the anchor belongs to another store".into()));
-        }
-        if anchored.seq > head.seq {
-            return Err(mismatch(format!(
-                "the anchor is at seq {} but the log ends at seq {}: the log was truncated or \
-                 rolled back",
-                anchored.seq, head.seq
-            )));
-        }
-        let hash = if anchored.seq == 0 {
-            self.genesis()
-        } else {
-            let bytes =
-                txn.event(anchored.seq)?.ok_or_else(|| broken(anchored.seq, "event is missing"))?;
-            format::decode_event(&bytes).map_err(|e| broken(anchored.seq, &e.to_string()))?.hash
-        };
-        if hash != anchored.hash {
-            return Err(mismatch(format!(
-                "event {} differs from the anchored hash: the log was rewritten",
-                anchored.seq
-            )));
-        }
-        Ok(Some(anchored.seq))
+fn check_anchor(kernel: &Kernel, txn: &dyn ReadTxn, head: &Head) -> Result<Option<u64>> {
+    let Some(text) = kernel.storage().read_anchor()? else {
+        return Ok(None);
+    };
+    let mismatch = |why: String| Error::AnchorMismatch { why };
+    let (store_id, anchored) = format::parse_anchor(&text).map_err(|e| mismatch(e.to_string()))?;
+    if store_id != *kernel.store_id() {
+        return Err(mismatch("the anchor belongs to another store".into()));
     }
+    if anchored.seq > head.seq {
+        return Err(mismatch(format!(
+            "the anchor is at seq {} but the log ends at seq {}: the log was truncated or \
+             rolled back",
+            anchored.seq, head.seq
+        )));
+    }
+    let hash = if anchored.seq == 0 {
+        kernel.genesis()
+    } else {
+        let bytes =
+            txn.event(anchored.seq)?.ok_or_else(|| broken(anchored.seq, "event is missing"))?;
+        format::decode_event(&bytes).map_err(|e| broken(anchored.seq, &e.to_string()))?.hash
+    };
+    if hash != anchored.hash {
+        return Err(mismatch(format!(
+            "event {} differs from the anchored hash: the log was rewritten",
+            anchored.seq
+        )));
+    }
+    Ok(Some(anchored.seq))
+}
 
-    /// Drops every view and recomputes it from the log, after checking the chain.
-    ///
-    /// # Errors
-    /// [`Error::ChainBroken`] (nothing is changed then) and store errors.
-    pub fn rebuild(&self) -> Result<RebuildReport> {
-        let mut txn = self.begin_write()?;
-        let (head, views) = replay_chain(&*txn, self.genesis())?;
-        txn.clear_views()?;
-        for (key, row) in &views {
-            txn.put_view(&encode_view_key(key), &encode_view_row(row))?;
-        }
-        if let Err(err) = txn.commit() {
-            self.poison();
-            return Err(err);
-        }
-        let stale_temps_removed = self.dir.remove_stale_temps()?;
-        Ok(RebuildReport { events: head.seq, views: views.len() as u64, stale_temps_removed })
+/// Drops every view and recomputes it from the log, after checking the chain.
+///
+/// # Errors
+/// [`Error::ChainBroken`] (nothing is changed then) and store errors.
+pub(crate) fn rebuild(kernel: &Kernel) -> Result<RebuildReport> {
+    let mut txn = kernel.begin_write()?;
+    let (head, views) = replay_chain(&*txn, kernel.table(), kernel.genesis())?;
+    txn.clear_views()?;
+    for (key, row) in &views {
+        txn.put_view(&encode_view_key(key), &encode_view_row(row))?;
     }
+    if let Err(err) = txn.commit() {
+        kernel.poison();
+        return Err(err);
+    }
+    let stale_temps_removed = kernel.storage().remove_stale_temps()?;
+    Ok(RebuildReport { events: head.seq, views: views.len() as u64, stale_temps_removed })
 }

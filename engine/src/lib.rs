@@ -1,39 +1,38 @@
-//! hookstate-engine: one redb file holding an append-only, blake3-chained event log and the views
-//! projected from it, with the core primitives every domain builds on.
+//! hookstate-engine: one store holding an append-only, blake3-chained event log and the views
+//! projected from it, with the core primitives and one handle per domain.
 //!
-//! Start at [`Engine`]. Does not print, read arguments or exit; the `hookstate` binary does.
+//! Start at [`Engine`]. This file is the table of contents: every module is private, and what
+//! callers may use is the list below. Does not print, read arguments or exit; the `hookstate`
+//! binary does.
 
 pub mod alerts;
 mod audit;
 pub mod core;
-mod doc;
-#[cfg(feature = "bugdrill")]
-pub mod drill;
 mod engine;
-pub mod error;
 pub mod feedback;
-mod fsio;
-pub mod heartbeat;
+pub mod kernel;
 pub mod legacy;
-pub mod limits;
+pub mod legacy_files;
 pub mod observer;
-mod project;
 pub mod proposals;
-pub mod props;
 mod query;
 pub mod signals;
 pub mod stdin;
-mod storage;
 mod store;
-mod value;
 
 pub use crate::audit::{RebuildReport, VerifyReport};
-pub use crate::core::{Command, Expect, Refusal};
-pub use crate::engine::{creation_is_atomic, Call, Engine, OpenOptions, Outcome};
-pub use crate::error::{Error, Result};
-pub use crate::legacy::moonshine::MoonshineImport;
-pub use crate::query::{event_to_json, LogFilter, Query, Stats};
+pub use crate::core::query::Query;
+pub use crate::core::{Command, Expect};
+pub use crate::engine::Engine;
+pub use crate::kernel::call::{Call, Outcome, Refusal};
+pub use crate::kernel::error::{Error, Result};
+pub use crate::kernel::limits;
+pub use crate::kernel::value::validate_json;
+pub use crate::query::{event_to_json, LogFilter, Stats};
 #[cfg(feature = "testing")]
 pub use crate::store::Backend;
-pub use crate::value::validate_json;
+pub use crate::store::{creation_is_atomic, OpenOptions};
 pub use hookstate_schema as schema;
+
+#[cfg(feature = "bugdrill")]
+pub use crate::kernel::drill;

@@ -72,7 +72,25 @@ pub enum Body {
     Heartbeat(crate::heartbeat::HeartbeatEvent),
 }
 
+/// How many variants [`Body`] has: the length of the engine's projection table.
+pub const BODY_VARIANTS: usize = 7;
+
 impl Body {
+    /// The position of this body's variant, `0..BODY_VARIANTS`: the engine's projection table is
+    /// indexed by it.
+    #[must_use]
+    pub fn variant_index(&self) -> usize {
+        match self {
+            Body::Core(_) => 0,
+            Body::Signals(_) => 1,
+            Body::Observer(_) => 2,
+            Body::Feedback(_) => 3,
+            Body::Proposals(_) => 4,
+            Body::Alerts(_) => 5,
+            Body::Heartbeat(_) => 6,
+        }
+    }
+
     /// The domain name used by `hookstate log --domain`.
     #[must_use]
     pub fn domain(&self) -> &'static str {

@@ -14,7 +14,7 @@ pub mod proposals;
 pub mod signals;
 pub mod view;
 
-pub use event::{Actor, Body, CoreEvent, Event, EventContent};
+pub use event::{Actor, Body, CoreEvent, Event, EventContent, BODY_VARIANTS};
 pub use feedback::FeedbackEvent;
 pub use format::{FormatError, Head, FORMAT_VERSION};
 pub use id::{validate_id, validate_scope, IdError};

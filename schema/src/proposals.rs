@@ -7,6 +7,27 @@
 
 use serde::{Deserialize, Serialize};
 
+/// Document kind of the micro-proposal queue (one per scope, id [`QUEUE_ID`]).
+pub const QUEUE_KIND: &str = "proposals.queue";
+/// The one id of the queue document.
+pub const QUEUE_ID: &str = "queue";
+/// Document kind of a PROP file (id: the proposal id).
+pub const PROP_KIND: &str = "proposals.prop";
+
+/// The frontmatter of a PROP file (between a leading `---` line and the next `---`): its
+/// `key: value` lines, trimmed, in order, and the offset of the closing `---`'s newline. `None`
+/// when the text has no frontmatter. Values are raw (a bare word, or JSON text).
+#[must_use]
+pub fn frontmatter(text: &str) -> Option<(Vec<(String, String)>, usize)> {
+    let rest = text.strip_prefix("---\n")?;
+    let end = rest.find("\n---")?;
+    let lines = rest[..end]
+        .lines()
+        .filter_map(|l| l.split_once(':').map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned())))
+        .collect();
+    Some((lines, 4 + end))
+}
+
 /// Events of the proposals domain. Scope: `hermit:<abs state dir>`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ProposalsEvent {

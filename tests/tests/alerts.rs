@@ -8,9 +8,9 @@
 
 use std::path::{Path, PathBuf};
 
-use hookstate_engine::alerts::parse_tick_input;
-use hookstate_engine::legacy::hermit::{read_hermit_files, read_timezone};
-use hookstate_engine::legacy::hermit_alerts::{read_hermit_alerts, AlertFile, ALERT_STATE_FILE};
+use hookstate_engine::alerts::ladder::parse_tick_input;
+use hookstate_engine::alerts::layout_alerts::{read_hermit_alerts, AlertFile, ALERT_STATE_FILE};
+use hookstate_engine::proposals::layout::{read_hermit_files, read_timezone};
 use hookstate_engine::proposals::{hermit_scope, ResolveInput};
 use hookstate_engine::schema::Actor;
 use hookstate_engine::{Call, Engine, OpenOptions};
@@ -57,7 +57,7 @@ impl Hermit {
     fn tick(&self, payload: &Value, now_ms: u64) -> Value {
         let timezone = read_timezone(&self.dir).unwrap_or_else(|_| "UTC".into());
         let input = parse_tick_input(&payload.to_string()).unwrap();
-        self.engine.alerts_tick(&self.call(now_ms), &timezone, &input).unwrap().to_json()
+        self.engine.alerts().tick(&self.call(now_ms), &timezone, &input).unwrap().to_json()
     }
 
     fn import_alerts(&self) -> bool {
@@ -65,7 +65,7 @@ impl Hermit {
         else {
             panic!("no alert state in {}", self.dir.display());
         };
-        self.engine.import_hermit_alerts(&self.call(1), &state, round_trip).unwrap();
+        self.engine.alerts().import_alerts(&self.call(1), &state, round_trip).unwrap();
         round_trip
     }
 
@@ -74,9 +74,9 @@ impl Hermit {
         let out = self
             .tmp
             .path()
-            .join(format!("out-{}", self.engine.alerts_state(&self.scope).unwrap().len()));
+            .join(format!("out-{}", self.engine.alerts().state(&self.scope).unwrap().len()));
         let _ = std::fs::remove_dir_all(&out);
-        self.engine.export_hermit_alerts(&self.scope, &out).unwrap();
+        self.engine.alerts().export_alerts(&self.scope, &out).unwrap();
         std::fs::read(out.join("state").join(ALERT_STATE_FILE)).unwrap()
     }
 }
@@ -90,7 +90,7 @@ fn upstream_four_ticks_reproduce_the_real_alert_state_byte_for_byte() {
     let h = Hermit::new("hermit");
     std::fs::remove_file(h.dir.join("state").join(ALERT_STATE_FILE)).unwrap();
     let files = read_hermit_files(&h.dir).unwrap();
-    h.engine.import_hermit_proposals(&h.call(1), files).unwrap();
+    h.engine.proposals().import(&h.call(1), files).unwrap();
     // One key fires once, then three clean ticks resolve it; MP-…-3 (tier 1) and PROP-002
     // (proposed) are derived from the proposals in the store on every tick.
     let fired =
@@ -110,13 +110,13 @@ fn real_and_spec_alert_states_round_trip_byte_for_byte() {
     for name in ["hermit", "hermit-alerts/spec", "hermit-alerts/residue"] {
         let h = Hermit::new(name);
         assert!(h.import_alerts(), "{name} is in upstream's layout");
-        let state = h.engine.alerts_state(&h.scope).unwrap();
+        let state = h.engine.alerts().state(&h.scope).unwrap();
         let exported = h.export();
         assert_eq!(exported, fixture_bytes(name), "{name}: export(import(file)) == file");
         let again = Hermit::new(name);
         std::fs::write(again.dir.join("state").join(ALERT_STATE_FILE), &exported).unwrap();
         again.import_alerts();
-        assert_eq!(again.engine.alerts_state(&again.scope).unwrap(), state, "{name}");
+        assert_eq!(again.engine.alerts().state(&again.scope).unwrap(), state, "{name}");
     }
 }
 
@@ -130,14 +130,14 @@ fn a_corrupt_alert_state_is_quarantined_never_read_as_empty() {
     assert!(why.contains("EOF"), "{why}");
     assert!(!h.dir.join("state").join(ALERT_STATE_FILE).exists());
     assert_eq!(std::fs::read(h.dir.join("state").join(&to)).unwrap(), bytes, "kept as it was");
-    assert_eq!(h.engine.alerts_state(&h.scope).unwrap()["total_ticks"], 0, "nothing imported");
+    assert_eq!(h.engine.alerts().state(&h.scope).unwrap()["total_ticks"], 0, "nothing imported");
 }
 
 #[test]
 fn ticks_keep_precheck_fields_and_foreign_keys_in_place_and_date_in_the_configured_zone() {
     let h = Hermit::new("hermit-alerts/spec");
     h.import_alerts();
-    let before: Vec<String> = h.engine.alerts_state(&h.scope).unwrap().keys().cloned().collect();
+    let before: Vec<String> = h.engine.alerts().state(&h.scope).unwrap().keys().cloned().collect();
     // 2026-09-14T22:30:00Z is already the 15th in Berlin: a new day, so the digest goes out.
     let out = h.tick(
         &json!({ "firing": [{ "key": "checklist:checkdis", "text": "disk 91%" }] }),
@@ -147,7 +147,7 @@ fn ticks_keep_precheck_fields_and_foreign_keys_in_place_and_date_in_the_configur
         out["notifications"],
         json!(["Suppressed alert digest: disk 91% (8x, since 2026-09-11)"])
     );
-    let state = h.engine.alerts_state(&h.scope).unwrap();
+    let state = h.engine.alerts().state(&h.scope).unwrap();
     let after: Vec<String> = state.keys().cloned().collect();
     assert_eq!(after, before, "no key moved, none lost");
     assert_eq!(state["last_stale_wake_at"], "2026-09-14T09:00:00.004Z");
@@ -157,8 +157,8 @@ fn ticks_keep_precheck_fields_and_foreign_keys_in_place_and_date_in_the_configur
     assert_eq!(state["alerts"]["checklist:checkdis"]["last_seen"], "2026-09-15");
     let micro = &state["alerts"]["micro-proposal-pending:MP-20260914-0"];
     assert_eq!(micro["consecutive_clean"], 1, "its queue entry is gone from the store");
-    h.engine.alerts_count_tick(&h.call(2)).unwrap();
-    assert_eq!(h.engine.alerts_state(&h.scope).unwrap()["total_ticks"], 362);
+    h.engine.alerts().count_tick(&h.call(2)).unwrap();
+    assert_eq!(h.engine.alerts().state(&h.scope).unwrap()["total_ticks"], 362);
     h.engine.verify().unwrap();
 }
 
@@ -166,9 +166,9 @@ fn ticks_keep_precheck_fields_and_foreign_keys_in_place_and_date_in_the_configur
 fn structured_keys_follow_the_proposals_of_the_same_scope() {
     let h = Hermit::new("hermit");
     let files = read_hermit_files(&h.dir).unwrap();
-    h.engine.import_hermit_proposals(&h.call(1), files).unwrap();
+    h.engine.proposals().import(&h.call(1), files).unwrap();
     h.tick(&json!({ "firing": [] }), NOV_29_2150);
-    let state = h.engine.alerts_state(&h.scope).unwrap();
+    let state = h.engine.alerts().state(&h.scope).unwrap();
     let keys: Vec<&String> = state["alerts"].as_object().unwrap().keys().collect();
     assert_eq!(keys, ["micro-proposal-pending:MP-20261129-3", "proposal-pending:PROP-002"]);
     let resolve = ResolveInput {
@@ -177,7 +177,7 @@ fn structured_keys_follow_the_proposals_of_the_same_scope() {
         answer: Some("1".into()),
         channel: None,
     };
-    h.engine.proposals_micro_resolve(&h.call(NOV_29_2150), &resolve).unwrap();
+    h.engine.proposals().micro_resolve(&h.call(NOV_29_2150), &resolve).unwrap();
     h.tick(&json!({ "firing": [] }), NOV_29_2150);
     let out = h.tick(&json!({ "firing": [] }), NOV_29_2150);
     let resolved =
@@ -187,10 +187,10 @@ fn structured_keys_follow_the_proposals_of_the_same_scope() {
     assert_eq!(out["monitoring_lines"][0], resolved);
     // A payload can disown a source the store holds: its prefix freezes.
     let frozen =
-        h.engine.alerts_state(&h.scope).unwrap()["alerts"]["proposal-pending:PROP-002"].clone();
+        h.engine.alerts().state(&h.scope).unwrap()["alerts"]["proposal-pending:PROP-002"].clone();
     let out = h.tick(&json!({ "firing": [], "unreadable": ["proposals/"] }), NOV_29_2150);
     assert_eq!(out["heartbeat_result"], "ALERT");
-    let state = h.engine.alerts_state(&h.scope).unwrap();
+    let state = h.engine.alerts().state(&h.scope).unwrap();
     assert_eq!(state["alerts"]["proposal-pending:PROP-002"], frozen);
     assert_eq!(state["last_clean_eval_at"], Value::Null);
     h.engine.verify().unwrap();
@@ -206,14 +206,15 @@ fn a_mirror_never_overwrites_an_alert_state_written_during_the_call() {
         let h = Hermit::new("hermit");
         let file = h.dir.join("state").join(ALERT_STATE_FILE);
         if stamped {
-            let (mirror, _) = h.engine.mirror_begin(&h.call(1), &h.dir, wait).unwrap();
-            h.engine.mirror_end(mirror, &h.scope).unwrap();
+            let (mirror, _) = h.engine.proposals().mirror_begin(&h.call(1), &h.dir, wait).unwrap();
+            h.engine.proposals().mirror_end(mirror, &h.scope).unwrap();
         }
         let cycle = |now: u64, during: &dyn Fn()| {
-            let (mirror, _) = h.engine.mirror_begin(&h.call(now), &h.dir, wait).unwrap();
+            let (mirror, _) =
+                h.engine.proposals().mirror_begin(&h.call(now), &h.dir, wait).unwrap();
             during();
             h.tick(&json!({ "firing": [] }), now);
-            h.engine.alerts_mirror_end(mirror, &h.scope).unwrap();
+            h.engine.proposals().alerts_mirror_end(mirror, &h.scope).unwrap();
         };
         cycle(NOV_29_2150, &|| {});
         let mut theirs: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
@@ -222,7 +223,7 @@ fn a_mirror_never_overwrites_an_alert_state_written_during_the_call() {
         cycle(NOV_29_2150 + 1000, &|| std::fs::write(&file, &theirs).unwrap());
         assert_eq!(std::fs::read_to_string(&file).unwrap(), theirs, "stamped {stamped}");
         cycle(NOV_29_2150 + 2000, &|| {});
-        let state = h.engine.alerts_state(&h.scope).unwrap();
+        let state = h.engine.alerts().state(&h.scope).unwrap();
         assert_eq!(state["total_ticks"], 999, "adopted by the next call (stamped {stamped})");
         let written: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
         assert_eq!(written, Value::Object(state), "and mirrored again");

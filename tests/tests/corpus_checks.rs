@@ -10,7 +10,7 @@ use std::fs;
 use std::os::unix::fs::PermissionsExt;
 
 use hookstate_engine::feedback::{self as feedback_rules, Input};
-use hookstate_engine::legacy::files::{parse_legacy, LegacyFile};
+use hookstate_engine::legacy_files::{parse_legacy, LegacyFile};
 use hookstate_engine::limits::{STDIN_BYTES_MAX, VALUE_BYTES_MAX};
 use hookstate_engine::stdin::{
     parse_findings, parse_hook_payload, parse_patch_stdin, parse_rows, parse_stop_payload,
@@ -270,8 +270,9 @@ pub(crate) fn verb_stdin_verdict(data: &[u8]) -> Option<(usize, bool)> {
     // accepts `1e999` there, which `Value` refuses as out of f64 range (found by fuzzing).
     let is_json = || serde_json::from_str::<&RawValue>(text).is_ok();
     // What upstream's `JSON.parse(stdin.trim())` would parse.
-    let is_trimmed_json =
-        || serde_json::from_str::<&RawValue>(hookstate_engine::stdin::js_trim(text)).is_ok();
+    let is_trimmed_json = || {
+        serde_json::from_str::<&RawValue>(hookstate_engine::kernel::compat::js_trim(text)).is_ok()
+    };
     let accepted = match verb {
         "hook-payload" => {
             let ok = parse_hook_payload(text).is_ok();
@@ -346,7 +347,7 @@ pub(crate) fn verb_stdin_verdict(data: &[u8]) -> Option<(usize, bool)> {
             }
             ok
         }
-        "alerts-tick" => match hookstate_engine::alerts::parse_tick_input(text) {
+        "alerts-tick" => match hookstate_engine::alerts::ladder::parse_tick_input(text) {
             Ok(_) => {
                 assert!(is_trimmed_json(), "a tick payload that is not JSON was accepted");
                 true
@@ -361,7 +362,7 @@ pub(crate) fn verb_stdin_verdict(data: &[u8]) -> Option<(usize, bool)> {
                 false
             }
         },
-        _ => match hookstate_engine::props::parse_create(text) {
+        _ => match hookstate_engine::proposals::props::parse_create(text) {
             Ok(input) => {
                 assert!(!input.title.is_empty() && !input.body.is_empty(), "empty title or body");
                 assert!(text.contains(input.title.as_str()), "title from nowhere");

@@ -6,8 +6,9 @@
 
 use std::path::{Path, PathBuf};
 
+use hookstate_engine::feedback::layout::MoonshineImport;
 use hookstate_engine::schema::Actor;
-use hookstate_engine::{Call, Engine, MoonshineImport, OpenOptions};
+use hookstate_engine::{Call, Engine, OpenOptions};
 
 const FIXTURE_HOME: &str =
     concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/legacy/moonshine/home/.agent/moonshine");
@@ -42,16 +43,16 @@ fn a_mirror_never_overwrites_a_comment_file_changed_during_the_call() {
     copy_dir(Path::new(FIXTURE_HOME), &home);
     let engine = Engine::open(&tmp.path().join("s.redb"), OpenOptions::default()).unwrap();
     let import = MoonshineImport::read(&home, Some(PROJECT)).unwrap();
-    let (_, refused) = engine.import_moonshine(&call(FIXTURE_NOW_MS), import).unwrap();
+    let (_, refused) = engine.feedback().import(&call(FIXTURE_NOW_MS), import).unwrap();
     assert!(refused.is_none());
     let file = home.join(PROJECT).join(".feedback/fb_mii0k1q2_4x8c2d.json");
     let cycle = |now: u64, mode: &str, during: &dyn Fn()| {
         let seen = MoonshineImport::read_mirror(&home, Some(PROJECT)).unwrap();
-        let (_, refused) = engine.adopt_moonshine(&call(now), &seen).unwrap();
+        let (_, refused) = engine.feedback().adopt(&call(now), &seen).unwrap();
         assert!(refused.is_none());
         during();
-        engine.feedback_control(&call(now), mode, None).unwrap();
-        engine.export_moonshine(&home, Some(PROJECT), Some(&seen)).unwrap();
+        engine.feedback().control(&call(now), mode, None).unwrap();
+        engine.feedback().export(&home, Some(PROJECT), Some(&seen)).unwrap();
     };
     let text = std::fs::read_to_string(&file).unwrap();
     assert!(text.contains("\"status\": \"delivered\""), "{text}");
@@ -61,7 +62,7 @@ fn a_mirror_never_overwrites_a_comment_file_changed_during_the_call() {
     let control = std::fs::read_to_string(home.join(PROJECT).join(".feedback/control.json"));
     assert!(control.unwrap().contains("paused"), "the verb's own file is written");
     cycle(FIXTURE_NOW_MS + 2000, "listen", &|| {});
-    let shown = engine.feedback_show(&call(0).scope, "fb_mii0k1q2_4x8c2d").unwrap();
+    let shown = engine.feedback().show(&call(0).scope, "fb_mii0k1q2_4x8c2d").unwrap();
     assert_eq!(shown["record"]["status"], "dismissed", "adopted by the next call: {shown}");
     assert_eq!(std::fs::read_to_string(&file).unwrap(), theirs);
     engine.verify().unwrap();

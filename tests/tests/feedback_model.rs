@@ -132,7 +132,7 @@ fn run(ops: &[Op]) -> Result<(), TestCaseError> {
         let now = model.now;
         let (got, want) = match op {
             Op::Add => {
-                let out = engine.feedback_add(&call(now, None), target, "c").unwrap();
+                let out = engine.feedback().add(&call(now, None), target, "c").unwrap();
                 let id = out.result["id"].as_str().unwrap().to_owned();
                 model.comments.push(Comment {
                     id,
@@ -150,7 +150,7 @@ fn run(ops: &[Op]) -> Result<(), TestCaseError> {
                     stale_ms: STALE_MS,
                 };
                 let out =
-                    engine.feedback_claim(&call(now, Some(format!("h{holder}"))), &ask).unwrap();
+                    engine.feedback().claim(&call(now, Some(format!("h{holder}"))), &ask).unwrap();
                 let claimed =
                     out.result["claimed"].as_array().unwrap().first().map(|c| {
                         (c["id"].as_str().unwrap().to_owned(), c["token"].as_u64().unwrap())
@@ -162,13 +162,13 @@ fn run(ops: &[Op]) -> Result<(), TestCaseError> {
                 let Some(c) = model.comments.get(index) else { continue };
                 let token = if *stale { c.token.saturating_sub(1) } else { c.token };
                 let id = c.id.clone();
-                let out = engine.feedback_reply(&call(now, None), &id, token, "done").unwrap();
+                let out = engine.feedback().reply(&call(now, None), &id, token, "done").unwrap();
                 (answer(&out), model.reply(index, token))
             }
             Op::Dismiss { comment } => {
                 let index = usize::from(*comment);
                 let Some(c) = model.comments.get(index) else { continue };
-                let out = engine.feedback_dismiss(&call(now, None), &c.id.clone()).unwrap();
+                let out = engine.feedback().dismiss(&call(now, None), &c.id.clone()).unwrap();
                 (answer(&out), model.dismiss(index))
             }
             Op::Advance { s } => {
@@ -180,7 +180,7 @@ fn run(ops: &[Op]) -> Result<(), TestCaseError> {
         let report = engine.verify();
         prop_assert!(report.is_ok(), "verify after step {step}: {report:?}");
     }
-    let listed = engine.feedback_list(SCOPE).unwrap();
+    let listed = engine.feedback().list(SCOPE).unwrap();
     let statuses: Vec<String> = listed["comments"]
         .as_array()
         .unwrap()

@@ -8,9 +8,10 @@
 
 use std::path::{Path, PathBuf};
 
-use hookstate_engine::heartbeat::rules::monitor_command;
-use hookstate_engine::heartbeat::{BudgetInput, MonitorSetup, NEXT_TASK_FILE, STATE_FILES};
-use hookstate_engine::legacy::heartbeat::read_heartbeat_files;
+use hookstate_engine::alerts::heartbeat::{NEXT_TASK_FILE, STATE_FILES};
+use hookstate_engine::alerts::heartbeat_rules::monitor_command;
+use hookstate_engine::alerts::layout_heartbeat::read_heartbeat_files;
+use hookstate_engine::alerts::{BudgetInput, MonitorSetup};
 use hookstate_engine::proposals::hermit_scope;
 use hookstate_engine::schema::Actor;
 use hookstate_engine::{Call, Engine, Error, LogFilter, OpenOptions};
@@ -66,16 +67,16 @@ impl Hermit {
             spend,
             cap: 50.0,
         };
-        self.engine.heartbeat_budget_record(&self.call(now), tz, &input).unwrap().to_json()
+        self.engine.alerts().budget_record(&self.call(now), tz, &input).unwrap().to_json()
     }
 
     fn alerts(&self) -> serde_json::Map<String, Value> {
-        self.engine.heartbeat_alerts(&self.scope).unwrap()
+        self.engine.alerts().budget_alerts(&self.scope).unwrap()
     }
 
     fn import(&self, now: u64) -> Value {
         let files = read_heartbeat_files(&self.dir).unwrap();
-        self.engine.import_hermit_heartbeat(&self.call(now), &self.dir, files).unwrap().to_json()
+        self.engine.alerts().import_heartbeat(&self.call(now), &self.dir, files).unwrap().to_json()
     }
 
     fn verify(&self) {
@@ -106,11 +107,11 @@ fn budget_alerts_are_created_once_and_never_reset() {
     let key = "budget-warn:weekly:2026-W38";
     assert_eq!(h.alerts()[key]["spend"], json!(41.2731), "an existing key is never rewritten");
     assert_eq!(h.alerts()[key]["ts"], "2026-09-14T09:12:03.554Z");
-    let marked = h.engine.heartbeat_budget_mark(&h.call(SEP_14), key).unwrap();
+    let marked = h.engine.alerts().budget_mark(&h.call(SEP_14), key).unwrap();
     assert!(marked.refusal.is_none());
-    let twice = h.engine.heartbeat_budget_mark(&h.call(SEP_14), key).unwrap();
+    let twice = h.engine.alerts().budget_mark(&h.call(SEP_14), key).unwrap();
     assert_eq!(twice.refusal.unwrap().reason, "already_notified");
-    let missing = h.engine.heartbeat_budget_mark(&h.call(SEP_14), "budget-warn:daily:x").unwrap();
+    let missing = h.engine.alerts().budget_mark(&h.call(SEP_14), "budget-warn:daily:x").unwrap();
     assert_eq!(missing.to_json()["verdict"], "NONE|no-match");
     let after = h.record(SEP_14 + 2 * HOUR_MS, "UTC", "warn", "weekly", 49.0);
     assert_eq!(after["notified"], true);
@@ -144,9 +145,9 @@ fn reaps_remove_exactly_the_past_periods_in_the_configured_zone() {
         let h = hermit(None);
         let key = h.record(at, tz, "warn", period, 45.0)["key"].as_str().unwrap().to_owned();
         let other = h.record(at, tz, "breach", "monthly", 60.0)["key"].as_str().unwrap().to_owned();
-        let kept = h.engine.heartbeat_budget_reap(&h.call(keep), tz).unwrap().to_json();
+        let kept = h.engine.alerts().budget_reap(&h.call(keep), tz).unwrap().to_json();
         assert_eq!(kept["reaped"], json!([]), "{period} {tz}: {key} is still current at {keep}");
-        let reaped = h.engine.heartbeat_budget_reap(&h.call(gone), tz).unwrap().to_json();
+        let reaped = h.engine.alerts().budget_reap(&h.call(gone), tz).unwrap().to_json();
         let reaped: Vec<String> = serde_json::from_value(reaped["reaped"].clone()).unwrap();
         assert!(reaped.contains(&key), "{period} {tz}: {key} is past at {gone}: {reaped:?}");
         assert_eq!(h.alerts().contains_key(&other), !reaped.contains(&other), "{period} {tz}");
@@ -162,7 +163,7 @@ fn a_record_in_a_new_period_reaps_the_old_key_and_keeps_others_in_order() {
     let out = h.record(next_week, "UTC", "warn", "weekly", 40.0);
     assert_eq!(out["reaped"], json!(["budget-warn:weekly:2026-W37"]));
     let exported = tempfile::tempdir().unwrap();
-    h.engine.export_hermit_heartbeat(&h.scope, exported.path()).unwrap();
+    h.engine.alerts().export_heartbeat(&h.scope, exported.path()).unwrap();
     let text = std::fs::read_to_string(exported.path().join("state/budget-alerts.json")).unwrap();
     assert!(text.starts_with("{\"alerts\":{\"budget-warn:weekly:2026-W39\":{\"kind\":\"budget\""));
     assert!(text.ends_with("\"last_digest_date\":null,\"self_eval\":{},\"total_ticks\":0}\n"));
@@ -180,7 +181,7 @@ fn setup(interval_s: u64, boot: Option<&str>) -> MonitorSetup {
 }
 
 fn monitor_file(h: &Hermit) -> Value {
-    let files = h.engine.heartbeat_files(&h.scope).unwrap();
+    let files = h.engine.alerts().heartbeat_files(&h.scope).unwrap();
     let text = files.iter().find(|(f, _)| f == "heartbeat-monitor.runtime.json").unwrap();
     serde_json::from_str(text.1.as_deref().unwrap()).unwrap()
 }
@@ -189,26 +190,26 @@ fn monitor_file(h: &Hermit) -> Value {
 fn monitor_start_check_commit_and_stop_cycle() {
     let h = hermit(None);
     let s = setup(60, Some("boot-1"));
-    let check = h.engine.heartbeat_monitor_check(&h.call(SEP_14), &s).unwrap().to_json();
+    let check = h.engine.alerts().monitor_check(&h.call(SEP_14), &s).unwrap().to_json();
     let cmd = "bash /opt/plug/scripts/heartbeat-monitor.sh 60 /srv/h";
     let rearm = format!("REARM|runtime-missing\nFIRST_START:1\nINTERVAL:60\nCMD:{cmd}");
     assert_eq!(check["verdict"], rearm);
     assert_eq!(monitor_file(&h), json!({ "armed_at": "2026-09-14T09:12:03.554Z" }));
     // A peek in the arming second (whole seconds) is adopted as started_at.
-    h.engine.heartbeat_liveness_peek(&h.call(SEP_14 + 100)).unwrap();
-    let commit = h.engine.heartbeat_monitor_commit(&h.call(SEP_14 + 900), &s, "task-1").unwrap();
+    h.engine.alerts().liveness_peek(&h.call(SEP_14 + 100)).unwrap();
+    let commit = h.engine.alerts().monitor_commit(&h.call(SEP_14 + 900), &s, "task-1").unwrap();
     assert_eq!(commit.to_json()["verdict"], "OK|registered|interval=60");
     let expected = json!({
         "description": "heartbeat-monitor", "task_id": "task-1", "command": cmd, "interval": 60,
         "started_at": "2026-09-14T09:12:03Z", "boot_id": "boot-1",
     });
     assert_eq!(monitor_file(&h), expected);
-    let fresh = h.engine.heartbeat_monitor_check(&h.call(SEP_14 + 1000), &s).unwrap();
+    let fresh = h.engine.alerts().monitor_check(&h.call(SEP_14 + 1000), &s).unwrap();
     assert_eq!(fresh.to_json()["verdict"], "FRESH|interval=60");
     assert_eq!(fresh.appended, 0, "a fresh check writes nothing");
     // Stale: no peek for more than 3 intervals; the re-arm names the old task and keeps fields.
     let late = SEP_14 + 181_000;
-    let stale = h.engine.heartbeat_monitor_check(&h.call(late), &s).unwrap().to_json();
+    let stale = h.engine.alerts().monitor_check(&h.call(late), &s).unwrap().to_json();
     assert_eq!(
         stale["verdict"],
         format!("REARM|liveness-stale\nOLD_TASK:task-1\nINTERVAL:60\nCMD:{cmd}")
@@ -216,19 +217,19 @@ fn monitor_start_check_commit_and_stop_cycle() {
     let mut armed = expected.clone();
     armed["armed_at"] = json!("2026-09-14T09:15:04.554Z");
     assert_eq!(monitor_file(&h), armed);
-    assert!(h.engine.heartbeat_liveness(&h.scope).unwrap().is_none(), "re-arm deletes liveness");
+    assert!(h.engine.alerts().liveness(&h.scope).unwrap().is_none(), "re-arm deletes liveness");
     // A peek from before the arming second is not adopted: started_at is the commit's now.
-    let commit = h.engine.heartbeat_monitor_commit(&h.call(late + 5000), &s, "task-2").unwrap();
+    let commit = h.engine.alerts().monitor_commit(&h.call(late + 5000), &s, "task-2").unwrap();
     assert_eq!(commit.to_json()["verdict"], "DEAD|liveness-absent");
     assert_eq!(monitor_file(&h)["started_at"], "2026-09-14T09:15:09.554Z");
-    h.engine.heartbeat_liveness_peek(&h.call(late - 2000)).unwrap();
-    h.engine.heartbeat_monitor_commit(&h.call(late + 6000), &s, "task-3").unwrap();
+    h.engine.alerts().liveness_peek(&h.call(late - 2000)).unwrap();
+    h.engine.alerts().monitor_commit(&h.call(late + 6000), &s, "task-3").unwrap();
     assert_eq!(monitor_file(&h)["started_at"], "2026-09-14T09:15:10.554Z");
-    let stop = h.engine.heartbeat_monitor_stop(&h.call(late + 7000)).unwrap().to_json();
+    let stop = h.engine.alerts().monitor_stop(&h.call(late + 7000)).unwrap().to_json();
     assert_eq!(stop["verdict"], "OK|stopped");
     assert_eq!(monitor_file(&h), json!({}));
-    assert!(h.engine.heartbeat_liveness(&h.scope).unwrap().is_none());
-    let after = h.engine.heartbeat_monitor_check(&h.call(late + 8000), &s).unwrap().to_json();
+    assert!(h.engine.alerts().liveness(&h.scope).unwrap().is_none());
+    let after = h.engine.alerts().monitor_check(&h.call(late + 8000), &s).unwrap().to_json();
     assert_eq!(
         after["verdict"],
         format!("REARM|runtime-missing\nFIRST_START:1\nINTERVAL:60\nCMD:{cmd}")
@@ -240,11 +241,11 @@ fn monitor_start_check_commit_and_stop_cycle() {
 fn monitor_health_names_each_failure() {
     let h = hermit(None);
     let s = setup(60, Some("boot-1"));
-    h.engine.heartbeat_monitor_check(&h.call(SEP_14), &s).unwrap();
-    h.engine.heartbeat_liveness_peek(&h.call(SEP_14)).unwrap();
-    h.engine.heartbeat_monitor_commit(&h.call(SEP_14), &s, "t").unwrap();
+    h.engine.alerts().monitor_check(&h.call(SEP_14), &s).unwrap();
+    h.engine.alerts().liveness_peek(&h.call(SEP_14)).unwrap();
+    h.engine.alerts().monitor_commit(&h.call(SEP_14), &s, "t").unwrap();
     let status = |setup: &MonitorSetup, now: u64| {
-        h.engine.heartbeat_monitor_status(&h.scope, setup, now).unwrap()
+        h.engine.alerts().monitor_status(&h.scope, setup, now).unwrap()
     };
     assert_eq!(status(&s, SEP_14 + 1000), (true, "fresh".into()));
     assert_eq!(status(&setup(60, Some("boot-2")), SEP_14), (false, "boot-mismatch".into()));
@@ -260,21 +261,21 @@ fn monitor_health_names_each_failure() {
     let off = MonitorSetup { disabled: true, ..s.clone() };
     assert_eq!(status(&off, SEP_14 + 181_000), (true, "disabled".into()));
     // start-check treats disabled as a re-arm (reaching start is an explicit act).
-    let check = h.engine.heartbeat_monitor_check(&h.call(SEP_14), &off).unwrap().to_json();
+    let check = h.engine.alerts().monitor_check(&h.call(SEP_14), &off).unwrap().to_json();
     assert!(check["verdict"].as_str().unwrap().starts_with("REARM|disabled\nOLD_TASK:t\n"));
 }
 
 #[test]
 fn liveness_reads_alive_then_unknown() {
     let h = hermit(None);
-    assert_eq!(h.engine.heartbeat_liveness_read(&h.scope, SEP_14).unwrap(), (false, None));
-    h.engine.heartbeat_liveness_peek(&h.call(SEP_14)).unwrap();
+    assert_eq!(h.engine.alerts().liveness_read(&h.scope, SEP_14).unwrap(), (false, None));
+    h.engine.alerts().liveness_peek(&h.call(SEP_14)).unwrap();
     assert_eq!(
-        h.engine.heartbeat_liveness_read(&h.scope, SEP_14 + 600_000).unwrap(),
+        h.engine.alerts().liveness_read(&h.scope, SEP_14 + 600_000).unwrap(),
         (true, Some(600))
     );
     assert_eq!(
-        h.engine.heartbeat_liveness_read(&h.scope, SEP_14 + 601_000).unwrap(),
+        h.engine.alerts().liveness_read(&h.scope, SEP_14 + 601_000).unwrap(),
         (false, Some(601))
     );
 }
@@ -282,18 +283,18 @@ fn liveness_reads_alive_then_unknown() {
 #[test]
 fn injection_alerts_are_damped_once_per_file_version() {
     let h = hermit(None);
-    assert_eq!(h.engine.heartbeat_injection_check(&h.scope, "9c04be1f").unwrap(), (false, None));
-    h.engine.heartbeat_injection_record(&h.call(SEP_14), "9c04be1f", None).unwrap();
-    let announced = h.engine.heartbeat_injection_check(&h.scope, "9c04be1f").unwrap();
+    assert_eq!(h.engine.alerts().injection_check(&h.scope, "9c04be1f").unwrap(), (false, None));
+    h.engine.alerts().injection_record(&h.call(SEP_14), "9c04be1f", None).unwrap();
+    let announced = h.engine.alerts().injection_check(&h.scope, "9c04be1f").unwrap();
     assert_eq!(announced, (true, Some("9c04be1f".into())));
-    assert!(!h.engine.heartbeat_injection_check(&h.scope, "0badf00d").unwrap().0, "edited file");
+    assert!(!h.engine.alerts().injection_check(&h.scope, "0badf00d").unwrap().0, "edited file");
     let stamp = Some("2026-09-14T11:20:00+02:00");
-    h.engine.heartbeat_injection_record(&h.call(SEP_14), "0badf00d", stamp).unwrap();
-    assert!(!h.engine.heartbeat_injection_check(&h.scope, "9c04be1f").unwrap().0);
-    assert!(h.engine.heartbeat_injection_check(&h.scope, "0badf00d").unwrap().0);
-    let bad = h.engine.heartbeat_injection_record(&h.call(SEP_14), "9C04BE1F", None);
+    h.engine.alerts().injection_record(&h.call(SEP_14), "0badf00d", stamp).unwrap();
+    assert!(!h.engine.alerts().injection_check(&h.scope, "9c04be1f").unwrap().0);
+    assert!(h.engine.alerts().injection_check(&h.scope, "0badf00d").unwrap().0);
+    let bad = h.engine.alerts().injection_record(&h.call(SEP_14), "9C04BE1F", None);
     assert!(matches!(bad, Err(Error::Invalid(_))));
-    let files = h.engine.heartbeat_files(&h.scope).unwrap();
+    let files = h.engine.alerts().heartbeat_files(&h.scope).unwrap();
     let text = files.iter().find(|(f, _)| f == "injection-alert.json").unwrap().1.clone();
     assert_eq!(
         text.unwrap(),
@@ -304,11 +305,11 @@ fn injection_alerts_are_damped_once_per_file_version() {
 /// A scope with an idle runtime and a queued task, and its token.
 fn queued(h: &Hermit) -> String {
     h.import(1);
-    h.engine.heartbeat_next_task_token(&h.scope, true).unwrap().unwrap()
+    h.engine.alerts().next_task_token(&h.scope, true).unwrap().unwrap()
 }
 
 fn ack(h: &Hermit, token: &str, now: u64) -> Value {
-    h.engine.heartbeat_next_task_ack(&h.call(now), true, "Europe/Berlin", token).unwrap().to_json()
+    h.engine.alerts().next_task_ack(&h.call(now), true, "Europe/Berlin", token).unwrap().to_json()
 }
 
 type Change = fn(&Hermit);
@@ -316,15 +317,15 @@ type Change = fn(&Hermit);
 fn set(h: &Hermit, fields: &[(&str, Value)]) {
     let sets: Vec<(String, Value)> =
         fields.iter().map(|(k, v)| ((*k).to_owned(), v.clone())).collect();
-    h.engine.heartbeat_runtime_set(&h.call(SEP_14), "UTC", &sets, &[]).unwrap();
+    h.engine.alerts().runtime_set(&h.call(SEP_14), "UTC", &sets, &[]).unwrap();
 }
 
 fn queue(h: &Hermit, text: &str) {
-    h.engine.heartbeat_next_task_queue(&h.call(SEP_14), text, true).unwrap();
+    h.engine.alerts().next_task_queue(&h.call(SEP_14), text, true).unwrap();
 }
 
 fn same_queue(h: &Hermit) -> String {
-    let files = h.engine.heartbeat_files(&h.scope).unwrap();
+    let files = h.engine.alerts().heartbeat_files(&h.scope).unwrap();
     files.into_iter().find(|(f, _)| f == NEXT_TASK_FILE).unwrap().1.unwrap()
 }
 
@@ -357,7 +358,7 @@ fn intervening_changes() -> Vec<(&'static str, Change, &'static str)> {
         (
             "queue consumed",
             |h| {
-                h.engine.heartbeat_next_task_consume(&h.call(SEP_14)).unwrap();
+                h.engine.alerts().next_task_consume(&h.call(SEP_14)).unwrap();
             },
             "queue-missing",
         ),
@@ -365,8 +366,8 @@ fn intervening_changes() -> Vec<(&'static str, Change, &'static str)> {
             "queue consumed and re-queued as it was",
             |h| {
                 let text = same_queue(h);
-                h.engine.heartbeat_next_task_consume(&h.call(SEP_14)).unwrap();
-                h.engine.heartbeat_next_task_queue(&h.call(SEP_14), &text, false).unwrap();
+                h.engine.alerts().next_task_consume(&h.call(SEP_14)).unwrap();
+                h.engine.alerts().next_task_queue(&h.call(SEP_14), &text, false).unwrap();
             },
             "changed",
         ),
@@ -378,13 +379,13 @@ fn next_task_ack_is_refused_after_any_intervening_change() {
     for (what, change, reason) in intervening_changes() {
         let h = hermit(Some("hermit-heartbeat"));
         let token = queued(&h);
-        let before = h.engine.heartbeat_runtime(&h.scope).unwrap();
+        let before = h.engine.alerts().runtime(&h.scope).unwrap();
         change(&h);
         let out = ack(&h, &token, SEP_14);
         assert_eq!(out["parked"], false, "{what}: {out}");
         assert_eq!(out["reason"], reason, "{what}: {out}");
         assert_eq!(out["verdict"], json!({ "parked": false, "reason": reason }).to_string());
-        let after = h.engine.heartbeat_runtime(&h.scope).unwrap().unwrap();
+        let after = h.engine.alerts().runtime(&h.scope).unwrap().unwrap();
         assert_ne!(after.get("waiting_reason"), Some(&json!("conservative_pickup")), "{what}");
         assert!(before.is_some());
         h.verify();
@@ -398,7 +399,7 @@ fn next_task_ack_parks_an_unchanged_idle_session_once() {
     assert_eq!(token.len(), 64);
     let out = ack(&h, &token, SEP_14);
     assert_eq!(out["verdict"], "{\"parked\":true}");
-    let runtime = h.engine.heartbeat_runtime(&h.scope).unwrap().unwrap();
+    let runtime = h.engine.alerts().runtime(&h.scope).unwrap().unwrap();
     assert_eq!(runtime["session_state"], "waiting");
     assert_eq!(runtime["waiting_reason"], "conservative_pickup");
     assert_eq!(runtime["waiting_since"], "2026-09-14T09:12:03.554Z");
@@ -408,9 +409,9 @@ fn next_task_ack_parks_an_unchanged_idle_session_once() {
     assert_eq!(keys.last().map(|k| k.as_str()), Some("waiting_since"), "new keys appended");
     let again = ack(&h, &token, SEP_14 + 1000);
     assert_eq!(again["reason"], "not-idle", "never parked twice");
-    let disabled = h.engine.heartbeat_next_task_ack(&h.call(SEP_14), false, "UTC", &token).unwrap();
+    let disabled = h.engine.alerts().next_task_ack(&h.call(SEP_14), false, "UTC", &token).unwrap();
     assert_eq!(disabled.to_json()["reason"], "disabled");
-    assert_eq!(h.engine.heartbeat_next_task_token(&h.scope, false).unwrap(), Err("disabled"));
+    assert_eq!(h.engine.alerts().next_task_token(&h.scope, false).unwrap(), Err("disabled"));
     h.verify();
 }
 
@@ -423,19 +424,19 @@ fn spec_fixtures_round_trip_byte_for_byte() {
     assert_eq!(out["files"].as_array().unwrap().len(), 8, "{out}");
     assert_eq!(out["quarantined"], json!([]));
     let exported = tempfile::tempdir().unwrap();
-    h.engine.export_hermit_heartbeat(&h.scope, exported.path()).unwrap();
+    h.engine.alerts().export_heartbeat(&h.scope, exported.path()).unwrap();
     assert_eq!(layout_files(exported.path()), original, "export(import(files)) == files");
     // import(export(state)) == state: a second store adopting the export exports the same bytes.
     let again = hermit(None);
     copy_tree(exported.path(), &again.dir);
     again.import(1);
     let twice = tempfile::tempdir().unwrap();
-    again.engine.export_hermit_heartbeat(&again.scope, twice.path()).unwrap();
+    again.engine.alerts().export_heartbeat(&again.scope, twice.path()).unwrap();
     assert_eq!(layout_files(twice.path()), original);
     // A mutation keeps the file's layout, key order and unknown keys.
     let key = "budget-warn:weekly:2026-W37";
-    h.engine.heartbeat_budget_mark(&h.call(SEP_14), key).unwrap();
-    h.engine.export_hermit_heartbeat(&h.scope, exported.path()).unwrap();
+    h.engine.alerts().budget_mark(&h.call(SEP_14), key).unwrap();
+    h.engine.alerts().export_heartbeat(&h.scope, exported.path()).unwrap();
     let budget = std::fs::read(exported.path().join("state/budget-alerts.json")).unwrap();
     let expected = original[0].1.clone().unwrap();
     let expected =
@@ -454,12 +455,8 @@ fn corrupt_files_are_quarantined_and_rebuilt_from_the_log() {
     let runtime_bytes = std::fs::read(h.dir.join("state/runtime.json")).unwrap();
     // The store already holds a runtime: the corrupt file is rebuilt from it.
     h.engine
-        .heartbeat_runtime_set(
-            &h.call(SEP_14),
-            "UTC",
-            &[("session_state".into(), json!("idle"))],
-            &[],
-        )
+        .alerts()
+        .runtime_set(&h.call(SEP_14), "UTC", &[("session_state".into(), json!("idle"))], &[])
         .unwrap();
     let out = h.import(SEP_14);
     assert_eq!(out["files"], json!(["heartbeat-liveness.json", "NEXT-TASK.md"]), "{out}");
@@ -490,7 +487,7 @@ fn corrupt_files_are_quarantined_and_rebuilt_from_the_log() {
 fn oversized_files_are_refused_before_anything_is_written() {
     let h = hermit(None);
     std::fs::create_dir_all(h.dir.join("sessions")).unwrap();
-    let big = "x".repeat(hookstate_engine::heartbeat::FILE_BYTES_MAX + 1);
+    let big = "x".repeat(hookstate_engine::alerts::heartbeat::FILE_BYTES_MAX + 1);
     std::fs::write(h.dir.join("sessions").join(NEXT_TASK_FILE), big).unwrap();
     assert!(matches!(read_heartbeat_files(&h.dir), Err(Error::Invalid(_))));
     std::fs::write(h.dir.join("sessions").join(NEXT_TASK_FILE), b"\xff\xfe").unwrap();
@@ -528,8 +525,9 @@ const MODEL_TZ: &str = "America/New_York";
 
 fn model_key(level: usize, period: usize, at: u64) -> String {
     let (level, period) = (["warn", "breach"][level], ["daily", "weekly", "monthly"][period]);
-    let key =
-        hookstate_engine::heartbeat::rules::period_key(period, at, MODEL_TZ).unwrap().unwrap();
+    let key = hookstate_engine::alerts::heartbeat_rules::period_key(period, at, MODEL_TZ)
+        .unwrap()
+        .unwrap();
     format!("budget-{level}:{period}:{key}")
 }
 
@@ -544,7 +542,8 @@ impl BudgetModel {
     fn reap(&mut self, at: u64) {
         self.alerts.retain(|key, (period, _, _)| {
             let period = ["daily", "weekly", "monthly"][*period];
-            let current = hookstate_engine::heartbeat::rules::period_key(period, at, MODEL_TZ);
+            let current =
+                hookstate_engine::alerts::heartbeat_rules::period_key(period, at, MODEL_TZ);
             // Only an older period goes; a later one (a clock ahead recorded it) stays.
             key.rsplit(':').next().unwrap() >= current.unwrap().unwrap().as_str()
         });
@@ -565,13 +564,13 @@ fn run_budget_model(ops: &[BudgetOp]) -> Result<(), proptest::test_runner::TestC
                     spend: f64::from(spend),
                     cap: 50.0,
                 };
-                h.engine.heartbeat_budget_record(&h.call(at), MODEL_TZ, &input).unwrap();
+                h.engine.alerts().budget_record(&h.call(at), MODEL_TZ, &input).unwrap();
                 model.alerts.entry(model_key(level, period, at)).or_insert((period, spend, false));
                 model.reap(at);
             }
             BudgetOp::Mark { level, period, hours } => {
                 let key = model_key(level, period, SEP_14 + hours * HOUR_MS);
-                let out = h.engine.heartbeat_budget_mark(&h.call(SEP_14), &key).unwrap();
+                let out = h.engine.alerts().budget_mark(&h.call(SEP_14), &key).unwrap();
                 let expected = model.alerts.get_mut(&key).filter(|(_, _, notified)| !notified);
                 proptest::prop_assert_eq!(out.refusal.is_none(), expected.is_some(), "{}", key);
                 if let Some(entry) = expected {
@@ -581,7 +580,7 @@ fn run_budget_model(ops: &[BudgetOp]) -> Result<(), proptest::test_runner::TestC
             }
             BudgetOp::Reap { hours } => {
                 let at = SEP_14 + hours * HOUR_MS;
-                h.engine.heartbeat_budget_reap(&h.call(at), MODEL_TZ).unwrap();
+                h.engine.alerts().budget_reap(&h.call(at), MODEL_TZ).unwrap();
                 model.reap(at);
             }
         }
@@ -596,7 +595,7 @@ fn run_budget_model(ops: &[BudgetOp]) -> Result<(), proptest::test_runner::TestC
         }
     }
     let filter = LogFilter { kind: Some("budget_notified".into()), ..LogFilter::default() };
-    let notified = h.engine.events(&filter).unwrap().len();
+    let notified = h.engine.log(&filter).unwrap().len();
     proptest::prop_assert_eq!(notified, model.marks);
     h.verify();
     Ok(())
@@ -631,7 +630,7 @@ fn falsy_budget_entries_are_no_alerts_and_truthy_marks_are_marks() {
     std::fs::write(h.dir.join("state/budget-alerts.json"), file).unwrap();
     h.import(SEP_14);
     let mark = |key: &str| {
-        let out = h.engine.heartbeat_budget_mark(&h.call(SEP_14), key).unwrap().to_json();
+        let out = h.engine.alerts().budget_mark(&h.call(SEP_14), key).unwrap().to_json();
         out["verdict"].as_str().unwrap().to_owned()
     };
     assert_eq!(mark("budget-warn:weekly:2026-W38"), "NONE|no-match", "null is no alert");
@@ -655,7 +654,7 @@ fn falsy_budget_entries_are_no_alerts_and_truthy_marks_are_marks() {
 fn a_record_never_grows_the_budget_file_past_the_file_bound() {
     let h = hermit(None);
     std::fs::create_dir_all(h.dir.join("state")).unwrap();
-    let pad = "x".repeat(hookstate_engine::heartbeat::FILE_BYTES_MAX - 200);
+    let pad = "x".repeat(hookstate_engine::alerts::heartbeat::FILE_BYTES_MAX - 200);
     let file = format!(
         "{{\n  \"alerts\": {{\n    \"note\": {{\n      \"kind\": \"other\",\n      \"text\": \"{pad}\"\n    }}\n  }}\n}}\n"
     );
@@ -668,11 +667,11 @@ fn a_record_never_grows_the_budget_file_past_the_file_bound() {
         spend: 45.0,
         cap: 50.0,
     };
-    let err = h.engine.heartbeat_budget_record(&h.call(SEP_14), "UTC", &input).unwrap_err();
+    let err = h.engine.alerts().budget_record(&h.call(SEP_14), "UTC", &input).unwrap_err();
     assert!(matches!(err, Error::Invalid(_)), "{err:?}");
     assert_eq!(h.alerts().len(), 1, "nothing recorded");
     let out = tempfile::tempdir().unwrap();
-    h.engine.export_hermit_heartbeat(&h.scope, out.path()).unwrap();
+    h.engine.alerts().export_heartbeat(&h.scope, out.path()).unwrap();
     assert_eq!(std::fs::read_to_string(out.path().join("state/budget-alerts.json")).unwrap(), file);
     assert!(read_heartbeat_files(out.path()).is_ok(), "the exported layout still imports");
 }
@@ -687,19 +686,15 @@ fn a_mirror_never_overwrites_a_file_changed_after_its_adoption() {
     let wait = std::time::Duration::from_secs(5);
     let runtime = h.dir.join("state/runtime.json");
     let cycle = |now: u64, during: &dyn Fn()| {
-        let (mirror, _) = h.engine.mirror_begin(&h.call(now), &h.dir, wait).unwrap();
-        h.engine.heartbeat_mirror_adopt(&h.call(now), &mirror).unwrap();
+        let (mirror, _) = h.engine.proposals().mirror_begin(&h.call(now), &h.dir, wait).unwrap();
+        h.engine.alerts().heartbeat_mirror_adopt(&h.call(now), &mirror).unwrap();
         during();
-        h.engine.heartbeat_liveness_peek(&h.call(now)).unwrap();
-        h.engine.heartbeat_mirror_end(mirror, &h.scope).unwrap();
+        h.engine.alerts().liveness_peek(&h.call(now)).unwrap();
+        h.engine.alerts().heartbeat_mirror_end(mirror, &h.scope).unwrap();
     };
     h.engine
-        .heartbeat_runtime_set(
-            &h.call(SEP_14),
-            "UTC",
-            &[("session_state".into(), json!("idle"))],
-            &[],
-        )
+        .alerts()
+        .runtime_set(&h.call(SEP_14), "UTC", &[("session_state".into(), json!("idle"))], &[])
         .unwrap();
     cycle(SEP_14, &|| {});
     let ours = std::fs::read_to_string(&runtime).unwrap();
@@ -707,7 +702,7 @@ fn a_mirror_never_overwrites_a_file_changed_after_its_adoption() {
     cycle(SEP_14 + 1000, &|| std::fs::write(&runtime, &theirs).unwrap());
     assert_eq!(std::fs::read_to_string(&runtime).unwrap(), theirs, "the outside write survives");
     cycle(SEP_14 + 2000, &|| {});
-    let stored = h.engine.heartbeat_runtime(&h.scope).unwrap().unwrap();
+    let stored = h.engine.alerts().runtime(&h.scope).unwrap().unwrap();
     assert_eq!(stored["session_state"], "in_progress", "adopted by the next call");
     assert_eq!(std::fs::read_to_string(&runtime).unwrap(), theirs);
     let peek = std::fs::read_to_string(h.dir.join("state/heartbeat-liveness.json")).unwrap();

@@ -77,10 +77,10 @@ fn race_1_concurrent_appends_lose_a_row_naively_but_not_here() {
     assert_eq!(legacy.read().buffer.len(), 1, "the naive interleaving loses a row");
 
     let engine = engine(dir.path());
-    engine.observer_append(&call(), &[user("a")]).unwrap();
-    engine.observer_append(&call(), &[user("b")]).unwrap();
+    engine.observer().append(&call(), &[user("a")]).unwrap();
+    engine.observer().append(&call(), &[user("b")]).unwrap();
     let texts: Vec<String> =
-        engine.observer_doc(SCOPE).unwrap().state.buffer.into_iter().map(|r| r.text).collect();
+        engine.observer().doc(SCOPE).unwrap().state.buffer.into_iter().map(|r| r.text).collect();
     assert_eq!(texts, ["a", "b"]);
 }
 
@@ -99,16 +99,16 @@ fn race_2_a_sweep_between_injection_and_clear_loses_pending_naively_but_not_here
 
     let engine = engine(dir.path());
     let read = SweepRead { turns: 0, follow_ups: 0, inbox_offset: 0 };
-    engine.observer_sweep_commit(&call(), read, &[finding("first")]).unwrap();
-    let taken = engine.observer_doc(SCOPE).unwrap();
-    engine.observer_sweep_commit(&call(), read, &[finding("second")]).unwrap();
-    let clear = engine.observer_pending_clear(&call(), taken.pending_version).unwrap();
+    engine.observer().sweep_commit(&call(), read, &[finding("first")]).unwrap();
+    let taken = engine.observer().doc(SCOPE).unwrap();
+    engine.observer().sweep_commit(&call(), read, &[finding("second")]).unwrap();
+    let clear = engine.observer().pending_clear(&call(), taken.pending_version).unwrap();
     assert_eq!(clear.refusal.map(|r| r.reason), Some("pending_changed"));
-    let pending = engine.observer_doc(SCOPE).unwrap().state.pending.unwrap();
+    let pending = engine.observer().doc(SCOPE).unwrap().state.pending.unwrap();
     assert!(pending.contains("second") && pending.contains("first"), "{pending}");
-    let now = engine.observer_doc(SCOPE).unwrap().pending_version;
-    assert!(engine.observer_pending_clear(&call(), now).unwrap().refusal.is_none());
-    assert_eq!(engine.observer_doc(SCOPE).unwrap().state.pending, None);
+    let now = engine.observer().doc(SCOPE).unwrap().pending_version;
+    assert!(engine.observer().pending_clear(&call(), now).unwrap().refusal.is_none());
+    assert_eq!(engine.observer().doc(SCOPE).unwrap().state.pending, None);
     engine.verify().unwrap();
 }
 
@@ -127,15 +127,15 @@ fn a_sweep_subtracts_what_it_read_so_turns_during_the_model_call_survive() {
 
     let engine = engine(dir.path());
     for _ in 0..5 {
-        engine.observer_turn(&call()).unwrap();
+        engine.observer().turn(&call()).unwrap();
     }
-    let begin = engine.observer_sweep_begin(&call(), 0).unwrap();
+    let begin = engine.observer().sweep_begin(&call(), 0).unwrap();
     let read_turns = begin.result["turnsSinceSweep"].as_u64().unwrap();
-    engine.observer_turn(&call()).unwrap();
-    engine.observer_turn(&call()).unwrap();
+    engine.observer().turn(&call()).unwrap();
+    engine.observer().turn(&call()).unwrap();
     let read = SweepRead { turns: read_turns, follow_ups: 0, inbox_offset: 0 };
-    engine.observer_sweep_commit(&call(), read, &[]).unwrap();
-    let state = engine.observer_doc(SCOPE).unwrap().state;
+    engine.observer().sweep_commit(&call(), read, &[]).unwrap();
+    let state = engine.observer().doc(SCOPE).unwrap().state;
     assert_eq!((state.turn, state.turns_since_sweep), (7, 2));
 }
 
@@ -144,11 +144,11 @@ fn a_shrunk_inbox_resets_the_offset() {
     let dir = tempfile::tempdir().unwrap();
     let engine = engine(dir.path());
     let read = SweepRead { turns: 0, follow_ups: 0, inbox_offset: 500 };
-    engine.observer_sweep_commit(&call(), read, &[]).unwrap();
-    let begin = engine.observer_sweep_begin(&call(), 120).unwrap();
+    engine.observer().sweep_commit(&call(), read, &[]).unwrap();
+    let begin = engine.observer().sweep_begin(&call(), 120).unwrap();
     assert_eq!(begin.result["inbox_reset"], true);
     assert_eq!(begin.result["due"], true, "the new 120 units are unread");
-    assert_eq!(engine.observer_doc(SCOPE).unwrap().state.inbox_offset, 0);
+    assert_eq!(engine.observer().doc(SCOPE).unwrap().state.inbox_offset, 0);
 }
 
 #[test]
@@ -160,19 +160,19 @@ fn observer_state_round_trips_byte_for_byte() {
         let original = std::fs::read(Path::new(FIXTURES).join(fixture)).unwrap();
         std::fs::write(from.join("cm.json"), &original).unwrap();
         let engine = engine(dir.path());
-        let outcome = engine.import_observer(&call(), &from, "cm.json").unwrap();
+        let outcome = engine.observer().import(&call(), &from, "cm.json").unwrap();
         assert_eq!(outcome.result["round_trip"], true, "{fixture}");
         let to = dir.path().join("to");
-        engine.export_observer(SCOPE, &to, "cm.json").unwrap();
+        engine.observer().export(SCOPE, &to, "cm.json").unwrap();
         assert_eq!(
             String::from_utf8_lossy(&std::fs::read(to.join("cm.json")).unwrap()),
             String::from_utf8_lossy(&original),
             "{fixture}"
         );
         std::fs::write(from.join("bad.json"), br#"{"turn":"x"}"#).unwrap();
-        assert!(engine.import_observer(&call(), &from, "bad.json").is_err());
+        assert!(engine.observer().import(&call(), &from, "bad.json").is_err());
         std::fs::write(from.join("unknown.json"), br#"{"turns":1}"#).unwrap();
-        assert!(engine.import_observer(&call(), &from, "unknown.json").is_err());
+        assert!(engine.observer().import(&call(), &from, "unknown.json").is_err());
         engine.verify().unwrap();
     }
 }

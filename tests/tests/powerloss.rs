@@ -327,7 +327,7 @@ fn check(image: Vec<u8>, acked: &[(u64, [u8; 32])]) -> Result<(), String> {
         Engine::open_with_backend(&scratch.path().join("sim.redb"), backend, options(false))
             .map_err(|e| format!("unopenable: {e}"))?;
     engine.verify().map_err(|e| format!("verify: {e}"))?;
-    let events = engine.events(&LogFilter::default()).map_err(|e| format!("log: {e}"))?;
+    let events = engine.log(&LogFilter::default()).map_err(|e| format!("log: {e}"))?;
     for (seq, hash) in acked {
         let found = events.iter().find(|e| e.seq == *seq);
         if found.is_none_or(|e| e.hash != *hash) {

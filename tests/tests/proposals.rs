@@ -8,9 +8,9 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use hookstate_engine::legacy::hermit::{read_hermit_files, INDEX_FILE, LEDGER_FILE, QUEUE_FILE};
+use hookstate_engine::proposals::layout::{read_hermit_files, INDEX_FILE, LEDGER_FILE, QUEUE_FILE};
+use hookstate_engine::proposals::props::{parse_create, Move, MoveInput};
 use hookstate_engine::proposals::{hermit_scope, parse_micro_input, ResolveInput};
-use hookstate_engine::props::{parse_create, Move, MoveInput};
 use hookstate_engine::schema::Actor;
 use hookstate_engine::{Call, Engine, Error, OpenOptions};
 use serde_json::Value;
@@ -65,11 +65,11 @@ impl Hermit {
 
     fn import(&self) -> Value {
         let files = read_hermit_files(&self.dir).unwrap();
-        self.engine.import_hermit_proposals(&self.call(1), files).unwrap().to_json()
+        self.engine.proposals().import(&self.call(1), files).unwrap().to_json()
     }
 
     fn export(&self, to: &Path) -> (Vec<u8>, Vec<u8>) {
-        self.engine.export_hermit_proposals(&self.scope, to).unwrap();
+        self.engine.proposals().export(&self.scope, to).unwrap();
         let state = to.join("state");
         (
             std::fs::read(state.join(QUEUE_FILE)).unwrap(),
@@ -79,7 +79,7 @@ impl Hermit {
 
     fn queue(&self, now_ms: u64, tz: &str, json: &str) -> Value {
         let input = parse_micro_input(json).unwrap();
-        self.engine.proposals_queue_micro(&self.call(now_ms), tz, &input).unwrap().to_json()
+        self.engine.proposals().queue_micro(&self.call(now_ms), tz, &input).unwrap().to_json()
     }
 
     fn resolve(&self, id: &str, action: &str, answer: Option<&str>) -> Value {
@@ -89,7 +89,7 @@ impl Hermit {
             answer: answer.map(str::to_owned),
             channel: Some("discord".into()),
         };
-        self.engine.proposals_micro_resolve(&self.call(SEP_14_08H), &input).unwrap().to_json()
+        self.engine.proposals().micro_resolve(&self.call(SEP_14_08H), &input).unwrap().to_json()
     }
 
     fn fixture_file(fixture: &str, name: &str) -> Vec<u8> {
@@ -164,7 +164,8 @@ impl Hermit {
     fn create(&self, now_ms: u64, stdin: &str) -> Value {
         let input = parse_create(stdin).unwrap();
         self.engine
-            .proposals_create(&self.call(now_ms), "America/New_York", &input)
+            .proposals()
+            .create(&self.call(now_ms), "America/New_York", &input)
             .unwrap()
             .to_json()
     }
@@ -178,13 +179,14 @@ impl Hermit {
             session: None,
         };
         self.engine
-            .proposals_move(&self.call(NOV_29_22H), "America/New_York", &input)
+            .proposals()
+            .move_status(&self.call(NOV_29_22H), "America/New_York", &input)
             .unwrap()
             .to_json()
     }
 
     fn ledger_tail(&self) -> String {
-        self.engine.proposals_ledger(&self.scope).unwrap().last().unwrap().clone()
+        self.engine.proposals().ledger(&self.scope).unwrap().last().unwrap().clone()
     }
 }
 
@@ -217,9 +219,9 @@ fn prop_create_writes_upstreams_file_and_moves_are_compare_and_swap() {
     assert_eq!(stale["verdict"], "ERROR|status-moved:proposed", "CAS on the status the caller saw");
     assert_eq!(h.prop_move(id, Move::Defer, Some("proposed"))["verdict"], format!("OK|{id}"));
     assert!(h.ledger_tail().contains("\"type\":\"responded\",\"proposal_id\":\"PROP-003-warm-build-cache-nightly-170000\",\"action\":\"defer\""));
-    let lines = h.engine.proposals_ledger(&h.scope).unwrap().len();
+    let lines = h.engine.proposals().ledger(&h.scope).unwrap().len();
     assert_eq!(h.prop_move(id, Move::Accept, None)["ledger_event"], false, "responded only once");
-    assert_eq!(h.engine.proposals_ledger(&h.scope).unwrap().len(), lines);
+    assert_eq!(h.engine.proposals().ledger(&h.scope).unwrap().len(), lines);
     assert_eq!(
         h.prop_move(id, Move::Defer, None)["verdict"],
         "ERROR|illegal-move:accepted->deferred"
@@ -306,7 +308,7 @@ fn mp_ids_continue_the_ledger_in_the_configured_zone() {
 fn brief_cycle_on_wild_state_drops_bumps_and_keeps_key_order() {
     let h = hermit(Some("hermit-wild"));
     h.import();
-    let cycle = h.engine.proposals_brief_cycle(&h.call(SEP_14_08H)).unwrap().to_json();
+    let cycle = h.engine.proposals().brief_cycle(&h.call(SEP_14_08H)).unwrap().to_json();
     assert_eq!(
         cycle["verdict"],
         "{\"new\":[{\"id\":\"MP-20260914-2\",\"tier\":1,\"question\":\"How should I proceed with \
@@ -323,7 +325,7 @@ fn brief_cycle_on_wild_state_drops_bumps_and_keeps_key_order() {
     let keys: Vec<&str> = entry.as_object().unwrap().keys().map(String::as_str).collect();
     assert_eq!(keys.last(), Some(&"follow_up_count"), "a new key goes last, as in JS");
     assert_eq!(entry["follow_up_count"], 1);
-    let second = h.engine.proposals_brief_cycle(&h.call(SEP_14_08H)).unwrap().to_json();
+    let second = h.engine.proposals().brief_cycle(&h.call(SEP_14_08H)).unwrap().to_json();
     let line: Value = serde_json::from_str(second["verdict"].as_str().unwrap()).unwrap();
     assert_eq!(line["expired"][0]["id"], "MP-20260914-0");
     assert_eq!(line["renudged"][0]["id"], "MP-20260914-2");
@@ -343,7 +345,7 @@ fn resolve_records_the_label_before_handing_back_on_resolve() {
         out["on_resolve"],
         "/claude-code-hermit:proposal-act accept PROP-031 --answer \"session task\""
     );
-    let ledger = h.engine.proposals_ledger(&h.scope).unwrap();
+    let ledger = h.engine.proposals().ledger(&h.scope).unwrap();
     assert_eq!(
         ledger.last().unwrap(),
         "{\"ts\":\"2026-09-14T08:00:00Z\",\"type\":\"micro-resolved\",\"micro_id\":\
@@ -351,7 +353,7 @@ fn resolve_records_the_label_before_handing_back_on_resolve() {
          accepted cache proposal?\",\"answer\":\"session task\"}"
     );
     assert_eq!(h.resolve("MP-20260914-2", "answered", Some("2"))["verdict"], "NONE|no-match");
-    let queue = h.engine.proposals_queue(&h.scope).unwrap();
+    let queue = h.engine.proposals().queue(&h.scope).unwrap();
     assert!(queue.entries.iter().all(|e| !e.contains("MP-20260914-2")));
 }
 
@@ -379,8 +381,8 @@ fn the_ledger_is_the_queues_history() {
     }
     h.resolve("MP-20261129-5", "approved", None);
     h.resolve("MP-20261129-7", "rejected", Some("no"));
-    h.engine.proposals_brief_cycle(&h.call(NOV_29_22H)).unwrap();
-    let queue = h.engine.proposals_queue(&h.scope).unwrap();
+    h.engine.proposals().brief_cycle(&h.call(NOV_29_22H)).unwrap();
+    let queue = h.engine.proposals().queue(&h.scope).unwrap();
     let ids: BTreeSet<String> = queue
         .entries
         .iter()
@@ -388,7 +390,7 @@ fn the_ledger_is_the_queues_history() {
         .collect();
     // The fixture's MP-…-1 was resolved and …-0, -2, -3 expired by upstream; the brief-cycle
     // above expires nothing new (the six are fresh).
-    ledger_matches_queue(&h.engine.proposals_ledger(&h.scope).unwrap(), &ids);
+    ledger_matches_queue(&h.engine.proposals().ledger(&h.scope).unwrap(), &ids);
     assert_eq!(ids.len(), 4);
 }
 
@@ -398,13 +400,14 @@ fn an_imported_responded_line_counts_as_the_first_response() {
     h.import();
     let event = |id: &str| {
         h.engine
-            .proposals_event(&h.call(NOV_29_22H), "responded", Some(id), Some("accept"))
+            .proposals()
+            .event(&h.call(NOV_29_22H), "responded", Some(id), Some("accept"))
             .unwrap()
     };
-    let lines = h.engine.proposals_ledger(&h.scope).unwrap().len();
+    let lines = h.engine.proposals().ledger(&h.scope).unwrap().len();
     let repeat = event("PROP-001-cache-dependency-install-step-ci-165046");
     assert_eq!((repeat.appended, repeat.result["recorded"].as_bool()), (0, Some(false)));
-    assert_eq!(h.engine.proposals_ledger(&h.scope).unwrap().len(), lines);
+    assert_eq!(h.engine.proposals().ledger(&h.scope).unwrap().len(), lines);
     let first = event("PROP-002-nightly-digest-flaky-tests-165046");
     assert_eq!(first.result["recorded"], true);
     assert!(h.ledger_tail().contains("\"type\":\"responded\",\"proposal_id\":\"PROP-002"));
@@ -449,11 +452,12 @@ fn hazard_interleaved_enqueues_lose_an_entry_naively_but_not_here() {
         Engine::open(&fresh._tmp.path().join("state.redb"), OpenOptions::default()).unwrap();
     let input = |q: &str| parse_micro_input(&format!("{{\"question\":\"{q}\"}}")).unwrap();
     let tz = "America/New_York";
-    let first = fresh.engine.proposals_queue_micro(&fresh.call(NOV_29_22H), tz, &input("from A?"));
-    let second = other.proposals_queue_micro(&fresh.call(NOV_29_22H), tz, &input("from B?"));
+    let first =
+        fresh.engine.proposals().queue_micro(&fresh.call(NOV_29_22H), tz, &input("from A?"));
+    let second = other.proposals().queue_micro(&fresh.call(NOV_29_22H), tz, &input("from B?"));
     let ids = [first.unwrap().to_json()["id"].clone(), second.unwrap().to_json()["id"].clone()];
     assert_eq!(ids, ["MP-20261129-4", "MP-20261129-5"]);
-    let queue = fresh.engine.proposals_queue(&fresh.scope).unwrap();
+    let queue = fresh.engine.proposals().queue(&fresh.scope).unwrap();
     assert_eq!(queue.entries.len(), 4, "both entries kept beside the fixture's two");
 }
 
@@ -470,10 +474,10 @@ fn a_mirror_never_overwrites_proposals_files_changed_during_the_call() {
     let prop = h.dir.join("proposals/PROP-001-cache-dependency-install-step-ci-165046.md");
     let files = [state.join(QUEUE_FILE), state.join(LEDGER_FILE), state.join(INDEX_FILE), prop];
     let cycle = |now: u64, during: &dyn Fn()| {
-        let (mirror, _) = h.engine.mirror_begin(&h.call(now), &h.dir, wait).unwrap();
+        let (mirror, _) = h.engine.proposals().mirror_begin(&h.call(now), &h.dir, wait).unwrap();
         during();
         h.queue(now, "UTC", &format!("{{\"question\":\"Asked at {now}?\"}}"));
-        h.engine.mirror_end(mirror, &h.scope).unwrap();
+        h.engine.proposals().mirror_end(mirror, &h.scope).unwrap();
     };
     cycle(NOV_29_22H, &|| {});
     // What the unmigrated script writes while the next call runs.

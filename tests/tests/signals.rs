@@ -6,8 +6,8 @@
 
 use std::path::{Path, PathBuf};
 
-use hookstate_engine::legacy::loopd::{lexical_join, resolve_bundle};
 use hookstate_engine::schema::Actor;
+use hookstate_engine::signals::layout::{lexical_join, resolve_bundle};
 use hookstate_engine::signals::{bundle_scope, TurnInput};
 use hookstate_engine::{Call, Engine, Error, LogFilter, OpenOptions};
 
@@ -88,7 +88,7 @@ fn turn(session: &str, bundle: &str) -> TurnInput {
 }
 
 fn sends_to(engine: &Engine, scope: &str, session: &str, bundle: &str) -> Option<String> {
-    let outcome = engine.signals_turn(&call(scope, 1), &turn(session, bundle)).unwrap();
+    let outcome = engine.signals().turn(&call(scope, 1), &turn(session, bundle)).unwrap();
     outcome.result["send"]["to"].as_str().map(str::to_owned)
 }
 
@@ -99,17 +99,17 @@ fn failed_sends_cap_per_pm_and_a_newer_pm_clears_it() {
     let bundle = "/b/shop";
     let scope = bundle_scope(bundle);
     assert_eq!(sends_to(&engine, &scope, "r1", bundle), None, "no PM: nothing to send");
-    engine.signals_register_pm(&call(&scope, 1), bundle, "pm-old").unwrap();
+    engine.signals().register_pm(&call(&scope, 1), bundle, "pm-old").unwrap();
     for _ in 0..2 {
         assert_eq!(sends_to(&engine, &scope, "r1", bundle).as_deref(), Some("pm-old"));
         let seq = engine.head().unwrap().seq;
-        engine.signals_delivered(&call(&scope, 2), "r1", seq, false).unwrap();
+        engine.signals().delivered(&call(&scope, 2), "r1", seq, false).unwrap();
     }
     assert_eq!(sends_to(&engine, &scope, "r1", bundle), None, "two failures: silent");
     assert_eq!(sends_to(&engine, &scope, "r2", bundle).as_deref(), Some("pm-old"), "per session");
-    engine.signals_register_pm(&call(&scope, 3), bundle, "pm-new").unwrap();
+    engine.signals().register_pm(&call(&scope, 3), bundle, "pm-new").unwrap();
     assert_eq!(sends_to(&engine, &scope, "r1", bundle).as_deref(), Some("pm-new"), "recovered");
-    let pm = engine.signals_pm(&scope).unwrap().unwrap();
+    let pm = engine.signals().pm(&scope).unwrap().unwrap();
     assert_eq!(pm.current.session, "pm-new");
     assert_eq!(pm.history.iter().map(|e| e.session.as_str()).collect::<Vec<_>>(), ["pm-old"]);
     engine.verify().unwrap();
@@ -121,14 +121,14 @@ fn every_turn_is_kept_as_history_and_the_latest_is_the_view() {
     let engine = engine(dir.path());
     let scope = bundle_scope("/b/shop");
     for _ in 0..5 {
-        engine.signals_turn(&call(&scope, 1), &turn("r1", "/b/shop")).unwrap();
+        engine.signals().turn(&call(&scope, 1), &turn("r1", "/b/shop")).unwrap();
     }
-    let latest = engine.signals_latest(&scope).unwrap();
+    let latest = engine.signals().latest(&scope).unwrap();
     assert_eq!(latest.len(), 1);
     assert_eq!(latest[0].1.turns, 5);
     assert_eq!(latest[0].1.delivered, None);
     let filter = LogFilter { kind: Some("turn_signaled".into()), ..LogFilter::default() };
-    assert_eq!(engine.events(&filter).unwrap().len(), 5, "no turn overwritten");
+    assert_eq!(engine.log(&filter).unwrap().len(), 5, "no turn overwritten");
 }
 
 fn import_export(fixture: &str) -> (Vec<u8>, Vec<u8>, serde_json::Value) {
@@ -138,9 +138,9 @@ fn import_export(fixture: &str) -> (Vec<u8>, Vec<u8>, serde_json::Value) {
     let original = std::fs::read(Path::new(FIXTURES).join(fixture)).unwrap();
     std::fs::write(from.join("store.json"), &original).unwrap();
     let engine = engine(dir.path());
-    let outcome = engine.import_loopd(&call("import", 1), &from, "store.json").unwrap();
+    let outcome = engine.signals().import(&call("import", 1), &from, "store.json").unwrap();
     let to = dir.path().join("to");
-    engine.export_loopd(&to, "store.json").unwrap();
+    engine.signals().export(&to, "store.json").unwrap();
     engine.verify().unwrap();
     let exported = std::fs::read(to.join("store.json")).unwrap();
     (original, exported, outcome.to_json())
@@ -174,21 +174,21 @@ fn export_then_import_reproduces_the_state() {
     let dir = tempfile::tempdir().unwrap();
     let first = engine(&dir.path().join("one"));
     let scope = bundle_scope("/b/shop");
-    first.signals_register_pm(&call(&scope, 1_000), "/b/shop", "pm").unwrap();
-    first.signals_turn(&call(&scope, 2_000), &turn("r1", "/b/shop")).unwrap();
-    first.signals_delivered(&call(&scope, 3_000), "r1", 2, true).unwrap();
+    first.signals().register_pm(&call(&scope, 1_000), "/b/shop", "pm").unwrap();
+    first.signals().turn(&call(&scope, 2_000), &turn("r1", "/b/shop")).unwrap();
+    first.signals().delivered(&call(&scope, 3_000), "r1", 2, true).unwrap();
     let out = dir.path().join("out");
-    first.export_loopd(&out, "s.json").unwrap();
+    first.signals().export(&out, "s.json").unwrap();
     let second = engine(&dir.path().join("two"));
-    second.import_loopd(&call("import", 4_000), &out, "s.json").unwrap();
+    second.signals().import(&call("import", 4_000), &out, "s.json").unwrap();
     let out2 = dir.path().join("out2");
-    second.export_loopd(&out2, "s.json").unwrap();
+    second.signals().export(&out2, "s.json").unwrap();
     assert_eq!(
         std::fs::read(out.join("s.json")).unwrap(),
         std::fs::read(out2.join("s.json")).unwrap()
     );
     let visible = |engine: &Engine| -> Vec<(String, String, u64, String, Option<bool>)> {
-        let latest = engine.signals_latest(&scope).unwrap();
+        let latest = engine.signals().latest(&scope).unwrap();
         latest.into_iter().map(|(s, d)| (s, d.cwd, d.turns, d.at, d.delivered)).collect()
     };
     assert_eq!(visible(&second), visible(&first), "the same legacy-visible records");
@@ -212,17 +212,17 @@ fn hostile_plugin_stores_are_refused_and_change_nothing() {
     ];
     for (name, bytes) in &cases {
         std::fs::write(from.join(name), bytes).unwrap();
-        let result = engine.import_loopd(&call("import", 1), &from, name);
+        let result = engine.signals().import(&call("import", 1), &from, name);
         assert!(matches!(result, Err(Error::Invalid(_))), "{name}: {result:?}");
     }
     let linked = dir.path().join("linked");
     std::os::unix::fs::symlink(&from, &linked).unwrap();
-    let result = engine.import_loopd(&call("import", 1), &linked, "invalid");
+    let result = engine.signals().import(&call("import", 1), &linked, "invalid");
     assert!(matches!(result, Err(Error::UnsafePath { .. })), "{result:?}");
     assert_eq!(engine.head().unwrap().seq, 0, "nothing was appended");
     let once = std::fs::read(Path::new(FIXTURES).join("compact.json")).unwrap();
     std::fs::write(from.join("good"), once).unwrap();
-    engine.import_loopd(&call("import", 1), &from, "good").unwrap();
-    let again = engine.import_loopd(&call("import", 1), &from, "good").unwrap();
+    engine.signals().import(&call("import", 1), &from, "good").unwrap();
+    let again = engine.signals().import(&call("import", 1), &from, "good").unwrap();
     assert_eq!(again.refusal.map(|r| r.reason), Some("already_imported"));
 }

@@ -311,13 +311,13 @@ fn events_survive_reopen_and_the_log_filters() {
         kind: Some("record_put".into()),
         ..Default::default()
     };
-    let seqs: Vec<u64> = engine.events(&filter).unwrap().iter().map(|e| e.seq).collect();
+    let seqs: Vec<u64> = engine.log(&filter).unwrap().iter().map(|e| e.seq).collect();
     assert_eq!(seqs, [2, 3, 4]);
     let tail = hookstate_engine::LogFilter { limit: Some(2), tail: true, ..Default::default() };
-    let seqs: Vec<u64> = engine.events(&tail).unwrap().iter().map(|e| e.seq).collect();
+    let seqs: Vec<u64> = engine.log(&tail).unwrap().iter().map(|e| e.seq).collect();
     assert_eq!(seqs, [4, 5]);
     let other = hookstate_engine::LogFilter { scope: Some("nope".into()), ..Default::default() };
-    assert!(engine.events(&other).unwrap().is_empty());
+    assert!(engine.log(&other).unwrap().is_empty());
 }
 
 /// A file copied while a writer had it open carries redb's recovery flag with no live writer, as

@@ -4,8 +4,8 @@
 //! With `--format verdict`, `tick` prints upstream's one JSON line, and a rejected payload its
 //! INDETERMINATE line (exit 1 only for unparseable JSON). Does not decide anything.
 
-use hookstate_engine::alerts::{indeterminate, parse_tick_input, TickClock};
-use hookstate_engine::legacy::hermit::read_timezone;
+use hookstate_engine::alerts::ladder::{indeterminate, parse_tick_input, TickClock};
+use hookstate_engine::proposals::layout::read_timezone;
 use serde_json::Value;
 
 use crate::args::{AlertsArgs, AlertsVerb, Cli, Format};
@@ -23,15 +23,15 @@ pub(crate) fn run(cli: &Cli, args: &AlertsArgs) -> Result<(), CliError> {
     let (scope, dir) = hermit_target(cli, args.dir.as_deref())?;
     match args.verb {
         AlertsVerb::List => {
-            let state = open(cli, Access::Read)?.alerts_state(&scope)?;
+            let state = open(cli, Access::Read)?.alerts().state(&scope)?;
             print(Format::Json, &Value::Object(state))
         }
         AlertsVerb::CountTick => {
             let writer = writer(cli, &scope)?;
             let outcome =
-                writer.engine.alerts_count_tick(&call_in(cli, "alerts-count-tick", &scope))?;
+                writer.engine.alerts().count_tick(&call_in(cli, "alerts-count-tick", &scope))?;
             if let Some(mirror) = writer.mirror {
-                writer.engine.alerts_mirror_end(mirror, &scope)?;
+                writer.engine.proposals().alerts_mirror_end(mirror, &scope)?;
             }
             print(Format::Json, &outcome.to_json())
         }
@@ -48,7 +48,7 @@ fn tick(cli: &Cli, scope: &str, dir: &std::path::Path) -> Result<(), CliError> {
     let parsed = match read_stdin() {
         Ok(text) => parse_tick_input(&text),
         Err(CliError::Invalid(_)) if cli.format == Format::Verdict => {
-            Err(hookstate_engine::alerts::Rejection {
+            Err(hookstate_engine::alerts::ladder::Rejection {
                 reason: "invalid-json".into(),
                 unparseable: true,
             })
@@ -72,12 +72,12 @@ fn tick(cli: &Cli, scope: &str, dir: &std::path::Path) -> Result<(), CliError> {
             )))
         }
     };
-    hookstate_engine::heartbeat::rules::check_time(now)?;
+    hookstate_engine::alerts::heartbeat_rules::check_time(now)?;
     let writer = writer(cli, scope)?;
     let outcome =
-        writer.engine.alerts_tick(&call_in(cli, "alerts-tick", scope), &timezone, &input)?;
+        writer.engine.alerts().tick(&call_in(cli, "alerts-tick", scope), &timezone, &input)?;
     if let Some(mirror) = writer.mirror {
-        writer.engine.alerts_mirror_end(mirror, scope)?;
+        writer.engine.proposals().alerts_mirror_end(mirror, scope)?;
     }
     if cli.format == Format::Verdict {
         let mut line = serde_json::Map::new();

@@ -6,11 +6,12 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use hookstate_engine::feedback::layout::anchor_matches;
+use hookstate_engine::feedback::layout::MoonshineImport;
 use hookstate_engine::feedback::{self, ClaimAsk, DrainAsk, Input, Pass};
-use hookstate_engine::legacy::moonshine::anchor_matches;
 use hookstate_engine::schema::validate_id;
 use hookstate_engine::stdin::parse_stop_payload;
-use hookstate_engine::{Call, Engine, MoonshineImport, Outcome, Refusal};
+use hookstate_engine::{Call, Engine, Outcome, Refusal};
 use serde_json::{json, Value};
 
 use crate::args::{
@@ -68,7 +69,7 @@ fn mirror(
     seen: Option<&MoonshineImport>,
 ) -> Result<(), CliError> {
     if let (Some(to), Some(project)) = (to, scope.strip_prefix("moonshine:")) {
-        engine.export_moonshine(to, Some(project), seen)?;
+        engine.feedback().export(to, Some(project), seen)?;
     }
     Ok(())
 }
@@ -86,7 +87,7 @@ fn adopt(
     };
     let only = scope.and_then(|s| s.strip_prefix("moonshine:"));
     let found = MoonshineImport::read_mirror(mirror, only)?;
-    let (mut result, refusal) = engine.adopt_moonshine(&call(cli, "mirror-adopt"), &found)?;
+    let (mut result, refusal) = engine.feedback().adopt(&call(cli, "mirror-adopt"), &found)?;
     match refusal {
         None => Ok(Some(found)),
         Some(refusal) => refused(cli, &mut result, refusal).map(|()| None),
@@ -129,8 +130,8 @@ pub(crate) fn run(cli: &Cli, args: &FeedbackArgs) -> Result<(), CliError> {
     let claim_ask: ClaimAsk;
     let add_comment: String;
     let (hook, input, act): (&str, Input<'_>, Box<Mutation<'_>>) = match &args.verb {
-        FeedbackVerb::List => return read(&|e| e.feedback_list(&scope)),
-        FeedbackVerb::Show { id } => return read(&|e| e.feedback_show(&scope, id)),
+        FeedbackVerb::List => return read(&|e| e.feedback().list(&scope)),
+        FeedbackVerb::Show { id } => return read(&|e| e.feedback().show(&scope, id)),
         FeedbackVerb::Add { target, comment, source } => {
             add_comment = match (comment, source.stdin) {
                 (Some(text), false) => text.clone(),
@@ -139,7 +140,7 @@ pub(crate) fn run(cli: &Cli, args: &FeedbackArgs) -> Result<(), CliError> {
             };
             let comment = &add_comment;
             let input = Input::Add { target, comment };
-            ("feedback-add", input, Box::new(move |e, c| e.feedback_add(c, target, comment)))
+            ("feedback-add", input, Box::new(move |e, c| e.feedback().add(c, target, comment)))
         }
         FeedbackVerb::Claim { id, all, drain } => {
             claim_ask = ClaimAsk {
@@ -149,31 +150,35 @@ pub(crate) fn run(cli: &Cli, args: &FeedbackArgs) -> Result<(), CliError> {
                 stale_ms: drain.stale_after_s.saturating_mul(1000),
             };
             let ask = &claim_ask;
-            ("feedback-claim", Input::Claim(ask), Box::new(move |e, c| e.feedback_claim(c, ask)))
+            ("feedback-claim", Input::Claim(ask), Box::new(move |e, c| e.feedback().claim(c, ask)))
         }
         FeedbackVerb::Reply { id, token, reply } => {
             let input = Input::Reply { id, reply };
-            ("feedback-reply", input, Box::new(move |e, c| e.feedback_reply(c, id, *token, reply)))
+            (
+                "feedback-reply",
+                input,
+                Box::new(move |e, c| e.feedback().reply(c, id, *token, reply)),
+            )
         }
         FeedbackVerb::Dismiss { id } => (
             "feedback-dismiss",
             Input::Dismiss { id },
-            Box::new(move |e, c| e.feedback_dismiss(c, id)),
+            Box::new(move |e, c| e.feedback().dismiss(c, id)),
         ),
         FeedbackVerb::Control { mode, for_session } => (
             "feedback-control",
             Input::Control { mode, session: for_session.as_deref() },
-            Box::new(move |e, c| e.feedback_control(c, mode, for_session.as_deref())),
+            Box::new(move |e, c| e.feedback().control(c, mode, for_session.as_deref())),
         ),
         FeedbackVerb::Address { for_session } => (
             "feedback-address",
             Input::Address { session: for_session.as_deref() },
-            Box::new(move |e, c| e.feedback_address(c, for_session.as_deref())),
+            Box::new(move |e, c| e.feedback().address(c, for_session.as_deref())),
         ),
         FeedbackVerb::Heartbeat { mode, interval_s } => (
             "feedback-heartbeat",
             Input::Heartbeat { mode: mode.as_deref(), interval_s: *interval_s },
-            Box::new(move |e, c| e.feedback_heartbeat(c, mode.as_deref(), *interval_s)),
+            Box::new(move |e, c| e.feedback().heartbeat(c, mode.as_deref(), *interval_s)),
         ),
         FeedbackVerb::Tick { .. } => return Ok(()),
     };
@@ -217,7 +222,9 @@ fn drain_all(
 ) -> Result<Vec<Value>, CliError> {
     let scopes = match scope {
         Some(scope) => vec![scope],
-        None => engine.feedback_projects()?.into_iter().map(|p| format!("moonshine:{p}")).collect(),
+        None => {
+            engine.feedback().projects()?.into_iter().map(|p| format!("moonshine:{p}")).collect()
+        }
     };
     let hook = if ask.pass == Pass::Stop { "Stop" } else { "feedback-tick" };
     let mut results = Vec::new();
@@ -226,7 +233,7 @@ fn drain_all(
         if let Some(session) = session {
             call.actor.session = Some(session.to_owned());
         }
-        let outcome = engine.feedback_drain(&call, ask)?;
+        let outcome = engine.feedback().drain(&call, ask)?;
         if let Some((to, seen)) = mirror_to {
             mirror(engine, Some(to), &scope, Some(seen))?;
         }
@@ -325,10 +332,10 @@ fn idle_stop(
 ) -> Result<Option<Vec<Value>>, CliError> {
     let engine = open(cli, Access::Read)?;
     let mut results = Vec::new();
-    for project in engine.feedback_projects()? {
+    for project in engine.feedback().projects()? {
         let mut call = scoped_call(cli, "Stop", &format!("moonshine:{project}"));
         call.actor.session = session.map(str::to_owned);
-        match engine.feedback_drain_idle(&call, ask)? {
+        match engine.feedback().drain_idle(&call, ask)? {
             Some(outcome) => results.push(Value::Object(outcome.result)),
             None => return Ok(None),
         }
@@ -369,7 +376,7 @@ pub(crate) fn import(cli: &Cli, args: &ImportArgs) -> Result<(), CliError> {
         )));
     }
     let engine = open(cli, Access::Write)?;
-    let (mut result, refusal) = engine.import_moonshine(&call, import)?;
+    let (mut result, refusal) = engine.feedback().import(&call, import)?;
     if let Some(refusal) = refusal {
         return refused(cli, &mut result, refusal);
     }
@@ -382,7 +389,7 @@ pub(crate) fn import(cli: &Cli, args: &ImportArgs) -> Result<(), CliError> {
 pub(crate) fn export(cli: &Cli, args: &ExportArgs) -> Result<(), CliError> {
     debug_assert_eq!(args.layout, Layout::Moonshine);
     let engine = open(cli, Access::Read)?;
-    let mut result = engine.export_moonshine(&args.to, args.project.as_deref(), None)?;
+    let mut result = engine.feedback().export(&args.to, args.project.as_deref(), None)?;
     if let Some(map) = result.as_object_mut() {
         map.insert("ok".into(), true.into());
     }

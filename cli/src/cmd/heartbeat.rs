@@ -8,13 +8,14 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use hookstate_engine::heartbeat::rules::{
+use hookstate_engine::alerts::heartbeat::{parse_runtime_set, FILE_BYTES_MAX};
+use hookstate_engine::alerts::heartbeat_rules::{
     check_hash, check_stamp, monitor_command, INTERVAL_S_DEFAULT, LIVENESS_POLL_MS,
     LIVENESS_WAIT_MS_MAX,
 };
-use hookstate_engine::heartbeat::{parse_runtime_set, BudgetInput, MonitorSetup, FILE_BYTES_MAX};
-use hookstate_engine::legacy::heartbeat::{read_config, HeartbeatConfig};
-use hookstate_engine::legacy::hermit::Mirror;
+use hookstate_engine::alerts::layout_heartbeat::{read_config, HeartbeatConfig};
+use hookstate_engine::alerts::{BudgetInput, MonitorSetup};
+use hookstate_engine::proposals::layout::Mirror;
 use hookstate_engine::{Call, Engine, Outcome};
 use serde_json::{json, Value};
 
@@ -39,14 +40,14 @@ pub(crate) fn run(cli: &Cli, args: &AlertsArgs) -> Result<(), CliError> {
     let config = read_config(&dir)?;
     match &args.verb {
         AlertsVerb::Budget(BudgetVerb::List) => {
-            let alerts = open(cli, Access::Read)?.heartbeat_alerts(&scope)?;
+            let alerts = open(cli, Access::Read)?.alerts().budget_alerts(&scope)?;
             print(cli.format, &json!({ "ok": true, "alerts": alerts }))
         }
         AlertsVerb::Monitor(MonitorVerb::Status(setup)) => {
             let setup = monitor_setup(setup, &config, &dir_text)?;
             let now = call_in(cli, "alerts-monitor-status", &scope).now_ms;
             let (healthy, reason) =
-                open(cli, Access::Read)?.heartbeat_monitor_status(&scope, &setup, now)?;
+                open(cli, Access::Read)?.alerts().monitor_status(&scope, &setup, now)?;
             let line = format!("{}|{reason}", if healthy { "HEALTHY" } else { "UNHEALTHY" });
             let value =
                 json!({ "ok": true, "healthy": healthy, "reason": reason, "verdict": line });
@@ -56,7 +57,7 @@ pub(crate) fn run(cli: &Cli, args: &AlertsArgs) -> Result<(), CliError> {
         AlertsVerb::Injection(InjectionVerb::Check { hash }) => {
             check_hash(hash)?;
             let (announced, stored) =
-                open(cli, Access::Read)?.heartbeat_injection_check(&scope, hash)?;
+                open(cli, Access::Read)?.alerts().injection_check(&scope, hash)?;
             let line = if announced {
                 "SKIP|injection-suspect (announced)".to_owned()
             } else {
@@ -68,7 +69,7 @@ pub(crate) fn run(cli: &Cli, args: &AlertsArgs) -> Result<(), CliError> {
         }
         AlertsVerb::NextTask(NextTaskVerb::Token) => {
             let engine = open(cli, Access::Read)?;
-            let value = match engine.heartbeat_next_task_token(&scope, config.next_task_ack)? {
+            let value = match engine.alerts().next_task_token(&scope, config.next_task_ack)? {
                 Ok(token) => json!({ "ok": true, "token": token, "verdict": token }),
                 Err(reason) => json!({ "ok": true, "token": null, "reason": reason,
                                        "verdict": format!("NONE|{reason}") }),
@@ -76,7 +77,7 @@ pub(crate) fn run(cli: &Cli, args: &AlertsArgs) -> Result<(), CliError> {
             print(cli.format, &value)
         }
         AlertsVerb::Runtime(RuntimeVerb::Get) => {
-            let runtime = open(cli, Access::Read)?.heartbeat_runtime(&scope)?;
+            let runtime = open(cli, Access::Read)?.alerts().runtime(&scope)?;
             print(cli.format, &json!({ "ok": true, "runtime": runtime }))
         }
         verb => mutate(cli, verb, &scope, &dir_text, &config),
@@ -85,7 +86,7 @@ pub(crate) fn run(cli: &Cli, args: &AlertsArgs) -> Result<(), CliError> {
 
 fn liveness_read(cli: &Cli, scope: &str) -> Result<(), CliError> {
     let now = call_in(cli, "alerts-liveness-read", scope).now_ms;
-    let (alive, age) = open(cli, Access::Read)?.heartbeat_liveness_read(scope, now)?;
+    let (alive, age) = open(cli, Access::Read)?.alerts().liveness_read(scope, now)?;
     let line = match (alive, age) {
         (true, Some(age)) => format!("ALIVE|age={age}"),
         (_, Some(_)) => "UNKNOWN|stale".to_owned(),
@@ -110,7 +111,7 @@ fn monitor_setup(
         boot_id: args.boot_id.clone().or_else(|| config.boot_id.clone()),
         disabled: config.heartbeat_disabled,
     };
-    hookstate_engine::heartbeat::check_setup(&setup)?;
+    hookstate_engine::alerts::heartbeat::check_setup(&setup)?;
     Ok(setup)
 }
 
@@ -133,7 +134,7 @@ fn read_input(verb: &AlertsVerb, config: &HeartbeatConfig, dir: &str) -> Result<
                 spend: *spend,
                 cap: *cap,
             };
-            hookstate_engine::heartbeat::rules::check_budget(&input)?;
+            hookstate_engine::alerts::heartbeat_rules::check_budget(&input)?;
             Input::Budget(input)
         }
         AlertsVerb::NextTask(NextTaskVerb::Queue { .. }) => {
@@ -193,7 +194,7 @@ fn mutate(
 ) -> Result<(), CliError> {
     let input = read_input(verb, config, dir)?;
     let call = call_in(cli, "alerts", scope);
-    hookstate_engine::heartbeat::rules::check_time(call.now_ms)?;
+    hookstate_engine::alerts::heartbeat_rules::check_time(call.now_ms)?;
     let engine = open(cli, Access::Write)?;
     let mirror = match &cli.mirror {
         Some(dir) => Some(mirror_begin(cli, &engine, &call, dir)?),
@@ -201,7 +202,7 @@ fn mutate(
     };
     let outcome = apply(cli, &engine, verb, scope, config, input)?;
     if let Some(mirror) = mirror {
-        engine.heartbeat_mirror_end(mirror, scope)?;
+        engine.alerts().heartbeat_mirror_end(mirror, scope)?;
     }
     finish(cli, &outcome)
 }
@@ -210,8 +211,8 @@ fn mutate(
 /// mirror machinery) and to the heartbeat files.
 fn mirror_begin(cli: &Cli, engine: &Engine, call: &Call, dir: &Path) -> Result<Mirror, CliError> {
     let wait = Duration::from_millis(cli.wait_ms);
-    let (mirror, _) = engine.mirror_begin(call, dir, wait)?;
-    engine.heartbeat_mirror_adopt(call, &mirror)?;
+    let (mirror, _) = engine.proposals().mirror_begin(call, dir, wait)?;
+    engine.alerts().heartbeat_mirror_adopt(call, &mirror)?;
     Ok(mirror)
 }
 
@@ -227,16 +228,16 @@ fn apply(
     let tz = config.timezone.as_str();
     Ok(match (verb, input) {
         (AlertsVerb::Budget(BudgetVerb::Record { .. }), Input::Budget(input)) => {
-            engine.heartbeat_budget_record(&call("alerts-budget-record"), tz, &input)?
+            engine.alerts().budget_record(&call("alerts-budget-record"), tz, &input)?
         }
         (AlertsVerb::Budget(BudgetVerb::MarkNotified { key }), _) => {
-            engine.heartbeat_budget_mark(&call("alerts-budget-mark-notified"), key)?
+            engine.alerts().budget_mark(&call("alerts-budget-mark-notified"), key)?
         }
         (AlertsVerb::Budget(BudgetVerb::Reap), _) => {
-            engine.heartbeat_budget_reap(&call("alerts-budget-reap"), tz)?
+            engine.alerts().budget_reap(&call("alerts-budget-reap"), tz)?
         }
         (AlertsVerb::Monitor(MonitorVerb::StartCheck(_)), Input::Setup(setup)) => {
-            engine.heartbeat_monitor_check(&call("alerts-monitor-start-check"), &setup)?
+            engine.alerts().monitor_check(&call("alerts-monitor-start-check"), &setup)?
         }
         (
             AlertsVerb::Monitor(MonitorVerb::StartCommit { task_id, liveness_wait_ms, .. }),
@@ -244,38 +245,31 @@ fn apply(
         ) => {
             wait_for_liveness(engine, scope, *liveness_wait_ms)?;
             // The clock is read after the wait, so `started_at` is the time of the write.
-            engine.heartbeat_monitor_commit(
-                &call("alerts-monitor-start-commit"),
-                &setup,
-                task_id,
-            )?
+            engine.alerts().monitor_commit(&call("alerts-monitor-start-commit"), &setup, task_id)?
         }
         (AlertsVerb::Monitor(MonitorVerb::Stop), _) => {
-            engine.heartbeat_monitor_stop(&call("alerts-monitor-stop"))?
+            engine.alerts().monitor_stop(&call("alerts-monitor-stop"))?
         }
         (AlertsVerb::Liveness(LivenessVerb::Peek), _) => {
-            engine.heartbeat_liveness_peek(&call("alerts-liveness-peek"))?
+            engine.alerts().liveness_peek(&call("alerts-liveness-peek"))?
         }
         (AlertsVerb::Injection(InjectionVerb::Record { hash, announced_at }), _) => engine
-            .heartbeat_injection_record(
-                &call("alerts-injection-record"),
-                hash,
-                announced_at.as_deref(),
-            )?,
+            .alerts()
+            .injection_record(&call("alerts-injection-record"), hash, announced_at.as_deref())?,
         (AlertsVerb::NextTask(NextTaskVerb::Queue { replace }), Input::Text(text)) => {
-            engine.heartbeat_next_task_queue(&call("alerts-next-task-queue"), &text, *replace)?
+            engine.alerts().next_task_queue(&call("alerts-next-task-queue"), &text, *replace)?
         }
         (AlertsVerb::NextTask(NextTaskVerb::Consume), _) => {
-            engine.heartbeat_next_task_consume(&call("alerts-next-task-consume"))?
+            engine.alerts().next_task_consume(&call("alerts-next-task-consume"))?
         }
-        (AlertsVerb::NextTask(NextTaskVerb::Ack { token }), _) => engine.heartbeat_next_task_ack(
+        (AlertsVerb::NextTask(NextTaskVerb::Ack { token }), _) => engine.alerts().next_task_ack(
             &call("alerts-next-task-ack"),
             config.next_task_ack,
             tz,
             token,
         )?,
         (AlertsVerb::Runtime(RuntimeVerb::Set { unset, .. }), Input::Runtime(sets)) => {
-            engine.heartbeat_runtime_set(&call("alerts-runtime-set"), tz, &sets, unset)?
+            engine.alerts().runtime_set(&call("alerts-runtime-set"), tz, &sets, unset)?
         }
         _ => return Err(CliError::Usage("not a mutation".into())),
     })
@@ -285,7 +279,7 @@ fn apply(
 /// `waitForFirstTick`).
 fn wait_for_liveness(engine: &Engine, scope: &str, wait_ms: u64) -> Result<(), CliError> {
     let deadline = Instant::now() + Duration::from_millis(wait_ms);
-    while engine.heartbeat_liveness(scope)?.is_none() && Instant::now() < deadline {
+    while engine.alerts().liveness(scope)?.is_none() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(LIVENESS_POLL_MS));
     }
     Ok(())

@@ -7,7 +7,7 @@
 
 use std::path::Path;
 
-use hookstate_engine::legacy::loopd::{is_bundle_root, resolve_bundle};
+use hookstate_engine::signals::layout::{is_bundle_root, resolve_bundle};
 use hookstate_engine::signals::{bundle_scope, TurnInput};
 use hookstate_engine::stdin::{parse_hook_payload, HookPayload};
 use serde_json::json;
@@ -43,7 +43,7 @@ fn session_start(cli: &Cli, payload: &HookPayload) -> Result<(), CliError> {
     let call = call_in(cli, "session-start", &scope);
     let engine = open(cli, Access::Write)?;
     mirror(cli, &engine, &call, Layout::Loopd)?;
-    engine.signals_register_pm(&call, &payload.cwd, &payload.session_id)?;
+    engine.signals().register_pm(&call, &payload.cwd, &payload.session_id)?;
     mirror(cli, &engine, &call, Layout::Loopd)
 }
 
@@ -67,7 +67,7 @@ fn turn_complete(cli: &Cli, payload: &HookPayload) -> Result<(), CliError> {
     call.actor.session = Some(payload.session_id.clone());
     let engine = open(cli, Access::Write)?;
     mirror(cli, &engine, &call, Layout::Loopd)?;
-    let outcome = engine.signals_turn(&call, &turn)?;
+    let outcome = engine.signals().turn(&call, &turn)?;
     mirror(cli, &engine, &call, Layout::Loopd)?;
     let Some(send) = outcome.result.get("send").filter(|s| !s.is_null()) else {
         return Ok(());

@@ -5,8 +5,11 @@
 
 use std::path::Path;
 
-use hookstate_engine::legacy::hermit_alerts::{self, AlertFile};
-use hookstate_engine::legacy::{heartbeat, hermit, loopd, observer};
+use hookstate_engine::alerts::layout_alerts::{self as hermit_alerts, AlertFile};
+use hookstate_engine::alerts::layout_heartbeat as heartbeat;
+use hookstate_engine::observer::layout as observer;
+use hookstate_engine::proposals::layout as hermit;
+use hookstate_engine::signals::layout as loopd;
 use serde_json::json;
 
 use crate::args::{Cli, ExportArgs, ImportArgs, Layout};
@@ -22,7 +25,7 @@ fn file_name(layout: Layout, name: Option<&String>) -> &str {
         (None, Layout::Observer | Layout::Moonshine) => observer::STATE_FILE_DEFAULT,
         (None, Layout::HermitProposals) => hermit::QUEUE_FILE,
         (None, Layout::HermitAlerts) => hermit_alerts::ALERT_STATE_FILE,
-        (None, Layout::HermitHeartbeat) => hookstate_engine::heartbeat::BUDGET_FILE,
+        (None, Layout::HermitHeartbeat) => hookstate_engine::alerts::heartbeat::BUDGET_FILE,
     }
 }
 
@@ -57,7 +60,7 @@ fn import_alerts(cli: &Cli, args: &ImportArgs) -> Result<(), CliError> {
             )))
         }
     };
-    let outcome = open(cli, Access::Write)?.import_hermit_alerts(&call, &state, round_trip)?;
+    let outcome = open(cli, Access::Write)?.alerts().import_alerts(&call, &state, round_trip)?;
     print(cli.format, &outcome.to_json())?;
     match outcome.refusal {
         Some(refusal) => Err(CliError::Refused(refusal.message)),
@@ -84,18 +87,18 @@ pub(crate) fn import(cli: &Cli, args: &ImportArgs) -> Result<(), CliError> {
     let engine = open(cli, Access::Write)?;
     let call = call(cli, "import");
     let outcome = match args.layout {
-        Layout::Loopd => engine.import_loopd(&call, from, name)?,
-        Layout::Observer | Layout::Moonshine => engine.import_observer(&call, from, name)?,
+        Layout::Loopd => engine.signals().import(&call, from, name)?,
+        Layout::Observer | Layout::Moonshine => engine.observer().import(&call, from, name)?,
         Layout::HermitAlerts => return Err(CliError::Usage("imported above".into())),
         Layout::HermitProposals => {
             let (scope, _) = hermit_scope(cli, from)?;
             let files = hermit.ok_or_else(|| CliError::Usage("no hermit files read".into()))?;
-            engine.import_hermit_proposals(&call_in(cli, "import", &scope), files)?
+            engine.proposals().import(&call_in(cli, "import", &scope), files)?
         }
         Layout::HermitHeartbeat => {
             let (scope, _) = hermit_scope(cli, from)?;
             let files = beat.ok_or_else(|| CliError::Usage("no heartbeat files read".into()))?;
-            engine.import_hermit_heartbeat(&call_in(cli, "import", &scope), from, files)?
+            engine.alerts().import_heartbeat(&call_in(cli, "import", &scope), from, files)?
         }
     };
     print(cli.format, &outcome.to_json())?;
@@ -112,33 +115,33 @@ pub(crate) fn export(cli: &Cli, args: &ExportArgs) -> Result<(), CliError> {
     let file = to.join(name);
     let mut out = match args.layout {
         Layout::Loopd => {
-            let keys = engine.export_loopd(to, name)?;
+            let keys = engine.signals().export(to, name)?;
             let value = json!({ "layout": "loopd", "file": file, "keys": keys });
             value.as_object().cloned().unwrap_or_default()
         }
         Layout::Observer | Layout::Moonshine => {
-            let mut out = engine.export_observer(&cli.scope, to, name)?;
+            let mut out = engine.observer().export(&cli.scope, to, name)?;
             out.insert("layout".into(), "observer".into());
             out.insert("file".into(), json!(file));
             out
         }
         Layout::HermitProposals => {
             let (scope, _) = hermit_target(cli, None)?;
-            let mut out = engine.export_hermit_proposals(&scope, to)?;
+            let mut out = engine.proposals().export(&scope, to)?;
             out.insert("layout".into(), "hermit-proposals".into());
             out.insert("scope".into(), json!(scope));
             out
         }
         Layout::HermitAlerts => {
             let (scope, _) = hermit_target(cli, None)?;
-            let mut out = engine.export_hermit_alerts(&scope, to)?;
+            let mut out = engine.alerts().export_alerts(&scope, to)?;
             out.insert("layout".into(), "hermit-alerts".into());
             out.insert("scope".into(), json!(scope));
             out
         }
         Layout::HermitHeartbeat => {
             let (scope, _) = hermit_target(cli, None)?;
-            let mut out = engine.export_hermit_heartbeat(&scope, to)?;
+            let mut out = engine.alerts().export_heartbeat(&scope, to)?;
             out.insert("layout".into(), "hermit-heartbeat".into());
             out.insert("scope".into(), json!(scope));
             out

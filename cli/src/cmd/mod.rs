@@ -99,15 +99,15 @@ pub(crate) fn mirror(
     let name = |default: &'static str| cli.mirror_name.clone().unwrap_or_else(|| default.into());
     match layout {
         Layout::Loopd => {
-            engine.mirror_loopd(
+            engine.signals().mirror(
                 call,
                 dir,
-                &name(hookstate_engine::legacy::loopd::STORE_FILE_DEFAULT),
+                &name(hookstate_engine::signals::layout::STORE_FILE_DEFAULT),
             )?;
         }
         Layout::Observer => {
-            let file = name(hookstate_engine::legacy::observer::STATE_FILE_DEFAULT);
-            engine.mirror_observer(call, dir, &file)?;
+            let file = name(hookstate_engine::observer::layout::STATE_FILE_DEFAULT);
+            engine.observer().mirror(call, dir, &file)?;
         }
         // The feedback, proposals and alerts verbs adopt and write their mirrors themselves.
         Layout::Moonshine

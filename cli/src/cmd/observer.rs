@@ -24,11 +24,11 @@ fn findings_from_stdin() -> Result<Vec<Finding>, CliError> {
 pub(crate) fn run(cli: &Cli, verb: &ObserverVerb) -> Result<(), CliError> {
     match verb {
         ObserverVerb::State => {
-            let doc = open(cli, Access::Read)?.observer_doc(&cli.scope)?;
+            let doc = open(cli, Access::Read)?.observer().doc(&cli.scope)?;
             return print(cli.format, &json!({ "ok": true, "state": doc.state }));
         }
         ObserverVerb::Pending(PendingVerb::Take) => {
-            let doc = open(cli, Access::Read)?.observer_doc(&cli.scope)?;
+            let doc = open(cli, Access::Read)?.observer().doc(&cli.scope)?;
             let value = json!({
                 "ok": true, "pending": doc.state.pending, "version": doc.pending_version,
             });
@@ -43,8 +43,10 @@ pub(crate) fn run(cli: &Cli, verb: &ObserverVerb) -> Result<(), CliError> {
     let engine = open(cli, Access::Write)?;
     mirror(cli, &engine, &call, Layout::Observer)?;
     let outcome = match verb {
-        ObserverVerb::Append => engine.observer_append(&call, &rows_from_stdin()?)?,
-        ObserverVerb::SweepBegin { inbox_len } => engine.observer_sweep_begin(&call, *inbox_len)?,
+        ObserverVerb::Append => engine.observer().append(&call, &rows_from_stdin()?)?,
+        ObserverVerb::SweepBegin { inbox_len } => {
+            engine.observer().sweep_begin(&call, *inbox_len)?
+        }
         ObserverVerb::SweepCommit { read_turns, read_follow_ups, inbox_offset } => {
             let findings = findings_from_stdin()?;
             let read = SweepRead {
@@ -52,12 +54,12 @@ pub(crate) fn run(cli: &Cli, verb: &ObserverVerb) -> Result<(), CliError> {
                 follow_ups: *read_follow_ups,
                 inbox_offset: *inbox_offset,
             };
-            engine.observer_sweep_commit(&call, read, &findings)?
+            engine.observer().sweep_commit(&call, read, &findings)?
         }
         ObserverVerb::Pending(PendingVerb::Clear { version }) => {
-            engine.observer_pending_clear(&call, *version)?
+            engine.observer().pending_clear(&call, *version)?
         }
-        _ => engine.observer_turn(&call)?,
+        _ => engine.observer().turn(&call)?,
     };
     mirror(cli, &engine, &call, Layout::Observer)?;
     print(cli.format, &outcome.to_json())?;

@@ -46,7 +46,7 @@ pub(crate) fn log(cli: &Cli, args: &LogArgs) -> Result<(), CliError> {
         tail: args.tail.is_some(),
     };
     let engine = open(cli, Access::Read)?;
-    let events = engine.events(&filter)?;
+    let events = engine.log(&filter)?;
     let mut out = String::new();
     for event in &events {
         let value = event_to_json(event);

@@ -7,11 +7,11 @@
 
 use std::path::{Path, PathBuf};
 
-use hookstate_engine::legacy::hermit::{read_timezone, Mirror};
+use hookstate_engine::proposals::layout::{read_timezone, Mirror};
+use hookstate_engine::proposals::props::{parse_create, CreateInput, Move, MoveInput, PatchInput};
 use hookstate_engine::proposals::{
     hermit_scope, parse_micro_input, MicroInput, ResolveInput, SCOPE_PREFIX,
 };
-use hookstate_engine::props::{parse_create, CreateInput, Move, MoveInput, PatchInput};
 use hookstate_engine::stdin::parse_patch_stdin;
 use hookstate_engine::{Engine, Outcome};
 use serde_json::{json, Value};
@@ -64,7 +64,7 @@ pub(crate) fn writer(cli: &Cli, scope: &str) -> Result<Writer, CliError> {
         Some(dir) => {
             let call = call_in(cli, "proposals-mirror-adopt", scope);
             let wait = std::time::Duration::from_millis(cli.wait_ms);
-            Some(engine.mirror_begin(&call, dir, wait)?.0)
+            Some(engine.proposals().mirror_begin(&call, dir, wait)?.0)
         }
         None => None,
     };
@@ -91,7 +91,7 @@ pub(crate) fn run(cli: &Cli, args: &ProposalsArgs) -> Result<(), CliError> {
             let input = micro_input.ok_or_else(|| CliError::Usage("no payload".into()))?;
             let timezone = read_timezone(&dir)?;
             let call = call_in(cli, "proposals-queue-micro", &scope);
-            writer.engine.proposals_queue_micro(&call, &timezone, &input)?
+            writer.engine.proposals().queue_micro(&call, &timezone, &input)?
         }
         ProposalsVerb::Micro(MicroVerb::Resolve { id, action, answer, channel }) => {
             let input = ResolveInput {
@@ -101,22 +101,22 @@ pub(crate) fn run(cli: &Cli, args: &ProposalsArgs) -> Result<(), CliError> {
                 channel: channel.clone(),
             };
             let call = call_in(cli, "proposals-micro-resolve", &scope);
-            writer.engine.proposals_micro_resolve(&call, &input)?
+            writer.engine.proposals().micro_resolve(&call, &input)?
         }
         ProposalsVerb::Micro(MicroVerb::Nudge { id }) => {
             let id = required("<MP-id>", id.as_ref())?;
             let call = call_in(cli, "proposals-micro-nudge", &scope);
-            writer.engine.proposals_micro_nudge(&call, &id)?
+            writer.engine.proposals().micro_nudge(&call, &id)?
         }
         ProposalsVerb::Micro(MicroVerb::BriefCycle) => {
             let call = call_in(cli, "proposals-micro-brief-cycle", &scope);
-            writer.engine.proposals_brief_cycle(&call)?
+            writer.engine.proposals().brief_cycle(&call)?
         }
         ProposalsVerb::Create => {
             let input = create_input.ok_or_else(|| CliError::Usage("no payload".into()))?;
             let timezone = read_timezone(&dir)?;
             let call = call_in(cli, "proposals-create", &scope);
-            writer.engine.proposals_create(&call, &timezone, &input)?
+            writer.engine.proposals().create(&call, &timezone, &input)?
         }
         ProposalsVerb::Patch { file, sets, expect, stdin } => {
             let (mut sets, mut decision) = (sets.clone(), None);
@@ -128,11 +128,11 @@ pub(crate) fn run(cli: &Cli, args: &ProposalsArgs) -> Result<(), CliError> {
             let input = PatchInput { file: file.clone(), sets, decision, expect: expect.clone() };
             let timezone = read_timezone(&dir)?;
             let call = call_in(cli, "proposals-patch", &scope);
-            writer.engine.proposals_patch(&call, &timezone, &input)?
+            writer.engine.proposals().patch(&call, &timezone, &input)?
         }
         ProposalsVerb::Event { kind, id, action } => {
             let call = call_in(cli, "proposals-event", &scope);
-            writer.engine.proposals_event(&call, kind, id.as_deref(), action.as_deref())?
+            writer.engine.proposals().event(&call, kind, id.as_deref(), action.as_deref())?
         }
         ProposalsVerb::Accept(a) => status_move(cli, &writer, &scope, &dir, Move::Accept, a)?,
         ProposalsVerb::Defer(a) => status_move(cli, &writer, &scope, &dir, Move::Defer, a)?,
@@ -145,7 +145,7 @@ pub(crate) fn run(cli: &Cli, args: &ProposalsArgs) -> Result<(), CliError> {
         | ProposalsVerb::ResolveId { .. } => return Err(CliError::Usage("not a mutation".into())),
     };
     if let Some(mirror) = writer.mirror {
-        writer.engine.mirror_end(mirror, &scope)?;
+        writer.engine.proposals().mirror_end(mirror, &scope)?;
     }
     finish(cli, &outcome)
 }
@@ -170,7 +170,7 @@ fn read_inputs(cli: &Cli, verb: &ProposalsVerb) -> Result<Inputs, CliError> {
 }
 
 fn print_queue(cli: &Cli, scope: &str) -> Result<(), CliError> {
-    let queue = open(cli, Access::Read)?.proposals_queue(scope)?;
+    let queue = open(cli, Access::Read)?.proposals().queue(scope)?;
     let pending: Vec<Value> =
         queue.entries.iter().filter_map(|t| serde_json::from_str(t).ok()).collect();
     print(cli.format, &json!({ "ok": true, "pending": pending }))
@@ -178,22 +178,22 @@ fn print_queue(cli: &Cli, scope: &str) -> Result<(), CliError> {
 
 fn print_list(cli: &Cli, scope: &str) -> Result<(), CliError> {
     let engine = open(cli, Access::Read)?;
-    let queue = engine.proposals_queue(scope)?;
+    let queue = engine.proposals().queue(scope)?;
     let pending: Vec<Value> =
         queue.entries.iter().filter_map(|t| serde_json::from_str(t).ok()).collect();
-    let index = engine.proposals_index(scope)?;
+    let index = engine.proposals().index(scope)?;
     print(cli.format, &json!({ "ok": true, "micro": pending, "proposals": index }))
 }
 
 fn print_ledger(cli: &Cli, scope: &str) -> Result<(), CliError> {
-    let lines = open(cli, Access::Read)?.proposals_ledger(scope)?;
+    let lines = open(cli, Access::Read)?.proposals().ledger(scope)?;
     let rows: Vec<Value> =
         lines.iter().map(|l| serde_json::from_str(l).unwrap_or(json!(l))).collect();
     print(cli.format, &json!({ "ok": true, "ledger": rows }))
 }
 
 fn print_index(cli: &Cli, scope: &str) -> Result<(), CliError> {
-    let index = open(cli, Access::Read)?.proposals_index(scope)?;
+    let index = open(cli, Access::Read)?.proposals().index(scope)?;
     if cli.format == Format::Verdict {
         return print_raw(&format!("OK|{} proposals", index["count"]));
     }
@@ -201,7 +201,7 @@ fn print_index(cli: &Cli, scope: &str) -> Result<(), CliError> {
 }
 
 fn print_resolve_id(cli: &Cli, scope: &str, input: &str) -> Result<(), CliError> {
-    let verdict = open(cli, Access::Read)?.proposals_resolve_id(scope, input)?;
+    let verdict = open(cli, Access::Read)?.proposals().resolve_id(scope, input)?;
     if cli.format == Format::Verdict {
         return print_raw(&crate::output::one_line(&verdict));
     }
@@ -225,7 +225,7 @@ fn status_move(
     };
     let timezone = read_timezone(dir)?;
     let call = call_in(cli, "proposals-move", scope);
-    Ok(writer.engine.proposals_move(&call, &timezone, &input)?)
+    Ok(writer.engine.proposals().move_status(&call, &timezone, &input)?)
 }
 
 /// Prints the outcome; a refusal exits 1, except in verdict mode, where upstream prints its

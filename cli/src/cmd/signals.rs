@@ -14,11 +14,11 @@ use crate::output::print;
 pub(crate) fn run(cli: &Cli, verb: &SignalsVerb) -> Result<(), CliError> {
     match verb {
         SignalsVerb::Pm { bundle } => {
-            let pm = open(cli, Access::Read)?.signals_pm(&bundle_scope(bundle))?;
+            let pm = open(cli, Access::Read)?.signals().pm(&bundle_scope(bundle))?;
             print(cli.format, &json!({ "ok": true, "bundle": bundle, "pm": pm }))
         }
         SignalsVerb::List { bundle } => {
-            let latest = open(cli, Access::Read)?.signals_latest(&bundle_scope(bundle))?;
+            let latest = open(cli, Access::Read)?.signals().latest(&bundle_scope(bundle))?;
             let sessions: Vec<Value> = latest
                 .into_iter()
                 .map(|(session, record)| json!({ "session": session, "record": record }))
@@ -31,7 +31,7 @@ pub(crate) fn run(cli: &Cli, verb: &SignalsVerb) -> Result<(), CliError> {
             let call = call_in(cli, "signals-delivered", &scope);
             let engine = open(cli, Access::Write)?;
             mirror(cli, &engine, &call, Layout::Loopd)?;
-            let outcome = engine.signals_delivered(&call, session, *turn_seq, !failed)?;
+            let outcome = engine.signals().delivered(&call, session, *turn_seq, !failed)?;
             mirror(cli, &engine, &call, Layout::Loopd)?;
             print(cli.format, &outcome.to_json())
         }
@@ -44,7 +44,7 @@ fn show(cli: &Cli, session: &str, bundle: &str, history: usize) -> Result<(), Cl
     let scope = bundle_scope(bundle);
     let engine = open(cli, Access::Read)?;
     let latest =
-        engine.signals_latest(&scope)?.into_iter().find(|(s, _)| s == session).map(|(_, r)| r);
+        engine.signals().latest(&scope)?.into_iter().find(|(s, _)| s == session).map(|(_, r)| r);
     let filter = LogFilter {
         scope: Some(scope),
         domain: Some("signals".into()),
@@ -54,7 +54,7 @@ fn show(cli: &Cli, session: &str, bundle: &str, history: usize) -> Result<(), Cl
         tail: true,
         ..LogFilter::default()
     };
-    let turns: Vec<Value> = engine.events(&filter)?.iter().map(event_to_json).collect();
+    let turns: Vec<Value> = engine.log(&filter)?.iter().map(event_to_json).collect();
     print(
         cli.format,
         &json!({ "ok": true, "session": session, "latest": latest, "history": turns }),

@@ -3,12 +3,12 @@
 //! control mode, address requests, the heartbeat and the adapter manifest as events.
 //!
 //! Each `Engine` method validates its input, then decides in one write transaction over the
-//! project's rows (`rules.rs`). Does not touch legacy files; `legacy::moonshine` does.
+//! project's rows (`rules.rs`). Does not touch legacy files; `layout.rs` does.
 
-pub(crate) mod hook;
-pub(crate) mod project;
-pub(crate) mod rules;
-pub(crate) mod time;
+pub mod hook;
+pub mod layout;
+pub mod project;
+pub mod rules;
 
 use std::collections::BTreeMap;
 
@@ -16,17 +16,34 @@ use hookstate_schema::feedback::{CommentRow, FeedbackEvent, FileKind, FileRow, J
 use hookstate_schema::{validate_id, Body};
 use serde_json::{json, Value};
 
-use crate::doc::{read_doc, read_docs};
-use crate::engine::{validate_call, Call, Engine, Outcome, Plan};
-use crate::error::{Error, Result};
+use crate::kernel::call::Call;
+use crate::kernel::call::Outcome;
+use crate::kernel::call::Plan;
+use crate::kernel::compat::stamp;
+use crate::kernel::doc::{read_doc, read_docs};
+use crate::kernel::error::{Error, Result};
+use crate::kernel::storage::ReadTxn;
+use crate::kernel::write::validate_call;
+use crate::kernel::write::Kernel;
 use crate::legacy::json::{self as legacy_json, str_field};
-use crate::storage::ReadTxn;
 
 pub use hook::{stop_reason, ReplyVia};
 pub use rules::{Pass, HEARTBEAT_INTERVAL_S_DEFAULT, STALE_DELIVERED_MS_DEFAULT};
 
 use project::{COMMENT, FILE, INDEX_SCOPE, META, META_ID, PROJECT, SCOPE_PREFIX};
 use rules::{Claimer, Inbox};
+
+/// The moonshine feedback inbox on an open store: `engine.feedback()`.
+#[derive(Clone, Copy)]
+pub struct Feedback<'a> {
+    k: &'a Kernel,
+}
+
+impl<'a> Feedback<'a> {
+    pub(crate) fn new(k: &'a Kernel) -> Self {
+        Feedback { k }
+    }
+}
 
 /// A comment's text: generous for a margin note, far below the event limit.
 pub const COMMENT_BYTES_MAX: usize = 16 * 1024;
@@ -87,7 +104,7 @@ fn check_session(session: Option<&str>) -> Result<()> {
 
 /// Checks a comment target: an object with a known `kind` and a relative `path`.
 fn check_target(target: &str) -> Result<JsonDoc> {
-    let text = crate::value::validate_json("target", target)?;
+    let text = crate::kernel::value::validate_json("target", target)?;
     let compact = format!("{}\n", legacy_json::compact(&text));
     let mut doc = legacy_json::parse_doc("target", compact.as_bytes())?;
     doc.style = Style::Compact;
@@ -118,7 +135,7 @@ fn new_comment_id(now_ms: u64) -> Result<String> {
         out.reverse();
         String::from_utf8_lossy(&out).into_owned()
     };
-    let random = crate::fsio::random_bytes::<6>()?;
+    let random = crate::kernel::fsio::random_bytes::<6>()?;
     let tail: String =
         random.iter().map(|b| char::from(DIGITS[usize::from(*b) % DIGITS.len()])).collect();
     Ok(format!("fb_{}_{tail}", base36(now_ms)))
@@ -137,12 +154,7 @@ pub(crate) fn read_inbox(txn: &dyn ReadTxn, scope: &str) -> Result<Inbox> {
 }
 
 fn one(event: FeedbackEvent, result: Value) -> Plan {
-    Plan {
-        scoped_events: Vec::new(),
-        events: vec![Body::Feedback(event)],
-        result: crate::core::fields(result),
-        refusal: None,
-    }
+    Plan::one(Body::Feedback(event), result)
 }
 
 /// What a `feedback claim` asks for.
@@ -282,12 +294,12 @@ pub fn check(call: &Call, input: &Input<'_>) -> Result<()> {
     }
 }
 
-impl Engine {
+impl Feedback<'_> {
     /// Adds a pending comment in the web's format and returns its id.
     ///
     /// # Errors
     /// [`Error::Invalid`] for a bad scope, target or comment; store errors.
-    pub fn feedback_add(&self, call: &Call, target: &str, comment: &str) -> Result<Outcome> {
+    pub fn add(&self, call: &Call, target: &str, comment: &str) -> Result<Outcome> {
         check(call, &Input::Add { target, comment })?;
         let project = project_of(&call.scope)?.to_owned();
         let target = check_target(target)?;
@@ -295,7 +307,7 @@ impl Engine {
         let doc = JsonDoc {
             fields: vec![
                 ("id".into(), legacy_json::string(&id)),
-                ("ts".into(), legacy_json::string(&time::stamp_ms(call.now_ms))),
+                ("ts".into(), legacy_json::string(&stamp::stamp_ms(call.now_ms))),
                 ("project".into(), legacy_json::string(&project)),
                 ("status".into(), legacy_json::string("pending")),
                 ("target".into(), legacy_json::render(&target).trim_end().to_owned()),
@@ -306,7 +318,7 @@ impl Engine {
             ],
             style: Style::Pretty,
         };
-        self.write(call, |txn| {
+        self.k.write(call, |txn| {
             if read_docs::<CommentRow>(txn, &call.scope, COMMENT)?.len() >= COMMENTS_MAX {
                 return Err(Error::invalid(format!("project holds {COMMENTS_MAX} comments")));
             }
@@ -322,7 +334,7 @@ impl Engine {
     /// # Errors
     /// [`Error::Invalid`] for bad input; store errors. A named comment that is not eligible is a
     /// refusal.
-    pub fn feedback_claim(&self, call: &Call, ask: &ClaimAsk) -> Result<Outcome> {
+    pub fn claim(&self, call: &Call, ask: &ClaimAsk) -> Result<Outcome> {
         check(call, &Input::Claim(ask))?;
         let who = Claimer {
             holder: &ask.holder,
@@ -330,7 +342,7 @@ impl Engine {
             now_ms: call.now_ms,
             stale_ms: ask.stale_ms,
         };
-        self.write(call, |txn| {
+        self.k.write(call, |txn| {
             let inbox = read_inbox(txn, &call.scope)?;
             Ok(rules::decide_claim(&inbox, &who, ask.id.as_deref(), ask.all))
         })
@@ -341,15 +353,9 @@ impl Engine {
     /// # Errors
     /// [`Error::Invalid`] for bad input; store errors. A stale token, a dismissed, unclaimed or
     /// addressed comment is a refusal naming the holder.
-    pub fn feedback_reply(
-        &self,
-        call: &Call,
-        id: &str,
-        token: u64,
-        reply: &str,
-    ) -> Result<Outcome> {
+    pub fn reply(&self, call: &Call, id: &str, token: u64, reply: &str) -> Result<Outcome> {
         check(call, &Input::Reply { id, reply })?;
-        self.write(call, |txn| {
+        self.k.write(call, |txn| {
             let row = read_doc::<CommentRow>(txn, &call.scope, COMMENT, id)?;
             Ok(rules::decide_reply(id, row.as_ref(), token, reply, call.now_ms))
         })
@@ -359,9 +365,9 @@ impl Engine {
     ///
     /// # Errors
     /// [`Error::Invalid`] for bad input; store errors.
-    pub fn feedback_dismiss(&self, call: &Call, id: &str) -> Result<Outcome> {
+    pub fn dismiss(&self, call: &Call, id: &str) -> Result<Outcome> {
         check(call, &Input::Dismiss { id })?;
-        self.write(call, |txn| {
+        self.k.write(call, |txn| {
             let row = read_doc::<CommentRow>(txn, &call.scope, COMMENT, id)?;
             Ok(rules::decide_dismiss(id, row.as_ref()))
         })
@@ -371,21 +377,16 @@ impl Engine {
     ///
     /// # Errors
     /// [`Error::Invalid`] for an unknown mode or bad session; store errors.
-    pub fn feedback_control(
-        &self,
-        call: &Call,
-        mode: &str,
-        session: Option<&str>,
-    ) -> Result<Outcome> {
+    pub fn control(&self, call: &Call, mode: &str, session: Option<&str>) -> Result<Outcome> {
         check(call, &Input::Control { mode, session })?;
         let mut fields = vec![
             ("mode".into(), legacy_json::string(mode)),
-            ("updatedAt".into(), legacy_json::string(&time::stamp_ms(call.now_ms))),
+            ("updatedAt".into(), legacy_json::string(&stamp::stamp_ms(call.now_ms))),
         ];
         fields.extend(session.map(|s| ("sessionId".to_owned(), legacy_json::string(s))));
         let doc = JsonDoc { fields, style: Style::Pretty };
         let shown = legacy_json::to_value(&doc);
-        self.write(call, |_| {
+        self.k.write(call, |_| {
             Ok(one(
                 FeedbackEvent::FileWritten {
                     file: FileKind::Control,
@@ -401,13 +402,13 @@ impl Engine {
     ///
     /// # Errors
     /// [`Error::Invalid`] for a bad session; store errors.
-    pub fn feedback_address(&self, call: &Call, session: Option<&str>) -> Result<Outcome> {
+    pub fn address(&self, call: &Call, session: Option<&str>) -> Result<Outcome> {
         check(call, &Input::Address { session })?;
         let mut fields =
-            vec![("requestedAt".into(), legacy_json::string(&time::stamp_ms(call.now_ms)))];
+            vec![("requestedAt".into(), legacy_json::string(&stamp::stamp_ms(call.now_ms)))];
         fields.extend(session.map(|s| ("sessionId".to_owned(), legacy_json::string(s))));
         let doc = JsonDoc { fields, style: Style::Pretty };
-        self.write(call, |txn| {
+        self.k.write(call, |txn| {
             let inbox = read_inbox(txn, &call.scope)?;
             let request = inbox.meta.requests + 1;
             let result = json!({ "request": request, "address": legacy_json::to_value(&doc) });
@@ -422,14 +423,9 @@ impl Engine {
     ///
     /// # Errors
     /// [`Error::Invalid`] for a bad mode or interval; store errors.
-    pub fn feedback_heartbeat(
-        &self,
-        call: &Call,
-        mode: Option<&str>,
-        interval_s: u64,
-    ) -> Result<Outcome> {
+    pub fn heartbeat(&self, call: &Call, mode: Option<&str>, interval_s: u64) -> Result<Outcome> {
         check(call, &Input::Heartbeat { mode, interval_s })?;
-        self.write(call, |txn| {
+        self.k.write(call, |txn| {
             let inbox = read_inbox(txn, &call.scope)?;
             let event = rules::heartbeat_event(&inbox, mode, call.now_ms, interval_s);
             let shown = match &event {
@@ -444,7 +440,7 @@ impl Engine {
     ///
     /// # Errors
     /// [`Error::Invalid`] for bad input; store errors.
-    pub fn feedback_drain(&self, call: &Call, ask: &DrainAsk) -> Result<Outcome> {
+    pub fn drain(&self, call: &Call, ask: &DrainAsk) -> Result<Outcome> {
         check(call, &Input::Drain(ask))?;
         let project = project_of(&call.scope)?.to_owned();
         let who = Claimer {
@@ -453,7 +449,7 @@ impl Engine {
             now_ms: call.now_ms,
             stale_ms: ask.stale_ms,
         };
-        let mut outcome = self.write(call, |txn| {
+        let mut outcome = self.k.write(call, |txn| {
             let inbox = read_inbox(txn, &call.scope)?;
             Ok(rules::decide_drain(&inbox, ask.pass, &who, ask.interval_s))
         })?;
@@ -468,7 +464,7 @@ impl Engine {
     ///
     /// # Errors
     /// [`Error::Invalid`] for bad input; store errors.
-    pub fn feedback_drain_idle(&self, call: &Call, ask: &DrainAsk) -> Result<Option<Outcome>> {
+    pub fn drain_idle(&self, call: &Call, ask: &DrainAsk) -> Result<Option<Outcome>> {
         check(call, &Input::Drain(ask))?;
         let project = project_of(&call.scope)?.to_owned();
         let who = Claimer {
@@ -477,24 +473,23 @@ impl Engine {
             now_ms: call.now_ms,
             stale_ms: ask.stale_ms,
         };
-        let txn = self.begin_read()?;
+        let txn = self.k.begin_read()?;
         let inbox = read_inbox(&*txn, &call.scope)?;
         let plan = rules::decide_drain(&inbox, ask.pass, &who, ask.interval_s);
         if !plan.events.is_empty() {
             return Ok(None);
         }
-        let mut result = plan.result;
-        result.insert("project".into(), Value::String(project));
-        let head = crate::engine::read_head(&*txn)?;
-        Ok(Some(Outcome { result, refusal: None, head, appended: 0, replayed: false }))
+        let mut outcome = self.k.answer_read(&*txn, plan)?;
+        outcome.result.insert("project".into(), Value::String(project));
+        Ok(Some(outcome))
     }
 
     /// Every project with feedback state, in name order.
     ///
     /// # Errors
     /// Store errors.
-    pub fn feedback_projects(&self) -> Result<Vec<String>> {
-        let txn = self.begin_read()?;
+    pub fn projects(&self) -> Result<Vec<String>> {
+        let txn = self.k.begin_read()?;
         Ok(read_docs::<bool>(&*txn, INDEX_SCOPE, PROJECT)?.into_iter().map(|(p, _)| p).collect())
     }
 
@@ -502,9 +497,9 @@ impl Engine {
     ///
     /// # Errors
     /// [`Error::Invalid`] for a bad scope; store errors.
-    pub fn feedback_list(&self, scope: &str) -> Result<Value> {
+    pub fn list(&self, scope: &str) -> Result<Value> {
         project_of(scope)?;
-        let txn = self.begin_read()?;
+        let txn = self.k.begin_read()?;
         let mut inbox = read_inbox(&*txn, scope)?;
         inbox.comments.sort_by_key(|(_, row)| row.added_seq);
         let comments: Vec<Value> =
@@ -524,10 +519,10 @@ impl Engine {
     ///
     /// # Errors
     /// [`Error::Invalid`] for a bad scope or id, or an unknown comment; store errors.
-    pub fn feedback_show(&self, scope: &str, id: &str) -> Result<Value> {
+    pub fn show(&self, scope: &str, id: &str) -> Result<Value> {
         project_of(scope)?;
         check_comment_id(id)?;
-        let txn = self.begin_read()?;
+        let txn = self.k.begin_read()?;
         let row = read_doc::<CommentRow>(&*txn, scope, COMMENT, id)?
             .ok_or_else(|| Error::invalid(format!("no comment {id} in {scope}")))?;
         Ok(comment_json(id, &row))

@@ -5,12 +5,38 @@
 //! Does not read or write redb.
 
 use hookstate_schema::feedback::{CommentRow, FeedbackEvent, FileKind, FileRow, ProjectMeta};
-use hookstate_schema::ViewKey;
+use hookstate_schema::{Body, Event, ViewKey};
 use serde_json::{json, Map, Value};
 
-use crate::doc::{doc_key, get_doc, put_doc};
+use crate::kernel::doc::{doc_key, get_doc, put_doc};
+use crate::kernel::project::Projection;
+use crate::kernel::view::ViewAccess;
 use crate::legacy::json::string;
-use crate::project::ViewAccess;
+
+/// The feedback domain's projection.
+pub(crate) struct FeedbackProjection;
+
+impl Projection for FeedbackProjection {
+    fn touched_keys(&self, event: &Event) -> Vec<ViewKey> {
+        match &event.content.body {
+            Body::Feedback(body) => touched_keys(&event.content.scope, body),
+            _ => Vec::new(),
+        }
+    }
+
+    fn apply(&self, views: &mut dyn ViewAccess, event: &Event) {
+        if let Body::Feedback(body) = &event.content.body {
+            apply(views, &event.content.scope, event.seq, body);
+        }
+    }
+
+    fn render(&self, body: &Body) -> Map<String, Value> {
+        match body {
+            Body::Feedback(event) => render(event),
+            _ => Map::new(),
+        }
+    }
+}
 
 /// Row kind of a comment (id: the comment id).
 pub(crate) const COMMENT: &str = "feedback.comment";
@@ -35,7 +61,7 @@ fn meta_key(scope: &str) -> ViewKey {
 }
 
 /// Every row `apply` may read or write for this event.
-pub(crate) fn touched_keys(scope: &str, event: &FeedbackEvent) -> Vec<ViewKey> {
+fn touched_keys(scope: &str, event: &FeedbackEvent) -> Vec<ViewKey> {
     match event {
         FeedbackEvent::CommentAdded { id, .. } => {
             let mut keys = vec![doc_key(scope, COMMENT, id)];
@@ -59,7 +85,7 @@ pub(crate) fn touched_keys(scope: &str, event: &FeedbackEvent) -> Vec<ViewKey> {
     }
 }
 
-fn update_comment(views: &mut impl ViewAccess, key: ViewKey, change: impl FnOnce(&mut CommentRow)) {
+fn update_comment(views: &mut dyn ViewAccess, key: ViewKey, change: impl FnOnce(&mut CommentRow)) {
     if let Some(mut row) = get_doc::<CommentRow>(views, &key) {
         change(&mut row);
         put_doc(views, key, &row);
@@ -67,7 +93,7 @@ fn update_comment(views: &mut impl ViewAccess, key: ViewKey, change: impl FnOnce
 }
 
 /// Applies one feedback event.
-pub(crate) fn apply(views: &mut impl ViewAccess, scope: &str, seq: u64, event: &FeedbackEvent) {
+fn apply(views: &mut dyn ViewAccess, scope: &str, seq: u64, event: &FeedbackEvent) {
     match event {
         FeedbackEvent::CommentAdded { id, doc } => {
             let row = CommentRow {
@@ -130,7 +156,7 @@ pub(crate) fn apply(views: &mut impl ViewAccess, scope: &str, seq: u64, event: &
 }
 
 /// The result fields an event stands for (a replayed call's result, `hookstate log`'s body).
-pub(crate) fn render(event: &FeedbackEvent) -> Map<String, Value> {
+fn render(event: &FeedbackEvent) -> Map<String, Value> {
     let value = match event {
         FeedbackEvent::CommentAdded { id, .. } => json!({ "id": id, "status": "added" }),
         FeedbackEvent::CommentClaimed { id, token, holder, session, delivered_at } => json!({
@@ -148,7 +174,7 @@ pub(crate) fn render(event: &FeedbackEvent) -> Map<String, Value> {
         }),
         FeedbackEvent::AddressConsumed { request } => json!({ "consumed": request }),
     };
-    crate::core::fields(value)
+    crate::kernel::call::fields(value)
 }
 
 #[cfg(test)]

@@ -13,9 +13,9 @@ use hookstate_schema::feedback::{
 use hookstate_schema::Body;
 use serde_json::{json, Value};
 
-use crate::core::fields;
-use crate::engine::Plan;
-use crate::feedback::time;
+use crate::kernel::call::fields;
+use crate::kernel::call::Plan;
+use crate::kernel::compat::stamp;
 use crate::legacy::json::{self as legacy_json, str_field};
 
 /// A delivered comment may be claimed again once its `deliveredAt` is this old (the Stop hook's
@@ -66,14 +66,14 @@ pub(crate) fn eligible(row: &CommentRow, now_ms: u64, stale_ms: u64) -> bool {
     match status(&row.doc) {
         Some(Status::Pending) => true,
         Some(Status::Delivered) => str_field(&row.doc, "deliveredAt")
-            .and_then(|at| time::parse(&at))
+            .and_then(|at| stamp::parse(&at))
             .is_some_and(|at| now_ms.saturating_sub(at) >= stale_ms),
         _ => false,
     }
 }
 
 fn refuse(reason: &'static str, message: String, details: Value) -> Plan {
-    Plan::from(crate::core::refuse(reason, message, details))
+    Plan::from(crate::core::rules::refuse(reason, message, details))
 }
 
 /// What a claimer is told about one claimed comment.
@@ -102,7 +102,7 @@ pub(crate) fn claim_events(
         .filter(|(id, row)| only.is_none_or(|o| o == id) && eligible(row, who.now_ms, who.stale_ms))
         .collect();
     rows.sort_by_key(|(_, row)| row.added_seq);
-    let delivered_at = time::stamp_s(who.now_ms);
+    let delivered_at = stamp::stamp_s(who.now_ms);
     let mut events = Vec::new();
     let mut claimed = Vec::new();
     for (id, row) in rows.into_iter().take(limit) {
@@ -131,7 +131,7 @@ pub(crate) fn decide_claim(
             return refuse("not_found", format!("no comment {id}"), json!({ "id": id }));
         }
     }
-    let limit = if all { crate::limits::APPEND_EVENT_COUNT_MAX } else { 1 };
+    let limit = if all { crate::kernel::limits::APPEND_EVENT_COUNT_MAX } else { 1 };
     let (events, claimed) = claim_events(inbox, who, only, limit);
     if let (Some(id), true) = (only, events.is_empty()) {
         let row = inbox.comments.iter().find(|(c, _)| c == id).map(|(_, r)| r);
@@ -197,7 +197,7 @@ pub(crate) fn decide_reply(
             return refuse("not_claimed", message, details);
         }
     }
-    let addressed_at = time::stamp_s(now_ms);
+    let addressed_at = stamp::stamp_s(now_ms);
     Plan {
         scoped_events: Vec::new(),
         events: vec![Body::Feedback(FeedbackEvent::CommentReplied {
@@ -218,9 +218,7 @@ pub(crate) fn decide_dismiss(id: &str, row: Option<&CommentRow>) -> Plan {
         return refuse("not_found", format!("no comment {id}"), json!({ "id": id }));
     };
     match status(&row.doc) {
-        Some(Status::Dismissed) => {
-            Plan { result: fields(json!({ "id": id, "status": "dismissed" })), ..Plan::default() }
-        }
+        Some(Status::Dismissed) => Plan::answer(json!({ "id": id, "status": "dismissed" })),
         Some(Status::Pending | Status::Delivered) => Plan {
             scoped_events: Vec::new(),
             events: vec![Body::Feedback(FeedbackEvent::CommentDismissed { id: id.into() })],
@@ -254,7 +252,7 @@ pub(crate) fn heartbeat_doc(mode: &str, now_ms: u64, interval_s: u64, pending: u
         fields: vec![
             ("harness".into(), legacy_json::string("claude-code")),
             ("mode".into(), legacy_json::string(mode)),
-            ("ts".into(), legacy_json::string(&time::stamp_s(now_ms))),
+            ("ts".into(), legacy_json::string(&stamp::stamp_s(now_ms))),
             ("intervalSec".into(), interval_s.to_string()),
             ("pending".into(), pending.to_string()),
         ],
@@ -283,7 +281,7 @@ pub(crate) fn adapter_event(inbox: &Inbox, now_ms: u64) -> Option<FeedbackEvent>
         fields: vec![
             ("harness".into(), legacy_json::string("claude-code")),
             ("version".into(), legacy_json::string("adapter")),
-            ("installedAt".into(), legacy_json::string(&time::stamp_s(now_ms))),
+            ("installedAt".into(), legacy_json::string(&stamp::stamp_s(now_ms))),
         ],
         style: Style::Compact,
     };
@@ -301,7 +299,7 @@ fn heartbeat_fresh(inbox: &Inbox, now_ms: u64) -> bool {
         .and_then(|raw| raw.parse::<u64>().ok())
         .unwrap_or(HEARTBEAT_INTERVAL_S_DEFAULT);
     str_field(&hb.doc, "ts")
-        .and_then(|ts| time::parse(&ts))
+        .and_then(|ts| stamp::parse(&ts))
         .is_some_and(|ts| now_ms.saturating_sub(ts) < interval_s * 2000)
 }
 
@@ -345,7 +343,8 @@ pub(crate) fn decide_drain(inbox: &Inbox, pass: Pass, who: &Claimer<'_>, interva
     let wants = mode == "listen" || address.is_some();
     let mut claimed = Vec::new();
     if wants && session_ok {
-        let (claims, shown) = claim_events(inbox, who, None, crate::limits::APPEND_EVENT_COUNT_MAX);
+        let (claims, shown) =
+            claim_events(inbox, who, None, crate::kernel::limits::APPEND_EVENT_COUNT_MAX);
         events.extend(claims);
         claimed = shown;
         if let Some(address) = address {

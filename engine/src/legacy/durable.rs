@@ -8,7 +8,7 @@
 //! any step the target holds its old bytes or its new bytes, whole; once a replace returns, the
 //! new bytes survive a crash. Does not pick names or check them; `Root` does.
 
-use crate::error::Result;
+use crate::kernel::error::Result;
 
 /// The directory operations a replace and a directory creation use, relative to one directory.
 pub trait DirOps {
@@ -68,7 +68,7 @@ pub fn replace_file<D: DirOps>(dir: &mut D, temp: &str, name: &str, bytes: &[u8]
     }
     written?;
     #[cfg(feature = "bugdrill")]
-    if crate::drill::is(crate::drill::Drill::ExportNoDirFsync) {
+    if crate::kernel::drill::is(crate::kernel::drill::Drill::ExportNoDirFsync) {
         return Ok(());
     }
     dir.sync_dir()

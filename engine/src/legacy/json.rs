@@ -8,11 +8,12 @@
 use std::fmt;
 
 use hookstate_schema::feedback::{JsonDoc, Style};
+use hookstate_schema::signals::StoreStyle;
 use serde::de::{Deserializer, MapAccess, Visitor};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use crate::error::{Error, Result};
+use crate::kernel::error::{Error, Result};
 
 /// Keys in one legacy object: far above any upstream record.
 pub(crate) const OBJECT_KEYS_MAX: usize = 64;
@@ -182,6 +183,23 @@ pub(crate) fn to_value(doc: &JsonDoc) -> serde_json::Value {
 /// A string field's value; `None` when absent, null or not a string.
 pub(crate) fn str_field(doc: &JsonDoc, key: &str) -> Option<String> {
     doc.raw(key).and_then(|raw| serde_json::from_str::<String>(raw).ok())
+}
+
+/// Serialises a value as `JSON.stringify` would in `style`: compact, or 2-space pretty, with or
+/// without a final newline. Key order is the value's own.
+pub(crate) fn render_styled<T: Serialize>(value: &T, style: StoreStyle) -> Result<String> {
+    let text = if style.pretty {
+        serde_json::to_string_pretty(value)
+    } else {
+        serde_json::to_string(value)
+    }
+    .map_err(|e| Error::invalid(format!("value does not serialise: {e}")))?;
+    Ok(if style.trailing_newline { text + "\n" } else { text })
+}
+
+/// The style a file was written in: pretty when it opens `{\n`, and whether it ends in `\n`.
+pub(crate) fn detect_style(text: &str) -> StoreStyle {
+    StoreStyle { pretty: text.starts_with("{\n"), trailing_newline: text.ends_with('\n') }
 }
 
 #[cfg(test)]

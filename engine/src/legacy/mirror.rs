@@ -10,7 +10,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Result};
+use crate::kernel::error::{Error, Result};
 use crate::legacy::root::Root;
 
 /// Longest sidecar: one short JSON line.
@@ -86,8 +86,8 @@ pub(crate) fn changed_outside(file: Option<&[u8]>, sidecar: Option<&Sidecar>) ->
 /// idempotency key. The key names the verb's own write; an adoption carrying it would leave the
 /// key's replay row behind, so the verb itself would be skipped as a repeat (its write lost), and
 /// a retry would skip the adoption and overwrite the outside write.
-pub(crate) fn adopt_call(call: &crate::engine::Call) -> crate::engine::Call {
-    crate::engine::Call { idem_key: None, ..call.clone() }
+pub(crate) fn adopt_call(call: &crate::kernel::call::Call) -> crate::kernel::call::Call {
+    crate::kernel::call::Call { idem_key: None, ..call.clone() }
 }
 
 #[cfg(test)]

@@ -1,18 +1,12 @@
-//! Legacy layouts: the exact JSON files the upstream plugins read and write, imported as events
-//! and exported (or mirrored) back byte for byte.
+//! The legacy-file machinery every layout shares: the one safe seam for files under a held root
+//! directory ([`root`]), the durable replace and mkdir steps ([`durable`]), JSON objects kept in
+//! their upstream key order and style ([`json`]), and the one mirror protocol ([`mirror`]).
 //!
-//! Every legacy file is reached through [`root::Root`], never by joining raw ids into paths.
-//! Does not decide domain rules; the domain modules do.
+//! Knows no domain: each domain brings its own layout (its files, how to adopt them and how to
+//! render them). Every legacy file is reached through [`root::Root`], never by joining raw ids
+//! into paths.
 
 pub mod durable;
-pub mod files;
-pub mod heartbeat;
-pub mod hermit;
-pub mod hermit_alerts;
-pub mod js;
-pub(crate) mod json;
-pub mod loopd;
+pub mod json;
 pub mod mirror;
-pub mod moonshine;
-pub mod observer;
-pub(crate) mod root;
+pub mod root;

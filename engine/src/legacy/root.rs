@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
 
-use crate::error::{Error, Result};
-use crate::fsio::{check_private_dir, create_dirs_durably, DIR_MODE, FILE_MODE};
+use crate::kernel::error::{Error, Result};
+use crate::kernel::fsio::{check_private_dir, create_dirs_durably, DIR_MODE, FILE_MODE};
 use crate::legacy::durable::{self, DirOps};
 
 /// Longest file name: `NAME_MAX` on Linux file systems.
@@ -96,7 +96,7 @@ impl Root {
     /// over the cap.
     pub(crate) fn read(&self, name: &str, max_bytes: usize) -> Result<Option<Vec<u8>>> {
         #[cfg(feature = "bugdrill")]
-        if crate::drill::is(crate::drill::Drill::NaivePathJoin) {
+        if crate::kernel::drill::is(crate::kernel::drill::Drill::NaivePathJoin) {
             return drill::naive_read(&self.path.join(name));
         }
         check_name(name)?;
@@ -136,12 +136,12 @@ impl Root {
     /// replays on a model file system.
     pub(crate) fn write(&self, name: &str, bytes: &[u8]) -> Result<()> {
         #[cfg(feature = "bugdrill")]
-        if crate::drill::is(crate::drill::Drill::NaivePathJoin) {
+        if crate::kernel::drill::is(crate::kernel::drill::Drill::NaivePathJoin) {
             let path = self.path.join(name);
             return std::fs::write(&path, bytes).map_err(|e| Error::io("write", path, e));
         }
         check_name(name)?;
-        let suffix = hookstate_schema::format::to_hex(&crate::fsio::random_bytes::<8>()?);
+        let suffix = hookstate_schema::format::to_hex(&crate::kernel::fsio::random_bytes::<8>()?);
         let temp = format!("{TEMP_PREFIX}{suffix}");
         durable::replace_file(&mut RootOps(self), &temp, name, bytes)
     }
@@ -180,7 +180,7 @@ impl Root {
         let fd = rustix::fs::openat(&self.dir, name, flags, Mode::from_raw_mode(FILE_MODE))
             .map_err(|e| refusal(&path, e))?;
         let start = std::time::Instant::now();
-        let pause = std::time::Duration::from_micros(crate::limits::LOCK_BACKOFF_US_MAX);
+        let pause = std::time::Duration::from_micros(crate::kernel::limits::LOCK_BACKOFF_US_MAX);
         loop {
             match rustix::fs::flock(&fd, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
                 Ok(()) => return Ok(fd),
@@ -316,7 +316,7 @@ impl Root {
 mod drill {
     use std::path::Path;
 
-    use crate::error::{Error, Result};
+    use crate::kernel::error::{Error, Result};
 
     pub(super) fn naive_read(path: &Path) -> Result<Option<Vec<u8>>> {
         match std::fs::read(path) {

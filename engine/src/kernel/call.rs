@@ -1,0 +1,133 @@
+//! The values of the write path every domain shares: who calls ([`Call`]), what a decision wants
+//! done ([`Plan`]), a definite "no" ([`Refusal`]) and the answer ([`Outcome`]).
+//!
+//! Plain data with no IO. Does not decide anything; the domains do, and the kernel's write path
+//! runs their plans.
+
+use hookstate_schema::format::{self, Head};
+use hookstate_schema::{Actor, Body};
+use serde_json::{Map, Value};
+
+/// Who calls, for which scope, at what time, with which idempotency key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Call {
+    /// The scope the command acts in.
+    pub scope: String,
+    /// Who is calling.
+    pub actor: Actor,
+    /// A repeated call with the same key returns the first call's result and appends nothing.
+    pub idem_key: Option<String>,
+    /// Now, in UTC ms (injected so tests control time).
+    pub now_ms: u64,
+}
+
+impl Call {
+    /// The same call in another scope (a bundle's, a project's).
+    #[must_use]
+    pub fn in_scope(&self, scope: &str) -> Call {
+        Call { scope: scope.to_owned(), ..self.clone() }
+    }
+
+    /// The same call without its idempotency key: what a mirror's adoption of outside writes
+    /// runs as. The key names the verb's own write; an adoption carrying it would leave the key's
+    /// replay row behind, so the verb itself would be skipped as a repeat.
+    #[must_use]
+    pub fn without_idem_key(&self) -> Call {
+        Call { idem_key: None, ..self.clone() }
+    }
+}
+
+/// A definite "no": the answer to a call whose compare failed or whose move is illegal. A value,
+/// not an error: nothing was appended and the caller may retry later.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// A stable machine-readable reason (`held`, `stale_token`, `rev_mismatch`, ...).
+    pub reason: &'static str,
+    /// One printable line for stderr.
+    pub message: String,
+    /// Details for the JSON result.
+    pub details: Map<String, Value>,
+}
+
+impl Refusal {
+    /// A refusal with its details given as a JSON object (anything else means no details).
+    #[must_use]
+    pub fn new(reason: &'static str, message: String, details: Value) -> Refusal {
+        Refusal { reason, message, details: fields(details) }
+    }
+}
+
+/// The fields of a JSON object; nothing for any other value.
+pub(crate) fn fields(value: Value) -> Map<String, Value> {
+    match value {
+        Value::Object(map) => map,
+        _ => Map::new(),
+    }
+}
+
+/// What one mutation wants done: the events to append (in order), the caller's result fields, and
+/// a refusal when the answer is "no". A domain's decision becomes a plan.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub(crate) struct Plan {
+    /// Events in the call's scope.
+    pub(crate) events: Vec<Body>,
+    /// Events in other scopes (an import spans several), appended after `events`.
+    pub(crate) scoped_events: Vec<(String, Body)>,
+    pub(crate) result: Map<String, Value>,
+    pub(crate) refusal: Option<Refusal>,
+}
+
+impl Plan {
+    /// A plan of one event in the call's scope with its result fields.
+    pub(crate) fn one(body: Body, result: Value) -> Plan {
+        Plan { events: vec![body], result: fields(result), ..Plan::default() }
+    }
+
+    /// A plan that appends nothing and answers `result`.
+    pub(crate) fn answer(result: Value) -> Plan {
+        Plan { result: fields(result), ..Plan::default() }
+    }
+
+    /// A refusal: nothing appended.
+    pub(crate) fn refuse(reason: &'static str, message: String, details: Value) -> Plan {
+        Plan { refusal: Some(Refusal::new(reason, message, details)), ..Plan::default() }
+    }
+}
+
+/// The answer to a command.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outcome {
+    /// Result fields.
+    pub result: Map<String, Value>,
+    /// Set when the answer is a definite "no".
+    pub refusal: Option<Refusal>,
+    /// The head after the call.
+    pub head: Head,
+    /// Events this call appended (0 for a refusal or a no-op).
+    pub appended: u64,
+    /// Whether this is the replayed result of an earlier call with the same idempotency key.
+    pub replayed: bool,
+}
+
+impl Outcome {
+    /// The one JSON object the CLI prints: `ok`, the result fields, and `seq`/`hash` of the last
+    /// event when the call appended or replayed events.
+    #[must_use]
+    pub fn to_json(&self) -> Value {
+        let mut out = Map::new();
+        out.insert("ok".into(), Value::Bool(self.refusal.is_none()));
+        if let Some(refusal) = &self.refusal {
+            out.insert("refused".into(), Value::String(refusal.reason.into()));
+            out.extend(refusal.details.clone());
+        }
+        out.extend(self.result.clone());
+        if self.appended > 0 || self.replayed {
+            out.insert("seq".into(), Value::from(self.head.seq));
+            out.insert("hash".into(), Value::String(format::to_hex(&self.head.hash)));
+        }
+        if self.replayed {
+            out.insert("replayed".into(), Value::Bool(true));
+        }
+        Value::Object(out)
+    }
+}

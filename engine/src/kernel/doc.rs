@@ -1,0 +1,95 @@
+//! Domain documents: typed rows that domains keep under `ViewKey::Doc` as the JSON text of a
+//! schema type, read in a decision and written by a projection.
+//!
+//! Adding a domain adds no view-key variant: it names its own row kinds (`signals.pm`, ...).
+//! Does not decide or project anything itself.
+
+use hookstate_schema::format::{decode_view_key, decode_view_row, doc_prefix};
+use hookstate_schema::{ViewKey, ViewRow};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::kernel::error::{Error, Result};
+use crate::kernel::storage::ReadTxn;
+use crate::kernel::view::{read_row, ViewAccess};
+
+/// The key of one document.
+pub(crate) fn doc_key(scope: &str, kind: &str, id: &str) -> ViewKey {
+    ViewKey::Doc { scope: scope.into(), kind: kind.into(), id: id.into() }
+}
+
+fn decode<T: DeserializeOwned>(key: &ViewKey, json: &str) -> Result<T> {
+    serde_json::from_str(json).map_err(|e| Error::Corrupt(format!("document {key:?}: {e}")))
+}
+
+/// Reads one document in a decision.
+pub(crate) fn read_doc<T: DeserializeOwned>(
+    txn: &dyn ReadTxn,
+    scope: &str,
+    kind: &str,
+    id: &str,
+) -> Result<Option<T>> {
+    let key = doc_key(scope, kind, id);
+    match read_row(txn, &key)? {
+        Some(ViewRow::Doc { json }) => decode(&key, &json).map(Some),
+        Some(other) => Err(Error::Corrupt(format!("document {key:?} holds {other:?}"))),
+        None => Ok(None),
+    }
+}
+
+/// Reads every document of one kind in a scope, in id order.
+pub(crate) fn read_docs<T: DeserializeOwned>(
+    txn: &dyn ReadTxn,
+    scope: &str,
+    kind: &str,
+) -> Result<Vec<(String, T)>> {
+    let mut out = Vec::new();
+    txn.views_with_prefix(&doc_prefix(scope, kind), &mut |key, row| {
+        let key = decode_view_key(key).map_err(|e| Error::Corrupt(e.to_string()))?;
+        let row = decode_view_row(row).map_err(|e| Error::Corrupt(e.to_string()))?;
+        if let (ViewKey::Doc { id, .. }, ViewRow::Doc { json }) = (&key, row) {
+            out.push((id.clone(), decode(&key, &json)?));
+        }
+        Ok(true)
+    })?;
+    Ok(out)
+}
+
+/// Reads one document inside a projection. A row that does not decode reads as absent; `verify`
+/// reports such a row as differing from a rebuild.
+pub(crate) fn get_doc<T: DeserializeOwned>(views: &dyn ViewAccess, key: &ViewKey) -> Option<T> {
+    match views.get(key) {
+        Some(ViewRow::Doc { json }) => serde_json::from_str(json).ok(),
+        _ => None,
+    }
+}
+
+/// Writes one document inside a projection.
+///
+/// # Panics
+/// Never in practice: serializing a plain schema struct to a string cannot fail.
+pub(crate) fn put_doc<T: Serialize>(views: &mut dyn ViewAccess, key: ViewKey, value: &T) {
+    let json = serde_json::to_string(value).expect("a schema struct serializes to JSON");
+    views.put(key, ViewRow::Doc { json });
+}
+
+/// Reads every document of one kind in every scope: `(scope, id, document)`, in key order.
+pub(crate) fn read_docs_all_scopes<T: DeserializeOwned>(
+    txn: &dyn ReadTxn,
+    kind: &str,
+) -> Result<Vec<(String, String, T)>> {
+    let mut out = Vec::new();
+    txn.views_with_prefix(&hookstate_schema::format::doc_prefix_all(), &mut |key, row| {
+        let key = decode_view_key(key).map_err(|e| Error::Corrupt(e.to_string()))?;
+        if let ViewKey::Doc { scope, kind: found, id } = &key {
+            if found == kind {
+                let row = decode_view_row(row).map_err(|e| Error::Corrupt(e.to_string()))?;
+                if let ViewRow::Doc { json } = row {
+                    out.push((scope.clone(), id.clone(), decode(&key, &json)?));
+                }
+            }
+        }
+        Ok(true)
+    })?;
+    Ok(out)
+}

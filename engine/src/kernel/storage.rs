@@ -1,0 +1,64 @@
+//! The narrow storage seam: append and read the log, read and write view rows, and metadata,
+//! all inside one transaction.
+//!
+//! Domain code sees only these traits, so another backend (PostgreSQL, DESIGN.md §9) can be added
+//! without touching it. Does not know about redb; `store.rs` implements the traits on it.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use crate::kernel::error::Result;
+
+/// Called with each event's seq and record; returns whether to go on.
+pub(crate) type EventVisitor<'a> = dyn FnMut(u64, &[u8]) -> Result<bool> + 'a;
+/// Called with each view row's key and value; returns whether to go on.
+pub(crate) type RowVisitor<'a> = dyn FnMut(&[u8], &[u8]) -> Result<bool> + 'a;
+
+/// What a reader may do inside one snapshot.
+pub(crate) trait ReadTxn {
+    /// A metadata value.
+    fn meta(&self, key: &str) -> Result<Option<Vec<u8>>>;
+    /// The stored record of one event.
+    fn event(&self, seq: u64) -> Result<Option<Vec<u8>>>;
+    /// Visits the records of `from..=to` in order until `visit` returns `false`.
+    fn events(&self, from: u64, to: u64, visit: &mut EventVisitor<'_>) -> Result<()>;
+    /// One view row.
+    fn view(&self, key: &[u8]) -> Result<Option<Vec<u8>>>;
+    /// Visits the view rows whose key starts with `prefix`, in key order, until `visit` returns
+    /// `false`.
+    fn views_with_prefix(&self, prefix: &[u8], visit: &mut RowVisitor<'_>) -> Result<()>;
+}
+
+/// What a writer may do inside its one transaction.
+pub(crate) trait WriteTxn: ReadTxn {
+    /// Sets a metadata value.
+    fn put_meta(&mut self, key: &str, value: &[u8]) -> Result<()>;
+    /// Inserts the record of event `seq`, which must not exist.
+    fn append_event(&mut self, seq: u64, record: &[u8]) -> Result<()>;
+    /// Sets a view row.
+    fn put_view(&mut self, key: &[u8], row: &[u8]) -> Result<()>;
+    /// Removes a view row.
+    fn delete_view(&mut self, key: &[u8]) -> Result<()>;
+    /// Removes every view row.
+    fn clear_views(&mut self) -> Result<()>;
+    /// Makes the transaction durable. Only after this returns may the caller acknowledge.
+    fn commit(self: Box<Self>) -> Result<()>;
+}
+
+/// A store that hands out transactions, and keeps the anchor (the head copied outside it).
+pub(crate) trait Storage: Send + Sync {
+    /// The store's printable location (a file path, or an address without its password).
+    fn path(&self) -> PathBuf;
+    /// Where the anchor lives, printable.
+    fn anchor_path(&self) -> PathBuf;
+    /// The anchor's text, if there is one.
+    fn read_anchor(&self) -> Result<Option<String>>;
+    /// Replaces the anchor atomically.
+    fn write_anchor(&self, text: &str) -> Result<()>;
+    /// Removes what killed writers left beside the store; returns how many were removed.
+    fn remove_stale_temps(&self) -> Result<u32>;
+    /// Takes the single write transaction, waiting at most until `deadline`.
+    fn begin_write(&self, deadline: Instant) -> Result<Box<dyn WriteTxn + '_>>;
+    /// Opens a read snapshot.
+    fn begin_read(&self) -> Result<Box<dyn ReadTxn + '_>>;
+}

@@ -1,0 +1,100 @@
+//! View access: the rows a projection reads and writes ([`ViewAccess`]), the overlay of the rows
+//! one event touches on the live write path ([`Overlay`]), and point reads of stored rows and of
+//! the head inside a transaction.
+//!
+//! Does not know any domain's rows; `doc.rs` adds typed documents on top. No IO beyond the
+//! transaction it is handed.
+
+use std::collections::BTreeMap;
+
+use hookstate_schema::format::{decode_head, decode_view_row, encode_view_key, Head, META_HEAD};
+use hookstate_schema::{ViewKey, ViewRow};
+
+use crate::kernel::error::{Error, Result};
+use crate::kernel::storage::ReadTxn;
+
+/// Row access for a projection.
+pub(crate) trait ViewAccess {
+    /// The current row, if any.
+    fn get(&self, key: &ViewKey) -> Option<&ViewRow>;
+    /// Sets a row.
+    fn put(&mut self, key: ViewKey, row: ViewRow);
+    /// Removes a row.
+    fn delete(&mut self, key: &ViewKey);
+}
+
+impl ViewAccess for BTreeMap<ViewKey, ViewRow> {
+    fn get(&self, key: &ViewKey) -> Option<&ViewRow> {
+        BTreeMap::get(self, key)
+    }
+    fn put(&mut self, key: ViewKey, row: ViewRow) {
+        self.insert(key, row);
+    }
+    fn delete(&mut self, key: &ViewKey) {
+        self.remove(key);
+    }
+}
+
+/// The rows one event may read or write, preloaded from the store. Touching any other row is a
+/// bug in a projection's `touched_keys`, and panics rather than write a view that a rebuild would
+/// not produce.
+#[derive(Debug, Default)]
+pub(crate) struct Overlay {
+    rows: BTreeMap<ViewKey, Option<ViewRow>>,
+    dirty: BTreeMap<ViewKey, ()>,
+}
+
+impl Overlay {
+    /// Records the stored value of a touched row.
+    pub(crate) fn preload(&mut self, key: ViewKey, row: Option<ViewRow>) {
+        self.rows.entry(key).or_insert(row);
+    }
+
+    /// Whether a row is already loaded.
+    pub(crate) fn has(&self, key: &ViewKey) -> bool {
+        self.rows.contains_key(key)
+    }
+
+    /// The rows changed since loading, with their new values (`None` = deleted).
+    pub(crate) fn changes(&self) -> impl Iterator<Item = (&ViewKey, Option<&ViewRow>)> {
+        self.dirty.keys().map(|key| (key, self.rows.get(key).and_then(Option::as_ref)))
+    }
+}
+
+impl ViewAccess for Overlay {
+    fn get(&self, key: &ViewKey) -> Option<&ViewRow> {
+        let row = self.rows.get(key);
+        assert!(row.is_some(), "projection read {key:?}, which touched_keys did not name");
+        row.and_then(Option::as_ref)
+    }
+    fn put(&mut self, key: ViewKey, row: ViewRow) {
+        assert!(self.rows.contains_key(&key), "projection wrote unnamed {key:?}");
+        self.dirty.insert(key.clone(), ());
+        self.rows.insert(key, Some(row));
+    }
+    fn delete(&mut self, key: &ViewKey) {
+        assert!(self.rows.contains_key(key), "projection deleted unnamed {key:?}");
+        self.dirty.insert(key.clone(), ());
+        self.rows.insert(key.clone(), None);
+    }
+}
+
+/// The head (last seq and hash) as the transaction sees it.
+///
+/// # Errors
+/// [`Error::Corrupt`] when the head is missing or does not decode; store errors.
+pub(crate) fn read_head(txn: &dyn ReadTxn) -> Result<Head> {
+    let bytes = txn.meta(META_HEAD)?.ok_or_else(|| Error::Corrupt("the head is missing".into()))?;
+    decode_head(&bytes).map_err(|e| Error::Corrupt(e.to_string()))
+}
+
+/// One stored view row.
+///
+/// # Errors
+/// [`Error::Corrupt`] when the row does not decode; store errors.
+pub(crate) fn read_row(txn: &dyn ReadTxn, key: &ViewKey) -> Result<Option<ViewRow>> {
+    let Some(bytes) = txn.view(&encode_view_key(key))? else {
+        return Ok(None);
+    };
+    decode_view_row(&bytes).map(Some).map_err(|e| Error::Corrupt(format!("view {key:?}: {e}")))
+}

@@ -1,0 +1,278 @@
+//! The directory of a redb store, opened once: the store file, its atomic creation, and the
+//! head anchor beside it.
+//!
+//! Every file is reached relative to a held directory handle, opened with `O_NOFOLLOW`, created
+//! with `O_EXCL` and mode 0600; replacements go temp file, fsync, rename (or link), directory
+//! fsync. Does not know the file formats; callers hand bytes in and out.
+
+use std::ffi::{OsStr, OsString};
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use rustix::io::Errno;
+
+use crate::kernel::error::{Error, Result};
+use crate::kernel::fsio::{
+    check_private_dir, create_dirs_durably, io_err, random_bytes, FILE_MODE,
+};
+use crate::kernel::limits::ANCHOR_BYTES_MAX;
+
+const ANCHOR_SUFFIX: &str = ".head";
+const TEMP_NAME_RANDOM_BYTES: usize = 8;
+/// Age after which a temporary file beside the store is a leftover of a killed writer.
+pub(crate) const STALE_TEMP_SECS: u64 = 600;
+/// Directory entries a leftover scan looks at.
+const STALE_TEMP_SCAN_MAX: usize = 10_000;
+const TEMP_PURPOSES: [&str; 2] = ["create", "head"];
+
+/// Whether `name` is one of our temporary names: `<prefix>.<purpose>-<16 hex>`.
+fn is_temp_name(name: &str, prefix: &str) -> bool {
+    let Some(rest) = name.strip_prefix(prefix).and_then(|r| r.strip_prefix('.')) else {
+        return false;
+    };
+    TEMP_PURPOSES.iter().any(|purpose| {
+        rest.strip_prefix(purpose).and_then(|r| r.strip_prefix('-')).is_some_and(|hex| {
+            hex.len() == TEMP_NAME_RANDOM_BYTES * 2 && hex.bytes().all(|b| b.is_ascii_hexdigit())
+        })
+    })
+}
+
+/// The directory that holds a store file, opened once and used for every path below it.
+pub(crate) struct StoreDir {
+    dir: OwnedFd,
+    dir_path: PathBuf,
+    name: OsString,
+}
+
+impl StoreDir {
+    /// Opens the directory of `path`, creating it (mode 0700) when `create` is set, and checks
+    /// that it is owned by us and not writable by others.
+    pub(crate) fn open(path: &Path, create: bool) -> Result<Self> {
+        let name = path
+            .file_name()
+            .filter(|n| !n.is_empty())
+            .ok_or_else(|| {
+                Error::invalid(format!("store path {} has no file name", path.display()))
+            })?
+            .to_os_string();
+        let dir_path = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        if create && !dir_path.exists() {
+            create_dirs_durably(&dir_path)?;
+        }
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let dir = rustix::fs::open(&dir_path, flags, Mode::empty()).map_err(|e| match e {
+            Errno::NOENT => Error::NoStore { path: path.to_path_buf() },
+            other => io_err("open directory", &dir_path, other),
+        })?;
+        let stat = rustix::fs::fstat(&dir).map_err(|e| io_err("stat", &dir_path, e))?;
+        check_private_dir(&dir_path, stat.st_uid, stat.st_mode)?;
+        Ok(StoreDir { dir, dir_path, name })
+    }
+
+    /// The store file's full path, for messages.
+    pub(crate) fn path(&self) -> PathBuf {
+        self.dir_path.join(&self.name)
+    }
+
+    /// Opens the store file (read-write, or read-only for readers) without following a symlink.
+    /// `None` when it is absent.
+    pub(crate) fn open_store(&self, read_only: bool) -> Result<Option<File>> {
+        let access = if read_only { OFlags::RDONLY } else { OFlags::RDWR };
+        let flags = access | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK;
+        let fd = match rustix::fs::openat(&self.dir, &self.name, flags, Mode::empty()) {
+            Ok(fd) => fd,
+            Err(Errno::NOENT) => return Ok(None),
+            Err(Errno::LOOP) => return Err(self.unsafe_path("is a symlink")),
+            Err(Errno::ISDIR) => return Err(self.not_a_store("it is a directory")),
+            Err(Errno::NXIO) => return Err(self.not_a_store("it is a special file")),
+            Err(other) => return Err(io_err("open", &self.path(), other)),
+        };
+        let stat = rustix::fs::fstat(&fd).map_err(|e| io_err("stat", &self.path(), e))?;
+        if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
+            return Err(self.not_a_store("it is not a regular file"));
+        }
+        if stat.st_size == 0 {
+            return Err(self.not_a_store("the file is empty"));
+        }
+        rustix::fs::fcntl_setfl(&fd, OFlags::empty())
+            .map_err(|e| io_err("clear O_NONBLOCK on", &self.path(), e))?;
+        Ok(Some(File::from(fd)))
+    }
+
+    /// Creates a fresh temporary file (O_EXCL, 0600) beside the store and returns it and its name.
+    pub(crate) fn create_temp(&self, purpose: &str) -> Result<(File, OsString)> {
+        let mut name = OsString::from(".");
+        name.push(&self.name);
+        name.push(format!(".{purpose}-{}", random_hex()?));
+        let flags =
+            OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let fd = rustix::fs::openat(&self.dir, &name, flags, Mode::from_raw_mode(FILE_MODE))
+            .map_err(|e| io_err("create", &self.dir_path.join(&name), e))?;
+        Ok((File::from(fd), name))
+    }
+
+    /// The `non-atomic-create` drill: opens (creating, 0600) the store file itself, the way
+    /// redb's `Database::create` does.
+    #[cfg(feature = "bugdrill")]
+    pub(crate) fn create_in_place(&self) -> Result<File> {
+        let flags = OFlags::RDWR | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let fd = rustix::fs::openat(&self.dir, &self.name, flags, Mode::from_raw_mode(FILE_MODE))
+            .map_err(|e| io_err("create", &self.path(), e))?;
+        Ok(File::from(fd))
+    }
+
+    /// Publishes a finished temporary file as the store: hard-links it to the store name (which
+    /// fails if another process published first), removes the temporary name and fsyncs the
+    /// directory. Returns whether this call published.
+    pub(crate) fn publish_store(&self, temp: &OsStr) -> Result<bool> {
+        let published =
+            match rustix::fs::linkat(&self.dir, temp, &self.dir, &self.name, AtFlags::empty()) {
+                Ok(()) => true,
+                Err(Errno::EXIST) => false,
+                Err(other) => return Err(io_err("link", &self.path(), other)),
+            };
+        self.remove(temp)?;
+        self.sync_dir()?;
+        Ok(published)
+    }
+
+    /// Removes a name in the directory.
+    pub(crate) fn remove(&self, name: &OsStr) -> Result<()> {
+        rustix::fs::unlinkat(&self.dir, name, AtFlags::empty())
+            .map_err(|e| io_err("remove", &self.dir_path.join(name), e))
+    }
+
+    /// Makes the directory's entries durable.
+    pub(crate) fn sync_dir(&self) -> Result<()> {
+        rustix::fs::fsync(&self.dir).map_err(|e| io_err("fsync directory", &self.dir_path, e))
+    }
+
+    fn anchor_name(&self) -> OsString {
+        let mut name = self.name.clone();
+        name.push(ANCHOR_SUFFIX);
+        name
+    }
+
+    /// The anchor file's path, for messages.
+    pub(crate) fn anchor_path(&self) -> PathBuf {
+        self.dir_path.join(self.anchor_name())
+    }
+
+    /// Reads the anchor file; `None` when it is absent.
+    pub(crate) fn read_anchor(&self) -> Result<Option<String>> {
+        let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK;
+        let fd = match rustix::fs::openat(&self.dir, self.anchor_name(), flags, Mode::empty()) {
+            Ok(fd) => fd,
+            Err(Errno::NOENT) => return Ok(None),
+            Err(other) => return Err(io_err("open", &self.anchor_path(), other)),
+        };
+        let mut text = Vec::new();
+        File::from(fd)
+            .take(ANCHOR_BYTES_MAX as u64 + 1)
+            .read_to_end(&mut text)
+            .map_err(|e| Error::io("read", self.anchor_path(), e))?;
+        if text.len() > ANCHOR_BYTES_MAX {
+            return Err(Error::AnchorMismatch { why: "anchor file is oversized".into() });
+        }
+        String::from_utf8(text)
+            .map(Some)
+            .map_err(|_| Error::AnchorMismatch { why: "anchor file is not UTF-8".into() })
+    }
+
+    /// Replaces the anchor file atomically: temp file, write, fsync, rename. The directory is not
+    /// fsynced: a lost rename leaves an older anchor, which is allowed to lag but never to lead.
+    pub(crate) fn write_anchor(&self, text: &str) -> Result<()> {
+        let (mut file, temp) = self.create_temp("head")?;
+        let written = file
+            .write_all(text.as_bytes())
+            .and_then(|()| file.sync_data())
+            .map_err(|e| Error::io("write", self.dir_path.join(&temp), e));
+        let renamed = written.and_then(|()| {
+            rustix::fs::renameat(&self.dir, &temp, &self.dir, self.anchor_name())
+                .map_err(|e| io_err("rename", &self.anchor_path(), e))
+        });
+        if renamed.is_err() {
+            let _ = self.remove(&temp);
+        }
+        renamed
+    }
+
+    /// Removes temporary files that killed writers left beside the store (`.<name>.create-<hex>`,
+    /// `.<name>.head-<hex>`) once they are older than [`STALE_TEMP_SECS`]: no live writer keeps a
+    /// temporary file that long. Returns how many were removed.
+    pub(crate) fn remove_stale_temps(&self) -> Result<u32> {
+        let listing = rustix::fs::openat(
+            &self.dir,
+            ".",
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| io_err("open directory", &self.dir_path, e))?;
+        let entries =
+            rustix::fs::Dir::read_from(&listing).map_err(|e| io_err("list", &self.dir_path, e))?;
+        let mut prefix = OsString::from(".");
+        prefix.push(&self.name);
+        let prefix = prefix.to_string_lossy().into_owned();
+        let now = std::time::SystemTime::now();
+        let mut removed = 0;
+        for entry in entries.take(STALE_TEMP_SCAN_MAX) {
+            let entry = entry.map_err(|e| io_err("list", &self.dir_path, e))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if !is_temp_name(&name, &prefix) {
+                continue;
+            }
+            let Ok(stat) = rustix::fs::statat(&self.dir, name.as_str(), AtFlags::SYMLINK_NOFOLLOW)
+            else {
+                continue;
+            };
+            let modified = std::time::UNIX_EPOCH
+                + std::time::Duration::from_secs(u64::try_from(stat.st_mtime).unwrap_or(0));
+            let stale =
+                now.duration_since(modified).is_ok_and(|age| age.as_secs() > STALE_TEMP_SECS);
+            if stale && rustix::fs::unlinkat(&self.dir, name.as_str(), AtFlags::empty()).is_ok() {
+                removed += 1;
+            }
+        }
+        Ok(removed)
+    }
+
+    fn not_a_store(&self, why: &str) -> Error {
+        Error::NotAStore { path: self.path(), why: why.into() }
+    }
+
+    fn unsafe_path(&self, why: &str) -> Error {
+        Error::UnsafePath { path: self.path(), why: why.into() }
+    }
+}
+
+fn random_hex() -> Result<String> {
+    Ok(hookstate_schema::format::to_hex(&random_bytes::<TEMP_NAME_RANDOM_BYTES>()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_our_temporary_names_are_recognised() {
+        let prefix = ".state.redb";
+        assert!(is_temp_name(".state.redb.create-0123456789abcdef", prefix));
+        assert!(is_temp_name(".state.redb.head-0123456789abcdef", prefix));
+        for other in [
+            "state.redb",
+            "state.redb.head",
+            ".state.redb.head-0123",
+            ".state.redb.other-0123456789abcdef",
+            ".other.redb.head-0123456789abcdef",
+            ".state.redb.head-0123456789abcdeg",
+        ] {
+            assert!(!is_temp_name(other, prefix), "{other}");
+        }
+    }
+}

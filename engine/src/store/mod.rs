@@ -1,0 +1,191 @@
+//! The `Storage` implementations. Today one: a redb file ([`redb`]) in a private directory
+//! ([`dir`]), with its anchor beside it. A second backend is a new file here.
+//!
+//! Does not know the domains or the legacy files; the kernel sees only the `Storage` trait.
+
+mod dir;
+mod redb;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use hookstate_schema::format::STORE_ID_BYTES;
+
+use crate::kernel::error::{Error, Result};
+use crate::kernel::fsio::random_bytes;
+use crate::kernel::limits::WAIT_MS_MAX;
+use crate::kernel::storage::{ReadTxn, Storage, WriteTxn};
+use crate::kernel::write::initial_meta;
+
+use self::dir::StoreDir;
+use self::redb::RedbStore;
+
+#[cfg(feature = "testing")]
+pub use self::redb::Backend;
+
+/// How to open a store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpenOptions {
+    /// Longest wait for the write transaction (and for an exclusive opener), in ms.
+    pub wait_ms: u64,
+    /// Create the store (atomically) when the path does not exist.
+    pub create: bool,
+    /// Run redb's full integrity check on open (for verify, rebuild and export).
+    pub check_integrity: bool,
+    /// Open for reading only: the file is never written, not even its header. Writes fail.
+    pub read_only: bool,
+}
+
+impl Default for OpenOptions {
+    fn default() -> Self {
+        OpenOptions {
+            wait_ms: crate::kernel::limits::WAIT_MS_DEFAULT,
+            create: true,
+            check_integrity: false,
+            read_only: false,
+        }
+    }
+}
+
+impl OpenOptions {
+    /// The bounded wait, checked against its limit.
+    ///
+    /// # Errors
+    /// [`Error::OutOfRange`] past [`WAIT_MS_MAX`].
+    pub(crate) fn wait(&self) -> Result<Duration> {
+        if self.wait_ms > WAIT_MS_MAX {
+            return Err(Error::OutOfRange {
+                what: "wait",
+                value: self.wait_ms,
+                min: 0,
+                max: WAIT_MS_MAX,
+                unit: " ms",
+            });
+        }
+        Ok(Duration::from_millis(self.wait_ms))
+    }
+}
+
+/// A redb store file and the directory it lives in.
+struct FileStore {
+    db: RedbStore,
+    dir: StoreDir,
+}
+
+impl Storage for FileStore {
+    fn path(&self) -> PathBuf {
+        self.dir.path()
+    }
+    fn anchor_path(&self) -> PathBuf {
+        self.dir.anchor_path()
+    }
+    fn read_anchor(&self) -> Result<Option<String>> {
+        self.dir.read_anchor()
+    }
+    fn write_anchor(&self, text: &str) -> Result<()> {
+        self.dir.write_anchor(text)
+    }
+    fn remove_stale_temps(&self) -> Result<u32> {
+        self.dir.remove_stale_temps()
+    }
+    fn begin_write(&self, deadline: Instant) -> Result<Box<dyn WriteTxn + '_>> {
+        self.db.begin_write(deadline)
+    }
+    fn begin_read(&self) -> Result<Box<dyn ReadTxn + '_>> {
+        self.db.begin_read()
+    }
+}
+
+/// Opens the redb store at `path`, creating it atomically first when it is absent and
+/// `options.create` is set.
+///
+/// # Errors
+/// [`Error::NoStore`], [`Error::NotAStore`], [`Error::UnsafePath`], [`Error::Busy`],
+/// [`Error::Io`] and the store variants.
+pub(crate) fn open(path: &Path, options: OpenOptions) -> Result<Box<dyn Storage>> {
+    let wait = options.wait()?;
+    let dir = StoreDir::open(path, options.create)?;
+    let file = match dir.open_store(options.read_only)? {
+        Some(file) => file,
+        None if options.create => {
+            create_store(&dir)?;
+            dir.open_store(false)?.ok_or_else(|| Error::NoStore { path: dir.path() })?
+        }
+        None => return Err(Error::NoStore { path: dir.path() }),
+    };
+    let db = match options.read_only {
+        true => match RedbStore::open_read_only(&file, wait)? {
+            Some(db) => db,
+            // The file needs a repair only a writer does: open it as one (this writes).
+            None => {
+                let writable =
+                    dir.open_store(false)?.ok_or_else(|| Error::NoStore { path: dir.path() })?;
+                RedbStore::open(&writable, false, wait)?
+            }
+        },
+        false => RedbStore::open(&file, options.check_integrity, wait)?,
+    };
+    Ok(Box::new(FileStore { db, dir }))
+}
+
+/// Opens (or, when `options.create` is set and the backend is empty, creates) a store on a test
+/// `backend` (an in-memory disk image); the anchor lives beside `path`, in a real directory.
+///
+/// # Errors
+/// As [`open`].
+#[cfg(feature = "testing")]
+pub(crate) fn open_on_backend(
+    path: &Path,
+    backend: impl Backend,
+    options: OpenOptions,
+) -> Result<Box<dyn Storage>> {
+    let dir = StoreDir::open(path, true)?;
+    let meta = initial_meta(&random_bytes::<STORE_ID_BYTES>()?);
+    let meta: Vec<(&str, &[u8])> = meta.iter().map(|(k, v)| (*k, v.as_slice())).collect();
+    let meta = options.create.then_some(&meta[..]);
+    let db = RedbStore::on_backend(backend, meta, options.check_integrity)?;
+    Ok(Box::new(FileStore { db, dir }))
+}
+
+/// Whether a new store is made in a temporary file that is published at the store's path only
+/// once it is complete and synced. Always, except under the `non-atomic-create` drill, which
+/// creates the store in place.
+#[must_use]
+pub fn creation_is_atomic() -> bool {
+    #[cfg(feature = "bugdrill")]
+    if crate::kernel::drill::is(crate::kernel::drill::Drill::NonAtomicCreate) {
+        return false;
+    }
+    true
+}
+
+fn new_meta() -> Result<Vec<(&'static str, Vec<u8>)>> {
+    Ok(initial_meta(&random_bytes::<STORE_ID_BYTES>()?))
+}
+
+fn create_store(dir: &StoreDir) -> Result<()> {
+    // The planted bug: redb creates the store in place, so a crash or a concurrent opener sees a
+    // half-made (or empty) store file.
+    #[cfg(feature = "bugdrill")]
+    if !creation_is_atomic() {
+        let meta = new_meta()?;
+        let meta: Vec<(&str, &[u8])> = meta.iter().map(|(k, v)| (*k, v.as_slice())).collect();
+        drop(RedbStore::create_in(dir.create_in_place()?, &meta)?);
+        return Ok(());
+    }
+    let (file, temp) = dir.create_temp("create")?;
+    let keep = file.try_clone().map_err(|e| Error::io("duplicate handle of", dir.path(), e));
+    let created = keep.and_then(|keep| {
+        let meta = new_meta()?;
+        let meta: Vec<(&str, &[u8])> = meta.iter().map(|(k, v)| (*k, v.as_slice())).collect();
+        drop(RedbStore::create_in(file, &meta)?);
+        keep.sync_all().map_err(|e| Error::io("fsync", dir.path(), e))
+    });
+    match created {
+        Ok(()) => dir.publish_store(&temp).map(|_| ()),
+        Err(err) => {
+            let _ = dir.remove(&temp);
+            Err(err)
+        }
+    }
+}

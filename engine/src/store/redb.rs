@@ -1,0 +1,479 @@
+//! The redb backend: the only module that imports redb.
+//!
+//! Opens files handed to it (already opened safely by `store::dir`), in `MultiWriter` mode with
+//! `Durability::Immediate`, and converts every redb error into `Error` here. Does not choose
+//! paths or create files.
+
+use std::fs::File;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use hookstate_schema::format::{LOG_TABLE, META_TABLE, VIEWS_TABLE};
+use std::ops::Bound;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use redb::backends::FileBackend;
+use redb::{
+    BackendError, ConcurrencyMode, Database, Durability, ReadableDatabase, ReadableTable,
+    StorageBackend, TableDefinition, TransactionError,
+};
+
+/// The storage seam a test backend implements (for the `testing` feature's
+/// `Engine::open_with_backend`).
+#[cfg(feature = "testing")]
+pub use redb::StorageBackend as Backend;
+
+/// The IO error type of redb's `StorageBackend` (without its `experimental-api-5` feature).
+type BackendIoError = std::io::Error;
+
+use crate::kernel::error::{Error, Result};
+use crate::kernel::limits::{
+    CACHE_BYTES, LOCK_BACKOFF_US_MAX, LOCK_BACKOFF_US_MIN, READ_ONLY_REPAIR_WAIT_MS,
+};
+use crate::kernel::storage::{EventVisitor, ReadTxn, RowVisitor, WriteTxn};
+
+const LOG: TableDefinition<u64, &[u8]> = TableDefinition::new(LOG_TABLE);
+const VIEWS: TableDefinition<&[u8], &[u8]> = TableDefinition::new(VIEWS_TABLE);
+const META: TableDefinition<&str, &[u8]> = TableDefinition::new(META_TABLE);
+
+/// A redb database file in multi-writer mode, opened for writing or only for reading.
+pub(crate) struct RedbStore {
+    db: Db,
+}
+
+enum Db {
+    Write(Database),
+    /// A read-only handle shares the file with writers and never writes, not even the header.
+    Read(redb::ReadOnlyDatabase),
+}
+
+/// redb's file backend with every blocking lock turned into a bounded wait. In multi-writer mode
+/// redb's open takes the writer lock blocking, so a writer that stalls (a hook stopped with
+/// SIGSTOP) would hang every later opener; here the wait ends after `wait` and the call reports
+/// busy instead.
+#[derive(Debug)]
+struct BoundedBackend {
+    inner: FileBackend,
+    wait: Duration,
+    timed_out: Arc<AtomicBool>,
+}
+
+impl BoundedBackend {
+    fn wait_for(
+        &self,
+        mut try_lock: impl FnMut() -> std::result::Result<bool, BackendError>,
+    ) -> std::result::Result<(), BackendError> {
+        let deadline = Instant::now() + self.wait;
+        let mut attempt = 0;
+        loop {
+            if try_lock()? {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                self.timed_out.store(true, Ordering::SeqCst);
+                return Err(BackendError::Io(std::io::Error::new(
+                    std::io::ErrorKind::WouldBlock,
+                    "lock wait timed out",
+                )));
+            }
+            thread::sleep(backoff(attempt));
+            attempt += 1;
+        }
+    }
+}
+
+impl StorageBackend for BoundedBackend {
+    fn len(&self) -> std::result::Result<u64, BackendIoError> {
+        self.inner.len()
+    }
+    fn read(&self, offset: u64, out: &mut [u8]) -> std::result::Result<(), BackendIoError> {
+        self.inner.read(offset, out)
+    }
+    fn set_len(&self, len: u64) -> std::result::Result<(), BackendIoError> {
+        self.inner.set_len(len)
+    }
+    fn sync_data(&self) -> std::result::Result<(), BackendIoError> {
+        #[cfg(feature = "bugdrill")]
+        if crate::kernel::drill::is(crate::kernel::drill::Drill::DurabilityNone) {
+            return Ok(());
+        }
+        self.inner.sync_data()
+    }
+    fn write(&self, offset: u64, data: &[u8]) -> std::result::Result<(), BackendIoError> {
+        self.inner.write(offset, data)
+    }
+    fn close(&self) -> std::result::Result<(), BackendIoError> {
+        self.inner.close()
+    }
+    fn try_lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> LockResult<bool> {
+        self.inner.try_lock_range(start, end)
+    }
+    fn try_lock_shared_range(&self, start: Bound<u64>, end: Bound<u64>) -> LockResult<bool> {
+        self.inner.try_lock_shared_range(start, end)
+    }
+    fn lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> LockResult<()> {
+        self.wait_for(|| self.inner.try_lock_range(start, end))
+    }
+    fn lock_shared_range(&self, start: Bound<u64>, end: Bound<u64>) -> LockResult<()> {
+        self.wait_for(|| self.inner.try_lock_shared_range(start, end))
+    }
+    fn unlock_range(&self, start: Bound<u64>, end: Bound<u64>) -> LockResult<()> {
+        self.inner.unlock_range(start, end)
+    }
+    fn query_lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> LockResult<bool> {
+        self.inner.query_lock_range(start, end)
+    }
+}
+
+type LockResult<T> = std::result::Result<T, BackendError>;
+
+fn convert(err: impl Into<redb::Error>) -> Error {
+    let err: redb::Error = err.into();
+    match err {
+        redb::Error::Corrupted(_)
+        | redb::Error::UpgradeRequired(_)
+        | redb::Error::TableTypeMismatch { .. }
+        | redb::Error::TableIsMultimap(_)
+        | redb::Error::TableIsNotMultimap(_)
+        | redb::Error::TypeDefinitionChanged { .. }
+        | redb::Error::TableDoesNotExist(_) => Error::StoreCorrupt(Box::new(err)),
+        // redb reports a file that is not a database ("magic number mismatch") as invalid data,
+        // and a read past the end of a truncated file as an unexpected end of file: both are a
+        // damaged store, not a failing disk.
+        redb::Error::Io(ref io)
+            if matches!(
+                io.kind(),
+                std::io::ErrorKind::InvalidData | std::io::ErrorKind::UnexpectedEof
+            ) =>
+        {
+            Error::StoreCorrupt(Box::new(err))
+        }
+        redb::Error::Io(_) | redb::Error::PreviousIo => Error::StoreIo(Box::new(err)),
+        other => Error::Store(Box::new(other)),
+    }
+}
+
+fn builder(check_integrity: bool) -> redb::Builder {
+    let mut builder = Database::builder();
+    builder
+        .set_concurrency_mode(ConcurrencyMode::MultiWriter)
+        .set_check_integrity_on_open(check_integrity)
+        .set_cache_size(CACHE_BYTES);
+    builder
+}
+
+fn backoff(attempt: u32) -> Duration {
+    let us = LOCK_BACKOFF_US_MIN.saturating_mul(1u64 << attempt.min(8)).min(LOCK_BACKOFF_US_MAX);
+    Duration::from_micros(us)
+}
+
+fn waited_ms(start: Instant) -> u64 {
+    u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
+impl RedbStore {
+    /// Initializes a new database in `file`, which must be empty, with its tables and `meta`.
+    pub(crate) fn create_in(file: File, meta: &[(&str, &[u8])]) -> Result<Self> {
+        RedbStore::create_on(FileBackend::new(file).map_err(convert)?, meta)
+    }
+
+    /// Initializes a new database on an empty `backend` with its tables and `meta`.
+    fn create_on(backend: impl StorageBackend, meta: &[(&str, &[u8])]) -> Result<Self> {
+        let db = builder(false).create_with_backend(backend).map_err(convert)?;
+        let store = RedbStore { db: Db::Write(db) };
+        let mut txn = store.begin_write(Instant::now() + Duration::from_secs(1))?;
+        for (key, value) in meta {
+            txn.put_meta(key, value)?;
+        }
+        txn.clear_views()?;
+        txn.events(1, 0, &mut |_, _| Ok(false))?;
+        txn.commit()?;
+        Ok(store)
+    }
+
+    /// Opens an existing, non-empty database file. Every lock wait, including the writer lock
+    /// redb takes while opening, ends after `wait` with [`Error::Busy`].
+    pub(crate) fn open(file: &File, check_integrity: bool, wait: Duration) -> Result<Self> {
+        let start = Instant::now();
+        let (backend, timed_out) = bounded(file, wait)?;
+        match builder(check_integrity).create_with_backend(backend) {
+            Ok(db) => Ok(RedbStore { db: Db::Write(db) }),
+            Err(_) if timed_out.load(Ordering::SeqCst) => {
+                Err(Error::Busy { waited_ms: waited_ms(start) })
+            }
+            Err(redb::DatabaseError::DatabaseAlreadyOpen) => {
+                Err(Error::Busy { waited_ms: waited_ms(start) })
+            }
+            Err(other) => Err(convert(other)),
+        }
+    }
+
+    /// Opens the database on `backend`, or creates it there with `meta` when the backend is
+    /// empty and `meta` is given: the seam the power-loss simulator opens its images through.
+    #[cfg(feature = "testing")]
+    pub(crate) fn on_backend(
+        backend: impl StorageBackend,
+        meta: Option<&[(&str, &[u8])]>,
+        check_integrity: bool,
+    ) -> Result<Self> {
+        // The planted bug: once the store exists (a real store is created, synced and published
+        // before any drill can touch it), commits return without a sync.
+        #[cfg(feature = "bugdrill")]
+        let skip = Arc::new(AtomicBool::new(false));
+        #[cfg(feature = "bugdrill")]
+        let backend = drill::NoSync { inner: backend, skip: Arc::clone(&skip) };
+        let store = match meta {
+            Some(meta) if backend.len().map_err(|e| convert(redb::StorageError::from(e)))? == 0 => {
+                RedbStore::create_on(backend, meta)
+            }
+            _ => match builder(check_integrity).create_with_backend(backend) {
+                Ok(db) => Ok(RedbStore { db: Db::Write(db) }),
+                Err(err) => Err(convert(err)),
+            },
+        };
+        #[cfg(feature = "bugdrill")]
+        skip.store(
+            crate::kernel::drill::is(crate::kernel::drill::Drill::DurabilityNone),
+            Ordering::SeqCst,
+        );
+        store
+    }
+
+    /// Opens an existing database file for reading only: a reader's locks, never a write.
+    ///
+    /// redb refuses a read-only open while the file's recovery flag is set: for a moment while
+    /// another process is opening it for writing, and for good after a writer was killed before
+    /// its clean close. The refusal is retried for at most [`READ_ONLY_REPAIR_WAIT_MS`] (bounded
+    /// by `wait`); `Ok(None)` then means the file needs a repair that only a writer can do.
+    pub(crate) fn open_read_only(file: &File, wait: Duration) -> Result<Option<Self>> {
+        let start = Instant::now();
+        let repair_wait = wait.min(Duration::from_millis(READ_ONLY_REPAIR_WAIT_MS));
+        let mut attempt = 0;
+        loop {
+            let (backend, timed_out) = bounded(file, wait)?;
+            match builder(false).open_read_only_with_backend(backend) {
+                Ok(db) => return Ok(Some(RedbStore { db: Db::Read(db) })),
+                Err(_) if timed_out.load(Ordering::SeqCst) => {
+                    return Err(Error::Busy { waited_ms: waited_ms(start) })
+                }
+                Err(redb::DatabaseError::RepairAborted) if start.elapsed() < repair_wait => {
+                    thread::sleep(backoff(attempt));
+                    attempt += 1;
+                }
+                Err(redb::DatabaseError::RepairAborted) => return Ok(None),
+                Err(other) => return Err(convert(other)),
+            }
+        }
+    }
+}
+
+fn bounded(file: &File, wait: Duration) -> Result<(BoundedBackend, Arc<AtomicBool>)> {
+    let clone = file.try_clone().map_err(|e| Error::io("duplicate handle of", "", e))?;
+    let timed_out = Arc::new(AtomicBool::new(false));
+    let backend = BoundedBackend {
+        inner: FileBackend::new(clone).map_err(convert)?,
+        wait,
+        timed_out: Arc::clone(&timed_out),
+    };
+    Ok((backend, timed_out))
+}
+
+impl RedbStore {
+    /// Takes the single write transaction, waiting at most until `deadline`.
+    pub(crate) fn begin_write(&self, deadline: Instant) -> Result<Box<dyn WriteTxn + '_>> {
+        let Db::Write(db) = &self.db else {
+            return Err(Error::ReadOnly);
+        };
+        let start = Instant::now();
+        let mut attempt = 0;
+        let mut txn = loop {
+            match db.try_begin_write() {
+                Ok(txn) => break txn,
+                Err(TransactionError::WouldBlock) if Instant::now() < deadline => {
+                    thread::sleep(backoff(attempt));
+                    attempt += 1;
+                }
+                Err(TransactionError::WouldBlock) => {
+                    return Err(Error::Busy { waited_ms: waited_ms(start) })
+                }
+                Err(other) => return Err(convert(other)),
+            }
+        };
+        txn.set_durability(Durability::Immediate)
+            .map_err(|e| Error::Store(Box::new(redb::Error::from(e))))?;
+        txn.set_quick_repair(true);
+        Ok(Box::new(RedbWrite { txn }))
+    }
+
+    /// Opens a read snapshot.
+    pub(crate) fn begin_read(&self) -> Result<Box<dyn ReadTxn + '_>> {
+        let txn = match &self.db {
+            Db::Write(db) => db.begin_read(),
+            Db::Read(db) => db.begin_read(),
+        }
+        .map_err(convert)?;
+        Ok(Box::new(RedbRead { txn }))
+    }
+}
+
+struct RedbRead {
+    txn: redb::ReadTransaction,
+}
+
+struct RedbWrite {
+    txn: redb::WriteTransaction,
+}
+
+/// Both transaction kinds open tables the same way; this runs the shared read logic on any
+/// table type that can be read.
+macro_rules! read_impl {
+    ($ty:ty) => {
+        impl ReadTxn for $ty {
+            fn meta(&self, key: &str) -> Result<Option<Vec<u8>>> {
+                let table = self.txn.open_table(META).map_err(convert)?;
+                let value = table.get(key).map_err(convert)?;
+                Ok(value.map(|v| v.value().to_vec()))
+            }
+
+            fn event(&self, seq: u64) -> Result<Option<Vec<u8>>> {
+                let table = self.txn.open_table(LOG).map_err(convert)?;
+                let value = table.get(seq).map_err(convert)?;
+                Ok(value.map(|v| v.value().to_vec()))
+            }
+
+            fn events(&self, from: u64, to: u64, visit: &mut EventVisitor<'_>) -> Result<()> {
+                let table = self.txn.open_table(LOG).map_err(convert)?;
+                if from > to {
+                    return Ok(());
+                }
+                for row in table.range(from..=to).map_err(convert)? {
+                    let (seq, record) = row.map_err(convert)?;
+                    if !visit(seq.value(), record.value())? {
+                        break;
+                    }
+                }
+                Ok(())
+            }
+
+            fn view(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+                let table = self.txn.open_table(VIEWS).map_err(convert)?;
+                let value = table.get(key).map_err(convert)?;
+                Ok(value.map(|v| v.value().to_vec()))
+            }
+
+            fn views_with_prefix(&self, prefix: &[u8], visit: &mut RowVisitor<'_>) -> Result<()> {
+                let table = self.txn.open_table(VIEWS).map_err(convert)?;
+                for row in table.range(prefix..).map_err(convert)? {
+                    let (key, value) = row.map_err(convert)?;
+                    if !key.value().starts_with(prefix) || !visit(key.value(), value.value())? {
+                        break;
+                    }
+                }
+                Ok(())
+            }
+        }
+    };
+}
+
+read_impl!(RedbRead);
+read_impl!(RedbWrite);
+
+impl WriteTxn for RedbWrite {
+    fn put_meta(&mut self, key: &str, value: &[u8]) -> Result<()> {
+        let mut table = self.txn.open_table(META).map_err(convert)?;
+        table.insert(key, value).map_err(convert)?;
+        Ok(())
+    }
+
+    fn append_event(&mut self, seq: u64, record: &[u8]) -> Result<()> {
+        let mut table = self.txn.open_table(LOG).map_err(convert)?;
+        let previous = table.insert(seq, record).map_err(convert)?;
+        assert!(previous.is_none(), "event {seq} appended twice");
+        Ok(())
+    }
+
+    fn put_view(&mut self, key: &[u8], row: &[u8]) -> Result<()> {
+        let mut table = self.txn.open_table(VIEWS).map_err(convert)?;
+        table.insert(key, row).map_err(convert)?;
+        Ok(())
+    }
+
+    fn delete_view(&mut self, key: &[u8]) -> Result<()> {
+        let mut table = self.txn.open_table(VIEWS).map_err(convert)?;
+        table.remove(key).map_err(convert)?;
+        Ok(())
+    }
+
+    fn clear_views(&mut self) -> Result<()> {
+        self.txn.delete_table(VIEWS).map_err(convert)?;
+        self.txn.open_table(VIEWS).map_err(convert)?;
+        Ok(())
+    }
+
+    fn commit(self: Box<Self>) -> Result<()> {
+        self.txn.commit().map_err(convert)
+    }
+}
+
+/// The `durability-none` drill's backend: redb refuses `Durability::None` in `MultiWriter` mode,
+/// so the drill plants its effect instead, a commit that returns without any sync.
+#[cfg(all(feature = "bugdrill", feature = "testing"))]
+mod drill {
+    use std::ops::Bound;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    use redb::{BackendError, StorageBackend};
+
+    #[derive(Debug)]
+    pub(super) struct NoSync<B> {
+        pub(super) inner: B,
+        pub(super) skip: Arc<AtomicBool>,
+    }
+
+    type Io<T> = std::result::Result<T, std::io::Error>;
+    type Lock<T> = std::result::Result<T, BackendError>;
+
+    impl<B: StorageBackend> StorageBackend for NoSync<B> {
+        fn len(&self) -> Io<u64> {
+            self.inner.len()
+        }
+        fn read(&self, offset: u64, out: &mut [u8]) -> Io<()> {
+            self.inner.read(offset, out)
+        }
+        fn set_len(&self, len: u64) -> Io<()> {
+            self.inner.set_len(len)
+        }
+        fn sync_data(&self) -> Io<()> {
+            if self.skip.load(Ordering::SeqCst) {
+                return Ok(());
+            }
+            self.inner.sync_data()
+        }
+        fn write(&self, offset: u64, data: &[u8]) -> Io<()> {
+            self.inner.write(offset, data)
+        }
+        fn close(&self) -> Io<()> {
+            self.inner.close()
+        }
+        fn try_lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Lock<bool> {
+            self.inner.try_lock_range(start, end)
+        }
+        fn try_lock_shared_range(&self, start: Bound<u64>, end: Bound<u64>) -> Lock<bool> {
+            self.inner.try_lock_shared_range(start, end)
+        }
+        fn lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Lock<()> {
+            self.inner.lock_range(start, end)
+        }
+        fn lock_shared_range(&self, start: Bound<u64>, end: Bound<u64>) -> Lock<()> {
+            self.inner.lock_shared_range(start, end)
+        }
+        fn unlock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Lock<()> {
+            self.inner.unlock_range(start, end)
+        }
+        fn query_lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Lock<bool> {
+            self.inner.query_lock_range(start, end)
+        }
+    }
+}
