@@ -14,3 +14,4 @@ mod powerloss;
 mod proposals;
 mod signals;
 mod store;
+mod tidy;

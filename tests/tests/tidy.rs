@@ -1,0 +1,322 @@
+//! Tidy: tests that read the tree, not run it. The engine's module graph has no cycle and its
+//! parts point one way (kernel ← domains ← engine; stores and the legacy-file machinery below the
+//! domains and blind to them); every source file opens with a `//!` header; no grown fuzz
+//! corpus is tracked.
+//!
+//! The graph is built from the source text: every `crate::…` and `super::…` path outside
+//! `#[cfg(test)]` code, resolved to the file that defines the longest module prefix of it. A
+//! `mod x;` declaration is structure, not an edge. Does not compile or run anything.
+//!
+//! Print the graph with `cargo test -p hookstate-tests --test integration tidy -- --nocapture`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// Files the scan reads at most: far above the engine's size.
+const SOURCE_FILES_MAX: usize = 2_000;
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let mut entries: Vec<_> = fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+    entries.sort();
+    for path in entries {
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+        assert!(out.len() <= SOURCE_FILES_MAX, "more than {SOURCE_FILES_MAX} source files");
+    }
+}
+
+/// The module path of a file under `engine/src`: `lib.rs` is `crate`, `a/mod.rs` is
+/// `crate::a`, `a/b.rs` is `crate::a::b`.
+fn module_of(src: &Path, file: &Path) -> Vec<String> {
+    let rel = file.strip_prefix(src).unwrap().with_extension("");
+    let mut parts = vec!["crate".to_owned()];
+    for part in rel.iter().map(|p| p.to_string_lossy().into_owned()) {
+        if part != "lib" && part != "mod" {
+            parts.push(part);
+        }
+    }
+    parts
+}
+
+/// The text of a file before its first `#[cfg(test)]`, without comment lines.
+fn code_of(text: &str) -> String {
+    let end = text.find("#[cfg(test)]").unwrap_or(text.len());
+    text[..end]
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Every path a `use` tree or an expression names after `crate::` or `super::` at `at`, with
+/// braces expanded (`crate::a::{b, c::d}` gives `a::b` and `a::c::d`).
+fn paths_at(text: &[u8], mut at: usize, prefix: Vec<String>, out: &mut Vec<Vec<String>>) -> usize {
+    let mut path = prefix;
+    loop {
+        while at < text.len() && text[at].is_ascii_whitespace() {
+            at += 1;
+        }
+        if at < text.len() && text[at] == b'{' {
+            at += 1;
+            loop {
+                at = paths_at(text, at, path.clone(), out);
+                while at < text.len() && text[at].is_ascii_whitespace() {
+                    at += 1;
+                }
+                match text.get(at) {
+                    Some(b',') => at += 1,
+                    Some(b'}') => return at + 1,
+                    _ => return at,
+                }
+                while at < text.len() && text[at].is_ascii_whitespace() {
+                    at += 1;
+                }
+                if text.get(at) == Some(&b'}') {
+                    return at + 1;
+                }
+            }
+        }
+        let start = at;
+        while at < text.len() && (text[at].is_ascii_alphanumeric() || text[at] == b'_') {
+            at += 1;
+        }
+        if start == at {
+            out.push(path);
+            return at;
+        }
+        path.push(String::from_utf8_lossy(&text[start..at]).into_owned());
+        if text[at..].starts_with(b"::") {
+            at += 2;
+        } else {
+            out.push(path);
+            return at;
+        }
+    }
+}
+
+/// The modules `code` (of module `me`) refers to.
+fn references(code: &str, me: &[String], is_mod_file: bool) -> Vec<Vec<String>> {
+    let bytes = code.as_bytes();
+    let mut out = Vec::new();
+    let word_start = |i: usize| i == 0 || !(bytes[i - 1].is_ascii_alphanumeric() || bytes[i - 1] == b'_');
+    for (i, _) in code.match_indices("crate::") {
+        if word_start(i) {
+            paths_at(bytes, i + "crate::".len(), vec!["crate".into()], &mut out);
+        }
+    }
+    // `super::` from `a/b.rs` (module crate::a::b) is crate::a; from `a/mod.rs` (crate::a) it is
+    // crate.
+    let parent: Vec<String> = me[..me.len().saturating_sub(1)].to_vec();
+    let _ = is_mod_file;
+    for (i, _) in code.match_indices("super::") {
+        if word_start(i) && !code[..i].ends_with("::") {
+            paths_at(bytes, i + "super::".len(), parent.clone(), &mut out);
+        }
+    }
+    out
+}
+
+/// The engine's module graph: each file's module and the files it refers to.
+fn engine_graph() -> BTreeMap<String, BTreeSet<String>> {
+    let src = workspace().join("engine/src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let modules: BTreeMap<Vec<String>, String> = files
+        .iter()
+        .map(|f| (module_of(&src, f), f.strip_prefix(&src).unwrap().display().to_string()))
+        .collect();
+    let mut graph = BTreeMap::new();
+    for file in &files {
+        let me = module_of(&src, file);
+        let name = modules[&me].clone();
+        let is_mod = file.file_name().is_some_and(|n| n == "mod.rs");
+        let code = code_of(&fs::read_to_string(file).unwrap());
+        let mut edges = BTreeSet::new();
+        for path in references(&code, &me, is_mod) {
+            let target = (1..=path.len()).rev().find_map(|n| modules.get(&path[..n]));
+            if let Some(target) = target.filter(|t| **t != name) {
+                edges.insert(target.clone());
+            }
+        }
+        graph.insert(name, edges);
+    }
+    graph
+}
+
+/// A cycle in `graph`, if there is one (depth-first search).
+fn find_cycle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
+    fn visit(
+        node: &str,
+        graph: &BTreeMap<String, BTreeSet<String>>,
+        state: &mut BTreeMap<String, u8>,
+        stack: &mut Vec<String>,
+    ) -> Option<Vec<String>> {
+        state.insert(node.to_owned(), 1);
+        stack.push(node.to_owned());
+        for next in graph.get(node).into_iter().flatten() {
+            match state.get(next.as_str()) {
+                Some(1) => {
+                    let from = stack.iter().position(|n| n == next).unwrap();
+                    let mut cycle = stack[from..].to_vec();
+                    cycle.push(next.clone());
+                    return Some(cycle);
+                }
+                Some(_) => {}
+                None => {
+                    if let Some(cycle) = visit(next, graph, state, stack) {
+                        return Some(cycle);
+                    }
+                }
+            }
+        }
+        stack.pop();
+        state.insert(node.to_owned(), 2);
+        None
+    }
+    let mut state = BTreeMap::new();
+    for node in graph.keys() {
+        if !state.contains_key(node.as_str()) {
+            if let Some(cycle) = visit(node, graph, &mut state, &mut Vec::new()) {
+                return Some(cycle);
+            }
+        }
+    }
+    None
+}
+
+/// The parts of the engine (ARCHITECTURE.md): which part a file belongs to.
+fn part_of(file: &str) -> &'static str {
+    let top = file.split('/').next().unwrap_or(file);
+    match top {
+        "kernel" => "kernel",
+        "store" => "stores",
+        "legacy" => "files",
+        "core" | "feedback" | "proposals" | "alerts" | "signals" | "observer" | "session" => {
+            "domains"
+        }
+        _ => "engine",
+    }
+}
+
+/// The arrows allowed between parts (from, to); every other arrow across parts is refused.
+const PART_ARROWS: [(&str, &str); 7] = [
+    ("engine", "domains"),
+    ("engine", "kernel"),
+    ("engine", "stores"),
+    ("domains", "kernel"),
+    ("domains", "files"),
+    ("files", "kernel"),
+    ("stores", "kernel"),
+];
+
+fn domain_of(file: &str) -> Option<&str> {
+    (part_of(file) == "domains").then(|| file.split('/').next().unwrap_or(file))
+}
+
+fn print_graph(graph: &BTreeMap<String, BTreeSet<String>>) {
+    for (file, edges) in graph {
+        let edges: Vec<&str> = edges.iter().map(String::as_str).collect();
+        println!("tidy graph {file} -> {}", edges.join(" "));
+    }
+}
+
+#[test]
+fn the_engine_module_graph_has_no_cycle() {
+    let graph = engine_graph();
+    print_graph(&graph);
+    let edges: usize = graph.values().map(BTreeSet::len).sum();
+    println!("tidy modules={} edges={edges}", graph.len());
+    assert!(graph.len() > 20, "the scan found only {} modules", graph.len());
+    if let Some(cycle) = find_cycle(&graph) {
+        panic!("import cycle in engine/src: {}", cycle.join(" -> "));
+    }
+}
+
+#[test]
+fn the_engine_parts_point_one_way_and_domains_never_import_each_other() {
+    let graph = engine_graph();
+    let mut wrong = Vec::new();
+    for (file, edges) in &graph {
+        for target in edges {
+            let (from, to) = (part_of(file), part_of(target));
+            if from != to && !PART_ARROWS.contains(&(from, to)) {
+                wrong.push(format!("{file} ({from}) -> {target} ({to})"));
+            }
+            if let (Some(a), Some(b)) = (domain_of(file), domain_of(target)) {
+                if a != b {
+                    wrong.push(format!("{file} -> {target}: domains never import each other"));
+                }
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "arrows against the layering:\n{}", wrong.join("\n"));
+}
+
+#[test]
+fn the_cycle_finder_finds_a_planted_cycle() {
+    let mut graph = BTreeMap::new();
+    graph.insert("a.rs".to_owned(), BTreeSet::from(["b.rs".to_owned()]));
+    graph.insert("b.rs".to_owned(), BTreeSet::from(["c.rs".to_owned()]));
+    graph.insert("c.rs".to_owned(), BTreeSet::new());
+    assert_eq!(find_cycle(&graph), None);
+    graph.get_mut("c.rs").unwrap().insert("a.rs".to_owned());
+    assert_eq!(find_cycle(&graph).unwrap(), ["a.rs", "b.rs", "c.rs", "a.rs"]);
+}
+
+#[test]
+fn use_trees_expand_to_every_path() {
+    let mut out = Vec::new();
+    let code = b"a::{b, c::{d, e}, f}::g;";
+    paths_at(code, 0, vec!["crate".into()], &mut out);
+    let joined: Vec<String> = out.iter().map(|p| p.join("::")).collect();
+    assert_eq!(joined, ["crate::a::b", "crate::a::c::d", "crate::a::c::e", "crate::a::f"]);
+    let me = vec!["crate".to_owned(), "x".to_owned(), "y".to_owned()];
+    let refs = references("use super::z::W; use crate::k::{v};", &me, false);
+    let joined: Vec<String> = refs.iter().map(|p| p.join("::")).collect();
+    assert_eq!(joined, ["crate::k::v", "crate::x::z::W"]);
+}
+
+#[test]
+fn every_source_file_opens_with_a_module_header() {
+    let root = workspace();
+    let mut files = Vec::new();
+    for dir in ["schema/src", "engine/src", "cli/src", "tests/src", "tests/tests", "benches"] {
+        rust_files(&root.join(dir), &mut files);
+    }
+    let missing: Vec<String> = files
+        .iter()
+        .filter(|f| !fs::read_to_string(f).unwrap().starts_with("//!"))
+        .map(|f| f.strip_prefix(&root).unwrap().display().to_string())
+        .collect();
+    println!("tidy headers files={}", files.len());
+    assert!(missing.is_empty(), "files without a //! header: {missing:?}");
+}
+
+#[test]
+fn no_grown_fuzz_corpus_is_tracked() {
+    let listing =
+        std::process::Command::new("git").args(["ls-files", "fuzz"]).current_dir(workspace()).output();
+    let Some(listing) = listing.ok().filter(|o| o.status.success()) else {
+        println!("tidy fuzz: not a git checkout, skipped");
+        return;
+    };
+    let files = String::from_utf8_lossy(&listing.stdout).lines().map(str::to_owned).collect::<Vec<_>>();
+    let grown: Vec<&String> = files
+        .iter()
+        .filter(|f| {
+            let name = f.rsplit('/').next().unwrap_or(f);
+            name.len() == 40 && name.bytes().all(|b| b.is_ascii_hexdigit())
+        })
+        .collect();
+    println!("tidy fuzz files={} grown={}", files.len(), grown.len());
+    assert!(files.len() < 500, "{} files tracked under fuzz/", files.len());
+    assert!(grown.is_empty(), "libFuzzer-named inputs tracked under fuzz/: {:?}", &grown[..grown.len().min(5)]);
+}
