@@ -22,11 +22,14 @@ use crate::kernel::call::{Call, Outcome};
 use crate::kernel::error::Result;
 use crate::kernel::project::Table;
 use crate::kernel::write::Kernel;
+use crate::legacy::mirror::{self, Layout as MirrorLayout};
+use crate::observer::layout::ObserverLayout;
 use crate::observer::project::ObserverProjection;
 use crate::observer::Observer;
 use crate::proposals::project::ProposalsProjection;
 use crate::proposals::Proposals;
 use crate::query::{self, LogFilter, Stats};
+use crate::signals::layout::LoopdLayout;
 use crate::signals::project::SignalsProjection;
 use crate::signals::Signals;
 use crate::store::{self, OpenOptions};
@@ -45,6 +48,32 @@ static PROJECTIONS: Table = [
 /// The engine's projection table.
 pub(crate) fn projections() -> &'static Table {
     &PROJECTIONS
+}
+
+/// A legacy layout: the files an upstream program reads and writes, for import, export and
+/// `--mirror`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Layout {
+    /// loopd's plugin-store file (default `loopd.json`).
+    Loopd {
+        /// The file's name in the directory.
+        file: String,
+    },
+    /// claude-management's observer state file (default `claude-management.json`).
+    Observer {
+        /// The file's name in the directory.
+        file: String,
+    },
+}
+
+impl Layout {
+    /// The domain layouts the mirror keeps for this layout.
+    fn mirror_layouts(&self) -> Vec<Box<dyn MirrorLayout>> {
+        match self {
+            Layout::Loopd { file } => vec![Box::new(LoopdLayout { file: file.clone() })],
+            Layout::Observer { file } => vec![Box::new(ObserverLayout { file: file.clone() })],
+        }
+    }
 }
 
 /// An open store.
@@ -181,6 +210,28 @@ impl Engine {
     /// [`crate::Error::ChainBroken`] (nothing is changed then) and store errors.
     pub fn rebuild(&self) -> Result<RebuildReport> {
         audit::rebuild(&self.kernel)
+    }
+
+    /// Runs `verb` as a mirrored call: under the mirror directory's lock, adopts what writers of
+    /// `layout`'s files changed in `dir` since the mirror last wrote them (merged per record by
+    /// the domain's rules), runs `verb`, then writes each file whose rendering changed, only over
+    /// the bytes it saw. The outcome's `mirror` says what was adopted, written, kept and in
+    /// conflict; a conflict leaves the store's record and never fails the call.
+    ///
+    /// # Errors
+    /// [`crate::Error::Busy`] when another mirrored call holds `dir` past the wait;
+    /// [`crate::Error::Invalid`] for a corrupt file the layout refuses whole (nothing changed);
+    /// `verb`'s errors; IO and store errors.
+    pub fn mirrored(
+        &self,
+        call: &Call,
+        layout: &Layout,
+        dir: &Path,
+        verb: impl FnOnce(&Engine) -> Result<Outcome>,
+    ) -> Result<Outcome> {
+        let layouts = layout.mirror_layouts();
+        let layouts: Vec<&dyn MirrorLayout> = layouts.iter().map(AsRef::as_ref).collect();
+        mirror::mirrored(&self.kernel, call, &layouts, dir, || verb(self))
     }
 
     /// The moonshine feedback inbox.

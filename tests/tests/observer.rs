@@ -127,12 +127,12 @@ fn a_sweep_subtracts_what_it_read_so_turns_during_the_model_call_survive() {
 
     let engine = engine(dir.path());
     for _ in 0..5 {
-        engine.observer().turn(&call()).unwrap();
+        engine.observer().turn(&call(), None).unwrap();
     }
     let begin = engine.observer().sweep_begin(&call(), 0).unwrap();
     let read_turns = begin.result["turnsSinceSweep"].as_u64().unwrap();
-    engine.observer().turn(&call()).unwrap();
-    engine.observer().turn(&call()).unwrap();
+    engine.observer().turn(&call(), None).unwrap();
+    engine.observer().turn(&call(), None).unwrap();
     let read = SweepRead { turns: read_turns, follow_ups: 0, inbox_offset: 0 };
     engine.observer().sweep_commit(&call(), read, &[]).unwrap();
     let state = engine.observer().doc(SCOPE).unwrap().state;

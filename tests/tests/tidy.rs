@@ -49,11 +49,7 @@ fn module_of(src: &Path, file: &Path) -> Vec<String> {
 /// The text of a file before its first `#[cfg(test)]`, without comment lines.
 fn code_of(text: &str) -> String {
     let end = text.find("#[cfg(test)]").unwrap_or(text.len());
-    text[..end]
-        .lines()
-        .filter(|l| !l.trim_start().starts_with("//"))
-        .collect::<Vec<_>>()
-        .join("\n")
+    text[..end].lines().filter(|l| !l.trim_start().starts_with("//")).collect::<Vec<_>>().join("\n")
 }
 
 /// Every path a `use` tree or an expression names after `crate::` or `super::` at `at`, with
@@ -106,7 +102,8 @@ fn paths_at(text: &[u8], mut at: usize, prefix: Vec<String>, out: &mut Vec<Vec<S
 fn references(code: &str, me: &[String], is_mod_file: bool) -> Vec<Vec<String>> {
     let bytes = code.as_bytes();
     let mut out = Vec::new();
-    let word_start = |i: usize| i == 0 || !(bytes[i - 1].is_ascii_alphanumeric() || bytes[i - 1] == b'_');
+    let word_start =
+        |i: usize| i == 0 || !(bytes[i - 1].is_ascii_alphanumeric() || bytes[i - 1] == b'_');
     for (i, _) in code.match_indices("crate::") {
         if word_start(i) {
             paths_at(bytes, i + "crate::".len(), vec!["crate".into()], &mut out);
@@ -302,13 +299,16 @@ fn every_source_file_opens_with_a_module_header() {
 
 #[test]
 fn no_grown_fuzz_corpus_is_tracked() {
-    let listing =
-        std::process::Command::new("git").args(["ls-files", "fuzz"]).current_dir(workspace()).output();
+    let listing = std::process::Command::new("git")
+        .args(["ls-files", "fuzz"])
+        .current_dir(workspace())
+        .output();
     let Some(listing) = listing.ok().filter(|o| o.status.success()) else {
         println!("tidy fuzz: not a git checkout, skipped");
         return;
     };
-    let files = String::from_utf8_lossy(&listing.stdout).lines().map(str::to_owned).collect::<Vec<_>>();
+    let files =
+        String::from_utf8_lossy(&listing.stdout).lines().map(str::to_owned).collect::<Vec<_>>();
     let grown: Vec<&String> = files
         .iter()
         .filter(|f| {
@@ -318,5 +318,9 @@ fn no_grown_fuzz_corpus_is_tracked() {
         .collect();
     println!("tidy fuzz files={} grown={}", files.len(), grown.len());
     assert!(files.len() < 500, "{} files tracked under fuzz/", files.len());
-    assert!(grown.is_empty(), "libFuzzer-named inputs tracked under fuzz/: {:?}", &grown[..grown.len().min(5)]);
+    assert!(
+        grown.is_empty(),
+        "libFuzzer-named inputs tracked under fuzz/: {:?}",
+        &grown[..grown.len().min(5)]
+    );
 }

@@ -13,7 +13,7 @@ use hookstate_engine::stdin::{parse_hook_payload, HookPayload};
 use serde_json::json;
 
 use crate::args::{Cli, Format, HookVerb, Layout};
-use crate::cmd::{call_in, mirror, open, Access};
+use crate::cmd::{call_in, mutate, open, warn_conflicts, Access};
 use crate::exit::CliError;
 use crate::input::read_stdin;
 
@@ -42,9 +42,11 @@ fn session_start(cli: &Cli, payload: &HookPayload) -> Result<(), CliError> {
     let scope = bundle_scope(&payload.cwd);
     let call = call_in(cli, "session-start", &scope);
     let engine = open(cli, Access::Write)?;
-    mirror(cli, &engine, &call, Layout::Loopd)?;
-    engine.signals().register_pm(&call, &payload.cwd, &payload.session_id)?;
-    mirror(cli, &engine, &call, Layout::Loopd)
+    let outcome = mutate(cli, &engine, &call, Layout::Loopd, |engine| {
+        engine.signals().register_pm(&call, &payload.cwd, &payload.session_id)
+    })?;
+    warn_conflicts(&outcome);
+    Ok(())
 }
 
 fn turn_complete(cli: &Cli, payload: &HookPayload) -> Result<(), CliError> {
@@ -66,9 +68,9 @@ fn turn_complete(cli: &Cli, payload: &HookPayload) -> Result<(), CliError> {
     let mut call = call_in(cli, "turn-complete", &bundle_scope(&bundle));
     call.actor.session = Some(payload.session_id.clone());
     let engine = open(cli, Access::Write)?;
-    mirror(cli, &engine, &call, Layout::Loopd)?;
-    let outcome = engine.signals().turn(&call, &turn)?;
-    mirror(cli, &engine, &call, Layout::Loopd)?;
+    let outcome =
+        mutate(cli, &engine, &call, Layout::Loopd, |engine| engine.signals().turn(&call, &turn))?;
+    warn_conflicts(&outcome);
     let Some(send) = outcome.result.get("send").filter(|s| !s.is_null()) else {
         return Ok(());
     };

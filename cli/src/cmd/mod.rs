@@ -16,11 +16,14 @@ mod signals;
 
 use std::path::PathBuf;
 
-use hookstate_engine::schema::Actor;
-use hookstate_engine::{Call, Engine, OpenOptions};
+use std::io::Write;
 
-use crate::args::{Cli, HookVerb, Layout, Verb};
+use hookstate_engine::schema::Actor;
+use hookstate_engine::{Call, Engine, OpenOptions, Outcome};
+
+use crate::args::{Cli, Format, HookVerb, Layout, Verb};
 use crate::exit::CliError;
+use crate::output::{one_line, print, print_raw};
 
 /// Where the store lives when neither --db nor HOOKSTATE_DB says.
 const DEFAULT_DB: &str = ".agent/hookstate/state.redb";
@@ -86,36 +89,58 @@ pub(crate) fn open(cli: &Cli, access: Access) -> Result<Engine, CliError> {
     Ok(Engine::open(&db_path(cli)?, options)?)
 }
 
-/// Syncs the mirror of `layout` when --mirror is set: adopts outside changes, writes the file.
-pub(crate) fn mirror(
+/// The engine's layout for a CLI layout, with `--mirror-name` for the one-file layouts.
+pub(crate) fn layout(cli: &Cli, layout: Layout) -> Option<hookstate_engine::Layout> {
+    let file = |default: &str| cli.mirror_name.clone().unwrap_or_else(|| default.to_owned());
+    match layout {
+        Layout::Loopd => Some(hookstate_engine::Layout::Loopd {
+            file: file(hookstate_engine::signals::layout::STORE_FILE_DEFAULT),
+        }),
+        Layout::Observer => Some(hookstate_engine::Layout::Observer {
+            file: file(hookstate_engine::observer::layout::STATE_FILE_DEFAULT),
+        }),
+        _ => None,
+    }
+}
+
+/// Runs a mutation on `engine`, as a mirrored call of `layout` when `--mirror DIR` is set.
+pub(crate) fn mutate(
     cli: &Cli,
     engine: &Engine,
     call: &Call,
     layout: Layout,
-) -> Result<(), CliError> {
-    let Some(dir) = &cli.mirror else {
-        return Ok(());
-    };
-    let name = |default: &'static str| cli.mirror_name.clone().unwrap_or_else(|| default.into());
-    match layout {
-        Layout::Loopd => {
-            engine.signals().mirror(
-                call,
-                dir,
-                &name(hookstate_engine::signals::layout::STORE_FILE_DEFAULT),
-            )?;
-        }
-        Layout::Observer => {
-            let file = name(hookstate_engine::observer::layout::STATE_FILE_DEFAULT);
-            engine.observer().mirror(call, dir, &file)?;
-        }
-        // The feedback, proposals and alerts verbs adopt and write their mirrors themselves.
-        Layout::Moonshine
-        | Layout::HermitProposals
-        | Layout::HermitAlerts
-        | Layout::HermitHeartbeat => {}
+    verb: impl FnOnce(&Engine) -> hookstate_engine::Result<Outcome>,
+) -> Result<Outcome, CliError> {
+    match (&cli.mirror, self::layout(cli, layout)) {
+        (Some(dir), Some(layout)) => Ok(engine.mirrored(call, &layout, dir, verb)?),
+        _ => Ok(verb(engine)?),
     }
-    Ok(())
+}
+
+/// Prints an outcome (its verdict line with `--format verdict`, when it has one), warns on
+/// stderr of each mirror conflict, and turns a refusal into exit 1.
+pub(crate) fn finish(cli: &Cli, outcome: &Outcome) -> Result<(), CliError> {
+    let value = outcome.to_json();
+    match (cli.format, value.get("verdict").and_then(serde_json::Value::as_str)) {
+        (Format::Verdict, Some(line)) => print_raw(&one_line(line))?,
+        _ => print(cli.format, &value)?,
+    }
+    warn_conflicts(outcome);
+    match &outcome.refusal {
+        Some(refusal) => Err(CliError::Refused(refusal.message.clone())),
+        None => Ok(()),
+    }
+}
+
+/// One stderr line per record a mirrored call could not adopt.
+pub(crate) fn warn_conflicts(outcome: &Outcome) {
+    for conflict in outcome.mirror.iter().flat_map(|m| &m.conflicts) {
+        let line = format!(
+            "hookstate: mirror kept the store's {} in {}: {}",
+            conflict.record, conflict.file, conflict.why
+        );
+        let _ = writeln!(std::io::stderr(), "{}", one_line(&line));
+    }
 }
 
 pub(crate) fn now_ms() -> u64 {

@@ -7,7 +7,7 @@ use hookstate_engine::{event_to_json, LogFilter};
 use serde_json::{json, Value};
 
 use crate::args::{Cli, Layout, SignalsVerb};
-use crate::cmd::{call_in, mirror, open, Access};
+use crate::cmd::{call_in, finish, mutate, open, Access};
 use crate::exit::CliError;
 use crate::output::print;
 
@@ -30,10 +30,10 @@ pub(crate) fn run(cli: &Cli, verb: &SignalsVerb) -> Result<(), CliError> {
             let scope = bundle_scope(bundle);
             let call = call_in(cli, "signals-delivered", &scope);
             let engine = open(cli, Access::Write)?;
-            mirror(cli, &engine, &call, Layout::Loopd)?;
-            let outcome = engine.signals().delivered(&call, session, *turn_seq, !failed)?;
-            mirror(cli, &engine, &call, Layout::Loopd)?;
-            print(cli.format, &outcome.to_json())
+            let outcome = mutate(cli, &engine, &call, Layout::Loopd, |engine| {
+                engine.signals().delivered(&call, session, *turn_seq, !failed)
+            })?;
+            finish(cli, &outcome)
         }
     }
 }

@@ -22,8 +22,8 @@ use crate::kernel::call::Call;
 use crate::kernel::call::Outcome;
 use crate::kernel::call::Plan;
 use crate::kernel::error::{Error, Result};
-use crate::legacy::mirror::{changed_outside, digest, read_sidecar, write_mirror, write_sidecar};
 use crate::legacy::root::Root;
+use crate::legacy::sidecar::{changed_outside, digest, read_sidecar, write_mirror, write_sidecar};
 use crate::proposals::layout::{Mirror, MIRROR_STAMP, MIRROR_STAMP_BYTES_MAX, STATE_DIR};
 
 /// The sessions subdirectory of a hermit state directory.
@@ -307,7 +307,7 @@ impl Alerts<'_> {
         }
         let adopted = events.len();
         if !events.is_empty() {
-            let adopt = crate::legacy::mirror::adopt_call(call);
+            let adopt = call.without_idem_key();
             let outcome =
                 self.k.write(&adopt, |_| Ok(Plan { events: events.clone(), ..Plan::default() }))?;
             // The store now knows these bytes: the end of the call may replace them, but not

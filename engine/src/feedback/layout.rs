@@ -450,7 +450,7 @@ impl Feedback<'_> {
             // Never the caller's idempotency key: it names the verb's own write (a feedback verb
             // runs in this very scope), see `adopt_call`.
             let scope = format!("{SCOPE_PREFIX}{}", p.project);
-            let call = Call { scope, ..crate::legacy::mirror::adopt_call(call) };
+            let call = Call { scope, ..call.without_idem_key() };
             let outcome = self.k.write(&call, |txn| {
                 let inbox = read_inbox(txn, &call.scope)?;
                 Ok(match decide_adopt(&inbox, &p.events) {

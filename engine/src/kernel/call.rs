@@ -6,6 +6,7 @@
 
 use hookstate_schema::format::{self, Head};
 use hookstate_schema::{Actor, Body};
+use serde::Serialize;
 use serde_json::{Map, Value};
 
 /// Who calls, for which scope, at what time, with which idempotency key.
@@ -94,6 +95,32 @@ impl Plan {
     }
 }
 
+/// A record whose outside change could not be adopted: the store's version stays.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Conflict {
+    /// The file, relative to the mirror directory.
+    pub file: String,
+    /// The record in it (an entry id, a key, a field).
+    pub record: String,
+    /// Why the outside version was not adopted.
+    pub why: String,
+}
+
+/// What one mirrored call did to its directory.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct MirrorReport {
+    /// Events appended to adopt outside changes.
+    pub adopted: u64,
+    /// Files written.
+    pub written: Vec<String>,
+    /// Files another writer changed during the call, left for the next call to adopt.
+    pub kept: Vec<String>,
+    /// Corrupt files renamed aside.
+    pub quarantined: Vec<String>,
+    /// Records whose outside change was not adopted (at most `CONFLICTS_SHOWN_MAX`).
+    pub conflicts: Vec<Conflict>,
+}
+
 /// The answer to a command.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Outcome {
@@ -107,6 +134,8 @@ pub struct Outcome {
     pub appended: u64,
     /// Whether this is the replayed result of an earlier call with the same idempotency key.
     pub replayed: bool,
+    /// What the mirror did, for a mirrored call.
+    pub mirror: Option<MirrorReport>,
 }
 
 impl Outcome {
@@ -127,6 +156,10 @@ impl Outcome {
         }
         if self.replayed {
             out.insert("replayed".into(), Value::Bool(true));
+        }
+        if let Some(report) = self.mirror.as_ref().filter(|r| !r.conflicts.is_empty()) {
+            let conflicts = serde_json::to_value(&report.conflicts).unwrap_or(Value::Null);
+            out.insert("mirror_conflicts".into(), conflicts);
         }
         Value::Object(out)
     }

@@ -42,6 +42,8 @@ pub const LOCK_BACKOFF_US_MAX: u64 = 2_000;
 pub const READ_ONLY_REPAIR_WAIT_MS: u64 = 200;
 /// The anchor file is one short line.
 pub const ANCHOR_BYTES_MAX: usize = 256;
+/// Conflicts one mirrored call reports; more are not listed.
+pub const CONFLICTS_SHOWN_MAX: usize = 64;
 /// Entries in redb's page cache for a per-call process: small, since a call touches few pages.
 pub const CACHE_BYTES: usize = 32 * 1024 * 1024;
 

@@ -137,8 +137,14 @@ impl Kernel {
             head = self.append_one(&mut *txn, head, call, scope, body)?;
         }
         let appended = (plan.events.len() + plan.scoped_events.len()) as u64;
-        let outcome =
-            Outcome { result: plan.result, refusal: plan.refusal, head, appended, replayed: false };
+        let outcome = Outcome {
+            result: plan.result,
+            refusal: plan.refusal,
+            head,
+            appended,
+            replayed: false,
+            mirror: None,
+        };
         if appended > 0 {
             txn.put_meta(META_HEAD, &encode_head(&head))?;
             #[cfg(feature = "bugdrill")]
@@ -161,6 +167,7 @@ impl Kernel {
             head,
             appended: 0,
             replayed: false,
+            mirror: None,
         })
     }
 
@@ -242,7 +249,7 @@ impl Kernel {
             Ok(true)
         })?;
         let result = project::render_call(self.table, &bodies);
-        Ok(Some(Outcome { result, refusal: None, head, appended: 0, replayed: true }))
+        Ok(Some(Outcome { result, refusal: None, head, appended: 0, replayed: true, mirror: None }))
     }
 }
 

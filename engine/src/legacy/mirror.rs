@@ -1,93 +1,374 @@
-//! Mirrors: legacy files kept current after every commit, for readers that still read them, and
-//! changes made to those files by writers that still write them adopted as events on the next
-//! call.
+//! The one mirror protocol: legacy files kept current after every mirrored call, for readers
+//! that still read them, and changes that writers which still write them made adopted as events
+//! first — for every layout alike.
 //!
-//! A sidecar (`.hookstate-mirror.<name>`) beside the file records the hash of the bytes last
-//! written and the head they showed. A file whose hash differs was changed by someone else; a
-//! change to a key the store changed after that head is a conflict and is refused. Everything
-//! happens under an exclusive lock on the mirror directory, so mirror writes never go backwards.
-//! Does not know a layout's format; the layout modules do.
+//! A mirrored call takes the mirror directory's lock, reads each file of its layouts and the
+//! baseline beside it (the bytes the mirror last wrote or adopted), and hands the files that
+//! changed to their layout, which merges them per record (baseline, file, store) by its domain's
+//! rules, inside one write transaction: a legal outside move is adopted, a record the file
+//! dropped but the store still holds is kept, a stale rewrite never reverts a newer acknowledged
+//! change, a true conflict is reported once (the store's record stays) and never blocks the rest.
+//! Then the verb runs, and each file whose rendering changed is written, only over the bytes the
+//! call saw: a file a lock-less writer changed during the call is kept, its baseline left at what
+//! the call adopted, so the next call adopts the change. A file the store holds nothing for is
+//! never created, and a rendering equal to the file writes nothing.
+//!
+//! Knows no domain: a domain brings its [`Layout`]. Baselines live under
+//! `.hookstate-mirror/base/<layout>/` in the mirror directory, the lock is
+//! `.hookstate-mirror/lock`.
 
-use serde::{Deserialize, Serialize};
+use std::cell::RefCell;
+use std::path::Path;
 
+use hookstate_schema::Body;
+
+use crate::kernel::call::{Call, Conflict, MirrorReport, Outcome, Plan};
 use crate::kernel::error::{Error, Result};
-use crate::legacy::root::Root;
+use crate::kernel::storage::ReadTxn;
+use crate::kernel::write::Kernel;
+use crate::legacy::root::{check_name, Root};
 
-/// Longest sidecar: one short JSON line.
-const SIDECAR_BYTES_MAX: usize = 512;
-const SIDECAR_PREFIX: &str = ".hookstate-mirror.";
+/// The mirror's own directory inside a mirror directory.
+pub(crate) const MIRROR_DIR: &str = ".hookstate-mirror";
+/// The file whose `flock` serialises mirrored calls on one directory.
+const LOCK_FILE: &str = "lock";
+/// The baselines' directory under [`MIRROR_DIR`].
+const BASE_DIR: &str = "base";
+/// Components of a layout file's path below the mirror directory (`<project>/.feedback/<id>`).
+pub(crate) const PATH_DEPTH_MAX: usize = 4;
 
-/// What a mirror last wrote.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct Sidecar {
-    /// blake3 of the bytes written, hex.
-    pub(crate) hash: String,
-    /// The head seq those bytes showed.
-    pub(crate) head_seq: u64,
-}
+/// A layout file's path below the mirror directory, as checked names.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) struct RelPath(Vec<String>);
 
-/// What one mirror sync did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct MirrorReport {
-    /// Keys (or whole states) adopted from an outside change.
-    pub adopted: usize,
-    /// Whether the file was rewritten.
-    pub written: bool,
-}
+impl RelPath {
+    /// A path of checked components.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for an empty path, one deeper than [`PATH_DEPTH_MAX`] or a bad name.
+    pub(crate) fn new(parts: &[&str]) -> Result<RelPath> {
+        if parts.is_empty() || parts.len() > PATH_DEPTH_MAX {
+            return Err(Error::invalid(format!("mirror path {parts:?} is empty or too deep")));
+        }
+        for part in parts {
+            check_name(part)?;
+        }
+        Ok(RelPath(parts.iter().map(|p| (*p).to_owned()).collect()))
+    }
 
-pub(crate) fn digest(bytes: &[u8]) -> String {
-    blake3::hash(bytes).to_hex().to_string()
-}
+    /// The components.
+    pub(crate) fn parts(&self) -> &[String] {
+        &self.0
+    }
 
-fn sidecar_name(name: &str) -> String {
-    format!("{SIDECAR_PREFIX}{name}")
-}
+    /// The file name (the last component).
+    pub(crate) fn name(&self) -> &str {
+        self.0.last().map_or("", String::as_str)
+    }
 
-/// The sidecar of `name`, if any. An unreadable sidecar reads as absent: the next write fixes it.
-pub(crate) fn read_sidecar(root: &Root, name: &str) -> Result<Option<Sidecar>> {
-    let Some(bytes) = root.read(&sidecar_name(name), SIDECAR_BYTES_MAX)? else {
-        return Ok(None);
-    };
-    Ok(serde_json::from_slice(&bytes).ok())
-}
-
-/// Writes `bytes` as the mirrored file and records them in its sidecar.
-pub(crate) fn write_mirror(root: &Root, name: &str, bytes: &[u8], head_seq: u64) -> Result<()> {
-    root.write(name, bytes)?;
-    write_sidecar(root, name, bytes, head_seq)
-}
-
-/// Records `bytes` (the file's content) in the sidecar of `name`.
-pub(crate) fn write_sidecar(root: &Root, name: &str, bytes: &[u8], head_seq: u64) -> Result<()> {
-    let sidecar = Sidecar { hash: digest(bytes), head_seq };
-    let text = serde_json::to_string(&sidecar)
-        .map_err(|e| Error::invalid(format!("sidecar does not serialise: {e}")))?;
-    root.write(&sidecar_name(name), text.as_bytes())
-}
-
-/// Whether `name` still holds `expected` (`None`: no file), checked just before a mirror
-/// replaces it: a file a lock-less writer changed since the mirror read it (or that cannot be
-/// read) is kept, its sidecar left as it was, so the next call adopts it. The window between this
-/// compare and the write's rename remains: only that writer taking the mirror lock closes it.
-pub(crate) fn still_holds(root: &Root, name: &str, expected: Option<&[u8]>, max: usize) -> bool {
-    root.read(name, max).is_ok_and(|now| now.as_deref() == expected)
-}
-
-/// Whether the file was changed by someone else since the mirror last wrote it.
-pub(crate) fn changed_outside(file: Option<&[u8]>, sidecar: Option<&Sidecar>) -> bool {
-    match (file, sidecar) {
-        (Some(bytes), Some(sidecar)) => digest(bytes) != sidecar.hash,
-        (Some(_), None) => true,
-        (None, _) => false,
+    /// The path as `a/b/c`, for messages and reports.
+    pub(crate) fn display(&self) -> String {
+        self.0.join("/")
     }
 }
 
-/// The call a mirror's adoption of outside writes runs as: the caller's, without its
-/// idempotency key. The key names the verb's own write; an adoption carrying it would leave the
-/// key's replay row behind, so the verb itself would be skipped as a repeat (its write lost), and
-/// a retry would skip the adoption and overwrite the outside write.
-pub(crate) fn adopt_call(call: &crate::kernel::call::Call) -> crate::kernel::call::Call {
-    crate::kernel::call::Call { idem_key: None, ..call.clone() }
+/// One file of a layout whose bytes differ from its baseline.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Change {
+    /// The file.
+    pub(crate) path: RelPath,
+    /// What the mirror last wrote or adopted; `None` when it never saw the file.
+    pub(crate) base: Option<Vec<u8>>,
+    /// What the file holds now.
+    pub(crate) now: Vec<u8>,
+}
+
+/// What a layout adopts from the changed files of one call.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub(crate) struct Adoption {
+    /// The events that adopt the outside changes, each in its scope.
+    pub(crate) events: Vec<(String, Body)>,
+    /// Records left at the store's version.
+    pub(crate) conflicts: Vec<Conflict>,
+    /// Corrupt files to rename aside (`<name>.corrupt-<ms>`) once the adoption committed; the
+    /// store's rendering replaces them.
+    pub(crate) quarantine: Vec<RelPath>,
+}
+
+/// A legacy layout as the mirror sees it: its files, how to adopt what changed in them, and how
+/// to render them from the store. Implemented by each domain for its layout.
+pub(crate) trait Layout: Sync {
+    /// The layout's name (`loopd`, `hermit-proposals`, ...), which names its baselines.
+    fn name(&self) -> &'static str;
+    /// Every file the layout keeps for `call` in `root`: those the store holds and those the
+    /// directory holds, in the order they are written.
+    fn files(&self, txn: &dyn ReadTxn, call: &Call, root: &Root) -> Result<Vec<RelPath>>;
+    /// The largest file the layout reads at `path`.
+    fn max_bytes(&self, path: &RelPath) -> usize;
+    /// The store's bytes for `path`; `None` when the store holds nothing there (the file is then
+    /// left as it is, and never created).
+    fn render(&self, txn: &dyn ReadTxn, call: &Call, path: &RelPath) -> Result<Option<Vec<u8>>>;
+    /// The events that adopt `changes` into the store, a three-way merge per record (baseline,
+    /// file, store) by the domain's rules, decided inside the adoption's write transaction.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for a file the layout refuses whole (a corrupt multi-record file),
+    /// which fails the call with every file and the store unchanged.
+    fn adopt(&self, txn: &dyn ReadTxn, call: &Call, changes: &[Change]) -> Result<Adoption>;
+}
+
+/// One layout file as the call saw it, with its baseline.
+struct Seen {
+    layout: usize,
+    path: RelPath,
+    now: Option<Vec<u8>>,
+    base: Option<Vec<u8>>,
+}
+
+/// Runs `verb` as a mirrored call of `layouts` over `dir`: adopt, run, write back (see the
+/// module documentation). The adoption runs as the caller's call without its idempotency key,
+/// which names the verb's own write.
+///
+/// # Errors
+/// [`Error::Busy`] when another mirrored call holds the directory past the wait; a layout's
+/// refusal of a corrupt file (nothing is changed then); the verb's errors; IO and store errors.
+pub(crate) fn mirrored(
+    kernel: &Kernel,
+    call: &Call,
+    layouts: &[&dyn Layout],
+    dir: &Path,
+    verb: impl FnOnce() -> Result<Outcome>,
+) -> Result<Outcome> {
+    let root = Root::open(dir, true)?;
+    let meta = root.subdir(MIRROR_DIR, true)?.ok_or_else(|| missing(dir, MIRROR_DIR))?;
+    let _lock = meta.lock_file(LOCK_FILE, kernel.wait())?;
+    let mut report = MirrorReport::default();
+    let seen = read_all(kernel, call, layouts, &root, &meta)?;
+    adopt(kernel, call, layouts, &root, &meta, &seen, &mut report)?;
+    let mut outcome = verb()?;
+    write_back(kernel, call, layouts, &root, &meta, &seen, &mut report)?;
+    outcome.mirror = Some(report);
+    Ok(outcome)
+}
+
+fn missing(dir: &Path, name: &str) -> Error {
+    Error::NoStore { path: dir.join(name) }
+}
+
+/// Every file of every layout, as it is now.
+fn read_all(
+    kernel: &Kernel,
+    call: &Call,
+    layouts: &[&dyn Layout],
+    root: &Root,
+    meta: &Root,
+) -> Result<Vec<Seen>> {
+    let txn = kernel.begin_read()?;
+    let mut seen = Vec::new();
+    for (index, layout) in layouts.iter().enumerate() {
+        for path in layout.files(&*txn, call, root)? {
+            let max = layout.max_bytes(&path);
+            let now = read_at(root, &path, max)?;
+            let base = read_base(meta, layout.name(), &path, max)?;
+            seen.push(Seen { layout: index, path, now, base });
+        }
+    }
+    Ok(seen)
+}
+
+/// Adopts every file whose bytes differ from its baseline, in one write transaction, then moves
+/// those baselines to what was adopted.
+fn adopt(
+    kernel: &Kernel,
+    call: &Call,
+    layouts: &[&dyn Layout],
+    root: &Root,
+    meta: &Root,
+    seen: &[Seen],
+    report: &mut MirrorReport,
+) -> Result<()> {
+    let mut changes: Vec<Vec<Change>> = vec![Vec::new(); layouts.len()];
+    for file in seen {
+        // A deleted file is rewritten, not adopted as a deletion.
+        let Some(now) = &file.now else { continue };
+        if file.base.as_ref() != Some(now) {
+            let change =
+                Change { path: file.path.clone(), base: file.base.clone(), now: now.clone() };
+            changes[file.layout].push(change);
+        }
+    }
+    if changes.iter().all(Vec::is_empty) {
+        return Ok(());
+    }
+    // What the layouts decided, kept from the decision the write path committed.
+    let decided: RefCell<Vec<Adoption>> = RefCell::new(Vec::new());
+    let outcome = kernel.write(&call.without_idem_key(), |txn| {
+        let mut adoptions = Vec::new();
+        for (layout, changed) in layouts.iter().zip(&changes) {
+            if !changed.is_empty() {
+                adoptions.push(layout.adopt(txn, call, changed)?);
+            }
+        }
+        let events = adoptions.iter_mut().flat_map(|a| std::mem::take(&mut a.events)).collect();
+        *decided.borrow_mut() = adoptions;
+        Ok(Plan { scoped_events: events, ..Plan::default() })
+    })?;
+    report.adopted = outcome.appended;
+    for adoption in decided.into_inner() {
+        for path in &adoption.quarantine {
+            quarantine(root, path, call.now_ms)?;
+            report.quarantined.push(path.display());
+        }
+        let room =
+            crate::kernel::limits::CONFLICTS_SHOWN_MAX.saturating_sub(report.conflicts.len());
+        report.conflicts.extend(adoption.conflicts.into_iter().take(room));
+    }
+    for (layout, changed) in layouts.iter().zip(&changes) {
+        for change in changed {
+            write_base(meta, layout.name(), &change.path, &change.now)?;
+        }
+    }
+    Ok(())
+}
+
+/// Writes each file whose rendering differs from what the call saw, only over those bytes.
+fn write_back(
+    kernel: &Kernel,
+    call: &Call,
+    layouts: &[&dyn Layout],
+    root: &Root,
+    meta: &Root,
+    seen: &[Seen],
+    report: &mut MirrorReport,
+) -> Result<()> {
+    let txn = kernel.begin_read()?;
+    for (index, layout) in layouts.iter().enumerate() {
+        for path in layout.files(&*txn, call, root)? {
+            let Some(bytes) = layout.render(&*txn, call, &path)? else { continue };
+            let file = seen.iter().find(|s| s.layout == index && s.path == path);
+            let saw = file.and_then(|s| s.now.as_deref());
+            let quarantined = report.quarantined.contains(&path.display());
+            if saw == Some(bytes.as_slice()) && !quarantined {
+                // Already what the store holds: only a missing or older baseline is written.
+                if file.and_then(|s| s.base.as_deref()) != Some(bytes.as_slice()) {
+                    write_base(meta, layout.name(), &path, &bytes)?;
+                }
+                continue;
+            }
+            let expected = if quarantined { None } else { saw };
+            let max = layout.max_bytes(&path);
+            if read_at(root, &path, max).ok().flatten().as_deref() != expected {
+                // Changed during the call: kept, and adopted by the next call.
+                report.kept.push(path.display());
+                continue;
+            }
+            write_at(root, &path, &bytes)?;
+            write_base(meta, layout.name(), &path, &bytes)?;
+            report.written.push(path.display());
+        }
+    }
+    Ok(())
+}
+
+/// The directory holding `path`'s file, opened (and created when `create`) below `root`.
+fn parent_of(root: &Root, path: &RelPath, create: bool) -> Result<Option<Root>> {
+    let parts = path.parts();
+    let mut dir: Option<Root> = None;
+    for part in &parts[..parts.len() - 1] {
+        let next = match &dir {
+            None => root.subdir(part, create)?,
+            Some(d) => d.subdir(part, create)?,
+        };
+        match next {
+            Some(next) => dir = Some(next),
+            None => return Ok(None),
+        }
+    }
+    match dir {
+        Some(dir) => Ok(Some(dir)),
+        None => Root::open(root.path(), false).map(Some),
+    }
+}
+
+/// Reads a layout file; `None` when it (or its directory) is absent.
+pub(crate) fn read_at(root: &Root, path: &RelPath, max: usize) -> Result<Option<Vec<u8>>> {
+    match parent_of(root, path, false)? {
+        Some(dir) => dir.read(path.name(), max),
+        None => Ok(None),
+    }
+}
+
+/// Writes a layout file durably, creating its directories.
+pub(crate) fn write_at(root: &Root, path: &RelPath, bytes: &[u8]) -> Result<()> {
+    let dir = parent_of(root, path, true)?.ok_or_else(|| missing(root.path(), path.name()))?;
+    dir.write(path.name(), bytes)
+}
+
+fn base_path(layout: &str, path: &RelPath) -> Result<RelPath> {
+    let mut parts: Vec<&str> = vec![BASE_DIR, layout];
+    parts.extend(path.parts().iter().map(String::as_str));
+    // The baseline tree is two levels deeper than the layout's.
+    for part in &parts {
+        check_name(part)?;
+    }
+    Ok(RelPath(parts.iter().map(|p| (*p).to_owned()).collect()))
+}
+
+fn read_base(meta: &Root, layout: &str, path: &RelPath, max: usize) -> Result<Option<Vec<u8>>> {
+    // An unreadable baseline reads as none: the file is then merged as a first sight.
+    Ok(read_at(meta, &base_path(layout, path)?, max).ok().flatten())
+}
+
+/// Writes a baseline without syncing it: a baseline lost in a power cut leaves an older one, and
+/// the next call then merges a file that equals the store, which adopts nothing. Layouts read an
+/// unparseable baseline as none.
+fn write_base(meta: &Root, layout: &str, path: &RelPath, bytes: &[u8]) -> Result<()> {
+    let base = base_path(layout, path)?;
+    let dir = parent_of(meta, &base, true)?.ok_or_else(|| missing(meta.path(), base.name()))?;
+    dir.write_unsynced(base.name(), bytes)
+}
+
+/// Renames a corrupt file aside as `<name>.corrupt-<ms>`, never over an earlier quarantine.
+fn quarantine(root: &Root, path: &RelPath, now_ms: u64) -> Result<()> {
+    let Some(dir) = parent_of(root, path, false)? else { return Ok(()) };
+    let aside = format!("{}.corrupt-{now_ms}", path.name());
+    match dir.rename_new(path.name(), &aside) {
+        Ok(()) => Ok(()),
+        // Gone already (another reader quarantined it), or an earlier copy holds the name.
+        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(err) => Err(err),
+    }
+}
+
+/// How one record of a mirrored file compares across the baseline, the file and the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Merge<'a, R> {
+    /// Nobody changed it outside (or the store already holds the file's version).
+    Same,
+    /// Changed (or added) outside while the store kept the baseline's version: adopt `R`.
+    Outside(&'a R),
+    /// The file dropped it while the store still holds it: the layout decides (usually keep).
+    Dropped(&'a R),
+    /// Changed outside and in the store since the baseline, differently: a true conflict.
+    Both { file: &'a R, store: &'a R },
+}
+
+/// The three-way comparison of one record: `base` what the mirror last saw, `file` what the file
+/// holds, `store` what the store holds.
+pub(crate) fn merge<'a, R: PartialEq>(
+    base: Option<&'a R>,
+    file: Option<&'a R>,
+    store: Option<&'a R>,
+) -> Merge<'a, R> {
+    match (base, file, store) {
+        (_, Some(f), Some(s)) if f == s => Merge::Same,
+        (Some(b), Some(f), _) if b == f => Merge::Same,
+        (None, None, _) | (Some(_), None, None) => Merge::Same,
+        (_, Some(f), None) => Merge::Outside(f),
+        (Some(b), Some(f), Some(s)) if b == s => Merge::Outside(f),
+        (None, Some(f), Some(s)) | (Some(_), Some(f), Some(s)) => Merge::Both { file: f, store: s },
+        (Some(_), None, Some(s)) => Merge::Dropped(s),
+    }
 }
 
 #[cfg(test)]
@@ -95,23 +376,27 @@ mod tests {
     use super::*;
 
     #[test]
-    fn outside_changes_are_seen_by_hash() {
-        let sidecar = Sidecar { hash: digest(b"a"), head_seq: 3 };
-        assert!(!changed_outside(Some(b"a"), Some(&sidecar)));
-        assert!(changed_outside(Some(b"b"), Some(&sidecar)));
-        assert!(changed_outside(Some(b"a"), None), "a file the mirror never wrote");
-        assert!(!changed_outside(None, Some(&sidecar)), "a deleted file is rewritten, not adopted");
+    fn the_three_way_merge_of_one_record() {
+        let (a, b, c) = (1, 2, 3);
+        assert_eq!(merge(Some(&a), Some(&a), Some(&a)), Merge::Same, "untouched");
+        assert_eq!(merge(Some(&a), Some(&b), Some(&a)), Merge::Outside(&b), "changed outside");
+        assert_eq!(merge(Some(&a), Some(&a), Some(&b)), Merge::Same, "changed in the store only");
+        assert_eq!(merge(Some(&a), Some(&b), Some(&b)), Merge::Same, "the same change twice");
+        assert_eq!(merge(Some(&a), Some(&b), Some(&c)), Merge::Both { file: &b, store: &c });
+        assert_eq!(merge(None, Some(&b), None), Merge::Outside(&b), "added outside");
+        assert_eq!(merge(None, Some(&b), Some(&c)), Merge::Both { file: &b, store: &c });
+        assert_eq!(merge(Some(&a), None, Some(&a)), Merge::Dropped(&a), "dropped by the file");
+        assert_eq!(merge(Some(&a), None, Some(&b)), Merge::Dropped(&b));
+        assert_eq!(merge::<i32>(Some(&a), None, None), Merge::Same, "gone everywhere");
+        assert_eq!(merge::<i32>(None, None, Some(&c)), Merge::Same, "only in the store");
     }
 
     #[test]
-    fn a_sidecar_round_trips_and_a_second_lock_waits_then_reports_busy() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = Root::open(dir.path(), false).unwrap();
-        write_mirror(&root, "f.json", b"{}", 9).unwrap();
-        assert_eq!(read_sidecar(&root, "f.json").unwrap().map(|s| s.head_seq), Some(9));
-        let _held = root.lock(std::time::Duration::from_millis(10)).unwrap();
-        let other = Root::open(dir.path(), false).unwrap();
-        let second = other.lock(std::time::Duration::from_millis(20));
-        assert!(matches!(second, Err(Error::Busy { .. })));
+    fn mirror_paths_are_checked_names() {
+        assert!(RelPath::new(&["state", "x.json"]).is_ok());
+        assert!(RelPath::new(&[]).is_err());
+        assert!(RelPath::new(&["..", "x"]).is_err());
+        assert!(RelPath::new(&["a/b"]).is_err());
+        assert!(RelPath::new(&["a", "b", "c", "d", "e"]).is_err());
     }
 }

@@ -10,3 +10,4 @@ pub mod durable;
 pub mod json;
 pub mod mirror;
 pub mod root;
+pub(crate) mod sidecar;

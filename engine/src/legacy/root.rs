@@ -146,6 +146,22 @@ impl Root {
         durable::replace_file(&mut RootOps(self), &temp, name, bytes)
     }
 
+    /// Replaces (or creates) the file `name` with `bytes` through a fresh temp file and a
+    /// rename, without any fsync: for files whose loss in a power cut is harmless (the mirror's
+    /// baselines). Never writes the target's old inode.
+    pub(crate) fn write_unsynced(&self, name: &str, bytes: &[u8]) -> Result<()> {
+        check_name(name)?;
+        let suffix = hookstate_schema::format::to_hex(&crate::kernel::fsio::random_bytes::<8>()?);
+        let temp = format!("{TEMP_PREFIX}{suffix}");
+        let mut ops = RootOps(self);
+        let mut file = ops.create_new(&temp)?;
+        let written = ops.write_all(&mut file, bytes).and_then(|()| ops.rename(&temp, name));
+        if written.is_err() {
+            let _ = ops.remove(&temp);
+        }
+        written
+    }
+
     /// Renames the file `name` to `to` inside this directory, never replacing an existing `to`
     /// (a quarantine keeps every corrupt copy), then makes the rename durable.
     pub(crate) fn rename_new(&self, name: &str, to: &str) -> Result<()> {

@@ -2,22 +2,25 @@
 //! (`buffer`, `turn`, `turnsSinceSweep`, `userFollowUps`, `delivered`, `inboxOffset`,
 //! `pending`), imported as one event and exported in the imported file's style.
 //!
-//! Does not merge an import into existing state: an import replaces the scope's state.
+//! An import replaces the scope's state. A mirror merges an outside change field by field
+//! ([`ObserverLayout`]): counters add the outside writer's increments, `delivered` takes the
+//! union, every other field is adopted when only the outside writer changed it.
 
 use std::path::Path;
 
-use hookstate_schema::observer::ObserverState;
+use hookstate_schema::observer::{ObserverEvent, ObserverState};
 use hookstate_schema::signals::StoreStyle;
+use hookstate_schema::Body;
 use serde_json::{Map, Value};
 
 use super::Observer;
 use crate::kernel::call::Call;
+use crate::kernel::call::Conflict;
 use crate::kernel::call::Outcome;
 use crate::kernel::error::{Error, Result};
+use crate::kernel::storage::ReadTxn;
 use crate::legacy::json::{detect_style, render_styled};
-use crate::legacy::mirror::{
-    changed_outside, read_sidecar, still_holds, write_mirror, write_sidecar, MirrorReport,
-};
+use crate::legacy::mirror::{merge, Adoption, Change, Layout, Merge, RelPath};
 use crate::legacy::root::Root;
 
 /// The largest observer state file: 60 clipped rows, 1000 keys and a pending text fit easily.
@@ -61,72 +64,6 @@ impl Observer<'_> {
         Ok(outcome)
     }
 
-    /// Keeps `DIR/NAME` a mirror of the call scope's observer state: adopts a state another
-    /// writer put in the file since the mirror last wrote it (refused when the store changed the
-    /// state since then), then rewrites the file if the store moved on.
-    ///
-    /// # Errors
-    /// [`Error::MirrorConflict`], [`Error::Busy`], [`Error::Invalid`] for a malformed file; IO
-    /// and store errors.
-    pub fn mirror(&self, call: &Call, dir: &Path, name: &str) -> Result<MirrorReport> {
-        self.mirror_during(call, dir, name, &|| {})
-    }
-
-    /// [`Engine::mirror_observer`], running `during` between the adoption and the write (where a
-    /// lock-less writer may write the file); the file is written only if it still holds the bytes
-    /// read at the start ([`still_holds`]).
-    fn mirror_during(
-        &self,
-        call: &Call,
-        dir: &Path,
-        name: &str,
-        during: &dyn Fn(),
-    ) -> Result<MirrorReport> {
-        let root = Root::open(dir, true)?;
-        let _lock = root.lock(self.k.wait())?;
-        let sidecar = read_sidecar(&root, name)?;
-        let file = root.read(name, STATE_FILE_BYTES_MAX)?;
-        let mut report = MirrorReport::default();
-        let doc = self.doc(&call.scope)?;
-        // The state of a file changed outside, once the store holds it (adopted or equal).
-        let mut known = None;
-        if let Some(bytes) = file.as_deref().filter(|b| changed_outside(Some(b), sidecar.as_ref()))
-        {
-            let path = root.path().join(name);
-            let text = std::str::from_utf8(bytes).map_err(|_| {
-                Error::invalid(format!("observer state {} is not UTF-8", path.display()))
-            })?;
-            let state: ObserverState = serde_json::from_str(text)
-                .map_err(|e| Error::invalid(format!("observer state {}: {e}", path.display())))?;
-            if state != doc.state {
-                if doc.updated_seq > sidecar.as_ref().map_or(0, |s| s.head_seq) {
-                    return Err(Error::MirrorConflict { path, key: "state".into() });
-                }
-                // Never the caller's idempotency key: it names the verb's own write.
-                let adopt = crate::legacy::mirror::adopt_call(call);
-                self.import_state(&adopt, state.clone(), detect_style(text))?;
-                report.adopted = 1;
-            }
-            known = Some(state);
-        }
-        let doc = self.doc(&call.scope)?;
-        let stale = sidecar.as_ref().is_none_or(|s| s.head_seq < doc.updated_seq);
-        if stale || report.adopted > 0 || file.is_none() {
-            let text = render(&doc.state, doc.style.unwrap_or(DEFAULT_STYLE))?;
-            during();
-            if still_holds(&root, name, file.as_deref(), STATE_FILE_BYTES_MAX) {
-                write_mirror(&root, name, text.as_bytes(), doc.updated_seq)?;
-                report.written = true;
-            } else if let (Some(bytes), true) = (&file, known.as_ref() == Some(&doc.state)) {
-                // Kept: the sidecar records the bytes the store now holds, so the next call
-                // adopts the other writer's state instead of calling it a conflict with the
-                // adoption above.
-                write_sidecar(&root, name, bytes, doc.updated_seq)?;
-            }
-        }
-        Ok(report)
-    }
-
     /// Writes the observer state of `scope` to `DIR/NAME`.
     ///
     /// # Errors
@@ -141,46 +78,110 @@ impl Observer<'_> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::{Engine, OpenOptions};
+/// The observer state file as a mirrored layout: one file, `NAME` in the mirror directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ObserverLayout {
+    /// The state file's name.
+    pub(crate) file: String,
+}
 
-    /// A state file a lock-less writer (an old hook) writes between the mirror's adoption and
-    /// its write is kept as written, never overwritten, and adopted by the next sync.
-    #[test]
-    fn a_mirror_never_overwrites_a_state_written_after_its_adoption() {
-        let tmp = tempfile::tempdir().unwrap();
-        let engine = Engine::open(&tmp.path().join("s.redb"), OpenOptions::default()).unwrap();
-        let call = Call {
-            scope: "observer:s".into(),
-            actor: hookstate_schema::Actor::default(),
-            idem_key: None,
-            now_ms: 1,
-        };
-        let dir = tmp.path().join("m");
-        let path = dir.join(STATE_FILE_DEFAULT);
-        let sync = |during: &dyn Fn()| {
-            engine.observer().mirror_during(&call, &dir, STATE_FILE_DEFAULT, during).unwrap()
-        };
-        sync(&|| {});
-        let with_pending = |pending: &str| {
-            let mut state: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
-            state["pending"] = Value::String(pending.into());
-            serde_json::to_string_pretty(&state).unwrap() + "\n"
-        };
-        std::fs::write(&path, with_pending("first")).unwrap();
-        let theirs = with_pending("second");
-        let report = sync(&|| std::fs::write(&path, &theirs).unwrap());
-        assert_eq!((report.adopted, report.written), (1, false));
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), theirs, "the outside write survives");
-        let report = sync(&|| {});
-        assert_eq!(report.adopted, 1, "adopted by the next sync");
-        assert_eq!(
-            engine.observer().doc("observer:s").unwrap().state.pending.as_deref(),
-            Some("second")
-        );
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), theirs);
-        engine.verify().unwrap();
+impl ObserverLayout {
+    fn path(&self) -> Result<RelPath> {
+        RelPath::new(&[&self.file])
     }
+}
+
+impl Layout for ObserverLayout {
+    fn name(&self) -> &'static str {
+        "observer"
+    }
+
+    fn files(&self, _: &dyn ReadTxn, _: &Call, _: &Root) -> Result<Vec<RelPath>> {
+        Ok(vec![self.path()?])
+    }
+
+    fn max_bytes(&self, _: &RelPath) -> usize {
+        STATE_FILE_BYTES_MAX
+    }
+
+    fn render(&self, txn: &dyn ReadTxn, call: &Call, _: &RelPath) -> Result<Option<Vec<u8>>> {
+        let Some(doc) = super::read(txn, &call.scope)? else {
+            return Ok(None);
+        };
+        Ok(Some(render(&doc.state, doc.style.unwrap_or(DEFAULT_STYLE))?.into_bytes()))
+    }
+
+    fn adopt(&self, txn: &dyn ReadTxn, call: &Call, changes: &[Change]) -> Result<Adoption> {
+        let mut adoption = Adoption::default();
+        for change in changes {
+            let (file, style, _) = parse_state(&change.path.display(), &change.now)?;
+            // A baseline that does not parse (torn by a power cut) is read as never seen.
+            let base = change.base.as_deref().and_then(|b| parse_state("base", b).ok());
+            let store = super::read(txn, &call.scope)?.map(|d| d.state);
+            let (merged, conflicts) =
+                merge_state(base.map(|b| b.0).as_ref(), &file, store.as_ref());
+            adoption.conflicts.extend(conflicts.into_iter().map(|record| Conflict {
+                file: change.path.display(),
+                record: record.into(),
+                why: "changed in the file and in the store since the mirror last wrote it".into(),
+            }));
+            if store.as_ref() != Some(&merged) {
+                let event = ObserverEvent::StateImported { state: merged, style };
+                adoption.events.push((call.scope.clone(), Body::Observer(event)));
+            }
+        }
+        Ok(adoption)
+    }
+}
+
+/// The field-by-field merge of an outside change: the state to keep and the fields in conflict.
+fn merge_state(
+    base: Option<&ObserverState>,
+    file: &ObserverState,
+    store: Option<&ObserverState>,
+) -> (ObserverState, Vec<&'static str>) {
+    let Some(store) = store else {
+        // Nothing in the store yet: the file is adopted as an import would.
+        return (file.clone(), Vec::new());
+    };
+    let mut merged = store.clone();
+    let mut conflicts = Vec::new();
+    // Counters: the outside writer's increments since the baseline are added to the store's.
+    let added = |b: Option<u64>, f: u64, s: u64| match b {
+        Some(b) if f >= b => s.saturating_add(f - b),
+        _ => s,
+    };
+    merged.turn = added(base.map(|b| b.turn), file.turn, store.turn);
+    merged.user_follow_ups =
+        added(base.map(|b| b.user_follow_ups), file.user_follow_ups, store.user_follow_ups);
+    merged.turns_since_sweep = match base {
+        // A sweep outside reset the counter: take its reset, plus what the store counted since.
+        Some(b) if file.turns_since_sweep < b.turns_since_sweep => file
+            .turns_since_sweep
+            .saturating_add(store.turns_since_sweep.saturating_sub(b.turns_since_sweep)),
+        b => added(b.map(|b| b.turns_since_sweep), file.turns_since_sweep, store.turns_since_sweep),
+    };
+    // Delivered keys only grow: the union, in the store's order, then the file's new ones.
+    for key in &file.delivered {
+        if !merged.delivered.contains(key) {
+            merged.delivered.push(key.clone());
+        }
+    }
+    match merge(base.map(|b| &b.buffer), Some(&file.buffer), Some(&store.buffer)) {
+        Merge::Outside(rows) => merged.buffer.clone_from(rows),
+        Merge::Both { .. } => conflicts.push("buffer"),
+        Merge::Same | Merge::Dropped(_) => {}
+    }
+    match merge(base.map(|b| &b.inbox_offset), Some(&file.inbox_offset), Some(&store.inbox_offset))
+    {
+        Merge::Outside(offset) => merged.inbox_offset = *offset,
+        Merge::Both { .. } => conflicts.push("inboxOffset"),
+        Merge::Same | Merge::Dropped(_) => {}
+    }
+    match merge(base.map(|b| &b.pending), Some(&file.pending), Some(&store.pending)) {
+        Merge::Outside(pending) => merged.pending.clone_from(pending),
+        Merge::Both { .. } => conflicts.push("pending"),
+        Merge::Same | Merge::Dropped(_) => {}
+    }
+    (merged, conflicts)
 }

@@ -247,12 +247,20 @@ pub(crate) fn merge_findings(
     Ok((kept, pending))
 }
 
+/// The scope's observer document, if it was ever written.
+pub(crate) fn read(
+    txn: &dyn crate::kernel::storage::ReadTxn,
+    scope: &str,
+) -> Result<Option<ObserverDoc>> {
+    read_doc(txn, scope, STATE_KIND, STATE_ID)
+}
+
 fn load(txn: &dyn crate::kernel::storage::ReadTxn, scope: &str) -> Result<ObserverDoc> {
-    Ok(read_doc(txn, scope, STATE_KIND, STATE_ID)?.unwrap_or_default())
+    Ok(read(txn, scope)?.unwrap_or_default())
 }
 
 fn plan(event: ObserverEvent, result: Value) -> Plan {
-    Plan { events: vec![Body::Observer(event)], result: fields(result), ..Plan::default() }
+    Plan::one(Body::Observer(event), result)
 }
 
 impl Observer<'_> {
@@ -273,11 +281,16 @@ impl Observer<'_> {
         })
     }
 
-    /// Counts one completed main-loop turn.
+    /// Counts one completed main-loop turn; a subagent's turn (`agent_id`) counts nothing.
     ///
     /// # Errors
     /// Store errors.
-    pub fn turn(&self, call: &Call) -> Result<Outcome> {
+    pub fn turn(&self, call: &Call, agent_id: Option<&str>) -> Result<Outcome> {
+        if agent_id.is_some() {
+            // A subagent's turn is not a main-loop turn: nothing is counted.
+            let plan = Plan::answer(json!({ "skipped": "subagent turn" }));
+            return self.k.answer_read(&*self.k.begin_read()?, plan);
+        }
         let scope = call.scope.clone();
         self.k.write(call, |txn| {
             let state = load(txn, &scope)?.state;

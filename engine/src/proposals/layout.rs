@@ -610,7 +610,7 @@ impl Proposals<'_> {
             .and_then(Value::as_str)
             .or(unstamped_hash.as_deref());
         let (alert_events, alerts) = foreign_alerts(&state, alerts_hash, call.now_ms)?;
-        let adopt = crate::legacy::mirror::adopt_call(call);
+        let adopt = call.without_idem_key();
         if !alert_events.is_empty() {
             self.k
                 .write(&adopt, |_| Ok(Plan { events: alert_events.clone(), ..Plan::default() }))?;

@@ -740,13 +740,8 @@ impl Proposals<'_> {
         hookstate_schema::validate_scope(&call.scope)?;
         let refused = |token: String| {
             let plan = error_plan("invalid_event", token.clone(), format!("event: {token}"));
-            Ok(Outcome {
-                result: Map::new(),
-                refusal: plan.refusal,
-                head: self.k.head()?,
-                appended: 0,
-                replayed: false,
-            })
+            let txn = self.k.begin_read()?;
+            self.k.answer_read(&*txn, plan)
         };
         match (kind, action) {
             ("responded", None) => return refused("missing-action".into()),

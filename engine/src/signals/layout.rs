@@ -19,14 +19,15 @@ use serde_json::{json, Map, Value};
 use super::Signals;
 use crate::kernel::call::fields;
 use crate::kernel::call::Call;
+use crate::kernel::call::Conflict;
 use crate::kernel::call::Outcome;
 use crate::kernel::call::Plan;
+use crate::kernel::compat::stamp::parse_offset_ms as parse_stamp;
 use crate::kernel::doc::{read_doc, read_docs_all_scopes};
 use crate::kernel::error::{Error, Result};
+use crate::kernel::storage::ReadTxn;
 use crate::legacy::json::{detect_style, render_styled};
-use crate::legacy::mirror::{
-    changed_outside, read_sidecar, still_holds, write_mirror, MirrorReport,
-};
+use crate::legacy::mirror::{merge, Adoption, Change, Layout, Merge, RelPath};
 use crate::legacy::root::Root;
 use crate::signals::{
     bundle_scope, KEPT_KIND, PM_KIND, SIGNAL_KIND, STORE_SCOPE, STYLE_ID, STYLE_KIND,
@@ -245,86 +246,107 @@ impl Signals<'_> {
         Root::open(dir, true)?.write(name, text.as_bytes())?;
         Ok(keys)
     }
+}
 
-    /// Keeps `DIR/NAME` a mirror of the plugin store: first adopts keys that another writer
-    /// changed in the file since the mirror last wrote it (refusing a key the store changed
-    /// since then), then rewrites the file if the store moved on.
-    ///
-    /// # Errors
-    /// [`Error::MirrorConflict`]; [`Error::Busy`] when another mirror holds the directory past
-    /// the wait; [`Error::Invalid`] for a malformed file; IO and store errors.
-    pub fn mirror(&self, call: &Call, dir: &Path, name: &str) -> Result<MirrorReport> {
-        self.mirror_during(call, dir, name, &|| {})
+/// loopd's plugin-store file as a mirrored layout: one file, `NAME` in the mirror directory,
+/// merged key by key. A key changed only outside is adopted, except a PM registration or a turn
+/// signal older than the store's (a stale rewrite never reverts a newer one: newest wins, as the
+/// domain's rule says); a key the file dropped is kept; a foreign key changed on both sides is
+/// a conflict.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct LoopdLayout {
+    /// The plugin store's file name.
+    pub(crate) file: String,
+}
+
+impl Layout for LoopdLayout {
+    fn name(&self) -> &'static str {
+        "loopd"
     }
 
-    /// [`Engine::mirror_loopd`], running `during` between the adoption and the write (where a
-    /// lock-less writer may write the file); the file is written only if it still holds the bytes
-    /// read at the start ([`still_holds`]).
-    fn mirror_during(
-        &self,
-        call: &Call,
-        dir: &Path,
-        name: &str,
-        during: &dyn Fn(),
-    ) -> Result<MirrorReport> {
-        let root = Root::open(dir, true)?;
-        let _lock = root.lock(self.k.wait())?;
-        let sidecar = read_sidecar(&root, name)?;
-        let file = root.read(name, STORE_FILE_BYTES_MAX)?;
-        let mut report = MirrorReport::default();
-        if changed_outside(file.as_deref(), sidecar.as_ref()) {
-            let since = sidecar.as_ref().map_or(0, |s| s.head_seq);
-            let bytes = file.as_deref().unwrap_or_default();
-            report.adopted = self.adopt(call, &root.path().join(name), bytes, since)?;
+    fn files(&self, _: &dyn ReadTxn, _: &Call, _: &Root) -> Result<Vec<RelPath>> {
+        Ok(vec![RelPath::new(&[&self.file])?])
+    }
+
+    fn max_bytes(&self, _: &RelPath) -> usize {
+        STORE_FILE_BYTES_MAX
+    }
+
+    fn render(&self, txn: &dyn ReadTxn, _: &Call, _: &RelPath) -> Result<Option<Vec<u8>>> {
+        let entries = store_entries(txn)?;
+        let style = read_doc::<StoreStyle>(txn, STORE_SCOPE, STYLE_KIND, STYLE_ID)?;
+        if entries.is_empty() && style.is_none() {
+            return Ok(None);
         }
-        let txn = self.k.begin_read()?;
-        let head = crate::kernel::view::read_head(&*txn)?;
-        let stale = sidecar.as_ref().is_none_or(|s| s.head_seq < head.seq);
-        if stale || report.adopted > 0 || file.is_none() {
-            let (text, _) = render_current(&*txn)?;
-            during();
-            if still_holds(&root, name, file.as_deref(), STORE_FILE_BYTES_MAX) {
-                write_mirror(&root, name, text.as_bytes(), head.seq)?;
-                report.written = true;
+        Ok(Some(render_current(txn)?.0.into_bytes()))
+    }
+
+    fn adopt(&self, txn: &dyn ReadTxn, _: &Call, changes: &[Change]) -> Result<Adoption> {
+        let mut adoption = Adoption::default();
+        for change in changes {
+            let name = change.path.display();
+            let file = parse_map(&name, &change.now)?;
+            let base = change.base.as_deref().and_then(|b| parse_map(&name, b).ok());
+            let store: Map<String, Value> =
+                store_entries(txn)?.into_iter().map(|e| (e.key, e.value)).collect();
+            if store.is_empty()
+                && read_doc::<StoreStyle>(txn, STORE_SCOPE, STYLE_KIND, STYLE_ID)?.is_none()
+            {
+                // Nothing imported yet: the file is adopted whole, as an import would.
+                adoption.events.extend(parse_store(&name, &change.now)?.events);
+                continue;
             }
-        }
-        Ok(report)
-    }
-
-    /// Appends, in one transaction, an event for every key whose value in `bytes` differs from
-    /// the store's; a key the store changed after `since` is a conflict.
-    fn adopt(&self, call: &Call, path: &Path, bytes: &[u8], since: u64) -> Result<usize> {
-        let name = path.display().to_string();
-        let text = std::str::from_utf8(bytes).map_err(|_| bad(&name, "is not UTF-8".into()))?;
-        let file: Map<String, Value> = serde_json::from_str(text)
-            .map_err(|e| bad(&name, format!("is not a JSON object: {e}")))?;
-        // Never the caller's idempotency key: it names the verb's own write (see `adopt_call`).
-        let adopt = crate::legacy::mirror::adopt_call(call);
-        let outcome = self.k.write(&adopt, |txn| {
-            let current: std::collections::HashMap<String, (Value, u64)> = store_entries(txn)?
-                .into_iter()
-                .map(|e| (e.key, (e.value, e.updated_seq)))
-                .collect();
-            let mut events = Vec::new();
             for (key, value) in &file {
-                match current.get(key) {
-                    Some((stored, _)) if stored == value => continue,
-                    Some((_, updated)) if *updated > since => {
-                        return Err(Error::MirrorConflict {
-                            path: path.to_path_buf(),
-                            key: key.clone(),
-                        });
+                let record = (base.as_ref().and_then(|b| b.get(key)), store.get(key));
+                let why = match merge(record.0, Some(value), record.1) {
+                    Merge::Same | Merge::Dropped(_) => continue,
+                    Merge::Outside(_) if newer_or_foreign(key, value, record.1) => None,
+                    Merge::Both { .. }
+                        if newer_or_foreign(key, value, record.1) && !is_foreign(key) =>
+                    {
+                        None
                     }
-                    _ => {
+                    Merge::Outside(_) => Some("older than the store's record: a stale rewrite"),
+                    Merge::Both { .. } => Some("changed in the file and in the store"),
+                };
+                match why {
+                    None => {
                         let (scope, event) = import_key(&name, key, value)?;
-                        events.push((scope, Body::Signals(event)));
+                        adoption.events.push((scope, Body::Signals(event)));
                     }
+                    Some(why) => adoption.conflicts.push(Conflict {
+                        file: name.clone(),
+                        record: key.clone(),
+                        why: why.into(),
+                    }),
                 }
             }
-            let result = fields(json!({ "adopted": events.len() }));
-            Ok(Plan { scoped_events: events.clone(), result, ..Plan::default() })
-        })?;
-        Ok(usize::try_from(outcome.appended).unwrap_or(usize::MAX))
+        }
+        Ok(adoption)
+    }
+}
+
+fn parse_map(name: &str, bytes: &[u8]) -> Result<Map<String, Value>> {
+    let text = std::str::from_utf8(bytes).map_err(|_| bad(name, "is not UTF-8".into()))?;
+    serde_json::from_str(text).map_err(|e| bad(name, format!("is not a JSON object: {e}")))
+}
+
+/// A key loopd does not own (kept as written).
+fn is_foreign(key: &str) -> bool {
+    !key.starts_with(PM_PREFIX) && !key.starts_with(SIGNAL_PREFIX)
+}
+
+/// Whether the file's value of `key` may replace the store's: a foreign key always; a PM
+/// registration or a turn signal only when it is not older than the store's (`at` stamps).
+fn newer_or_foreign(key: &str, file: &Value, store: Option<&Value>) -> bool {
+    if is_foreign(key) {
+        return true;
+    }
+    let at = |v: &Value| v.get("at").and_then(Value::as_str).and_then(parse_stamp);
+    match (store.and_then(at), at(file)) {
+        (None, _) => true,
+        (Some(_), None) => false,
+        (Some(stored), Some(theirs)) => theirs >= stored,
     }
 }
 
@@ -388,39 +410,6 @@ fn to_value<T: Serialize>(value: &T) -> Result<Value> {
 mod tests {
     use super::*;
     use crate::Engine;
-
-    /// A plugin-store file a lock-less writer (an unmigrated loopd hook) writes between the
-    /// mirror's adoption and its write is kept as written, never overwritten, and adopted by the
-    /// next sync.
-    #[test]
-    fn a_mirror_never_overwrites_a_file_written_after_its_adoption() {
-        let tmp = tempfile::tempdir().unwrap();
-        let options = crate::OpenOptions::default();
-        let engine = Engine::open(&tmp.path().join("s.redb"), options).unwrap();
-        let call = Call {
-            scope: "default".into(),
-            actor: hookstate_schema::Actor::default(),
-            idem_key: None,
-            now_ms: 1,
-        };
-        let dir = tmp.path().join("m");
-        let path = dir.join(STORE_FILE_DEFAULT);
-        let sync = |during: &dyn Fn()| {
-            engine.signals().mirror_during(&call, &dir, STORE_FILE_DEFAULT, during).unwrap()
-        };
-        sync(&|| {});
-        std::fs::write(&path, "{\"other.a\":1}").unwrap();
-        let theirs = "{\"other.a\":1,\"other.b\":2}";
-        let report = sync(&|| std::fs::write(&path, theirs).unwrap());
-        assert_eq!((report.adopted, report.written), (1, false));
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), theirs, "the outside write survives");
-        let report = sync(&|| {});
-        assert_eq!((report.adopted, report.written), (1, true), "adopted by the next sync");
-        let (text, keys) = render_current(&*engine.signals().k.begin_read().unwrap()).unwrap();
-        assert_eq!((text.as_str(), keys), (theirs, 2));
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), theirs);
-        engine.verify().unwrap();
-    }
 
     #[test]
     fn lexical_join_folds_dots_without_touching_the_disk() {
