@@ -78,7 +78,17 @@ fn engine_code(err: &EngineError) -> u8 {
     match err {
         EngineError::Invalid(_)
         | EngineError::EventTooLarge { .. }
-        | EngineError::OutOfRange { .. } => INVALID,
+        | EngineError::OutOfRange { .. }
+        | EngineError::TooLarge { .. }
+        | EngineError::TooMany { .. }
+        | EngineError::Empty { .. }
+        | EngineError::NotOneOf { .. }
+        | EngineError::BadInput { .. }
+        | EngineError::LegacyFile { .. }
+        | EngineError::BadTimeZone { .. }
+        | EngineError::TimeOutOfRange { .. }
+        | EngineError::NotFound { .. }
+        | EngineError::BadId(_) => INVALID,
         EngineError::MirrorConflict { .. } => CONFLICT,
         EngineError::Busy { .. } => BUSY,
         EngineError::NotAStore { .. }

@@ -190,7 +190,7 @@ fn hostile_inboxes_are_refused_with_an_unchanged_store() {
     let huge =
         format!("{{\n  \"id\": \"fb_x\",\n  \"comment\": \"{}\"\n}}\n", "x".repeat(10 << 20));
     std::fs::write(inbox(&home).join("fb_x.json"), huge).unwrap();
-    refused_import(&store, &home, 3, "over the limit");
+    refused_import(&store, &home, 3, "bytes, limit is");
     let home = hostile("badjson");
     std::fs::write(inbox(&home).join("fb_bad.json"), "{\"id\": \"fb_bad\",\n").unwrap();
     refused_import(&store, &home, 3, "fb_bad.json");

@@ -127,7 +127,7 @@ pub fn parse_legacy(kind: LegacyFile, bytes: &[u8]) -> Result<LegacyParse> {
         LegacyFile::PropFile => {
             check_prop_file(PROP_FILE_NAME)?;
             let text = std::str::from_utf8(bytes)
-                .map_err(|_| Error::invalid(format!("{PROP_FILE_NAME} is not UTF-8")))?;
+                .map_err(|_| Error::legacy(PROP_FILE_NAME, "is not UTF-8"))?;
             prop_doc(PROP_FILE_NAME, text);
             Ok(one(None))
         }
@@ -138,7 +138,7 @@ pub fn parse_legacy(kind: LegacyFile, bytes: &[u8]) -> Result<LegacyParse> {
         }
         LegacyFile::HeartbeatFile => {
             let text = std::str::from_utf8(bytes)
-                .map_err(|_| Error::invalid("the heartbeat file is not UTF-8"))?;
+                .map_err(|_| Error::legacy("the heartbeat file", "is not UTF-8"))?;
             let map = rules::parse_object("the heartbeat file", text)?;
             Ok(one(Some(rules::render_object(&map, rules::layout_of(text)).into_bytes())))
         }

@@ -293,7 +293,7 @@ fn injection_alerts_are_damped_once_per_file_version() {
     assert!(!h.engine.alerts().injection_check(&h.scope, "9c04be1f").unwrap().0);
     assert!(h.engine.alerts().injection_check(&h.scope, "0badf00d").unwrap().0);
     let bad = h.engine.alerts().injection_record(&h.call(SEP_14), "9C04BE1F", None);
-    assert!(matches!(bad, Err(Error::Invalid(_))));
+    assert!(bad.as_ref().is_err_and(Error::is_invalid));
     let files = h.engine.alerts().heartbeat_files(&h.scope).unwrap();
     let text = files.iter().find(|(f, _)| f == "injection-alert.json").unwrap().1.clone();
     assert_eq!(
@@ -489,9 +489,9 @@ fn oversized_files_are_refused_before_anything_is_written() {
     std::fs::create_dir_all(h.dir.join("sessions")).unwrap();
     let big = "x".repeat(hookstate_engine::alerts::heartbeat::FILE_BYTES_MAX + 1);
     std::fs::write(h.dir.join("sessions").join(NEXT_TASK_FILE), big).unwrap();
-    assert!(matches!(read_heartbeat_files(&h.dir), Err(Error::Invalid(_))));
+    assert!(read_heartbeat_files(&h.dir).as_ref().is_err_and(Error::is_invalid));
     std::fs::write(h.dir.join("sessions").join(NEXT_TASK_FILE), b"\xff\xfe").unwrap();
-    assert!(matches!(read_heartbeat_files(&h.dir), Err(Error::Invalid(_))));
+    assert!(read_heartbeat_files(&h.dir).as_ref().is_err_and(Error::is_invalid));
     assert_eq!(h.engine.head().unwrap().seq, 0);
 }
 
@@ -668,7 +668,7 @@ fn a_record_never_grows_the_budget_file_past_the_file_bound() {
         cap: 50.0,
     };
     let err = h.engine.alerts().budget_record(&h.call(SEP_14), "UTC", &input).unwrap_err();
-    assert!(matches!(err, Error::Invalid(_)), "{err:?}");
+    assert!(err.is_invalid(), "{err:?}");
     assert_eq!(h.alerts().len(), 1, "nothing recorded");
     let out = tempfile::tempdir().unwrap();
     h.engine.alerts().export_heartbeat(&h.scope, out.path()).unwrap();

@@ -55,11 +55,13 @@ fn read_boot_id(dir: &Path) -> Result<Option<String>> {
     let Some(state) = open_sub(dir, STATE_DIR, false)? else {
         return Ok(None);
     };
-    let Some(bytes) =
-        state.read(BOOT_ID_FILE, rules::STAMP_BYTES_MAX + 1).or_else(|e| match e {
-            Error::Invalid(_) => Ok(None),
-            other => Err(other),
-        })?
+    let Some(bytes) = state.read(BOOT_ID_FILE, rules::STAMP_BYTES_MAX + 1).or_else(|e| {
+        if e.is_invalid() {
+            Ok(None)
+        } else {
+            Err(e)
+        }
+    })?
     else {
         return Ok(None);
     };

@@ -33,6 +33,81 @@ pub enum Error {
         /// Its unit with a leading space (` ms`, ` s`), or empty.
         unit: &'static str,
     },
+    /// A value from outside is over its size limit; nothing was written.
+    #[error("{what} is {len} bytes, limit is {max}")]
+    TooLarge {
+        /// What the value is (`stdin`, `comment`, a file's path).
+        what: String,
+        /// Its size.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// More items than a bound allows; nothing was written.
+    #[error("{what}: {count} of at most {max}")]
+    TooMany {
+        /// What is counted (`rows`, `comments in the project`).
+        what: &'static str,
+        /// How many there are or would be.
+        count: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// A value that must hold something is empty; nothing was written.
+    #[error("{what} is empty")]
+    Empty {
+        /// What is empty.
+        what: String,
+    },
+    /// A value outside its fixed set; nothing was written.
+    #[error("{what} {value:?} is not one of {}", .allowed.join(", "))]
+    NotOneOf {
+        /// What the value is.
+        what: &'static str,
+        /// The value given.
+        value: String,
+        /// The values allowed.
+        allowed: &'static [&'static str],
+    },
+    /// Input from outside that does not parse or breaks a shape rule; nothing was written.
+    #[error("{what} {why}")]
+    BadInput {
+        /// What was read (`stdin`, `target`, `row`).
+        what: String,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// A legacy file that does not parse or breaks its layout's rules; nothing was changed.
+    #[error("legacy file {file}: {why}")]
+    LegacyFile {
+        /// The file (its path or name).
+        file: String,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// A time zone name that is not an IANA zone; nothing was written.
+    #[error("time zone {zone:?} is not an IANA zone name")]
+    BadTimeZone {
+        /// The name given.
+        zone: String,
+    },
+    /// A time beyond what the stamps can spell; nothing was written.
+    #[error("time {ms} ms is out of range")]
+    TimeOutOfRange {
+        /// The time given, in UTC ms.
+        ms: u64,
+    },
+    /// The named record does not exist (for verbs where that is an error, not a refusal).
+    #[error("no {what} {id}")]
+    NotFound {
+        /// What was looked for.
+        what: &'static str,
+        /// Its id, and where it was looked for.
+        id: String,
+    },
+    /// An id broke the id rules; nothing was written.
+    #[error(transparent)]
+    BadId(#[from] hookstate_schema::IdError),
     /// A write was asked of a store opened only for reading.
     #[error("the store was opened read-only")]
     ReadOnly,
@@ -140,17 +215,41 @@ pub(crate) type Cause = Box<dyn std::error::Error + Send + Sync>;
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
+    /// Whether this is bad input from outside (a rule or a limit broken, nothing written): the
+    /// class the CLI exits 3 for.
+    #[must_use]
+    pub fn is_invalid(&self) -> bool {
+        matches!(
+            self,
+            Error::Invalid(_)
+                | Error::EventTooLarge { .. }
+                | Error::OutOfRange { .. }
+                | Error::TooLarge { .. }
+                | Error::TooMany { .. }
+                | Error::Empty { .. }
+                | Error::NotOneOf { .. }
+                | Error::BadInput { .. }
+                | Error::LegacyFile { .. }
+                | Error::BadTimeZone { .. }
+                | Error::TimeOutOfRange { .. }
+                | Error::NotFound { .. }
+                | Error::BadId(_)
+        )
+    }
+
     pub(crate) fn invalid(message: impl Into<String>) -> Self {
         Error::Invalid(message.into())
     }
 
+    pub(crate) fn bad(what: impl Into<String>, why: impl Into<String>) -> Self {
+        Error::BadInput { what: what.into(), why: why.into() }
+    }
+
+    pub(crate) fn legacy(file: impl Into<String>, why: impl Into<String>) -> Self {
+        Error::LegacyFile { file: file.into(), why: why.into() }
+    }
+
     pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Error::Io { op, path: path.into(), source }
-    }
-}
-
-impl From<hookstate_schema::IdError> for Error {
-    fn from(err: hookstate_schema::IdError) -> Self {
-        Error::Invalid(err.to_string())
     }
 }

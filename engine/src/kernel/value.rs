@@ -16,21 +16,18 @@ use crate::kernel::limits::{JSON_DEPTH_MAX, VALUE_BYTES_MAX};
 pub fn validate_json(what: &str, text: &str) -> Result<String> {
     let trimmed = text.trim_matches(|c: char| c.is_ascii_whitespace());
     if trimmed.is_empty() {
-        return Err(Error::invalid(format!("{what} is empty, expected one JSON value")));
+        return Err(Error::Empty { what: format!("{what}, expected one JSON value,") });
     }
     if trimmed.len() > VALUE_BYTES_MAX {
-        return Err(Error::invalid(format!(
-            "{what} is {} bytes, limit is {VALUE_BYTES_MAX}",
-            trimmed.len()
-        )));
+        let (what, len, max) = (what.to_owned(), trimmed.len(), VALUE_BYTES_MAX);
+        return Err(Error::TooLarge { what, len, max });
     }
     let value: Value = serde_json::from_str(trimmed)
-        .map_err(|e| Error::invalid(format!("{what} is not valid JSON: {e}")))?;
+        .map_err(|e| Error::bad(what, format!("is not valid JSON: {e}")))?;
     let depth = depth(&value);
     if depth > JSON_DEPTH_MAX {
-        return Err(Error::invalid(format!(
-            "{what} nests {depth} levels deep, limit is {JSON_DEPTH_MAX}"
-        )));
+        let why = format!("nests {depth} levels deep, limit is {JSON_DEPTH_MAX}");
+        return Err(Error::bad(what, why));
     }
     Ok(trimmed.to_owned())
 }

@@ -53,7 +53,7 @@ impl<'de> Deserialize<'de> for Ordered {
 /// [`Error::Invalid`] for text that is not UTF-8, not one JSON object, or not in a layout this
 /// module writes back byte for byte.
 pub(crate) fn parse_doc(name: &str, bytes: &[u8]) -> Result<JsonDoc> {
-    let bad = |why: String| Error::invalid(format!("legacy file {name}: {why}"));
+    let bad = |why: String| Error::legacy(name, why);
     let text = std::str::from_utf8(bytes).map_err(|_| bad("is not UTF-8".into()))?;
     let Ordered(fields) = serde_json::from_str(text).map_err(|e| bad(e.to_string()))?;
     let fields: Vec<(String, String)> =
@@ -193,7 +193,7 @@ pub(crate) fn render_styled<T: Serialize>(value: &T, style: StoreStyle) -> Resul
     } else {
         serde_json::to_string(value)
     }
-    .map_err(|e| Error::invalid(format!("value does not serialise: {e}")))?;
+    .map_err(|e| Error::Corrupt(format!("value does not serialise: {e}")))?;
     Ok(if style.trailing_newline { text + "\n" } else { text })
 }
 

@@ -48,7 +48,7 @@ impl RelPath {
     /// [`Error::Invalid`] for an empty path, one deeper than [`PATH_DEPTH_MAX`] or a bad name.
     pub(crate) fn new(parts: &[&str]) -> Result<RelPath> {
         if parts.is_empty() || parts.len() > PATH_DEPTH_MAX {
-            return Err(Error::invalid(format!("mirror path {parts:?} is empty or too deep")));
+            return Err(Error::bad(format!("mirror path {parts:?}"), "is empty or too deep"));
         }
         for part in parts {
             check_name(part)?;

@@ -35,7 +35,7 @@ pub(crate) struct Root {
 /// Checks a file or directory name used under a root: non-empty, at most
 /// [`FILE_NAME_BYTES_MAX`] bytes, not `.` or `..`, no `/`, NUL or control character.
 pub(crate) fn check_name(name: &str) -> Result<()> {
-    let bad = |why: &str| Error::invalid(format!("file name {name:?} {why}"));
+    let bad = |why: &str| Error::bad(format!("file name {name:?}"), why);
     if name.is_empty() || name == "." || name == ".." {
         return Err(bad("is empty, '.' or '..'"));
     }
@@ -109,7 +109,7 @@ impl Root {
         };
         let stat = rustix::fs::fstat(&fd).map_err(|e| io_err("stat", &path, e))?;
         if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
-            return Err(Error::invalid(format!("{} is not a regular file", path.display())));
+            return Err(Error::legacy(path.display().to_string(), "is not a regular file"));
         }
         if stat.st_nlink > 1 {
             let why = "the file has other hard links".to_owned();
@@ -121,10 +121,8 @@ impl Root {
             .read_to_end(&mut bytes)
             .map_err(|e| Error::io("read", &path, e))?;
         if bytes.len() > max_bytes {
-            return Err(Error::invalid(format!(
-                "{} is over the limit of {max_bytes} bytes",
-                path.display()
-            )));
+            let what = path.display().to_string();
+            return Err(Error::TooLarge { what, len: bytes.len(), max: max_bytes });
         }
         Ok(Some(bytes))
     }
@@ -235,10 +233,8 @@ impl Root {
                 continue;
             }
             if names.len() >= DIR_ENTRIES_MAX {
-                return Err(Error::invalid(format!(
-                    "{} holds more than {DIR_ENTRIES_MAX} entries",
-                    self.path.display()
-                )));
+                let what = "directory entries";
+                return Err(Error::TooMany { what, count: names.len() + 1, max: DIR_ENTRIES_MAX });
             }
             names.push(name);
         }
@@ -411,9 +407,9 @@ mod tests {
             .status()
             .unwrap()
             .success());
-        assert!(matches!(root.read("fifo", 64), Err(Error::Invalid(_))));
+        assert!(matches!(root.read("fifo", 64), Err(Error::LegacyFile { .. })));
         std::fs::write(dir.path().join("big"), vec![b'x'; 65]).unwrap();
-        assert!(matches!(root.read("big", 64), Err(Error::Invalid(_))));
+        assert!(matches!(root.read("big", 64), Err(Error::TooLarge { .. })));
         let link_root = dir.path().join("linkdir");
         assert!(matches!(Root::open(&link_root, false), Err(Error::UnsafePath { .. })));
     }

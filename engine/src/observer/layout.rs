@@ -37,10 +37,9 @@ pub(crate) fn render(state: &ObserverState, style: StoreStyle) -> Result<String>
 /// Parses an observer state file: the state, the style it was written in, and whether an
 /// export in that style writes back the very same bytes.
 pub(crate) fn parse_state(name: &str, bytes: &[u8]) -> Result<(ObserverState, StoreStyle, bool)> {
-    let text = std::str::from_utf8(bytes)
-        .map_err(|_| Error::invalid(format!("observer state {name} is not UTF-8")))?;
+    let text = std::str::from_utf8(bytes).map_err(|_| Error::legacy(name, "is not UTF-8"))?;
     let state: ObserverState = serde_json::from_str(text)
-        .map_err(|e| Error::invalid(format!("observer state {name}: {e}")))?;
+        .map_err(|e| Error::legacy(name, format!("is not an observer state: {e}")))?;
     let style = detect_style(text);
     let round_trip = render(&state, style)?.as_bytes() == bytes;
     Ok((state, style, round_trip))

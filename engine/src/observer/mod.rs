@@ -149,10 +149,11 @@ fn row_text(row: &RowInput) -> Result<String> {
             format!("{} {}", name.trim(), clip(&input, TOOL_INPUT_UNITS_MAX)).trim().to_owned()
         }
         other => {
-            return Err(Error::invalid(format!(
-                "row kind {other:?} is not one of {}",
-                ROW_KINDS.join(", ")
-            )))
+            return Err(Error::NotOneOf {
+                what: "row kind",
+                value: other.into(),
+                allowed: &ROW_KINDS,
+            })
         }
     })
 }
@@ -160,7 +161,7 @@ fn row_text(row: &RowInput) -> Result<String> {
 /// Clips rows for the current turn and counts user prompts that follow an assistant row.
 pub(crate) fn decide_append(state: &ObserverState, rows: &[RowInput]) -> Result<ObserverEvent> {
     if rows.len() > APPEND_ROWS_MAX {
-        return Err(Error::invalid(format!("{} rows, limit is {APPEND_ROWS_MAX}", rows.len())));
+        return Err(Error::TooMany { what: "rows", count: rows.len(), max: APPEND_ROWS_MAX });
     }
     let mut previous = state.buffer.last().map(|r| r.kind.clone());
     let mut follow_ups = 0;
@@ -191,14 +192,11 @@ pub fn finding_key(kind: &str, summary: &str) -> String {
 }
 
 fn check_finding(finding: &Finding) -> Result<()> {
-    let one_of = |what: &str, value: &str, allowed: &[&str]| {
+    let one_of = |what: &'static str, value: &str, allowed: &'static [&'static str]| {
         if allowed.contains(&value) {
             Ok(())
         } else {
-            Err(Error::invalid(format!(
-                "finding {what} {value:?} is not one of {}",
-                allowed.join(", ")
-            )))
+            Err(Error::NotOneOf { what, value: value.into(), allowed })
         }
     };
     one_of("kind", &finding.kind, &FINDING_KINDS)?;
@@ -214,10 +212,7 @@ pub(crate) fn merge_findings(
     findings: &[Finding],
 ) -> Result<(Vec<String>, Option<String>)> {
     if findings.len() > FINDINGS_MAX {
-        return Err(Error::invalid(format!(
-            "{} findings, limit is {FINDINGS_MAX}",
-            findings.len()
-        )));
+        return Err(Error::TooMany { what: "findings", count: findings.len(), max: FINDINGS_MAX });
     }
     let mut lines: Vec<String> = state
         .pending
@@ -274,7 +269,7 @@ impl Observer<'_> {
             let doc = load(txn, &scope)?;
             let event = decide_append(&doc.state, rows)?;
             let ObserverEvent::RowsAppended { follow_ups, .. } = &event else {
-                return Err(Error::invalid("unexpected decision"));
+                return Err(Error::Corrupt("an append decided another event".into()));
             };
             let result = json!({ "rows": rows.len(), "follow_ups": follow_ups });
             Ok(plan(event, result))

@@ -138,7 +138,7 @@ fn render_store(map: &Map<String, Value>, style: StoreStyle) -> Result<String> {
 }
 
 fn bad(name: &str, why: String) -> Error {
-    Error::invalid(format!("plugin store {name}: {why}"))
+    Error::legacy(format!("plugin store {name}"), why)
 }
 
 /// Turns one key of the store into its event and scope.
@@ -403,7 +403,7 @@ fn render_current(txn: &dyn crate::kernel::storage::ReadTxn) -> Result<(String, 
 
 fn to_value<T: Serialize>(value: &T) -> Result<Value> {
     serde_json::to_value(value)
-        .map_err(|e| Error::invalid(format!("value does not serialise: {e}")))
+        .map_err(|e| Error::Corrupt(format!("value does not serialise: {e}")))
 }
 
 #[cfg(test)]

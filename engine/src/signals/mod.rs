@@ -85,10 +85,10 @@ pub fn bundle_scope(bundle: &str) -> String {
 
 fn check_path(what: &str, path: &str) -> Result<()> {
     if !path.starts_with('/') || path.len() > PATH_BYTES_MAX || path.chars().any(char::is_control) {
-        return Err(Error::invalid(format!(
-            "{what} must be an absolute path of at most {PATH_BYTES_MAX} bytes without control \
-             characters"
-        )));
+        let why = format!(
+            "must be an absolute path of at most {PATH_BYTES_MAX} bytes without control characters"
+        );
+        return Err(Error::bad(what, why));
     }
     Ok(())
 }
@@ -147,7 +147,8 @@ impl Signals<'_> {
         check_path("bundle", &turn.bundle)?;
         check_path("cwd", &turn.cwd)?;
         if turn.reason.len() > REASON_BYTES_MAX {
-            return Err(Error::invalid(format!("reason is over {REASON_BYTES_MAX} bytes")));
+            let (len, max) = (turn.reason.len(), REASON_BYTES_MAX);
+            return Err(Error::TooLarge { what: "reason".into(), len, max });
         }
         let scope = call.scope.clone();
         self.k.write(call, |txn| {

@@ -55,7 +55,7 @@ impl StoreDir {
             .file_name()
             .filter(|n| !n.is_empty())
             .ok_or_else(|| {
-                Error::invalid(format!("store path {} has no file name", path.display()))
+                Error::bad(format!("store path {}", path.display()), "has no file name")
             })?
             .to_os_string();
         let dir_path = match path.parent() {

@@ -66,8 +66,7 @@ pub(crate) fn stamp_ms(ms: u64) -> String {
 /// # Errors
 /// [`Error::Invalid`] for a name that is not an IANA zone.
 pub(crate) fn zone(timezone: &str) -> Result<chrono_tz::Tz> {
-    chrono_tz::Tz::from_str(timezone)
-        .map_err(|_| Error::invalid(format!("time zone {timezone:?} is not an IANA zone name")))
+    chrono_tz::Tz::from_str(timezone).map_err(|_| Error::BadTimeZone { zone: timezone.to_owned() })
 }
 
 /// `at_ms` as a UTC date-time.
@@ -78,7 +77,7 @@ pub(crate) fn utc(at_ms: u64) -> Result<DateTime<Utc>> {
     i64::try_from(at_ms)
         .ok()
         .and_then(DateTime::from_timestamp_millis)
-        .ok_or_else(|| Error::invalid(format!("time {at_ms} ms is out of range")))
+        .ok_or(Error::TimeOutOfRange { ms: at_ms })
 }
 
 /// `at_ms` in `timezone`, formatted with a chrono `format` (`%Y-%m-%d` is `todayYMD`, `%G-W%V`
