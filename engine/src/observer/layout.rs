@@ -13,7 +13,7 @@ use hookstate_schema::signals::StoreStyle;
 use hookstate_schema::Body;
 use serde_json::{Map, Value};
 
-use super::Observer;
+use super::api::Observer;
 use crate::kernel::call::Call;
 use crate::kernel::call::Conflict;
 use crate::kernel::call::Outcome;
@@ -104,7 +104,7 @@ impl Layout for ObserverLayout {
     }
 
     fn render(&self, txn: &dyn ReadTxn, call: &Call, _: &RelPath) -> Result<Option<Vec<u8>>> {
-        let Some(doc) = super::read(txn, &call.scope)? else {
+        let Some(doc) = super::api::read(txn, &call.scope)? else {
             return Ok(None);
         };
         Ok(Some(render(&doc.state, doc.style.unwrap_or(DEFAULT_STYLE))?.into_bytes()))
@@ -116,7 +116,7 @@ impl Layout for ObserverLayout {
             let (file, style, _) = parse_state(&change.path.display(), &change.now)?;
             // A baseline that does not parse (torn by a power cut) is read as never seen.
             let base = change.base.as_deref().and_then(|b| parse_state("base", b).ok());
-            let store = super::read(txn, &call.scope)?.map(|d| d.state);
+            let store = super::api::read(txn, &call.scope)?.map(|d| d.state);
             let (merged, conflicts) =
                 merge_state(base.map(|b| b.0).as_ref(), &file, store.as_ref());
             adoption.conflicts.extend(conflicts.into_iter().map(|record| Conflict {

@@ -6,7 +6,7 @@ use hookstate_schema::observer::{ObserverDoc, ObserverEvent};
 use hookstate_schema::{Body, Event, ViewKey};
 use serde_json::{json, Map, Value};
 
-use super::{push_rows, DELIVERED_KEYS_MAX, STATE_ID, STATE_KIND};
+use super::rules::{push_rows, DELIVERED_KEYS_MAX, STATE_ID, STATE_KIND};
 use crate::kernel::call::fields;
 use crate::kernel::doc::{doc_key, get_doc, put_doc};
 use crate::kernel::project::Projection;

@@ -16,7 +16,10 @@ use rustix::fs::{FileType, Mode, OFlags};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
-use super::Signals;
+use super::api::Signals;
+use super::rules::{
+    bundle_scope, KEPT_KIND, PM_KIND, SIGNAL_KIND, STORE_SCOPE, STYLE_ID, STYLE_KIND,
+};
 use crate::kernel::call::fields;
 use crate::kernel::call::Call;
 use crate::kernel::call::Conflict;
@@ -29,9 +32,6 @@ use crate::kernel::storage::ReadTxn;
 use crate::legacy::json::{detect_style, render_styled};
 use crate::legacy::mirror::{merge, Adoption, Change, Layout, Merge, RelPath};
 use crate::legacy::root::Root;
-use crate::signals::{
-    bundle_scope, KEPT_KIND, PM_KIND, SIGNAL_KIND, STORE_SCOPE, STYLE_ID, STYLE_KIND,
-};
 
 /// The vendor's size limit of one plugin-store file.
 pub const STORE_FILE_BYTES_MAX: usize = 4 * 1024 * 1024;

@@ -9,7 +9,7 @@ use hookstate_schema::signals::{
 use hookstate_schema::{Body, Event, ViewKey};
 use serde_json::{json, Map, Value};
 
-use super::{
+use super::rules::{
     KEPT_KIND, PM_HISTORY_MAX, PM_ID, PM_KIND, SENDS_KIND, SIGNAL_KIND, STYLE_ID, STYLE_KIND,
 };
 use crate::kernel::call::fields;
