@@ -125,7 +125,7 @@ impl Engine {
     }
 
     fn check_anchor(&self, txn: &dyn ReadTxn, head: &Head) -> Result<Option<u64>> {
-        let Some(text) = self.dir.read_anchor()? else {
+        let Some(text) = self.dir()?.read_anchor()? else {
             return Ok(None);
         };
         let mismatch = |why: String| Error::AnchorMismatch { why };
@@ -172,7 +172,7 @@ impl Engine {
             self.poison();
             return Err(err);
         }
-        let stale_temps_removed = self.dir.remove_stale_temps()?;
+        let stale_temps_removed = self.dir()?.remove_stale_temps()?;
         Ok(RebuildReport { events: head.seq, views: views.len() as u64, stale_temps_removed })
     }
 }

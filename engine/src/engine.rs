@@ -40,6 +40,10 @@ pub struct OpenOptions {
     pub check_integrity: bool,
     /// Open for reading only: the file is never written, not even its header. Writes fail.
     pub read_only: bool,
+    /// With `read_only` (and not `create`): when the store is absent, answer from an empty store
+    /// held in memory, initialised as a new store is, instead of failing with
+    /// [`Error::NoStore`]. Nothing is created on disk; [`Engine::exists`] says which it was.
+    pub absent_is_empty: bool,
 }
 
 impl Default for OpenOptions {
@@ -49,6 +53,7 @@ impl Default for OpenOptions {
             create: true,
             check_integrity: false,
             read_only: false,
+            absent_is_empty: false,
         }
     }
 }
@@ -129,7 +134,9 @@ impl From<Decision> for Plan {
 
 /// An open store.
 pub struct Engine {
-    pub(crate) dir: StoreDir,
+    /// The store's directory; `None` for the empty in-memory stand-in of an absent store.
+    dir: Option<StoreDir>,
+    path: PathBuf,
     pub(crate) store: RedbStore,
     pub(crate) store_id: [u8; STORE_ID_BYTES],
     wait: Duration,
@@ -138,7 +145,7 @@ pub struct Engine {
 
 impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Engine").field("path", &self.dir.path()).finish_non_exhaustive()
+        f.debug_struct("Engine").field("path", &self.path).finish_non_exhaustive()
     }
 }
 
@@ -167,13 +174,18 @@ impl Engine {
             )));
         }
         let wait = Duration::from_millis(options.wait_ms);
-        let dir = StoreDir::open(path, options.create)?;
+        let empty_if_absent = options.absent_is_empty && options.read_only && !options.create;
+        let dir = match StoreDir::open(path, options.create) {
+            Err(Error::NoStore { .. }) if empty_if_absent => return Engine::empty(path, wait),
+            other => other?,
+        };
         let file = match dir.open_store(options.read_only)? {
             Some(file) => file,
             None if options.create => {
                 create_store(&dir)?;
                 dir.open_store(false)?.ok_or_else(|| Error::NoStore { path: dir.path() })?
             }
+            None if empty_if_absent => return Engine::empty(&dir.path(), wait),
             None => return Err(Error::NoStore { path: dir.path() }),
         };
         let store = match options.read_only {
@@ -190,19 +202,45 @@ impl Engine {
             false => RedbStore::open(&file, options.check_integrity, wait)?,
         };
         let store_id = read_identity(&store, &dir.path())?;
-        Ok(Engine { dir, store, store_id, wait, poisoned: Cell::new(false) })
+        let path = dir.path();
+        Ok(Engine { dir: Some(dir), path, store, store_id, wait, poisoned: Cell::new(false) })
+    }
+
+    /// The stand-in for an absent store that a read sees: an empty store in memory, initialised
+    /// as [`create_store`] initialises a file (an all-zero store id: nothing is ever chained to
+    /// it), which refuses writes. Creates nothing on disk.
+    fn empty(path: &Path, wait: Duration) -> Result<Engine> {
+        let store_id = [0; STORE_ID_BYTES];
+        let head = encode_head(&Head { seq: 0, hash: genesis_hash(&store_id) });
+        let store = RedbStore::empty(&initial_meta(&store_id, &head))?;
+        let path = path.to_path_buf();
+        Ok(Engine { dir: None, path, store, store_id, wait, poisoned: Cell::new(false) })
+    }
+
+    /// Whether the store exists on disk: `false` only for the empty stand-in that
+    /// [`OpenOptions::absent_is_empty`] gives a read of an absent store.
+    #[must_use]
+    pub fn exists(&self) -> bool {
+        self.dir.is_some()
+    }
+
+    /// The store's directory, which an absent store does not have.
+    pub(crate) fn dir(&self) -> Result<&StoreDir> {
+        self.dir.as_ref().ok_or_else(|| Error::NoStore { path: self.path.clone() })
     }
 
     /// The store file's path.
     #[must_use]
     pub fn path(&self) -> PathBuf {
-        self.dir.path()
+        self.path.clone()
     }
 
     /// The anchor file's path.
     #[must_use]
     pub fn anchor_path(&self) -> PathBuf {
-        self.dir.anchor_path()
+        let mut name = self.path.clone().into_os_string();
+        name.push(crate::fsio::ANCHOR_SUFFIX);
+        PathBuf::from(name)
     }
 
     /// The genesis hash of this store (the `prev` of seq 1).
@@ -302,12 +340,15 @@ impl Engine {
     /// Moves the anchor forward when it is behind. Failure is not an error: the anchor may lag
     /// the log (verify reports it), it must only never lead.
     fn write_anchor(&self, head: &Head) {
-        let current = self.dir.read_anchor().ok().flatten();
+        let Some(dir) = &self.dir else {
+            return;
+        };
+        let current = dir.read_anchor().ok().flatten();
         let behind = current
             .and_then(|text| format::parse_anchor(&text).ok())
             .is_none_or(|(id, anchored)| id != self.store_id || anchored.seq < head.seq);
         if behind {
-            let _ = self.dir.write_anchor(&format::format_anchor(&self.store_id, head));
+            let _ = dir.write_anchor(&format::format_anchor(&self.store_id, head));
         }
     }
 
@@ -354,7 +395,8 @@ impl Engine {
         let store = RedbStore::on_backend(backend, meta, options.check_integrity)?;
         let store_id = read_identity(&store, &dir.path())?;
         let wait = Duration::from_millis(options.wait_ms);
-        Ok(Engine { dir, store, store_id, wait, poisoned: Cell::new(false) })
+        let path = dir.path();
+        Ok(Engine { dir: Some(dir), path, store, store_id, wait, poisoned: Cell::new(false) })
     }
 }
 

@@ -24,7 +24,8 @@ pub(crate) const FILE_MODE: u32 = 0o600;
 pub(crate) const DIR_MODE: u32 = 0o700;
 /// Group- or world-writable directories let another user swap our files.
 const UNSAFE_DIR_BITS: u32 = 0o022;
-const ANCHOR_SUFFIX: &str = ".head";
+/// The anchor file is the store file's name with this suffix, beside it.
+pub(crate) const ANCHOR_SUFFIX: &str = ".head";
 const TEMP_NAME_RANDOM_BYTES: usize = 8;
 /// Age after which a temporary file beside the store is a leftover of a killed writer.
 pub(crate) const STALE_TEMP_SECS: u64 = 600;
@@ -296,9 +297,14 @@ pub(crate) fn check_private_dir(path: &Path, uid: u32, mode: u32) -> Result<()> 
         });
     }
     if mode & UNSAFE_DIR_BITS != 0 {
+        let who = match (mode & 0o020 != 0, mode & 0o002 != 0) {
+            (true, true) => "its group and by others",
+            (true, false) => "its group",
+            _ => "others",
+        };
         return Err(Error::UnsafePath {
             path: path.to_path_buf(),
-            why: format!("directory mode {:o} is writable by others", mode & 0o7777),
+            why: format!("directory mode {:o} is writable by {who}", mode & 0o7777),
         });
     }
     Ok(())

@@ -104,11 +104,13 @@ pub(crate) fn rebuild(cli: &Cli) -> Result<(), CliError> {
 pub(crate) fn stats(cli: &Cli) -> Result<(), CliError> {
     let engine = open(cli, Access::Read)?;
     let stats = engine.stats()?;
+    // An absent store has no hash of its own: its stand-in's genesis is not the store's.
+    let hash = engine.exists().then(|| to_hex(&stats.head.hash));
     print(
         cli.format,
         &json!({
-            "ok": true, "path": engine.path(), "events": stats.head.seq,
-            "head": { "seq": stats.head.seq, "hash": to_hex(&stats.head.hash) },
+            "ok": true, "path": engine.path(), "exists": engine.exists(), "events": stats.head.seq,
+            "head": { "seq": stats.head.seq, "hash": hash },
             "file_bytes": stats.file_bytes, "scopes": stats.scopes, "views": stats.views,
             "queues": stats.queues,
         }),
