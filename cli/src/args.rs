@@ -62,7 +62,7 @@ pub(crate) struct Cli {
 pub(crate) enum Format {
     /// One JSON object (log: one JSON object per line).
     Json,
-    /// Human-readable `key=value` lines.
+    /// Readable text: `key: value` lines, aligned tables for lists, local times, units.
     Text,
     /// The upstream script's one-line verdict (`QUEUED|MP-…`, `NONE|no-match`, …) and its exit
     /// codes (every error exits 1); verbs without a verdict print JSON.
@@ -612,6 +612,28 @@ pub(crate) enum HookVerb {
         /// How the session records its reply.
         #[arg(long, value_enum, default_value_t = ReplyVia::Hookstate)]
         reply_via: ReplyVia,
+    },
+    /// A Stop hook for any plugin: claim the next item of QUEUE for the payload's session and
+    /// block the stop with it ({"decision":"block","reason":...} naming the ack and release
+    /// commands, with --db and --scope when they are not the defaults). Prints nothing when the
+    /// queue has nothing eligible, the store does not exist, or stop_hook_active is true.
+    /// Never exits 2.
+    Claim {
+        /// Queue name.
+        queue: String,
+        /// Lease length in ms: the session has this long before the item is handed out again.
+        #[arg(long, default_value_t = LEASE_MS_DEFAULT)]
+        lease_ms: u64,
+    },
+    /// A dedup for any hook (SessionStart fires again on resume, clear and compact): add the
+    /// payload's session_id to SET and print --say's text only the first time (SessionStart's
+    /// stdout becomes context for the session). Never exits 2.
+    Once {
+        /// Set name.
+        set: String,
+        /// What to print the first time.
+        #[arg(long)]
+        say: Option<String>,
     },
 }
 

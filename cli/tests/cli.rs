@@ -475,7 +475,7 @@ fn set_counter_list_and_log_verbs_work_from_a_shell() {
     let stats = store.run(&["stats"]).expect(0).json();
     assert_eq!(stats["events"], 7);
     let text = store.run(&["--format", "text", "counter", "get", "turns"]).expect(0);
-    assert!(text.stdout.contains("value=-3"), "{text:?}");
+    assert_eq!(text.stdout, "name:  turns\nvalue: -3\nok:    true\n", "{text:?}");
 }
 
 #[test]

@@ -9,6 +9,7 @@ mod docs;
 mod feedback;
 mod heartbeat;
 mod hook;
+mod hookkit;
 mod legacy;
 mod observer;
 mod ops;
@@ -43,6 +44,9 @@ pub(crate) fn run(cli: &Cli) -> Result<(), CliError> {
         Verb::Signals(verb) => signals::run(cli, verb),
         Verb::Observer(verb) => observer::run(cli, verb),
         Verb::Hook(verb @ HookVerb::Stop { .. }) => feedback::hook(cli, verb),
+        Verb::Hook(verb @ (HookVerb::Claim { .. } | HookVerb::Once { .. })) => {
+            hookkit::run(cli, verb)
+        }
         Verb::Proposals(args) => proposals::run(cli, args),
         Verb::Alerts(args) if heartbeat::handles(&args.verb) => heartbeat::run(cli, args),
         Verb::Alerts(args) => alerts::run(cli, args),

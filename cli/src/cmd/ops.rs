@@ -117,12 +117,12 @@ pub(crate) fn stats(cli: &Cli) -> Result<(), CliError> {
     )
 }
 
-/// One readable line per event: seq, UTC time, scope, domain/kind, session, body.
+/// One readable line per event: seq, local time, scope, domain/kind, session, body.
 fn log_line(event: &serde_json::Value) -> String {
     let at = event["at_ms"]
         .as_i64()
         .and_then(chrono::DateTime::from_timestamp_millis)
-        .map(|t| t.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string())
+        .map(|t| t.with_timezone(&chrono::Local).format("%Y-%m-%d %H:%M:%S%.3f %:z").to_string())
         .unwrap_or_default();
     let text = |v: &serde_json::Value| v.as_str().unwrap_or("-").to_owned();
     one_line(&format!(
