@@ -21,22 +21,22 @@ fencing tokens. Results go to stdout as one JSON object; errors are one line on 
 #[command(name = "hookstate", version, about = ABOUT, after_help = crate::exit::TABLE)]
 pub(crate) struct Cli {
     /// Store file [default: ~/.agent/hookstate/state.redb].
-    #[arg(long, global = true, help_heading = GLOBAL, hide_short_help = true, env = "HOOKSTATE_DB", value_name = "PATH")]
+    #[arg(long, global = true, help_heading = GLOBAL, hide_short_help = true, hide_env_values = true, env = "HOOKSTATE_DB", value_name = "PATH")]
     pub(crate) db: Option<PathBuf>,
     /// Scope the verb acts in (a project, a state directory, a bundle).
-    #[arg(long, global = true, help_heading = GLOBAL, hide_short_help = true, env = "HOOKSTATE_SCOPE", default_value = "default")]
+    #[arg(long, global = true, help_heading = GLOBAL, hide_short_help = true, hide_env_values = true, env = "HOOKSTATE_SCOPE", default_value = "default")]
     pub(crate) scope: String,
     /// Longest wait for the store's write lock before exiting 4 (busy).
-    #[arg(long, global = true, help_heading = GLOBAL, hide_short_help = true, env = "HOOKSTATE_WAIT_MS", default_value_t = WAIT_MS_DEFAULT)]
+    #[arg(long, global = true, help_heading = GLOBAL, hide_short_help = true, hide_env_values = true, env = "HOOKSTATE_WAIT_MS", default_value_t = WAIT_MS_DEFAULT)]
     pub(crate) wait_ms: u64,
     /// Output format.
     #[arg(long, global = true, help_heading = GLOBAL, hide_short_help = true, value_enum, default_value_t = Format::Json)]
     pub(crate) format: Format,
     /// The caller's Claude Code session id (recorded in the event; addresses session items).
-    #[arg(long, global = true, help_heading = GLOBAL, hide_short_help = true, env = "HOOKSTATE_SESSION")]
+    #[arg(long, global = true, help_heading = GLOBAL, hide_short_help = true, hide_env_values = true, env = "HOOKSTATE_SESSION")]
     pub(crate) session: Option<String>,
     /// The hook or agent name recorded in the event.
-    #[arg(long, global = true, help_heading = GLOBAL, hide_short_help = true, env = "HOOKSTATE_AGENT")]
+    #[arg(long, global = true, help_heading = GLOBAL, hide_short_help = true, hide_env_values = true, env = "HOOKSTATE_AGENT")]
     pub(crate) agent: Option<String>,
     /// Idempotency key: a repeated call with this key returns the first result, appends nothing.
     #[arg(long, global = true, help_heading = GLOBAL, hide_short_help = true)]
@@ -44,13 +44,13 @@ pub(crate) struct Cli {
     /// Keep the legacy files of the verb's layout in DIR current after every commit, adopting
     /// changes other writers made to them first (feedback: a moonshine home; loopd and observer:
     /// the directory of the file; proposals and alerts: the hermit state directory).
-    #[arg(long, global = true, help_heading = GLOBAL, hide_short_help = true, env = "HOOKSTATE_MIRROR", value_name = "DIR")]
+    #[arg(long, global = true, help_heading = GLOBAL, hide_short_help = true, hide_env_values = true, env = "HOOKSTATE_MIRROR", value_name = "DIR")]
     pub(crate) mirror: Option<PathBuf>,
     /// The mirrored file's name [default: the layout's default name].
-    #[arg(long, global = true, help_heading = GLOBAL, hide_short_help = true, env = "HOOKSTATE_MIRROR_NAME", value_name = "FILE")]
+    #[arg(long, global = true, help_heading = GLOBAL, hide_short_help = true, hide_env_values = true, env = "HOOKSTATE_MIRROR_NAME", value_name = "FILE")]
     pub(crate) mirror_name: Option<String>,
     /// Tests only: the clock, in UTC ms, that mutations record instead of the real time.
-    #[arg(long, global = true, help_heading = GLOBAL, hide_short_help = true, env = "HOOKSTATE_NOW_MS", hide = true)]
+    #[arg(long, global = true, help_heading = GLOBAL, hide_short_help = true, hide_env_values = true, env = "HOOKSTATE_NOW_MS", hide = true)]
     pub(crate) now_ms: Option<u64>,
     /// The verb.
     #[command(subcommand)]
@@ -65,7 +65,7 @@ pub(crate) enum Format {
     /// Readable text: `key: value` lines, aligned tables for lists, local times, units.
     Text,
     /// The upstream script's one-line verdict (`QUEUED|MP-…`, `NONE|no-match`, …) and its exit
-    /// codes (every error exits 1); verbs without a verdict print JSON.
+    /// codes (every error but a usage error exits 1); verbs without a verdict print JSON.
     Verdict,
 }
 
@@ -580,7 +580,7 @@ pub(crate) enum FeedbackVerb {
         #[arg(long, default_value_t = HEARTBEAT_INTERVAL_S_DEFAULT)]
         interval_s: u64,
         /// The moonshine home, to check each claimed comment's excerpt against its source file.
-        #[arg(long, env = "MOONSHINE_HOME")]
+        #[arg(long, hide_env_values = true, env = "MOONSHINE_HOME")]
         moonshine_home: Option<PathBuf>,
     },
 }
@@ -607,7 +607,7 @@ pub(crate) enum HookVerb {
         #[command(flatten)]
         drain: DrainArgs,
         /// The moonshine home named in the reason [default: $HOME/.agent/moonshine].
-        #[arg(long, env = "MOONSHINE_HOME")]
+        #[arg(long, hide_env_values = true, env = "MOONSHINE_HOME")]
         moonshine_home: Option<PathBuf>,
         /// How the session records its reply.
         #[arg(long, value_enum, default_value_t = ReplyVia::Hookstate)]
@@ -884,11 +884,11 @@ pub(crate) struct MonitorSetupArgs {
     #[arg(long)]
     pub(crate) interval: Option<u64>,
     /// The plugin root whose scripts/heartbeat-monitor.sh the command runs.
-    #[arg(long, env = "CLAUDE_PLUGIN_ROOT")]
+    #[arg(long, hide_env_values = true, env = "CLAUDE_PLUGIN_ROOT")]
     pub(crate) plugin_root: Option<String>,
     /// The current boot id [default: state/.boot-id, as upstream reads it]; when neither is
     /// given it is not compared and stored as null.
-    #[arg(long, env = "HOOKSTATE_BOOT_ID")]
+    #[arg(long, hide_env_values = true, env = "HOOKSTATE_BOOT_ID")]
     pub(crate) boot_id: Option<String>,
 }
 

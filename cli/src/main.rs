@@ -92,7 +92,18 @@ fn usage_line(err: &clap::Error) -> String {
         {
             let part = trimmed.trim_start_matches("error: ");
             let part = part.strip_prefix('[').and_then(|p| p.strip_suffix(']')).unwrap_or(part);
-            let part = part.to_owned();
+            let part = match part.strip_prefix("subcommands: ") {
+                // The verbs a bare `hookstate` lacks, without the hidden ones.
+                Some(names) => format!(
+                    "a verb is required: {}",
+                    names
+                        .split(", ")
+                        .filter(|n| !n.starts_with("__") && *n != "help")
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                None => part.to_owned(),
+            };
             match parts.last_mut() {
                 Some(last) if last.ends_with(':') => {
                     last.push(' ');

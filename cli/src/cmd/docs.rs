@@ -71,7 +71,7 @@ fn section(out: &mut String, parent: &str, command: &Command, depth: usize) {
     }
     let usage = command.clone().render_usage().to_string();
     let usage = usage.trim_start_matches("Usage: ").trim();
-    let _ = writeln!(out, "```text\n{}\n```\n", usage.replace(command.get_name(), &path));
+    let _ = writeln!(out, "```text\n{usage}\n```\n");
     let args: Vec<_> = command
         .get_arguments()
         .filter(|a| !a.is_hide_set() && !a.is_global_set() && a.get_id() != "help")
@@ -107,6 +107,10 @@ fn arg_help(arg: &clap::Arg) -> String {
         .or_else(|| arg.get_help())
         .map(|h| h.to_string().split_whitespace().collect::<Vec<_>>().join(" "))
         .unwrap_or_default();
+    if !help.is_empty() && !help.ends_with(['.', ')', ']']) {
+        help.push('.');
+    }
+    let takes_value = arg.get_num_args().is_some_and(|n| n.takes_values());
     let values: Vec<String> = arg
         .get_possible_values()
         .iter()
@@ -118,7 +122,7 @@ fn arg_help(arg: &clap::Arg) -> String {
     }
     let defaults: Vec<String> =
         arg.get_default_values().iter().map(|v| v.to_string_lossy().into_owned()).collect();
-    if !defaults.is_empty() {
+    if !defaults.is_empty() && takes_value {
         let _ = write!(help, " Default: `{}`.", defaults.join(" "));
     }
     if let Some(env) = arg.get_env() {
