@@ -149,6 +149,7 @@ fn scalar(key: &str, value: &Value) -> String {
             Some(b) if key.ends_with("bytes") => size(b),
             _ => n.to_string(),
         },
+        Value::Array(items) if items.is_empty() => "-".into(),
         Value::Array(items) if items.iter().all(|v| !v.is_object() && !v.is_array()) => {
             items.iter().map(|v| scalar(key, v)).collect::<Vec<_>>().join(", ")
         }

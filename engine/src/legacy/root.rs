@@ -26,15 +26,43 @@ pub(crate) const DIR_ENTRIES_MAX: usize = 100_000;
 const TEMP_PREFIX: &str = ".hookstate-tmp-";
 /// Pause between attempts to take a directory lock.
 const LOCK_POLL_MS: u64 = 1;
-/// hookstate's own files under a root (mirror sidecars and stamps, locks, temp files) stay 0600.
-const OWN_FILE_PREFIX: &str = ".hookstate-";
 /// The mode a new legacy file is created with when its upstream writer leaves the mode to the
-/// umask (Node's `writeFileSync`, Bun's `write`, a shell `>` redirect): 0666 less the umask,
-/// 0644 under the usual 022, so a HUD or script running as another user reads it as before.
+/// umask (Node's `writeFileSync`, Bun's writes, a shell `>` redirect): 0666 less the umask, 0644
+/// under the usual 022, so a HUD or script running as another user reads it as before.
 const UPSTREAM_FILE_MODE: u32 = 0o666;
-/// Legacy files whose upstream writer forces their mode: hermit's `writeAlertState` chmods
-/// `alert-state.json` to 0600 after creating it.
-const FORCED_FILE_MODES: [(&str, u32); 1] = [("alert-state.json", 0o600)];
+/// The files whose upstream writer creates them that way: moonshine's `.feedback/` files (the
+/// Stop hook's jq redirect, the web dev server), and hermit's queue, ledger, index, PROP files
+/// and heartbeat files (`writeFileAtomic`, `heartbeat-monitor.sh`). Every other file gets
+/// [`FILE_MODE`]: `alert-state.json` (upstream's `writeAlertState` chmods it to 0600), the loopd
+/// and observer plugin-store files (written by Claude Code's plugin store, whose mode is not
+/// documented), and hookstate's own sidecars, stamps and locks.
+const UMASK_FILES: [&str; 15] = [
+    "control.json",
+    "address.json",
+    "heartbeat.json",
+    "adapter.json",
+    "micro-proposals.json",
+    "proposal-metrics.jsonl",
+    "proposals-index.json",
+    "budget-alerts.json",
+    "telemetry-alert.json",
+    "doctor-alerts.json",
+    "heartbeat-monitor.runtime.json",
+    "heartbeat-liveness.json",
+    "injection-alert.json",
+    "runtime.json",
+    "NEXT-TASK.md",
+];
+
+/// The mode a new file `name` gets: what its upstream writer gives it (see [`UMASK_FILES`]).
+fn new_file_mode(name: &str) -> u32 {
+    let comment = name.starts_with("fb_") && name.ends_with(".json");
+    let prop = name.starts_with("PROP-") && name.ends_with(".md");
+    match comment || prop || UMASK_FILES.contains(&name) {
+        true => UPSTREAM_FILE_MODE,
+        false => FILE_MODE,
+    }
+}
 
 /// The mode the temp file of a replace gets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,15 +71,6 @@ enum TempMode {
     Keep(u32),
     /// Created with this mode, which the umask narrows, as upstream's writer creates the file.
     New(u32),
-}
-
-/// The mode a new file `name` gets: 0600 for hookstate's own files and for a file whose
-/// upstream forces 0600, else what the upstream writer gives it.
-fn new_file_mode(name: &str) -> u32 {
-    if name.starts_with(OWN_FILE_PREFIX) {
-        return FILE_MODE;
-    }
-    FORCED_FILE_MODES.iter().find(|(n, _)| *n == name).map_or(UPSTREAM_FILE_MODE, |(_, m)| *m)
 }
 
 /// An opened directory under which legacy files are read and written.
@@ -165,7 +184,7 @@ impl Root {
     /// old inode is never written, so a hard link to it cannot be used to write a victim file.
     /// The temp file gets the mode of the regular file it replaces (read with `fstatat` on the
     /// held directory), so a file another user's reader could read stays readable; a new file
-    /// gets the mode its upstream writer gives it ([`new_file_mode`]). The steps are
+    /// gets the mode its upstream writer gives it ([`new_file_mode`]), else 0600. The steps are
     /// [`durable::replace_file`]'s, which the export crash simulator replays on a model file
     /// system.
     pub(crate) fn write(&self, name: &str, bytes: &[u8]) -> Result<()> {
@@ -413,17 +432,20 @@ mod tests {
         let dir = private_dir();
         let root = Root::open(&dir.path().join("export"), true).unwrap();
         let sub = root.subdir(".feedback", true).unwrap().unwrap();
-        sub.write("a.json", b"{\n  \"x\": 1\n}\n").unwrap();
-        sub.write("a.json", b"{}\n").unwrap();
-        sub.write(".hookstate-mirror.a.json", b"{}").unwrap();
+        sub.write("fb_a.json", b"{\n  \"x\": 1\n}\n").unwrap();
+        sub.write("fb_a.json", b"{}\n").unwrap();
+        sub.write(".hookstate-mirror.fb_a.json", b"{}").unwrap();
         sub.write("alert-state.json", b"{}").unwrap();
-        assert_eq!(sub.read("a.json", 64).unwrap().unwrap(), b"{}\n");
-        assert_eq!(sub.list().unwrap(), [".hookstate-mirror.a.json", "a.json", "alert-state.json"]);
+        sub.write("loopd.json", b"{}").unwrap();
+        assert_eq!(sub.read("fb_a.json", 64).unwrap().unwrap(), b"{}\n");
+        let names = [".hookstate-mirror.fb_a.json", "alert-state.json", "fb_a.json", "loopd.json"];
+        assert_eq!(sub.list().unwrap(), names);
         let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
         let feedback = dir.path().join("export/.feedback");
-        assert_eq!(mode(&feedback.join("a.json")), umask_mode(dir.path()));
-        assert_eq!(mode(&feedback.join(".hookstate-mirror.a.json")), 0o600, "our own file");
+        assert_eq!(mode(&feedback.join("fb_a.json")), umask_mode(dir.path()));
+        assert_eq!(mode(&feedback.join(".hookstate-mirror.fb_a.json")), 0o600, "our own file");
         assert_eq!(mode(&feedback.join("alert-state.json")), 0o600, "upstream forces 0600");
+        assert_eq!(mode(&feedback.join("loopd.json")), 0o600, "upstream mode unknown");
         assert_eq!(mode(&dir.path().join("export/.feedback")), 0o700);
         assert_eq!(mode(&dir.path().join("export")), 0o700);
     }
@@ -435,7 +457,7 @@ mod tests {
         let mode = |name: &str| {
             std::fs::metadata(dir.path().join(name)).unwrap().permissions().mode() & 0o777
         };
-        for (name, kept) in [("a.json", 0o644), ("b.json", 0o640), ("c.json", 0o666)] {
+        for (name, kept) in [("a.json", 0o644), ("runtime.json", 0o640), ("c.json", 0o666)] {
             root.write(name, b"old").unwrap();
             let path = dir.path().join(name);
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(kept)).unwrap();
@@ -447,9 +469,9 @@ mod tests {
         let victim = dir.path().join("victim");
         std::fs::write(&victim, b"v").unwrap();
         std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o604)).unwrap();
-        symlink(&victim, dir.path().join("d.json")).unwrap();
-        root.write("d.json", b"new").unwrap();
-        assert_eq!(mode("d.json"), umask_mode(dir.path()));
+        symlink(&victim, dir.path().join("control.json")).unwrap();
+        root.write("control.json", b"new").unwrap();
+        assert_eq!(mode("control.json"), umask_mode(dir.path()));
         assert_eq!(std::fs::read(&victim).unwrap(), b"v");
     }
 
