@@ -80,8 +80,8 @@ fn link_targets(text: &str) -> Vec<(usize, String)> {
 /// Whether a target is a path in this repository (not a web address, a mail address or an
 /// anchor of the same page).
 fn is_relative(target: &str) -> bool {
-    !(target.is_empty() || target.starts_with('#') || target.contains("://"))
-        && !target.starts_with("mailto:")
+    let elsewhere = target.contains("://") || target.starts_with("mailto:");
+    !(target.is_empty() || target.starts_with('#') || elsewhere)
 }
 
 /// The dead relative links of the file at `path` (relative to `root` in messages).

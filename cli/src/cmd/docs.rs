@@ -51,7 +51,7 @@ pub(crate) fn reference_text() -> String {
          `cargo run -q -p hookstate -- __cli-reference > docs/cli.md`.\n\n",
     );
     let _ = writeln!(out, "```text\n{}\n```\n", help_text(&mut command.clone()).trim_end());
-    for sub in command.get_subcommands().filter(|s| !s.is_hide_set()) {
+    for sub in command.get_subcommands().filter(|s| !s.is_hide_set() && s.get_name() != "help") {
         section(&mut out, "hookstate", sub, 2);
     }
     out
