@@ -93,6 +93,8 @@ pub(crate) fn command_for_model(cli: &Cli) -> String {
         .filter(|h| !h.is_empty())
         .map(|h| PathBuf::from(h).join(DEFAULT_DB));
     if let Some(db) = cli.db.as_ref().filter(|db| default.as_ref() != Some(*db)) {
+        // Absolute, since the model's shell may run in another directory than the hook.
+        let db = std::path::absolute(db).unwrap_or_else(|_| db.clone());
         command.push_str(" --db ");
         command.push_str(&shell_quote(&db.to_string_lossy()));
     }
