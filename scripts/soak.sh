@@ -15,7 +15,7 @@ while [ $# -gt 0 ]; do
     case "$1" in
         --seconds) seconds="$2"; shift 2 ;;
         --seed) seed="$2"; shift 2 ;;
-        *) echo "usage: scripts/soak.sh --seconds N [--seed N]" >&2; exit 2 ;;
+        *) echo "usage: scripts/soak.sh --seconds N [--seed N]" >&2; exit 64 ;;
     esac
 done
 

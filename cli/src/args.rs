@@ -8,6 +8,9 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use hookstate_engine::feedback::{HEARTBEAT_INTERVAL_S_DEFAULT, STALE_DELIVERED_MS_DEFAULT};
 use hookstate_engine::limits::{DELIVERIES_DEFAULT, LEASE_MS_DEFAULT, WAIT_MS_DEFAULT};
 
+/// The heading of the options every verb takes: `--help` lists them under it, `-h` leaves them out.
+const GLOBAL: &str = "Global options";
+
 const ABOUT: &str = "\
 A transactional state store for agent hooks: every mutation is an append-only, hash-chained event
 in one redb file, projected into views in the same transaction. Claims are exclusive leases with
@@ -18,36 +21,36 @@ fencing tokens. Results go to stdout as one JSON object; errors are one line on 
 #[command(name = "hookstate", version, about = ABOUT, after_help = crate::exit::TABLE)]
 pub(crate) struct Cli {
     /// Store file [default: ~/.agent/hookstate/state.redb].
-    #[arg(long, global = true, env = "HOOKSTATE_DB", value_name = "PATH")]
+    #[arg(long, global = true, help_heading = GLOBAL, hide_short_help = true, hide_env_values = true, env = "HOOKSTATE_DB", value_name = "PATH")]
     pub(crate) db: Option<PathBuf>,
     /// Scope the verb acts in (a project, a state directory, a bundle).
-    #[arg(long, global = true, env = "HOOKSTATE_SCOPE", default_value = "default")]
+    #[arg(long, global = true, help_heading = GLOBAL, hide_short_help = true, hide_env_values = true, env = "HOOKSTATE_SCOPE", default_value = "default")]
     pub(crate) scope: String,
     /// Longest wait for the store's write lock before exiting 4 (busy).
-    #[arg(long, global = true, env = "HOOKSTATE_WAIT_MS", default_value_t = WAIT_MS_DEFAULT)]
+    #[arg(long, global = true, help_heading = GLOBAL, hide_short_help = true, hide_env_values = true, env = "HOOKSTATE_WAIT_MS", default_value_t = WAIT_MS_DEFAULT)]
     pub(crate) wait_ms: u64,
     /// Output format.
-    #[arg(long, global = true, value_enum, default_value_t = Format::Json)]
+    #[arg(long, global = true, help_heading = GLOBAL, hide_short_help = true, value_enum, default_value_t = Format::Json)]
     pub(crate) format: Format,
     /// The caller's Claude Code session id (recorded in the event; addresses session items).
-    #[arg(long, global = true, env = "HOOKSTATE_SESSION")]
+    #[arg(long, global = true, help_heading = GLOBAL, hide_short_help = true, hide_env_values = true, env = "HOOKSTATE_SESSION")]
     pub(crate) session: Option<String>,
     /// The hook or agent name recorded in the event.
-    #[arg(long, global = true, env = "HOOKSTATE_AGENT")]
+    #[arg(long, global = true, help_heading = GLOBAL, hide_short_help = true, hide_env_values = true, env = "HOOKSTATE_AGENT")]
     pub(crate) agent: Option<String>,
     /// Idempotency key: a repeated call with this key returns the first result, appends nothing.
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = GLOBAL, hide_short_help = true)]
     pub(crate) idem_key: Option<String>,
     /// Keep the legacy files of the verb's layout in DIR current after every commit, adopting
     /// changes other writers made to them first (feedback: a moonshine home; loopd and observer:
     /// the directory of the file; proposals and alerts: the hermit state directory).
-    #[arg(long, global = true, env = "HOOKSTATE_MIRROR", value_name = "DIR")]
+    #[arg(long, global = true, help_heading = GLOBAL, hide_short_help = true, hide_env_values = true, env = "HOOKSTATE_MIRROR", value_name = "DIR")]
     pub(crate) mirror: Option<PathBuf>,
     /// The mirrored file's name [default: the layout's default name].
-    #[arg(long, global = true, env = "HOOKSTATE_MIRROR_NAME", value_name = "FILE")]
+    #[arg(long, global = true, help_heading = GLOBAL, hide_short_help = true, hide_env_values = true, env = "HOOKSTATE_MIRROR_NAME", value_name = "FILE")]
     pub(crate) mirror_name: Option<String>,
     /// Tests only: the clock, in UTC ms, that mutations record instead of the real time.
-    #[arg(long, global = true, env = "HOOKSTATE_NOW_MS", hide = true)]
+    #[arg(long, global = true, help_heading = GLOBAL, hide_short_help = true, hide_env_values = true, env = "HOOKSTATE_NOW_MS", hide = true)]
     pub(crate) now_ms: Option<u64>,
     /// The verb.
     #[command(subcommand)]
@@ -59,10 +62,10 @@ pub(crate) struct Cli {
 pub(crate) enum Format {
     /// One JSON object (log: one JSON object per line).
     Json,
-    /// Human-readable `key=value` lines.
+    /// Readable text: `key: value` lines, aligned tables for lists, local times, units.
     Text,
     /// The upstream script's one-line verdict (`QUEUED|MP-…`, `NONE|no-match`, …) and its exit
-    /// codes (every error exits 1); verbs without a verdict print JSON.
+    /// codes (every error but a usage error exits 1); verbs without a verdict print JSON.
     Verdict,
 }
 
@@ -118,6 +121,17 @@ pub(crate) enum Verb {
     Import(ImportArgs),
     /// Write a legacy layout's files, byte for byte, through the safe writer.
     Export(ExportArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell) on stdout.
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff) on stdout.
+    Man,
+    /// Print docs/cli.md, the CLI reference generated from these definitions.
+    #[command(name = "__cli-reference", hide = true)]
+    CliReference,
     /// Panics on purpose, to test that a panic becomes one line and exit 5.
     #[command(name = "__panic", hide = true)]
     Panic,
@@ -566,7 +580,7 @@ pub(crate) enum FeedbackVerb {
         #[arg(long, default_value_t = HEARTBEAT_INTERVAL_S_DEFAULT)]
         interval_s: u64,
         /// The moonshine home, to check each claimed comment's excerpt against its source file.
-        #[arg(long, env = "MOONSHINE_HOME")]
+        #[arg(long, hide_env_values = true, env = "MOONSHINE_HOME")]
         moonshine_home: Option<PathBuf>,
     },
 }
@@ -593,11 +607,33 @@ pub(crate) enum HookVerb {
         #[command(flatten)]
         drain: DrainArgs,
         /// The moonshine home named in the reason [default: $HOME/.agent/moonshine].
-        #[arg(long, env = "MOONSHINE_HOME")]
+        #[arg(long, hide_env_values = true, env = "MOONSHINE_HOME")]
         moonshine_home: Option<PathBuf>,
         /// How the session records its reply.
         #[arg(long, value_enum, default_value_t = ReplyVia::Hookstate)]
         reply_via: ReplyVia,
+    },
+    /// A Stop hook for any plugin: claim the next item of QUEUE for the payload's session and
+    /// block the stop with it ({"decision":"block","reason":...} naming the ack and release
+    /// commands, with --db and --scope when they are not the defaults). Prints nothing when the
+    /// queue has nothing eligible, the store does not exist, or stop_hook_active is true.
+    /// Never exits 2.
+    Claim {
+        /// Queue name.
+        queue: String,
+        /// Lease length in ms: the session has this long before the item is handed out again.
+        #[arg(long, default_value_t = LEASE_MS_DEFAULT)]
+        lease_ms: u64,
+    },
+    /// A dedup for any hook (SessionStart fires again on resume, clear and compact): add the
+    /// payload's session_id to SET and print --say's text only the first time (SessionStart's
+    /// stdout becomes context for the session). Never exits 2.
+    Once {
+        /// Set name.
+        set: String,
+        /// What to print the first time.
+        #[arg(long)]
+        say: Option<String>,
     },
 }
 
@@ -701,10 +737,10 @@ pub(crate) enum ProposalsVerb {
     /// Resolve, nudge or age queued micro-proposals.
     #[command(subcommand)]
     Micro(MicroVerb),
-    /// The queue as state/micro-proposals.json holds it.
     /// Everything at once: the pending micro-proposals and every PROP with its status (the
     /// index), as one JSON object.
     List,
+    /// The queue as state/micro-proposals.json holds it.
     Queue,
     /// The ledger (state/proposal-metrics.jsonl lines), rendered from the log.
     Ledger,
@@ -848,11 +884,11 @@ pub(crate) struct MonitorSetupArgs {
     #[arg(long)]
     pub(crate) interval: Option<u64>,
     /// The plugin root whose scripts/heartbeat-monitor.sh the command runs.
-    #[arg(long, env = "CLAUDE_PLUGIN_ROOT")]
+    #[arg(long, hide_env_values = true, env = "CLAUDE_PLUGIN_ROOT")]
     pub(crate) plugin_root: Option<String>,
     /// The current boot id [default: state/.boot-id, as upstream reads it]; when neither is
     /// given it is not compared and stored as null.
-    #[arg(long, env = "HOOKSTATE_BOOT_ID")]
+    #[arg(long, hide_env_values = true, env = "HOOKSTATE_BOOT_ID")]
     pub(crate) boot_id: Option<String>,
 }
 

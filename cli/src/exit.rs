@@ -8,8 +8,9 @@ use hookstate_engine::Error as EngineError;
 pub(crate) const OK: u8 = 0;
 /// Refused: CAS lost, item held by another, illegal move, stale token.
 pub(crate) const CONFLICT: u8 = 1;
-/// Usage error: bad arguments.
-pub(crate) const USAGE: u8 = 2;
+/// Usage error: bad arguments. sysexits' `EX_USAGE`, never 2: Claude Code reads a hook's exit 2 as
+/// "block the tool call or the stop and feed stderr to the model".
+pub(crate) const USAGE: u8 = 64;
 /// Invalid input: schema, limit, bad id.
 pub(crate) const INVALID: u8 = 3;
 /// Busy: the store stayed locked past `--wait-ms`.
@@ -21,17 +22,23 @@ pub(crate) const IO: u8 = 6;
 
 /// The table as `--help` prints it.
 pub(crate) const TABLE: &str = "\
-EXIT CODES:
-  0  OK        done                                                  continue
-  1  CONFLICT  refused: CAS lost, held by another, stale token       skip or retry later
-  2  USAGE     bad arguments                                         fix the call
-  3  INVALID   input rejected: schema, limit, bad id, bad stdin      fix the caller
-  4  BUSY      store still locked after --wait-ms                    retry
-  5  CORRUPT   chain broken, undecodable record, unknown format,     stop; run `hookstate verify`
-               damaged file, or an internal error (a panic)
-  6  IO        disk, permission, space, no store, unsafe path        stop
-With --format verdict (the proposals and alerts verbs), every error exits 1, as upstream's
-scripts do.";
+Exit codes:
+  code name      meaning                                            a hook script should
+  0    OK        done                                               continue
+  1    CONFLICT  refused: CAS lost, held by another, stale token    skip or retry later
+  3    INVALID   input rejected: schema, limit, bad id, bad stdin   fix the caller
+  4    BUSY      store still locked after --wait-ms                 retry
+  5    CORRUPT   chain broken, undecodable record, unknown format,  stop; run `hookstate verify`
+                 damaged file, or an internal error (a panic)
+  6    IO        disk, permission, space, unsafe path, no store     stop
+                 (to verify, rebuild or export; reads see an empty one)
+  64   USAGE     bad arguments (sysexits EX_USAGE)                  fix the call
+hookstate never exits 2, which Claude Code reads as a blocking error (the tool call or the stop
+is refused and stderr goes to the model). Every code above but 0 is a non-blocking error for
+Claude Code: it shows stderr to the user and carries on. A hook verb blocks only through its
+JSON output ({\"decision\":\"block\",...}) when that is its job.
+With --format verdict (the proposals and alerts verbs), every error but a usage error exits 1,
+as upstream's scripts do.";
 
 /// Why the CLI could not finish a call.
 #[derive(Debug, thiserror::Error)]

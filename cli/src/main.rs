@@ -46,8 +46,9 @@ fn main() -> ExitCode {
         }
         Err(err) => {
             let _ = writeln!(std::io::stderr(), "hookstate: {}", output::error_line(&err));
-            // Upstream's scripts exit 1 for every failure; a verdict caller relies on that.
-            if cli.format == args::Format::Verdict {
+            // Upstream's scripts exit 1 for every failure; a verdict caller relies on that. A
+            // usage error is the caller's own mistake and exits 64 in every format.
+            if cli.format == args::Format::Verdict && !matches!(err, CliError::Usage(_)) {
                 return ExitCode::from(exit::CONFLICT);
             }
             ExitCode::from(exit::code_for(&err))
@@ -55,19 +56,71 @@ fn main() -> ExitCode {
     }
 }
 
-/// Help and version go to stdout with exit 0; a usage error is one line on stderr and exit 2.
+/// Help and version go to stdout with exit 0; a usage error is one line on stderr and exit 64.
 fn usage_error(err: &clap::Error) -> ExitCode {
     use clap::error::ErrorKind;
     if matches!(err.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
         let _ = write!(std::io::stdout(), "{err}");
         return ExitCode::from(exit::OK);
     }
-    let rendered = err.to_string();
-    let first = rendered.lines().next().unwrap_or("usage error").trim_start_matches("error: ");
-    let _ = writeln!(
-        std::io::stderr(),
-        "hookstate: usage: {} (see hookstate --help)",
-        output::one_line(first)
-    );
+    let _ = writeln!(std::io::stderr(), "hookstate: usage: {}", output::one_line(&usage_line(err)));
     ExitCode::from(exit::USAGE)
+}
+
+/// clap's message on one line, with what a person needs to fix the call: the error, its detail
+/// (the missing arguments, the valid values, a suggestion) and the verb's usage line.
+fn usage_line(err: &clap::Error) -> String {
+    let rendered = err.to_string();
+    let mut usage = None;
+    let mut parts: Vec<String> = Vec::new();
+    let mut verbs: Vec<&str> = Vec::new();
+    let mut in_commands = false;
+    for line in rendered.lines() {
+        let trimmed = line.trim();
+        if trimmed.is_empty() {
+            in_commands = false;
+            continue;
+        }
+        if let Some(rest) = trimmed.strip_prefix("Usage: ") {
+            usage = Some(rest.to_owned());
+        } else if trimmed == "Commands:" {
+            in_commands = true;
+        } else if in_commands {
+            verbs.extend(trimmed.split_whitespace().next().filter(|v| *v != "help"));
+        } else if err.kind() != clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            && !trimmed.starts_with("For more information")
+        {
+            let part = trimmed.trim_start_matches("error: ");
+            let part = part.strip_prefix('[').and_then(|p| p.strip_suffix(']')).unwrap_or(part);
+            let part = match part.strip_prefix("subcommands: ") {
+                // The verbs a bare `hookstate` lacks, without the hidden ones.
+                Some(names) => format!(
+                    "a verb is required: {}",
+                    names
+                        .split(", ")
+                        .filter(|n| !n.starts_with("__") && *n != "help")
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                None => part.to_owned(),
+            };
+            match parts.last_mut() {
+                Some(last) if last.ends_with(':') => {
+                    last.push(' ');
+                    last.push_str(&part);
+                }
+                _ => parts.push(part),
+            }
+        }
+    }
+    if !verbs.is_empty() {
+        parts.push(format!("a verb is required: {}", verbs.join(", ")));
+    }
+    let mut line = if parts.is_empty() { "bad arguments".to_owned() } else { parts.join("; ") };
+    if let Some(usage) = usage {
+        let command: Vec<&str> =
+            usage.split(' ').take_while(|w| !w.starts_with(['-', '<', '['])).collect();
+        line.push_str(&format!(" (usage: {usage}; see {} --help)", command.join(" ")));
+    }
+    line
 }

@@ -1,4 +1,4 @@
-//! Printing: one JSON object (or `key=value` text) on stdout, one escaped line on stderr.
+//! Printing: one JSON object (or readable text) on stdout, one escaped line on stderr.
 //!
 //! Does not decide anything.
 
@@ -34,18 +34,148 @@ pub(crate) fn print_raw(line: &str) -> Result<(), CliError> {
         .map_err(|source| CliError::Io { op: "write stdout".into(), source })
 }
 
-/// Top-level fields as `key=value`, strings bare, everything else as compact JSON.
+/// Epoch milliseconds from here on are read as a time (2001-09-09); smaller `_ms` values are
+/// durations.
+const EPOCH_MS_MIN: u64 = 1_000_000_000_000;
+/// Widest cell of a text table before it is cut (with an ellipsis), so that one long payload
+/// does not push every other column off the screen.
+const CELL_CHARS_MAX: usize = 60;
+
+/// A result as text: `key: value` lines for its fields (nested objects as dotted keys), each
+/// array of objects as an aligned table under its name, times in local time, sizes and
+/// durations with units.
 pub(crate) fn to_text(value: &Value) -> String {
-    match value {
-        Value::Object(map) => map
+    let Value::Object(map) = value else {
+        return scalar("", value);
+    };
+    let mut lines = Vec::new();
+    let mut tables = Vec::new();
+    flatten("", map, &mut lines, &mut tables);
+    let width = lines.iter().map(|(k, _)| k.chars().count()).max().unwrap_or(0);
+    let mut out: Vec<String> = lines
+        .iter()
+        .map(|(k, v)| format!("{k}:{} {v}", " ".repeat(width - k.chars().count())))
+        .collect();
+    for (name, rows) in tables {
+        out.push(String::new());
+        out.push(format!("{name}:"));
+        out.push(table(rows));
+    }
+    out.join("\n")
+}
+
+type Tables<'a> = Vec<(String, &'a [Value])>;
+
+fn flatten<'a>(
+    prefix: &str,
+    map: &'a serde_json::Map<String, Value>,
+    lines: &mut Vec<(String, String)>,
+    tables: &mut Tables<'a>,
+) {
+    for (key, value) in map {
+        let name = if prefix.is_empty() { key.clone() } else { format!("{prefix}.{key}") };
+        match value {
+            Value::Object(inner) if !inner.is_empty() => flatten(&name, inner, lines, tables),
+            Value::Array(rows) if !rows.is_empty() && rows.iter().all(Value::is_object) => {
+                tables.push((name, rows));
+            }
+            other => lines.push((name.clone(), scalar(key, other))),
+        }
+    }
+}
+
+/// An aligned table: one column per key (in first-seen order), one line per row.
+fn table(rows: &[Value]) -> String {
+    let mut columns: Vec<&str> = Vec::new();
+    for row in rows.iter().filter_map(Value::as_object) {
+        for key in row.keys() {
+            if !columns.contains(&key.as_str()) {
+                columns.push(key);
+            }
+        }
+    }
+    let cells: Vec<Vec<String>> = rows
+        .iter()
+        .map(|row| columns.iter().map(|c| cell(scalar(c, &row[*c]))).collect())
+        .collect();
+    let widths: Vec<usize> = columns
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            cells.iter().map(|r| r[i].chars().count()).chain([c.chars().count()]).max().unwrap_or(0)
+        })
+        .collect();
+    let line = |texts: Vec<&str>| {
+        let padded: Vec<String> = texts
             .iter()
-            .map(|(k, v)| match v {
-                Value::String(s) => format!("{k}={}", one_line(s)),
-                other => format!("{k}={other}"),
-            })
+            .zip(&widths)
+            .map(|(t, w)| format!("{t}{}", " ".repeat(w - t.chars().count())))
+            .collect();
+        format!("  {}", padded.join("  ").trim_end())
+    };
+    let mut out = vec![line(
+        columns
+            .iter()
+            .map(|c| c.to_uppercase())
             .collect::<Vec<_>>()
-            .join(" "),
-        other => other.to_string(),
+            .iter()
+            .map(String::as_str)
+            .collect(),
+    )];
+    out.extend(cells.iter().map(|r| line(r.iter().map(String::as_str).collect())));
+    out.join("\n")
+}
+
+fn cell(text: String) -> String {
+    if text.chars().count() <= CELL_CHARS_MAX {
+        return text;
+    }
+    let cut: String = text.chars().take(CELL_CHARS_MAX - 1).collect();
+    format!("{cut}\u{2026}")
+}
+
+/// One value as text, read by its key: `…_ms` epoch values as local times, other `…_ms` and
+/// `…_s` values with their unit, `…bytes` as a size; strings bare, `null` as `-`.
+fn scalar(key: &str, value: &Value) -> String {
+    match value {
+        Value::Null => "-".into(),
+        Value::String(s) => one_line(s),
+        Value::Number(n) => match n.as_u64() {
+            Some(ms) if key.ends_with("_ms") && ms >= EPOCH_MS_MIN => local_time(ms),
+            // A time field at 0 is "never" (a ready item's lease, for instance).
+            Some(0) if key.ends_with("until_ms") || key.ends_with("at_ms") => "-".into(),
+            Some(ms) if key.ends_with("_ms") => format!("{ms} ms"),
+            Some(s) if key.ends_with("_s") => format!("{s} s"),
+            Some(b) if key.ends_with("bytes") => size(b),
+            _ => n.to_string(),
+        },
+        Value::Array(items) if items.is_empty() => "-".into(),
+        Value::Array(items) if items.iter().all(|v| !v.is_object() && !v.is_array()) => {
+            items.iter().map(|v| scalar(key, v)).collect::<Vec<_>>().join(", ")
+        }
+        other => one_line(&other.to_string()),
+    }
+}
+
+fn local_time(ms: u64) -> String {
+    i64::try_from(ms)
+        .ok()
+        .and_then(chrono::DateTime::from_timestamp_millis)
+        .map(|t| t.with_timezone(&chrono::Local).format("%Y-%m-%d %H:%M:%S%.3f %:z").to_string())
+        .unwrap_or_else(|| format!("{ms} ms"))
+}
+
+fn size(bytes: u64) -> String {
+    const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    match unit {
+        0 => format!("{bytes} B"),
+        _ => format!("{value:.1} {}", UNITS[unit]),
     }
 }
 

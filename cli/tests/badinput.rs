@@ -46,7 +46,7 @@ const LOCK_WAIT_MS: &str = "200";
 /// The parser's nesting limit (serde_json's default recursion limit), to go one past.
 const SERDE_DEPTH_LIMIT: usize = 128;
 
-const USAGE: i32 = 2;
+const USAGE: i32 = 64;
 const CONFLICT: i32 = 1;
 const INVALID: i32 = 3;
 const BUSY: i32 = 4;

@@ -17,12 +17,15 @@ mod alerts;
 mod badinput;
 mod damaged;
 mod feedback;
+mod firstuse;
 mod heartbeat;
 mod killloop;
 mod linearize;
 mod perms;
+mod plugin;
 mod proposals;
 mod support;
+mod usage;
 
 /// One run of the binary: its exit code, stdout and stderr.
 #[derive(Debug)]
@@ -140,13 +143,13 @@ fn exit_1_refused_for_a_stale_token_and_a_held_item() {
 }
 
 #[test]
-fn exit_2_usage_errors_are_one_line() {
+fn exit_64_usage_errors_are_one_line() {
     let store = Store::new();
-    store.run(&["frobnicate"]).expect(2);
-    store.run(&["queue", "claim"]).expect(2);
-    store.run(&["kv", "put", "k"]).expect(2);
-    store.run(&["kv", "put", "k", "1", "--create", "--expect-rev", "1"]).expect(2);
-    store.run(&["--format", "xml", "stats"]).expect(2);
+    store.run(&["frobnicate"]).expect(64);
+    store.run(&["queue", "claim"]).expect(64);
+    store.run(&["kv", "put", "k"]).expect(64);
+    store.run(&["kv", "put", "k", "1", "--create", "--expect-rev", "1"]).expect(64);
+    store.run(&["--format", "xml", "stats"]).expect(64);
     assert!(!store.db().exists(), "a usage error created the store");
 }
 
@@ -327,7 +330,7 @@ fn exit_5_a_panic_is_one_line() {
 #[test]
 fn exit_6_io_for_no_store_and_an_unusable_path() {
     let store = Store::new();
-    let run = store.run(&["stats"]).expect(6);
+    let run = store.run(&["verify"]).expect(6);
     assert!(run.stderr.contains("no store"), "{run:?}");
     std::fs::write(store.dir.path().join("file"), b"x").unwrap();
     let under_file = store.dir.path().join("file/state.redb");
@@ -355,13 +358,13 @@ fn help_and_readme_carry_the_same_exit_table() {
     for (code, name) in [
         (0, "OK"),
         (1, "CONFLICT"),
-        (2, "USAGE"),
         (3, "INVALID"),
         (4, "BUSY"),
         (5, "CORRUPT"),
         (6, "IO"),
+        (64, "USAGE"),
     ] {
-        assert!(help.contains(&format!("  {code}  {name}")), "help lacks {code} {name}");
+        assert!(help.contains(&format!("  {code:<4} {name}")), "help lacks {code} {name}");
         assert!(readme.contains(&format!("| {code} | {name} |")), "README lacks {code} {name}");
     }
 }
@@ -475,7 +478,7 @@ fn set_counter_list_and_log_verbs_work_from_a_shell() {
     let stats = store.run(&["stats"]).expect(0).json();
     assert_eq!(stats["events"], 7);
     let text = store.run(&["--format", "text", "counter", "get", "turns"]).expect(0);
-    assert!(text.stdout.contains("value=-3"), "{text:?}");
+    assert_eq!(text.stdout, "name:  turns\nvalue: -3\nok:    true\n", "{text:?}");
 }
 
 #[test]
@@ -497,6 +500,17 @@ fn read_verbs_never_write_a_byte() {
     }
     assert_eq!(store.snapshot(), before, "a read verb changed the store");
     assert_eq!(store.run(&["kv", "get", "k"]).expect(0).json()["value"], serde_json::json!([1, 2]));
+}
+
+/// Runs `hookstate --db DB` with `args`, no stdin, and the caller's session and scope variables
+/// cleared.
+fn run_in(db: &Path, args: &[&str]) -> Run {
+    let out = support::hookstate(db).args(args).stdin(Stdio::null()).output().unwrap();
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
 }
 
 /// Runs `hookstate` with `args` and `stdin`, returning its exit code and stdout.

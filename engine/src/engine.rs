@@ -135,6 +135,13 @@ impl Engine {
         self.kernel.path()
     }
 
+    /// Whether the store exists: `false` only for the empty stand-in that
+    /// [`OpenOptions::absent_is_empty`] gives a read of an absent store.
+    #[must_use]
+    pub fn exists(&self) -> bool {
+        self.kernel.storage().exists()
+    }
+
     /// The anchor file's path.
     #[must_use]
     pub fn anchor_path(&self) -> std::path::PathBuf {

@@ -205,8 +205,13 @@ pub(crate) fn check_db_file_bytes(data: &[u8]) {
         .expect("make the temporary directory private");
     let path = dir.path().join("state.redb");
     fs::write(&path, data).expect("write the store file");
-    let options =
-        OpenOptions { wait_ms: 100, create: false, check_integrity: true, read_only: false };
+    let options = OpenOptions {
+        wait_ms: 100,
+        create: false,
+        check_integrity: true,
+        read_only: false,
+        absent_is_empty: false,
+    };
     if let Ok(engine) = Engine::open(&path, options) {
         let _ = engine.verify();
     }

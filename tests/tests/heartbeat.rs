@@ -442,10 +442,14 @@ fn spec_fixtures_round_trip_byte_for_byte() {
     let expected =
         String::from_utf8(expected).unwrap().replace("\"notified\":false", "\"notified\":true");
     assert_eq!(String::from_utf8(budget).unwrap(), expected);
-    let mode = std::os::unix::fs::PermissionsExt::mode(
-        &std::fs::metadata(exported.path().join("state/runtime.json")).unwrap().permissions(),
-    );
-    assert_eq!(mode & 0o777, 0o600);
+    // A new runtime.json gets the mode upstream's writer gives it: 0666 less the umask.
+    let mode_of = |p: &std::path::Path| {
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(p).unwrap().permissions())
+            & 0o777
+    };
+    let probe = exported.path().join("probe");
+    std::fs::write(&probe, b"").unwrap();
+    assert_eq!(mode_of(&exported.path().join("state/runtime.json")), mode_of(&probe));
     h.verify();
 }
 

@@ -4,6 +4,7 @@
 
 mod alerts;
 mod corpus;
+mod docs;
 mod exportcrash;
 mod feedback_mirror;
 mod feedback_model;

@@ -188,7 +188,13 @@ impl redb::StorageBackend for SimBackend {
 }
 
 fn options(create: bool) -> OpenOptions {
-    OpenOptions { wait_ms: 1_000, create, check_integrity: !create, read_only: false }
+    OpenOptions {
+        wait_ms: 1_000,
+        create,
+        check_integrity: !create,
+        read_only: false,
+        absent_is_empty: false,
+    }
 }
 
 /// The seeded workload's `n`th command: queue pushes, claims and acks, record puts, set adds and

@@ -39,7 +39,13 @@ fn store_with(events: u64) -> (tempfile::TempDir, PathBuf) {
 fn open(path: &Path) -> Result<Engine, Error> {
     Engine::open(
         path,
-        OpenOptions { wait_ms: 1_000, create: false, check_integrity: true, read_only: false },
+        OpenOptions {
+            wait_ms: 1_000,
+            create: false,
+            check_integrity: true,
+            read_only: false,
+            absent_is_empty: false,
+        },
     )
 }
 
@@ -332,8 +338,13 @@ fn a_read_of_a_store_left_needing_repair_still_answers() {
         std::fs::copy(&path, &copy).unwrap();
         drop(writer);
     }
-    let options =
-        OpenOptions { wait_ms: 1_000, create: false, check_integrity: false, read_only: true };
+    let options = OpenOptions {
+        wait_ms: 1_000,
+        create: false,
+        check_integrity: false,
+        read_only: true,
+        absent_is_empty: false,
+    };
     let engine = Engine::open(&copy, options).unwrap();
     let value = engine.query("t", &hookstate_engine::Query::KvGet { key: "k1".into() }, 0).unwrap();
     assert_eq!(value["found"], true, "{value}");

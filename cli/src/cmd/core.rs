@@ -20,11 +20,27 @@ fn value_from(
         (Some(_), true) => {
             Err(CliError::Usage("give the value as an argument or --stdin, not both".into()))
         }
-        (Some(value), false) => Ok(value.clone()),
+        (Some(value), false) => bare_word_hint(value).map(|()| value.clone()),
         (None, true) => read_stdin(),
         (None, false) => default.map(str::to_owned).ok_or_else(|| {
             CliError::Usage("a JSON value is required (as an argument or --stdin)".into())
         }),
+    }
+}
+
+/// Refuses an argument that is not JSON but reads as a bare word, with the fix: a string value
+/// needs JSON quotes (`'"hello"'`). Any other invalid value is left to the engine's check.
+fn bare_word_hint(value: &str) -> Result<(), CliError> {
+    let word = value.trim();
+    let bare = !word.is_empty()
+        && serde_json::from_str::<serde::de::IgnoredAny>(word).is_err()
+        && !word.starts_with(['{', '[', '"', '-'])
+        && !word.starts_with(|c: char| c.is_ascii_digit());
+    match bare {
+        true => Err(CliError::Invalid(format!(
+            "value {word:?} is not JSON; a string value needs JSON quotes: '\"{word}\"'"
+        ))),
+        false => Ok(()),
     }
 }
 

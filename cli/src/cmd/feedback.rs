@@ -300,7 +300,12 @@ pub(crate) fn hook(cli: &Cli, verb: &HookVerb) -> Result<(), CliError> {
         return Ok(());
     }
     let payload = parse_stop_payload(&read_stdin()?).map_err(CliError::Invalid)?;
-    if payload.stop_hook_active || !db_path(cli)?.exists() {
+    // With HOME unset and no --db there is no default store, so nothing to deliver: the hook
+    // allows the stop (exit 0) rather than fail the stop with a usage error.
+    let Ok(db) = db_path(cli) else {
+        return Ok(());
+    };
+    if payload.stop_hook_active || !db.exists() {
         return Ok(());
     }
     let session = payload.session_id.as_deref().or(cli.session.as_deref());
@@ -313,14 +318,14 @@ pub(crate) fn hook(cli: &Cli, verb: &HookVerb) -> Result<(), CliError> {
     check_drain(&ask, session)?;
     if mirror_to.is_none() {
         if let Some(results) = idle_stop(cli, &ask, session)? {
-            return print_stop(&results, home.as_ref(), *reply_via);
+            return print_stop(cli, &results, home.as_ref(), *reply_via);
         }
     }
     let engine = open(cli, Access::Write)?;
     let seen = adopt(cli, &engine, mirror_to.as_ref(), None)?;
     let mirror_to = mirror_to.as_ref().zip(seen.as_ref());
     let results = drain_all(cli, &engine, None, &ask, session, mirror_to)?;
-    print_stop(&results, home.as_ref(), *reply_via)
+    print_stop(cli, &results, home.as_ref(), *reply_via)
 }
 
 /// Every project's Stop pass decided on a read-only open, when none of them has anything to
@@ -345,6 +350,7 @@ fn idle_stop(
 
 /// Prints what the upstream Stop hook prints for these results: nothing, or the block object.
 fn print_stop(
+    cli: &Cli,
     results: &[Value],
     home: Option<&PathBuf>,
     reply_via: ReplyVia,
@@ -354,7 +360,9 @@ fn print_stop(
         ReplyVia::Files => feedback::ReplyVia::Files,
     };
     let home = moonshine_home(home);
-    let Some(text) = feedback::stop_reason(results, &home.display().to_string(), via) else {
+    let command = crate::cmd::command_for_model(cli);
+    let home = home.display().to_string();
+    let Some(text) = feedback::stop_reason(results, &home, via, &command) else {
         return Ok(());
     };
     let mut out = std::io::stdout().lock();
@@ -388,7 +396,7 @@ pub(crate) fn import(cli: &Cli, args: &ImportArgs) -> Result<(), CliError> {
 
 pub(crate) fn export(cli: &Cli, args: &ExportArgs) -> Result<(), CliError> {
     debug_assert_eq!(args.layout, Layout::Moonshine);
-    let engine = open(cli, Access::Read)?;
+    let engine = open(cli, Access::Export)?;
     let mut result = engine.feedback().export(&args.to, args.project.as_deref(), None)?;
     if let Some(map) = result.as_object_mut() {
         map.insert("ok".into(), true.into());

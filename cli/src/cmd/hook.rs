@@ -29,8 +29,9 @@ pub(crate) fn run(cli: &Cli, verb: &HookVerb) -> Result<(), CliError> {
     match verb {
         HookVerb::SessionStart => session_start(cli, &payload),
         HookVerb::TurnComplete => turn_complete(cli, &payload),
-        // Dispatched to the feedback verbs before the payload is read (cmd/mod.rs).
-        HookVerb::Stop { .. } => Ok(()),
+        // Dispatched to the feedback and generic hook verbs before the payload is read
+        // (cmd/mod.rs).
+        HookVerb::Stop { .. } | HookVerb::Claim { .. } | HookVerb::Once { .. } => Ok(()),
     }
 }
 

@@ -5,9 +5,11 @@
 mod alerts;
 mod core;
 mod demo;
+mod docs;
 mod feedback;
 mod heartbeat;
 mod hook;
+mod hookkit;
 mod legacy;
 mod observer;
 mod ops;
@@ -29,6 +31,13 @@ use crate::output::{one_line, print, print_raw};
 const DEFAULT_DB: &str = ".agent/hookstate/state.redb";
 
 pub(crate) fn run(cli: &Cli) -> Result<(), CliError> {
+    if cli.session.as_deref() == Some("") {
+        return Err(CliError::Invalid(
+            "--session is empty: give the session id, or unset HOOKSTATE_SESSION if it is set to \
+             an empty string"
+                .into(),
+        ));
+    }
     match &cli.command {
         Verb::Kv(verb) => core::kv(cli, verb),
         Verb::Queue(verb) => core::queue(cli, verb),
@@ -38,6 +47,9 @@ pub(crate) fn run(cli: &Cli) -> Result<(), CliError> {
         Verb::Signals(verb) => signals::run(cli, verb),
         Verb::Observer(verb) => observer::run(cli, verb),
         Verb::Hook(verb @ HookVerb::Stop { .. }) => feedback::hook(cli, verb),
+        Verb::Hook(verb @ (HookVerb::Claim { .. } | HookVerb::Once { .. })) => {
+            hookkit::run(cli, verb)
+        }
         Verb::Proposals(args) => proposals::run(cli, args),
         Verb::Alerts(args) if heartbeat::handles(&args.verb) => heartbeat::run(cli, args),
         Verb::Alerts(args) => alerts::run(cli, args),
@@ -53,6 +65,9 @@ pub(crate) fn run(cli: &Cli) -> Result<(), CliError> {
         Verb::Stats => ops::stats(cli),
         Verb::Demo(args) => demo::run(args),
         Verb::Feedback(args) => feedback::run(cli, args),
+        Verb::Completions { shell } => docs::completions(*shell),
+        Verb::Man => docs::man(),
+        Verb::CliReference => docs::reference(),
         Verb::Panic => panic!("panic requested by the hidden __panic verb"),
     }
 }
@@ -67,13 +82,47 @@ pub(crate) fn db_path(cli: &Cli) -> Result<PathBuf, CliError> {
     Ok(PathBuf::from(home).join(DEFAULT_DB))
 }
 
+/// The program named in commands handed to the model: the plugin launcher sets it to its own
+/// path, since the model's shell may not find `hookstate` on PATH.
+const PROGRAM_ENV: &str = "HOOKSTATE_PROGRAM";
+
+/// The start of a command handed to the model (a reply, an ack): the program, and `--db PATH`
+/// when the store is not the default one, so the command reaches the store it was made for even
+/// where HOOKSTATE_DB is set only for the hooks.
+pub(crate) fn command_for_model(cli: &Cli) -> String {
+    let program = std::env::var(PROGRAM_ENV).ok().filter(|p| !p.is_empty());
+    let mut command = shell_quote(program.as_deref().unwrap_or("hookstate"));
+    let default = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(|h| PathBuf::from(h).join(DEFAULT_DB));
+    if let Some(db) = cli.db.as_ref().filter(|db| default.as_ref() != Some(*db)) {
+        // Absolute, since the model's shell may run in another directory than the hook.
+        let db = std::path::absolute(db).unwrap_or_else(|_| db.clone());
+        command.push_str(" --db ");
+        command.push_str(&shell_quote(&db.to_string_lossy()));
+    }
+    command
+}
+
+/// `text` as one POSIX shell word: bare when it holds only safe characters, else single-quoted.
+pub(crate) fn shell_quote(text: &str) -> String {
+    let safe = |c: char| c.is_ascii_alphanumeric() || "/._-+:@%=,".contains(c);
+    if !text.is_empty() && text.chars().all(safe) {
+        return text.to_owned();
+    }
+    format!("'{}'", text.replace('\'', "'\\''"))
+}
+
 /// How a verb opens the store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Access {
     /// Mutations: create the store (atomically) when absent.
     Write,
-    /// Reads: never create, never write a byte.
+    /// Reads: never create, never write a byte; an absent store reads as an empty one (the first
+    /// use of a read-only hook).
     Read,
+    /// Reads that write outside the store (an export): read-only, and an absent store is an error.
+    Export,
     /// verify and rebuild: redb's full integrity check on open.
     Audit,
 }
@@ -84,7 +133,8 @@ pub(crate) fn open(cli: &Cli, access: Access) -> Result<Engine, CliError> {
         wait_ms: cli.wait_ms,
         create: access == Access::Write,
         check_integrity: access == Access::Audit,
-        read_only: access == Access::Read,
+        read_only: matches!(access, Access::Read | Access::Export),
+        absent_is_empty: access == Access::Read,
     };
     Ok(Engine::open(&db_path(cli)?, options)?)
 }

@@ -104,23 +104,25 @@ pub(crate) fn rebuild(cli: &Cli) -> Result<(), CliError> {
 pub(crate) fn stats(cli: &Cli) -> Result<(), CliError> {
     let engine = open(cli, Access::Read)?;
     let stats = engine.stats()?;
+    // An absent store has no hash of its own: its stand-in's genesis is not the store's.
+    let hash = engine.exists().then(|| to_hex(&stats.head.hash));
     print(
         cli.format,
         &json!({
-            "ok": true, "path": engine.path(), "events": stats.head.seq,
-            "head": { "seq": stats.head.seq, "hash": to_hex(&stats.head.hash) },
+            "ok": true, "path": engine.path(), "exists": engine.exists(), "events": stats.head.seq,
+            "head": { "seq": stats.head.seq, "hash": hash },
             "file_bytes": stats.file_bytes, "scopes": stats.scopes, "views": stats.views,
             "queues": stats.queues,
         }),
     )
 }
 
-/// One readable line per event: seq, UTC time, scope, domain/kind, session, body.
+/// One readable line per event: seq, local time, scope, domain/kind, session, body.
 fn log_line(event: &serde_json::Value) -> String {
     let at = event["at_ms"]
         .as_i64()
         .and_then(chrono::DateTime::from_timestamp_millis)
-        .map(|t| t.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string())
+        .map(|t| t.with_timezone(&chrono::Local).format("%Y-%m-%d %H:%M:%S%.3f %:z").to_string())
         .unwrap_or_default();
     let text = |v: &serde_json::Value| v.as_str().unwrap_or("-").to_owned();
     one_line(&format!(

@@ -29,7 +29,17 @@ fn field(value: &Value, key: &str) -> Option<String> {
     value.get(key).and_then(Value::as_str).map(|s| s.trim_end_matches('\n').to_owned())
 }
 
-fn entry(out: &mut String, n: usize, project: &str, home: &str, claimed: &Value, via: ReplyVia) {
+/// Where the reply goes: the Stop hook's home and, for [`ReplyVia::Hookstate`], the command that
+/// reaches the store the comments were claimed from.
+#[derive(Debug, Clone, Copy)]
+struct Reply<'a> {
+    home: &'a str,
+    via: ReplyVia,
+    command: &'a str,
+}
+
+fn entry(out: &mut String, n: usize, project: &str, claimed: &Value, reply: Reply<'_>) {
+    let Reply { home, via, command } = reply;
     let target = &claimed["target"];
     let kind = field(target, "kind").unwrap_or_else(|| "?".into());
     let path = field(target, "path").unwrap_or_else(|| "?".into());
@@ -54,7 +64,7 @@ fn entry(out: &mut String, n: usize, project: &str, home: &str, claimed: &Value,
              .status=\"addressed\", .addressedAt, .reply=<one line>\n"
         )),
         ReplyVia::Hookstate => out.push_str(&format!(
-            "  when done, run: hookstate --scope moonshine:{project} feedback reply {id} \
+            "  when done, run: {command} --scope moonshine:{project} feedback reply {id} \
              --token {} \"<one line>\"\n",
             claimed["token"]
         )),
@@ -62,9 +72,12 @@ fn entry(out: &mut String, n: usize, project: &str, home: &str, claimed: &Value,
 }
 
 /// The Stop hook's stdout for the drain results of every project (`project`, `claimed`,
-/// `listen_waiting`), with `home` the moonshine root: `None` when it allows the stop.
+/// `listen_waiting`), with `home` the moonshine root: `None` when it allows the stop. `command`
+/// starts the reply command handed to the session (`hookstate`, plus `--db PATH` when the store
+/// is not the default one), so the reply reaches the store the comment was claimed from.
 #[must_use]
-pub fn stop_reason(results: &[Value], home: &str, via: ReplyVia) -> Option<String> {
+pub fn stop_reason(results: &[Value], home: &str, via: ReplyVia, command: &str) -> Option<String> {
+    let reply = Reply { home, via, command };
     let mut comments = String::new();
     let mut count = 0;
     let mut waiting = String::new();
@@ -72,7 +85,7 @@ pub fn stop_reason(results: &[Value], home: &str, via: ReplyVia) -> Option<Strin
         let project = result["project"].as_str().unwrap_or_default();
         for claimed in result["claimed"].as_array().into_iter().flatten() {
             count += 1;
-            entry(&mut comments, count, project, home, claimed, via);
+            entry(&mut comments, count, project, claimed, reply);
         }
         if result["listen_waiting"].as_bool() == Some(true) {
             waiting.push(' ');

@@ -62,9 +62,14 @@ pub(crate) fn check_private_dir(path: &Path, uid: u32, mode: u32) -> Result<()> 
         });
     }
     if mode & UNSAFE_DIR_BITS != 0 {
+        let who = match (mode & 0o020 != 0, mode & 0o002 != 0) {
+            (true, true) => "its group and by others",
+            (true, false) => "its group",
+            _ => "others",
+        };
         return Err(Error::UnsafePath {
             path: path.to_path_buf(),
-            why: format!("directory mode {:o} is writable by others", mode & 0o7777),
+            why: format!("directory mode {:o} is writable by {who}", mode & 0o7777),
         });
     }
     Ok(())

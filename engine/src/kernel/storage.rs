@@ -47,6 +47,10 @@ pub(crate) trait WriteTxn: ReadTxn {
 
 /// A store that hands out transactions, and keeps the anchor (the head copied outside it).
 pub(crate) trait Storage: Send + Sync {
+    /// Whether the store exists on disk (`false` for a stand-in of an absent store).
+    fn exists(&self) -> bool {
+        true
+    }
     /// The store's printable location (a file path, or an address without its password).
     fn path(&self) -> PathBuf;
     /// Where the anchor lives, printable.

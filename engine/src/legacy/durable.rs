@@ -3,7 +3,7 @@
 //! and the export crash simulator (RELIABILITY.md A4b, `tests/tests/exportcrash.rs`) runs the
 //! very same steps on a model that loses what was not synced.
 //!
-//! A replace: a fresh temp file (O_EXCL, 0600), write, fsync the file, rename it over the
+//! A replace: a fresh temp file (O_EXCL; its mode is the `DirOps`'), write, fsync the file, rename it over the
 //! target, fsync the directory. A new directory: mkdir, then fsync its parent. After a crash at
 //! any step the target holds its old bytes or its new bytes, whole; once a replace returns, the
 //! new bytes survive a crash. Does not pick names or check them; `Root` does.
@@ -14,7 +14,8 @@ use crate::kernel::error::Result;
 pub trait DirOps {
     /// An open file created by [`DirOps::create_new`].
     type File;
-    /// Creates the file `name` exclusively (fails if it exists), mode 0600.
+    /// Creates the file `name` exclusively (fails if it exists), with the mode the operations
+    /// were set up with (the real root: the replaced file's, or the new file's upstream mode).
     ///
     /// # Errors
     /// The operation's error.

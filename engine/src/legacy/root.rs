@@ -1,6 +1,7 @@
 //! One safe seam for legacy files: a directory handle held open, every name checked, every
-//! component opened without following symlinks, every write a fresh 0600 temp file, fsync,
-//! rename over the target and a directory fsync, every read bounded.
+//! component opened without following symlinks, every write a fresh temp file (with the mode of
+//! the file it replaces, or the one its upstream writer gives a new file), fsync, rename over the
+//! target and a directory fsync, every read bounded.
 //!
 //! Nothing is ever written outside the root: a name can never hold a separator, and
 //! subdirectories are opened relative to held handles with `O_NOFOLLOW`. Does not know file
@@ -25,6 +26,52 @@ pub(crate) const DIR_ENTRIES_MAX: usize = 100_000;
 const TEMP_PREFIX: &str = ".hookstate-tmp-";
 /// Pause between attempts to take a directory lock.
 const LOCK_POLL_MS: u64 = 1;
+/// The mode a new legacy file is created with when its upstream writer leaves the mode to the
+/// umask (Node's `writeFileSync`, Bun's writes, a shell `>` redirect): 0666 less the umask, 0644
+/// under the usual 022, so a HUD or script running as another user reads it as before.
+const UPSTREAM_FILE_MODE: u32 = 0o666;
+/// The files whose upstream writer creates them that way: moonshine's `.feedback/` files (the
+/// Stop hook's jq redirect, the web dev server), and hermit's queue, ledger, index, PROP files
+/// and heartbeat files (`writeFileAtomic`, `heartbeat-monitor.sh`). Every other file gets
+/// [`FILE_MODE`]: `alert-state.json` (upstream's `writeAlertState` chmods it to 0600), the loopd
+/// and observer plugin-store files (written by Claude Code's plugin store, whose mode is not
+/// documented), and hookstate's own sidecars, stamps and locks.
+const UMASK_FILES: [&str; 15] = [
+    "control.json",
+    "address.json",
+    "heartbeat.json",
+    "adapter.json",
+    "micro-proposals.json",
+    "proposal-metrics.jsonl",
+    "proposals-index.json",
+    "budget-alerts.json",
+    "telemetry-alert.json",
+    "doctor-alerts.json",
+    "heartbeat-monitor.runtime.json",
+    "heartbeat-liveness.json",
+    "injection-alert.json",
+    "runtime.json",
+    "NEXT-TASK.md",
+];
+
+/// The mode a new file `name` gets: what its upstream writer gives it (see [`UMASK_FILES`]).
+fn new_file_mode(name: &str) -> u32 {
+    let comment = name.starts_with("fb_") && name.ends_with(".json");
+    let prop = name.starts_with("PROP-") && name.ends_with(".md");
+    match comment || prop || UMASK_FILES.contains(&name) {
+        true => UPSTREAM_FILE_MODE,
+        false => FILE_MODE,
+    }
+}
+
+/// The mode the temp file of a replace gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TempMode {
+    /// Exactly this mode (set with `fchmod`, past the umask): the replaced file's own.
+    Keep(u32),
+    /// Created with this mode, which the umask narrows, as upstream's writer creates the file.
+    New(u32),
+}
 
 /// An opened directory under which legacy files are read and written.
 pub(crate) struct Root {
@@ -81,7 +128,10 @@ impl Root {
         check_name(name)?;
         let path = self.path.join(name);
         if create {
-            durable::make_subdir(&mut RootOps(self), name)?;
+            durable::make_subdir(
+                &mut RootOps { root: self, mode: TempMode::New(FILE_MODE) },
+                name,
+            )?;
         }
         let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         match rustix::fs::openat(&self.dir, name, flags, Mode::empty()) {
@@ -127,11 +177,14 @@ impl Root {
         Ok(Some(bytes))
     }
 
-    /// Replaces (or creates) the file `name` with `bytes`: a fresh temp file (O_EXCL, 0600,
-    /// random name) in the same directory, fsync, rename over the target, directory fsync. The
-    /// target's old inode is never written, so a hard link to it cannot be used to write a
-    /// victim file. The steps are [`durable::replace_file`]'s, which the export crash simulator
-    /// replays on a model file system.
+    /// Replaces (or creates) the file `name` with `bytes`: a fresh temp file (O_EXCL, random
+    /// name) in the same directory, fsync, rename over the target, directory fsync. The target's
+    /// old inode is never written, so a hard link to it cannot be used to write a victim file.
+    /// The temp file gets the mode of the regular file it replaces (read with `fstatat` on the
+    /// held directory), so a file another user's reader could read stays readable; a new file
+    /// gets the mode its upstream writer gives it ([`new_file_mode`]), else 0600. The steps are
+    /// [`durable::replace_file`]'s, which the export crash simulator replays on a model file
+    /// system.
     pub(crate) fn write(&self, name: &str, bytes: &[u8]) -> Result<()> {
         #[cfg(feature = "bugdrill")]
         if crate::kernel::drill::is(crate::kernel::drill::Drill::NaivePathJoin) {
@@ -141,7 +194,13 @@ impl Root {
         check_name(name)?;
         let suffix = hookstate_schema::format::to_hex(&crate::kernel::fsio::random_bytes::<8>()?);
         let temp = format!("{TEMP_PREFIX}{suffix}");
-        durable::replace_file(&mut RootOps(self), &temp, name, bytes)
+        let mode = match rustix::fs::statat(&self.dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(stat) if FileType::from_raw_mode(stat.st_mode) == FileType::RegularFile => {
+                TempMode::Keep(stat.st_mode & 0o777)
+            }
+            _ => TempMode::New(new_file_mode(name)),
+        };
+        durable::replace_file(&mut RootOps { root: self, mode }, &temp, name, bytes)
     }
 
     /// Replaces (or creates) the file `name` with `bytes` through a fresh temp file and a
@@ -151,7 +210,7 @@ impl Root {
         check_name(name)?;
         let suffix = hookstate_schema::format::to_hex(&crate::kernel::fsio::random_bytes::<8>()?);
         let temp = format!("{TEMP_PREFIX}{suffix}");
-        let mut ops = RootOps(self);
+        let mut ops = RootOps { root: self, mode: TempMode::New(FILE_MODE) };
         let mut file = ops.create_new(&temp)?;
         let written = ops.write_all(&mut file, bytes).and_then(|()| ops.rename(&temp, name));
         if written.is_err() {
@@ -243,20 +302,31 @@ impl Root {
     }
 }
 
-/// The real directory operations of a root, for [`durable`]'s steps.
-struct RootOps<'a>(&'a Root);
+/// The real directory operations of a root, for [`durable`]'s steps, with the mode a created file
+/// gets.
+struct RootOps<'a> {
+    root: &'a Root,
+    mode: TempMode,
+}
 
 impl DirOps for RootOps<'_> {
     /// The file and its path, for messages.
     type File = (File, PathBuf);
 
     fn create_new(&mut self, name: &str) -> Result<(File, PathBuf)> {
-        let path = self.0.path.join(name);
+        let path = self.root.path.join(name);
         let flags =
             OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        rustix::fs::openat(&self.0.dir, name, flags, Mode::from_raw_mode(FILE_MODE))
-            .map(|fd| (File::from(fd), path.clone()))
-            .map_err(|e| io_err("create", &path, e))
+        let (TempMode::Keep(mode) | TempMode::New(mode)) = self.mode;
+        let fd = rustix::fs::openat(&self.root.dir, name, flags, Mode::from_raw_mode(mode))
+            .map_err(|e| io_err("create", &path, e))?;
+        if let TempMode::Keep(mode) = self.mode {
+            if let Err(e) = rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode)) {
+                let _ = rustix::fs::unlinkat(&self.root.dir, name, AtFlags::empty());
+                return Err(io_err("chmod", &path, e));
+            }
+        }
+        Ok((File::from(fd), path))
     }
 
     fn write_all(&mut self, (file, path): &mut (File, PathBuf), bytes: &[u8]) -> Result<()> {
@@ -268,24 +338,24 @@ impl DirOps for RootOps<'_> {
     }
 
     fn rename(&mut self, from: &str, to: &str) -> Result<()> {
-        rustix::fs::renameat(&self.0.dir, from, &self.0.dir, to)
-            .map_err(|e| io_err("rename", &self.0.path.join(to), e))
+        rustix::fs::renameat(&self.root.dir, from, &self.root.dir, to)
+            .map_err(|e| io_err("rename", &self.root.path.join(to), e))
     }
 
     fn remove(&mut self, name: &str) -> Result<()> {
-        rustix::fs::unlinkat(&self.0.dir, name, AtFlags::empty())
-            .map_err(|e| io_err("remove", &self.0.path.join(name), e))
+        rustix::fs::unlinkat(&self.root.dir, name, AtFlags::empty())
+            .map_err(|e| io_err("remove", &self.root.path.join(name), e))
     }
 
     fn sync_dir(&mut self) -> Result<()> {
-        self.0.sync()
+        self.root.sync()
     }
 
     fn make_dir(&mut self, name: &str) -> Result<bool> {
-        match rustix::fs::mkdirat(&self.0.dir, name, Mode::from_raw_mode(DIR_MODE)) {
+        match rustix::fs::mkdirat(&self.root.dir, name, Mode::from_raw_mode(DIR_MODE)) {
             Ok(()) => Ok(true),
             Err(Errno::EXIST) => Ok(false),
-            Err(other) => Err(io_err("create directory", &self.0.path.join(name), other)),
+            Err(other) => Err(io_err("create directory", &self.root.path.join(name), other)),
         }
     }
 }
@@ -359,19 +429,62 @@ mod tests {
         tempfile::tempdir().unwrap()
     }
 
+    /// The mode a file created the way upstream's writers create one gets under this process's
+    /// umask (0666 less the umask).
+    fn umask_mode(dir: &Path) -> u32 {
+        let probe = dir.join("probe");
+        std::fs::write(&probe, b"").unwrap();
+        let mode = std::fs::metadata(&probe).unwrap().permissions().mode() & 0o777;
+        std::fs::remove_file(probe).unwrap();
+        mode
+    }
+
     #[test]
-    fn write_then_read_round_trips_with_private_modes_and_no_temp_left() {
+    fn write_then_read_round_trips_with_upstream_modes_and_no_temp_left() {
         let dir = private_dir();
         let root = Root::open(&dir.path().join("export"), true).unwrap();
         let sub = root.subdir(".feedback", true).unwrap().unwrap();
-        sub.write("a.json", b"{\n  \"x\": 1\n}\n").unwrap();
-        sub.write("a.json", b"{}\n").unwrap();
-        assert_eq!(sub.read("a.json", 64).unwrap().unwrap(), b"{}\n");
-        assert_eq!(sub.list().unwrap(), ["a.json"]);
+        sub.write("fb_a.json", b"{\n  \"x\": 1\n}\n").unwrap();
+        sub.write("fb_a.json", b"{}\n").unwrap();
+        sub.write(".hookstate-mirror.fb_a.json", b"{}").unwrap();
+        sub.write("alert-state.json", b"{}").unwrap();
+        sub.write("loopd.json", b"{}").unwrap();
+        assert_eq!(sub.read("fb_a.json", 64).unwrap().unwrap(), b"{}\n");
+        let names = [".hookstate-mirror.fb_a.json", "alert-state.json", "fb_a.json", "loopd.json"];
+        assert_eq!(sub.list().unwrap(), names);
         let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode(&dir.path().join("export/.feedback/a.json")), 0o600);
+        let feedback = dir.path().join("export/.feedback");
+        assert_eq!(mode(&feedback.join("fb_a.json")), umask_mode(dir.path()));
+        assert_eq!(mode(&feedback.join(".hookstate-mirror.fb_a.json")), 0o600, "our own file");
+        assert_eq!(mode(&feedback.join("alert-state.json")), 0o600, "upstream forces 0600");
+        assert_eq!(mode(&feedback.join("loopd.json")), 0o600, "upstream mode unknown");
         assert_eq!(mode(&dir.path().join("export/.feedback")), 0o700);
         assert_eq!(mode(&dir.path().join("export")), 0o700);
+    }
+
+    #[test]
+    fn a_replaced_file_keeps_its_mode_whatever_the_umask_allows() {
+        let dir = private_dir();
+        let root = Root::open(dir.path(), false).unwrap();
+        let mode = |name: &str| {
+            std::fs::metadata(dir.path().join(name)).unwrap().permissions().mode() & 0o777
+        };
+        for (name, kept) in [("a.json", 0o644), ("runtime.json", 0o640), ("c.json", 0o666)] {
+            root.write(name, b"old").unwrap();
+            let path = dir.path().join(name);
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(kept)).unwrap();
+            root.write(name, b"new").unwrap();
+            assert_eq!(std::fs::read(&path).unwrap(), b"new");
+            assert_eq!(mode(name), kept, "{name}");
+        }
+        // A planted symlink is replaced, never followed for its target's mode.
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, b"v").unwrap();
+        std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o604)).unwrap();
+        symlink(&victim, dir.path().join("control.json")).unwrap();
+        root.write("control.json", b"new").unwrap();
+        assert_eq!(mode("control.json"), umask_mode(dir.path()));
+        assert_eq!(std::fs::read(&victim).unwrap(), b"v");
     }
 
     #[test]

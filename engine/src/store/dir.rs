@@ -20,7 +20,8 @@ use crate::kernel::fsio::{
 };
 use crate::kernel::limits::ANCHOR_BYTES_MAX;
 
-const ANCHOR_SUFFIX: &str = ".head";
+/// The anchor file is the store file's name with this suffix, beside it.
+pub(crate) const ANCHOR_SUFFIX: &str = ".head";
 const TEMP_NAME_RANDOM_BYTES: usize = 8;
 /// Age after which a temporary file beside the store is a leftover of a killed writer.
 pub(crate) const STALE_TEMP_SECS: u64 = 600;

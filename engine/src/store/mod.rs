@@ -34,6 +34,10 @@ pub struct OpenOptions {
     pub check_integrity: bool,
     /// Open for reading only: the file is never written, not even its header. Writes fail.
     pub read_only: bool,
+    /// With `read_only` (and not `create`): when the store is absent, answer from an empty store
+    /// held in memory, initialised as a new store is, instead of failing with
+    /// [`Error::NoStore`]. Nothing is created on disk; `Engine::exists` says which it was.
+    pub absent_is_empty: bool,
 }
 
 impl Default for OpenOptions {
@@ -43,6 +47,7 @@ impl Default for OpenOptions {
             create: true,
             check_integrity: false,
             read_only: false,
+            absent_is_empty: false,
         }
     }
 }
@@ -104,13 +109,18 @@ impl Storage for FileStore {
 /// [`Error::Io`] and the store variants.
 pub(crate) fn open(path: &Path, options: OpenOptions) -> Result<Box<dyn Storage>> {
     let wait = options.wait()?;
-    let dir = StoreDir::open(path, options.create)?;
+    let empty_if_absent = options.absent_is_empty && options.read_only && !options.create;
+    let dir = match StoreDir::open(path, options.create) {
+        Err(Error::NoStore { .. }) if empty_if_absent => return empty(path),
+        other => other?,
+    };
     let file = match dir.open_store(options.read_only)? {
         Some(file) => file,
         None if options.create => {
             create_store(&dir)?;
             dir.open_store(false)?.ok_or_else(|| Error::NoStore { path: dir.path() })?
         }
+        None if empty_if_absent => return empty(&dir.path()),
         None => return Err(Error::NoStore { path: dir.path() }),
     };
     let db = match options.read_only {
@@ -126,6 +136,49 @@ pub(crate) fn open(path: &Path, options: OpenOptions) -> Result<Box<dyn Storage>
         false => RedbStore::open(&file, options.check_integrity, wait)?,
     };
     Ok(Box::new(FileStore { db, dir }))
+}
+
+/// The stand-in for an absent store that a read sees: an empty store in memory, initialised as
+/// a new file is (an all-zero store id: nothing is ever chained to it), which refuses writes and
+/// has no anchor. Creates nothing on disk.
+struct EmptyStore {
+    db: RedbStore,
+    path: PathBuf,
+}
+
+fn empty(path: &Path) -> Result<Box<dyn Storage>> {
+    let meta = initial_meta(&[0; STORE_ID_BYTES]);
+    let meta: Vec<(&str, &[u8])> = meta.iter().map(|(k, v)| (*k, v.as_slice())).collect();
+    Ok(Box::new(EmptyStore { db: RedbStore::empty(&meta)?, path: path.to_path_buf() }))
+}
+
+impl Storage for EmptyStore {
+    fn exists(&self) -> bool {
+        false
+    }
+    fn path(&self) -> PathBuf {
+        self.path.clone()
+    }
+    fn anchor_path(&self) -> PathBuf {
+        let mut name = self.path.clone().into_os_string();
+        name.push(dir::ANCHOR_SUFFIX);
+        PathBuf::from(name)
+    }
+    fn read_anchor(&self) -> Result<Option<String>> {
+        Ok(None)
+    }
+    fn write_anchor(&self, _: &str) -> Result<()> {
+        Err(Error::NoStore { path: self.path.clone() })
+    }
+    fn remove_stale_temps(&self) -> Result<u32> {
+        Ok(0)
+    }
+    fn begin_write(&self, _: Instant) -> Result<Box<dyn WriteTxn + '_>> {
+        Err(Error::ReadOnly)
+    }
+    fn begin_read(&self) -> Result<Box<dyn ReadTxn + '_>> {
+        self.db.begin_read()
+    }
 }
 
 /// Opens (or, when `options.create` is set and the backend is empty, creates) a store on a test

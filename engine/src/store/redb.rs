@@ -46,6 +46,9 @@ enum Db {
     Write(Database),
     /// A read-only handle shares the file with writers and never writes, not even the header.
     Read(redb::ReadOnlyDatabase),
+    /// An empty store in memory, the stand-in for an absent store that a read sees: written once
+    /// when it is initialised, never after.
+    Empty(Database),
 }
 
 /// redb's file backend with every blocking lock turned into a bounded wait. In multi-writer mode
@@ -180,7 +183,15 @@ impl RedbStore {
 
     /// Initializes a new database on an empty `backend` with its tables and `meta`.
     fn create_on(backend: impl StorageBackend, meta: &[(&str, &[u8])]) -> Result<Self> {
-        let db = builder(false).create_with_backend(backend).map_err(convert)?;
+        RedbStore::create_with(&builder(false), backend, meta)
+    }
+
+    fn create_with(
+        builder: &redb::Builder,
+        backend: impl StorageBackend,
+        meta: &[(&str, &[u8])],
+    ) -> Result<Self> {
+        let db = builder.create_with_backend(backend).map_err(convert)?;
         let store = RedbStore { db: Db::Write(db) };
         let mut txn = store.begin_write(Instant::now() + Duration::from_secs(1))?;
         for (key, value) in meta {
@@ -190,6 +201,18 @@ impl RedbStore {
         txn.events(1, 0, &mut |_, _| Ok(false))?;
         txn.commit()?;
         Ok(store)
+    }
+
+    /// An empty database in memory with its tables and `meta`, which refuses writes afterwards.
+    pub(crate) fn empty(meta: &[(&str, &[u8])]) -> Result<Self> {
+        // Single-writer mode: the in-memory backend has no file locks, and no other process
+        // can reach it.
+        let memory = redb::backends::InMemoryBackend::new();
+        let store = RedbStore::create_with(&Database::builder(), memory, meta)?;
+        match store.db {
+            Db::Write(db) => Ok(RedbStore { db: Db::Empty(db) }),
+            other => Ok(RedbStore { db: other }),
+        }
     }
 
     /// Opens an existing, non-empty database file. Every lock wait, including the writer lock
@@ -309,7 +332,7 @@ impl RedbStore {
     /// Opens a read snapshot.
     pub(crate) fn begin_read(&self) -> Result<Box<dyn ReadTxn + '_>> {
         let txn = match &self.db {
-            Db::Write(db) => db.begin_read(),
+            Db::Write(db) | Db::Empty(db) => db.begin_read(),
             Db::Read(db) => db.begin_read(),
         }
         .map_err(convert)?;

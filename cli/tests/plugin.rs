@@ -1,0 +1,250 @@
+//! The Claude Code plugin in `plugin/`: every command of its `hooks/hooks.json` run the way Claude
+//! Code runs it (through a shell, the event's JSON payload on stdin, `CLAUDE_PLUGIN_ROOT` and
+//! `CLAUDE_PROJECT_DIR` set, here `HOOKSTATE_DB` pointing at a temporary store), with its stdout,
+//! stderr and exit code checked; the commands a hook hands the model (an ack, a reply) run in a
+//! shell without `HOOKSTATE_DB` and still reach that store; and the launcher's own failures never
+//! exit 2.
+//!
+//! Does not build hookstate: the launcher is pointed at the test binary with `HOOKSTATE_BIN`.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde_json::{json, Value};
+
+use super::Run;
+
+fn plugin_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../plugin")
+}
+
+/// A scratch world: a home, a project and a store path, none of them the user's.
+struct World {
+    dir: tempfile::TempDir,
+}
+
+impl World {
+    fn new() -> World {
+        World { dir: tempfile::tempdir().unwrap() }
+    }
+
+    fn db(&self) -> PathBuf {
+        self.dir.path().join("store/state.redb")
+    }
+
+    fn project(&self) -> PathBuf {
+        self.dir.path().join("project")
+    }
+
+    /// Runs `command` as Claude Code runs a hook command: `sh -c`, the payload on stdin, the
+    /// plugin's variables set; `with_db` sets HOOKSTATE_DB (a hook's environment), else it is
+    /// left out (the model's shell).
+    fn shell(&self, command: &str, stdin: &str, with_db: bool) -> Run {
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c")
+            .arg(command)
+            .env("CLAUDE_PLUGIN_ROOT", plugin_root())
+            .env("CLAUDE_PROJECT_DIR", self.project())
+            .env("HOOKSTATE_BIN", env!("CARGO_BIN_EXE_hookstate"))
+            .env("HOME", self.dir.path().join("home"))
+            .env_remove("HOOKSTATE_DB")
+            .env_remove("HOOKSTATE_SESSION")
+            .env_remove("HOOKSTATE_SCOPE")
+            .env_remove("HOOKSTATE_MIRROR")
+            .env_remove("HOOKSTATE_PROGRAM")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if with_db {
+            cmd.env("HOOKSTATE_DB", self.db());
+        }
+        let mut child = cmd.spawn().unwrap();
+        let _ = child.stdin.take().unwrap().write_all(stdin.as_bytes());
+        let out = child.wait_with_output().unwrap();
+        Run {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    /// A direct call on the store, as the plugin's hooks scope it.
+    fn hookstate(&self, args: &[&str]) -> Run {
+        let scope = format!("project:{}", self.project().display());
+        let mut all = vec!["--scope", &scope];
+        all.extend_from_slice(args);
+        super::run_in(&self.db(), &all)
+    }
+
+    fn payload(&self, event: &str, extra: Value) -> String {
+        let mut payload = json!({
+            "session_id": "sess-1",
+            "transcript_path": self.dir.path().join("t.jsonl"),
+            "cwd": self.project(),
+            "hook_event_name": event,
+        });
+        payload.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        payload.to_string()
+    }
+}
+
+/// Every command of hooks.json, by event, after checking the file's shape.
+fn commands() -> BTreeMap<String, Vec<String>> {
+    let text = std::fs::read_to_string(plugin_root().join("hooks/hooks.json")).unwrap();
+    let hooks: Value = serde_json::from_str(&text).unwrap();
+    let manifest = std::fs::read_to_string(plugin_root().join(".claude-plugin/plugin.json"));
+    let manifest: Value = serde_json::from_str(&manifest.unwrap()).unwrap();
+    assert_eq!(manifest["name"], "hookstate");
+    let mut out = BTreeMap::new();
+    for (event, groups) in hooks["hooks"].as_object().unwrap() {
+        assert!(["SessionStart", "PostToolUse", "Stop"].contains(&event.as_str()), "{event}");
+        for group in groups.as_array().unwrap() {
+            for hook in group["hooks"].as_array().unwrap() {
+                assert_eq!(hook["type"], "command", "{hook}");
+                assert!(hook["timeout"].as_u64().is_some_and(|t| t <= 60), "{hook}");
+                let command = hook["command"].as_str().unwrap();
+                assert!(command.starts_with("\"${CLAUDE_PLUGIN_ROOT}/bin/hookstate\""));
+                out.entry(event.clone()).or_insert_with(Vec::new).push(command.to_owned());
+            }
+        }
+    }
+    out
+}
+
+/// The one command of `event` whose text holds `needle`.
+fn command<'a>(all: &'a BTreeMap<String, Vec<String>>, event: &str, needle: &str) -> &'a str {
+    let found: Vec<&String> = all[event].iter().filter(|c| c.contains(needle)).collect();
+    assert_eq!(found.len(), 1, "{event} {needle}: {found:?}");
+    found[0]
+}
+
+/// The command a block reason hands the model after `marker`, up to the end of its line.
+fn handed(reason: &str, marker: &str) -> String {
+    let start = reason.find(marker).unwrap_or_else(|| panic!("{marker:?} in {reason}"));
+    reason[start + marker.len()..].lines().next().unwrap().trim().to_owned()
+}
+
+#[test]
+fn every_hook_of_the_plugin_runs_as_claude_code_runs_it() {
+    let world = World::new();
+    std::fs::create_dir(world.project()).unwrap();
+    let all = commands();
+    assert_eq!(all.values().map(Vec::len).sum::<usize>(), 4, "{all:?}");
+    let stop = world.payload("Stop", json!({ "stop_hook_active": false }));
+
+    // Before the first write there is no store: the Stop hooks allow the stop and create none.
+    for command in &all["Stop"] {
+        let run = world.shell(command, &stop, true);
+        assert_eq!((run.code, run.stdout.as_str(), run.stderr.as_str()), (0, "", ""), "{run:?}");
+    }
+    assert!(!world.db().exists(), "a Stop hook created the store");
+
+    // SessionStart: the session is recorded once; a resume of the same session is not new.
+    let once = command(&all, "SessionStart", "hook once");
+    for source in ["startup", "resume"] {
+        let start = world.payload("SessionStart", json!({ "source": source }));
+        let run = world.shell(once, &start, true);
+        assert_eq!((run.code, run.stdout.as_str(), run.stderr.as_str()), (0, "", ""), "{run:?}");
+    }
+    assert_eq!(
+        world.hookstate(&["set", "has", "sessions", "sess-1"]).expect(0).json()["present"],
+        true
+    );
+    let added = world.hookstate(&["log", "--kind", "set_added"]).expect(0).stdout;
+    assert_eq!(added.lines().count(), 1, "the resume added the session again: {added}");
+
+    // PostToolUse: each tool use counts once, per project.
+    let count = command(&all, "PostToolUse", "counter add");
+    let tool = world.payload(
+        "PostToolUse",
+        json!({ "tool_name": "Bash", "tool_input": {"command": "ls"}, "tool_response": {} }),
+    );
+    for n in 1..=3 {
+        let run = world.shell(count, &tool, true);
+        assert_eq!((run.code, run.stderr.as_str()), (0, ""), "{run:?}");
+        assert_eq!(run.json()["value"], n, "{run:?}");
+    }
+
+    // Stop with a queued task: the session gets it, with an ack command for this store.
+    world.hookstate(&["queue", "push", "tasks", "t1", "\"update the changelog\""]).expect(0);
+    let claim = command(&all, "Stop", "hook claim");
+    let run = world.shell(claim, &stop, true);
+    assert_eq!((run.code, run.stderr.as_str()), (0, ""), "{run:?}");
+    let block = run.json();
+    assert_eq!(block["decision"], "block", "{block}");
+    let reason = block["reason"].as_str().unwrap();
+    assert!(reason.contains("update the changelog"), "{reason}");
+    let ack = handed(reason, "record it as done with:");
+    assert!(ack.contains(&format!("--db {}", world.db().display())), "{ack}");
+    assert!(ack.contains("/plugin/bin/hookstate"), "the launcher is named: {ack}");
+    // The model runs it in its own shell, where HOOKSTATE_DB is not set.
+    let acked = world.shell(&ack, "", false);
+    assert_eq!((acked.code, acked.stderr.as_str()), (0, ""), "{acked:?}");
+    assert_eq!(acked.json()["ok"], true);
+    assert_eq!(world.hookstate(&["queue", "list", "tasks"]).expect(0).json()["acked"], 1);
+    let run = world.shell(claim, &stop, true);
+    assert_eq!((run.code, run.stdout.as_str()), (0, ""), "nothing left to claim: {run:?}");
+
+    // The moonshine Stop hook: a listening project's comment is delivered with a reply command
+    // that reaches this store.
+    let project = ["--scope", "moonshine:essay"];
+    let target = r#"{"kind":"block","path":"a.md","range":[0,4],"excerpt":"Once"}"#;
+    let add = [&project[..], &["feedback", "add", "--target", target, "Say why."]].concat();
+    let id = super::run_in(&world.db(), &add).expect(0).json()["id"].as_str().unwrap().to_owned();
+    super::run_in(&world.db(), &[&project[..], &["feedback", "control", "listen"]].concat())
+        .expect(0);
+    let moonshine = command(&all, "Stop", "hook stop");
+    let run = world.shell(moonshine, &stop, true);
+    assert_eq!((run.code, run.stderr.as_str()), (0, ""), "{run:?}");
+    let reason = run.json()["reason"].as_str().unwrap().to_owned();
+    let reply = handed(&reason, "when done, run:").replace("\"<one line>\"", "'Named the why.'");
+    assert!(reply.contains(&format!("--db {}", world.db().display())), "{reply}");
+    let replied = world.shell(&reply, "", false);
+    assert_eq!((replied.code, replied.stderr.as_str()), (0, ""), "{replied:?}");
+    let shown = super::run_in(&world.db(), &[&project[..], &["feedback", "show", &id]].concat());
+    assert_eq!(shown.expect(0).json()["record"]["status"], "addressed");
+
+    // A continuation stop, a bad payload: never a block, never exit 2.
+    let again = world.payload("Stop", json!({ "stop_hook_active": true }));
+    world.hookstate(&["queue", "push", "tasks", "t2"]).expect(0);
+    for command in &all["Stop"] {
+        let run = world.shell(command, &again, true);
+        assert_eq!((run.code, run.stdout.as_str()), (0, ""), "{run:?}");
+    }
+    for command in all.values().flatten() {
+        let run = world.shell(command, "not json", true);
+        assert_ne!(run.code, 2, "{command}: {run:?}");
+        assert!(run.code == 0 || run.code == 3, "{command}: {run:?}");
+    }
+}
+
+#[test]
+fn the_launcher_never_exits_2_when_it_finds_no_binary() {
+    let world = World::new();
+    // A copy of the plugin outside any checkout, with no hookstate on PATH and no cargo.
+    let root = world.dir.path().join("copy/plugin");
+    std::fs::create_dir_all(root.join("bin")).unwrap();
+    std::fs::create_dir_all(root.join(".claude-plugin")).unwrap();
+    std::fs::copy(plugin_root().join("bin/hookstate"), root.join("bin/hookstate")).unwrap();
+    std::fs::copy(
+        plugin_root().join(".claude-plugin/plugin.json"),
+        root.join(".claude-plugin/plugin.json"),
+    )
+    .unwrap();
+    let out = Command::new("bash")
+        .arg(root.join("bin/hookstate"))
+        .args(["counter", "get", "c"])
+        .env("CLAUDE_PLUGIN_ROOT", &root)
+        .env("PATH", "/usr/bin:/bin")
+        .env("HOME", world.dir.path())
+        .env_remove("HOOKSTATE_BIN")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(69), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("no hookstate binary"), "{stderr}");
+}
