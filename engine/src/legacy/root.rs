@@ -24,8 +24,6 @@ pub(crate) const FILE_NAME_BYTES_MAX: usize = 255;
 /// Most entries one directory listing returns; a bigger legacy directory is refused.
 pub(crate) const DIR_ENTRIES_MAX: usize = 100_000;
 const TEMP_PREFIX: &str = ".hookstate-tmp-";
-/// Pause between attempts to take a directory lock.
-const LOCK_POLL_MS: u64 = 1;
 /// The mode a new legacy file is created with when its upstream writer leaves the mode to the
 /// umask (Node's `writeFileSync`, Bun's writes, a shell `>` redirect): 0666 less the umask, 0644
 /// under the usual 022, so a HUD or script running as another user reads it as before.
@@ -356,39 +354,6 @@ impl DirOps for RootOps<'_> {
             Ok(()) => Ok(true),
             Err(Errno::EXIST) => Ok(false),
             Err(other) => Err(io_err("create directory", &self.root.path.join(name), other)),
-        }
-    }
-}
-
-/// An exclusive `flock` on a root's directory, released on drop.
-pub(crate) struct DirLock<'a> {
-    root: &'a Root,
-}
-
-impl Drop for DirLock<'_> {
-    fn drop(&mut self) {
-        let _ = rustix::fs::flock(&self.root.dir, rustix::fs::FlockOperation::Unlock);
-    }
-}
-
-impl Root {
-    /// Takes an exclusive lock on the directory (an advisory `flock`, released by the kernel if
-    /// the process dies), waiting at most `wait`.
-    pub(crate) fn lock(&self, wait: std::time::Duration) -> Result<DirLock<'_>> {
-        let start = std::time::Instant::now();
-        loop {
-            match rustix::fs::flock(&self.dir, rustix::fs::FlockOperation::NonBlockingLockExclusive)
-            {
-                Ok(()) => return Ok(DirLock { root: self }),
-                Err(Errno::WOULDBLOCK) if start.elapsed() < wait => {
-                    std::thread::sleep(std::time::Duration::from_millis(LOCK_POLL_MS));
-                }
-                Err(Errno::WOULDBLOCK) => {
-                    let waited_ms = u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
-                    return Err(Error::Busy { waited_ms });
-                }
-                Err(other) => return Err(io_err("lock", &self.path, other)),
-            }
         }
     }
 }

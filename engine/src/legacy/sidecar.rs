@@ -27,15 +27,6 @@ pub(crate) struct Sidecar {
     pub(crate) head_seq: u64,
 }
 
-/// What one mirror sync did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct MirrorReport {
-    /// Keys (or whole states) adopted from an outside change.
-    pub adopted: usize,
-    /// Whether the file was rewritten.
-    pub written: bool,
-}
-
 pub(crate) fn digest(bytes: &[u8]) -> String {
     blake3::hash(bytes).to_hex().to_string()
 }
@@ -66,45 +57,11 @@ pub(crate) fn write_sidecar(root: &Root, name: &str, bytes: &[u8], head_seq: u64
     root.write(&sidecar_name(name), text.as_bytes())
 }
 
-/// Whether `name` still holds `expected` (`None`: no file), checked just before a mirror
-/// replaces it: a file a lock-less writer changed since the mirror read it (or that cannot be
-/// read) is kept, its sidecar left as it was, so the next call adopts it. The window between this
-/// compare and the write's rename remains: only that writer taking the mirror lock closes it.
-pub(crate) fn still_holds(root: &Root, name: &str, expected: Option<&[u8]>, max: usize) -> bool {
-    root.read(name, max).is_ok_and(|now| now.as_deref() == expected)
-}
-
 /// Whether the file was changed by someone else since the mirror last wrote it.
 pub(crate) fn changed_outside(file: Option<&[u8]>, sidecar: Option<&Sidecar>) -> bool {
     match (file, sidecar) {
         (Some(bytes), Some(sidecar)) => digest(bytes) != sidecar.hash,
         (Some(_), None) => true,
         (None, _) => false,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn outside_changes_are_seen_by_hash() {
-        let sidecar = Sidecar { hash: digest(b"a"), head_seq: 3 };
-        assert!(!changed_outside(Some(b"a"), Some(&sidecar)));
-        assert!(changed_outside(Some(b"b"), Some(&sidecar)));
-        assert!(changed_outside(Some(b"a"), None), "a file the mirror never wrote");
-        assert!(!changed_outside(None, Some(&sidecar)), "a deleted file is rewritten, not adopted");
-    }
-
-    #[test]
-    fn a_sidecar_round_trips_and_a_second_lock_waits_then_reports_busy() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = Root::open(dir.path(), false).unwrap();
-        write_mirror(&root, "f.json", b"{}", 9).unwrap();
-        assert_eq!(read_sidecar(&root, "f.json").unwrap().map(|s| s.head_seq), Some(9));
-        let _held = root.lock(std::time::Duration::from_millis(10)).unwrap();
-        let other = Root::open(dir.path(), false).unwrap();
-        let second = other.lock(std::time::Duration::from_millis(20));
-        assert!(matches!(second, Err(Error::Busy { .. })));
     }
 }

@@ -353,7 +353,6 @@ fn newer_or_foreign(key: &str, file: &Value, store: Option<&Value>) -> bool {
 /// One key of the plugin store as the views hold it.
 struct StoreEntry {
     first_seq: u64,
-    updated_seq: u64,
     key: String,
     value: Value,
 }
@@ -364,11 +363,11 @@ fn store_entries(txn: &dyn crate::kernel::storage::ReadTxn) -> Result<Vec<StoreE
     for (_, _, pm) in read_docs_all_scopes::<PmDoc>(txn, PM_KIND)? {
         let value = PmValue { session_id: pm.current.session, at: pm.current.at };
         let key = format!("{PM_PREFIX}{}", pm.bundle);
-        let (first_seq, updated_seq) = (pm.first_seq, pm.current.seq);
-        entries.push(StoreEntry { first_seq, updated_seq, key, value: to_value(&value)? });
+        let first_seq = pm.first_seq;
+        entries.push(StoreEntry { first_seq, key, value: to_value(&value)? });
     }
     for (_, session, s) in read_docs_all_scopes::<SignalDoc>(txn, SIGNAL_KIND)? {
-        let (first_seq, updated_seq) = (s.first_seq, s.updated_seq.max(s.turn_seq));
+        let first_seq = s.first_seq;
         let value = SignalValue {
             bundle: s.bundle,
             cwd: s.cwd,
@@ -380,13 +379,12 @@ fn store_entries(txn: &dyn crate::kernel::storage::ReadTxn) -> Result<Vec<StoreE
             delivered: s.delivered,
         };
         let key = format!("{SIGNAL_PREFIX}{session}");
-        entries.push(StoreEntry { first_seq, updated_seq, key, value: to_value(&value)? });
+        entries.push(StoreEntry { first_seq, key, value: to_value(&value)? });
     }
     for (_, key, kept) in read_docs_all_scopes::<KeptKeyDoc>(txn, KEPT_KIND)? {
         let value = serde_json::from_str(&kept.json)
             .map_err(|e| Error::Corrupt(format!("kept key {key}: {e}")))?;
-        let (first_seq, updated_seq) = (kept.first_seq, kept.updated_seq);
-        entries.push(StoreEntry { first_seq, updated_seq, key, value });
+        entries.push(StoreEntry { first_seq: kept.first_seq, key, value });
     }
     entries.sort_by_key(|e| e.first_seq);
     Ok(entries)
@@ -409,7 +407,6 @@ fn to_value<T: Serialize>(value: &T) -> Result<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Engine;
 
     #[test]
     fn lexical_join_folds_dots_without_touching_the_disk() {
