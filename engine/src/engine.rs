@@ -11,7 +11,10 @@ use hookstate_schema::format::Head;
 use hookstate_schema::Event;
 use serde_json::Value;
 
-use crate::alerts::{Alerts, AlertsProjection};
+use crate::alerts::layout_alerts::AlertsLayout;
+use crate::alerts::layout_heartbeat::HeartbeatLayout;
+use crate::alerts::project::AlertsProjection;
+use crate::alerts::Alerts;
 use crate::audit::{self, RebuildReport, VerifyReport};
 use crate::core::project::CoreProjection;
 use crate::core::query::Query;
@@ -26,6 +29,7 @@ use crate::legacy::mirror::{self, Layout as MirrorLayout};
 use crate::observer::layout::ObserverLayout;
 use crate::observer::project::ObserverProjection;
 use crate::observer::Observer;
+use crate::proposals::layout::ProposalsLayout;
 use crate::proposals::project::ProposalsProjection;
 use crate::proposals::Proposals;
 use crate::query::{self, LogFilter, Stats};
@@ -64,6 +68,16 @@ pub enum Layout {
         /// The file's name in the directory.
         file: String,
     },
+    /// A claude-code-hermit state directory, whole: the proposal files, `state/alert-state.json`
+    /// and the heartbeat files (what every hermit verb's `--mirror` keeps).
+    Hermit,
+    /// claude-code-hermit's proposal files: `state/micro-proposals.json`,
+    /// `state/proposal-metrics.jsonl`, `proposals/PROP-*.md`, `state/proposals-index.json`.
+    HermitProposals,
+    /// claude-code-hermit's `state/alert-state.json`.
+    HermitAlerts,
+    /// claude-code-hermit's heartbeat files under `state/` and `sessions/NEXT-TASK.md`.
+    HermitHeartbeat,
 }
 
 impl Layout {
@@ -72,6 +86,12 @@ impl Layout {
         match self {
             Layout::Loopd { file } => vec![Box::new(LoopdLayout { file: file.clone() })],
             Layout::Observer { file } => vec![Box::new(ObserverLayout { file: file.clone() })],
+            Layout::Hermit => {
+                vec![Box::new(ProposalsLayout), Box::new(AlertsLayout), Box::new(HeartbeatLayout)]
+            }
+            Layout::HermitProposals => vec![Box::new(ProposalsLayout)],
+            Layout::HermitAlerts => vec![Box::new(AlertsLayout)],
+            Layout::HermitHeartbeat => vec![Box::new(HeartbeatLayout)],
         }
     }
 }

@@ -220,7 +220,7 @@ fn parse_home(from: &Path, only: Option<&str>, mirror: bool) -> Result<Vec<Parse
 fn refusal(reason: &'static str, message: String, project: &str) -> Refusal {
     let details = json!({ "project": project });
     let details = details.as_object().cloned().unwrap_or_default();
-    Refusal { reason, message, details }
+    Refusal { reason, message, details, verdict_ok: false }
 }
 
 impl Feedback<'_> {

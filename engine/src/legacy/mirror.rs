@@ -79,8 +79,10 @@ pub(crate) struct Change {
     pub(crate) path: RelPath,
     /// What the mirror last wrote or adopted; `None` when it never saw the file.
     pub(crate) base: Option<Vec<u8>>,
-    /// What the file holds now.
+    /// What the file holds now (empty when `removed`).
     pub(crate) now: Vec<u8>,
+    /// The file is gone since the baseline (handed over only for [`Layout::removable`] files).
+    pub(crate) removed: bool,
 }
 
 /// What a layout adopts from the changed files of one call.
@@ -115,6 +117,18 @@ pub(crate) trait Layout: Sync {
     /// [`Error::Invalid`] for a file the layout refuses whole (a corrupt multi-record file),
     /// which fails the call with every file and the store unchanged.
     fn adopt(&self, txn: &dyn ReadTxn, call: &Call, changes: &[Change]) -> Result<Adoption>;
+    /// Whether the absence of `path` is a state of its record (a queued task consumed, a
+    /// liveness record cleared) rather than a loss: a removal since the baseline is then handed
+    /// to `adopt` (a change with `removed` set). Any other file deleted outside is rewritten.
+    fn removable(&self, _path: &RelPath) -> bool {
+        false
+    }
+    /// Whether the store removed the record `path` held (for a [`Layout::removable`] file the
+    /// store renders nothing for): the file is then removed when it still holds the bytes the
+    /// call saw. `false` means the store never knew it, and the file is left as it is.
+    fn removed(&self, _txn: &dyn ReadTxn, _call: &Call, _path: &RelPath) -> Result<bool> {
+        Ok(false)
+    }
 }
 
 /// One layout file as the call saw it, with its baseline.
@@ -189,12 +203,17 @@ fn adopt(
 ) -> Result<()> {
     let mut changes: Vec<Vec<Change>> = vec![Vec::new(); layouts.len()];
     for file in seen {
-        // A deleted file is rewritten, not adopted as a deletion.
-        let Some(now) = &file.now else { continue };
-        if file.base.as_ref() != Some(now) {
-            let change =
-                Change { path: file.path.clone(), base: file.base.clone(), now: now.clone() };
-            changes[file.layout].push(change);
+        let (path, base) = (file.path.clone(), file.base.clone());
+        let Some(now) = &file.now else {
+            // A deleted file is rewritten, not adopted as a deletion, unless its absence is a
+            // state the layout adopts.
+            if base.is_some() && layouts[file.layout].removable(&path) {
+                changes[file.layout].push(Change { path, base, now: Vec::new(), removed: true });
+            }
+            continue;
+        };
+        if base.as_ref() != Some(now) {
+            changes[file.layout].push(Change { path, base, now: now.clone(), removed: false });
         }
     }
     if changes.iter().all(Vec::is_empty) {
@@ -225,7 +244,11 @@ fn adopt(
     }
     for (layout, changed) in layouts.iter().zip(&changes) {
         for change in changed {
-            write_base(meta, layout.name(), &change.path, &change.now)?;
+            if change.removed {
+                remove_base(meta, layout.name(), &change.path)?;
+            } else {
+                write_base(meta, layout.name(), &change.path, &change.now)?;
+            }
         }
     }
     Ok(())
@@ -244,10 +267,17 @@ fn write_back(
     let txn = kernel.begin_read()?;
     for (index, layout) in layouts.iter().enumerate() {
         for path in layout.files(&*txn, call, root)? {
-            let Some(bytes) = layout.render(&*txn, call, &path)? else { continue };
             let file = seen.iter().find(|s| s.layout == index && s.path == path);
             let saw = file.and_then(|s| s.now.as_deref());
             let quarantined = report.quarantined.contains(&path.display());
+            let Some(bytes) = layout.render(&*txn, call, &path)? else {
+                if let Some(saw) = saw.filter(|_| !quarantined && layout.removable(&path)) {
+                    if layout.removed(&*txn, call, &path)? {
+                        remove_gone(layout.name(), root, meta, &path, saw, report)?;
+                    }
+                }
+                continue;
+            };
             if saw == Some(bytes.as_slice()) && !quarantined {
                 // Already what the store holds: only a missing or older baseline is written.
                 if file.and_then(|s| s.base.as_deref()) != Some(bytes.as_slice()) {
@@ -267,6 +297,30 @@ fn write_back(
             report.written.push(path.display());
         }
     }
+    Ok(())
+}
+
+/// Removes a removable file the store no longer holds, only when it still holds the bytes the
+/// call saw (else it is kept, and adopted by the next call), with its baseline.
+fn remove_gone(
+    layout: &str,
+    root: &Root,
+    meta: &Root,
+    path: &RelPath,
+    saw: &[u8],
+    report: &mut MirrorReport,
+) -> Result<()> {
+    let max = saw.len().saturating_add(1);
+    if read_at(root, path, max).ok().flatten().as_deref() != Some(saw) {
+        report.kept.push(path.display());
+        return Ok(());
+    }
+    if let Some(dir) = parent_of(root, path, false)? {
+        dir.remove(path.name())?;
+        dir.sync()?;
+    }
+    remove_base(meta, layout, path)?;
+    report.written.push(path.display());
     Ok(())
 }
 
@@ -326,6 +380,15 @@ fn write_base(meta: &Root, layout: &str, path: &RelPath, bytes: &[u8]) -> Result
     let base = base_path(layout, path)?;
     let dir = parent_of(meta, &base, true)?.ok_or_else(|| missing(meta.path(), base.name()))?;
     dir.write_unsynced(base.name(), bytes)
+}
+
+/// Removes a baseline (the file it stood for is gone, and its absence adopted).
+fn remove_base(meta: &Root, layout: &str, path: &RelPath) -> Result<()> {
+    let base = base_path(layout, path)?;
+    match parent_of(meta, &base, false)? {
+        Some(dir) => dir.remove(base.name()),
+        None => Ok(()),
+    }
 }
 
 /// Renames a corrupt file aside as `<name>.corrupt-<ms>`, never over an earlier quarantine.

@@ -1,25 +1,19 @@
-//! PROP proposals of the `proposals` domain: create with `PROP-NNN-<slug>-<HHMMSS>` ids (NNN
-//! allocated inside the write transaction), status moves as compare-and-swap on the current
-//! status, `responded` recorded once, and the index view.
+//! Pure rules of PROP proposals: create with `PROP-NNN-<slug>-<HHMMSS>` ids (NNN one more than
+//! every PROP of the scope), status moves as compare-and-swap on the current status, `patch`,
+//! `responded` recorded once, the index as upstream's rebuild writes it, and `resolve-id`.
 //!
 //! A PROP file is kept whole as its text; frontmatter edits are line-level, as upstream's
-//! `patchFrontmatter` makes them, so an export writes every byte back. Does not read or write
-//! files; `layout.rs` does.
+//! `patchFrontmatter` makes them, so an export writes every byte back. No IO, no clock, no
+//! store: `api.rs` reads the PROP documents and calls these.
 
-use hookstate_schema::proposals::{frontmatter, IndexDoc, PropDoc, ProposalsEvent, PROP_KIND};
-use hookstate_schema::{Body, ViewKey};
+use hookstate_schema::proposals::{frontmatter, PropDoc, ProposalsEvent};
+use hookstate_schema::Body;
+use serde::Serialize;
 use serde_json::{json, Map, Value};
 
-use super::Proposals;
-use crate::kernel::call::fields;
-use crate::kernel::call::Call;
-use crate::kernel::call::Outcome;
-use crate::kernel::call::Plan;
-use crate::kernel::call::Refusal;
-use crate::kernel::compat::stamp::{stamp_ms, stamp_s, zoned, zoned_stamp};
-use crate::kernel::doc::{doc_key, get_doc, put_doc, read_doc, read_docs};
+use super::micro::{answer_refusal, to_fields};
+use crate::kernel::call::{fields, Plan};
 use crate::kernel::error::{Error, Result};
-use crate::kernel::view::ViewAccess;
 
 /// Document kind of the index stamp (id [`INDEX_ID`]).
 pub(crate) const INDEX_KIND: &str = "proposals.index";
@@ -156,7 +150,7 @@ pub(crate) fn prop_doc(file: &str, text: &str) -> PropDoc {
 pub fn check_prop_file(file: &str) -> Result<()> {
     let stem = file.strip_suffix(".md").unwrap_or_default();
     if prop_number(stem).is_none() {
-        return Err(Error::invalid(format!("{file:?} is not a PROP-NNN….md name")));
+        return Err(Error::bad(format!("{file:?}"), "is not a PROP-NNN….md name"));
     }
     hookstate_schema::validate_id("PROP file", stem).map_err(Error::from)
 }
@@ -189,12 +183,34 @@ fn header(head: &str, key: &str) -> Option<String> {
         .filter(|v| !v.is_empty())
 }
 
+/// Why `create`'s stdin was refused: upstream's `ERROR|<token>` token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CreateRefused(pub &'static str);
+
+impl CreateRefused {
+    /// Upstream's verdict line, which it prints with exit 0.
+    #[must_use]
+    pub fn verdict(&self) -> String {
+        format!("ERROR|{}", self.0)
+    }
+}
+
+impl std::fmt::Display for CreateRefused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "create: {}", self.0)
+    }
+}
+
 /// Parses `create`'s stdin; the error is upstream's `ERROR|<token>` token.
 ///
 /// # Errors
 /// The token: missing-separator, empty-body, missing-title, invalid-category, invalid-tags,
 /// invalid-related-sessions.
-pub fn parse_create(stdin: &str) -> std::result::Result<CreateInput, &'static str> {
+pub fn parse_create(stdin: &str) -> std::result::Result<CreateInput, CreateRefused> {
+    create_input(stdin).map_err(CreateRefused)
+}
+
+fn create_input(stdin: &str) -> std::result::Result<CreateInput, &'static str> {
     let mut offset = 0;
     let mut sep = None;
     for line in stdin.split_inclusive('\n') {
@@ -261,9 +277,40 @@ fn render_new(id: &str, input: &CreateInput, created: &str) -> String {
 }
 
 fn error_plan(reason: &'static str, token: String, message: String) -> Plan {
-    let mut details = Map::new();
-    details.insert("verdict".into(), Value::String(format!("ERROR|{token}")));
-    Plan { refusal: Some(Refusal { reason, message, details }), ..Plan::default() }
+    let details = json!({ "verdict": format!("ERROR|{token}") });
+    Plan { refusal: Some(answer_refusal(reason, message, details)), ..Plan::default() }
+}
+
+/// The result of a create.
+#[derive(Serialize)]
+struct Created<'a> {
+    verdict: &'a str,
+    id: &'a str,
+    file: String,
+}
+
+/// The result of a status move.
+#[derive(Serialize)]
+struct Moved<'a> {
+    verdict: String,
+    id: &'a str,
+    status: &'a str,
+    ledger_event: bool,
+}
+
+/// The result of a patch.
+#[derive(Serialize)]
+struct Patched<'a> {
+    verdict: String,
+    id: &'a str,
+}
+
+/// The result of an `event`.
+#[derive(Serialize)]
+struct Recorded<'a> {
+    verdict: &'static str,
+    id: &'a str,
+    recorded: bool,
 }
 
 /// Decides a create: the next NNN over every PROP of the scope, the first free suffix.
@@ -300,9 +347,12 @@ pub(crate) fn decide_create(
             ts,
         },
     ];
-    let result = fields(json!({ "verdict": id, "id": id, "file": format!("{id}.md") }));
+    let result = to_fields(&Created { verdict: &id, id: &id, file: format!("{id}.md") });
     Plan { events: events.into_iter().map(Body::Proposals).collect(), result, ..Plan::default() }
 }
+
+/// Every status move.
+const MOVES: [Move; 4] = [Move::Accept, Move::Defer, Move::Dismiss, Move::Resolve];
 
 /// A status move.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -320,9 +370,7 @@ pub enum Move {
 impl Move {
     /// The move that ends in `status`, if any.
     fn to(status: &str) -> Option<Move> {
-        [Move::Accept, Move::Defer, Move::Dismiss, Move::Resolve]
-            .into_iter()
-            .find(|m| m.target() == status)
+        MOVES.into_iter().find(|m| m.target() == status)
     }
 
     fn target(self) -> &'static str {
@@ -483,9 +531,12 @@ pub(crate) fn decide_move(
         _ => {}
     }
     let first = events.len() > 1;
-    let result = fields(json!({
-        "verdict": format!("OK|{id}"), "id": id, "status": target, "ledger_event": first,
-    }));
+    let result = to_fields(&Moved {
+        verdict: format!("OK|{id}"),
+        id: &id,
+        status: target,
+        ledger_event: first,
+    });
     Plan { events: events.into_iter().map(Body::Proposals).collect(), result, ..Plan::default() }
 }
 
@@ -583,7 +634,7 @@ pub(crate) fn decide_patch(
     }
     let id = doc.file.trim_end_matches(".md").to_owned();
     let event = ProposalsEvent::PropWritten { file: doc.file.clone(), text, updated };
-    let result = fields(json!({ "verdict": format!("OK|{id}"), "id": id }));
+    let result = to_fields(&Patched { verdict: format!("OK|{id}"), id: &id });
     Plan { events: vec![Body::Proposals(event)], result, ..Plan::default() }
 }
 
@@ -597,7 +648,7 @@ pub(crate) fn decide_event(
 ) -> Plan {
     let ok = |events: Vec<ProposalsEvent>| {
         let recorded = !events.is_empty();
-        let result = fields(json!({ "verdict": "OK", "id": id, "recorded": recorded }));
+        let result = to_fields(&Recorded { verdict: "OK", id, recorded });
         Plan {
             events: events.into_iter().map(Body::Proposals).collect(),
             result,
@@ -611,6 +662,60 @@ pub(crate) fn decide_event(
             ok(vec![ProposalsEvent::PropResponded { id: id.into(), action: action.into(), ts }])
         }
     }
+}
+
+/// Checks `event`'s arguments as upstream does; the error is upstream's `ERROR|<token>` token.
+pub(crate) fn check_event(
+    kind: &str,
+    id: Option<&str>,
+    action: Option<&str>,
+) -> std::result::Result<(), String> {
+    match (kind, action) {
+        ("responded", None) => return Err("missing-action".into()),
+        ("resolved", Some(_)) => return Err("action-not-allowed:resolved".into()),
+        ("responded" | "resolved", _) => {}
+        (other, _) => return Err(format!("unknown-event-type:{other}")),
+    }
+    let Some(id) = id else {
+        return Err("missing-id".into());
+    };
+    if !id.starts_with("PROP-") || hookstate_schema::validate_id("PROP id", id).is_err() {
+        return Err(format!("invalid-id:{id}"));
+    }
+    match action {
+        Some(action) if !["accept", "defer", "dismiss"].contains(&action) => {
+            Err(format!("invalid-action:{action}"))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The refusal of malformed `event` arguments, with upstream's verdict.
+pub(crate) fn event_refused(token: &str) -> Plan {
+    error_plan("invalid_event", token.to_owned(), format!("event: {token}"))
+}
+
+/// Whether a PROP may go from status `from` to `to` by legal moves, one or several (the same
+/// status included): the order a mirror uses to tell an outside status move from a stale
+/// rewrite.
+pub(crate) fn reachable(from: Option<&str>, to: Option<&str>) -> bool {
+    if from == to {
+        return true;
+    }
+    let (Some(from), Some(to)) = (from, to) else {
+        return false;
+    };
+    let mut reached = vec![from.to_owned()];
+    // Each pass adds the statuses one more move reaches; there are only as many as moves.
+    for _ in 0..MOVES.len() {
+        for step in MOVES {
+            let known = reached.iter().any(|r| r == step.target());
+            if !known && step.legal_from().iter().any(|f| reached.iter().any(|r| r == f)) {
+                reached.push(step.target().to_owned());
+            }
+        }
+    }
+    reached.iter().any(|r| r == to)
 }
 
 /// The index file (`proposals-index.json`) as upstream's rebuild writes it, with its quirk:
@@ -678,211 +783,10 @@ pub fn resolve_id(props: &[(String, PropDoc)], input: &str) -> String {
     }
 }
 
-pub(crate) fn read_props(
-    txn: &dyn crate::kernel::storage::ReadTxn,
-    scope: &str,
-) -> Result<Vec<(String, PropDoc)>> {
-    read_docs(txn, scope, PROP_KIND)
-}
-
-impl Proposals<'_> {
-    /// Creates a proposal: `PROP-NNN-<slug>-<HHMMSS>` with NNN one more than every PROP of the
-    /// scope, allocated in this transaction, and its `created` ledger line.
-    ///
-    /// # Errors
-    /// [`Error::Invalid`] for an unknown zone or an oversized body; store errors.
-    pub fn create(&self, call: &Call, timezone: &str, input: &CreateInput) -> Result<Outcome> {
-        hookstate_schema::validate_scope(&call.scope)?;
-        let created = zoned_stamp(call.now_ms, timezone)?;
-        let hhmmss = zoned(call.now_ms, timezone, "%H%M%S")?;
-        if input.body.len() + input.title.len() > PROP_FILE_BYTES_MAX {
-            return Err(Error::invalid(format!(
-                "the proposal is over {PROP_FILE_BYTES_MAX} bytes"
-            )));
-        }
-        let now = (stamp_ms(call.now_ms), stamp_s(call.now_ms));
-        self.k.write(call, |txn| {
-            let props = read_props(txn, &call.scope)?;
-            Ok(decide_create(&props, input, &created, &hhmmss, now.clone()))
-        })
-    }
-
-    /// Moves a proposal's status (accept, defer, dismiss, resolve) as a compare-and-swap;
-    /// the first response records one `responded` ledger line, a resolve a `resolved` line.
-    ///
-    /// # Errors
-    /// [`Error::Invalid`] for a bad id or zone; store errors.
-    pub fn move_status(&self, call: &Call, timezone: &str, input: &MoveInput) -> Result<Outcome> {
-        hookstate_schema::validate_scope(&call.scope)?;
-        let stem = input.id.trim_end_matches(".md").to_owned();
-        check_prop_file(&format!("{stem}.md"))?;
-        let now_zoned = zoned_stamp(call.now_ms, timezone)?;
-        let now = (stamp_ms(call.now_ms), stamp_s(call.now_ms));
-        self.k.write(call, |txn| {
-            let doc: Option<PropDoc> = read_doc(txn, &call.scope, PROP_KIND, &stem)?;
-            Ok(decide_move(doc.as_ref(), input, &now_zoned, now.clone()))
-        })
-    }
-
-    /// `event responded` (with an action: accept, defer or dismiss) or `event resolved` (no
-    /// action) for a PROP id; see [`decide_event`]. Malformed input is refused with upstream's
-    /// `ERROR|<token>` verdict.
-    ///
-    /// # Errors
-    /// Store errors.
-    pub fn event(
-        &self,
-        call: &Call,
-        kind: &str,
-        id: Option<&str>,
-        action: Option<&str>,
-    ) -> Result<Outcome> {
-        hookstate_schema::validate_scope(&call.scope)?;
-        let refused = |token: String| {
-            let plan = error_plan("invalid_event", token.clone(), format!("event: {token}"));
-            let txn = self.k.begin_read()?;
-            self.k.answer_read(&*txn, plan)
-        };
-        match (kind, action) {
-            ("responded", None) => return refused("missing-action".into()),
-            ("resolved", Some(_)) => return refused("action-not-allowed:resolved".into()),
-            ("responded" | "resolved", _) => {}
-            (other, _) => return refused(format!("unknown-event-type:{other}")),
-        }
-        let Some(id) = id else {
-            return refused("missing-id".into());
-        };
-        if !id.starts_with("PROP-") || hookstate_schema::validate_id("PROP id", id).is_err() {
-            return refused(format!("invalid-id:{id}"));
-        }
-        if let Some(action) = action {
-            if !["accept", "defer", "dismiss"].contains(&action) {
-                return refused(format!("invalid-action:{action}"));
-            }
-        }
-        let ts = stamp_s(call.now_ms);
-        self.k.write(call, |txn| {
-            let doc: Option<PropDoc> = read_doc(txn, &call.scope, PROP_KIND, id)?;
-            Ok(decide_event(doc.as_ref(), id, action, ts.clone()))
-        })
-    }
-
-    /// `patch`: frontmatter sets and a decision line on one PROP; see [`PatchInput`].
-    ///
-    /// # Errors
-    /// [`Error::Invalid`] for an unknown zone; store errors.
-    pub fn patch(&self, call: &Call, timezone: &str, input: &PatchInput) -> Result<Outcome> {
-        hookstate_schema::validate_scope(&call.scope)?;
-        let stem = input.file.trim_end_matches(".md").to_owned();
-        let now_zoned = zoned_stamp(call.now_ms, timezone)?;
-        let updated = stamp_ms(call.now_ms);
-        self.k.write(call, |txn| {
-            let doc: Option<PropDoc> = if check_prop_file(&format!("{stem}.md")).is_ok() {
-                read_doc(txn, &call.scope, PROP_KIND, &stem)?
-            } else {
-                None
-            };
-            Ok(decide_patch(doc.as_ref(), input, &now_zoned, updated.clone()))
-        })
-    }
-
-    /// `resolve-id` over a scope's PROPs (read-only); see [`resolve_id`].
-    ///
-    /// # Errors
-    /// Store errors.
-    pub fn resolve_id(&self, scope: &str, input: &str) -> Result<String> {
-        hookstate_schema::validate_scope(scope)?;
-        Ok(resolve_id(&read_props(&*self.k.begin_read()?, scope)?, input))
-    }
-
-    /// The index of a scope's proposals, as `proposals-index.json` holds it (read-only).
-    ///
-    /// # Errors
-    /// Store errors.
-    pub fn index(&self, scope: &str) -> Result<Value> {
-        hookstate_schema::validate_scope(scope)?;
-        let txn = self.k.begin_read()?;
-        let index: IndexDoc = read_doc(&*txn, scope, INDEX_KIND, INDEX_ID)?.unwrap_or_default();
-        Ok(render_index(&read_props(&*txn, scope)?, &index.updated))
-    }
-}
-
-/// Every PROP document of a scope by id, in name order.
-pub(crate) type Props = Vec<(String, PropDoc)>;
-
-/// Every PROP document of a scope, in name order, and the index stamp when there is one.
-pub(crate) fn prop_state(
-    txn: &dyn crate::kernel::storage::ReadTxn,
-    scope: &str,
-) -> Result<(Props, Option<IndexDoc>)> {
-    Ok((read_props(txn, scope)?, read_doc(txn, scope, INDEX_KIND, INDEX_ID)?))
-}
-
-/// Rows a PROP event touches.
-pub(crate) fn touched_keys(scope: &str, event: &ProposalsEvent) -> Vec<ViewKey> {
-    match event {
-        ProposalsEvent::PropImported { file, .. } => {
-            vec![doc_key(scope, PROP_KIND, file.trim_end_matches(".md"))]
-        }
-        ProposalsEvent::PropWritten { file, .. } => vec![
-            doc_key(scope, PROP_KIND, file.trim_end_matches(".md")),
-            doc_key(scope, INDEX_KIND, INDEX_ID),
-        ],
-        ProposalsEvent::IndexImported { .. } => vec![doc_key(scope, INDEX_KIND, INDEX_ID)],
-        ProposalsEvent::PropResponded { id, .. } => prop_key(scope, id).into_iter().collect(),
-        _ => Vec::new(),
-    }
-}
-
-/// The key of a PROP document, when `id` is a valid id (ledger lines come from outside).
-pub(crate) fn prop_key(scope: &str, id: &str) -> Option<ViewKey> {
-    hookstate_schema::validate_id("PROP id", id).ok().map(|()| doc_key(scope, PROP_KIND, id))
-}
-
-/// Marks a PROP as having its `responded` line, when the PROP is known.
-pub(crate) fn mark_responded(views: &mut dyn ViewAccess, scope: &str, id: &str) {
-    let Some(key) = prop_key(scope, id) else {
-        return;
-    };
-    if let Some(mut doc) = get_doc::<PropDoc>(views, &key) {
-        doc.responded_logged = true;
-        put_doc(views, key, &doc);
-    }
-}
-
-/// A PROP document for new text, keeping what the log recorded about it.
-fn rewritten(views: &dyn ViewAccess, key: &ViewKey, file: &str, text: &str) -> PropDoc {
-    let logged = get_doc::<PropDoc>(views, key).is_some_and(|d| d.responded_logged);
-    PropDoc { responded_logged: logged, ..prop_doc(file, text) }
-}
-
-/// Applies a PROP event.
-pub(crate) fn apply(views: &mut dyn ViewAccess, scope: &str, event: &ProposalsEvent) {
-    match event {
-        ProposalsEvent::PropImported { file, text } => {
-            let key = doc_key(scope, PROP_KIND, file.trim_end_matches(".md"));
-            let doc = rewritten(views, &key, file, text);
-            put_doc(views, key, &doc);
-        }
-        ProposalsEvent::PropWritten { file, text, updated } => {
-            let key = doc_key(scope, PROP_KIND, file.trim_end_matches(".md"));
-            let doc = rewritten(views, &key, file, text);
-            put_doc(views, key, &doc);
-            let index = doc_key(scope, INDEX_KIND, INDEX_ID);
-            put_doc(views, index, &IndexDoc { updated: updated.clone() });
-        }
-        ProposalsEvent::IndexImported { updated } => {
-            let index = doc_key(scope, INDEX_KIND, INDEX_ID);
-            put_doc(views, index, &IndexDoc { updated: updated.clone() });
-        }
-        ProposalsEvent::PropResponded { id, .. } => mark_responded(views, scope, id),
-        _ => {}
-    }
-}
-
-/// The ledger line of a PROP event, if any.
-pub(crate) fn ledger_fields(event: &ProposalsEvent) -> Option<Map<String, Value>> {
-    Some(fields(match event {
+/// The ledger line a PROP event stands for (`created`, `responded`, `resolved`): compact JSON
+/// with `ts` first. `None` for other events.
+pub(crate) fn prop_ledger_line(event: &ProposalsEvent) -> Option<String> {
+    let line = match event {
         ProposalsEvent::PropCreated { id, source, category, tags, ts } => json!({
             "ts": ts, "type": "created", "proposal_id": id, "source": source,
             "category": category, "tags": tags,
@@ -894,7 +798,43 @@ pub(crate) fn ledger_fields(event: &ProposalsEvent) -> Option<Map<String, Value>
             json!({ "ts": ts, "type": "resolved", "proposal_id": id })
         }
         _ => return None,
-    }))
+    };
+    Some(line.to_string())
+}
+
+/// The result of a created PROP (its verdict is the id).
+#[derive(Serialize)]
+struct CreatedEvent<'a> {
+    verdict: &'a str,
+    id: &'a str,
+}
+
+/// The result of a recorded `responded` or `resolved` line.
+#[derive(Serialize)]
+struct EventLine<'a> {
+    verdict: &'static str,
+    id: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    action: Option<&'a str>,
+}
+
+/// The result fields a PROP event stands for, with its verdict line; `None` for the queue's
+/// events.
+pub(crate) fn render_prop(event: &ProposalsEvent) -> Option<Map<String, Value>> {
+    Some(match event {
+        ProposalsEvent::PropImported { file, .. } | ProposalsEvent::PropWritten { file, .. } => {
+            fields(json!({ "file": file }))
+        }
+        ProposalsEvent::PropCreated { id, .. } => to_fields(&CreatedEvent { verdict: id, id }),
+        ProposalsEvent::PropResponded { id, action, .. } => {
+            to_fields(&EventLine { verdict: "OK", id, action: Some(action) })
+        }
+        ProposalsEvent::PropResolved { id, .. } => {
+            to_fields(&EventLine { verdict: "OK", id, action: None })
+        }
+        ProposalsEvent::IndexImported { updated } => fields(json!({ "updated": updated })),
+        _ => return None,
+    })
 }
 
 #[cfg(test)]
@@ -934,11 +874,11 @@ mod tests {
         let ok = parse_create("Title: T\nTags: [\"a\"]\n---\n\nbody\n\n").unwrap();
         assert_eq!((ok.title.as_str(), ok.body.as_str(), ok.tags.len()), ("T", "body", 1));
         assert_eq!(ok.category, "improvement");
-        assert_eq!(parse_create("Title: T\nbody"), Err("missing-separator"));
-        assert_eq!(parse_create("Title: T\n---\n \n"), Err("empty-body"));
-        assert_eq!(parse_create("Source: x\n---\nb"), Err("missing-title"));
-        assert_eq!(parse_create("Title: T\nCategory: misc\n---\nb"), Err("invalid-category"));
-        assert_eq!(parse_create("Title: T\nTags: ci\n---\nb"), Err("invalid-tags"));
+        assert_eq!(create_input("Title: T\nbody"), Err("missing-separator"));
+        assert_eq!(create_input("Title: T\n---\n \n"), Err("empty-body"));
+        assert_eq!(create_input("Source: x\n---\nb"), Err("missing-title"));
+        assert_eq!(create_input("Title: T\nCategory: misc\n---\nb"), Err("invalid-category"));
+        assert_eq!(create_input("Title: T\nTags: ci\n---\nb"), Err("invalid-tags"));
     }
 
     #[test]
@@ -990,6 +930,17 @@ mod tests {
         assert_eq!(set_value("@now", now), json!(now));
         assert!(patch_key_ok("accepted_in_session"));
         assert!(!patch_key_ok("Status") && !patch_key_ok("a-b") && !patch_key_ok(""));
+    }
+
+    #[test]
+    fn statuses_reach_what_legal_moves_reach() {
+        assert!(reachable(Some("proposed"), Some("resolved")), "accepted, then resolved");
+        assert!(reachable(Some("deferred"), Some("accepted")));
+        assert!(reachable(Some("accepted"), Some("accepted")));
+        assert!(!reachable(Some("accepted"), Some("proposed")), "no move goes back");
+        assert!(!reachable(Some("resolved"), Some("accepted")));
+        assert!(!reachable(Some("dismissed"), Some("deferred")));
+        assert!(!reachable(None, Some("accepted")));
     }
 
     #[test]

@@ -1,0 +1,704 @@
+//! The alerts domain's handle, `engine.alerts()`: the ladder's tick and tick count, and the
+//! heartbeat verbs (budget alerts, the monitor, liveness, the injection alert, runtime fields,
+//! the next-task queue and ack). Each verb validates its input, reads what it needs of the
+//! scope's `config.json` (`config.rs`), then decides in one write transaction over the scope's
+//! documents (`ladder.rs`, `heartbeat.rs`); and the reads, each with its verdict line.
+//!
+//! The scope is `hermit:<abs state dir>`. Does not touch legacy files; the layouts do.
+
+use std::time::{Duration, Instant};
+
+use hookstate_schema::alerts::{AlertStateDoc, AlertsEvent};
+use hookstate_schema::heartbeat::{FileDoc, HeartbeatEvent, NextTaskRevDoc};
+use hookstate_schema::proposals::{PropDoc, QueueDoc, PROP_KIND, QUEUE_ID, QUEUE_KIND};
+use hookstate_schema::{validate_scope, Body};
+use serde::Serialize;
+use serde_json::{json, Map, Value};
+
+use super::config::{scope_config, state_dir};
+use super::heartbeat::{alerts_of, check_field, check_setup, check_size, decide_ack};
+use super::heartbeat::{decide_check, decide_commit, decide_mark, decide_record, done, event};
+use super::heartbeat::{refusal, STATE_FILES};
+use super::heartbeat::{removed, token_of, verdict, written, NextTaskView, ALERT_FILES};
+use super::heartbeat::{BUDGET_FILE, FILE_KIND, INJECTION_FILE, LIVENESS_FILE, MONITOR_FILE};
+use super::heartbeat::{NEXT_TASK_FILE, REV_ID, REV_KIND, RUNTIME_FIELDS_MAX, RUNTIME_FILE};
+use super::heartbeat_rules::{self as rules, BudgetInput, Layout, MonitorSetup};
+use super::heartbeat_rules::{INTERVAL_S_DEFAULT, LIVENESS_POLL_MS, LIVENESS_WAIT_MS_MAX};
+use super::ladder::{decide_tick, indeterminate, micro_items, prop_facts, proposal_items};
+use super::ladder::{num, render_alert_state, seed, TickClock, TickSources};
+use super::ladder::{STATE_ID, STATE_KIND, TICK_BYTES_MAX};
+use super::project::render_alerts;
+use super::tick_input::{Rejection, TickInput};
+use crate::kernel::call::{Call, Outcome, Plan};
+use crate::kernel::compat::stamp::{local_stamp, stamp_ms, stamp_s, zone};
+use crate::kernel::doc::{read_doc, read_docs};
+use crate::kernel::error::{Error, Result};
+use crate::kernel::storage::ReadTxn;
+use crate::kernel::write::Kernel;
+
+/// The alert-state file is carried whole by one event, so it is bounded like an event's value.
+pub const ALERT_STATE_FILE_BYTES_MAX: usize = crate::kernel::limits::VALUE_BYTES_MAX;
+/// The fields of upstream's tick line, in its order (the rest of the result is hookstate's).
+const TICK_LINE_FIELDS: [&str; 5] =
+    ["appended", "notifications", "self_eval_proposals", "heartbeat_result", "monitoring_lines"];
+
+/// claude-code-hermit's heartbeat state on an open store: `engine.alerts()`.
+#[derive(Clone, Copy)]
+pub struct Alerts<'a> {
+    pub(super) k: &'a Kernel,
+}
+
+impl<'a> Alerts<'a> {
+    pub(crate) fn new(k: &'a Kernel) -> Self {
+        Alerts { k }
+    }
+}
+
+/// The stored alert-state object of a scope, `None` when it holds none.
+pub(crate) fn read_state(txn: &dyn ReadTxn, scope: &str) -> Result<Option<Map<String, Value>>> {
+    let Some(doc) = read_doc::<AlertStateDoc>(txn, scope, STATE_KIND, STATE_ID)? else {
+        return Ok(None);
+    };
+    match serde_json::from_str(&doc.state) {
+        Ok(Value::Object(map)) => Ok(Some(map)),
+        _ => Err(Error::Corrupt(format!("alert state of {scope} is not a JSON object"))),
+    }
+}
+
+/// The stored text of a heartbeat file.
+pub(crate) fn read_file(txn: &dyn ReadTxn, scope: &str, file: &str) -> Result<Option<String>> {
+    Ok(read_doc::<FileDoc>(txn, scope, FILE_KIND, file)?.map(|d| d.text))
+}
+
+fn read_object(txn: &dyn ReadTxn, scope: &str, file: &str) -> Result<Option<Map<String, Value>>> {
+    match read_file(txn, scope, file)? {
+        Some(text) => rules::parse_object(file, &text)
+            .map(Some)
+            .map_err(|e| Error::Corrupt(format!("stored {file}: {e}"))),
+        None => Ok(None),
+    }
+}
+
+fn read_next_task(txn: &dyn ReadTxn, scope: &str) -> Result<NextTaskView> {
+    Ok(NextTaskView {
+        runtime: read_object(txn, scope, RUNTIME_FILE)?,
+        queue: read_file(txn, scope, NEXT_TASK_FILE)?,
+        rev: read_doc::<NextTaskRevDoc>(txn, scope, REV_KIND, REV_ID)?.map_or(0, |d| d.rev),
+    })
+}
+
+/// What the monitor verbs are given: the interval, the plugin root and the boot id, each
+/// defaulting to what the state directory says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MonitorArgs {
+    /// `--interval` [default: `config.heartbeat.every`, else 1800 s].
+    pub interval_s: Option<u64>,
+    /// The plugin root whose `scripts/heartbeat-monitor.sh` the command runs.
+    pub plugin_root: String,
+    /// `--boot-id` [default: `state/.boot-id`].
+    pub boot_id: Option<String>,
+}
+
+/// What the monitor verbs compare the registration with, built from `args` and the scope's
+/// settings (the command names the scope's directory).
+///
+/// # Errors
+/// [`Error::OutOfRange`], [`Error::BadInput`] for a bad interval, command or boot id;
+/// [`Error::LegacyFile`] for a bad config.
+pub fn monitor_setup(scope: &str, args: &MonitorArgs) -> Result<MonitorSetup> {
+    let config = scope_config(scope)?;
+    let dir = state_dir(scope)?.to_string_lossy().into_owned();
+    let interval_s = args.interval_s.or(config.every_s).unwrap_or(INTERVAL_S_DEFAULT).max(1);
+    let setup = MonitorSetup {
+        interval_s,
+        command: rules::monitor_command(&args.plugin_root, interval_s, &dir),
+        boot_id: args.boot_id.clone().or(config.boot_id),
+        disabled: config.heartbeat_disabled,
+    };
+    check_setup(&setup)?;
+    Ok(setup)
+}
+
+/// Checks start-commit's wait for the first liveness peek: at most [`LIVENESS_WAIT_MS_MAX`].
+///
+/// # Errors
+/// [`Error::OutOfRange`].
+pub fn check_liveness_wait(wait_ms: u64) -> Result<()> {
+    if wait_ms > LIVENESS_WAIT_MS_MAX {
+        let (what, value, max) = ("--liveness-wait-ms", wait_ms, LIVENESS_WAIT_MS_MAX);
+        return Err(Error::OutOfRange { what, value, min: 0, max, unit: " ms" });
+    }
+    Ok(())
+}
+
+/// Checks a next-task text: 1 to [`super::heartbeat::FILE_BYTES_MAX`] bytes.
+///
+/// # Errors
+/// [`Error::Empty`], [`Error::TooLarge`].
+pub fn check_next_task(text: &str) -> Result<()> {
+    if text.is_empty() {
+        return Err(Error::Empty { what: "the next task".into() });
+    }
+    check_size(NEXT_TASK_FILE, text)
+}
+
+/// The lines a rejected tick payload prints with `--format verdict`: upstream's INDETERMINATE
+/// line (the clock in the scope's `config.timezone`), which fails only for unparseable JSON.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TickRejected {
+    /// Upstream's one JSON line.
+    pub line: String,
+    /// Upstream exits 1 (only for a payload that is not JSON).
+    pub fails: bool,
+}
+
+/// The verdict of a rejected tick payload: nothing was written, no store was opened.
+///
+/// # Errors
+/// [`Error::LegacyFile`] for a bad config, [`Error::BadTimeZone`], [`Error::TimeOutOfRange`].
+pub fn tick_rejected(scope: &str, now_ms: u64, rejection: &Rejection) -> Result<TickRejected> {
+    let clock = TickClock::at(now_ms, &scope_config(scope)?.timezone)?;
+    let line = indeterminate(&rejection.reason, &clock).to_string();
+    Ok(TickRejected { line, fails: rejection.unparseable })
+}
+
+/// Upstream's tick line: the result's fields upstream prints, in its order.
+#[must_use]
+pub fn tick_line(outcome: &Outcome) -> String {
+    let mut line = Map::new();
+    for field in TICK_LINE_FIELDS {
+        if let Some(value) = outcome.result.get(field) {
+            line.insert(field.into(), value.clone());
+        }
+    }
+    Value::Object(line).to_string()
+}
+
+/// `monitor status`: upstream's `heartbeatHealth`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MonitorStatus {
+    /// Whether the registered monitor is healthy.
+    pub healthy: bool,
+    /// `fresh`, `runtime-missing`, `boot-mismatch`, `interval-drift`, …
+    pub reason: String,
+    /// `HEALTHY|<reason>` or `UNHEALTHY|<reason>`.
+    pub verdict: String,
+}
+
+/// `liveness read`: `lib/liveness.ts` on the liveness record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LivenessRead {
+    /// `alive` or `unknown` (a stale or absent record is unknown, never dead).
+    pub state: &'static str,
+    /// The last peek's age in seconds, when there is one.
+    pub age_s: Option<u64>,
+    /// `ALIVE|age=<s>`, `UNKNOWN|stale` or `UNKNOWN|absent`.
+    pub verdict: String,
+}
+
+/// `injection check`: the precheck's damping.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct InjectionRead {
+    /// Whether the hash is the announced one.
+    pub announced: bool,
+    /// The hash asked about.
+    pub hash: String,
+    /// The announced hash, when there is one.
+    pub stored_hash: Option<String>,
+    /// `SKIP|injection-suspect (announced)` or `NEW|<hash>`.
+    pub verdict: String,
+}
+
+/// `next-task token`: the token of the current queue and runtime, or why none is issued.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TokenRead {
+    /// The token, when one is issued.
+    pub token: Option<String>,
+    /// Why none is issued (`disabled`, `not-idle`, `queue-missing`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<&'static str>,
+    /// The token, or `NONE|<reason>`.
+    pub verdict: String,
+}
+
+impl Alerts<'_> {
+    fn heartbeat_write(
+        &self,
+        call: &Call,
+        decide: impl Fn(&dyn ReadTxn) -> Result<Plan>,
+    ) -> Result<Outcome> {
+        validate_scope(&call.scope)?;
+        rules::check_time(call.now_ms)?;
+        self.k.write(call, decide)
+    }
+
+    /// One evaluation tick (`heartbeat.ts alert-state`) in the scope's `config.timezone`: reads
+    /// the alert state, derives the structured keys from the scope's micro-proposal queue and
+    /// PROP files (unless the payload gives or disowns them), runs the ladder and
+    /// self-evaluation, and appends the new state, all in one write transaction.
+    ///
+    /// # Errors
+    /// [`Error::BadTimeZone`], [`Error::TimeOutOfRange`], [`Error::BadInput`] for a state over
+    /// the limits; store errors.
+    pub fn tick(&self, call: &Call, input: &TickInput) -> Result<Outcome> {
+        validate_scope(&call.scope)?;
+        let clock = TickClock::at(call.now_ms, &scope_config(&call.scope)?.timezone)?;
+        self.k.write(call, |txn| {
+            let sources = tick_sources(txn, &call.scope, input)?;
+            let (state, result) = decide_tick(sources, input, &clock);
+            check_tick_size(&state, &result)?;
+            let (state, result) =
+                (Value::Object(state).to_string(), Value::Object(result).to_string());
+            let event = AlertsEvent::Ticked { state, result };
+            Ok(Plan {
+                result: render_alerts(&event),
+                events: vec![Body::Alerts(event)],
+                ..Plan::default()
+            })
+        })
+    }
+
+    /// precheck's tick count: `total_ticks` plus one, in one write transaction.
+    ///
+    /// # Errors
+    /// Store errors.
+    pub fn count_tick(&self, call: &Call) -> Result<Outcome> {
+        validate_scope(&call.scope)?;
+        self.k.write(call, |txn| {
+            let state = read_state(txn, &call.scope)?.unwrap_or_else(seed);
+            let total_ticks = num(state.get("total_ticks")).saturating_add(1);
+            let event = AlertsEvent::TickCounted { total_ticks };
+            Ok(Plan {
+                result: render_alerts(&event),
+                events: vec![Body::Alerts(event)],
+                ..Plan::default()
+            })
+        })
+    }
+
+    /// The alert-state object of a scope (the seed template when there is none), read-only.
+    ///
+    /// # Errors
+    /// Store errors; [`Error::Corrupt`] for a stored state that is not an object.
+    pub fn state(&self, scope: &str) -> Result<Map<String, Value>> {
+        validate_scope(scope)?;
+        Ok(read_state(&*self.k.begin_read()?, scope)?.unwrap_or_else(seed))
+    }
+
+    /// `cost-tracker` budget check for one threshold crossing: creates the alert key of the
+    /// current period (in the scope's `config.timezone`) unless it exists (an existing key is
+    /// never reset), and reaps the keys of past periods, in one transaction.
+    ///
+    /// # Errors
+    /// [`Error::NotOneOf`], [`Error::BadInput`] for bad input, [`Error::BadTimeZone`],
+    /// [`Error::TooMany`] for a full file; store errors.
+    pub fn budget_record(&self, call: &Call, input: &BudgetInput) -> Result<Outcome> {
+        rules::check_budget(input)?;
+        validate_scope(&call.scope)?;
+        let timezone = scope_config(&call.scope)?.timezone;
+        zone(&timezone)?;
+        self.heartbeat_write(call, |txn| {
+            let layout = read_file(txn, &call.scope, BUDGET_FILE)?.map(|t| rules::layout_of(&t));
+            let budget = read_object(txn, &call.scope, BUDGET_FILE)?;
+            let stored = budget.as_ref().zip(layout);
+            decide_record(stored, input, call.now_ms, &timezone)
+        })
+    }
+
+    /// `cost-tracker --mark-budget-notified KEY`, after a confirmed send: sets `notified` in the
+    /// same transaction that checks it, so a concurrent record or reap can neither lose the mark
+    /// nor let a second marker win. Refused (`not_found`, `already_notified`) otherwise.
+    ///
+    /// # Errors
+    /// [`Error::BadInput`] for a bad key; store errors.
+    pub fn budget_mark(&self, call: &Call, key: &str) -> Result<Outcome> {
+        rules::check_stamp("alert key", key)?;
+        self.heartbeat_write(call, |txn| {
+            Ok(decide_mark(read_object(txn, &call.scope, BUDGET_FILE)?.as_ref(), key))
+        })
+    }
+
+    /// Removes the budget alerts of past periods (in the scope's `config.timezone`).
+    ///
+    /// # Errors
+    /// [`Error::BadTimeZone`]; store errors.
+    pub fn budget_reap(&self, call: &Call) -> Result<Outcome> {
+        validate_scope(&call.scope)?;
+        let timezone = scope_config(&call.scope)?.timezone;
+        zone(&timezone)?;
+        self.heartbeat_write(call, |txn| {
+            let alerts = read_object(txn, &call.scope, BUDGET_FILE)?.map(|b| alerts_of(&b));
+            let stale =
+                rules::stale_budget_keys(&alerts.unwrap_or_default(), call.now_ms, &timezone)?;
+            let events = stale
+                .iter()
+                .map(|k| event(HeartbeatEvent::BudgetReaped { key: k.clone() }))
+                .collect();
+            let line = format!("OK|reaped={}", stale.len());
+            Ok(done(events, verdict(line, json!({ "reaped": stale }))))
+        })
+    }
+
+    /// `readMergedAlerts`: the `alerts` of the budget, telemetry and doctor files in one map.
+    ///
+    /// # Errors
+    /// Store errors.
+    pub fn budget_alerts(&self, scope: &str) -> Result<Map<String, Value>> {
+        validate_scope(scope)?;
+        let txn = self.k.begin_read()?;
+        let mut merged = Map::new();
+        for file in ALERT_FILES {
+            if let Some(map) = read_object(&*txn, scope, file)? {
+                merged.extend(alerts_of(&map));
+            }
+        }
+        Ok(merged)
+    }
+
+    /// `heartbeat.ts start-check`: FRESH, or REARM with its lines (deletes the liveness record and
+    /// stamps `armed_at` into `{...previous}`).
+    ///
+    /// # Errors
+    /// [`Error::OutOfRange`], [`Error::BadInput`] for a bad setup; store errors.
+    pub fn monitor_check(&self, call: &Call, setup: &MonitorSetup) -> Result<Outcome> {
+        check_setup(setup)?;
+        self.heartbeat_write(call, |txn| {
+            let runtime = read_object(txn, &call.scope, MONITOR_FILE)?;
+            let liveness = read_object(txn, &call.scope, LIVENESS_FILE)?;
+            Ok(decide_check(runtime.as_ref(), liveness.as_ref(), setup, call.now_ms))
+        })
+    }
+
+    /// `heartbeat.ts start-commit`: waits (at most `wait_ms`, upstream's `waitForFirstTick`) for
+    /// a liveness record, then writes the registration; `OK|registered|interval=N` when a
+    /// liveness record exists, else `DEAD|liveness-absent` (the registration is written either
+    /// way, as upstream does). The call's clock is moved on by the wait, so `started_at` is the
+    /// time of the write.
+    ///
+    /// # Errors
+    /// [`Error::BadInput`] for a bad task id, [`Error::OutOfRange`] for a long wait; store
+    /// errors.
+    pub fn monitor_commit(
+        &self,
+        call: &Call,
+        setup: &MonitorSetup,
+        task_id: &str,
+        wait_ms: u64,
+    ) -> Result<Outcome> {
+        check_setup(setup)?;
+        rules::check_stamp("task id", task_id)?;
+        check_liveness_wait(wait_ms)?;
+        validate_scope(&call.scope)?;
+        let waited_ms = self.wait_for_liveness(&call.scope, wait_ms)?;
+        let call = Call { now_ms: call.now_ms.saturating_add(waited_ms), ..call.clone() };
+        self.heartbeat_write(&call, |txn| {
+            let runtime = read_object(txn, &call.scope, MONITOR_FILE)?;
+            let liveness = read_object(txn, &call.scope, LIVENESS_FILE)?;
+            Ok(decide_commit(runtime.as_ref(), liveness.as_ref(), setup, task_id, call.now_ms))
+        })
+    }
+
+    /// Polls the liveness record until it exists or `wait_ms` ran out; the ms waited.
+    fn wait_for_liveness(&self, scope: &str, wait_ms: u64) -> Result<u64> {
+        let start = Instant::now();
+        let deadline = start + Duration::from_millis(wait_ms);
+        while self.liveness(scope)?.is_none() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(LIVENESS_POLL_MS));
+        }
+        Ok(u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX).min(wait_ms))
+    }
+
+    /// The skill's stop: the runtime record becomes `{}` and the liveness record is deleted.
+    ///
+    /// # Errors
+    /// Store errors.
+    pub fn monitor_stop(&self, call: &Call) -> Result<Outcome> {
+        self.heartbeat_write(call, |txn| {
+            let mut events = vec![written(MONITOR_FILE, "{}\n".into(), "monitor stop")];
+            if read_file(txn, &call.scope, LIVENESS_FILE)?.is_some() {
+                events.push(removed(LIVENESS_FILE, "monitor stop"));
+            }
+            Ok(done(events, verdict("OK|stopped".into(), json!({ "stopped": true }))))
+        })
+    }
+
+    /// `heartbeatHealth` of the registered monitor (read-only).
+    ///
+    /// # Errors
+    /// Store errors.
+    pub fn monitor_status(
+        &self,
+        scope: &str,
+        setup: &MonitorSetup,
+        now_ms: u64,
+    ) -> Result<MonitorStatus> {
+        validate_scope(scope)?;
+        let txn = self.k.begin_read()?;
+        let runtime = read_object(&*txn, scope, MONITOR_FILE)?;
+        let liveness = read_object(&*txn, scope, LIVENESS_FILE)?;
+        let (healthy, reason) =
+            rules::monitor_health(runtime.as_ref(), liveness.as_ref(), setup, now_ms);
+        let verdict = format!("{}|{reason}", if healthy { "HEALTHY" } else { "UNHEALTHY" });
+        Ok(MonitorStatus { healthy, reason, verdict })
+    }
+
+    /// The liveness record (read-only), `None` when absent.
+    ///
+    /// # Errors
+    /// Store errors.
+    pub fn liveness(&self, scope: &str) -> Result<Option<Map<String, Value>>> {
+        validate_scope(scope)?;
+        read_object(&*self.k.begin_read()?, scope, LIVENESS_FILE)
+    }
+
+    /// `lib/liveness.ts` on the liveness record: alive when the last peek is at most
+    /// [`rules::LIVENESS_FRESH_S`] old; a stale or absent record is unknown, never dead.
+    ///
+    /// # Errors
+    /// Store errors.
+    pub fn liveness_read(&self, scope: &str, now_ms: u64) -> Result<LivenessRead> {
+        let age = rules::peek_age_s(self.liveness(scope)?.as_ref(), now_ms);
+        let alive = age.is_some_and(|a| a <= rules::LIVENESS_FRESH_S);
+        let verdict = match (alive, age) {
+            (true, Some(age)) => format!("ALIVE|age={age}"),
+            (_, Some(_)) => "UNKNOWN|stale".to_owned(),
+            (_, None) => "UNKNOWN|absent".to_owned(),
+        };
+        Ok(LivenessRead { state: if alive { "alive" } else { "unknown" }, age_s: age, verdict })
+    }
+
+    /// One `heartbeat-monitor.sh` poll: writes `{"last_peek_at":"<UTC, whole seconds>"}`.
+    ///
+    /// # Errors
+    /// Store errors.
+    pub fn liveness_peek(&self, call: &Call) -> Result<Outcome> {
+        let stamp = stamp_s(call.now_ms);
+        let mut map = Map::new();
+        map.insert("last_peek_at".into(), stamp.clone().into());
+        let text = rules::render_object(&map, Layout::Compact);
+        self.heartbeat_write(call, |_| {
+            let events = vec![written(LIVENESS_FILE, text.clone(), "liveness peek")];
+            Ok(done(events, verdict(format!("OK|peek|{stamp}"), json!({ "last_peek_at": stamp }))))
+        })
+    }
+
+    /// The skill's ALERT branch: overwrites the injection alert with `{hash, announced_at}`
+    /// (default: now, toISOString), in the stored file's layout (compact when new).
+    ///
+    /// # Errors
+    /// [`Error::BadInput`] for a bad hash or stamp; store errors.
+    pub fn injection_record(
+        &self,
+        call: &Call,
+        hash: &str,
+        announced_at: Option<&str>,
+    ) -> Result<Outcome> {
+        rules::check_hash(hash)?;
+        rules::check_time(call.now_ms)?;
+        let stamp = announced_at.map_or_else(|| stamp_ms(call.now_ms), str::to_owned);
+        rules::check_stamp("announced_at", &stamp)?;
+        let mut map = Map::new();
+        map.insert("hash".into(), hash.into());
+        map.insert("announced_at".into(), stamp.clone().into());
+        self.heartbeat_write(call, |txn| {
+            let layout = read_file(txn, &call.scope, INJECTION_FILE)?
+                .map_or(Layout::Compact, |t| rules::layout_of(&t));
+            let text = rules::render_object(&map, layout);
+            let events = vec![written(INJECTION_FILE, text, "injection record")];
+            let extra = json!({ "hash": hash, "announced_at": stamp });
+            Ok(done(events, verdict(format!("OK|recorded|{hash}"), extra)))
+        })
+    }
+
+    /// The precheck's damping (read-only): whether `hash` is the announced one.
+    ///
+    /// # Errors
+    /// [`Error::BadInput`] for a bad hash; store errors.
+    pub fn injection_check(&self, scope: &str, hash: &str) -> Result<InjectionRead> {
+        rules::check_hash(hash)?;
+        validate_scope(scope)?;
+        let stored = read_object(&*self.k.begin_read()?, scope, INJECTION_FILE)?;
+        let stored = stored.and_then(|m| m.get("hash").and_then(Value::as_str).map(str::to_owned));
+        let announced = stored.as_deref() == Some(hash);
+        let verdict = if announced {
+            "SKIP|injection-suspect (announced)".to_owned()
+        } else {
+            format!("NEW|{hash}")
+        };
+        Ok(InjectionRead { announced, hash: hash.to_owned(), stored_hash: stored, verdict })
+    }
+
+    /// Per-field merge into `runtime.json` (pretty, `updated_at` re-stamped with localISOStamp in
+    /// the scope's `config.timezone`), as `writeRuntimeJson` does; `unset` fields are deleted.
+    ///
+    /// # Errors
+    /// [`Error::BadInput`] for bad fields, [`Error::TooMany`], [`Error::BadTimeZone`]; store
+    /// errors.
+    pub fn runtime_set(
+        &self,
+        call: &Call,
+        sets: &[(String, Value)],
+        unset: &[String],
+    ) -> Result<Outcome> {
+        let count = sets.len() + unset.len();
+        if count > RUNTIME_FIELDS_MAX {
+            return Err(Error::TooMany { what: "runtime fields", count, max: RUNTIME_FIELDS_MAX });
+        }
+        for name in unset {
+            check_field(name)?;
+        }
+        validate_scope(&call.scope)?;
+        rules::check_time(call.now_ms)?;
+        let updated_at = local_stamp(call.now_ms, &scope_config(&call.scope)?.timezone)?;
+        self.heartbeat_write(call, |txn| {
+            let mut runtime = read_object(txn, &call.scope, RUNTIME_FILE)?.unwrap_or_default();
+            for (name, value) in sets {
+                runtime.insert(name.clone(), value.clone());
+            }
+            for name in unset {
+                runtime.shift_remove(name);
+            }
+            runtime.insert("updated_at".into(), updated_at.clone().into());
+            let text = rules::render_object(&runtime, Layout::Pretty);
+            check_size(RUNTIME_FILE, &text)?;
+            let extra = json!({ "runtime": runtime });
+            let events = vec![written(RUNTIME_FILE, text, "runtime set")];
+            Ok(done(events, verdict("OK|runtime".into(), extra)))
+        })
+    }
+
+    /// The stored `runtime.json` object (read-only).
+    ///
+    /// # Errors
+    /// Store errors.
+    pub fn runtime(&self, scope: &str) -> Result<Option<Map<String, Value>>> {
+        validate_scope(scope)?;
+        read_object(&*self.k.begin_read()?, scope, RUNTIME_FILE)
+    }
+
+    /// `proposal.ts next-task`: queues `sessions/NEXT-TASK.md`, exclusively unless `replace`.
+    ///
+    /// # Errors
+    /// [`Error::Empty`], [`Error::TooLarge`]; store errors.
+    pub fn next_task_queue(&self, call: &Call, text: &str, replace: bool) -> Result<Outcome> {
+        check_next_task(text)?;
+        self.heartbeat_write(call, |txn| {
+            if !replace && read_file(txn, &call.scope, NEXT_TASK_FILE)?.is_some() {
+                let message = "sessions/NEXT-TASK.md is already queued".to_owned();
+                let line = "ERROR|next-task-exists".to_owned();
+                return Ok(refusal("next_task_exists", message, line, Value::Null));
+            }
+            let events = vec![written(NEXT_TASK_FILE, text.to_owned(), "next-task queue")];
+            Ok(done(events, verdict("OK|queued".into(), json!({ "bytes": text.len() }))))
+        })
+    }
+
+    /// session-start's consumption of the queued task: deletes it.
+    ///
+    /// # Errors
+    /// Store errors.
+    pub fn next_task_consume(&self, call: &Call) -> Result<Outcome> {
+        self.heartbeat_write(call, |txn| {
+            let Some(text) = read_file(txn, &call.scope, NEXT_TASK_FILE)? else {
+                let message = "no next task is queued".to_owned();
+                let line = "NONE|no-queue".to_owned();
+                return Ok(refusal("queue_missing", message, line, Value::Null));
+            };
+            let events = vec![removed(NEXT_TASK_FILE, "next-task consume")];
+            Ok(done(events, verdict("OK|consumed".into(), json!({ "text": text }))))
+        })
+    }
+
+    /// The tick's `ack_next_task` token for the current queue and runtime (read-only), or why
+    /// none is issued (`disabled`, `not-idle`, `queue-missing`). The ack is enabled by the
+    /// scope's `config.always_on && config.escalation == "conservative"`.
+    ///
+    /// # Errors
+    /// [`Error::LegacyFile`] for a bad config; store errors.
+    pub fn next_task_token(&self, scope: &str) -> Result<TokenRead> {
+        validate_scope(scope)?;
+        let enabled = scope_config(scope)?.next_task_ack;
+        Ok(match token_of(&read_next_task(&*self.k.begin_read()?, scope)?, enabled) {
+            Ok(token) => TokenRead { verdict: token.clone(), token: Some(token), reason: None },
+            Err(reason) => {
+                TokenRead { token: None, reason: Some(reason), verdict: format!("NONE|{reason}") }
+            }
+        })
+    }
+
+    /// `heartbeat.ts ack-next-task`: parks the idle session (`waiting`, `conservative_pickup`,
+    /// `waiting_since`, `updated_at` re-stamped) only if the queue, the runtime and their revision
+    /// are what the token was issued for; checked and applied in one write transaction.
+    ///
+    /// # Errors
+    /// [`Error::BadInput`] for a bad token, [`Error::BadTimeZone`]; store errors.
+    pub fn next_task_ack(&self, call: &Call, token: &str) -> Result<Outcome> {
+        rules::check_stamp("token", token)?;
+        validate_scope(&call.scope)?;
+        rules::check_time(call.now_ms)?;
+        let config = scope_config(&call.scope)?;
+        let stamps = (stamp_ms(call.now_ms), local_stamp(call.now_ms, &config.timezone)?);
+        self.heartbeat_write(call, |txn| {
+            let view = read_next_task(txn, &call.scope)?;
+            Ok(decide_ack(&view, config.next_task_ack, token, stamps.clone()))
+        })
+    }
+
+    /// Every stored file of the layout in a scope, `(name, text)`, in layout order (read-only).
+    ///
+    /// # Errors
+    /// Store errors.
+    pub fn heartbeat_files(&self, scope: &str) -> Result<Vec<(String, Option<String>)>> {
+        validate_scope(scope)?;
+        let txn = self.k.begin_read()?;
+        let mut out = Vec::new();
+        for file in STATE_FILES.iter().chain(std::iter::once(&NEXT_TASK_FILE)) {
+            out.push(((*file).to_owned(), read_file(&*txn, scope, file)?));
+        }
+        Ok(out)
+    }
+}
+
+/// What the store holds for one tick: the alert state and the structured sources.
+fn tick_sources(txn: &dyn ReadTxn, scope: &str, input: &TickInput) -> Result<TickSources> {
+    let state = read_state(txn, scope)?.unwrap_or_else(seed);
+    let props = read_docs::<PropDoc>(txn, scope, PROP_KIND)?;
+    let micro = match (&input.micro, input.micro_unreadable) {
+        (_, true) => None,
+        (Some(items), false) => Some(items.clone()),
+        (None, false) => Some(
+            read_doc::<QueueDoc>(txn, scope, QUEUE_KIND, QUEUE_ID)?
+                .map(|q| micro_items(&q))
+                .unwrap_or_default(),
+        ),
+    };
+    let proposals = match (&input.proposals, input.proposals_unreadable) {
+        (_, true) => None,
+        (Some(items), false) => Some(items.clone()),
+        (None, false) => Some(proposal_items(&props)),
+    };
+    Ok(TickSources { state, micro, proposals, props: prop_facts(&props) })
+}
+
+/// Refuses a tick whose state would not fit the file import and the mirror read, or one event.
+fn check_tick_size(state: &Map<String, Value>, result: &Map<String, Value>) -> Result<()> {
+    let file = render_alert_state(state)?.len();
+    let max = ALERT_STATE_FILE_BYTES_MAX;
+    if file > max {
+        let why = format!(
+            "would leave a {file}-byte alert-state.json, more than the {max} bytes import and \
+             the mirror read; the tick was not applied"
+        );
+        return Err(Error::bad("the tick", why));
+    }
+    let bytes = Value::Object(state.clone()).to_string().len()
+        + Value::Object(result.clone()).to_string().len();
+    if bytes > TICK_BYTES_MAX {
+        let why = format!(
+            "would take {bytes} bytes of alert state and result, more than the {TICK_BYTES_MAX} \
+             one event holds; the tick was not applied"
+        );
+        return Err(Error::bad("the tick", why));
+    }
+    Ok(())
+}
