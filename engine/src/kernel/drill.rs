@@ -36,17 +36,21 @@ pub enum Drill {
     /// `export-no-dir-fsync`: a legacy file replace returns without the directory fsync after
     /// its rename (caught by the export crash simulator as a write that returned and was lost).
     ExportNoDirFsync,
+    /// `mirror-blind-write`: the mirror writes a file back without checking that it still holds
+    /// the bytes the call saw (caught by the mirror race test as an outside change lost).
+    MirrorBlindWrite,
 }
 
 impl Drill {
     /// Every drill with its name in [`DRILL_ENV`].
-    pub const ALL: [(Drill, &'static str); 6] = [
+    pub const ALL: [(Drill, &'static str); 7] = [
         (Drill::AckBeforeCommit, "ack-before-commit"),
         (Drill::CasSeparateRead, "cas-separate-read"),
         (Drill::DurabilityNone, "durability-none"),
         (Drill::NaivePathJoin, "naive-path-join"),
         (Drill::NonAtomicCreate, "non-atomic-create"),
         (Drill::ExportNoDirFsync, "export-no-dir-fsync"),
+        (Drill::MirrorBlindWrite, "mirror-blind-write"),
     ];
 }
 

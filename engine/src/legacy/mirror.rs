@@ -34,6 +34,11 @@ pub(crate) const MIRROR_DIR: &str = ".hookstate-mirror";
 const LOCK_FILE: &str = "lock";
 /// The baselines' directory under [`MIRROR_DIR`].
 const BASE_DIR: &str = "base";
+/// Baselines kept before the current one: how many mirror writes a lock-less writer's read may
+/// lag and still be recognised.
+pub(crate) const BASE_HISTORY_MAX: usize = 8;
+/// The suffix of an older baseline: `<name>.hookstate-prev-<n>`, 1 the newest.
+const HISTORY_SUFFIX: &str = ".hookstate-prev-";
 /// Components of a layout file's path below the mirror directory (`<project>/.feedback/<id>`).
 pub(crate) const PATH_DEPTH_MAX: usize = 4;
 
@@ -79,6 +84,10 @@ pub(crate) struct Change {
     pub(crate) path: RelPath,
     /// What the mirror last wrote or adopted; `None` when it never saw the file.
     pub(crate) base: Option<Vec<u8>>,
+    /// The baselines before `base`, newest first (at most [`BASE_HISTORY_MAX`]): a lock-less
+    /// writer that read the file some writes ago wrote back one of these plus its own change, so
+    /// a layout can find the version it read.
+    pub(crate) history: Vec<Vec<u8>>,
     /// What the file holds now (empty when `removed`).
     pub(crate) now: Vec<u8>,
     /// The file is gone since the baseline (handed over only for [`Layout::removable`] files).
@@ -204,16 +213,22 @@ fn adopt(
     let mut changes: Vec<Vec<Change>> = vec![Vec::new(); layouts.len()];
     for file in seen {
         let (path, base) = (file.path.clone(), file.base.clone());
+        let layout = layouts[file.layout];
         let Some(now) = &file.now else {
             // A deleted file is rewritten, not adopted as a deletion, unless its absence is a
             // state the layout adopts.
-            if base.is_some() && layouts[file.layout].removable(&path) {
-                changes[file.layout].push(Change { path, base, now: Vec::new(), removed: true });
+            if base.is_some() && layout.removable(&path) {
+                let removed =
+                    Change { path, base, history: Vec::new(), now: Vec::new(), removed: true };
+                changes[file.layout].push(removed);
             }
             continue;
         };
         if base.as_ref() != Some(now) {
-            changes[file.layout].push(Change { path, base, now: now.clone(), removed: false });
+            let max = layout.max_bytes(&path);
+            let history = read_history(meta, layout.name(), &path, max)?;
+            let change = Change { path, base, history, now: now.clone(), removed: false };
+            changes[file.layout].push(change);
         }
     }
     if changes.iter().all(Vec::is_empty) {
@@ -287,7 +302,12 @@ fn write_back(
             }
             let expected = if quarantined { None } else { saw };
             let max = layout.max_bytes(&path);
-            if read_at(root, &path, max).ok().flatten().as_deref() != expected {
+            // The planted bug: write over whatever the file holds now.
+            #[cfg(feature = "bugdrill")]
+            let blind = crate::kernel::drill::is(crate::kernel::drill::Drill::MirrorBlindWrite);
+            #[cfg(not(feature = "bugdrill"))]
+            let blind = false;
+            if !blind && read_at(root, &path, max).ok().flatten().as_deref() != expected {
                 // Changed during the call: kept, and adopted by the next call.
                 report.kept.push(path.display());
                 continue;
@@ -373,13 +393,36 @@ fn read_base(meta: &Root, layout: &str, path: &RelPath, max: usize) -> Result<Op
     Ok(read_at(meta, &base_path(layout, path)?, max).ok().flatten())
 }
 
-/// Writes a baseline without syncing it: a baseline lost in a power cut leaves an older one, and
-/// the next call then merges a file that equals the store, which adopts nothing. Layouts read an
-/// unparseable baseline as none.
+/// The baselines before the current one, newest first; an unreadable one ends the list.
+fn read_history(meta: &Root, layout: &str, path: &RelPath, max: usize) -> Result<Vec<Vec<u8>>> {
+    let base = base_path(layout, path)?;
+    let Some(dir) = parent_of(meta, &base, false)? else { return Ok(Vec::new()) };
+    let mut history = Vec::new();
+    for n in 1..=BASE_HISTORY_MAX {
+        match dir.read(&format!("{}{HISTORY_SUFFIX}{n}", base.name()), max) {
+            Ok(Some(bytes)) => history.push(bytes),
+            _ => break,
+        }
+    }
+    Ok(history)
+}
+
+/// Writes a baseline without syncing it, the one before it moving into the history: a baseline
+/// lost in a power cut leaves an older one, and the next call then merges a file that equals the
+/// store, which adopts nothing. Layouts read an unparseable baseline as none.
 fn write_base(meta: &Root, layout: &str, path: &RelPath, bytes: &[u8]) -> Result<()> {
     let base = base_path(layout, path)?;
     let dir = parent_of(meta, &base, true)?.ok_or_else(|| missing(meta.path(), base.name()))?;
-    dir.write_unsynced(base.name(), bytes)
+    let name = base.name();
+    let older = |n: usize| format!("{name}{HISTORY_SUFFIX}{n}");
+    if dir.read(name, bytes.len().saturating_add(1)).ok().flatten().as_deref() == Some(bytes) {
+        return Ok(());
+    }
+    for n in (1..BASE_HISTORY_MAX).rev() {
+        dir.rename_unsynced(&older(n), &older(n + 1))?;
+    }
+    dir.rename_unsynced(name, &older(1))?;
+    dir.write_unsynced(name, bytes)
 }
 
 /// Removes a baseline (the file it stood for is gone, and its absence adopted).

@@ -217,6 +217,17 @@ impl Root {
         written
     }
 
+    /// Renames the file `name` to `to` inside this directory, replacing `to`, without syncing;
+    /// an absent `name` is fine (nothing to move).
+    pub(crate) fn rename_unsynced(&self, name: &str, to: &str) -> Result<()> {
+        check_name(name)?;
+        check_name(to)?;
+        match rustix::fs::renameat(&self.dir, name, &self.dir, to) {
+            Ok(()) | Err(Errno::NOENT) => Ok(()),
+            Err(other) => Err(io_err("rename", &self.path.join(to), other)),
+        }
+    }
+
     /// Renames the file `name` to `to` inside this directory, never replacing an existing `to`
     /// (a quarantine keeps every corrupt copy), then makes the rename durable.
     pub(crate) fn rename_new(&self, name: &str, to: &str) -> Result<()> {
