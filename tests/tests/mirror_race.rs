@@ -1,4 +1,5 @@
-//! The mirror under a lock-less legacy writer, for every layout: a seeded interleaving of
+//! The mirror under a lock-less legacy writer, for every layout (loopd, observer, and the hermit
+//! state directory's three): a seeded interleaving of
 //! mirrored calls with a writer that reads a layout's file, waits, and writes it back with its
 //! own change (a stale read, then a write), before, during or after a call. At the end, after
 //! one more mirrored call, no change hookstate acknowledged and no change the legacy writer made
@@ -61,7 +62,7 @@ fn race(case: &mut dyn Case, seed: u64) {
     let mut stale: Option<Option<Vec<u8>>> = None;
     for _ in 0..rounds() {
         now_ms += 1 + rng.next() % 1000;
-        if stale.is_none() && rng.next() % 2 == 0 {
+        if stale.is_none() && rng.next().is_multiple_of(2) {
             stale = Some(case.read(&dir));
         }
         let when = match rng.next() % 4 {
@@ -120,6 +121,11 @@ fn race(case: &mut dyn Case, seed: u64) {
     assert!(lost.is_empty(), "{name} seed {seed} lost: {lost:?}");
 }
 
+/// A seeded index below `len` (0 when `len` is 0).
+fn index(rng: &mut Rng, len: usize) -> usize {
+    usize::try_from(rng.next() % (len.max(1) as u64)).unwrap_or(0)
+}
+
 fn read_file(path: PathBuf) -> Option<Vec<u8>> {
     std::fs::read(path).ok()
 }
@@ -164,7 +170,7 @@ impl Case for Loopd {
     fn mutate(&mut self, engine: &Engine, now_ms: u64, rng: &mut Rng) -> Result<Outcome> {
         let call = self.call(now_ms);
         self.counter += 1;
-        if rng.next() % 3 == 0 {
+        if rng.next().is_multiple_of(3) {
             let session = format!("pm-{}", self.counter);
             let out = engine.signals().register_pm(&call, &self.bundle, &session)?;
             self.pm = Some(session);
@@ -254,11 +260,11 @@ impl Case for Observer {
     fn mutate(&mut self, engine: &Engine, now_ms: u64, rng: &mut Rng) -> Result<Outcome> {
         let call = self.call(now_ms);
         self.counter += 1;
-        if rng.next() % 4 == 0 && self.turns < OBSERVER_TURNS_MAX {
+        if rng.next().is_multiple_of(4) && self.turns < OBSERVER_TURNS_MAX {
             self.turns += 1;
             return engine.observer().turn(&call, None);
         }
-        if self.rows.len() >= OBSERVER_ROWS_MAX || rng.next() % 3 != 0 {
+        if self.rows.len() >= OBSERVER_ROWS_MAX || !rng.next().is_multiple_of(3) {
             return engine.observer().turn(&call, Some("sub"));
         }
         let text = format!("hs-{}", self.counter);
@@ -289,7 +295,7 @@ impl Case for Observer {
                 text: text.clone(),
             });
             self.rows.push(text);
-            if rng.next() % 3 == 0 && self.turns < OBSERVER_TURNS_MAX {
+            if rng.next().is_multiple_of(3) && self.turns < OBSERVER_TURNS_MAX {
                 state.turn += 1;
                 self.turns += 1;
             }
@@ -335,5 +341,190 @@ fn observer_mirror_loses_nothing_to_a_stale_legacy_writer() {
     for seed in 1..=3 {
         let mut case = Observer { rows: Vec::new(), delivered: Vec::new(), turns: 0, counter: 0 };
         race(&mut case, seed);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// hermit: hookstate queues, resolves and nudges micro-proposals and ticks the alert ladder over
+// the whole state directory; the legacy writer is `proposal.ts` without a lock: it reads the
+// queue, then writes that read back with its own queued entry (or without an entry it
+// resolved), and appends its ledger line to the ledger as it is then.
+
+/// The legacy writer's ids: another date than hookstate's, as two writers' ids never collide once
+/// the mirror adopted their ledger lines.
+const HERMIT_LEGACY_DATE: &str = "19990101";
+
+struct Hermit {
+    /// The state directory the scope names (its `config.json` dates hookstate's ids).
+    home: tempfile::TempDir,
+    /// Ids hookstate queued (acknowledged).
+    acked: std::collections::BTreeSet<String>,
+    /// Ids the legacy writer queued.
+    outside: std::collections::BTreeSet<String>,
+    /// Ids resolved, by either side.
+    resolved: std::collections::BTreeSet<String>,
+    /// The ledger lines the legacy writer appended.
+    lines: Vec<String>,
+    counter: u64,
+}
+
+impl Hermit {
+    fn new() -> Hermit {
+        let home = tempfile::tempdir().unwrap();
+        std::fs::write(home.path().join("config.json"), "{\"timezone\":\"UTC\"}\n").unwrap();
+        Hermit {
+            home,
+            acked: Default::default(),
+            outside: Default::default(),
+            resolved: Default::default(),
+            lines: Vec::new(),
+            counter: 0,
+        }
+    }
+
+    fn scope(&self) -> String {
+        hookstate_engine::schema::hermit::scope_of(self.home.path().to_str().unwrap())
+    }
+
+    fn pending(engine: &Engine, scope: &str) -> Vec<String> {
+        let queue = engine.proposals().pending(scope).unwrap().pending;
+        queue.iter().map(|e| e["id"].as_str().unwrap_or_default().to_owned()).collect()
+    }
+
+    fn ledger_line(kind: &str, id: &str, extra: &str) -> String {
+        format!(
+            "{{\"ts\":\"1999-01-01T00:00:00Z\",\"type\":\"{kind}\",\"micro_id\":\"{id}\",{extra}\
+             \"question\":\"legacy {id}\"}}"
+        )
+    }
+}
+
+impl Case for Hermit {
+    fn name(&self) -> &'static str {
+        "hermit"
+    }
+    fn layout(&self) -> Layout {
+        Layout::Hermit
+    }
+    fn call(&self, now_ms: u64) -> Call {
+        Call { scope: self.scope(), actor: Actor::default(), idem_key: None, now_ms }
+    }
+    fn mutate(&mut self, engine: &Engine, now_ms: u64, rng: &mut Rng) -> Result<Outcome> {
+        let call = self.call(now_ms);
+        self.counter += 1;
+        let pending = Hermit::pending(engine, &call.scope);
+        let pick = |rng: &mut Rng| pending.get(index(rng, pending.len())).cloned();
+        match rng.next() % 5 {
+            0 | 1 => {
+                let payload = format!("{{\"question\":\"hookstate {}?\"}}", self.counter);
+                let input = hookstate_engine::parse_micro_input(&payload)?;
+                let out = engine.proposals().queue_micro(&call, &input)?;
+                let id = out.result["id"].as_str().unwrap_or_default().to_owned();
+                if out.refusal.is_none() {
+                    self.acked.insert(id);
+                }
+                Ok(out)
+            }
+            2 if !pending.is_empty() => {
+                let id = pick(rng).unwrap_or_default();
+                let input = hookstate_engine::ResolveInput {
+                    id: id.clone(),
+                    action: "approved".into(),
+                    answer: None,
+                    channel: None,
+                };
+                let out = engine.proposals().micro_resolve(&call, &input)?;
+                if out.refusal.is_none() {
+                    self.resolved.insert(id);
+                }
+                Ok(out)
+            }
+            3 if !pending.is_empty() => {
+                engine.proposals().micro_nudge(&call, &pick(rng).unwrap_or_default())
+            }
+            _ => {
+                let input = hookstate_engine::parse_tick_input("{\"firing\":[]}").unwrap();
+                engine.alerts().tick(&call, &input)
+            }
+        }
+    }
+    fn read(&self, dir: &Path) -> Option<Vec<u8>> {
+        read_file(dir.join("state/micro-proposals.json"))
+    }
+    fn write(&mut self, dir: &Path, read: Option<&[u8]>, _: u64, rng: &mut Rng) {
+        let mut queue: serde_json::Value = read
+            .and_then(|b| serde_json::from_slice(b).ok())
+            .unwrap_or_else(|| serde_json::json!({ "pending": [] }));
+        let entries = queue["pending"].as_array_mut().unwrap();
+        self.counter += 1;
+        let line = if rng.next().is_multiple_of(3) && !entries.is_empty() {
+            // `micro resolve`: the entry leaves the queue it read, the ledger gets its line.
+            let entry = entries.remove(index(rng, entries.len()));
+            let id = entry["id"].as_str().unwrap().to_owned();
+            self.resolved.insert(id.clone());
+            Hermit::ledger_line("micro-resolved", &id, "\"action\":\"rejected\",")
+        } else {
+            // `queue-micro`: its entry joins the queue it read.
+            let id = format!("MP-{HERMIT_LEGACY_DATE}-{}", self.counter);
+            entries.push(serde_json::json!({
+                "id": id, "tier": 1, "status": "pending", "follow_up_count": 0,
+                "ts": "1999-01-01T00:00:00Z", "question": format!("legacy {id}"),
+            }));
+            self.outside.insert(id.clone());
+            Hermit::ledger_line("micro-queued", &id, "\"tier\":1,")
+        };
+        let state = dir.join("state");
+        std::fs::create_dir_all(&state).unwrap();
+        let text = serde_json::to_string_pretty(&queue).unwrap() + "\n";
+        std::fs::write(state.join("micro-proposals.json"), text).unwrap();
+        // `appendJsonlLine`: the line goes after whatever the ledger holds now.
+        let mut ledger = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(state.join("proposal-metrics.jsonl"))
+            .unwrap();
+        std::io::Write::write_all(&mut ledger, format!("{line}\n").as_bytes()).unwrap();
+        self.lines.push(line);
+    }
+    fn lost(&self, engine: &Engine, dir: &Path) -> Vec<String> {
+        let scope = self.scope();
+        let store: std::collections::BTreeSet<String> =
+            Hermit::pending(engine, &scope).into_iter().collect();
+        let file: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join("state/micro-proposals.json")).unwrap())
+                .unwrap();
+        let in_file: std::collections::BTreeSet<String> = file["pending"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["id"].as_str().unwrap().to_owned())
+            .collect();
+        let mut lost = Vec::new();
+        for id in self.acked.iter().chain(&self.outside).filter(|id| !self.resolved.contains(*id)) {
+            if !store.contains(id) || !in_file.contains(id) {
+                let whose = if self.acked.contains(id) { "acknowledged" } else { "outside" };
+                lost.push(format!("the {whose} entry {id}"));
+            }
+        }
+        for id in self.resolved.iter().filter(|id| store.contains(*id) || in_file.contains(*id)) {
+            lost.push(format!("the resolve of {id} (the entry came back)"));
+        }
+        let ledger = engine.proposals().ledger(&scope).unwrap();
+        for line in self.lines.iter().filter(|l| !ledger.contains(l)) {
+            lost.push(format!("the outside ledger line {line}"));
+        }
+        let file_ledger =
+            std::fs::read_to_string(dir.join("state/proposal-metrics.jsonl")).unwrap();
+        if file_ledger.lines().collect::<Vec<_>>() != ledger {
+            lost.push("the ledger file does not hold the store's ledger".into());
+        }
+        lost
+    }
+}
+
+#[test]
+fn hermit_mirror_loses_nothing_to_a_stale_proposal_ts() {
+    for seed in 1..=3 {
+        race(&mut Hermit::new(), seed);
     }
 }
