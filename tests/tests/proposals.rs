@@ -462,10 +462,10 @@ fn hazard_interleaved_enqueues_lose_an_entry_naively_but_not_here() {
     assert_eq!(queue.entries.len(), 4, "both entries kept beside the fixture's two");
 }
 
-/// The end of a mirrored proposals call writes each file only over the bytes the call adopted:
+/// The end of a mirrored proposals call writes each file only over the bytes the call saw:
 /// what an unmigrated `proposal.ts` writes during the call (the queue, a ledger line, a PROP
-/// file, the index) is kept as written, and the next mirrored call adopts it (the queue file
-/// replaces the queue, as if that write had come after this call's; the ledger loses no line).
+/// file, the index) is kept as written, and the next mirrored call adopts it (the queue merged
+/// per entry, so its entry joins the call's; the ledger loses no line).
 #[test]
 fn a_mirror_never_overwrites_proposals_files_changed_during_the_call() {
     let h = hermit(Some("hermit"));
