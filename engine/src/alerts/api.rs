@@ -13,13 +13,13 @@ use hookstate_schema::heartbeat::{FileDoc, HeartbeatEvent, NextTaskRevDoc};
 use hookstate_schema::proposals::{PropDoc, QueueDoc, PROP_KIND, QUEUE_ID, QUEUE_KIND};
 use hookstate_schema::{validate_scope, Body};
 use serde::Serialize;
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 use super::config::{scope_config, state_dir};
 use super::heartbeat::{alerts_of, check_field, check_setup, check_size, decide_ack};
+use super::heartbeat::{answer, removed, token_of, written, NextTaskView, Nothing, ALERT_FILES};
 use super::heartbeat::{decide_check, decide_commit, decide_mark, decide_record, done, event};
 use super::heartbeat::{refusal, STATE_FILES};
-use super::heartbeat::{removed, token_of, verdict, written, NextTaskView, ALERT_FILES};
 use super::heartbeat::{BUDGET_FILE, FILE_KIND, INJECTION_FILE, LIVENESS_FILE, MONITOR_FILE};
 use super::heartbeat::{NEXT_TASK_FILE, REV_ID, REV_KIND, RUNTIME_FIELDS_MAX, RUNTIME_FILE};
 use super::heartbeat_rules::{self as rules, BudgetInput, Layout, MonitorSetup};
@@ -172,6 +172,49 @@ pub fn tick_line(outcome: &Outcome) -> String {
         }
     }
     Value::Object(line).to_string()
+}
+
+/// A reap's result: the keys it removed.
+#[derive(Serialize)]
+struct Reaped<'a> {
+    reaped: &'a [String],
+}
+
+/// A stop's result.
+#[derive(Serialize)]
+struct Stopped {
+    stopped: bool,
+}
+
+/// A peek's result: its stamp.
+#[derive(Serialize)]
+struct Peeked<'a> {
+    last_peek_at: &'a str,
+}
+
+/// An injection record's result.
+#[derive(Serialize)]
+struct Announced<'a> {
+    hash: &'a str,
+    announced_at: &'a str,
+}
+
+/// A runtime set's result: the whole runtime record after it.
+#[derive(Serialize)]
+struct RuntimeSet<'a> {
+    runtime: &'a Map<String, Value>,
+}
+
+/// A queued next task's result: its size.
+#[derive(Serialize)]
+struct Queued {
+    bytes: usize,
+}
+
+/// A consumed next task's result: its text.
+#[derive(Serialize)]
+struct Consumed<'a> {
+    text: &'a str,
 }
 
 /// `monitor status`: upstream's `heartbeatHealth`.
@@ -335,7 +378,7 @@ impl Alerts<'_> {
                 .map(|k| event(HeartbeatEvent::BudgetReaped { key: k.clone() }))
                 .collect();
             let line = format!("OK|reaped={}", stale.len());
-            Ok(done(events, verdict(line, json!({ "reaped": stale }))))
+            Ok(done(events, answer(&line, Reaped { reaped: &stale })))
         })
     }
 
@@ -418,7 +461,7 @@ impl Alerts<'_> {
             if read_file(txn, &call.scope, LIVENESS_FILE)?.is_some() {
                 events.push(removed(LIVENESS_FILE, "monitor stop"));
             }
-            Ok(done(events, verdict("OK|stopped".into(), json!({ "stopped": true }))))
+            Ok(done(events, answer("OK|stopped", Stopped { stopped: true })))
         })
     }
 
@@ -478,7 +521,8 @@ impl Alerts<'_> {
         let text = rules::render_object(&map, Layout::Compact);
         self.heartbeat_write(call, |_| {
             let events = vec![written(LIVENESS_FILE, text.clone(), "liveness peek")];
-            Ok(done(events, verdict(format!("OK|peek|{stamp}"), json!({ "last_peek_at": stamp }))))
+            let result = Peeked { last_peek_at: &stamp };
+            Ok(done(events, answer(&format!("OK|peek|{stamp}"), result)))
         })
     }
 
@@ -505,8 +549,8 @@ impl Alerts<'_> {
                 .map_or(Layout::Compact, |t| rules::layout_of(&t));
             let text = rules::render_object(&map, layout);
             let events = vec![written(INJECTION_FILE, text, "injection record")];
-            let extra = json!({ "hash": hash, "announced_at": stamp });
-            Ok(done(events, verdict(format!("OK|recorded|{hash}"), extra)))
+            let result = Announced { hash, announced_at: &stamp };
+            Ok(done(events, answer(&format!("OK|recorded|{hash}"), result)))
         })
     }
 
@@ -561,9 +605,9 @@ impl Alerts<'_> {
             runtime.insert("updated_at".into(), updated_at.clone().into());
             let text = rules::render_object(&runtime, Layout::Pretty);
             check_size(RUNTIME_FILE, &text)?;
-            let extra = json!({ "runtime": runtime });
+            let result = RuntimeSet { runtime: &runtime };
             let events = vec![written(RUNTIME_FILE, text, "runtime set")];
-            Ok(done(events, verdict("OK|runtime".into(), extra)))
+            Ok(done(events, answer("OK|runtime", result)))
         })
     }
 
@@ -585,11 +629,11 @@ impl Alerts<'_> {
         self.heartbeat_write(call, |txn| {
             if !replace && read_file(txn, &call.scope, NEXT_TASK_FILE)?.is_some() {
                 let message = "sessions/NEXT-TASK.md is already queued".to_owned();
-                let line = "ERROR|next-task-exists".to_owned();
-                return Ok(refusal("next_task_exists", message, line, Value::Null));
+                let line = "ERROR|next-task-exists";
+                return Ok(refusal("next_task_exists", message, line, Nothing {}));
             }
             let events = vec![written(NEXT_TASK_FILE, text.to_owned(), "next-task queue")];
-            Ok(done(events, verdict("OK|queued".into(), json!({ "bytes": text.len() }))))
+            Ok(done(events, answer("OK|queued", Queued { bytes: text.len() })))
         })
     }
 
@@ -601,11 +645,10 @@ impl Alerts<'_> {
         self.heartbeat_write(call, |txn| {
             let Some(text) = read_file(txn, &call.scope, NEXT_TASK_FILE)? else {
                 let message = "no next task is queued".to_owned();
-                let line = "NONE|no-queue".to_owned();
-                return Ok(refusal("queue_missing", message, line, Value::Null));
+                return Ok(refusal("queue_missing", message, "NONE|no-queue", Nothing {}));
             };
             let events = vec![removed(NEXT_TASK_FILE, "next-task consume")];
-            Ok(done(events, verdict("OK|consumed".into(), json!({ "text": text }))))
+            Ok(done(events, answer("OK|consumed", Consumed { text: &text })))
         })
     }
 

@@ -10,7 +10,8 @@
 
 use hookstate_schema::heartbeat::HeartbeatEvent;
 use hookstate_schema::Body;
-use serde_json::{json, Map, Value};
+use serde::Serialize;
+use serde_json::{Map, Value};
 
 use super::heartbeat_rules as rules;
 use crate::kernel::call::{fields, Plan, Refusal};
@@ -84,6 +85,79 @@ pub(crate) fn removed(file: &str, why: &str) -> Body {
     event(HeartbeatEvent::FileRemoved { file: file.into(), why: why.into() })
 }
 
+/// A verb's typed result with its upstream verdict line first.
+#[derive(Serialize)]
+struct Verdict<'a, T: Serialize> {
+    verdict: &'a str,
+    #[serde(flatten)]
+    result: T,
+}
+
+/// The result fields of a verb: its verdict line, then the fields of `result`.
+pub(crate) fn answer<T: Serialize>(line: &str, result: T) -> Map<String, Value> {
+    serde_json::to_value(Verdict { verdict: line, result }).map(fields).unwrap_or_default()
+}
+
+/// A result of no fields but its verdict.
+#[derive(Serialize)]
+pub(crate) struct Nothing {}
+
+/// The fields of a result that names one alert key.
+#[derive(Serialize)]
+struct Key<'a> {
+    key: &'a str,
+}
+
+/// A budget record: the key, whether it was created, its `notified`, the keys reaped.
+#[derive(Serialize)]
+struct Recorded<'a> {
+    key: &'a str,
+    created: bool,
+    notified: Value,
+    reaped: &'a [String],
+}
+
+/// A mark: the key, marked.
+#[derive(Serialize)]
+struct Marked<'a> {
+    key: &'a str,
+    marked: bool,
+}
+
+/// A start-check that found the monitor fresh.
+#[derive(Serialize)]
+struct Fresh<'a> {
+    fresh: bool,
+    reason: &'a str,
+    interval: u64,
+}
+
+/// A start-check that re-arms: its lines.
+#[derive(Serialize)]
+struct Rearm<'a> {
+    fresh: bool,
+    reason: &'a str,
+    interval: u64,
+    command: &'a str,
+    lines: &'a [String],
+}
+
+/// A start-commit.
+#[derive(Serialize)]
+struct Committed<'a> {
+    live: bool,
+    started_at: &'a str,
+    interval: u64,
+}
+
+/// An ack, parked or not (and why not).
+#[derive(Serialize)]
+struct Parked<'a> {
+    parked: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<&'a str>,
+}
+
 pub(crate) fn verdict(line: String, extra: Value) -> Map<String, Value> {
     let mut out = Map::new();
     out.insert("verdict".into(), Value::String(line));
@@ -92,8 +166,13 @@ pub(crate) fn verdict(line: String, extra: Value) -> Map<String, Value> {
 }
 
 /// A refusal whose verdict line upstream prints with exit 0.
-pub(crate) fn refusal(reason: &'static str, message: String, line: String, extra: Value) -> Plan {
-    let details = Value::Object(verdict(line, extra));
+pub(crate) fn refusal<T: Serialize>(
+    reason: &'static str,
+    message: String,
+    line: &str,
+    extra: T,
+) -> Plan {
+    let details = Value::Object(answer(line, extra));
     Plan { refusal: Some(Refusal::new(reason, message, details).verdict_ok()), ..Plan::default() }
 }
 
@@ -153,8 +232,8 @@ pub(crate) fn decide_record(
     let notified =
         alerts.get(&key).and_then(|e| e.get("notified")).cloned().unwrap_or(false.into());
     let line = format!("OK|{}|{key}", if created { "created" } else { "exists" });
-    let extra = json!({ "key": key, "created": created, "notified": notified, "reaped": reaped });
-    Ok(done(events, verdict(line, extra)))
+    let result = Recorded { key: &key, created, notified, reaped: &reaped };
+    Ok(done(events, answer(&line, result)))
 }
 
 /// Decides a mark-notified: only an existing, not yet notified key is marked; the first mark
@@ -165,15 +244,15 @@ pub(crate) fn decide_mark(budget: Option<&Map<String, Value>>, key: &str) -> Pla
     // truthy `notified` of any type is marked already.
     let Some(entry) = alerts.get(key).filter(|e| e.is_object()) else {
         let message = format!("no budget alert {key}");
-        return refusal("not_found", message, "NONE|no-match".into(), json!({ "key": key }));
+        return refusal("not_found", message, "NONE|no-match", Key { key });
     };
     if entry.get("notified").is_some_and(rules::truthy) {
         let message = format!("budget alert {key} was already marked notified");
         let line = format!("NOOP|already-notified|{key}");
-        return refusal("already_notified", message, line, json!({ "key": key }));
+        return refusal("already_notified", message, &line, Key { key });
     }
     let events = vec![event(HeartbeatEvent::BudgetNotified { key: key.into() })];
-    done(events, verdict(format!("OK|notified|{key}"), json!({ "key": key, "marked": true })))
+    done(events, answer(&format!("OK|notified|{key}"), Marked { key, marked: true }))
 }
 
 fn monitor_lines(
@@ -207,8 +286,8 @@ pub(crate) fn decide_check(
     let (healthy, reason) = rules::monitor_health(runtime, liveness, setup, now_ms);
     let interval = setup.interval_s;
     if healthy && reason != "disabled" {
-        let extra = json!({ "fresh": true, "reason": reason, "interval": interval });
-        return done(Vec::new(), verdict(format!("FRESH|interval={interval}"), extra));
+        let result = Fresh { fresh: true, reason: &reason, interval };
+        return done(Vec::new(), answer(&format!("FRESH|interval={interval}"), result));
     }
     let lines = monitor_lines(runtime, &reason, setup);
     let mut next = runtime.cloned().unwrap_or_default();
@@ -219,11 +298,9 @@ pub(crate) fn decide_check(
     }
     let text = rules::render_object(&next, Layout::Pretty);
     events.push(written(MONITOR_FILE, text, "monitor start-check"));
-    let extra = json!({
-        "fresh": false, "reason": reason, "interval": interval, "command": setup.command,
-        "lines": lines,
-    });
-    done(events, verdict(lines.join("\n"), extra))
+    let command = setup.command.as_str();
+    let result = Rearm { fresh: false, reason: &reason, interval, command, lines: &lines };
+    done(events, answer(&lines.join("\n"), result))
 }
 
 /// Decides a start-commit: overwrite the runtime record with the registration; `started_at` is
@@ -256,8 +333,8 @@ pub(crate) fn decide_commit(
     } else {
         "DEAD|liveness-absent".to_owned()
     };
-    let extra = json!({ "live": live, "started_at": started, "interval": setup.interval_s });
-    done(events, verdict(line, extra))
+    let result = Committed { live, started_at: &started, interval: setup.interval_s };
+    done(events, answer(&line, result))
 }
 
 /// The document a next-task ack or token reads: runtime, whether the queue exists, its text.
@@ -280,9 +357,10 @@ pub(crate) fn token_of(
 }
 
 fn not_parked(reason: &'static str) -> Plan {
-    let line = json!({ "parked": false, "reason": reason }).to_string();
+    let parked = Parked { parked: false, reason: Some(reason) };
+    let line = serde_json::to_string(&parked).unwrap_or_default();
     let message = format!("not parked: {reason}");
-    refusal(reason_code(reason), message, line, json!({ "parked": false, "reason": reason }))
+    refusal(reason_code(reason), message, &line, parked)
 }
 
 fn reason_code(reason: &str) -> &'static str {
@@ -308,8 +386,9 @@ pub(crate) fn decide_ack(
         Ok(_) => {
             let (waiting_since, updated_at) = stamps;
             let body = HeartbeatEvent::NextTaskParked { waiting_since, updated_at };
-            let line = json!({ "parked": true }).to_string();
-            done(vec![event(body)], verdict(line, json!({ "parked": true })))
+            let parked = Parked { parked: true, reason: None };
+            let line = serde_json::to_string(&parked).unwrap_or_default();
+            done(vec![event(body)], answer(&line, parked))
         }
     }
 }

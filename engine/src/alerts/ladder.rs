@@ -11,6 +11,7 @@
 use std::collections::HashSet;
 
 use hookstate_schema::proposals::{frontmatter, PropDoc, QueueDoc};
+use serde::Serialize;
 use serde_json::{json, Map, Value};
 
 use super::heartbeat_rules::{check_time, truthy};
@@ -564,14 +565,28 @@ pub(crate) fn decide_tick(
     state.insert("last_clean_eval_at".into(), clean_eval);
     state.insert("last_digest_date".into(), out.last_digest_date);
     state.insert("structured_read_failure_notified_date".into(), failure_date);
-    let result = json!({
-        "appended": 0,
-        "notifications": out.notifications,
-        "self_eval_proposals": proposals_due,
-        "heartbeat_result": result_kind,
-        "monitoring_lines": out.monitoring_lines,
-    });
-    (state, fields(result))
+    let result = TickResult {
+        appended: 0,
+        notifications: &out.notifications,
+        self_eval_proposals: &proposals_due,
+        heartbeat_result: result_kind,
+        reason: None,
+        monitoring_lines: &out.monitoring_lines,
+    };
+    (state, serde_json::to_value(result).map(fields).unwrap_or_default())
+}
+
+/// Upstream's `alert-update` line: what a tick appended (always 0: the caller appends the
+/// monitoring lines), notified, proposed and concluded.
+#[derive(Serialize)]
+struct TickResult<'a> {
+    appended: u64,
+    notifications: &'a [String],
+    self_eval_proposals: &'a [Value],
+    heartbeat_result: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<&'a str>,
+    monitoring_lines: &'a [String],
 }
 
 /// The previous alerts without doctor residue, split into those this tick classifies and those
@@ -653,17 +668,19 @@ fn read_failure_date(
 /// Upstream's INDETERMINATE line for a rejected payload: nothing was written.
 #[must_use]
 pub fn indeterminate(reason: &str, clock: &TickClock) -> Value {
-    json!({
-        "appended": 0,
-        "notifications": [],
-        "self_eval_proposals": [],
-        "heartbeat_result": "INDETERMINATE",
-        "reason": reason,
-        "monitoring_lines": [format!(
-            "[{}] Heartbeat: evaluation indeterminate ({reason}) — state untouched.",
-            clock.hhmm
-        )],
-    })
+    let line = format!(
+        "[{}] Heartbeat: evaluation indeterminate ({reason}) — state untouched.",
+        clock.hhmm
+    );
+    let result = TickResult {
+        appended: 0,
+        notifications: &[],
+        self_eval_proposals: &[],
+        heartbeat_result: "INDETERMINATE",
+        reason: Some(reason),
+        monitoring_lines: &[line],
+    };
+    serde_json::to_value(result).unwrap_or(Value::Null)
 }
 
 /// Parses `state/alert-state.json` as upstream's reader does: anything but one JSON object is
