@@ -3,6 +3,7 @@
 //!
 //! No IO, no clock (time comes in as UTC ms), no redb.
 
+use hookstate_schema::proposals::frontmatter;
 use serde_json::{Map, Value};
 
 use crate::kernel::compat::js::{js_number, js_round};
@@ -374,6 +375,39 @@ pub(crate) fn truthy(value: &Value) -> bool {
         Value::String(s) => !s.is_empty(),
         Value::Array(_) | Value::Object(_) => true,
     }
+}
+
+/// A PROP file's frontmatter value as a string: a bare word, or a JSON string decoded.
+pub(crate) fn fm_str(text: &str, key: &str) -> Option<String> {
+    let (lines, _) = frontmatter(text)?;
+    let raw = lines.into_iter().find(|(k, _)| k == key).map(|(_, raw)| raw)?;
+    if raw == "null" {
+        return None;
+    }
+    if raw.starts_with('"') || raw.starts_with('[') {
+        if let Ok(value) = serde_json::from_str::<Value>(&raw) {
+            return value.as_str().map(str::to_owned);
+        }
+    }
+    Some(raw)
+}
+
+/// A counter as JavaScript reads it: any integral number (`40` and `40.0` are one number to
+/// `JSON.parse`); anything else is `None`.
+pub(crate) fn js_int(value: Option<&Value>) -> Option<i64> {
+    const I64_BOUND: f64 = 9_223_372_036_854_775_807.0;
+    let value = value?;
+    if let Some(i) = value.as_i64() {
+        return Some(i);
+    }
+    let x = value.as_f64().filter(|x| x.fract() == 0.0 && x.abs() < I64_BOUND)?;
+    #[expect(clippy::cast_possible_truncation, reason = "integral and within i64")]
+    Some(x as i64)
+}
+
+/// A counter, 0 when it is not an integral number.
+pub(crate) fn num(value: Option<&Value>) -> i64 {
+    js_int(value).unwrap_or(0)
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! `state/alert-state.json` with precheck's tick counter (`tick_input.rs`, `ladder.rs`), and the
 //! heartbeat half (`heartbeat.rs`, `heartbeat_rules.rs`): budget alerts, the monitor's runtime
 //! record, liveness, the injection alert, the next-task ack and runtime fields. The handle is
-//! `engine.alerts()` (`api.rs`, with the settings of `config.rs`), the projection `project.rs`;
+//! `engine.alerts()` (`api.rs`, `monitor.rs`, with the settings of `config.rs`), the projection `project.rs`;
 //! the legacy layouts `hermit-alerts` (`layout_alerts.rs`) and `hermit-heartbeat`
 //! (`layout_heartbeat.rs`) are mirrored by the field merge of `merge.rs`.
 //!
@@ -17,13 +17,12 @@ pub mod ladder;
 pub mod layout_alerts;
 pub mod layout_heartbeat;
 pub(crate) mod merge;
+pub mod monitor;
 pub mod project;
+pub mod self_eval;
 pub mod tick_input;
 
-pub use api::{
-    check_liveness_wait, check_next_task, monitor_setup, tick_line, tick_rejected, Alerts,
-    InjectionRead, LivenessRead, MonitorArgs, MonitorStatus, TickRejected, TokenRead,
-};
+pub use api::{check_next_task, tick_line, tick_rejected, Alerts, TickRejected, TokenRead};
 pub use config::HeartbeatConfig;
 pub use heartbeat::parse_runtime_set;
 pub use heartbeat_rules::{
@@ -31,4 +30,7 @@ pub use heartbeat_rules::{
 };
 pub use layout_alerts::{read_hermit_alerts, AlertFile};
 pub use layout_heartbeat::{read_heartbeat_files, HeartbeatFiles};
+pub use monitor::{
+    check_liveness_wait, monitor_setup, InjectionRead, LivenessRead, MonitorArgs, MonitorStatus,
+};
 pub use tick_input::{parse_tick_input, Rejection, TickInput};

@@ -19,7 +19,7 @@ use hookstate_schema::signals::StoreStyle;
 use serde_json::Value;
 
 use super::micro::{entry_map, entry_str, follow_ups, is_pending};
-use super::props::reachable;
+use super::moves::reachable;
 use crate::legacy::mirror::{merge, Merge};
 
 /// One record the merge left at the store's version, and why.

@@ -1,5 +1,5 @@
 //! The `proposals` domain (claude-code-hermit): the micro-proposal queue (`micro.rs`), PROP
-//! proposals and their index (`props.rs`), the ledger as a projection of the log
+//! proposals and their index (`props.rs`) and status moves (`moves.rs`), the ledger as a projection of the log
 //! (`project.rs`), the handle `engine.proposals()` (`api.rs`), and the legacy layout
 //! `hermit-proposals` with its mirror (`layout.rs`, merged by `merge.rs`).
 //!
@@ -11,10 +11,12 @@ pub mod api;
 pub mod layout;
 pub(crate) mod merge;
 pub mod micro;
+pub mod moves;
 pub mod project;
 pub mod props;
 
 pub use api::{IndexRead, LedgerRead, ListRead, Proposals, QueueRead, ResolveIdRead};
 pub use layout::{read_hermit_files, HermitFiles};
 pub use micro::{parse_micro_input, MicroInput, ResolveInput};
-pub use props::{parse_create, CreateInput, CreateRefused, Move, MoveInput, PatchInput};
+pub use moves::{Move, MoveInput, PatchInput};
+pub use props::{parse_create, CreateInput, CreateRefused};
