@@ -148,7 +148,7 @@ pub(crate) fn prop_doc(file: &str, text: &str) -> PropDoc {
 /// Checks a PROP file name: `PROP-<digits>…​.md`, a plain name.
 ///
 /// # Errors
-/// [`Error::Invalid`].
+/// [`Error::BadInput`], [`Error::BadId`].
 pub fn check_prop_file(file: &str) -> Result<()> {
     let stem = file.strip_suffix(".md").unwrap_or_default();
     if prop_number(stem).is_none() {
