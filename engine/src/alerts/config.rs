@@ -117,7 +117,7 @@ pub(crate) fn read_config(dir: &Path) -> Result<HeartbeatConfig> {
 /// The settings of the directory a hermit scope names.
 ///
 /// # Errors
-/// As [`read_config`], and [`Error::BadInput`] for a scope that is not `hermit:<abs dir>`.
+/// As `read_config`: [`Error::LegacyFile`] for a bad config; and [`Error::BadInput`] for a scope that is not `hermit:<abs dir>`.
 pub fn scope_config(scope: &str) -> Result<HeartbeatConfig> {
     read_config(state_dir(scope)?)
 }

@@ -59,7 +59,7 @@ impl TickClock {
     /// The clock at `now_ms` in `timezone`.
     ///
     /// # Errors
-    /// [`Error::BadTimeZone`] for an unknown zone, [`Error::TimeOutOfRange`] for a time after
+    /// [`crate::Error::BadTimeZone`] for an unknown zone, [`crate::Error::TimeOutOfRange`] for a time after
     /// year 9999.
     pub fn at(now_ms: u64, timezone: &str) -> Result<TickClock> {
         check_time(now_ms)?;

@@ -2,7 +2,7 @@
 //! is quarantined as `alert-state.json.corrupt-<ms>` inside the state directory, as upstream's
 //! tri-state reader does, never read as empty), imported as an event, written back as
 //! `JSON.stringify(state, null, 2) + "\n"` with every key in its order, mode 0600, and mirrored
-//! ([`AlertsLayout`]: merged field by field, alerts per key).
+//! (`AlertsLayout`: merged field by field, alerts per key).
 //!
 //! Does not run the ladder; `ladder.rs` does.
 

@@ -2,7 +2,7 @@
 //! `telemetry-alert.json`, `doctor-alerts.json`, `heartbeat-monitor.runtime.json`,
 //! `heartbeat-liveness.json`, `injection-alert.json`, `runtime.json` and `sessions/NEXT-TASK.md`,
 //! adopted as their exact text and written back byte for byte; and mirrored
-//! ([`HeartbeatLayout`]): a JSON file merged field by field (an alert file's alerts per key),
+//! (`HeartbeatLayout`): a JSON file merged field by field (an alert file's alerts per key),
 //! `NEXT-TASK.md` whole, and a file's removal adopted (session-start consumes the queued task,
 //! start-check clears the liveness record).
 //!

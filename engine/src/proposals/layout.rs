@@ -2,7 +2,7 @@
 //! (2-space JSON with a final newline, entries kept with their own key order, another style
 //! kept), `state/proposal-metrics.jsonl` (compact lines, `ts` first), `proposals/PROP-*.md` and
 //! the derived `state/proposals-index.json`: imported as events, exported byte for byte, and
-//! mirrored ([`ProposalsLayout`]).
+//! mirrored (`ProposalsLayout`).
 //!
 //! The ledger is rendered from the log: every queue or resolve event stands for its ledger line,
 //! so the queue and the ledger can never disagree. The mirror merges the queue per entry, the
