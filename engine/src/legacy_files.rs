@@ -9,7 +9,7 @@ use hookstate_schema::feedback::FileKind;
 
 use crate::alerts::heartbeat_rules as rules;
 use crate::alerts::layout_alerts as hermit_alerts;
-use crate::feedback::check_comment_id;
+use crate::feedback::input::check_comment_id;
 use crate::feedback::layout as moonshine;
 use crate::kernel::error::{Error, Result};
 use crate::legacy::json;
