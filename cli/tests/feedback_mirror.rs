@@ -187,16 +187,26 @@ fn a_live_web_writer_racing_mirrored_calls_loses_nothing() {
             });
         }
     });
-    // One more call adopts what the last writes left.
-    mirrored(&store, &home, &["heartbeat"]).expect(0);
     let calls = calls.into_inner().unwrap();
     let failed: Vec<_> = calls.iter().filter(|(_, code, _)| *code != 0).collect();
+    let (added, gone) = (added.into_inner().unwrap(), gone.into_inner().unwrap());
+    println!(
+        "moonshine live race: mirrored_calls={} failed={} web_comments={} web_dismissals={}",
+        calls.len(),
+        failed.len(),
+        added.len(),
+        gone.len()
+    );
+    // One more call adopts what the last writes left.
+    let last = mirrored(&store, &home, &["heartbeat"]);
     assert!(
         failed.is_empty(),
-        "{} of {} mirrored calls failed: {failed:?}",
+        "{} of {} mirrored calls failed, the first: {:?}",
         failed.len(),
-        calls.len()
+        calls.len(),
+        failed.first()
     );
+    assert_eq!((last.code, last.stderr.as_str()), (0, ""), "{last:?}");
     let list = store.run(&["feedback", "--project", PROJECT, "list"]).expect(0).json();
     let stored: BTreeSet<(String, String)> = list["comments"]
         .as_array()
@@ -205,21 +215,18 @@ fn a_live_web_writer_racing_mirrored_calls_loses_nothing() {
         .map(|c| (c["id"].as_str().unwrap().to_owned(), c["record"]["status"].to_string()))
         .collect();
     let ids: BTreeSet<&str> = stored.iter().map(|(id, _)| id.as_str()).collect();
-    let added = added.into_inner().unwrap();
     let lost: Vec<&String> = added.iter().filter(|id| !ids.contains(id.as_str())).collect();
-    assert!(lost.is_empty(), "new comments lost: {lost:?}");
-    let gone = gone.into_inner().unwrap();
     let undismissed: Vec<&String> = gone
         .iter()
         .filter(|id| !stored.contains(&((*id).clone(), "\"dismissed\"".to_owned())))
         .collect();
-    assert!(undismissed.is_empty(), "dismissals lost: {undismissed:?}");
     println!(
-        "moonshine live race: mirrored_calls={} web_comments={} web_dismissals={} lost=0",
-        calls.len(),
-        added.len(),
-        gone.len()
+        "moonshine live race: lost_comments={} lost_dismissals={}",
+        lost.len(),
+        undismissed.len()
     );
+    assert!(lost.is_empty(), "new comments lost: {lost:?}");
+    assert!(undismissed.is_empty(), "dismissals lost: {undismissed:?}");
     assert!(added.len() >= 10 && gone.len() >= 10, "too few web writes to call this a race");
     store.run(&["verify"]).expect(0);
 }

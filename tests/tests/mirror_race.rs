@@ -363,6 +363,8 @@ struct Moonshine {
     /// Which comment file the web reads next.
     cursor: std::cell::Cell<usize>,
     counter: u64,
+    /// Whether the author switched listen mode on (drains then claim every pending comment).
+    listening: bool,
 }
 
 impl Moonshine {
@@ -388,6 +390,10 @@ impl Case for Moonshine {
         use hookstate_engine::feedback::{ClaimAsk, DrainAsk, Pass};
         let call = self.call(now_ms);
         let fb = engine.feedback();
+        if !self.listening {
+            self.listening = true;
+            return fb.control(&call, "listen", None);
+        }
         let pick = |ids: Vec<String>, rng: &mut Rng| {
             (!ids.is_empty())
                 .then(|| ids[usize::try_from(rng.below(ids.len() as u64)).unwrap()].clone())
@@ -445,20 +451,24 @@ impl Case for Moonshine {
             }
         }
     }
+    /// The author reads the HUD: a pending comment when there is one (the one it dismisses
+    /// next), else any.
     fn read(&self, dir: &Path) -> Option<Vec<u8>> {
-        let mut names: Vec<String> = std::fs::read_dir(moonshine_inbox(dir))
+        let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(moonshine_inbox(dir))
             .ok()?
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
             .filter(|n| n.starts_with("fb_") && n.ends_with(".json"))
+            .filter_map(|n| Some((n.clone(), std::fs::read(moonshine_inbox(dir).join(n)).ok()?)))
             .collect();
-        names.sort();
-        if names.is_empty() {
-            return None;
-        }
-        let name = names[self.cursor.get() % names.len()].clone();
+        files.sort();
+        let pending: Vec<&(String, Vec<u8>)> = files
+            .iter()
+            .filter(|(_, bytes)| String::from_utf8_lossy(bytes).contains("\"status\": \"pending\""))
+            .collect();
+        let shown = if pending.is_empty() { files.iter().collect() } else { pending };
+        let (name, bytes) = shown.get(self.cursor.get() % shown.len().max(1))?;
         self.cursor.set(self.cursor.get() + 7);
-        let bytes = std::fs::read(moonshine_inbox(dir).join(&name)).ok()?;
-        Some([name.into_bytes(), b"\n".to_vec(), bytes].concat())
+        Some([name.as_bytes(), b"\n", bytes].concat())
     }
     fn write(&mut self, dir: &Path, read: Option<&[u8]>, now_ms: u64, rng: &mut Rng) {
         let inbox = moonshine_inbox(dir);
