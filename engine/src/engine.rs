@@ -161,7 +161,7 @@ impl Engine {
     /// # Errors
     /// [`crate::Error::Invalid`] naming the first broken rule.
     pub fn check(call: &Call, command: &Command) -> Result<Command> {
-        core::check(call, command)
+        core::api::check(call, command)
     }
 
     /// The current head.
@@ -179,7 +179,7 @@ impl Engine {
     /// [`crate::Error::Invalid`] for bad input (nothing is written), [`crate::Error::Busy`],
     /// [`crate::Error::Poisoned`] and store errors.
     pub fn execute(&self, call: &Call, command: &Command) -> Result<Outcome> {
-        core::execute(&self.kernel, call, command)
+        core::api::execute(&self.kernel, call, command)
     }
 
     /// Answers a core read in one snapshot.
