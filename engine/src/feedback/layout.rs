@@ -146,7 +146,7 @@ fn read_doc_file(dir: &Root, name: &str) -> Result<Option<JsonDoc>> {
 }
 
 /// Checks a comment record read from `name`: its id, status, comment and target.
-pub(crate) fn check_comment(name: &str, id: &str, doc: &JsonDoc) -> Result<()> {
+fn check_comment(name: &str, id: &str, doc: &JsonDoc) -> Result<()> {
     let bad = |why: &str| Error::legacy(format!("comment {name}"), why);
     if str_field(doc, "id").as_deref() != Some(id) {
         return Err(bad("its id field does not match the file name"));
@@ -165,7 +165,7 @@ pub(crate) fn check_comment(name: &str, id: &str, doc: &JsonDoc) -> Result<()> {
 }
 
 /// Checks one of the four other files.
-pub(crate) fn check_file(name: &str, kind: FileKind, doc: &JsonDoc) -> Result<()> {
+fn check_file(name: &str, kind: FileKind, doc: &JsonDoc) -> Result<()> {
     let ok = match kind {
         FileKind::Control => str_field(doc, "mode").is_some_and(|m| MODES.contains(&m.as_str())),
         FileKind::Address => str_field(doc, "requestedAt").is_some(),
@@ -176,6 +176,25 @@ pub(crate) fn check_file(name: &str, kind: FileKind, doc: &JsonDoc) -> Result<()
     } else {
         Err(Error::legacy(name, format!("missing or bad fields for {}", kind.stem())))
     }
+}
+
+/// Parses and checks a comment file that names itself (its `id`), as an import does, and
+/// returns what an export writes back; for `parse_legacy`.
+pub(crate) fn parse_comment_file(bytes: &[u8]) -> Result<Vec<u8>> {
+    let doc = parse_doc("comment", bytes)?;
+    let id = str_field(&doc, "id").unwrap_or_default();
+    check_comment_id(&id)?;
+    check_comment(&format!("{id}.json"), &id, &doc)?;
+    Ok(render(&doc).into_bytes())
+}
+
+/// Parses and checks one of the four other files, as an import does, and returns what an export
+/// writes back; for `parse_legacy`.
+pub(crate) fn parse_other_file(kind: FileKind, bytes: &[u8]) -> Result<Vec<u8>> {
+    let name = file_name(kind);
+    let doc = parse_doc(&name, bytes)?;
+    check_file(&name, kind, &doc)?;
+    Ok(render(&doc).into_bytes())
 }
 
 fn pid_alive(suffix: &str) -> bool {
