@@ -19,8 +19,9 @@ use crate::audit::{self, RebuildReport, VerifyReport};
 use crate::core::project::CoreProjection;
 use crate::core::query::Query;
 use crate::core::{self, Command};
+use crate::feedback::api::Feedback;
+use crate::feedback::layout::MoonshineLayout;
 use crate::feedback::project::FeedbackProjection;
-use crate::feedback::Feedback;
 use crate::kernel::call::{Call, Outcome};
 use crate::kernel::error::Result;
 use crate::kernel::project::Table;
@@ -68,6 +69,10 @@ pub enum Layout {
         /// The file's name in the directory.
         file: String,
     },
+    /// moonshine's feedback inboxes: the directory is the moonshine home, holding
+    /// `<project>/.feedback/`; a call scoped `moonshine:<project>` mirrors that project, any
+    /// other call every project.
+    Moonshine,
     /// A claude-code-hermit state directory, whole: the proposal files, `state/alert-state.json`
     /// and the heartbeat files (what every hermit verb's `--mirror` keeps).
     Hermit,
@@ -86,6 +91,7 @@ impl Layout {
         match self {
             Layout::Loopd { file } => vec![Box::new(LoopdLayout { file: file.clone() })],
             Layout::Observer { file } => vec![Box::new(ObserverLayout { file: file.clone() })],
+            Layout::Moonshine => vec![Box::new(MoonshineLayout)],
             Layout::Hermit => {
                 vec![Box::new(ProposalsLayout), Box::new(AlertsLayout), Box::new(HeartbeatLayout)]
             }

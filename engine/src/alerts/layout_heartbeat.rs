@@ -253,7 +253,7 @@ impl Layout for HeartbeatLayout {
 
     /// A file the scope no longer holds was removed by a verb (a consume, a stop, a re-arm)
     /// when the scope holds any heartbeat record; a store that holds none never knew the files.
-    fn removed(&self, txn: &dyn ReadTxn, call: &Call, path: &RelPath) -> Result<bool> {
+    fn removes(&self, txn: &dyn ReadTxn, call: &Call, path: &RelPath, _: &[u8]) -> Result<bool> {
         if read_file(txn, &call.scope, path.name())?.is_some() {
             return Ok(false);
         }

@@ -233,10 +233,6 @@ impl Error {
         )
     }
 
-    pub(crate) fn invalid(message: impl Into<String>) -> Self {
-        Error::Invalid(message.into())
-    }
-
     pub(crate) fn bad(what: impl Into<String>, why: impl Into<String>) -> Self {
         Error::BadInput { what: what.into(), why: why.into() }
     }

@@ -11,7 +11,8 @@
 //! Then the verb runs, and each file whose rendering changed is written, only over the bytes the
 //! call saw: a file a lock-less writer changed during the call is kept, its baseline left at what
 //! the call adopted, so the next call adopts the change. A file the store holds nothing for is
-//! never created, and a rendering equal to the file writes nothing.
+//! never created (and removed only when its layout says the store consumed it, a one-shot
+//! request), and a rendering equal to the file writes nothing.
 //!
 //! Knows no domain: a domain brings its [`Layout`]. Baselines live under
 //! `.hookstate-mirror/base/<layout>/` in the mirror directory, the lock is
@@ -132,10 +133,17 @@ pub(crate) trait Layout: Sync {
     fn removable(&self, _path: &RelPath) -> bool {
         false
     }
-    /// Whether the store removed the record `path` held (for a [`Layout::removable`] file the
-    /// store renders nothing for): the file is then removed when it still holds the bytes the
-    /// call saw. `false` means the store never knew it, and the file is left as it is.
-    fn removed(&self, _txn: &dyn ReadTxn, _call: &Call, _path: &RelPath) -> Result<bool> {
+    /// Whether the file at `path`, holding `now` and rendering to nothing, must be removed: the
+    /// store consumed what it asked for (a one-shot request whose absence its upstream reader
+    /// takes for the answer). The mirror removes it only while it still holds the bytes the call
+    /// saw. Most layouts never remove a file.
+    fn removes(
+        &self,
+        _txn: &dyn ReadTxn,
+        _call: &Call,
+        _path: &RelPath,
+        _now: &[u8],
+    ) -> Result<bool> {
         Ok(false)
     }
 }
@@ -284,15 +292,13 @@ fn write_back(
         for path in layout.files(&*txn, call, root)? {
             let file = seen.iter().find(|s| s.layout == index && s.path == path);
             let saw = file.and_then(|s| s.now.as_deref());
-            let quarantined = report.quarantined.contains(&path.display());
             let Some(bytes) = layout.render(&*txn, call, &path)? else {
-                if let Some(saw) = saw.filter(|_| !quarantined && layout.removable(&path)) {
-                    if layout.removed(&*txn, call, &path)? {
-                        remove_gone(layout.name(), root, meta, &path, saw, report)?;
-                    }
+                if let Some(saw) = saw.filter(|_| !report.quarantined.contains(&path.display())) {
+                    remove_consumed(*layout, &*txn, call, root, &path, saw, report)?;
                 }
                 continue;
             };
+            let quarantined = report.quarantined.contains(&path.display());
             if saw == Some(bytes.as_slice()) && !quarantined {
                 // Already what the store holds: only a missing or older baseline is written.
                 if file.and_then(|s| s.base.as_deref()) != Some(bytes.as_slice()) {
@@ -307,12 +313,16 @@ fn write_back(
             let blind = crate::kernel::drill::is(crate::kernel::drill::Drill::MirrorBlindWrite);
             #[cfg(not(feature = "bugdrill"))]
             let blind = false;
-            if !blind && read_at(root, &path, max).ok().flatten().as_deref() != expected {
+            // The compare runs once the new bytes are durable, right before the rename, so a
+            // lock-less writer's change is overwritten only if it lands between the two.
+            let still = |dir: &Root| {
+                Ok(blind || dir.read(path.name(), max).ok().flatten().as_deref() == expected)
+            };
+            if !write_at_if(root, &path, &bytes, still)? {
                 // Changed during the call: kept, and adopted by the next call.
                 report.kept.push(path.display());
                 continue;
             }
-            write_at(root, &path, &bytes)?;
             write_base(meta, layout.name(), &path, &bytes)?;
             report.written.push(path.display());
         }
@@ -320,27 +330,28 @@ fn write_back(
     Ok(())
 }
 
-/// Removes a removable file the store no longer holds, only when it still holds the bytes the
-/// call saw (else it is kept, and adopted by the next call), with its baseline.
-fn remove_gone(
-    layout: &str,
+/// Removes a file the store holds nothing for when its layout says so, only over the bytes the
+/// call saw; one another writer changed during the call is kept.
+fn remove_consumed(
+    layout: &dyn Layout,
+    txn: &dyn ReadTxn,
+    call: &Call,
     root: &Root,
-    meta: &Root,
     path: &RelPath,
     saw: &[u8],
     report: &mut MirrorReport,
 ) -> Result<()> {
-    let max = saw.len().saturating_add(1);
-    if read_at(root, path, max).ok().flatten().as_deref() != Some(saw) {
+    if !layout.removes(txn, call, path, saw)? {
+        return Ok(());
+    }
+    if read_at(root, path, layout.max_bytes(path)).ok().flatten().as_deref() != Some(saw) {
         report.kept.push(path.display());
         return Ok(());
     }
     if let Some(dir) = parent_of(root, path, false)? {
         dir.remove(path.name())?;
-        dir.sync()?;
+        report.removed.push(path.display());
     }
-    remove_base(meta, layout, path)?;
-    report.written.push(path.display());
     Ok(())
 }
 
@@ -372,10 +383,16 @@ pub(crate) fn read_at(root: &Root, path: &RelPath, max: usize) -> Result<Option<
     }
 }
 
-/// Writes a layout file durably, creating its directories.
-pub(crate) fn write_at(root: &Root, path: &RelPath, bytes: &[u8]) -> Result<()> {
+/// Writes a layout file durably, creating its directories, only if `still` (asked right before
+/// the rename, in the file's directory) holds.
+fn write_at_if(
+    root: &Root,
+    path: &RelPath,
+    bytes: &[u8],
+    still: impl FnOnce(&Root) -> Result<bool>,
+) -> Result<bool> {
     let dir = parent_of(root, path, true)?.ok_or_else(|| missing(root.path(), path.name()))?;
-    dir.write(path.name(), bytes)
+    dir.write_if(path.name(), bytes, still)
 }
 
 fn base_path(layout: &str, path: &RelPath) -> Result<RelPath> {
