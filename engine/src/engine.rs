@@ -7,9 +7,9 @@
 
 use std::path::Path;
 
-use hookstate_schema::format::Head;
+use hookstate_schema::format::{self, Head};
 use hookstate_schema::Event;
-use serde_json::Value;
+use serde_json::{json, Map, Value};
 
 use crate::alerts::layout_alerts::AlertsLayout;
 use crate::alerts::layout_heartbeat::HeartbeatLayout;
@@ -49,11 +49,6 @@ static PROJECTIONS: Table = [
     &AlertsProjection,
     &AlertsProjection,
 ];
-
-/// The engine's projection table.
-pub(crate) fn projections() -> &'static Table {
-    &PROJECTIONS
-}
 
 /// A legacy layout: the files an upstream program reads and writes, for import, export and
 /// `--mirror`.
@@ -297,4 +292,26 @@ impl Engine {
     pub fn observer(&self) -> Observer<'_> {
         Observer::new(&self.kernel)
     }
+}
+
+/// Renders an event as one JSON object for `hookstate log`.
+#[must_use]
+pub fn event_to_json(event: &Event) -> Value {
+    let c = &event.content;
+    let mut out = Map::new();
+    out.insert("seq".into(), json!(event.seq));
+    out.insert("at_ms".into(), json!(c.at_ms));
+    out.insert("scope".into(), json!(c.scope));
+    out.insert("domain".into(), json!(c.body.domain()));
+    out.insert("kind".into(), json!(c.body.kind()));
+    out.insert("actor".into(), json!({
+        "session": c.actor.session, "hook": c.actor.hook, "pid": c.actor.pid, "agent": c.actor.agent,
+    }));
+    if let Some(idem) = &c.idem_key {
+        out.insert("idem_key".into(), json!(idem));
+    }
+    out.insert("body".into(), Value::Object(crate::kernel::project::render(&PROJECTIONS, &c.body)));
+    out.insert("prev".into(), json!(format::to_hex(&event.prev)));
+    out.insert("hash".into(), json!(format::to_hex(&event.hash)));
+    Value::Object(out)
 }

@@ -31,6 +31,7 @@ pub use crate::alerts::{
 pub use crate::audit::{RebuildReport, VerifyReport};
 pub use crate::core::query::Query;
 pub use crate::core::{Command, Expect};
+pub use crate::engine::event_to_json;
 pub use crate::engine::{Engine, Layout};
 pub use crate::kernel::call::{Call, Conflict, MirrorReport, Outcome, Refusal};
 pub use crate::kernel::error::{Error, Result};
@@ -41,7 +42,7 @@ pub use crate::proposals::{
     IndexRead, LedgerRead, ListRead, MicroInput, Move, MoveInput, PatchInput, Proposals, QueueRead,
     ResolveIdRead, ResolveInput,
 };
-pub use crate::query::{event_to_json, LogFilter, Stats};
+pub use crate::query::{LogFilter, Stats};
 #[cfg(feature = "testing")]
 pub use crate::store::Backend;
 pub use crate::store::{creation_is_atomic, OpenOptions};
