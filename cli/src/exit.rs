@@ -95,17 +95,21 @@ fn engine_code(err: &EngineError) -> u8 {
         | EngineError::BadTimeZone { .. }
         | EngineError::TimeOutOfRange { .. }
         | EngineError::NotFound { .. }
-        | EngineError::BadId(_) => INVALID,
+        | EngineError::BadId(_)
+        | EngineError::IdemKeyReused { .. } => INVALID,
         EngineError::MirrorConflict { .. } => CONFLICT,
         EngineError::Busy { .. } => BUSY,
         EngineError::NotAStore { .. }
         | EngineError::FormatTooNew { .. }
         | EngineError::ChainBroken { .. }
         | EngineError::AnchorMismatch { .. }
+        | EngineError::AnchorMissing { .. }
+        | EngineError::UpgradeRequired { .. }
         | EngineError::ViewMismatch { .. }
         | EngineError::Corrupt(_)
         | EngineError::StoreCorrupt(_) => CORRUPT,
         EngineError::NoStore { .. }
+        | EngineError::NoDirectory { .. }
         | EngineError::UnsafePath { .. }
         | EngineError::StoreIo(_)
         | EngineError::Store(_)

@@ -20,11 +20,11 @@ pub mod signals;
 pub mod stdin;
 mod store;
 
-pub use crate::audit::{RebuildReport, VerifyReport};
+pub use crate::audit::{RebuildReport, VerifyOptions, VerifyReport};
 pub use crate::core::query::Query;
 pub use crate::core::{Command, Expect};
 pub use crate::engine::{Engine, Layout};
-pub use crate::kernel::call::{Call, Conflict, MirrorReport, Outcome, Refusal};
+pub use crate::kernel::call::{Call, Conflict, Fingerprint, MirrorReport, Outcome, Refusal};
 pub use crate::kernel::error::{Error, Result};
 pub use crate::kernel::limits;
 pub use crate::kernel::value::validate_json;

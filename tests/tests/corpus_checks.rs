@@ -211,6 +211,7 @@ pub(crate) fn check_db_file_bytes(data: &[u8]) {
         check_integrity: true,
         read_only: false,
         absent_is_empty: false,
+        anchor_dir: None,
     };
     if let Ok(engine) = Engine::open(&path, options) {
         let _ = engine.verify();
@@ -249,6 +250,7 @@ fn stdin_call(scope: &str) -> Call {
             agent: None,
         },
         idem_key: None,
+        fingerprint: None,
         now_ms: 1_700_000_000_000,
     }
 }

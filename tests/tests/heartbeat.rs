@@ -56,7 +56,13 @@ fn hermit(fixture: Option<&str>) -> Hermit {
 
 impl Hermit {
     fn call(&self, now_ms: u64) -> Call {
-        Call { scope: self.scope.clone(), actor: Actor::default(), idem_key: None, now_ms }
+        Call {
+            scope: self.scope.clone(),
+            actor: Actor::default(),
+            idem_key: None,
+            fingerprint: None,
+            now_ms,
+        }
     }
 
     fn record(&self, now: u64, tz: &str, level: &str, period: &str, spend: f64) -> Value {

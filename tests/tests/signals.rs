@@ -14,7 +14,7 @@ use hookstate_engine::{Call, Engine, Error, LogFilter, OpenOptions};
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/legacy/loopd");
 
 fn call(scope: &str, now_ms: u64) -> Call {
-    Call { scope: scope.into(), actor: Actor::default(), idem_key: None, now_ms }
+    Call { scope: scope.into(), actor: Actor::default(), idem_key: None, fingerprint: None, now_ms }
 }
 
 fn engine(dir: &Path) -> Engine {

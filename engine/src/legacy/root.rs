@@ -16,7 +16,8 @@ use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
 
 use crate::kernel::error::{Error, Result};
-use crate::kernel::fsio::{check_private_dir, create_dirs_durably, DIR_MODE, FILE_MODE};
+use crate::kernel::fsio::{check_private_dir, DIR_MODE, FILE_MODE};
+use crate::kernel::walk;
 use crate::legacy::durable::{self, DirOps};
 
 /// Longest file name: `NAME_MAX` on Linux file systems.
@@ -98,14 +99,12 @@ fn io_err(op: &'static str, path: &Path, errno: Errno) -> Error {
 }
 
 impl Root {
-    /// Opens `path` as a root, creating it (mode 0700) when `create` is set and it is absent.
-    /// Refuses a symlink, a non-directory, and a directory not owned by us or writable by others.
+    /// Opens `path` as a root, creating it (and its missing parents, mode 0700) when `create` is
+    /// set and it is absent. Every component is checked from the root (`kernel::walk`: no
+    /// symlink another user could have planted); refuses a symlink as the root itself, a
+    /// non-directory, and a directory not owned by us or writable by others.
     pub(crate) fn open(path: &Path, create: bool) -> Result<Root> {
-        if create && std::fs::symlink_metadata(path).is_err() {
-            create_dirs_durably(path)?;
-        }
-        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let dir = rustix::fs::open(path, flags, Mode::empty()).map_err(|e| refusal(path, e))?;
+        let dir = walk::open_dir(path, create)?;
         Root::checked(dir, path.to_path_buf())
     }
 
@@ -380,7 +379,7 @@ fn refusal(path: &Path, errno: Errno) -> Error {
             path: path.to_path_buf(),
             why: "is a symlink or not a directory".into(),
         },
-        Errno::NOENT => Error::NoStore { path: path.to_path_buf() },
+        Errno::NOENT => Error::NoDirectory { path: path.to_path_buf() },
         other => io_err("open", path, other),
     }
 }

@@ -29,9 +29,11 @@ type BackendIoError = std::io::Error;
 
 use crate::kernel::error::{Error, Result};
 use crate::kernel::limits::{
-    CACHE_BYTES, LOCK_BACKOFF_US_MAX, LOCK_BACKOFF_US_MIN, READ_ONLY_REPAIR_WAIT_MS,
+    CACHE_BYTES, LOCK_BACKOFF_US_MAX, LOCK_BACKOFF_US_MIN, READ_HEADER_WAIT_MS,
+    READ_ONLY_REPAIR_WAIT_MS, READ_TORN_RETRIES,
 };
 use crate::kernel::storage::{EventVisitor, ReadTxn, RowVisitor, WriteTxn};
+use crate::store::scratch::ScratchBackend;
 
 const LOG: TableDefinition<u64, &[u8]> = TableDefinition::new(LOG_TABLE);
 const VIEWS: TableDefinition<&[u8], &[u8]> = TableDefinition::new(VIEWS_TABLE);
@@ -49,20 +51,68 @@ enum Db {
     /// An empty store in memory, the stand-in for an absent store that a read sees: written once
     /// when it is initialised, never after.
     Empty(Database),
+    /// `verify`'s view: the file through a copy-on-write overlay (`store::scratch`), checked by
+    /// redb's full integrity check, with a reader's transaction on the real file pinning the
+    /// pages it reads. Never writes the file.
+    Scratch {
+        db: Database,
+        _pin: Option<(redb::ReadOnlyDatabase, redb::ReadTransaction)>,
+    },
 }
+
+/// The end of redb's header lock bytes (`0..320`, redb's docs/design.md "Lock bytes", fixed for
+/// the pinned release): a reader takes them shared to read the header, a writer exclusively to
+/// write it, and redb's writer holds them across the fsyncs of its open and its clean close.
+const REDB_HEADER_LOCK_END: u64 = 320;
 
 /// redb's file backend with every blocking lock turned into a bounded wait. In multi-writer mode
 /// redb's open takes the writer lock blocking, so a writer that stalls (a hook stopped with
 /// SIGSTOP) would hang every later opener; here the wait ends after `wait` and the call reports
 /// busy instead.
+///
+/// A reader's handle (`reader`) goes further: it never waits for a writer. When the header lock
+/// stays held past [`READ_HEADER_WAIT_MS`] (a writer stopped or stalled inside a commit, an open
+/// or a close), it reads the header without the lock. That is safe while the holder is stopped
+/// (it writes nothing), and a header write that a read races is caught by the header's slot
+/// checksums (the open is retried, [`READ_TORN_RETRIES`]); the pages of the commit it names are
+/// pinned by the reader's transaction byte like any reader's, and every row and event it reads
+/// is checked (row checksums, event hashes).
 #[derive(Debug)]
 struct BoundedBackend {
     inner: FileBackend,
     wait: Duration,
     timed_out: Arc<AtomicBool>,
+    reader: bool,
+    lockless: Arc<AtomicBool>,
 }
 
 impl BoundedBackend {
+    fn is_header(start: Bound<u64>, end: Bound<u64>) -> bool {
+        start == Bound::Included(0) && end == Bound::Excluded(REDB_HEADER_LOCK_END)
+    }
+
+    /// A reader's shared header lock: taken within [`READ_HEADER_WAIT_MS`], else read without.
+    fn reader_header_lock(&self, start: Bound<u64>, end: Bound<u64>) -> LockResult<()> {
+        let wait = if self.lockless.load(Ordering::SeqCst) {
+            Duration::ZERO
+        } else {
+            Duration::from_millis(READ_HEADER_WAIT_MS)
+        };
+        let deadline = Instant::now() + wait;
+        let mut attempt = 0;
+        loop {
+            if self.inner.try_lock_shared_range(start, end)? {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                self.lockless.store(true, Ordering::SeqCst);
+                return Ok(());
+            }
+            thread::sleep(backoff(attempt));
+            attempt += 1;
+        }
+    }
+
     fn wait_for(
         &self,
         mut try_lock: impl FnMut() -> std::result::Result<bool, BackendError>,
@@ -119,6 +169,9 @@ impl StorageBackend for BoundedBackend {
         self.wait_for(|| self.inner.try_lock_range(start, end))
     }
     fn lock_shared_range(&self, start: Bound<u64>, end: Bound<u64>) -> LockResult<()> {
+        if self.reader && Self::is_header(start, end) {
+            return self.reader_header_lock(start, end);
+        }
         self.wait_for(|| self.inner.try_lock_shared_range(start, end))
     }
     fn unlock_range(&self, start: Bound<u64>, end: Bound<u64>) -> LockResult<()> {
@@ -219,7 +272,7 @@ impl RedbStore {
     /// redb takes while opening, ends after `wait` with [`Error::Busy`].
     pub(crate) fn open(file: &File, check_integrity: bool, wait: Duration) -> Result<Self> {
         let start = Instant::now();
-        let (backend, timed_out) = bounded(file, wait)?;
+        let (backend, timed_out, _) = bounded(file, wait, false)?;
         match builder(check_integrity).create_with_backend(backend) {
             Ok(db) => Ok(RedbStore { db: Db::Write(db) }),
             Err(_) if timed_out.load(Ordering::SeqCst) => {
@@ -263,18 +316,20 @@ impl RedbStore {
         store
     }
 
-    /// Opens an existing database file for reading only: a reader's locks, never a write.
+    /// Opens an existing database file for reading only: a reader's locks, never a write, and
+    /// never a wait for a writer (see [`BoundedBackend`]).
     ///
-    /// redb refuses a read-only open while the file's recovery flag is set: for a moment while
-    /// another process is opening it for writing, and for good after a writer was killed before
-    /// its clean close. The refusal is retried for at most [`READ_ONLY_REPAIR_WAIT_MS`] (bounded
-    /// by `wait`); `Ok(None)` then means the file needs a repair that only a writer can do.
+    /// redb refuses a read-only open while the file's recovery flag is set without a live writer:
+    /// for a moment while another process is opening it for writing, and for good after a writer
+    /// was killed before its clean close. The refusal is retried for at most
+    /// [`READ_ONLY_REPAIR_WAIT_MS`] (bounded by `wait`); `Ok(None)` then means the file needs a
+    /// repair that only a writer can do.
     pub(crate) fn open_read_only(file: &File, wait: Duration) -> Result<Option<Self>> {
         let start = Instant::now();
         let repair_wait = wait.min(Duration::from_millis(READ_ONLY_REPAIR_WAIT_MS));
-        let mut attempt = 0;
+        let (mut attempt, mut torn) = (0, 0);
         loop {
-            let (backend, timed_out) = bounded(file, wait)?;
+            let (backend, timed_out, lockless) = bounded(file, wait, true)?;
             match builder(false).open_read_only_with_backend(backend) {
                 Ok(db) => return Ok(Some(RedbStore { db: Db::Read(db) })),
                 Err(_) if timed_out.load(Ordering::SeqCst) => {
@@ -285,21 +340,84 @@ impl RedbStore {
                     attempt += 1;
                 }
                 Err(redb::DatabaseError::RepairAborted) => return Ok(None),
+                // A header read without its lock raced a header write: read it again.
+                Err(redb::DatabaseError::Storage(redb::StorageError::Corrupted(_)))
+                    if lockless.load(Ordering::SeqCst) && torn < READ_TORN_RETRIES =>
+                {
+                    torn += 1;
+                    thread::sleep(backoff(torn));
+                }
                 Err(other) => return Err(convert(other)),
             }
         }
     }
 }
 
-fn bounded(file: &File, wait: Duration) -> Result<(BoundedBackend, Arc<AtomicBool>)> {
+/// A bounded backend on a duplicate of `file`, with its timed-out flag and (for a `reader`) the
+/// flag that says a header was read without its lock.
+impl RedbStore {
+    /// Opens `file` through a copy-on-write view (`store::scratch`), so nothing is ever written
+    /// to the file: a reader's transaction on the real file first (it pins the pages of the
+    /// commit read next and of every later one), then the header, read once under redb's shared
+    /// header lock, then redb's open on the view, with its full integrity check when
+    /// `check_integrity` (verify). A file that needs a repair (a killed writer) is repaired in the
+    /// view only: this is how a read serves such a file without writing it.
+    ///
+    /// # Errors
+    /// [`Error::StoreCorrupt`] for a page that fails its checksum; IO and store errors.
+    pub(crate) fn open_view(file: &File, wait: Duration, check_integrity: bool) -> Result<Self> {
+        // A file that needs a repair has no live writer, so nothing moves its pages meanwhile.
+        let pin = match RedbStore::open_read_only(file, wait)? {
+            Some(RedbStore { db: Db::Read(db) }) => {
+                let txn = db.begin_read().map_err(convert)?;
+                Some((db, txn))
+            }
+            _ => None,
+        };
+        let header = read_header(file)?;
+        let view = file.try_clone().map_err(|e| Error::io("duplicate handle of", "", e))?;
+        let scratch =
+            ScratchBackend::new(view, &header).map_err(|e| convert(redb::StorageError::from(e)))?;
+        let mut builder = Database::builder();
+        builder.set_check_integrity_on_open(check_integrity).set_cache_size(CACHE_BYTES);
+        let db = builder.create_with_backend(scratch).map_err(convert)?;
+        Ok(RedbStore { db: Db::Scratch { db, _pin: pin } })
+    }
+}
+
+/// The header bytes of `file`, read under redb's shared header lock (taken within
+/// [`READ_HEADER_WAIT_MS`], else read without it, as a reader does).
+fn read_header(file: &File) -> Result<Vec<u8>> {
+    use std::os::unix::fs::FileExt;
+    let (backend, _, _) = bounded(file, Duration::ZERO, true)?;
+    let (start, end) = (Bound::Included(0), Bound::Excluded(REDB_HEADER_LOCK_END));
+    backend.lock_shared_range(start, end).map_err(|e| convert(redb::StorageError::from(e)))?;
+    let mut header = vec![0u8; usize::try_from(REDB_HEADER_LOCK_END).unwrap_or(0)];
+    let read = file.read_exact_at(&mut header, 0);
+    let _ = backend.unlock_range(start, end);
+    read.map_err(|e| match e.kind() {
+        std::io::ErrorKind::UnexpectedEof => convert(redb::StorageError::from(e)),
+        _ => Error::io("read", "", e),
+    })?;
+    Ok(header)
+}
+
+fn bounded(
+    file: &File,
+    wait: Duration,
+    reader: bool,
+) -> Result<(BoundedBackend, Arc<AtomicBool>, Arc<AtomicBool>)> {
     let clone = file.try_clone().map_err(|e| Error::io("duplicate handle of", "", e))?;
     let timed_out = Arc::new(AtomicBool::new(false));
+    let lockless = Arc::new(AtomicBool::new(false));
     let backend = BoundedBackend {
         inner: FileBackend::new(clone).map_err(convert)?,
         wait,
         timed_out: Arc::clone(&timed_out),
+        reader,
+        lockless: Arc::clone(&lockless),
     };
-    Ok((backend, timed_out))
+    Ok((backend, timed_out, lockless))
 }
 
 impl RedbStore {
@@ -332,7 +450,7 @@ impl RedbStore {
     /// Opens a read snapshot.
     pub(crate) fn begin_read(&self) -> Result<Box<dyn ReadTxn + '_>> {
         let txn = match &self.db {
-            Db::Write(db) | Db::Empty(db) => db.begin_read(),
+            Db::Write(db) | Db::Empty(db) | Db::Scratch { db, .. } => db.begin_read(),
             Db::Read(db) => db.begin_read(),
         }
         .map_err(convert)?;
