@@ -36,7 +36,8 @@ fn main() -> ExitCode {
         let _ = writeln!(std::io::stderr(), "hookstate: {line}");
         std::process::exit(i32::from(exit::CORRUPT));
     }));
-    let matches = match Cli::command().try_get_matches() {
+    let command = Cli::command();
+    let matches = match command.clone().try_get_matches() {
         Ok(matches) => matches,
         Err(err) => return usage_error(&err),
     };
@@ -44,7 +45,7 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(err) => return usage_error(&err),
     };
-    request::record_args(&matches);
+    request::record_args(&command, &matches);
     match cmd::run(&cli) {
         Ok(()) => ExitCode::from(exit::OK),
         Err(CliError::Io { source, .. }) if source.kind() == std::io::ErrorKind::BrokenPipe => {

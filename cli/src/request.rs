@@ -9,7 +9,7 @@
 use std::os::unix::ffi::OsStrExt;
 use std::sync::OnceLock;
 
-use clap::ArgMatches;
+use clap::{ArgMatches, Command};
 use hookstate_engine::schema::format::request_digest;
 use hookstate_engine::Fingerprint;
 
@@ -22,10 +22,10 @@ static ARGS: OnceLock<(String, Vec<Vec<u8>>)> = OnceLock::new();
 /// The stdin the verb read, once it read it.
 static STDIN: OnceLock<Vec<u8>> = OnceLock::new();
 
-/// Records the arguments of this process (once, at start).
-pub(crate) fn record_args(matches: &ArgMatches) {
+/// Records the arguments of this process (once, at start), as `command` defines them.
+pub(crate) fn record_args(command: &Command, matches: &ArgMatches) {
     let (mut verb, mut parts) = (Vec::new(), Vec::new());
-    walk(matches, &mut verb, &mut parts);
+    walk(command, matches, &mut verb, &mut parts);
     let _ = ARGS.set((verb.join(" "), parts));
 }
 
@@ -34,13 +34,14 @@ pub(crate) fn record_stdin(bytes: &[u8]) {
     let _ = STDIN.set(bytes.to_vec());
 }
 
-fn walk(matches: &ArgMatches, verb: &mut Vec<String>, parts: &mut Vec<Vec<u8>>) {
-    let mut ids: Vec<&str> = matches.ids().map(clap::Id::as_str).collect();
+/// The parts of one level of the command line (the arguments `command` defines, by id, in a
+/// fixed order; groups are not arguments), then of its subcommand.
+fn walk(command: &Command, matches: &ArgMatches, verb: &mut Vec<String>, parts: &mut Vec<Vec<u8>>) {
+    let mut ids: Vec<&str> = command.get_arguments().map(|arg| arg.get_id().as_str()).collect();
     ids.retain(|id| !VOLATILE.contains(id));
     ids.sort_unstable();
     ids.dedup();
     for id in ids {
-        // Groups have no values of their own; their arguments are listed by their own ids.
         let Ok(Some(values)) = matches.try_get_raw(id) else {
             continue;
         };
@@ -51,7 +52,9 @@ fn walk(matches: &ArgMatches, verb: &mut Vec<String>, parts: &mut Vec<Vec<u8>>) 
     if let Some((name, sub)) = matches.subcommand() {
         verb.push(name.to_owned());
         parts.push(format!("verb {name}").into_bytes());
-        walk(sub, verb, parts);
+        if let Some(sub_command) = command.find_subcommand(name) {
+            walk(sub_command, sub, verb, parts);
+        }
     }
 }
 

@@ -56,6 +56,11 @@ pub const IDEM_KEY_TTL_MS: u64 = 24 * 60 * 60 * 1000;
 /// The first result of a keyed call kept in its first event for replays: a result above this
 /// (a result carrying a large value) is not kept, and a replay renders the events instead.
 pub const STORED_RESULT_BYTES_MAX: usize = VALUE_BYTES_MAX + 8 * 1024;
+/// Age after which one of our temporary files (beside the store, or in a legacy directory) is a
+/// leftover of a killed writer: no live writer keeps one for more than a second or two.
+pub const STALE_TEMP_SECS: u64 = 600;
+/// Directory entries one leftover scan looks at, so the scan's cost has a bound.
+pub const STALE_TEMP_SCAN_MAX: usize = 10_000;
 /// The anchor file is one short line.
 pub const ANCHOR_BYTES_MAX: usize = 256;
 /// Conflicts one mirrored call reports; more are not listed.

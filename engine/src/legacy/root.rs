@@ -17,6 +17,7 @@ use rustix::io::Errno;
 
 use crate::kernel::error::{Error, Result};
 use crate::kernel::fsio::{check_private_dir, DIR_MODE, FILE_MODE};
+use crate::kernel::limits::{STALE_TEMP_SCAN_MAX, STALE_TEMP_SECS};
 use crate::kernel::walk;
 use crate::legacy::durable::{self, DirOps};
 
@@ -25,6 +26,15 @@ pub(crate) const FILE_NAME_BYTES_MAX: usize = 255;
 /// Most entries one directory listing returns; a bigger legacy directory is refused.
 pub(crate) const DIR_ENTRIES_MAX: usize = 100_000;
 const TEMP_PREFIX: &str = ".hookstate-tmp-";
+/// Random bytes in a temporary name (hex, after [`TEMP_PREFIX`]).
+const TEMP_RANDOM_BYTES: usize = 8;
+
+/// Whether `name` is one of our temporary names: [`TEMP_PREFIX`] and 16 hex digits.
+fn is_temp_name(name: &str) -> bool {
+    name.strip_prefix(TEMP_PREFIX).is_some_and(|hex| {
+        hex.len() == TEMP_RANDOM_BYTES * 2 && hex.bytes().all(|b| b.is_ascii_hexdigit())
+    })
+}
 /// The mode a new legacy file is created with when its upstream writer leaves the mode to the
 /// umask (Node's `writeFileSync`, Bun's writes, a shell `>` redirect): 0666 less the umask, 0644
 /// under the usual 022, so a HUD or script running as another user reads it as before.
@@ -105,7 +115,51 @@ impl Root {
     /// non-directory, and a directory not owned by us or writable by others.
     pub(crate) fn open(path: &Path, create: bool) -> Result<Root> {
         let dir = walk::open_dir(path, create)?;
-        Root::checked(dir, path.to_path_buf())
+        let root = Root::checked(dir, path.to_path_buf())?;
+        if create {
+            root.remove_stale_temps();
+        }
+        Ok(root)
+    }
+
+    /// Removes the temporary files killed writers left in this directory
+    /// (`.hookstate-tmp-<16 hex>` older than [`STALE_TEMP_SECS`]; at most
+    /// [`STALE_TEMP_SCAN_MAX`] entries looked at). Best effort: a call that owns the directory
+    /// (an export, a mirrored call) runs it when it opens the directory for writing.
+    pub(crate) fn remove_stale_temps(&self) -> u32 {
+        let Ok(listing) = rustix::fs::openat(
+            &self.dir,
+            ".",
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) else {
+            return 0;
+        };
+        let Ok(entries) = rustix::fs::Dir::read_from(&listing) else {
+            return 0;
+        };
+        let now = std::time::SystemTime::now();
+        let mut removed = 0;
+        for entry in entries.take(STALE_TEMP_SCAN_MAX).flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if !is_temp_name(&name) {
+                continue;
+            }
+            let Ok(stat) = rustix::fs::statat(&self.dir, name.as_str(), AtFlags::SYMLINK_NOFOLLOW)
+            else {
+                continue;
+            };
+            let modified = std::time::UNIX_EPOCH
+                + std::time::Duration::from_secs(u64::try_from(stat.st_mtime).unwrap_or(0));
+            let stale =
+                now.duration_since(modified).is_ok_and(|age| age.as_secs() > STALE_TEMP_SECS);
+            let file = FileType::from_raw_mode(stat.st_mode) == FileType::RegularFile;
+            if stale && file && rustix::fs::unlinkat(&self.dir, name.as_str(), AtFlags::empty()).is_ok()
+            {
+                removed += 1;
+            }
+        }
+        removed
     }
 
     fn checked(dir: OwnedFd, path: PathBuf) -> Result<Root> {
@@ -132,7 +186,13 @@ impl Root {
         }
         let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         match rustix::fs::openat(&self.dir, name, flags, Mode::empty()) {
-            Ok(dir) => Root::checked(dir, path).map(Some),
+            Ok(dir) => {
+                let root = Root::checked(dir, path)?;
+                if create {
+                    root.remove_stale_temps();
+                }
+                Ok(Some(root))
+            }
             Err(Errno::NOENT) => Ok(None),
             Err(other) => Err(refusal(&path, other)),
         }
@@ -189,7 +249,7 @@ impl Root {
             return std::fs::write(&path, bytes).map_err(|e| Error::io("write", path, e));
         }
         check_name(name)?;
-        let suffix = hookstate_schema::format::to_hex(&crate::kernel::fsio::random_bytes::<8>()?);
+        let suffix = hookstate_schema::format::to_hex(&crate::kernel::fsio::random_bytes::<TEMP_RANDOM_BYTES>()?);
         let temp = format!("{TEMP_PREFIX}{suffix}");
         let mode = match rustix::fs::statat(&self.dir, name, AtFlags::SYMLINK_NOFOLLOW) {
             Ok(stat) if FileType::from_raw_mode(stat.st_mode) == FileType::RegularFile => {
@@ -205,7 +265,7 @@ impl Root {
     /// baselines). Never writes the target's old inode.
     pub(crate) fn write_unsynced(&self, name: &str, bytes: &[u8]) -> Result<()> {
         check_name(name)?;
-        let suffix = hookstate_schema::format::to_hex(&crate::kernel::fsio::random_bytes::<8>()?);
+        let suffix = hookstate_schema::format::to_hex(&crate::kernel::fsio::random_bytes::<TEMP_RANDOM_BYTES>()?);
         let temp = format!("{TEMP_PREFIX}{suffix}");
         let mut ops = RootOps { root: self, mode: TempMode::New(FILE_MODE) };
         let mut file = ops.create_new(&temp)?;

@@ -17,16 +17,13 @@ use rustix::io::Errno;
 
 use crate::kernel::error::{Error, Result};
 use crate::kernel::fsio::{check_private_dir, io_err, random_bytes, FILE_MODE};
-use crate::kernel::limits::ANCHOR_BYTES_MAX;
+use crate::kernel::limits::{ANCHOR_BYTES_MAX, STALE_TEMP_SCAN_MAX, STALE_TEMP_SECS};
 use crate::kernel::walk;
 
 /// The anchor file is the store file's name with this suffix, beside it.
 pub(crate) const ANCHOR_SUFFIX: &str = ".head";
 const TEMP_NAME_RANDOM_BYTES: usize = 8;
-/// Age after which a temporary file beside the store is a leftover of a killed writer.
-pub(crate) const STALE_TEMP_SECS: u64 = 600;
-/// Directory entries a leftover scan looks at.
-const STALE_TEMP_SCAN_MAX: usize = 10_000;
+
 const TEMP_PURPOSES: [&str; 2] = ["create", "head"];
 
 /// The store file's name in `path`, refusing a path that names a directory: one that ends with a
