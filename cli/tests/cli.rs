@@ -19,6 +19,7 @@ mod damaged;
 mod feedback;
 mod firstuse;
 mod heartbeat;
+mod integrity;
 mod killloop;
 mod linearize;
 mod perms;
