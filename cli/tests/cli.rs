@@ -20,6 +20,8 @@ mod feedback;
 mod firstuse;
 mod heartbeat;
 mod integrity;
+mod integrity_idem;
+mod integrity_paths;
 mod killloop;
 mod linearize;
 mod perms;

@@ -137,7 +137,10 @@ fn anchor_edits(text: &str, other_store_anchor: &str) -> Vec<(&'static str, Edit
         ("empty", Edit::Text(String::new())),
         ("no final newline", Edit::Text(text.trim_end().to_owned())),
         ("two lines", Edit::Text(format!("{text}{text}"))),
-        ("upper-case hex", Edit::Text(text.to_uppercase().replace("HOOKSTATE-ANCHOR V1", "hookstate-anchor v1"))),
+        (
+            "upper-case hex",
+            Edit::Text(text.to_uppercase().replace("HOOKSTATE-ANCHOR V1", "hookstate-anchor v1")),
+        ),
         ("seq with a leading zero", Edit::Text(with_field(text, 3, "03"))),
         ("binary garbage", Edit::Bytes(vec![0xff, 0xfe, 0x00, 0x9c, b'\n'])),
         ("oversized", Edit::Text(format!("{}{text}", " ".repeat(1024)))),
@@ -349,7 +352,12 @@ fn a_second_anchor_catches_a_rollback_of_the_store_and_its_anchor_together() {
 
 /// The offsets of `needle` in `haystack`.
 pub(super) fn find_all(haystack: &[u8], needle: &[u8]) -> Vec<usize> {
-    haystack.windows(needle.len()).enumerate().filter(|(_, w)| *w == needle).map(|(i, _)| i).collect()
+    haystack
+        .windows(needle.len())
+        .enumerate()
+        .filter(|(_, w)| *w == needle)
+        .map(|(i, _)| i)
+        .collect()
 }
 
 /// Issue 13, item 2: a 7-byte edit of a value in the views table was served by `kv get`, a CAS
@@ -465,7 +473,11 @@ fn damages(file: &[u8]) -> Vec<Damage> {
                 .filter(|k| view_key(k) > *low && view_key(k) <= raised)
                 .collect();
             if !misrouted.is_empty() {
-                out.push(Damage { offset: page_index * PAGE_BYTES + at, separator: raised, misrouted });
+                out.push(Damage {
+                    offset: page_index * PAGE_BYTES + at,
+                    separator: raised,
+                    misrouted,
+                });
             }
         }
     }

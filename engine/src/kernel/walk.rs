@@ -5,8 +5,9 @@
 //! A symlink on the way is followed only when nobody else could have planted or changed it, as
 //! `sudo` and OpenSSH judge a path: it is owned by root or by us, in a directory owned by root or
 //! by us that neither its group nor others may write. Anything else (a link another user left in
-//! `/tmp`, a link in a group-writable directory) is refused. The last component is never a
-//! symlink. Does not check the last directory's owner or mode; callers do.
+//! `/tmp`, a link in a group-writable directory) is refused. The last component is followed the
+//! same way only when the caller allows it ([`LastLink`]): a legacy root must not be a symlink at
+//! all. Does not check the last directory's owner or mode; callers do.
 
 use std::collections::VecDeque;
 use std::ffi::{OsStr, OsString};
@@ -41,6 +42,16 @@ struct Walk {
     visited: usize,
 }
 
+/// Whether the last component may be a symlink (followed only when nobody else could have
+/// planted it, as any other component).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LastLink {
+    /// Refused: the directory itself must not be a link (a legacy root).
+    Refused,
+    /// Followed when trusted (a store's directory, an anchor directory).
+    Trusted,
+}
+
 /// What the walk needs to know of the directory it is in and the entry it looks at.
 struct Entry {
     kind: FileType,
@@ -54,7 +65,7 @@ struct Entry {
 /// # Errors
 /// [`Error::NoDirectory`] when a component is absent (and not created); [`Error::UnsafePath`]
 /// for a symlink that is not followed, or a last component that is a symlink; [`Error::Io`].
-pub(crate) fn open_dir(path: &Path, create: bool) -> Result<OwnedFd> {
+pub(crate) fn open_dir(path: &Path, create: bool, last_link: LastLink) -> Result<OwnedFd> {
     let absolute = if path.is_absolute() {
         path.to_path_buf()
     } else {
@@ -76,7 +87,7 @@ pub(crate) fn open_dir(path: &Path, create: bool) -> Result<OwnedFd> {
         if walk.visited > COMPONENTS_MAX {
             return Err(unsafe_path(&walk.at, "has too many components or symlinks"));
         }
-        let last = walk.pending.is_empty();
+        let last = walk.pending.is_empty() && last_link == LastLink::Refused;
         walk.step(&name, last, create, path)?;
     }
     Ok(walk.dir)
@@ -193,10 +204,13 @@ mod tests {
     fn a_plain_path_opens_and_a_missing_one_is_created_or_named() {
         let dir = tempfile::tempdir().unwrap();
         let deep = dir.path().join("a/b/c");
-        assert!(matches!(open_dir(&deep, false), Err(Error::NoDirectory { .. })));
-        open_dir(&deep, true).unwrap();
+        assert!(matches!(
+            open_dir(&deep, false, LastLink::Refused),
+            Err(Error::NoDirectory { .. })
+        ));
+        open_dir(&deep, true, LastLink::Refused).unwrap();
         assert!(deep.is_dir());
-        open_dir(&deep.join("../c/."), false).unwrap();
+        open_dir(&deep.join("../c/."), false, LastLink::Refused).unwrap();
     }
 
     #[test]
@@ -205,9 +219,11 @@ mod tests {
         std::fs::create_dir(dir.path().join("real")).unwrap();
         std::fs::create_dir(dir.path().join("real/inner")).unwrap();
         symlink(dir.path().join("real"), dir.path().join("link")).unwrap();
-        assert!(matches!(open_dir(&dir.path().join("link"), false), Err(Error::UnsafePath { .. })));
+        let link = dir.path().join("link");
+        assert!(matches!(open_dir(&link, false, LastLink::Refused), Err(Error::UnsafePath { .. })));
         // Our own link in our own private directory: nobody else could have planted it.
-        open_dir(&dir.path().join("link/inner"), false).unwrap();
+        open_dir(&link, false, LastLink::Trusted).unwrap();
+        open_dir(&dir.path().join("link/inner"), false, LastLink::Refused).unwrap();
         // A link loop ends at the bound.
         symlink("loop", dir.path().join("loop")).unwrap();
         assert!(matches!(
@@ -225,7 +241,9 @@ mod tests {
         std::fs::create_dir(dir.path().join("elsewhere")).unwrap();
         symlink(dir.path().join("elsewhere"), shared.join("p")).unwrap();
         std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
-        let err = open_dir(&shared.join("p/t"), true).unwrap_err();
+        let err = open_dir(&shared.join("p/t"), true, LastLink::Refused).unwrap_err();
+        let last = open_dir(&shared.join("p"), false, LastLink::Trusted).unwrap_err();
+        assert!(matches!(last, Error::UnsafePath { .. }), "{last}");
         assert!(matches!(err, Error::UnsafePath { .. }), "{err}");
         assert!(!dir.path().join("elsewhere/t").exists(), "nothing made through the link");
     }

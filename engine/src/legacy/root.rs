@@ -114,7 +114,7 @@ impl Root {
     /// symlink another user could have planted); refuses a symlink as the root itself, a
     /// non-directory, and a directory not owned by us or writable by others.
     pub(crate) fn open(path: &Path, create: bool) -> Result<Root> {
-        let dir = walk::open_dir(path, create)?;
+        let dir = walk::open_dir(path, create, walk::LastLink::Refused)?;
         let root = Root::checked(dir, path.to_path_buf())?;
         if create {
             root.remove_stale_temps();
@@ -154,7 +154,9 @@ impl Root {
             let stale =
                 now.duration_since(modified).is_ok_and(|age| age.as_secs() > STALE_TEMP_SECS);
             let file = FileType::from_raw_mode(stat.st_mode) == FileType::RegularFile;
-            if stale && file && rustix::fs::unlinkat(&self.dir, name.as_str(), AtFlags::empty()).is_ok()
+            if stale
+                && file
+                && rustix::fs::unlinkat(&self.dir, name.as_str(), AtFlags::empty()).is_ok()
             {
                 removed += 1;
             }
@@ -249,7 +251,9 @@ impl Root {
             return std::fs::write(&path, bytes).map_err(|e| Error::io("write", path, e));
         }
         check_name(name)?;
-        let suffix = hookstate_schema::format::to_hex(&crate::kernel::fsio::random_bytes::<TEMP_RANDOM_BYTES>()?);
+        let suffix = hookstate_schema::format::to_hex(&crate::kernel::fsio::random_bytes::<
+            TEMP_RANDOM_BYTES,
+        >()?);
         let temp = format!("{TEMP_PREFIX}{suffix}");
         let mode = match rustix::fs::statat(&self.dir, name, AtFlags::SYMLINK_NOFOLLOW) {
             Ok(stat) if FileType::from_raw_mode(stat.st_mode) == FileType::RegularFile => {
@@ -265,7 +269,9 @@ impl Root {
     /// baselines). Never writes the target's old inode.
     pub(crate) fn write_unsynced(&self, name: &str, bytes: &[u8]) -> Result<()> {
         check_name(name)?;
-        let suffix = hookstate_schema::format::to_hex(&crate::kernel::fsio::random_bytes::<TEMP_RANDOM_BYTES>()?);
+        let suffix = hookstate_schema::format::to_hex(&crate::kernel::fsio::random_bytes::<
+            TEMP_RANDOM_BYTES,
+        >()?);
         let temp = format!("{TEMP_PREFIX}{suffix}");
         let mut ops = RootOps { root: self, mode: TempMode::New(FILE_MODE) };
         let mut file = ops.create_new(&temp)?;

@@ -136,6 +136,15 @@ fn row_text(row: &RowInput) -> Result<String> {
     })
 }
 
+/// Checks one row as `observer append` will take it (its kind, a tool use's name), so a caller
+/// can refuse bad rows before it opens a store.
+///
+/// # Errors
+/// [`Error::NotOneOf`] for an unknown kind; [`Error::BadInput`] for a tool use without a name.
+pub fn check_row(row: &RowInput) -> Result<()> {
+    row_text(row).map(|_| ())
+}
+
 /// Clips rows for the current turn and counts user prompts that follow an assistant row.
 pub(crate) fn decide_append(state: &ObserverState, rows: &[RowInput]) -> Result<ObserverEvent> {
     if rows.len() > APPEND_ROWS_MAX {

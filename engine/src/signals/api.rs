@@ -4,8 +4,8 @@
 //!
 //! Does not resolve bundles or touch files; `layout.rs` does.
 
-use hookstate_schema::signals::{PmDoc, SendsDoc, SignalDoc, SignalsEvent};
 use hookstate_schema::format;
+use hookstate_schema::signals::{PmDoc, SendsDoc, SignalDoc, SignalsEvent};
 use hookstate_schema::{validate_id, Body};
 use serde_json::{json, Value};
 

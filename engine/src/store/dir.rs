@@ -73,10 +73,11 @@ impl StoreDir {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
             _ => PathBuf::from("."),
         };
-        let dir = walk::open_dir(&dir_path, create).map_err(|e| match e {
-            Error::NoDirectory { .. } => Error::NoStore { path: path.to_path_buf() },
-            other => other,
-        })?;
+        let dir =
+            walk::open_dir(&dir_path, create, walk::LastLink::Trusted).map_err(|e| match e {
+                Error::NoDirectory { .. } => Error::NoStore { path: path.to_path_buf() },
+                other => other,
+            })?;
         let stat = rustix::fs::fstat(&dir).map_err(|e| io_err("stat", &dir_path, e))?;
         check_private_dir(&dir_path, stat.st_uid, stat.st_mode)?;
         Ok(StoreDir { dir, dir_path, name })

@@ -36,7 +36,7 @@ impl SecondAnchor {
     /// Opens the directory (every component checked from the root); it must exist, be owned by
     /// root or by us, and be writable by neither its group nor others.
     pub(crate) fn open(path: &Path) -> Result<SecondAnchor> {
-        let dir = walk::open_dir(path, false)?;
+        let dir = walk::open_dir(path, false, walk::LastLink::Trusted)?;
         let stat = rustix::fs::fstat(&dir).map_err(|e| io_err("stat", path, e))?;
         let me = rustix::process::geteuid().as_raw();
         if stat.st_uid != 0 && stat.st_uid != me {
