@@ -122,7 +122,7 @@ mod tests {
     fn advance_moves_only_forward_and_only_its_own_store() {
         let ours = [1u8; STORE_ID_BYTES];
         let theirs = [2u8; STORE_ID_BYTES];
-        let at = |seq| Head { seq, hash: [seq as u8; 32] };
+        let at = |seq: u64| Head { seq, hash: [u8::try_from(seq).unwrap(); 32] };
         let text = |id, seq| format::format_anchor(id, &at(seq));
         assert_eq!(advance(None, &ours, &at(0)), Some(text(&ours, 0)));
         assert_eq!(advance(Some(&text(&ours, 3)), &ours, &at(4)), Some(text(&ours, 4)));

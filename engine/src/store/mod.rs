@@ -3,6 +3,7 @@
 //!
 //! Does not know the domains or the legacy files; the kernel sees only the `Storage` trait.
 
+mod bounded;
 mod dir;
 mod redb;
 mod scratch;

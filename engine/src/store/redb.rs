@@ -1,4 +1,5 @@
-//! The redb backend: the only module that imports redb.
+//! The redb backend: with the two backends beside it (`bounded`, `scratch`), the only code that
+//! imports redb.
 //!
 //! Opens files handed to it (already opened safely by `store::dir`), in `MultiWriter` mode with
 //! `Durability::Immediate`, and converts every redb error into `Error` here. Does not choose
@@ -10,13 +11,12 @@ use std::time::{Duration, Instant};
 
 use hookstate_schema::format::{LOG_TABLE, META_TABLE, VIEWS_TABLE};
 use std::ops::Bound;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use redb::backends::FileBackend;
 use redb::{
-    BackendError, ConcurrencyMode, Database, Durability, ReadableDatabase, ReadableTable,
-    StorageBackend, TableDefinition, TransactionError,
+    ConcurrencyMode, Database, Durability, ReadableDatabase, ReadableTable, StorageBackend,
+    TableDefinition, TransactionError,
 };
 
 /// The storage seam a test backend implements (for the `testing` feature's
@@ -24,15 +24,10 @@ use redb::{
 #[cfg(feature = "testing")]
 pub use redb::StorageBackend as Backend;
 
-/// The IO error type of redb's `StorageBackend` (without its `experimental-api-5` feature).
-type BackendIoError = std::io::Error;
-
 use crate::kernel::error::{Error, Result};
-use crate::kernel::limits::{
-    CACHE_BYTES, LOCK_BACKOFF_US_MAX, LOCK_BACKOFF_US_MIN, READ_HEADER_WAIT_MS,
-    READ_ONLY_REPAIR_WAIT_MS, READ_TORN_RETRIES,
-};
+use crate::kernel::limits::{CACHE_BYTES, READ_ONLY_REPAIR_WAIT_MS, READ_TORN_RETRIES};
 use crate::kernel::storage::{EventVisitor, ReadTxn, RowVisitor, WriteTxn};
+use crate::store::bounded::{backoff, bounded, REDB_HEADER_LOCK_END};
 use crate::store::scratch::ScratchBackend;
 
 const LOG: TableDefinition<u64, &[u8]> = TableDefinition::new(LOG_TABLE);
@@ -60,131 +55,7 @@ enum Db {
     },
 }
 
-/// The end of redb's header lock bytes (`0..320`, redb's docs/design.md "Lock bytes", fixed for
-/// the pinned release): a reader takes them shared to read the header, a writer exclusively to
-/// write it, and redb's writer holds them across the fsyncs of its open and its clean close.
-const REDB_HEADER_LOCK_END: u64 = 320;
-
-/// redb's file backend with every blocking lock turned into a bounded wait. In multi-writer mode
-/// redb's open takes the writer lock blocking, so a writer that stalls (a hook stopped with
-/// SIGSTOP) would hang every later opener; here the wait ends after `wait` and the call reports
-/// busy instead.
-///
-/// A reader's handle (`reader`) goes further: it never waits for a writer. When the header lock
-/// stays held past [`READ_HEADER_WAIT_MS`] (a writer stopped or stalled inside a commit, an open
-/// or a close), it reads the header without the lock. That is safe while the holder is stopped
-/// (it writes nothing), and a header write that a read races is caught by the header's slot
-/// checksums (the open is retried, [`READ_TORN_RETRIES`]); the pages of the commit it names are
-/// pinned by the reader's transaction byte like any reader's, and every row and event it reads
-/// is checked (row checksums, event hashes).
-#[derive(Debug)]
-struct BoundedBackend {
-    inner: FileBackend,
-    wait: Duration,
-    timed_out: Arc<AtomicBool>,
-    reader: bool,
-    lockless: Arc<AtomicBool>,
-}
-
-impl BoundedBackend {
-    fn is_header(start: Bound<u64>, end: Bound<u64>) -> bool {
-        start == Bound::Included(0) && end == Bound::Excluded(REDB_HEADER_LOCK_END)
-    }
-
-    /// A reader's shared header lock: taken within [`READ_HEADER_WAIT_MS`], else read without.
-    fn reader_header_lock(&self, start: Bound<u64>, end: Bound<u64>) -> LockResult<()> {
-        let wait = if self.lockless.load(Ordering::SeqCst) {
-            Duration::ZERO
-        } else {
-            Duration::from_millis(READ_HEADER_WAIT_MS)
-        };
-        let deadline = Instant::now() + wait;
-        let mut attempt = 0;
-        loop {
-            if self.inner.try_lock_shared_range(start, end)? {
-                return Ok(());
-            }
-            if Instant::now() >= deadline {
-                self.lockless.store(true, Ordering::SeqCst);
-                return Ok(());
-            }
-            thread::sleep(backoff(attempt));
-            attempt += 1;
-        }
-    }
-
-    fn wait_for(
-        &self,
-        mut try_lock: impl FnMut() -> std::result::Result<bool, BackendError>,
-    ) -> std::result::Result<(), BackendError> {
-        let deadline = Instant::now() + self.wait;
-        let mut attempt = 0;
-        loop {
-            if try_lock()? {
-                return Ok(());
-            }
-            if Instant::now() >= deadline {
-                self.timed_out.store(true, Ordering::SeqCst);
-                return Err(BackendError::Io(std::io::Error::new(
-                    std::io::ErrorKind::WouldBlock,
-                    "lock wait timed out",
-                )));
-            }
-            thread::sleep(backoff(attempt));
-            attempt += 1;
-        }
-    }
-}
-
-impl StorageBackend for BoundedBackend {
-    fn len(&self) -> std::result::Result<u64, BackendIoError> {
-        self.inner.len()
-    }
-    fn read(&self, offset: u64, out: &mut [u8]) -> std::result::Result<(), BackendIoError> {
-        self.inner.read(offset, out)
-    }
-    fn set_len(&self, len: u64) -> std::result::Result<(), BackendIoError> {
-        self.inner.set_len(len)
-    }
-    fn sync_data(&self) -> std::result::Result<(), BackendIoError> {
-        #[cfg(feature = "bugdrill")]
-        if crate::kernel::drill::is(crate::kernel::drill::Drill::DurabilityNone) {
-            return Ok(());
-        }
-        self.inner.sync_data()
-    }
-    fn write(&self, offset: u64, data: &[u8]) -> std::result::Result<(), BackendIoError> {
-        self.inner.write(offset, data)
-    }
-    fn close(&self) -> std::result::Result<(), BackendIoError> {
-        self.inner.close()
-    }
-    fn try_lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> LockResult<bool> {
-        self.inner.try_lock_range(start, end)
-    }
-    fn try_lock_shared_range(&self, start: Bound<u64>, end: Bound<u64>) -> LockResult<bool> {
-        self.inner.try_lock_shared_range(start, end)
-    }
-    fn lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> LockResult<()> {
-        self.wait_for(|| self.inner.try_lock_range(start, end))
-    }
-    fn lock_shared_range(&self, start: Bound<u64>, end: Bound<u64>) -> LockResult<()> {
-        if self.reader && Self::is_header(start, end) {
-            return self.reader_header_lock(start, end);
-        }
-        self.wait_for(|| self.inner.try_lock_shared_range(start, end))
-    }
-    fn unlock_range(&self, start: Bound<u64>, end: Bound<u64>) -> LockResult<()> {
-        self.inner.unlock_range(start, end)
-    }
-    fn query_lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> LockResult<bool> {
-        self.inner.query_lock_range(start, end)
-    }
-}
-
-type LockResult<T> = std::result::Result<T, BackendError>;
-
-fn convert(err: impl Into<redb::Error>) -> Error {
+pub(crate) fn convert(err: impl Into<redb::Error>) -> Error {
     let err: redb::Error = err.into();
     match err {
         redb::Error::Corrupted(_)
@@ -217,11 +88,6 @@ fn builder(check_integrity: bool) -> redb::Builder {
         .set_check_integrity_on_open(check_integrity)
         .set_cache_size(CACHE_BYTES);
     builder
-}
-
-fn backoff(attempt: u32) -> Duration {
-    let us = LOCK_BACKOFF_US_MIN.saturating_mul(1u64 << attempt.min(8)).min(LOCK_BACKOFF_US_MAX);
-    Duration::from_micros(us)
 }
 
 fn waited_ms(start: Instant) -> u64 {
@@ -296,9 +162,9 @@ impl RedbStore {
         // The planted bug: once the store exists (a real store is created, synced and published
         // before any drill can touch it), commits return without a sync.
         #[cfg(feature = "bugdrill")]
-        let skip = Arc::new(AtomicBool::new(false));
+        let skip = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         #[cfg(feature = "bugdrill")]
-        let backend = drill::NoSync { inner: backend, skip: Arc::clone(&skip) };
+        let backend = drill::NoSync { inner: backend, skip: std::sync::Arc::clone(&skip) };
         let store = match meta {
             Some(meta) if backend.len().map_err(|e| convert(redb::StorageError::from(e)))? == 0 => {
                 RedbStore::create_on(backend, meta)
@@ -353,8 +219,44 @@ impl RedbStore {
     }
 }
 
-/// A bounded backend on a duplicate of `file`, with its timed-out flag and (for a `reader`) the
-/// flag that says a header was read without its lock.
+impl RedbStore {
+    /// Takes the single write transaction, waiting at most until `deadline`.
+    pub(crate) fn begin_write(&self, deadline: Instant) -> Result<Box<dyn WriteTxn + '_>> {
+        let Db::Write(db) = &self.db else {
+            return Err(Error::ReadOnly);
+        };
+        let start = Instant::now();
+        let mut attempt = 0;
+        let mut txn = loop {
+            match db.try_begin_write() {
+                Ok(txn) => break txn,
+                Err(TransactionError::WouldBlock) if Instant::now() < deadline => {
+                    thread::sleep(backoff(attempt));
+                    attempt += 1;
+                }
+                Err(TransactionError::WouldBlock) => {
+                    return Err(Error::Busy { waited_ms: waited_ms(start) })
+                }
+                Err(other) => return Err(convert(other)),
+            }
+        };
+        txn.set_durability(Durability::Immediate)
+            .map_err(|e| Error::Store(Box::new(redb::Error::from(e))))?;
+        txn.set_quick_repair(true);
+        Ok(Box::new(RedbWrite { txn }))
+    }
+
+    /// Opens a read snapshot.
+    pub(crate) fn begin_read(&self) -> Result<Box<dyn ReadTxn + '_>> {
+        let txn = match &self.db {
+            Db::Write(db) | Db::Empty(db) | Db::Scratch { db, .. } => db.begin_read(),
+            Db::Read(db) => db.begin_read(),
+        }
+        .map_err(convert)?;
+        Ok(Box::new(RedbRead { txn }))
+    }
+}
+
 impl RedbStore {
     /// Opens `file` through a copy-on-write view (`store::scratch`), so nothing is ever written
     /// to the file: a reader's transaction on the real file first (it pins the pages of the
@@ -400,62 +302,6 @@ fn read_header(file: &File) -> Result<Vec<u8>> {
         _ => Error::io("read", "", e),
     })?;
     Ok(header)
-}
-
-fn bounded(
-    file: &File,
-    wait: Duration,
-    reader: bool,
-) -> Result<(BoundedBackend, Arc<AtomicBool>, Arc<AtomicBool>)> {
-    let clone = file.try_clone().map_err(|e| Error::io("duplicate handle of", "", e))?;
-    let timed_out = Arc::new(AtomicBool::new(false));
-    let lockless = Arc::new(AtomicBool::new(false));
-    let backend = BoundedBackend {
-        inner: FileBackend::new(clone).map_err(convert)?,
-        wait,
-        timed_out: Arc::clone(&timed_out),
-        reader,
-        lockless: Arc::clone(&lockless),
-    };
-    Ok((backend, timed_out, lockless))
-}
-
-impl RedbStore {
-    /// Takes the single write transaction, waiting at most until `deadline`.
-    pub(crate) fn begin_write(&self, deadline: Instant) -> Result<Box<dyn WriteTxn + '_>> {
-        let Db::Write(db) = &self.db else {
-            return Err(Error::ReadOnly);
-        };
-        let start = Instant::now();
-        let mut attempt = 0;
-        let mut txn = loop {
-            match db.try_begin_write() {
-                Ok(txn) => break txn,
-                Err(TransactionError::WouldBlock) if Instant::now() < deadline => {
-                    thread::sleep(backoff(attempt));
-                    attempt += 1;
-                }
-                Err(TransactionError::WouldBlock) => {
-                    return Err(Error::Busy { waited_ms: waited_ms(start) })
-                }
-                Err(other) => return Err(convert(other)),
-            }
-        };
-        txn.set_durability(Durability::Immediate)
-            .map_err(|e| Error::Store(Box::new(redb::Error::from(e))))?;
-        txn.set_quick_repair(true);
-        Ok(Box::new(RedbWrite { txn }))
-    }
-
-    /// Opens a read snapshot.
-    pub(crate) fn begin_read(&self) -> Result<Box<dyn ReadTxn + '_>> {
-        let txn = match &self.db {
-            Db::Write(db) | Db::Empty(db) | Db::Scratch { db, .. } => db.begin_read(),
-            Db::Read(db) => db.begin_read(),
-        }
-        .map_err(convert)?;
-        Ok(Box::new(RedbRead { txn }))
-    }
 }
 
 struct RedbRead {

@@ -16,7 +16,8 @@ use std::sync::Mutex;
 use redb::StorageBackend;
 
 /// The unit the overlay keeps written bytes in.
-const PAGE_BYTES: u64 = 4096;
+const PAGE_BYTES: usize = 4096;
+const PAGE: u64 = PAGE_BYTES as u64;
 /// Pages the overlay may hold (512 MiB): far above what an integrity check writes (allocator
 /// state, a header, a few tree pages), a bound against a runaway repair.
 const OVERLAY_PAGES_MAX: usize = 128 * 1024;
@@ -55,14 +56,19 @@ impl ScratchBackend {
 
     /// The bytes of page `page` as the file has them (zeros past what is visible).
     fn file_page(&self, page: u64, visible: u64) -> Io<Vec<u8>> {
-        let mut out = vec![0u8; PAGE_BYTES as usize];
-        let start = page * PAGE_BYTES;
+        let mut out = vec![0u8; PAGE_BYTES];
+        let start = page * PAGE;
         if start < visible {
-            let n = usize::try_from((visible - start).min(PAGE_BYTES)).unwrap_or(0);
+            let n = usize::try_from((visible - start).min(PAGE)).unwrap_or(0);
             read_at_most(&self.file, &mut out[..n], start)?;
         }
         Ok(out)
     }
+}
+
+/// The page of byte `at` and its offset in the page.
+fn split(at: u64) -> (u64, usize) {
+    (at / PAGE, usize::try_from(at % PAGE).unwrap_or(0))
 }
 
 /// Reads what the file has of `out` at `offset`; bytes past its end stay as they are (zeros).
@@ -87,8 +93,8 @@ impl StorageBackend for ScratchBackend {
         let mut done = 0usize;
         while done < out.len() {
             let at = offset + done as u64;
-            let (page, in_page) = (at / PAGE_BYTES, (at % PAGE_BYTES) as usize);
-            let n = (PAGE_BYTES as usize - in_page).min(out.len() - done);
+            let (page, in_page) = split(at);
+            let n = (PAGE_BYTES - in_page).min(out.len() - done);
             let chunk = &mut out[done..done + n];
             match overlay.pages.get(&page) {
                 Some(bytes) => chunk.copy_from_slice(&bytes[in_page..in_page + n]),
@@ -108,7 +114,7 @@ impl StorageBackend for ScratchBackend {
         let mut overlay = self.lock()?;
         overlay.len = len;
         overlay.file_visible = overlay.file_visible.min(len);
-        let first_gone = len.div_ceil(PAGE_BYTES);
+        let first_gone = len.div_ceil(PAGE);
         overlay.pages.retain(|page, _| *page < first_gone);
         Ok(())
     }
@@ -122,8 +128,8 @@ impl StorageBackend for ScratchBackend {
         let mut done = 0usize;
         while done < data.len() {
             let at = offset + done as u64;
-            let (page, in_page) = (at / PAGE_BYTES, (at % PAGE_BYTES) as usize);
-            let n = (PAGE_BYTES as usize - in_page).min(data.len() - done);
+            let (page, in_page) = split(at);
+            let n = (PAGE_BYTES - in_page).min(data.len() - done);
             if !overlay.pages.contains_key(&page) {
                 if overlay.pages.len() >= OVERLAY_PAGES_MAX {
                     return Err(std::io::Error::other("verify's scratch overlay is full"));
