@@ -35,8 +35,8 @@ run() {
         return 0
     fi
     echo "drill $name: NOT detected (exit $status)"
-    grep -E "^(killloop|race|powerloss|traversal|linearize|exportcrash|integrity)" "$log" ||
-        tail -20 "$log"
+    grep -E "^(killloop|race|powerloss|traversal|linearize|exportcrash|mirror race|integrity)" \
+        "$log" || tail -20 "$log"
     return 1
 }
 
@@ -72,6 +72,16 @@ drill cas-separate-read 'race: .* double_claims=[1-9]' \
 also cas-separate-read 'linearize .* nonlinearizable_keys=[1-9]' \
     -p hookstate --features bugdrill --test cli \
     linearize::per_key_claim_histories_of_killed_processes_are_linearizable
+
+drill mirror-blind-write 'mirror race .* lost=[1-9]' \
+    -p hookstate-tests --features bugdrill --test integration \
+    mirror_race::loopd_mirror_loses_nothing_to_a_stale_legacy_writer
+also mirror-blind-write 'mirror race .* lost=[1-9]' \
+    -p hookstate-tests --features bugdrill --test integration \
+    mirror_race::observer_mirror_loses_nothing_to_a_stale_legacy_writer
+also mirror-blind-write 'mirror race .* lost=[1-9]' \
+    -p hookstate-tests --features bugdrill --test integration \
+    mirror_race::moonshine_mirror_loses_nothing_to_a_stale_web_writer
 
 drill naive-path-join 'traversal .* escapes=[1-9]' \
     -p hookstate --features bugdrill --test cli \

@@ -1,6 +1,8 @@
 //! `claims` bench: claim throughput and per-call cost, printed side by side with the baselines
 //! of the same run (raw fdatasync, `/bin/true`, the legacy bash rename claim), then one summary
-//! table with same-run ratios, the date and how to reproduce it.
+//! table with same-run ratios, the date and how to reproduce it. With `HOOKSTATE_BASELINE_BIN` set
+//! to another `hookstate` binary (an earlier build), the per-call rounds time it too, on its own
+//! store, for a before/after ratio in the same run.
 //!
 //! Owns the four sections of PERF.md it measures: the durability floor, in-process claims at one
 //! claim per durable commit, the per-call cost of the `hookstate` binary, and K concurrent
@@ -11,7 +13,7 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::Write;
 use std::os::unix::fs::FileExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -103,7 +105,13 @@ struct PerCall {
     legacy: Sample,
     hookstate_failed: usize,
     legacy_failed: usize,
+    /// Another `hookstate` binary claiming from its own store in the same rounds
+    /// (`HOOKSTATE_BASELINE_BIN`): an earlier build, for a before/after ratio.
+    baseline: Option<(Sample, usize)>,
 }
+
+/// The environment variable naming a second `hookstate` binary to time beside the first.
+const BASELINE_VAR: &str = "HOOKSTATE_BASELINE_BIN";
 
 /// Section 4, one K.
 struct Concurrent {
@@ -358,26 +366,35 @@ fn legacy_fill(dir: &Path, items: usize) -> BenchResult<()> {
 fn per_call_cost(bin: &Path, dir: &Path, scale: usize) -> BenchResult<PerCall> {
     let rounds = PER_CALL_ROUNDS * scale;
     let items = rounds + PER_CALL_WARMUP;
+    let baseline = std::env::var_os(BASELINE_VAR).filter(|b| !b.is_empty()).map(PathBuf::from);
+    let steps = if baseline.is_some() { 4 } else { 3 };
     println!(
         "== 3. per-call cost, {rounds} alternating rounds (+{PER_CALL_WARMUP} warmup) of \
-         /bin/true | hookstate queue claim | legacy bash claim, {items} items each"
+         /bin/true | hookstate queue claim | legacy bash claim{}, {items} items each",
+        if baseline.is_some() { " | baseline hookstate queue claim" } else { "" }
     );
     let store = dir.join("per-call.redb");
     prefill(&store, items)?;
     let legacy_dir = dir.join("legacy-comments");
     legacy_fill(&legacy_dir, items)?;
-    let mut times: [Vec<Duration>; 3] = Default::default();
-    let mut failed = [0usize; 3];
+    let baseline_store = dir.join("baseline.redb");
+    if let Some(old) = &baseline {
+        // Filled by the baseline binary itself: its format may be an older one.
+        baseline_fill(old, &baseline_store, items)?;
+    }
+    let mut times: [Vec<Duration>; 4] = Default::default();
+    let mut failed = [0usize; 4];
     for round in 0..PER_CALL_WARMUP + rounds {
         if round == PER_CALL_WARMUP {
             times.iter_mut().for_each(Vec::clear);
-            failed = [0; 3];
+            failed = [0; 4];
         }
-        for step in 0..3 {
-            let which = (round + step) % 3;
-            let mut command = match which {
-                0 => Command::new("/bin/true"),
-                1 => hookstate_claim(bin, &store, None),
+        for step in 0..steps {
+            let which = (round + step) % steps;
+            let mut command = match (which, &baseline) {
+                (0, _) => Command::new("/bin/true"),
+                (1, _) => hookstate_claim(bin, &store, None),
+                (3, Some(old)) => hookstate_claim(old, &baseline_store, None),
                 _ => legacy_claim(&legacy_dir),
             };
             let (output, latency) = timed(&mut command)?;
@@ -391,21 +408,25 @@ fn per_call_cost(bin: &Path, dir: &Path, scale: usize) -> BenchResult<PerCall> {
             }
         }
     }
-    let [bin_true, hookstate, legacy] = times.map(Sample::new);
+    let [bin_true, hookstate, legacy, old] = times.map(Sample::new);
     let result = PerCall {
         bin_true,
         hookstate,
         legacy,
         hookstate_failed: failed[1],
         legacy_failed: failed[2],
+        baseline: baseline.as_ref().map(|_| (old, failed[3])),
     };
     for (label, sample, fails) in [
         ("/bin/true", &result.bin_true, failed[0]),
         ("hookstate queue claim", &result.hookstate, failed[1]),
         ("legacy bash claim", &result.legacy, failed[2]),
-    ] {
+    ]
+    .into_iter()
+    .chain(result.baseline.as_ref().map(|(s, f)| ("baseline hookstate claim", s, *f)))
+    {
         println!(
-            "   {label:<22} p50 {:>8.3} ms  p99 {:>8.3} ms  failed calls {fails}",
+            "   {label:<24} p50 {:>8.3} ms  p99 {:>8.3} ms  failed calls {fails}",
             ms(sample.p50()),
             ms(sample.p99())
         );
@@ -415,8 +436,34 @@ fn per_call_cost(bin: &Path, dir: &Path, scale: usize) -> BenchResult<PerCall> {
         ratio(ms(result.legacy.p50()), ms(result.hookstate.p50())),
         ratio(ms(result.hookstate.p50()), ms(result.bin_true.p50()))
     );
+    if let Some((old, _)) = &result.baseline {
+        println!(
+            "   hookstate p50 / baseline p50 = {:.2}x ({})",
+            ratio(ms(result.hookstate.p50()), ms(old.p50())),
+            baseline.as_ref().map(|b| b.display().to_string()).unwrap_or_default()
+        );
+    }
     println!();
     Ok(result)
+}
+
+/// Pushes `items` items into the baseline binary's own store with that binary.
+fn baseline_fill(bin: &Path, store: &Path, items: usize) -> BenchResult<()> {
+    for n in 0..items {
+        let mut command = Command::new(bin);
+        command.args(["--db", &store.display().to_string(), "--scope", SCOPE]);
+        command.args(["queue", "push", QUEUE, &format!("item-{n}"), "null"]);
+        for var in CLEARED_ENV {
+            command.env_remove(var);
+        }
+        let output = command.output()?;
+        if !output.status.success() {
+            return Err(
+                format!("baseline push {n}: {}", String::from_utf8_lossy(&output.stderr)).into()
+            );
+        }
+    }
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -571,6 +618,18 @@ fn summary(
 }
 
 fn per_call_rows(located: &Located, per_call: &PerCall) {
+    if let Some((old, fails)) = &per_call.baseline {
+        let serial = per_second(old.len(), old.total());
+        row(
+            "per call: baseline hookstate (HOOKSTATE_BASELINE_BIN)",
+            &format!("{serial:.0}/s"),
+            old,
+            &format!(
+                "hookstate/baseline p50 = {:.2}x (failed calls {fails})",
+                ratio(ms(per_call.hookstate.p50()), ms(old.p50()))
+            ),
+        );
+    }
     let serial = |s: &Sample| format!("{:.0}/s", per_second(s.len(), s.total()));
     let true_p50 = ms(per_call.bin_true.p50());
     let hookstate_p50 = ms(per_call.hookstate.p50());

@@ -16,8 +16,9 @@ use crate::audit::{self, RebuildReport, VerifyOptions, VerifyReport};
 use crate::core::project::CoreProjection;
 use crate::core::query::Query;
 use crate::core::{self, Command};
+use crate::feedback::api::Feedback;
+use crate::feedback::layout::MoonshineLayout;
 use crate::feedback::project::FeedbackProjection;
-use crate::feedback::Feedback;
 use crate::kernel::call::{Call, Outcome};
 use crate::kernel::error::Result;
 use crate::kernel::project::Table;
@@ -64,6 +65,10 @@ pub enum Layout {
         /// The file's name in the directory.
         file: String,
     },
+    /// moonshine's feedback inboxes: the directory is the moonshine home, holding
+    /// `<project>/.feedback/`; a call scoped `moonshine:<project>` mirrors that project, any
+    /// other call every project.
+    Moonshine,
 }
 
 impl Layout {
@@ -72,6 +77,7 @@ impl Layout {
         match self {
             Layout::Loopd { file } => vec![Box::new(LoopdLayout { file: file.clone() })],
             Layout::Observer { file } => vec![Box::new(ObserverLayout { file: file.clone() })],
+            Layout::Moonshine => vec![Box::new(MoonshineLayout)],
         }
     }
 }
@@ -155,7 +161,7 @@ impl Engine {
     /// # Errors
     /// [`crate::Error::Invalid`] naming the first broken rule.
     pub fn check(call: &Call, command: &Command) -> Result<Command> {
-        core::check(call, command)
+        core::api::check(call, command)
     }
 
     /// The current head.
@@ -173,7 +179,7 @@ impl Engine {
     /// [`crate::Error::Invalid`] for bad input (nothing is written), [`crate::Error::Busy`],
     /// [`crate::Error::Poisoned`] and store errors.
     pub fn execute(&self, call: &Call, command: &Command) -> Result<Outcome> {
-        core::execute(&self.kernel, call, command)
+        core::api::execute(&self.kernel, call, command)
     }
 
     /// Answers a core read in one snapshot.

@@ -9,6 +9,7 @@ mod exportcrash;
 mod feedback_mirror;
 mod feedback_model;
 mod heartbeat;
+mod mirror_race;
 mod model;
 mod observer;
 mod powerloss;

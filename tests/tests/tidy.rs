@@ -214,6 +214,10 @@ const PART_ARROWS: [(&str, &str); 7] = [
     ("stores", "kernel"),
 ];
 
+/// File arrows allowed against the parts: `Engine::mirrored` composes the layouts of several
+/// domains for one mirrored directory and hands them to the one protocol (docs/decisions.md).
+const FILE_ARROWS: [(&str, &str); 1] = [("engine.rs", "legacy/mirror.rs")];
+
 fn domain_of(file: &str) -> Option<&str> {
     (part_of(file) == "domains").then(|| file.split('/').next().unwrap_or(file))
 }
@@ -244,7 +248,9 @@ fn the_engine_parts_point_one_way_and_domains_never_import_each_other() {
     for (file, edges) in &graph {
         for target in edges {
             let (from, to) = (part_of(file), part_of(target));
-            if from != to && !PART_ARROWS.contains(&(from, to)) {
+            let allowed = PART_ARROWS.contains(&(from, to))
+                || FILE_ARROWS.contains(&(file.as_str(), target.as_str()));
+            if from != to && !allowed {
                 wrong.push(format!("{file} ({from}) -> {target} ({to})"));
             }
             if let (Some(a), Some(b)) = (domain_of(file), domain_of(target)) {

@@ -6,7 +6,7 @@
 use hookstate_schema::{validate_id, validate_scope, ViewKey, ViewRow};
 use serde_json::{json, Value};
 
-use crate::core::{queue_items, queue_meta};
+use super::api::{queue_items, queue_meta};
 use crate::kernel::error::Result;
 use crate::kernel::view::read_row;
 use crate::kernel::write::Kernel;

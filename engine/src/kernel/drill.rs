@@ -44,11 +44,14 @@ pub enum Drill {
     /// point lookups (caught by the branch-damage test as a verify that passes while lookups
     /// miss rows).
     VerifyScansOnly,
+    /// `mirror-blind-write`: the mirror writes a file back without checking that it still holds
+    /// the bytes the call saw (caught by the mirror race test as an outside change lost).
+    MirrorBlindWrite,
 }
 
 impl Drill {
     /// Every drill with its name in [`DRILL_ENV`].
-    pub const ALL: [(Drill, &'static str); 8] = [
+    pub const ALL: [(Drill, &'static str); 9] = [
         (Drill::AckBeforeCommit, "ack-before-commit"),
         (Drill::CasSeparateRead, "cas-separate-read"),
         (Drill::DurabilityNone, "durability-none"),
@@ -57,6 +60,7 @@ impl Drill {
         (Drill::ExportNoDirFsync, "export-no-dir-fsync"),
         (Drill::AnchorIgnored, "anchor-ignored"),
         (Drill::VerifyScansOnly, "verify-scans-only"),
+        (Drill::MirrorBlindWrite, "mirror-blind-write"),
     ];
 }
 

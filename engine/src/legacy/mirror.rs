@@ -11,7 +11,8 @@
 //! Then the verb runs, and each file whose rendering changed is written, only over the bytes the
 //! call saw: a file a lock-less writer changed during the call is kept, its baseline left at what
 //! the call adopted, so the next call adopts the change. A file the store holds nothing for is
-//! never created, and a rendering equal to the file writes nothing.
+//! never created (and removed only when its layout says the store consumed it, a one-shot
+//! request), and a rendering equal to the file writes nothing.
 //!
 //! Knows no domain: a domain brings its [`Layout`]. Baselines live under
 //! `.hookstate-mirror/base/<layout>/` in the mirror directory, the lock is
@@ -34,6 +35,11 @@ pub(crate) const MIRROR_DIR: &str = ".hookstate-mirror";
 const LOCK_FILE: &str = "lock";
 /// The baselines' directory under [`MIRROR_DIR`].
 const BASE_DIR: &str = "base";
+/// Baselines kept before the current one: how many mirror writes a lock-less writer's read may
+/// lag and still be recognised.
+pub(crate) const BASE_HISTORY_MAX: usize = 8;
+/// The suffix of an older baseline: `<name>.hookstate-prev-<n>`, 1 the newest.
+const HISTORY_SUFFIX: &str = ".hookstate-prev-";
 /// Components of a layout file's path below the mirror directory (`<project>/.feedback/<id>`).
 pub(crate) const PATH_DEPTH_MAX: usize = 4;
 
@@ -79,6 +85,10 @@ pub(crate) struct Change {
     pub(crate) path: RelPath,
     /// What the mirror last wrote or adopted; `None` when it never saw the file.
     pub(crate) base: Option<Vec<u8>>,
+    /// The baselines before `base`, newest first (at most [`BASE_HISTORY_MAX`]): a lock-less
+    /// writer that read the file some writes ago wrote back one of these plus its own change, so
+    /// a layout can find the version it read.
+    pub(crate) history: Vec<Vec<u8>>,
     /// What the file holds now.
     pub(crate) now: Vec<u8>,
 }
@@ -115,6 +125,19 @@ pub(crate) trait Layout: Sync {
     /// [`Error::Invalid`] for a file the layout refuses whole (a corrupt multi-record file),
     /// which fails the call with every file and the store unchanged.
     fn adopt(&self, txn: &dyn ReadTxn, call: &Call, changes: &[Change]) -> Result<Adoption>;
+    /// Whether the file at `path`, holding `now` and rendering to nothing, must be removed: the
+    /// store consumed what it asked for (a one-shot request whose absence its upstream reader
+    /// takes for the answer). The mirror removes it only while it still holds the bytes the call
+    /// saw. Most layouts never remove a file.
+    fn removes(
+        &self,
+        _txn: &dyn ReadTxn,
+        _call: &Call,
+        _path: &RelPath,
+        _now: &[u8],
+    ) -> Result<bool> {
+        Ok(false)
+    }
 }
 
 /// One layout file as the call saw it, with its baseline.
@@ -192,8 +215,15 @@ fn adopt(
         // A deleted file is rewritten, not adopted as a deletion.
         let Some(now) = &file.now else { continue };
         if file.base.as_ref() != Some(now) {
-            let change =
-                Change { path: file.path.clone(), base: file.base.clone(), now: now.clone() };
+            let layout = layouts[file.layout];
+            let max = layout.max_bytes(&file.path);
+            let history = read_history(meta, layout.name(), &file.path, max)?;
+            let change = Change {
+                path: file.path.clone(),
+                base: file.base.clone(),
+                history,
+                now: now.clone(),
+            };
             changes[file.layout].push(change);
         }
     }
@@ -244,9 +274,14 @@ fn write_back(
     let txn = kernel.begin_read()?;
     for (index, layout) in layouts.iter().enumerate() {
         for path in layout.files(&*txn, call, root)? {
-            let Some(bytes) = layout.render(&*txn, call, &path)? else { continue };
             let file = seen.iter().find(|s| s.layout == index && s.path == path);
             let saw = file.and_then(|s| s.now.as_deref());
+            let Some(bytes) = layout.render(&*txn, call, &path)? else {
+                if let Some(saw) = saw.filter(|_| !report.quarantined.contains(&path.display())) {
+                    remove_consumed(*layout, &*txn, call, root, &path, saw, report)?;
+                }
+                continue;
+            };
             let quarantined = report.quarantined.contains(&path.display());
             if saw == Some(bytes.as_slice()) && !quarantined {
                 // Already what the store holds: only a missing or older baseline is written.
@@ -257,15 +292,49 @@ fn write_back(
             }
             let expected = if quarantined { None } else { saw };
             let max = layout.max_bytes(&path);
-            if read_at(root, &path, max).ok().flatten().as_deref() != expected {
+            // The planted bug: write over whatever the file holds now.
+            #[cfg(feature = "bugdrill")]
+            let blind = crate::kernel::drill::is(crate::kernel::drill::Drill::MirrorBlindWrite);
+            #[cfg(not(feature = "bugdrill"))]
+            let blind = false;
+            // The compare runs once the new bytes are durable, right before the rename, so a
+            // lock-less writer's change is overwritten only if it lands between the two.
+            let still = |dir: &Root| {
+                Ok(blind || dir.read(path.name(), max).ok().flatten().as_deref() == expected)
+            };
+            if !write_at_if(root, &path, &bytes, still)? {
                 // Changed during the call: kept, and adopted by the next call.
                 report.kept.push(path.display());
                 continue;
             }
-            write_at(root, &path, &bytes)?;
             write_base(meta, layout.name(), &path, &bytes)?;
             report.written.push(path.display());
         }
+    }
+    Ok(())
+}
+
+/// Removes a file the store holds nothing for when its layout says so, only over the bytes the
+/// call saw; one another writer changed during the call is kept.
+fn remove_consumed(
+    layout: &dyn Layout,
+    txn: &dyn ReadTxn,
+    call: &Call,
+    root: &Root,
+    path: &RelPath,
+    saw: &[u8],
+    report: &mut MirrorReport,
+) -> Result<()> {
+    if !layout.removes(txn, call, path, saw)? {
+        return Ok(());
+    }
+    if read_at(root, path, layout.max_bytes(path)).ok().flatten().as_deref() != Some(saw) {
+        report.kept.push(path.display());
+        return Ok(());
+    }
+    if let Some(dir) = parent_of(root, path, false)? {
+        dir.remove(path.name())?;
+        report.removed.push(path.display());
     }
     Ok(())
 }
@@ -298,10 +367,16 @@ pub(crate) fn read_at(root: &Root, path: &RelPath, max: usize) -> Result<Option<
     }
 }
 
-/// Writes a layout file durably, creating its directories.
-pub(crate) fn write_at(root: &Root, path: &RelPath, bytes: &[u8]) -> Result<()> {
+/// Writes a layout file durably, creating its directories, only if `still` (asked right before
+/// the rename, in the file's directory) holds.
+fn write_at_if(
+    root: &Root,
+    path: &RelPath,
+    bytes: &[u8],
+    still: impl FnOnce(&Root) -> Result<bool>,
+) -> Result<bool> {
     let dir = parent_of(root, path, true)?.ok_or_else(|| missing(root.path(), path.name()))?;
-    dir.write(path.name(), bytes)
+    dir.write_if(path.name(), bytes, still)
 }
 
 fn base_path(layout: &str, path: &RelPath) -> Result<RelPath> {
@@ -319,13 +394,36 @@ fn read_base(meta: &Root, layout: &str, path: &RelPath, max: usize) -> Result<Op
     Ok(read_at(meta, &base_path(layout, path)?, max).ok().flatten())
 }
 
-/// Writes a baseline without syncing it: a baseline lost in a power cut leaves an older one, and
-/// the next call then merges a file that equals the store, which adopts nothing. Layouts read an
-/// unparseable baseline as none.
+/// The baselines before the current one, newest first; an unreadable one ends the list.
+fn read_history(meta: &Root, layout: &str, path: &RelPath, max: usize) -> Result<Vec<Vec<u8>>> {
+    let base = base_path(layout, path)?;
+    let Some(dir) = parent_of(meta, &base, false)? else { return Ok(Vec::new()) };
+    let mut history = Vec::new();
+    for n in 1..=BASE_HISTORY_MAX {
+        match dir.read(&format!("{}{HISTORY_SUFFIX}{n}", base.name()), max) {
+            Ok(Some(bytes)) => history.push(bytes),
+            _ => break,
+        }
+    }
+    Ok(history)
+}
+
+/// Writes a baseline without syncing it, the one before it moving into the history: a baseline
+/// lost in a power cut leaves an older one, and the next call then merges a file that equals the
+/// store, which adopts nothing. Layouts read an unparseable baseline as none.
 fn write_base(meta: &Root, layout: &str, path: &RelPath, bytes: &[u8]) -> Result<()> {
     let base = base_path(layout, path)?;
     let dir = parent_of(meta, &base, true)?.ok_or_else(|| missing(meta.path(), base.name()))?;
-    dir.write_unsynced(base.name(), bytes)
+    let name = base.name();
+    let older = |n: usize| format!("{name}{HISTORY_SUFFIX}{n}");
+    if dir.read(name, bytes.len().saturating_add(1)).ok().flatten().as_deref() == Some(bytes) {
+        return Ok(());
+    }
+    for n in (1..BASE_HISTORY_MAX).rev() {
+        dir.rename_unsynced(&older(n), &older(n + 1))?;
+    }
+    dir.rename_unsynced(name, &older(1))?;
+    dir.write_unsynced(name, bytes)
 }
 
 /// Renames a corrupt file aside as `<name>.corrupt-<ms>`, never over an earlier quarantine.

@@ -250,6 +250,18 @@ impl Root {
             let path = self.path.join(name);
             return std::fs::write(&path, bytes).map_err(|e| Error::io("write", path, e));
         }
+        self.write_if(name, bytes, |_| Ok(true)).map(|_| ())
+    }
+
+    /// [`Root::write`], replacing `name` only if `still` (asked once the new bytes are durable
+    /// in the temp file, right before the rename) says it holds what the caller last read;
+    /// `false` when it did not, and the file is left as it is.
+    pub(crate) fn write_if(
+        &self,
+        name: &str,
+        bytes: &[u8],
+        still: impl FnOnce(&Root) -> Result<bool>,
+    ) -> Result<bool> {
         check_name(name)?;
         let suffix = hookstate_schema::format::to_hex(&crate::kernel::fsio::random_bytes::<
             TEMP_RANDOM_BYTES,
@@ -261,7 +273,8 @@ impl Root {
             }
             _ => TempMode::New(new_file_mode(name)),
         };
-        durable::replace_file(&mut RootOps { root: self, mode }, &temp, name, bytes)
+        let mut ops = RootOps { root: self, mode };
+        durable::replace_file_if(&mut ops, &temp, name, bytes, || still(self))
     }
 
     /// Replaces (or creates) the file `name` with `bytes` through a fresh temp file and a
@@ -280,6 +293,17 @@ impl Root {
             let _ = ops.remove(&temp);
         }
         written
+    }
+
+    /// Renames the file `name` to `to` inside this directory, replacing `to`, without syncing;
+    /// an absent `name` is fine (nothing to move).
+    pub(crate) fn rename_unsynced(&self, name: &str, to: &str) -> Result<()> {
+        check_name(name)?;
+        check_name(to)?;
+        match rustix::fs::renameat(&self.dir, name, &self.dir, to) {
+            Ok(()) | Err(Errno::NOENT) => Ok(()),
+            Err(other) => Err(io_err("rename", &self.path.join(to), other)),
+        }
     }
 
     /// Renames the file `name` to `to` inside this directory, never replacing an existing `to`

@@ -3,17 +3,19 @@
 //! `pending`), imported as one event and exported in the imported file's style.
 //!
 //! An import replaces the scope's state. A mirror merges an outside change field by field
-//! ([`ObserverLayout`]): counters add the outside writer's increments, `delivered` takes the
-//! union, every other field is adopted when only the outside writer changed it.
+//! ([`ObserverLayout`]): counters add the outside writer's increments, rows appended outside
+//! join the window, `delivered` takes the union, and `inboxOffset` and `pending` are adopted
+//! when only the outside writer changed them (a conflict when both did).
 
 use std::path::Path;
 
-use hookstate_schema::observer::{ObserverEvent, ObserverState};
+use hookstate_schema::observer::{ObservedRow, ObserverEvent, ObserverState};
 use hookstate_schema::signals::StoreStyle;
 use hookstate_schema::Body;
 use serde_json::{Map, Value};
 
 use super::api::Observer;
+use super::rules::push_rows;
 use crate::kernel::call::Call;
 use crate::kernel::call::Conflict;
 use crate::kernel::call::Outcome;
@@ -114,11 +116,9 @@ impl Layout for ObserverLayout {
         let mut adoption = Adoption::default();
         for change in changes {
             let (file, style, _) = parse_state(&change.path.display(), &change.now)?;
-            // A baseline that does not parse (torn by a power cut) is read as never seen.
-            let base = change.base.as_deref().and_then(|b| parse_state("base", b).ok());
+            let base = read_ancestor(change, &file);
             let store = super::api::read(txn, &call.scope)?.map(|d| d.state);
-            let (merged, conflicts) =
-                merge_state(base.map(|b| b.0).as_ref(), &file, store.as_ref());
+            let (merged, conflicts) = merge_state(base.as_ref(), &file, store.as_ref());
             adoption.conflicts.extend(conflicts.into_iter().map(|record| Conflict {
                 file: change.path.display(),
                 record: record.into(),
@@ -131,6 +131,33 @@ impl Layout for ObserverLayout {
         }
         Ok(adoption)
     }
+}
+
+/// The version the outside writer read: the newest baseline (the current one, then the history)
+/// that the file extends — counters no higher, its newest row and its delivered keys still in the
+/// file. A writer that read before the mirror's last writes wrote back an older version plus its
+/// own change, and its increments count from there (a version the writer's new rows are stamped
+/// older than is not the one it read). A baseline that does not parse (torn by a
+/// power cut) is skipped; with none, the file is merged as a first sight.
+fn read_ancestor(change: &Change, file: &ObserverState) -> Option<ObserverState> {
+    let candidates = change.base.iter().chain(&change.history);
+    let parsed: Vec<ObserverState> =
+        candidates.filter_map(|b| parse_state("baseline", b).ok().map(|p| p.0)).collect();
+    // Rows are stamped with the turn they were observed in, so rows the writer appended carry
+    // a turn no lower than the one it read.
+    let extends = |v: &ObserverState| {
+        v.turn <= file.turn
+            && v.user_follow_ups <= file.user_follow_ups
+            && v.buffer.last().is_none_or(|row| file.buffer.contains(row))
+            && v.delivered.iter().all(|key| file.delivered.contains(key))
+            && file
+                .buffer
+                .iter()
+                .filter(|row| !v.buffer.contains(row))
+                .all(|row| row.turn >= v.turn)
+    };
+    let newest = parsed.first().cloned();
+    parsed.into_iter().find(extends).or(newest)
 }
 
 /// The field-by-field merge of an outside change: the state to keep and the fields in conflict.
@@ -166,10 +193,15 @@ fn merge_state(
             merged.delivered.push(key.clone());
         }
     }
-    match merge(base.map(|b| &b.buffer), Some(&file.buffer), Some(&store.buffer)) {
-        Merge::Outside(rows) => merged.buffer.clone_from(rows),
-        Merge::Both { .. } => conflicts.push("buffer"),
-        Merge::Same | Merge::Dropped(_) => {}
+    // Rows only grow (the window drops the oldest): the rows the file holds that the baseline
+    // (or, never seen, the store) does not are the outside writer's, appended to the store's.
+    let known = base.map_or(&store.buffer, |b| &b.buffer);
+    let appended: Vec<ObservedRow> =
+        file.buffer.iter().filter(|row| !known.contains(row)).cloned().collect();
+    let appended: Vec<ObservedRow> =
+        appended.into_iter().filter(|row| !store.buffer.contains(row)).collect();
+    if !appended.is_empty() {
+        push_rows(&mut merged.buffer, &appended, merged.turn);
     }
     match merge(base.map(|b| &b.inbox_offset), Some(&file.inbox_offset), Some(&store.inbox_offset))
     {
