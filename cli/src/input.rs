@@ -41,5 +41,6 @@ pub(crate) fn read_stdin() -> Result<String, CliError> {
     if bytes.is_empty() {
         return Err(CliError::Invalid("stdin is empty, expected one JSON value".into()));
     }
+    crate::request::record_stdin(&bytes);
     String::from_utf8(bytes).map_err(|_| CliError::Invalid("stdin is not valid UTF-8".into()))
 }

@@ -28,12 +28,12 @@ pub use crate::alerts::{
     LivenessRead, MonitorArgs, MonitorSetup, MonitorStatus, Rejection, TickInput, TickRejected,
     TokenRead,
 };
-pub use crate::audit::{RebuildReport, VerifyReport};
+pub use crate::audit::{RebuildReport, VerifyOptions, VerifyReport};
 pub use crate::core::query::Query;
 pub use crate::core::{Command, Expect};
 pub use crate::engine::event_to_json;
 pub use crate::engine::{Engine, Layout};
-pub use crate::kernel::call::{Call, Conflict, MirrorReport, Outcome, Refusal};
+pub use crate::kernel::call::{Call, Conflict, Fingerprint, MirrorReport, Outcome, Refusal};
 pub use crate::kernel::error::{Error, Result};
 pub use crate::kernel::limits;
 pub use crate::kernel::value::validate_json;

@@ -50,7 +50,13 @@ impl Hermit {
     }
 
     fn call(&self, now_ms: u64) -> Call {
-        Call { scope: self.scope.clone(), actor: Actor::default(), idem_key: None, now_ms }
+        Call {
+            scope: self.scope.clone(),
+            actor: Actor::default(),
+            idem_key: None,
+            fingerprint: None,
+            now_ms,
+        }
     }
 
     fn tick(&self, payload: &Value, now_ms: u64) -> Value {

@@ -205,15 +205,21 @@ pub(crate) fn check_db_file_bytes(data: &[u8]) {
         .expect("make the temporary directory private");
     let path = dir.path().join("state.redb");
     fs::write(&path, data).expect("write the store file");
-    let options = OpenOptions {
-        wait_ms: 100,
-        create: false,
-        check_integrity: true,
-        read_only: false,
-        absent_is_empty: false,
-    };
-    if let Ok(engine) = Engine::open(&path, options) {
-        let _ = engine.verify();
+    // `verify`'s own open (read-only, redb's check on a copy-on-write view), then `rebuild`'s
+    // (a writer with redb's check); a missing anchor is accepted so every check runs.
+    let accept = hookstate_engine::VerifyOptions { accept_missing_anchor: true };
+    for read_only in [true, false] {
+        let options = OpenOptions {
+            wait_ms: 100,
+            create: false,
+            check_integrity: true,
+            read_only,
+            absent_is_empty: false,
+            anchor_dir: None,
+        };
+        if let Ok(engine) = Engine::open(&path, options) {
+            let _ = engine.verify_with(accept);
+        }
     }
 }
 
@@ -249,6 +255,7 @@ fn stdin_call(scope: &str) -> Call {
             agent: None,
         },
         idem_key: None,
+        fingerprint: None,
         now_ms: 1_700_000_000_000,
     }
 }

@@ -56,7 +56,13 @@ fn hermit(fixture: Option<&str>) -> Hermit {
 
 impl Hermit {
     fn call(&self, now_ms: u64) -> Call {
-        Call { scope: self.scope.clone(), actor: Actor::default(), idem_key: None, now_ms }
+        Call {
+            scope: self.scope.clone(),
+            actor: Actor::default(),
+            idem_key: None,
+            fingerprint: None,
+            now_ms,
+        }
     }
 
     /// Writes the state directory's `config.json`: its time zone, and whether the next-task

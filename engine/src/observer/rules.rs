@@ -119,7 +119,10 @@ fn row_text(row: &RowInput) -> Result<String> {
         "user" | "assistant" => clip(&text(), TEXT_UNITS_MAX),
         "tool_error" => clip(&text(), TOOL_ERROR_UNITS_MAX),
         "tool_use" => {
-            let name = row.name.clone().unwrap_or_default();
+            // A tool use without its tool's name says nothing a sweep could act on.
+            let name = row.name.clone().filter(|n| !n.trim().is_empty()).ok_or_else(|| {
+                Error::bad("tool_use row", "has no name (the tool's name is required)")
+            })?;
             let input = row.input.as_ref().map(Value::to_string).unwrap_or_default();
             format!("{} {}", name.trim(), clip(&input, TOOL_INPUT_UNITS_MAX)).trim().to_owned()
         }
@@ -131,6 +134,15 @@ fn row_text(row: &RowInput) -> Result<String> {
             })
         }
     })
+}
+
+/// Checks one row as `observer append` will take it (its kind, a tool use's name), so a caller
+/// can refuse bad rows before it opens a store.
+///
+/// # Errors
+/// [`Error::NotOneOf`] for an unknown kind; [`Error::BadInput`] for a tool use without a name.
+pub fn check_row(row: &RowInput) -> Result<()> {
+    row_text(row).map(|_| ())
 }
 
 /// Clips rows for the current turn and counts user prompts that follow an assistant row.
@@ -281,6 +293,11 @@ mod tests {
             input: Some(json!({ "command": "npm run migrate" })),
         };
         assert_eq!(row_text(&row).unwrap(), "Bash {\"command\":\"npm run migrate\"}");
+        // Issue 13, item 8: a tool_use row without a name (or a blank one) is refused.
+        for name in [None, Some("  ".to_owned())] {
+            let nameless = RowInput { name, ..row.clone() };
+            assert!(matches!(row_text(&nameless), Err(Error::BadInput { .. })));
+        }
     }
 
     #[test]

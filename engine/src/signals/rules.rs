@@ -106,8 +106,8 @@ mod tests {
 
     #[test]
     fn send_rules_table() {
-        let two_failed = SendsDoc { failed: 2, pm_seq: 5 };
-        let one_failed = SendsDoc { failed: 1, pm_seq: 5 };
+        let two_failed = SendsDoc { failed: 2, pm_seq: 5, last_failed_turn_seq: 9 };
+        let one_failed = SendsDoc { failed: 1, pm_seq: 5, last_failed_turn_seq: 7 };
         assert!(!may_send(None, None, "r"), "no PM: nothing is sent");
         assert!(!may_send(Some(&pm("r", 5)), None, "r"), "the PM itself is not sent to");
         assert!(may_send(Some(&pm("p", 5)), None, "r"));
