@@ -8,7 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
-use hookstate_engine::alerts::layout_alerts::ALERT_STATE_FILE;
+use hookstate_engine::alerts::ALERT_STATE_FILE;
 use hookstate_engine::schema::hermit::scope_of as hermit_scope;
 use hookstate_engine::schema::Actor;
 use hookstate_engine::{parse_tick_input, read_hermit_alerts, read_hermit_files, AlertFile};

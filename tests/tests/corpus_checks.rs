@@ -10,11 +10,11 @@ use std::fs;
 use std::os::unix::fs::PermissionsExt;
 
 use hookstate_engine::feedback::{self as feedback_rules, Input};
-use hookstate_engine::legacy_files::{parse_legacy, LegacyFile};
 use hookstate_engine::limits::{STDIN_BYTES_MAX, VALUE_BYTES_MAX};
-use hookstate_engine::stdin::{
+use hookstate_engine::{
     parse_findings, parse_hook_payload, parse_patch_stdin, parse_rows, parse_stop_payload,
 };
+use hookstate_engine::{parse_legacy, LegacyFile};
 use hookstate_engine::{validate_json, Call, Command, Engine, OpenOptions};
 use hookstate_schema::format::{self, FormatError, FORMAT_VERSION};
 use hookstate_schema::id::{ID_BYTES_MAX, SCOPE_BYTES_MAX};
@@ -282,9 +282,8 @@ pub(crate) fn verb_stdin_verdict(data: &[u8]) -> Option<(usize, bool)> {
     // accepts `1e999` there, which `Value` refuses as out of f64 range (found by fuzzing).
     let is_json = || serde_json::from_str::<&RawValue>(text).is_ok();
     // What upstream's `JSON.parse(stdin.trim())` would parse.
-    let is_trimmed_json = || {
-        serde_json::from_str::<&RawValue>(hookstate_engine::kernel::compat::js_trim(text)).is_ok()
-    };
+    let is_trimmed_json =
+        || serde_json::from_str::<&RawValue>(hookstate_engine::js_trim(text)).is_ok();
     let accepted = match verb {
         "hook-payload" => {
             let ok = parse_hook_payload(text).is_ok();

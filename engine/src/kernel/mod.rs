@@ -9,7 +9,7 @@
 
 pub(crate) mod anchor;
 pub(crate) mod call;
-pub mod compat;
+pub(crate) mod compat;
 pub(crate) mod doc;
 #[cfg(feature = "bugdrill")]
 pub mod drill;
@@ -18,7 +18,7 @@ pub(crate) mod fsio;
 pub mod limits;
 pub(crate) mod project;
 pub(crate) mod storage;
-pub mod value;
+pub(crate) mod value;
 pub(crate) mod view;
 pub(crate) mod walk;
 pub(crate) mod write;

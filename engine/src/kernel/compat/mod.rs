@@ -4,7 +4,7 @@
 //!
 //! Pure: no IO, no clock.
 
-pub mod js;
+pub(crate) mod js;
 pub(crate) mod stamp;
 
 /// Whether `c` is whitespace to JavaScript's `String.prototype.trim` (WhiteSpace and
