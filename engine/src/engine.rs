@@ -97,6 +97,30 @@ impl Layout {
     }
 }
 
+/// Where a store lives, and whether its anchors agree with its log ([`Engine::location`]).
+#[derive(Debug)]
+pub struct Location {
+    /// The store file (or the address of a remote store).
+    pub path: std::path::PathBuf,
+    /// The anchor file beside it.
+    pub anchor_path: std::path::PathBuf,
+    /// Whether the store exists.
+    pub exists: bool,
+    /// The error a write would be refused with because of the anchors, if any.
+    pub anchor_problem: Option<crate::kernel::error::Error>,
+}
+
+/// Checks a call and a core command against every id rule and limit without touching a store, so
+/// a caller can refuse bad input before opening anything. Returns the command with its JSON
+/// values normalized, as [`Engine::execute`] runs it.
+///
+/// # Errors
+/// [`crate::Error::OutOfRange`], [`crate::Error::BadId`] and the other bad-input variants,
+/// naming the first broken rule.
+pub fn check(call: &Call, command: &Command) -> Result<Command> {
+    core::api::check(call, command)
+}
+
 /// An open store.
 pub struct Engine {
     kernel: Kernel,
@@ -150,33 +174,22 @@ impl Engine {
         Ok(Engine { kernel: Kernel::new(storage, &PROJECTIONS, wait)? })
     }
 
-    /// The store file's path.
-    #[must_use]
-    pub fn path(&self) -> std::path::PathBuf {
-        self.kernel.path()
-    }
-
-    /// Whether the store exists: `false` only for the empty stand-in that
-    /// [`OpenOptions::absent_is_empty`] gives a read of an absent store.
-    #[must_use]
-    pub fn exists(&self) -> bool {
-        self.kernel.storage().exists()
-    }
-
-    /// The anchor file's path.
-    #[must_use]
-    pub fn anchor_path(&self) -> std::path::PathBuf {
-        self.kernel.storage().anchor_path()
-    }
-
-    /// Checks a call and a core command against every id rule and limit without touching a
-    /// store, so a caller can refuse bad input before opening anything. Returns the command with
-    /// its JSON values normalized, as [`Engine::execute`] runs it.
+    /// Where the store lives and what its anchors say: its path, its anchor's path, whether it
+    /// exists (`false` only for the empty stand-in that [`OpenOptions::absent_is_empty`] gives a
+    /// read of an absent store), and the error a write would be refused with when an anchor
+    /// disagrees with the log (a log behind its anchor, an anchor of another store, an
+    /// unreadable or missing anchor), so that a read can say so.
     ///
     /// # Errors
-    /// [`crate::Error::Invalid`] naming the first broken rule.
-    pub fn check(call: &Call, command: &Command) -> Result<Command> {
-        core::api::check(call, command)
+    /// Store and corruption errors of the snapshot the anchor check reads.
+    pub fn location(&self) -> Result<Location> {
+        let storage = self.kernel.storage();
+        Ok(Location {
+            path: storage.path(),
+            anchor_path: storage.anchor_path(),
+            exists: storage.exists(),
+            anchor_problem: self.kernel.anchor_note()?,
+        })
     }
 
     /// The current head.
@@ -222,40 +235,15 @@ impl Engine {
         query::stats(&self.kernel)
     }
 
-    /// Verifies the chain from genesis, the anchor outside the store, and that the stored views
-    /// equal a rebuild of the log.
+    /// Verifies the chain from genesis, the anchors outside the store, and that the stored
+    /// views equal a rebuild of the log; `options.accept_missing_anchor` accepts (and writes) a
+    /// missing anchor on a store with events. Reads only: never changes a byte of the store.
     ///
     /// # Errors
     /// [`crate::Error::ChainBroken`] naming the first bad seq, [`crate::Error::AnchorMismatch`],
     /// [`crate::Error::ViewMismatch`], [`crate::Error::Corrupt`] and store errors.
-    pub fn verify(&self) -> Result<VerifyReport> {
-        audit::verify(&self.kernel, VerifyOptions::default())
-    }
-
-    /// [`Engine::verify`] with options: `accept_missing_anchor` accepts (and writes) a missing
-    /// anchor on a store with events.
-    ///
-    /// # Errors
-    /// As [`Engine::verify`].
-    pub fn verify_with(&self, options: VerifyOptions) -> Result<VerifyReport> {
+    pub fn verify(&self, options: VerifyOptions) -> Result<VerifyReport> {
         audit::verify(&self.kernel, options)
-    }
-
-    /// What a read should be told about the anchors: the error a write would be refused with
-    /// (a log behind its anchor, an anchor of another store, an unreadable or missing anchor),
-    /// or `None` when they agree with the log.
-    ///
-    /// # Errors
-    /// Store and corruption errors of the snapshot it checks.
-    pub fn anchor_note(&self) -> Result<Option<crate::kernel::error::Error>> {
-        self.kernel.anchor_note()
-    }
-
-    /// The warning lines this handle's writes left (an anchor that could not be moved), taken
-    /// once; none once a sink is set.
-    #[must_use]
-    pub fn take_warnings(&self) -> Vec<String> {
-        self.kernel.take_warnings()
     }
 
     /// Hands every later warning line to `sink` as it happens (the CLI prints them on stderr);

@@ -31,7 +31,7 @@ pub use crate::audit::{RebuildReport, VerifyOptions, VerifyReport};
 pub use crate::core::query::Query;
 pub use crate::core::{Command, Expect};
 pub use crate::engine::event_to_json;
-pub use crate::engine::{Engine, Layout};
+pub use crate::engine::{check, Engine, Layout, Location};
 pub use crate::kernel::call::{Call, Conflict, Fingerprint, MirrorReport, Outcome, Refusal};
 pub use crate::kernel::compat::js_trim;
 pub use crate::kernel::error::{Error, Result};

@@ -218,7 +218,7 @@ pub(crate) fn check_db_file_bytes(data: &[u8]) {
             anchor_dir: None,
         };
         if let Ok(engine) = Engine::open(&path, options) {
-            let _ = engine.verify_with(accept);
+            let _ = engine.verify(accept);
         }
     }
 }
@@ -404,7 +404,7 @@ fn check_value_command(verb: &str, text: &str) -> bool {
         },
         _ => Command::ListAppend { list: "l".into(), row: text.to_owned(), cap: LIST_CAP },
     };
-    let ok = Engine::check(&call, &command).is_ok();
+    let ok = hookstate_engine::check(&call, &command).is_ok();
     if ok {
         match validate_json("value", text) {
             Ok(value) => assert!(value.len() <= VALUE_BYTES_MAX, "value over the cap"),

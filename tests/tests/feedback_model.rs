@@ -178,7 +178,7 @@ fn run(ops: &[Op]) -> Result<(), TestCaseError> {
             }
         };
         prop_assert_eq!(got, want, "step {} {:?}", step, op);
-        let report = engine.verify();
+        let report = engine.verify(Default::default());
         prop_assert!(report.is_ok(), "verify after step {step}: {report:?}");
     }
     let listed = engine.feedback().list(SCOPE).unwrap();

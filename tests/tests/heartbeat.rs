@@ -94,7 +94,7 @@ impl Hermit {
     }
 
     fn verify(&self) {
-        self.engine.verify().unwrap();
+        self.engine.verify(Default::default()).unwrap();
     }
 }
 

@@ -350,7 +350,7 @@ fn check(image: Vec<u8>, anchor: Option<&[u8]>, acked: &[(u64, [u8; 32])]) -> Re
             return Err(format!("acked event {seq} lost"));
         }
     }
-    engine.verify().map_err(|e| format!("verify: {e}"))?;
+    engine.verify(Default::default()).map_err(|e| format!("verify: {e}"))?;
     Ok(())
 }
 

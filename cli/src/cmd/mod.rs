@@ -147,7 +147,7 @@ pub(crate) fn open(cli: &Cli, access: Access) -> Result<Engine, CliError> {
         let _ = writeln!(std::io::stderr(), "hookstate: {}", one_line(line));
     }));
     if matches!(access, Access::Read | Access::Export | Access::Write) {
-        if let Some(problem) = engine.anchor_note()? {
+        if let Some(problem) = engine.location()?.anchor_problem {
             crate::output::mark_anchor(&problem.to_string());
         }
     }
