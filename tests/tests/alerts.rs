@@ -8,11 +8,12 @@
 
 use std::path::{Path, PathBuf};
 
-use hookstate_engine::alerts::ALERT_STATE_FILE;
 use hookstate_engine::schema::hermit::scope_of as hermit_scope;
 use hookstate_engine::schema::Actor;
-use hookstate_engine::{parse_tick_input, read_hermit_alerts, read_hermit_files, AlertFile};
-use hookstate_engine::{Call, Engine, Layout, OpenOptions, ResolveInput};
+use hookstate_engine::ALERT_STATE_FILE;
+use hookstate_engine::{parse_tick_input, read_hermit_alerts, AlertFile};
+use hookstate_engine::{read_hermit_files, ResolveInput};
+use hookstate_engine::{Call, Engine, Layout, OpenOptions};
 use serde_json::{json, Value};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/legacy");

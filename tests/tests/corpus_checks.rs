@@ -9,11 +9,11 @@
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 
-use hookstate_engine::feedback::{self as feedback_rules, Input};
 use hookstate_engine::limits::{STDIN_BYTES_MAX, VALUE_BYTES_MAX};
-use hookstate_engine::{
-    parse_findings, parse_hook_payload, parse_patch_stdin, parse_rows, parse_stop_payload,
-};
+use hookstate_engine::parse_patch_stdin;
+use hookstate_engine::{check_feedback, FeedbackInput as Input, COMMENT_BYTES_MAX};
+use hookstate_engine::{parse_findings, parse_rows};
+use hookstate_engine::{parse_hook_payload, parse_stop_payload};
 use hookstate_engine::{parse_legacy, LegacyFile};
 use hookstate_engine::{validate_json, Call, Command, Engine, OpenOptions};
 use hookstate_schema::format::{self, FormatError, FORMAT_VERSION};
@@ -344,9 +344,9 @@ pub(crate) fn verb_stdin_verdict(data: &[u8]) -> Option<(usize, bool)> {
             } else {
                 (text, "a comment")
             };
-            let ok = feedback_rules::check(&call, &Input::Add { target, comment }).is_ok();
+            let ok = check_feedback(&call, &Input::Add { target, comment }).is_ok();
             if ok {
-                assert!(comment.len() <= feedback_rules::COMMENT_BYTES_MAX, "comment cap");
+                assert!(comment.len() <= COMMENT_BYTES_MAX, "comment cap");
                 assert!(validate_json("target", target).is_ok(), "target is not valid JSON");
             }
             ok

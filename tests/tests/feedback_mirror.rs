@@ -6,8 +6,8 @@
 
 use std::path::{Path, PathBuf};
 
-use hookstate_engine::feedback::MoonshineImport;
 use hookstate_engine::schema::Actor;
+use hookstate_engine::MoonshineImport;
 use hookstate_engine::{Call, Engine, Layout, OpenOptions};
 
 const FIXTURE_HOME: &str =

@@ -7,8 +7,8 @@
 //! stale token never records a reply, a dismissal is never overwritten and a reply never lost.
 //! Does not test legacy files or processes.
 
-use hookstate_engine::feedback::ClaimAsk;
 use hookstate_engine::schema::Actor;
+use hookstate_engine::ClaimAsk;
 use hookstate_engine::{Call, Engine, OpenOptions, Outcome};
 use proptest::prelude::*;
 

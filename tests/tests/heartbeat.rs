@@ -8,13 +8,13 @@
 
 use std::path::{Path, PathBuf};
 
-use hookstate_engine::alerts::monitor_command;
-use hookstate_engine::alerts::read_heartbeat_files;
-use hookstate_engine::alerts::{BudgetInput, MonitorSetup};
-use hookstate_engine::alerts::{NEXT_TASK_FILE, STATE_FILES};
+use hookstate_engine::monitor_command;
+use hookstate_engine::read_heartbeat_files;
 use hookstate_engine::schema::hermit::scope_of as hermit_scope;
 use hookstate_engine::schema::Actor;
+use hookstate_engine::{BudgetInput, MonitorSetup};
 use hookstate_engine::{Call, Engine, Error, Layout, LogFilter, OpenOptions};
+use hookstate_engine::{HEARTBEAT_STATE_FILES as STATE_FILES, NEXT_TASK_FILE};
 use serde_json::{json, Value};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/legacy");
@@ -510,7 +510,7 @@ fn corrupt_files_are_quarantined_and_rebuilt_from_the_log() {
 fn oversized_files_are_refused_before_anything_is_written() {
     let h = hermit(None);
     std::fs::create_dir_all(h.dir.join("sessions")).unwrap();
-    let big = "x".repeat(hookstate_engine::alerts::FILE_BYTES_MAX + 1);
+    let big = "x".repeat(hookstate_engine::HEARTBEAT_FILE_BYTES_MAX + 1);
     std::fs::write(h.dir.join("sessions").join(NEXT_TASK_FILE), big).unwrap();
     assert!(read_heartbeat_files(&h.dir).as_ref().is_err_and(Error::is_invalid));
     std::fs::write(h.dir.join("sessions").join(NEXT_TASK_FILE), b"\xff\xfe").unwrap();
@@ -548,7 +548,7 @@ const MODEL_TZ: &str = "America/New_York";
 
 fn model_key(level: usize, period: usize, at: u64) -> String {
     let (level, period) = (["warn", "breach"][level], ["daily", "weekly", "monthly"][period]);
-    let key = hookstate_engine::alerts::period_key(period, at, MODEL_TZ).unwrap().unwrap();
+    let key = hookstate_engine::period_key(period, at, MODEL_TZ).unwrap().unwrap();
     format!("budget-{level}:{period}:{key}")
 }
 
@@ -563,7 +563,7 @@ impl BudgetModel {
     fn reap(&mut self, at: u64) {
         self.alerts.retain(|key, (period, _, _)| {
             let period = ["daily", "weekly", "monthly"][*period];
-            let current = hookstate_engine::alerts::period_key(period, at, MODEL_TZ);
+            let current = hookstate_engine::period_key(period, at, MODEL_TZ);
             // Only an older period goes; a later one (a clock ahead recorded it) stays.
             key.rsplit(':').next().unwrap() >= current.unwrap().unwrap().as_str()
         });
@@ -675,7 +675,7 @@ fn falsy_budget_entries_are_no_alerts_and_truthy_marks_are_marks() {
 fn a_record_never_grows_the_budget_file_past_the_file_bound() {
     let h = hermit(None);
     std::fs::create_dir_all(h.dir.join("state")).unwrap();
-    let pad = "x".repeat(hookstate_engine::alerts::FILE_BYTES_MAX - 200);
+    let pad = "x".repeat(hookstate_engine::HEARTBEAT_FILE_BYTES_MAX - 200);
     let file = format!(
         "{{\n  \"alerts\": {{\n    \"note\": {{\n      \"kind\": \"other\",\n      \"text\": \"{pad}\"\n    }}\n  }}\n}}\n"
     );

@@ -7,10 +7,10 @@
 
 use std::path::Path;
 
-use hookstate_engine::observer::{Finding, RowInput, SweepRead};
 use hookstate_engine::schema::observer::ObserverState;
 use hookstate_engine::schema::Actor;
 use hookstate_engine::{Call, Engine, OpenOptions};
+use hookstate_engine::{Finding, RowInput, SweepRead};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/legacy/observer");
 const SCOPE: &str = "observer:s1";

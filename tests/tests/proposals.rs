@@ -8,11 +8,11 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use hookstate_engine::proposals::{parse_micro_input, ResolveInput};
-use hookstate_engine::proposals::{read_hermit_files, INDEX_FILE, LEDGER_FILE, QUEUE_FILE};
 use hookstate_engine::schema::hermit::scope_of as hermit_scope;
 use hookstate_engine::schema::Actor;
 use hookstate_engine::{parse_create, Move, MoveInput};
+use hookstate_engine::{parse_micro_input, ResolveInput};
+use hookstate_engine::{read_hermit_files, INDEX_FILE, LEDGER_FILE, QUEUE_FILE};
 use hookstate_engine::{Call, Engine, Layout, OpenOptions};
 use serde_json::Value;
 

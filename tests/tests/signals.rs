@@ -7,8 +7,8 @@
 use std::path::{Path, PathBuf};
 
 use hookstate_engine::schema::Actor;
-use hookstate_engine::signals::{bundle_scope, TurnInput};
-use hookstate_engine::signals::{lexical_join, resolve_bundle};
+use hookstate_engine::{bundle_scope, TurnInput};
+use hookstate_engine::{lexical_join, resolve_bundle};
 use hookstate_engine::{Call, Engine, Error, LogFilter, OpenOptions};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/legacy/loopd");

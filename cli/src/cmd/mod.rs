@@ -159,10 +159,10 @@ pub(crate) fn layout(cli: &Cli, layout: Layout) -> Option<hookstate_engine::Layo
     let file = |default: &str| cli.mirror_name.clone().unwrap_or_else(|| default.to_owned());
     match layout {
         Layout::Loopd => Some(hookstate_engine::Layout::Loopd {
-            file: file(hookstate_engine::signals::STORE_FILE_DEFAULT),
+            file: file(hookstate_engine::LOOPD_FILE_DEFAULT),
         }),
         Layout::Observer => Some(hookstate_engine::Layout::Observer {
-            file: file(hookstate_engine::observer::STATE_FILE_DEFAULT),
+            file: file(hookstate_engine::OBSERVER_FILE_DEFAULT),
         }),
         Layout::Moonshine => Some(hookstate_engine::Layout::Moonshine),
         // Every hermit verb keeps the whole state directory: its files share one scope.
