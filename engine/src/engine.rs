@@ -186,6 +186,22 @@ impl Engine {
         Ok(Engine { kernel: Kernel::new(storage, &PROJECTIONS, wait)? })
     }
 
+    /// Appends `events` (scope, body) as they are, in one write transaction, projected as every
+    /// write is, and returns the new head: the bulk loader benches build large stores with. No
+    /// rule is checked, so the caller must append what the verbs would have appended. Only with
+    /// the `testing` feature.
+    ///
+    /// # Errors
+    /// [`Error::TooMany`] past `BULK_EVENTS_MAX` events; as every write.
+    #[cfg(feature = "testing")]
+    pub fn append_unchecked(
+        &self,
+        call: &Call,
+        events: &[(String, hookstate_schema::Body)],
+    ) -> Result<Head> {
+        self.kernel.append_batch(call, events)
+    }
+
     /// Where the store lives and what its anchors say: its path, its anchor's path, whether it
     /// exists (`false` only for the empty stand-in that [`OpenOptions::absent_is_empty`] gives a
     /// read of an absent store), and the error a write would be refused with when an anchor

@@ -8,6 +8,8 @@
 //! Knows no domain and no backend: domains import the kernel, never the other way round.
 
 pub(crate) mod anchor;
+#[cfg(feature = "testing")]
+pub(crate) mod bulk;
 pub(crate) mod call;
 pub(crate) mod compat;
 pub(crate) mod doc;

@@ -67,7 +67,7 @@ impl Kernel {
     }
 
     /// Refuses a store of an older format (only `rebuild` upgrades one).
-    fn current(&self) -> Result<()> {
+    pub(crate) fn current(&self) -> Result<()> {
         if self.format < FORMAT_VERSION {
             return Err(Error::UpgradeRequired { found: self.format, supported: FORMAT_VERSION });
         }
@@ -172,7 +172,7 @@ impl Kernel {
 
     /// The anchor check a write must pass: every anchor agrees with the log, and none is missing
     /// once the log holds events.
-    fn anchor_gate(
+    pub(crate) fn anchor_gate(
         &self,
         txn: &dyn ReadTxn,
         head: &Head,
@@ -293,7 +293,7 @@ impl Kernel {
     /// Moves the anchors forward after a commit. Failure is not the call's error (the commit
     /// stands and the anchor may lag, it must only never lead): it is one warning line and one
     /// more in the store's count of failed anchor writes (`stats`).
-    fn move_anchors(&self, head: &Head, ignore_anchor: bool) {
+    pub(crate) fn move_anchors(&self, head: &Head, ignore_anchor: bool) {
         let store_id = self.store_id;
         let moved = self.storage.update_anchors(&store_id, &mut |current| match ignore_anchor {
             true => Some(format::format_anchor(&store_id, head)),
@@ -351,7 +351,7 @@ impl Kernel {
         txn.commit()
     }
 
-    fn append_one(
+    pub(crate) fn append_one(
         &self,
         txn: &mut dyn WriteTxn,
         head: Head,
