@@ -11,9 +11,13 @@ use crate::event::{Event, EventContent};
 use crate::view::{ViewKey, ViewRow};
 
 /// The format this build writes and the newest it reads. Version 2 added the view row checksum,
-/// the request of a keyed call and the time of an idempotency row; a version 1 store is upgraded
-/// by `hookstate rebuild` (docs/decisions.md, "Integrity").
-pub const FORMAT_VERSION: u16 = 2;
+/// the request of a keyed call and the time of an idempotency row; version 3 the index rows the
+/// hot verbs read (docs/decisions.md, "Costs that grow with the work"). An older store is
+/// upgraded by `hookstate rebuild`.
+pub const FORMAT_VERSION: u16 = 3;
+/// The newest record envelope version this build writes and reads: records did not change in
+/// format 3 (only view rows did), so they are still written with `v: 2`.
+pub const RECORD_VERSION: u16 = 2;
 /// The oldest format `rebuild` upgrades; every other verb refuses an older store.
 pub const FORMAT_VERSION_UPGRADABLE: u16 = 1;
 /// Table of events: `u64 seq -> envelope bytes`.
@@ -123,7 +127,7 @@ pub fn encode_event(seq: u64, prev: &[u8; 32], content: &EventContent) -> (Vec<u
     let content_bytes = encode_content(content);
     let hash = event_hash(prev, seq, &content_bytes);
     let envelope = Envelope {
-        v: FORMAT_VERSION,
+        v: RECORD_VERSION,
         seq,
         prev: ByteArray::new(*prev),
         hash: ByteArray::new(hash),
@@ -157,8 +161,8 @@ fn decode_whole<T: serde::de::DeserializeOwned>(
 /// [`FormatError::Undecodable`], [`FormatError::TooNew`] or [`FormatError::HashMismatch`].
 pub fn decode_event(bytes: &[u8]) -> Result<Event, FormatError> {
     let envelope: Envelope = decode_whole("event envelope", bytes)?;
-    if envelope.v > FORMAT_VERSION {
-        return Err(FormatError::TooNew { found: envelope.v, supported: FORMAT_VERSION });
+    if envelope.v > RECORD_VERSION {
+        return Err(FormatError::TooNew { found: envelope.v, supported: RECORD_VERSION });
     }
     if envelope.v == 0 {
         return Err(FormatError::Undecodable {
@@ -525,7 +529,7 @@ mod tests {
     fn newer_record_version_is_refused() {
         let content_bytes = encode_content(&sample_content());
         let envelope = Envelope {
-            v: FORMAT_VERSION + 1,
+            v: RECORD_VERSION + 1,
             seq: 1,
             prev: ByteArray::new([0; 32]),
             hash: ByteArray::new(event_hash(&[0; 32], 1, &content_bytes)),
@@ -534,7 +538,7 @@ mod tests {
         let bytes = rmp_serde::to_vec_named(&envelope).unwrap();
         let decoded = decode_event(&bytes);
         assert!(
-            matches!(decoded, Err(FormatError::TooNew { found, .. }) if found == FORMAT_VERSION + 1),
+            matches!(decoded, Err(FormatError::TooNew { found, .. }) if found == RECORD_VERSION + 1),
             "{decoded:?}"
         );
     }

@@ -15,6 +15,7 @@ use crate::kernel::value::validate_json;
 use crate::kernel::view::{decode_row, read_row};
 use crate::kernel::write::{validate_call, Kernel};
 
+use super::index::item_row;
 use super::rules::{self, Claimer, Command, Decision};
 
 impl From<Decision> for Plan {
@@ -148,14 +149,6 @@ pub(crate) fn queue_meta(txn: &dyn ReadTxn, scope: &str, queue: &str) -> Result<
     })
 }
 
-fn item_row(txn: &dyn ReadTxn, scope: &str, queue: &str, item: &str) -> Result<Option<Item>> {
-    let key = ViewKey::Item { scope: scope.into(), queue: queue.into(), item: item.into() };
-    Ok(match read_row(txn, &key)? {
-        Some(ViewRow::Item(item)) => Some(item),
-        _ => None,
-    })
-}
-
 /// Reads what a command needs and decides it: the compare and the swap share this transaction.
 fn decide(txn: &dyn ReadTxn, call: &Call, command: &Command) -> Result<Decision> {
     let scope = call.scope.as_str();
@@ -234,7 +227,7 @@ fn decide_claim(
             who,
         ),
         None => {
-            let items = queue_items(txn, scope, queue)?;
+            let items = super::index::claim_candidates(txn, scope, queue, who.now_ms, who.session)?;
             rules::decide_claim_next(queue, &items, &meta, who, APPEND_EVENT_COUNT_MAX)
         }
     })

@@ -5,6 +5,7 @@
 //! Does not touch legacy files; the core primitives have no legacy layout.
 
 pub(crate) mod api;
+pub(crate) mod index;
 pub(crate) mod project;
 pub(crate) mod query;
 pub(crate) mod rules;

@@ -6,6 +6,8 @@
 use hookstate_schema::{Body, CoreEvent, Event, Item, ItemState, QueueMeta, ViewKey, ViewRow};
 use serde_json::{Map, Value};
 
+use super::index;
+use crate::kernel::doc::put_doc;
 use crate::kernel::project::Projection;
 use crate::kernel::view::ViewAccess;
 
@@ -16,6 +18,13 @@ impl Projection for CoreProjection {
     fn touched_keys(&self, event: &Event) -> Vec<ViewKey> {
         match &event.content.body {
             Body::Core(core) => core_keys(&event.content.scope, core),
+            _ => Vec::new(),
+        }
+    }
+
+    fn derived_keys(&self, event: &Event, views: &dyn ViewAccess) -> Vec<ViewKey> {
+        match &event.content.body {
+            Body::Core(core) => index_keys(views, &event.content.scope, event.seq, core),
             _ => Vec::new(),
         }
     }
@@ -69,6 +78,19 @@ fn core_keys(scope: &str, core: &CoreEvent) -> Vec<ViewKey> {
             vec![ViewKey::List { scope: scope.into(), name: list.clone() }]
         }
     }
+}
+
+/// The queue index rows an item event moves: the item's row before and after the event.
+fn index_keys(views: &dyn ViewAccess, scope: &str, seq: u64, core: &CoreEvent) -> Vec<ViewKey> {
+    let Some((queue, item_id)) = core.queue_item() else {
+        return Vec::new();
+    };
+    let before = load_item(views, &item_key(scope, queue, item_id));
+    let mut meta = load_meta(views, &meta_key(scope, queue));
+    let old = before.as_ref().and_then(|item| index::index_key(scope, queue, item));
+    let new = next_item(before, seq, core, &mut meta)
+        .and_then(|item| index::index_key(scope, queue, &item));
+    old.into_iter().chain(new).collect()
 }
 
 fn apply_core(views: &mut dyn ViewAccess, scope: &str, seq: u64, core: &CoreEvent) {
@@ -138,13 +160,21 @@ fn apply_queue(views: &mut dyn ViewAccess, scope: &str, seq: u64, event: &CoreEv
     if let Some(old) = &before {
         count(&mut meta, old.state, false);
     }
+    let old_index = before.as_ref().and_then(|item| index::index_key(scope, queue, item));
     let after = next_item(before, seq, event, &mut meta);
+    let new_index = after.as_ref().and_then(|item| index::index_key(scope, queue, item));
+    if let Some(key) = old_index.filter(|key| new_index.as_ref() != Some(key)) {
+        views.delete(&key);
+    }
     match &after {
         Some(item) => {
             count(&mut meta, item.state, true);
             views.put(ikey, ViewRow::Item(item.clone()));
         }
         None => views.delete(&ikey),
+    }
+    if let (Some(key), Some(item)) = (new_index, &after) {
+        put_doc(views, key, &index::Entry::of(item_id, item));
     }
     views.put(mkey, ViewRow::QueueMeta(meta));
 }

@@ -15,7 +15,8 @@ use serde_json::{json, Map, Value};
 use super::hook::{anchor_matches, stop_reason, ReplyVia};
 use super::input::{self, check, project_of, scope_for, ClaimAsk, DrainAsk, Input};
 use super::layout::{self, Exported, Imported, MoonshineImport};
-use super::project::{read_inbox, COMMENT, INDEX_SCOPE, PROJECT};
+use super::project::{read_inbox, COMMENT, DRAINABLE, INDEX_SCOPE, PROJECT};
+use super::rules::Pass;
 use super::rules::{self, Claimer, Drained, COMMENTS_MAX};
 use crate::kernel::call::{fields, Call, Conflict, MirrorReport, Outcome, Plan};
 use crate::kernel::compat::stamp;
@@ -343,6 +344,21 @@ pub(crate) fn projects(txn: &dyn ReadTxn) -> Result<Vec<String>> {
     Ok(read_docs::<bool>(txn, INDEX_SCOPE, PROJECT)?.into_iter().map(|(p, _)| p).collect())
 }
 
+/// The projects a Stop pass may append or report for, in name order: the drainable index, so an
+/// idle Stop hook reads no row of a project in accumulate mode ([`rules::drainable`]).
+pub(crate) fn drainable_projects(txn: &dyn ReadTxn) -> Result<Vec<String>> {
+    Ok(read_docs::<bool>(txn, INDEX_SCOPE, DRAINABLE)?.into_iter().map(|(p, _)| p).collect())
+}
+
+/// The projects a pass of this kind goes over: a tick reports every project, a Stop pass only
+/// those it may append or report for.
+fn pass_projects(txn: &dyn ReadTxn, pass: Pass) -> Result<Vec<String>> {
+    match pass {
+        Pass::Stop => drainable_projects(txn),
+        _ => projects(txn),
+    }
+}
+
 /// What a listener tick asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TickAsk {
@@ -494,7 +510,7 @@ impl Feedback<'_> {
         let holder = holder(ask.drain.holder.as_deref(), call);
         let txn = self.k.begin_read()?;
         let mut results = Vec::new();
-        for project in projects(&*txn)? {
+        for project in pass_projects(&*txn, ask.drain.pass)? {
             let call = call.in_scope(&format!("{}{project}", super::project::SCOPE_PREFIX));
             let who = claimer(&call, &holder, ask.drain.stale_ms);
             let inbox = read_inbox(&*txn, &call.scope)?;
@@ -548,7 +564,9 @@ impl Feedback<'_> {
             Some(scope) => vec![scope.to_owned()],
             None => {
                 let prefix = super::project::SCOPE_PREFIX;
-                self.projects()?.into_iter().map(|p| format!("{prefix}{p}")).collect()
+                let txn = self.k.begin_read()?;
+                let projects = pass_projects(&*txn, ask.pass)?;
+                projects.into_iter().map(|p| format!("{prefix}{p}")).collect()
             }
         };
         let mut results = Vec::new();

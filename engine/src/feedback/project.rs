@@ -52,6 +52,11 @@ pub(crate) const META: &str = "feedback.meta";
 pub(crate) const META_ID: &str = "meta";
 /// Row kind of the project index, kept in [`INDEX_SCOPE`] (id: the project).
 pub(crate) const PROJECT: &str = "feedback.project";
+/// Row kind of the drainable index, kept in [`INDEX_SCOPE`] (id: the project): the projects
+/// a Stop pass may append or report for ([`super::rules::drainable`]).
+pub(crate) const DRAINABLE: &str = "feedback.drainable";
+/// The files whose rows decide whether a project is drainable.
+const DRAIN_FILES: [FileKind; 3] = [FileKind::Control, FileKind::Address, FileKind::Adapter];
 /// The scope that lists every project with feedback state.
 pub(crate) const INDEX_SCOPE: &str = "moonshine";
 /// A feedback scope is this prefix and the project name.
@@ -61,12 +66,64 @@ fn index_key(scope: &str) -> Option<ViewKey> {
     scope.strip_prefix(SCOPE_PREFIX).map(|project| doc_key(INDEX_SCOPE, PROJECT, project))
 }
 
+fn drainable_key(scope: &str) -> Option<ViewKey> {
+    scope.strip_prefix(SCOPE_PREFIX).map(|project| doc_key(INDEX_SCOPE, DRAINABLE, project))
+}
+
+/// The rows that decide a project's drainable row, and that row.
+fn drain_keys(scope: &str) -> Vec<ViewKey> {
+    let mut keys: Vec<ViewKey> =
+        DRAIN_FILES.iter().map(|kind| doc_key(scope, FILE, kind.stem())).collect();
+    keys.extend(drainable_key(scope));
+    keys
+}
+
+/// Lists the project in the drainable index, or takes it out, by its files now.
+fn update_drainable(views: &mut dyn ViewAccess, scope: &str) {
+    let Some(key) = drainable_key(scope) else {
+        return;
+    };
+    let mut files = BTreeMap::new();
+    for kind in DRAIN_FILES {
+        if let Some(row) = get_doc::<FileRow>(views, &doc_key(scope, FILE, kind.stem())) {
+            files.insert(kind, row);
+        }
+    }
+    match super::rules::drainable(&files) {
+        true => put_doc(views, key, &true),
+        false => {
+            if views.get(&key).is_some() {
+                views.delete(&key);
+            }
+        }
+    }
+}
+
 fn meta_key(scope: &str) -> ViewKey {
     doc_key(scope, META, META_ID)
 }
 
 /// Every row `apply` may read or write for this event.
 fn touched_keys(scope: &str, event: &FeedbackEvent) -> Vec<ViewKey> {
+    let mut keys = event_keys(scope, event);
+    if moves_drainable(event) {
+        keys.extend(drain_keys(scope));
+    }
+    keys
+}
+
+/// Whether the event may change the project's drainable row: a first comment makes a project,
+/// and files decide it.
+fn moves_drainable(event: &FeedbackEvent) -> bool {
+    matches!(
+        event,
+        FeedbackEvent::CommentAdded { .. }
+            | FeedbackEvent::FileWritten { .. }
+            | FeedbackEvent::AddressConsumed { .. }
+    )
+}
+
+fn event_keys(scope: &str, event: &FeedbackEvent) -> Vec<ViewKey> {
     match event {
         FeedbackEvent::CommentAdded { id, .. } => {
             let mut keys = vec![doc_key(scope, COMMENT, id)];
@@ -157,6 +214,9 @@ fn apply(views: &mut dyn ViewAccess, scope: &str, seq: u64, event: &FeedbackEven
         if matches!(event, FeedbackEvent::CommentAdded { .. } | FeedbackEvent::FileWritten { .. }) {
             put_doc(views, key, &true);
         }
+    }
+    if moves_drainable(event) {
+        update_drainable(views, scope);
     }
 }
 

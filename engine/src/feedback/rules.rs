@@ -315,6 +315,18 @@ pub(crate) fn heartbeat_event(
     FeedbackEvent::FileWritten { file: FileKind::Heartbeat, doc, request: 0 }
 }
 
+/// Whether a drain pass over a project with these files may append or report anything: it
+/// writes a missing adapter manifest, and it claims, consumes a request or nudges only in listen
+/// mode or on an address request. Any other project's Stop pass appends nothing and adds nothing
+/// to the hook's text, so the Stop hook passes only over the projects this holds for (the
+/// drainable index the projection keeps).
+pub(crate) fn drainable(files: &BTreeMap<FileKind, FileRow>) -> bool {
+    let listening = files.get(&FileKind::Control).and_then(|f| str_field(&f.doc, "mode"));
+    !files.contains_key(&FileKind::Adapter)
+        || files.contains_key(&FileKind::Address)
+        || listening.as_deref() == Some("listen")
+}
+
 /// The adapter manifest, written only if absent (compact, as `printf` writes it).
 pub(crate) fn adapter_event(inbox: &Inbox, now_ms: u64) -> Option<FeedbackEvent> {
     if inbox.files.contains_key(&FileKind::Adapter) {

@@ -54,6 +54,25 @@ pub(crate) fn read_docs<T: DeserializeOwned>(
     Ok(out)
 }
 
+/// Visits the documents of one kind in a scope, in id order, until `visit` returns `false`: an
+/// index read from its start reads only the rows it takes.
+pub(crate) fn read_docs_while<T: DeserializeOwned>(
+    txn: &dyn ReadTxn,
+    scope: &str,
+    kind: &str,
+    visit: &mut dyn FnMut(String, T) -> bool,
+) -> Result<()> {
+    txn.views_with_prefix(&doc_prefix(scope, kind), &mut |key, row| {
+        let (key, row) = decode_row(key, row)?;
+        match (&key, row) {
+            (ViewKey::Doc { id, .. }, ViewRow::Doc { json }) => {
+                Ok(visit(id.clone(), decode(&key, &json)?))
+            }
+            _ => Ok(true),
+        }
+    })
+}
+
 /// Reads one document inside a projection. A row that does not decode reads as absent; `verify`
 /// reports such a row as differing from a rebuild.
 pub(crate) fn get_doc<T: DeserializeOwned>(views: &dyn ViewAccess, key: &ViewKey) -> Option<T> {

@@ -15,6 +15,12 @@ use crate::kernel::view::ViewAccess;
 pub(crate) trait Projection: Sync {
     /// Every row `apply` may read or write for this event (the live write path preloads them).
     fn touched_keys(&self, event: &Event) -> Vec<ViewKey>;
+    /// The index rows `apply` may write besides [`Projection::touched_keys`], named from the
+    /// stored values of those rows (`views` holds only them): an index row's key often holds
+    /// what the row it indexes held before the event (a queue item's push order or lease end).
+    fn derived_keys(&self, _event: &Event, _views: &dyn ViewAccess) -> Vec<ViewKey> {
+        Vec::new()
+    }
     /// Applies one event to the views. Total: validation happened before the event was appended.
     fn apply(&self, views: &mut dyn ViewAccess, event: &Event);
     /// The result fields an event stands for: the caller's result of a fresh call, the replayed
@@ -37,6 +43,11 @@ pub(crate) fn touched_keys(table: &Table, event: &Event) -> Vec<ViewKey> {
         keys.push(idem_key(&event.content.scope, idem));
     }
     keys
+}
+
+/// The index rows applying `event` may write, named from the touched rows in `views`.
+pub(crate) fn derived_keys(table: &Table, event: &Event, views: &dyn ViewAccess) -> Vec<ViewKey> {
+    table[event.content.body.variant_index()].derived_keys(event, views)
 }
 
 /// Applies one event: its domain's projection, then its idempotency row (the first and last seq

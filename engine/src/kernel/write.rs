@@ -393,6 +393,12 @@ impl Kernel {
                 overlay.preload(key, row);
             }
         }
+        for key in project::derived_keys(self.table, event, &overlay) {
+            if !overlay.has(&key) {
+                let row = read_row(txn, &key)?;
+                overlay.preload(key, row);
+            }
+        }
         project::apply(self.table, &mut overlay, event);
         for (key, row) in overlay.changes() {
             let key_bytes = encode_view_key(key);
