@@ -168,6 +168,14 @@ impl Engine {
         Ok(Engine { kernel: Kernel::new(storage, &PROJECTIONS, wait)? })
     }
 
+    /// An engine over `storage` as it is (the row-cost tests wrap a store to count its reads).
+    #[cfg(test)]
+    pub(crate) fn on_storage(storage: Box<dyn crate::kernel::storage::Storage>) -> Result<Engine> {
+        Ok(Engine {
+            kernel: Kernel::new(storage, &PROJECTIONS, std::time::Duration::from_secs(1))?,
+        })
+    }
+
     /// Opens the store on a test `backend` (an in-memory disk image), creating it there when the
     /// backend is empty and `options.create` is set; the anchor lives beside `path`, in a real
     /// directory. `read_only` is ignored. Only with the `testing` feature, for the power-loss
@@ -193,7 +201,7 @@ impl Engine {
     ///
     /// # Errors
     /// [`Error::TooMany`] past `BULK_EVENTS_MAX` events; as every write.
-    #[cfg(feature = "testing")]
+    #[cfg(any(test, feature = "testing"))]
     pub fn append_unchecked(
         &self,
         call: &Call,

@@ -8,6 +8,8 @@
 mod alerts;
 mod audit;
 mod core;
+#[cfg(test)]
+mod costs;
 mod engine;
 mod feedback;
 mod kernel;

@@ -8,7 +8,7 @@
 //! Knows no domain and no backend: domains import the kernel, never the other way round.
 
 pub(crate) mod anchor;
-#[cfg(feature = "testing")]
+#[cfg(any(test, feature = "testing"))]
 pub(crate) mod bulk;
 pub(crate) mod call;
 pub(crate) mod compat;

@@ -1,0 +1,252 @@
+//! Row-cost tests: the hot verbs read the rows they need, whatever the history. A store is
+//! wrapped so that every view row a transaction reads (a point read, or a row met in a scan)
+//! is counted, and a verb's count on a deep store is held to its count on a shallow one.
+//!
+//! Test-only; knows the domains only through the engine's handles.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use hookstate_schema::feedback::{FeedbackEvent, FileKind, JsonDoc, Style};
+use hookstate_schema::format::STORE_ID_BYTES;
+use hookstate_schema::{Body, CoreEvent};
+
+use crate::engine::Engine;
+use crate::feedback::{DrainAsk, Pass, ReplyVia, StopAsk};
+use crate::kernel::call::Call;
+use crate::kernel::error::Result;
+use crate::kernel::storage::{EventVisitor, ReadTxn, RowVisitor, Storage, WriteTxn};
+use crate::store::{self, OpenOptions};
+use crate::Command;
+
+/// A store whose transactions count the view rows they read.
+struct Counting {
+    inner: Box<dyn Storage>,
+    rows: Arc<AtomicU64>,
+}
+
+struct CountingTxn<T: ?Sized> {
+    inner: Box<T>,
+    rows: Arc<AtomicU64>,
+}
+
+macro_rules! read_methods {
+    () => {
+        fn meta(&self, key: &str) -> Result<Option<Vec<u8>>> {
+            self.inner.meta(key)
+        }
+        fn event(&self, seq: u64) -> Result<Option<Vec<u8>>> {
+            self.inner.event(seq)
+        }
+        fn events(&self, from: u64, to: u64, visit: &mut EventVisitor<'_>) -> Result<()> {
+            self.inner.events(from, to, visit)
+        }
+        fn view(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+            self.rows.fetch_add(1, Ordering::Relaxed);
+            self.inner.view(key)
+        }
+        fn views_with_prefix(&self, prefix: &[u8], visit: &mut RowVisitor<'_>) -> Result<()> {
+            let rows = &self.rows;
+            self.inner.views_with_prefix(prefix, &mut |key, row| {
+                rows.fetch_add(1, Ordering::Relaxed);
+                visit(key, row)
+            })
+        }
+    };
+}
+
+impl ReadTxn for CountingTxn<dyn ReadTxn + '_> {
+    read_methods!();
+}
+
+impl ReadTxn for CountingTxn<dyn WriteTxn + '_> {
+    read_methods!();
+}
+
+impl WriteTxn for CountingTxn<dyn WriteTxn + '_> {
+    fn put_meta(&mut self, key: &str, value: &[u8]) -> Result<()> {
+        self.inner.put_meta(key, value)
+    }
+    fn append_event(&mut self, seq: u64, record: &[u8]) -> Result<()> {
+        self.inner.append_event(seq, record)
+    }
+    fn put_view(&mut self, key: &[u8], row: &[u8]) -> Result<()> {
+        self.inner.put_view(key, row)
+    }
+    fn delete_view(&mut self, key: &[u8]) -> Result<()> {
+        self.inner.delete_view(key)
+    }
+    fn clear_views(&mut self) -> Result<()> {
+        self.inner.clear_views()
+    }
+    fn commit(self: Box<Self>) -> Result<()> {
+        self.inner.commit()
+    }
+}
+
+impl Storage for Counting {
+    fn path(&self) -> std::path::PathBuf {
+        self.inner.path()
+    }
+    fn anchor_path(&self) -> std::path::PathBuf {
+        self.inner.anchor_path()
+    }
+    fn read_anchor(&self) -> Result<Option<String>> {
+        self.inner.read_anchor()
+    }
+    fn update_anchors(
+        &self,
+        store_id: &[u8; STORE_ID_BYTES],
+        next: &mut dyn FnMut(Option<&str>) -> Option<String>,
+    ) -> Result<bool> {
+        self.inner.update_anchors(store_id, next)
+    }
+    fn remove_stale_temps(&self) -> Result<u32> {
+        self.inner.remove_stale_temps()
+    }
+    fn begin_write(&self, deadline: Instant) -> Result<Box<dyn WriteTxn + '_>> {
+        let inner = self.inner.begin_write(deadline)?;
+        Ok(Box::new(CountingTxn { inner, rows: Arc::clone(&self.rows) }))
+    }
+    fn begin_read(&self) -> Result<Box<dyn ReadTxn + '_>> {
+        let inner = self.inner.begin_read()?;
+        Ok(Box::new(CountingTxn { inner, rows: Arc::clone(&self.rows) }))
+    }
+}
+
+fn counted(path: &Path) -> (Engine, Arc<AtomicU64>) {
+    let options = OpenOptions::default();
+    let inner = store::open(path, options).unwrap();
+    let rows = Arc::new(AtomicU64::new(0));
+    let engine = Engine::on_storage(Box::new(Counting { inner, rows: Arc::clone(&rows) })).unwrap();
+    (engine, rows)
+}
+
+const NOW_MS: u64 = 1_764_460_800_000;
+
+fn call(scope: &str) -> Call {
+    Call {
+        scope: scope.into(),
+        actor: Default::default(),
+        idem_key: None,
+        fingerprint: None,
+        now_ms: NOW_MS,
+    }
+}
+
+fn push(item: &str, for_session: Option<&str>) -> (String, Body) {
+    let event = CoreEvent::ItemPushed {
+        queue: "work".into(),
+        item: item.into(),
+        payload: "{}".into(),
+        for_session: for_session.map(str::to_owned),
+        max_deliveries: 5,
+    };
+    ("s".to_owned(), Body::Core(event))
+}
+
+/// The rows one claim-next reads on a queue of `ready` items behind `claimed` items whose
+/// leases run, and `elsewhere` items addressed to another session.
+fn claim_rows(ready: usize, claimed: usize) -> u64 {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, rows) = counted(&dir.path().join("s.redb"));
+    let items: Vec<_> = (0..claimed + ready).map(|n| push(&format!("i{n:06}"), None)).collect();
+    engine.append_unchecked(&call("s"), &items).unwrap();
+    let claim = Command::QueueClaim {
+        queue: "work".into(),
+        item: None,
+        holder: "w".into(),
+        lease_ms: 600_000,
+    };
+    for _ in 0..claimed {
+        engine.execute(&call("s"), &claim).unwrap();
+    }
+    rows.store(0, Ordering::Relaxed);
+    let outcome = engine.execute(&call("s"), &claim).unwrap();
+    assert_eq!(outcome.result["item"], format!("i{claimed:06}"), "the oldest ready item");
+    rows.load(Ordering::Relaxed)
+}
+
+#[test]
+fn claim_next_reads_the_same_rows_at_any_queue_depth() {
+    let shallow = claim_rows(2, 3);
+    let deep = claim_rows(3_000, 3);
+    assert!(shallow > 0);
+    assert_eq!(deep, shallow, "claim-next read {deep} rows at 3,000 ready, {shallow} at 2");
+}
+
+#[test]
+fn claim_next_skips_items_addressed_elsewhere_and_takes_an_expired_lease_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, _) = counted(&dir.path().join("s.redb"));
+    let items = vec![push("a", None), push("b", Some("other")), push("c", None)];
+    engine.append_unchecked(&call("s"), &items).unwrap();
+    let claim = |lease_ms, now_ms| {
+        let command =
+            Command::QueueClaim { queue: "work".into(), item: None, holder: "w".into(), lease_ms };
+        let call = Call { now_ms, ..call("s") };
+        engine.execute(&call, &command).unwrap().result["item"].clone()
+    };
+    assert_eq!(claim(1_000, NOW_MS), "a");
+    assert_eq!(claim(600_000, NOW_MS), "c", "b is addressed to another session");
+    // a's lease ended: it is older than any ready item, and is handed out again.
+    assert_eq!(claim(600_000, NOW_MS + 2_000), "a");
+    assert_eq!(claim(600_000, NOW_MS + 2_000), serde_json::Value::Null);
+}
+
+fn text(fields: &[(&str, &str)], style: Style) -> JsonDoc {
+    let fields = fields.iter().map(|(k, v)| ((*k).to_owned(), format!("{v:?}"))).collect();
+    JsonDoc { fields, style }
+}
+
+fn file(project: &str, file: FileKind, doc: JsonDoc) -> (String, Body) {
+    let event = FeedbackEvent::FileWritten { file, doc, request: 0 };
+    (format!("moonshine:{project}"), Body::Feedback(event))
+}
+
+/// A project in `mode` with its adapter manifest, and `comments` pending comments.
+fn project(project: &str, mode: &str, comments: usize) -> Vec<(String, Body)> {
+    let mut out = vec![
+        file(project, FileKind::Control, text(&[("mode", mode)], Style::Pretty)),
+        file(project, FileKind::Adapter, text(&[("harness", "claude-code")], Style::Compact)),
+    ];
+    for n in 0..comments {
+        let id = format!("fb_{n:06}");
+        let doc = text(&[("id", &id), ("status", "pending"), ("comment", "c")], Style::Pretty);
+        let event = FeedbackEvent::CommentAdded { id, doc };
+        out.push((format!("moonshine:{project}"), Body::Feedback(event)));
+    }
+    out
+}
+
+/// The rows an idle Stop hook reads beside `accumulating` projects of `comments` comments each.
+fn stop_rows(accumulating: usize, comments: usize) -> u64 {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, rows) = counted(&dir.path().join("s.redb"));
+    let mut events = project("listening", "listen", 0);
+    for p in 0..accumulating {
+        events.extend(project(&format!("acc{p:03}"), "accumulate", comments));
+    }
+    engine.append_unchecked(&call("s"), &events).unwrap();
+    let ask = StopAsk {
+        drain: DrainAsk { pass: Pass::Stop, holder: None, stale_ms: 300_000, interval_s: 45 },
+        home: dir.path().to_path_buf(),
+        via: ReplyVia::Hookstate,
+        command: "hookstate".into(),
+    };
+    rows.store(0, Ordering::Relaxed);
+    let stop = engine.feedback().stop_idle(&call("moonshine"), &ask).unwrap();
+    let stop = stop.expect("nothing to append");
+    assert!(stop.output.is_some(), "listen mode without a fresh heartbeat nudges");
+    rows.load(Ordering::Relaxed)
+}
+
+#[test]
+fn an_idle_stop_hook_reads_no_row_of_an_accumulating_project() {
+    let none = stop_rows(0, 0);
+    let many = stop_rows(30, 100);
+    assert!(none > 0);
+    assert_eq!(many, none, "the Stop hook read {many} rows beside 30 projects, {none} alone");
+}
