@@ -8,8 +8,6 @@
 mod alerts;
 mod audit;
 mod core;
-#[cfg(test)]
-mod costs;
 mod engine;
 mod feedback;
 mod kernel;
@@ -78,3 +76,6 @@ pub use hookstate_schema as schema;
 
 #[cfg(feature = "bugdrill")]
 pub use crate::kernel::drill;
+
+#[cfg(test)]
+mod tests;

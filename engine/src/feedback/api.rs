@@ -15,7 +15,7 @@ use serde_json::{json, Map, Value};
 use super::hook::{anchor_matches, stop_reason, ReplyVia};
 use super::input::{self, check, project_of, scope_for, ClaimAsk, DrainAsk, Input};
 use super::layout::{self, Exported, Imported, MoonshineImport};
-use super::project::{read_inbox, COMMENT, DRAINABLE, INDEX_SCOPE, PROJECT};
+use super::project::{read_drain_inbox, read_inbox, COMMENT, DRAINABLE, INDEX_SCOPE, PROJECT};
 use super::rules::Pass;
 use super::rules::{self, Claimer, Drained, COMMENTS_MAX};
 use crate::kernel::call::{fields, Call, Conflict, MirrorReport, Outcome, Plan};
@@ -268,7 +268,7 @@ impl Feedback<'_> {
         let holder = holder(ask.holder.as_deref(), call);
         let who = claimer(call, &holder, ask.stale_ms);
         self.k.write(call, |txn| {
-            let inbox = read_inbox(txn, &call.scope)?;
+            let inbox = read_drain_inbox(txn, &call.scope, call.now_ms, ask.stale_ms)?;
             Ok(rules::decide_drain(project, &inbox, ask.pass, &who, ask.interval_s))
         })
     }
@@ -513,7 +513,7 @@ impl Feedback<'_> {
         for project in pass_projects(&*txn, ask.drain.pass)? {
             let call = call.in_scope(&format!("{}{project}", super::project::SCOPE_PREFIX));
             let who = claimer(&call, &holder, ask.drain.stale_ms);
-            let inbox = read_inbox(&*txn, &call.scope)?;
+            let inbox = read_drain_inbox(&*txn, &call.scope, call.now_ms, ask.drain.stale_ms)?;
             let plan =
                 rules::decide_drain(&project, &inbox, ask.drain.pass, &who, ask.drain.interval_s);
             if !plan.events.is_empty() {

@@ -9,6 +9,7 @@
 
 pub(crate) mod api;
 pub(crate) mod hook;
+pub(crate) mod index;
 pub(crate) mod input;
 pub(crate) mod layout;
 pub(crate) mod outside;

@@ -10,9 +10,10 @@ use hookstate_schema::feedback::{CommentRow, FeedbackEvent, FileKind, FileRow, P
 use hookstate_schema::{Body, Event, ViewKey};
 use serde_json::{json, Map, Value};
 
+use super::index;
 use super::rules::Inbox;
 use crate::kernel::doc::{doc_key, get_doc, put_doc, read_doc, read_docs};
-use crate::kernel::error::Result;
+use crate::kernel::error::{Error, Result};
 use crate::kernel::project::Projection;
 use crate::kernel::storage::ReadTxn;
 use crate::kernel::view::ViewAccess;
@@ -25,6 +26,15 @@ impl Projection for FeedbackProjection {
     fn touched_keys(&self, event: &Event) -> Vec<ViewKey> {
         match &event.content.body {
             Body::Feedback(body) => touched_keys(&event.content.scope, body),
+            _ => Vec::new(),
+        }
+    }
+
+    fn derived_keys(&self, event: &Event, views: &dyn ViewAccess) -> Vec<ViewKey> {
+        match &event.content.body {
+            Body::Feedback(body) => {
+                comment_index_keys(views, &event.content.scope, event.seq, body)
+            }
             _ => Vec::new(),
         }
     }
@@ -147,50 +157,101 @@ fn event_keys(scope: &str, event: &FeedbackEvent) -> Vec<ViewKey> {
     }
 }
 
-fn update_comment(views: &mut dyn ViewAccess, key: ViewKey, change: impl FnOnce(&mut CommentRow)) {
-    if let Some(mut row) = get_doc::<CommentRow>(views, &key) {
-        change(&mut row);
-        put_doc(views, key, &row);
+/// The comment an event names, if it names one.
+fn comment_id(event: &FeedbackEvent) -> Option<&str> {
+    match event {
+        FeedbackEvent::CommentAdded { id, .. }
+        | FeedbackEvent::CommentClaimed { id, .. }
+        | FeedbackEvent::CommentReplied { id, .. }
+        | FeedbackEvent::CommentDismissed { id } => Some(id),
+        FeedbackEvent::FileWritten { .. } | FeedbackEvent::AddressConsumed { .. } => None,
     }
+}
+
+/// The comment row after `event`, from the row before it (`None`: no such comment).
+fn next_comment(before: Option<CommentRow>, seq: u64, event: &FeedbackEvent) -> Option<CommentRow> {
+    if let FeedbackEvent::CommentAdded { doc, .. } = event {
+        return Some(CommentRow {
+            doc: doc.clone(),
+            token: 0,
+            holder: None,
+            session: None,
+            added_seq: seq,
+        });
+    }
+    let mut row = before?;
+    match event {
+        FeedbackEvent::CommentClaimed { token, holder, session, delivered_at, .. } => {
+            row.doc.set("status", string("delivered"));
+            row.doc.set("deliveredAt", string(delivered_at));
+            row.token = *token;
+            row.holder = Some(holder.clone());
+            row.session.clone_from(session);
+        }
+        FeedbackEvent::CommentReplied { reply, addressed_at, .. } => {
+            row.doc.set("status", string("addressed"));
+            row.doc.set("addressedAt", string(addressed_at));
+            row.doc.set("reply", string(reply));
+        }
+        FeedbackEvent::CommentDismissed { .. } => row.doc.set("status", string("dismissed")),
+        _ => {}
+    }
+    Some(row)
+}
+
+/// The comment index rows a comment event moves: the comment's row before and after it.
+fn comment_index_keys(
+    views: &dyn ViewAccess,
+    scope: &str,
+    seq: u64,
+    event: &FeedbackEvent,
+) -> Vec<ViewKey> {
+    let Some(id) = comment_id(event) else {
+        return Vec::new();
+    };
+    let before = get_doc::<CommentRow>(views, &doc_key(scope, COMMENT, id));
+    let old = before.as_ref().and_then(|row| index::comment_index_key(scope, row));
+    let new =
+        next_comment(before, seq, event).and_then(|row| index::comment_index_key(scope, &row));
+    old.into_iter().chain(new).collect()
+}
+
+/// Moves one comment and its index row.
+fn apply_comment(
+    views: &mut dyn ViewAccess,
+    scope: &str,
+    seq: u64,
+    id: &str,
+    event: &FeedbackEvent,
+) {
+    let key = doc_key(scope, COMMENT, id);
+    let before = get_doc::<CommentRow>(views, &key);
+    let old = before.as_ref().and_then(|row| index::comment_index_key(scope, row));
+    let Some(after) = next_comment(before, seq, event) else {
+        return;
+    };
+    let new = index::comment_index_key(scope, &after);
+    if let Some(old) = old.filter(|old| new.as_ref() != Some(old)) {
+        views.delete(&old);
+    }
+    if let Some(new) = new {
+        put_doc(views, new, &id);
+    }
+    put_doc(views, key, &after);
 }
 
 /// Applies one feedback event.
 fn apply(views: &mut dyn ViewAccess, scope: &str, seq: u64, event: &FeedbackEvent) {
     match event {
-        FeedbackEvent::CommentAdded { id, doc } => {
-            let row = CommentRow {
-                doc: doc.clone(),
-                token: 0,
-                holder: None,
-                session: None,
-                added_seq: seq,
-            };
-            put_doc(views, doc_key(scope, COMMENT, id), &row);
-        }
-        FeedbackEvent::CommentClaimed { id, token, holder, session, delivered_at } => {
-            update_comment(views, doc_key(scope, COMMENT, id), |row| {
-                row.doc.set("status", string("delivered"));
-                row.doc.set("deliveredAt", string(delivered_at));
-                row.token = *token;
-                row.holder = Some(holder.clone());
-                row.session.clone_from(session);
-            });
+        FeedbackEvent::CommentAdded { id, .. }
+        | FeedbackEvent::CommentReplied { id, .. }
+        | FeedbackEvent::CommentDismissed { id } => apply_comment(views, scope, seq, id, event),
+        FeedbackEvent::CommentClaimed { id, token, .. } => {
+            apply_comment(views, scope, seq, id, event);
             let key = meta_key(scope);
             let mut meta: ProjectMeta = get_doc(views, &key).unwrap_or_default();
             meta.epoch = meta.epoch.max(*token);
             put_doc(views, key, &meta);
-        }
-        FeedbackEvent::CommentReplied { id, reply, addressed_at, .. } => {
-            update_comment(views, doc_key(scope, COMMENT, id), |row| {
-                row.doc.set("status", string("addressed"));
-                row.doc.set("addressedAt", string(addressed_at));
-                row.doc.set("reply", string(reply));
-            });
-        }
-        FeedbackEvent::CommentDismissed { id } => {
-            update_comment(views, doc_key(scope, COMMENT, id), |row| {
-                row.doc.set("status", string("dismissed"));
-            });
         }
         FeedbackEvent::FileWritten { file, doc, request } => {
             put_doc(
@@ -245,6 +306,38 @@ fn render(event: &FeedbackEvent) -> Map<String, Value> {
 /// One project's rows, read in a decision's transaction.
 pub(crate) fn read_inbox(txn: &dyn ReadTxn, scope: &str) -> Result<Inbox> {
     let comments = read_docs::<CommentRow>(txn, scope, COMMENT)?;
+    let mut files = BTreeMap::new();
+    for kind in FileKind::ALL {
+        if let Some(row) = read_doc::<FileRow>(txn, scope, FILE, kind.stem())? {
+            files.insert(kind, row);
+        }
+    }
+    let meta = read_doc(txn, scope, META, META_ID)?.unwrap_or_default();
+    Ok(Inbox { comments, files, meta })
+}
+
+/// The rows a drain pass decides on: the project's files and counters, and only the comments a
+/// claim at `now_ms` may take (the comment indexes). `rules::decide_drain` reads no other
+/// comment: its claims take eligible ones and its heartbeat counts pending ones.
+///
+/// # Errors
+/// [`Error::Corrupt`] for an index row naming no comment; store errors.
+pub(crate) fn read_drain_inbox(
+    txn: &dyn ReadTxn,
+    scope: &str,
+    now_ms: u64,
+    stale_ms: u64,
+) -> Result<Inbox> {
+    let mut comments = Vec::new();
+    for id in index::drain_comment_ids(txn, scope, now_ms, stale_ms)? {
+        let Some(row) = read_doc::<CommentRow>(txn, scope, COMMENT, &id)? else {
+            return Err(Error::Corrupt(format!(
+                "a comment index of {scope} names comment {id}, which is not in it"
+            )));
+        };
+        comments.push((id, row));
+    }
+    comments.sort_by_key(|(_, row)| row.added_seq);
     let mut files = BTreeMap::new();
     for kind in FileKind::ALL {
         if let Some(row) = read_doc::<FileRow>(txn, scope, FILE, kind.stem())? {

@@ -208,24 +208,30 @@ fn file(project: &str, file: FileKind, doc: JsonDoc) -> (String, Body) {
 
 /// A project in `mode` with its adapter manifest, and `comments` pending comments.
 fn project(project: &str, mode: &str, comments: usize) -> Vec<(String, Body)> {
+    with_comments(project, mode, comments, "pending")
+}
+
+/// A project in `mode` with its adapter manifest, and `comments` comments in `status`.
+fn with_comments(project: &str, mode: &str, comments: usize, status: &str) -> Vec<(String, Body)> {
     let mut out = vec![
         file(project, FileKind::Control, text(&[("mode", mode)], Style::Pretty)),
         file(project, FileKind::Adapter, text(&[("harness", "claude-code")], Style::Compact)),
     ];
     for n in 0..comments {
         let id = format!("fb_{n:06}");
-        let doc = text(&[("id", &id), ("status", "pending"), ("comment", "c")], Style::Pretty);
+        let doc = text(&[("id", &id), ("status", status), ("comment", "c")], Style::Pretty);
         let event = FeedbackEvent::CommentAdded { id, doc };
         out.push((format!("moonshine:{project}"), Body::Feedback(event)));
     }
     out
 }
 
-/// The rows an idle Stop hook reads beside `accumulating` projects of `comments` comments each.
-fn stop_rows(accumulating: usize, comments: usize) -> u64 {
+/// The rows an idle Stop hook reads beside `accumulating` projects of `comments` comments each,
+/// with `addressed` comments of history in the listening project.
+fn stop_rows(accumulating: usize, comments: usize, addressed: usize) -> u64 {
     let dir = tempfile::tempdir().unwrap();
     let (engine, rows) = counted(&dir.path().join("s.redb"));
-    let mut events = project("listening", "listen", 0);
+    let mut events = with_comments("listening", "listen", addressed, "addressed");
     for p in 0..accumulating {
         events.extend(project(&format!("acc{p:03}"), "accumulate", comments));
     }
@@ -245,8 +251,15 @@ fn stop_rows(accumulating: usize, comments: usize) -> u64 {
 
 #[test]
 fn an_idle_stop_hook_reads_no_row_of_an_accumulating_project() {
-    let none = stop_rows(0, 0);
-    let many = stop_rows(30, 100);
+    let none = stop_rows(0, 0, 0);
+    let many = stop_rows(30, 100, 0);
     assert!(none > 0);
     assert_eq!(many, none, "the Stop hook read {many} rows beside 30 projects, {none} alone");
+}
+
+#[test]
+fn an_idle_stop_hook_reads_no_addressed_comment_of_a_listening_project() {
+    let none = stop_rows(0, 0, 0);
+    let history = stop_rows(0, 0, 2_000);
+    assert_eq!(history, none, "the Stop hook read {history} rows beside 2,000 addressed comments");
 }
