@@ -19,6 +19,7 @@ pub mod limits;
 pub mod observer;
 mod project;
 pub mod proposals;
+pub mod session;
 pub mod props;
 mod query;
 pub mod signals;
