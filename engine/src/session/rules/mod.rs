@@ -126,6 +126,12 @@ pub mod js {
         text.trim_end_matches(is_js_whitespace)
     }
 
+    /// `text.trimStart()`.
+    #[must_use]
+    pub fn trim_start(text: &str) -> &str {
+        text.trim_start_matches(is_js_whitespace)
+    }
+
     /// `text.length`: UTF-16 code units.
     #[must_use]
     pub fn length(text: &str) -> usize {
