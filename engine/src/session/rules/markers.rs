@@ -120,12 +120,6 @@ pub enum RuntimeRead<'a> {
     IoError,
 }
 
-/// `Math.round`.
-fn js_round(x: f64) -> f64 {
-    let floor = x.floor();
-    if x - floor >= 0.5 { floor + 1.0 } else { floor }
-}
-
 /// `session-archive auto-close-decision`: `noop` (reaping a stale queued close), `close-now` or
 /// `queued` (writing `pending-close.json`), as upstream's branch table decides.
 ///
@@ -179,13 +173,13 @@ pub fn auto_close_decision(
     #[expect(clippy::cast_precision_loss, reason = "minutes of a lull, far below 2^53")]
     let lull = (now - at) as f64 / 60_000.0;
     if lull > AUTO_CLOSE_LULL_MINUTES {
-        return Ok(close_now(&format!("lull {}min", js_round(lull))));
+        return Ok(close_now(&format!("lull {}min", js::round(lull))));
     }
     let pending = doc_of(vec![
         ("queued_at", legacy_json::string(&stamp::local(now_ms, timezone)?)),
         ("queued_by", legacy_json::string("daily-auto-close")),
     ]);
-    let reason = format!("operator active {}min ago", js_round(lull));
+    let reason = format!("operator active {}min ago", js::round(lull));
     Ok(say(vec![write(Marker::PendingClose, pending)], json!({ "ok": true, "decision": "queued", "reason": reason })))
 }
 
@@ -347,7 +341,7 @@ pub fn parse_snooze(text: &str) -> Option<u64> {
     if !digits(int) || !digits(frac) {
         return None;
     }
-    let ms = js_round(number.parse::<f64>().ok()? * scale);
+    let ms = js::round(number.parse::<f64>().ok()? * scale);
     #[expect(clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "bounded above")]
     (ms > 0.0 && ms <= SNOOZE_MS_MAX).then_some(ms as u64)
 }

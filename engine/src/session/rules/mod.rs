@@ -10,6 +10,7 @@ pub mod conversations;
 pub mod hypotheses;
 pub mod markers;
 pub mod observations;
+pub mod report;
 pub mod runtime;
 pub mod shell;
 pub mod task_doc;
@@ -124,6 +125,14 @@ pub mod js {
     #[must_use]
     pub fn trim_end(text: &str) -> &str {
         text.trim_end_matches(is_js_whitespace)
+    }
+
+    /// `Math.round`: the nearest integer, halves toward +∞ (not `floor(x + 0.5)`, whose addition
+    /// rounds).
+    #[must_use]
+    pub fn round(x: f64) -> f64 {
+        let floor = x.floor();
+        if x - floor >= 0.5 { floor + 1.0 } else { floor }
     }
 
     /// `text.trimStart()`.

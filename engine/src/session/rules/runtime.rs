@@ -85,6 +85,9 @@ pub enum Move {
         session_id: String,
         /// The mode.
         mode: ArchiveMode,
+        /// `recover` re-running an archive that stopped in `archiving` (the one case a begin
+        /// may overwrite a transition in flight).
+        recovering: bool,
     },
     /// Archive step 3.
     ArchiveCleaning,
@@ -94,6 +97,8 @@ pub enum Move {
         mode: ArchiveMode,
         /// For `idle`: the next session id.
         next_session_id: String,
+        /// `recover` finishing an interrupted archive from either step.
+        recovering: bool,
     },
     /// `recover` when nothing is left to reset: markers cleared, `idle`.
     RecoverClear,
@@ -163,11 +168,19 @@ pub fn allowed(state: &State, mv: &Move) -> std::result::Result<(), String> {
     let fail = |reason: &str| Err(reason.to_owned());
     match mv {
         Move::Seed { .. } if state.present => fail("runtime-exists"),
-        Move::Open { .. } | Move::ArchiveBegin { .. } if transition.is_some() => {
+        Move::ArchiveBegin { recovering: true, .. } if transition != Some("archiving") => {
+            fail("not-archiving")
+        }
+        Move::Open { .. } | Move::ArchiveBegin { recovering: false, .. } if transition.is_some() => {
             fail("transition-in-progress")
         }
         Move::ArchiveCleaning if transition != Some("archiving") => fail("not-archiving"),
-        Move::ArchiveEnd { .. } if transition != Some("cleaning") => fail("not-cleaning"),
+        Move::ArchiveEnd { recovering: true, .. } if transition.is_none() => {
+            fail("no-interrupted-transition")
+        }
+        Move::ArchiveEnd { recovering: false, .. } if transition != Some("cleaning") => {
+            fail("not-cleaning")
+        }
         Move::RecoverClear if transition.is_none() => fail("no-interrupted-transition"),
         Move::Wait if session != Some("idle") || transition.is_some() => fail("not-idle"),
         Move::WaitTimeout { .. } | Move::Resume if session != Some("waiting") => fail("not-waiting"),
@@ -224,14 +237,14 @@ fn sets_of(mv: &Move, doc: Option<&JsonDoc>, now_ms: u64, local: &str) -> Option
             ("session_state", string("in_progress")), ("session_id", string(session_id)),
             ("opened_at", string(local)), ("closed_at", NULL.into()),
         ]),
-        Move::ArchiveBegin { session_id, mode } => pairs(&[
+        Move::ArchiveBegin { session_id, mode, .. } => pairs(&[
             ("transition", string("archiving")),
             ("transition_target", string(&format!("{session_id}-REPORT.md"))),
             ("transition_started_at", string(local)), ("transition_mode", string(mode.name())),
             ("session_id", string(session_id)),
         ]),
         Move::ArchiveCleaning => pairs(&[("transition", string("cleaning"))]),
-        Move::ArchiveEnd { mode, next_session_id } => {
+        Move::ArchiveEnd { mode, next_session_id, .. } => {
             let mut list = clear_transition();
             let id = if *mode == ArchiveMode::Idle { string(next_session_id) } else { NULL.into() };
             list.push(("session_id".into(), id));

@@ -16,9 +16,11 @@ fn moves() -> Vec<Move> {
     vec![
         Move::Seed { runtime_mode: "tmux".into(), tmux_session: Some("hermit-x".into()) },
         Move::Open { session_id: "S-001".into() },
-        Move::ArchiveBegin { session_id: "S-001".into(), mode: ArchiveMode::Idle },
+        Move::ArchiveBegin { session_id: "S-001".into(), mode: ArchiveMode::Idle, recovering: false },
+        Move::ArchiveBegin { session_id: "S-001".into(), mode: ArchiveMode::Idle, recovering: true },
         Move::ArchiveCleaning,
-        Move::ArchiveEnd { mode: ArchiveMode::Close, next_session_id: "S-002".into() },
+        Move::ArchiveEnd { mode: ArchiveMode::Close, next_session_id: "S-002".into(), recovering: false },
+        Move::ArchiveEnd { mode: ArchiveMode::Close, next_session_id: "S-002".into(), recovering: true },
         Move::RecoverClear,
         Move::Wait,
         Move::WaitTimeout { timeout_ms: 60_000 },
@@ -31,26 +33,26 @@ fn moves() -> Vec<Move> {
     ]
 }
 
-/// Rows: the state; columns: the moves above. `.` allowed, else the refusal: X runtime-exists,
+/// Rows: the state; columns: the moves above (begin and end twice: plain, then recovering). `.` allowed, else the refusal: X runtime-exists,
 /// T transition-in-progress, A not-archiving, C not-cleaning, N no-interrupted-transition,
 /// I not-idle, W not-waiting, P not-in-progress, L lifecycle-field.
 const TABLE: [(&str, &str); 16] = [
-    ("absent", "...ACNIWWP...L"),
-    ("-/-", "X..ACNIWWP...L"),
-    ("-/archiving", "XTT.C.IWWP...L"),
-    ("-/cleaning", "XTTA..IWWP...L"),
-    ("idle/-", "X..ACN.WWP...L"),
-    ("idle/archiving", "XTT.C.IWWP...L"),
-    ("idle/cleaning", "XTTA..IWWP...L"),
-    ("in_progress/-", "X..ACNIWW....L"),
-    ("in_progress/archiving", "XTT.C.IWW....L"),
-    ("in_progress/cleaning", "XTTA..IWW....L"),
-    ("waiting/-", "X..ACNI..P...L"),
-    ("waiting/archiving", "XTT.C.I..P...L"),
-    ("waiting/cleaning", "XTTA..I..P...L"),
-    ("dead_process/-", "X..ACNIWWP...L"),
-    ("dead_process/archiving", "XTT.C.IWWP...L"),
-    ("dead_process/cleaning", "XTTA..IWWP...L"),
+    ("absent", "...AACNNIWWP...L"),
+    ("-/-", "X..AACNNIWWP...L"),
+    ("-/archiving", "XTT..C..IWWP...L"),
+    ("-/cleaning", "XTTAA...IWWP...L"),
+    ("idle/-", "X..AACNN.WWP...L"),
+    ("idle/archiving", "XTT..C..IWWP...L"),
+    ("idle/cleaning", "XTTAA...IWWP...L"),
+    ("in_progress/-", "X..AACNNIWW....L"),
+    ("in_progress/archiving", "XTT..C..IWW....L"),
+    ("in_progress/cleaning", "XTTAA...IWW....L"),
+    ("waiting/-", "X..AACNNI..P...L"),
+    ("waiting/archiving", "XTT..C..I..P...L"),
+    ("waiting/cleaning", "XTTAA...I..P...L"),
+    ("dead_process/-", "X..AACNNIWWP...L"),
+    ("dead_process/archiving", "XTT..C..IWWP...L"),
+    ("dead_process/cleaning", "XTTAA...IWWP...L"),
 ];
 
 fn code(reason: &str) -> char {
@@ -169,7 +171,7 @@ fn an_archive_close_stamps_shutdown_only_when_requested() {
         ("transition", "\"cleaning\""),
         ("shutdown_requested_at", "\"2026-09-14T10:00:00+0200\""),
     ]));
-    let end = Move::ArchiveEnd { mode: ArchiveMode::Close, next_session_id: "S-002".into() };
+    let end = Move::ArchiveEnd { mode: ArchiveMode::Close, next_session_id: "S-002".into(), recovering: false };
     let event = decide(runtime.as_ref(), &end, None, NOW, TZ).unwrap().unwrap();
     apply(&mut runtime, &event);
     let runtime = runtime.unwrap();

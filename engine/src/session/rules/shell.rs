@@ -373,4 +373,10 @@ pub fn apply(shell: &mut Option<String>, event: &SessionEvent) {
 
 #[cfg(test)]
 #[path = "shell_tests.rs"]
-mod tests;
+pub(crate) mod tests;
+
+/// Test fixtures shared with the archive tests.
+#[cfg(test)]
+pub(crate) mod tests_support {
+    pub(crate) use super::tests::SHELL;
+}

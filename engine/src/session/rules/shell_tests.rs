@@ -2,7 +2,7 @@
 
 use super::*;
 
-const SHELL: &str = "# Active Session\n\n## Session Info\n- **ID:** S-045\n- **Started:** 2026-09-14 10:15\n- **Tags:** infra, certs\n- **Tasks Completed:** 2\n- **Session Mode:** interactive\n\n## Task\nRotate the staging TLS cert\n\n## Progress Log\n[10:20] Generated the CSR — ok\n\n## Blockers\n- waiting on DNS\n\n## Findings\n\n## Changed\n\n## Monitoring\n[10:30] Heartbeat: disk 91%\n\n## Session Summary\n";
+pub(crate) const SHELL: &str = "# Active Session\n\n## Session Info\n- **ID:** S-045\n- **Started:** 2026-09-14 10:15\n- **Tags:** infra, certs\n- **Tasks Completed:** 2\n- **Session Mode:** interactive\n\n## Task\nRotate the staging TLS cert\n\n## Progress Log\n[10:20] Generated the CSR — ok\n\n## Blockers\n- waiting on DNS\n\n## Findings\n\n## Changed\n\n## Monitoring\n[10:30] Heartbeat: disk 91%\n\n## Session Summary\n";
 
 fn after(shell: &str, event: &SessionEvent) -> String {
     let mut file = Some(shell.to_owned());
