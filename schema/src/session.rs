@@ -253,7 +253,10 @@ pub enum SessionEvent {
     /// A task was opened (or adopted from its file).
     TaskOpened {
         /// The whole record.
-        task: TaskDoc,
+        task: Box<TaskDoc>,
+        /// Where an adopted file lives under `tasks/` when not at `tasks/<id>.md` (readers scan
+        /// `tasks/**`); `None` for `tasks/<id>.md`.
+        path: Option<String>,
     },
     /// A verb changed an open task.
     TaskChanged {
@@ -408,7 +411,11 @@ mod tests {
             verb: "note".into(),
             at: "2026-09-14T08:15:02.118Z".into(),
             edits: vec![
-                TaskEdit::Append { section: "Progress".into(), actor: "a".into(), text: "b".into() },
+                TaskEdit::Append {
+                    section: "Progress".into(),
+                    actor: "a".into(),
+                    text: "b".into(),
+                },
                 TaskEdit::Set { field: TaskField::Due, value: None },
                 TaskEdit::ResultRev(2),
             ],

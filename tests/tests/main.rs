@@ -12,5 +12,6 @@ mod model;
 mod observer;
 mod powerloss;
 mod proposals;
+mod session;
 mod signals;
 mod store;

@@ -21,9 +21,11 @@ use crate::session::stamp;
 /// Zero-padding of `S-NNN`.
 pub const SESSION_DIGITS: usize = 3;
 /// The synthetic payload `recover` archives an interrupted `archiving` transition with.
-pub const RECOVER_BLOCKER: &str = "Recovered from interrupted archiving transition — pre-crash close payload was not persisted; status inferred as partial.";
+pub const RECOVER_BLOCKER: &str = "Recovered from interrupted archiving transition — pre-crash \
+                                   close payload was not persisted; status inferred as partial.";
 /// The note a pre-upgrade transition (no `transition_mode`) adds.
-pub const LEGACY_NOTE: &str = "Recovered via legacy transition marker (pre-upgrade); treated as full close.";
+pub const LEGACY_NOTE: &str =
+    "Recovered via legacy transition marker (pre-upgrade); treated as full close.";
 
 /// `compact` settings (`resolveCompactConfig`: 30/20/30/15 unless `config.compact` says).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,7 +42,12 @@ pub struct Compact {
 
 impl Default for Compact {
     fn default() -> Self {
-        Compact { monitoring_threshold: 30, monitoring_keep: 20, summary_threshold: 30, summary_keep: 15 }
+        Compact {
+            monitoring_threshold: 30,
+            monitoring_keep: 20,
+            summary_threshold: 30,
+            summary_keep: 15,
+        }
     }
 }
 
@@ -95,7 +102,8 @@ pub fn parse_args(args: &[String]) -> (String, Map<String, Value>) {
 #[must_use]
 pub fn report_number(name: &str) -> Option<u64> {
     let digits = name.strip_prefix("S-")?.strip_suffix("-REPORT.md")?;
-    (!digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())).then(|| digits.parse().unwrap_or(u64::MAX))
+    (!digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| digits.parse().unwrap_or(u64::MAX))
 }
 
 /// `nextSessionId`: one past the highest report, three digits at least.
@@ -115,7 +123,10 @@ pub fn resolve_session_id(runtime: Option<&JsonDoc>, reports: &[String]) -> Stri
 }
 
 fn failed(reason: &str) -> Decided {
-    Decided { events: Vec::new(), verdict: Verdict::json(&json!({ "ok": false, "reason": reason })) }
+    Decided {
+        events: Vec::new(),
+        verdict: Verdict::json(&json!({ "ok": false, "reason": reason })),
+    }
 }
 
 /// Runtime moves made one after another over a working copy.
@@ -141,7 +152,12 @@ impl Steps {
 
 /// `applyPostArchiveMarkers`: the mode's marker writes (skipped when `suppress`) and the
 /// queued-close reap.
-fn post_archive_markers(h: &Hermit<'_>, mode: ArchiveMode, suppress: bool, steps: &mut Steps) -> Result<Value> {
+fn post_archive_markers(
+    h: &Hermit<'_>,
+    mode: ArchiveMode,
+    suppress: bool,
+    steps: &mut Steps,
+) -> Result<Value> {
     let mut out = Map::new();
     let (now, tz) = (steps.now_ms, h.timezone);
     if mode == ArchiveMode::Idle {
@@ -150,7 +166,10 @@ fn post_archive_markers(h: &Hermit<'_>, mode: ArchiveMode, suppress: bool, steps
             steps.events.push(markers::compact_request_after_archive(now, tz)?);
         }
     } else {
-        out.insert("pending_close".into(), json!(if h.pending_close { "deleted" } else { "absent" }));
+        out.insert(
+            "pending_close".into(),
+            json!(if h.pending_close { "deleted" } else { "absent" }),
+        );
         if h.pending_close {
             steps.events.push(SessionEvent::MarkerRemoved { marker: Marker::PendingClose });
         }
@@ -164,7 +183,14 @@ fn post_archive_markers(h: &Hermit<'_>, mode: ArchiveMode, suppress: bool, steps
     Ok(Value::Object(out))
 }
 
-fn report_text(h: &Hermit<'_>, payload: &Payload, shell: &str, session_id: &str, mode: ArchiveMode, now_ms: u64) -> Result<(String, f64)> {
+fn report_text(
+    h: &Hermit<'_>,
+    payload: &Payload,
+    shell: &str,
+    session_id: &str,
+    mode: ArchiveMode,
+    now_ms: u64,
+) -> Result<(String, f64)> {
     let date = stamp::zoned(now_ms, h.timezone)?;
     let started = report::started(shell).and_then(|s| stamp::parse_local_minute(s, h.timezone));
     let now = i64::try_from(now_ms).unwrap_or(i64::MAX);
@@ -172,13 +198,28 @@ fn report_text(h: &Hermit<'_>, payload: &Payload, shell: &str, session_id: &str,
     let cost = report::cost(payload, h.measured_cost);
     let escalation = h.escalation.filter(|e| report::ESCALATIONS.contains(e)).unwrap_or("balanced");
     let input = ReportInput {
-        session_id, mode: mode.name(), payload, shell, date: &date, duration: &duration, cost,
-        escalation, operator_turns: h.operator_turns, changed_files: h.changed_files,
+        session_id,
+        mode: mode.name(),
+        payload,
+        shell,
+        date: &date,
+        duration: &duration,
+        cost,
+        escalation,
+        operator_turns: h.operator_turns,
+        changed_files: h.changed_files,
     };
     Ok((report::render(&input), cost.0))
 }
 
-fn shell_reset(h: &Hermit<'_>, mode: ArchiveMode, session_id: &str, status: &str, cost: f64, now_ms: u64) -> Result<ShellReset> {
+fn shell_reset(
+    h: &Hermit<'_>,
+    mode: ArchiveMode,
+    session_id: &str,
+    status: &str,
+    cost: f64,
+    now_ms: u64,
+) -> Result<ShellReset> {
     Ok(match mode {
         ArchiveMode::Idle => ShellReset::Idle {
             session_id: session_id.to_owned(),
@@ -190,7 +231,9 @@ fn shell_reset(h: &Hermit<'_>, mode: ArchiveMode, session_id: &str, status: &str
             summary_threshold: h.compact.summary_threshold,
             summary_keep: h.compact.summary_keep,
         },
-        ArchiveMode::Close | ArchiveMode::Auto => ShellReset::Close { template: h.template.map(str::to_owned) },
+        ArchiveMode::Close | ArchiveMode::Auto => {
+            ShellReset::Close { template: h.template.map(str::to_owned) }
+        }
     })
 }
 
@@ -200,7 +243,13 @@ fn shell_reset(h: &Hermit<'_>, mode: ArchiveMode, session_id: &str, status: &str
 ///
 /// # Errors
 /// [`crate::Error::Invalid`] for a bad zone or time; refusals are verdicts.
-pub fn decide_archive(h: &Hermit<'_>, mode: Option<&str>, stdin: &str, recovering: bool, now_ms: u64) -> Result<Decided> {
+pub fn decide_archive(
+    h: &Hermit<'_>,
+    mode: Option<&str>,
+    stdin: &str,
+    recovering: bool,
+    now_ms: u64,
+) -> Result<Decided> {
     let Some(mode) = mode.and_then(ArchiveMode::parse) else {
         let got = mode.unwrap_or("(none)");
         return Ok(failed(&format!("archive requires --mode=idle|close|auto, got: {got}")));
@@ -225,7 +274,8 @@ pub fn decide_archive(h: &Hermit<'_>, mode: Option<&str>, stdin: &str, recoverin
     steps.events.push(SessionEvent::ShellReset { reset });
     let mut reports = h.reports.to_vec();
     reports.push(format!("{session_id}-REPORT.md"));
-    let end = Move::ArchiveEnd { mode, next_session_id: next_session_id(&reports), recovering: false };
+    let end =
+        Move::ArchiveEnd { mode, next_session_id: next_session_id(&reports), recovering: false };
     if let Err(reason) = steps.step(&end, h.timezone)? {
         return Ok(failed(&reason));
     }
@@ -257,11 +307,18 @@ pub fn decide_open(h: &Hermit<'_>, stdin: &str, now_ms: u64) -> Result<Decided> 
     if !task.is_empty() {
         text = shell::replace_section(&text, "Task", &format!("\n{task}\n\n"));
     }
-    let mut steps = Steps { runtime: h.runtime.cloned(), events: vec![SessionEvent::ShellWritten { text }], now_ms };
+    let mut steps = Steps {
+        runtime: h.runtime.cloned(),
+        events: vec![SessionEvent::ShellWritten { text }],
+        now_ms,
+    };
     if let Err(reason) = steps.step(&Move::Open { session_id: session_id.clone() }, h.timezone)? {
         return Ok(failed(&reason));
     }
-    Ok(Decided { events: steps.events, verdict: Verdict::json(&json!({ "ok": true, "session_id": session_id })) })
+    Ok(Decided {
+        events: steps.events,
+        verdict: Verdict::json(&json!({ "ok": true, "session_id": session_id })),
+    })
 }
 
 /// `/\*\*ID:\*\*\s*S-NNN \(assigned on close\)/` replaced by `**ID:** <id>` (the first match).

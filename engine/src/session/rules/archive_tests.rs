@@ -9,7 +9,8 @@ const CHANGED: [(&str, &str); 1] = [("src/tls.rs", "modified")];
 
 pub(super) fn hermit(reports: &[String]) -> Hermit<'_> {
     static CHANGED_FILES: std::sync::OnceLock<Vec<(String, String)>> = std::sync::OnceLock::new();
-    let changed = CHANGED_FILES.get_or_init(|| CHANGED.iter().map(|(a, b)| ((*a).into(), (*b).into())).collect());
+    let changed = CHANGED_FILES
+        .get_or_init(|| CHANGED.iter().map(|(a, b)| ((*a).into(), (*b).into())).collect());
     Hermit {
         runtime: None,
         shell: Some(SHELL),
@@ -44,7 +45,17 @@ fn an_idle_archive_makes_every_step_in_one_decision() {
         "{\"ok\":true,\"archived\":true,\"session_id\":\"S-045\",\"report_path\":\"/srv/hermit/.claude-code-hermit/sessions/S-045-REPORT.md\",\"mode\":\"idle\",\"markers\":{\"compact_requested\":\"written\"}}"
     );
     let kinds: Vec<&str> = decided.events.iter().map(SessionEvent::kind).collect();
-    assert_eq!(kinds, ["runtime_changed", "report_written", "runtime_changed", "shell_reset", "runtime_changed", "marker_written"]);
+    assert_eq!(
+        kinds,
+        [
+            "runtime_changed",
+            "report_written",
+            "runtime_changed",
+            "shell_reset",
+            "runtime_changed",
+            "marker_written"
+        ]
+    );
     let SessionEvent::ReportWritten { text, .. } = &decided.events[1] else { panic!() };
     assert_eq!(text, REPORT);
     let mut runtime = Some(doc.clone());
@@ -61,13 +72,30 @@ fn an_idle_archive_makes_every_step_in_one_decision() {
 #[test]
 fn an_archive_is_refused_with_upstreams_reasons() {
     let reports: Vec<String> = Vec::new();
-    let reason = |d: Decided| serde_json::from_str::<Value>(&d.verdict.lines[0]).unwrap()["reason"].as_str().unwrap().to_owned();
+    let reason = |d: Decided| {
+        serde_json::from_str::<Value>(&d.verdict.lines[0]).unwrap()["reason"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
     let h = hermit(&reports);
-    assert_eq!(reason(decide_archive(&h, None, "Status: x", false, NOW).unwrap()), "archive requires --mode=idle|close|auto, got: (none)");
-    assert_eq!(reason(decide_archive(&h, Some("true"), "Status: x", false, NOW).unwrap()), "archive requires --mode=idle|close|auto, got: true");
+    assert_eq!(
+        reason(decide_archive(&h, None, "Status: x", false, NOW).unwrap()),
+        "archive requires --mode=idle|close|auto, got: (none)"
+    );
+    assert_eq!(
+        reason(decide_archive(&h, Some("true"), "Status: x", false, NOW).unwrap()),
+        "archive requires --mode=idle|close|auto, got: true"
+    );
     let no_shell = Hermit { shell: None, ..hermit(&reports) };
-    assert_eq!(reason(decide_archive(&no_shell, Some("close"), "Status: x", false, NOW).unwrap()), "shell-missing");
-    assert_eq!(reason(decide_archive(&h, Some("close"), "hello\n", false, NOW).unwrap()), "payload-unparseable");
+    assert_eq!(
+        reason(decide_archive(&no_shell, Some("close"), "Status: x", false, NOW).unwrap()),
+        "shell-missing"
+    );
+    assert_eq!(
+        reason(decide_archive(&h, Some("close"), "hello\n", false, NOW).unwrap()),
+        "payload-unparseable"
+    );
     let busy = legacy_json::parse_doc("r", b"{\"transition\":\"archiving\"}\n").unwrap();
     let held = Hermit { runtime: Some(&busy), ..hermit(&reports) };
     let refused = decide_archive(&held, Some("close"), "Status: x", false, NOW).unwrap();
@@ -80,7 +108,14 @@ fn a_close_archive_reaps_the_queued_close_and_nulls_the_id() {
     let reports: Vec<String> = Vec::new();
     let doc = runtime_doc();
     let h = Hermit { runtime: Some(&doc), ..hermit(&reports) };
-    let decided = decide_archive(&h, Some("auto"), "Status: partial\nNext Start Point: renew prod\n", false, NOW).unwrap();
+    let decided = decide_archive(
+        &h,
+        Some("auto"),
+        "Status: partial\nNext Start Point: renew prod\n",
+        false,
+        NOW,
+    )
+    .unwrap();
     let v: Value = serde_json::from_str(&decided.verdict.lines[0]).unwrap();
     assert_eq!(v["markers"], json!({ "pending_close": "deleted", "clear_requested": "written" }));
     let SessionEvent::ReportWritten { text, .. } = &decided.events[1] else { panic!() };
@@ -99,8 +134,19 @@ fn open_fills_the_template_and_starts_the_arc() {
     let SessionEvent::ShellWritten { text } = &decided.events[0] else { panic!() };
     assert_eq!(text, "# Active Session\n\n## Session Info\n- **ID:** S-008\n- **Started:** 2026-09-14 10:15\n\n## Task\nRenew the cert\n\n\n## Progress Log\n");
     let none = Hermit { shell: None, template: None, ..hermit(&reports) };
-    assert_eq!(decide_open(&none, "", NOW).unwrap().verdict.lines[0], "{\"ok\":false,\"reason\":\"shell-template-missing\"}");
+    assert_eq!(
+        decide_open(&none, "", NOW).unwrap().verdict.lines[0],
+        "{\"ok\":false,\"reason\":\"shell-template-missing\"}"
+    );
     assert_eq!(next_session_id(&["S-1000-REPORT.md".into(), "x.md".into()]), "S-1001");
-    let (verb, flags) = parse_args(&["archive".into(), "--mode=idle".into(), "--state-dir=.h".into(), "--x".into()]);
-    assert_eq!((verb.as_str(), flags["mode"].as_str(), flags["x"].as_bool()), ("archive", Some("idle"), Some(true)));
+    let (verb, flags) = parse_args(&[
+        "archive".into(),
+        "--mode=idle".into(),
+        "--state-dir=.h".into(),
+        "--x".into(),
+    ]);
+    assert_eq!(
+        (verb.as_str(), flags["mode"].as_str(), flags["x"].as_bool()),
+        ("archive", Some("idle"), Some(true))
+    );
 }

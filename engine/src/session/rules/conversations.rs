@@ -14,8 +14,9 @@ use super::{error_line, js, Class, Decided, Decision, Refusal, Verdict};
 use crate::legacy::json as legacy_json;
 use crate::session::stamp;
 
-/// Bindings one store holds: a hermit has a handful of chats; far more means a runaway writer.
-pub const BINDINGS_MAX: usize = 1000;
+/// Bindings one store holds: as many keys as the legacy JSON codec reads back (a hermit has a
+/// handful of chats).
+pub const BINDINGS_MAX: usize = crate::legacy::json::OBJECT_KEYS_MAX;
 /// `update --status` values.
 pub const STATUSES: [&str; 4] = ["running", "idle", "parked", "unknown"];
 /// The options `bind` takes (after `-` became `_`).
@@ -86,7 +87,12 @@ pub fn list(store: &JsonDoc) -> Decided {
 ///
 /// # Errors
 /// `invalid-options`, `invalid-key`, `invalid-binding`, `already-bound`, `invalid-store`.
-pub fn decide_bind(store: &JsonDoc, key: &str, options: &[(String, String)], now_ms: u64) -> Decision {
+pub fn decide_bind(
+    store: &JsonDoc,
+    key: &str,
+    options: &[(String, String)],
+    now_ms: u64,
+) -> Decision {
     if options.iter().any(|(k, _)| !BIND_OPTIONS.contains(&k.as_str())) {
         return Err(refuse("invalid-options", Class::Usage));
     }
@@ -116,7 +122,9 @@ pub fn decide_bind(store: &JsonDoc, key: &str, options: &[(String, String)], now
 /// # Errors
 /// `invalid-status`, `invalid-muted`, `invalid-generation`, `invalid-binding`, `invalid-card`,
 /// `operation-failed` (a `--card` that is not JSON), `invalid-options`.
-pub fn update_fields(options: &[(String, String)]) -> Result<(Vec<(String, String)>, u64), Refusal> {
+pub fn update_fields(
+    options: &[(String, String)],
+) -> Result<(Vec<(String, String)>, u64), Refusal> {
     let mut sets = Vec::new();
     let mut delta = 0;
     for (name, value) in options {
@@ -170,7 +178,12 @@ fn card(value: &str) -> Result<String, Refusal> {
 /// # Errors
 /// Those of [`update_fields`], then `invalid-key`, `not-found`, `invalid-store` (a record that
 /// is not an object, or whose `generation` is not an integer).
-pub fn decide_update(store: &JsonDoc, key: &str, options: &[(String, String)], now_ms: u64) -> Decision {
+pub fn decide_update(
+    store: &JsonDoc,
+    key: &str,
+    options: &[(String, String)],
+    now_ms: u64,
+) -> Decision {
     let (sets, generation_delta) = update_fields(options)?;
     check_key(key)?;
     let Some(current) = record(store, key).filter(truthy_ref) else {
@@ -224,12 +237,17 @@ pub fn decide_prune(store: &JsonDoc, agents: &str) -> Decision {
             return Err(refuse("operation-failed", Class::Invalid));
         }
         let live = matches!(value.get("status").and_then(Value::as_str), Some("running" | "idle"));
-        let seen = value.get("session_id").and_then(Value::as_str).is_some_and(|s| ids.contains(&s));
+        let seen =
+            value.get("session_id").and_then(Value::as_str).is_some_and(|s| ids.contains(&s));
         if live && !seen {
             keys.push(key.clone());
         }
     }
-    done(if keys.is_empty() { Vec::new() } else { vec![SessionEvent::ConversationsPruned { keys }] })
+    done(if keys.is_empty() {
+        Vec::new()
+    } else {
+        vec![SessionEvent::ConversationsPruned { keys }]
+    })
 }
 
 fn set_field(map: &mut Map<String, Value>, key: &str, raw: &str) {
@@ -305,7 +323,10 @@ mod tests {
         let bind = options(&["--session-name", "n", "--session-id", "s1", "--worktree", "/w"]);
         let key = "discord:1187734401122";
         assert_eq!(run(&mut store, |s| decide_bind(s, key, &bind, NOW)), Ok(format!("OK|{key}")));
-        assert_eq!(run(&mut store, |s| decide_bind(s, key, &bind, NOW)), Err("ERROR|already-bound".into()));
+        assert_eq!(
+            run(&mut store, |s| decide_bind(s, key, &bind, NOW)),
+            Err("ERROR|already-bound".into())
+        );
         let upd = options(&["--status", "idle", "--generation", "+1", "--card", "null"]);
         assert!(run(&mut store, |s| decide_update(s, key, &upd, NOW + 1)).is_ok());
         let rec = record(&store, key).unwrap();
@@ -313,7 +334,10 @@ mod tests {
         assert_eq!(rec["status"], "idle");
         assert_eq!(rec["last_activity"], "2026-09-14T08:15:02.119Z");
         assert_eq!(rec["created"], "2026-09-14T08:15:02.118Z");
-        assert_eq!(run(&mut store, |s| decide_prune(s, "[{\"sessionId\":\"s1\"}]")), Ok("OK|prune".into()));
+        assert_eq!(
+            run(&mut store, |s| decide_prune(s, "[{\"sessionId\":\"s1\"}]")),
+            Ok("OK|prune".into())
+        );
         assert_eq!(record(&store, key).unwrap()["status"], "idle");
         assert!(run(&mut store, |s| decide_prune(s, "[{\"sessionId\":\"x\"}]")).is_ok());
         assert_eq!(record(&store, key).unwrap()["status"], "unknown");
@@ -326,10 +350,19 @@ mod tests {
         let store = JsonDoc { fields: Vec::new(), style: Style::Pretty };
         let token = |d: Decision| d.err().map(|r| r.token);
         let args = |l: &[&str]| l.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
-        assert_eq!(parse_options(&args(&["--a"])).err().map(|r| r.token).as_deref(), Some("invalid-options"));
-        assert_eq!(parse_options(&args(&["--a-b", "1", "--a_b", "2"])).err().map(|r| r.token).as_deref(), Some("invalid-options"));
+        assert_eq!(
+            parse_options(&args(&["--a"])).err().map(|r| r.token).as_deref(),
+            Some("invalid-options")
+        );
+        assert_eq!(
+            parse_options(&args(&["--a-b", "1", "--a_b", "2"])).err().map(|r| r.token).as_deref(),
+            Some("invalid-options")
+        );
         let bind = options(&["--session-name", "n", "--session-id", "s", "--worktree", "rel"]);
-        assert_eq!(token(decide_bind(&store, "k:1", &bind, NOW)).as_deref(), Some("invalid-binding"));
+        assert_eq!(
+            token(decide_bind(&store, "k:1", &bind, NOW)).as_deref(),
+            Some("invalid-binding")
+        );
         assert_eq!(token(decide_bind(&store, "bad", &bind, NOW)).as_deref(), Some("invalid-key"));
         for (opts, expected) in [
             (&["--status", "busy"][..], "invalid-status"),
@@ -340,7 +373,10 @@ mod tests {
             (&["--card", "{\"chat_id\":1,\"message_id\":\"m\"}"], "invalid-card"),
             (&["--color", "red"], "invalid-options"),
         ] {
-            assert_eq!(token(decide_update(&store, "k:1", &options(opts), NOW)).as_deref(), Some(expected));
+            assert_eq!(
+                token(decide_update(&store, "k:1", &options(opts), NOW)).as_deref(),
+                Some(expected)
+            );
         }
         assert_eq!(token(decide_update(&store, "k:1", &[], NOW)).as_deref(), Some("not-found"));
     }

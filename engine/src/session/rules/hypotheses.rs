@@ -95,7 +95,11 @@ pub fn js_number(text: &str) -> f64 {
         && !body.is_empty()
         && body.bytes().all(|b| b.is_ascii_digit() || b".eE+-".contains(&b))
         && body.bytes().next().is_some_and(|b| b.is_ascii_digit() || b == b'.');
-    if decimal { t.parse::<f64>().unwrap_or(f64::NAN) } else { f64::NAN }
+    if decimal {
+        t.parse::<f64>().unwrap_or(f64::NAN)
+    } else {
+        f64::NAN
+    }
 }
 
 /// What `add` was given besides the row's id and the call's time.
@@ -151,7 +155,10 @@ pub fn decide_add(input: &AddInput<'_>, now_ms: u64) -> Decision {
     let line = crate::legacy::js::compact(&Value::Object(row));
     let next = input.next_fire.clone().unwrap_or_else(|| "none".into());
     let verdict = Verdict::line(format!("OK|{}|next_fire={next}", input.uuid));
-    Ok(Decided { events: vec![SessionEvent::LineAppended { ledger: Ledger::Hypotheses, line }], verdict })
+    Ok(Decided {
+        events: vec![SessionEvent::LineAppended { ledger: Ledger::Hypotheses, line }],
+        verdict,
+    })
 }
 
 /// `later.ts list [--chat]`: the pending rows, then the last [`SETTLED_ROWS_LISTED`] settled
@@ -163,11 +170,15 @@ pub fn list(file: &LineFile, args: &[String]) -> Decision {
     let chat = chat_flag(args)?;
     let visible: Vec<Map<String, Value>> = rows(file)
         .into_iter()
-        .filter(|r| chat.as_deref().is_none_or(|c| r.get("chat").and_then(Value::as_str) == Some(c)))
+        .filter(|r| {
+            chat.as_deref().is_none_or(|c| r.get("chat").and_then(Value::as_str) == Some(c))
+        })
         .collect();
-    let settled: Vec<&Map<String, Value>> = visible.iter().filter(|r| state(r) != "pending").collect();
+    let settled: Vec<&Map<String, Value>> =
+        visible.iter().filter(|r| state(r) != "pending").collect();
     let skip = settled.len().saturating_sub(SETTLED_ROWS_LISTED);
-    let shown = visible.iter().filter(|r| state(r) == "pending").chain(settled.into_iter().skip(skip));
+    let shown =
+        visible.iter().filter(|r| state(r) == "pending").chain(settled.into_iter().skip(skip));
     let lines = shown
         .map(|r| {
             let mut summary = r.clone();
@@ -176,7 +187,10 @@ pub fn list(file: &LineFile, args: &[String]) -> Decision {
             crate::legacy::js::compact(&Value::Object(summary))
         })
         .collect();
-    Ok(Decided { events: Vec::new(), verdict: Verdict { lines, stream: Stream::Stdout, upstream_exit: 0 } })
+    Ok(Decided {
+        events: Vec::new(),
+        verdict: Verdict { lines, stream: Stream::Stdout, upstream_exit: 0 },
+    })
 }
 
 /// `later.ts due`: `WAKE` when an open task carries a result and a check, or a pending row is
@@ -185,7 +199,8 @@ pub fn list(file: &LineFile, args: &[String]) -> Decision {
 pub fn due(file: &LineFile, tasks: &[TaskDoc], now_ms: u64) -> Verdict {
     let now = i64::try_from(now_ms).unwrap_or(i64::MAX);
     let filled = |v: &Option<String>| v.as_deref().is_some_and(|s| !s.is_empty());
-    let task_due = tasks.iter().any(|t| t.status == "open" && filled(&t.result) && filled(&t.check));
+    let task_due =
+        tasks.iter().any(|t| t.status == "open" && filled(&t.result) && filled(&t.check));
     let row_due = rows(file).iter().any(|r| {
         state(r) == "pending"
             && r.get("due").and_then(Value::as_str).and_then(stamp::parse).is_some_and(|d| d <= now)
@@ -221,7 +236,10 @@ pub enum CheckOutcome {
 }
 
 /// The pending row a `cancel|check|verdict <id> [--chat]` acts on, or what upstream prints.
-fn target(file: &LineFile, args: &[String]) -> Result<Result<Map<String, Value>, Verdict>, Refusal> {
+fn target(
+    file: &LineFile,
+    args: &[String],
+) -> Result<Result<Map<String, Value>, Verdict>, Refusal> {
     let chat = chat_flag(args)?;
     let id = args.first().map(String::as_str);
     let row = rows(file).into_iter().find(|r| {
@@ -237,7 +255,8 @@ fn target(file: &LineFile, args: &[String]) -> Result<Result<Map<String, Value>,
 
 fn patch(row: &Map<String, Value>, sets: Vec<(&str, Value)>) -> SessionEvent {
     let id = row.get("id").and_then(Value::as_str).unwrap_or_default().to_owned();
-    let sets = sets.into_iter().map(|(k, v)| (k.to_owned(), crate::legacy::js::compact(&v))).collect();
+    let sets =
+        sets.into_iter().map(|(k, v)| (k.to_owned(), crate::legacy::js::compact(&v))).collect();
     SessionEvent::HypothesisPatched { id, sets }
 }
 
@@ -265,10 +284,17 @@ pub fn decide_settle(
     let id = row.get("id").and_then(Value::as_str).unwrap_or_default().to_owned();
     let at = json!(stamp::iso(now_ms));
     let (event, verdict) = match (verb, outcome) {
-        ("cancel", _) => (patch(&row, vec![("state", json!("cancelled"))]), format!("OK|{id}|cancelled")),
+        ("cancel", _) => {
+            (patch(&row, vec![("state", json!("cancelled"))]), format!("OK|{id}|cancelled"))
+        }
         ("check", Some(CheckOutcome::Injection(class))) => {
             let why = format!("injection-suspect:{class}");
-            let sets = vec![("state", json!("indeterminate")), ("reason", json!(why)), ("checked_at", at), ("late", json!(late))];
+            let sets = vec![
+                ("state", json!("indeterminate")),
+                ("reason", json!(why)),
+                ("checked_at", at),
+                ("late", json!(late)),
+            ];
             (patch(&row, sets), why)
         }
         ("check", Some(CheckOutcome::Ran { exit, output, timed_out })) => {
@@ -291,7 +317,12 @@ pub fn decide_settle(
             if first.is_empty() {
                 return Err(fail("reason required", Class::Invalid));
             }
-            let sets = vec![("state", json!(state)), ("reason", json!(first)), ("checked_at", at), ("late", json!(late))];
+            let sets = vec![
+                ("state", json!(state)),
+                ("reason", json!(first)),
+                ("checked_at", at),
+                ("late", json!(late)),
+            ];
             (patch(&row, sets), format!("OK|{id}|{state}"))
         }
     };

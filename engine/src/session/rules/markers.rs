@@ -71,7 +71,12 @@ fn at_doc(now_ms: u64) -> JsonDoc {
 /// `record-operator-action.ts [--force]`: with `--force`, or a kept prompt, both markers; with no
 /// prompt (SessionStart), the action clock only when it is absent. Prints nothing.
 #[must_use]
-pub fn record_operator_action(prompt: Option<&str>, force: bool, clock_present: bool, now_ms: u64) -> Decided {
+pub fn record_operator_action(
+    prompt: Option<&str>,
+    force: bool,
+    clock_present: bool,
+    now_ms: u64,
+) -> Decided {
     let both = vec![
         write(Marker::LastOperatorAction, at_doc(now_ms)),
         write(Marker::OperatorTurnOpen, at_doc(now_ms)),
@@ -132,7 +137,10 @@ pub fn auto_close_decision(
     now_ms: u64,
     timezone: &str,
 ) -> Result<Decided> {
-    let say = |events: Vec<SessionEvent>, value: Value| Decided { events, verdict: Verdict::json(&value) };
+    let say = |events: Vec<SessionEvent>, value: Value| Decided {
+        events,
+        verdict: Verdict::json(&value),
+    };
     let noop = |reason: String, resting: bool| {
         let events: Vec<SessionEvent> = if pending_present {
             vec![SessionEvent::MarkerRemoved { marker: Marker::PendingClose }]
@@ -140,18 +148,22 @@ pub fn auto_close_decision(
             Vec::new()
         };
         let tail = if pending_present { "; stale pending-close deleted" } else { "" };
-        say(events, json!({ "ok": true, "decision": "noop", "resting": resting, "reason": format!("{reason}{tail}") }))
+        let reason = format!("{reason}{tail}");
+        say(events, json!({ "ok": true, "decision": "noop", "resting": resting, "reason": reason }))
     };
     let doc = match runtime {
         RuntimeRead::Corrupt | RuntimeRead::IoError => {
             let kind = if *runtime == RuntimeRead::Corrupt { "corrupt" } else { "ioerror" };
             let reason = format!("runtime unreadable ({kind})");
-            return Ok(say(Vec::new(), json!({ "ok": true, "decision": "noop", "reason": reason })));
+            return Ok(say(
+                Vec::new(),
+                json!({ "ok": true, "decision": "noop", "reason": reason }),
+            ));
         }
         RuntimeRead::Missing => return Ok(noop("session_state=missing".into(), false)),
         RuntimeRead::Ok(doc) => *doc,
     };
-    let session = match doc.raw("session_state").map(|r| serde_json::from_str::<Value>(r)) {
+    let session = match doc.raw("session_state").map(serde_json::from_str::<Value>) {
         None | Some(Ok(Value::Null)) => "unset".to_owned(),
         Some(Ok(Value::String(s))) => s,
         Some(other) => other.map(|v| v.to_string()).unwrap_or_default(),
@@ -162,7 +174,18 @@ pub fn auto_close_decision(
     if session == "idle" && doc.raw("session_id").is_none_or(|r| r == "null") {
         return Ok(noop("idle, no active session".into(), true));
     }
-    let close_now = |reason: &str| say(Vec::new(), json!({ "ok": true, "decision": "close-now", "reason": reason }));
+    by_clock(last_action, now_ms, timezone)
+}
+
+/// The daily close's last branches: by the operator clock.
+fn by_clock(last_action: Option<&JsonDoc>, now_ms: u64, timezone: &str) -> Result<Decided> {
+    let say = |events: Vec<SessionEvent>, value: Value| Decided {
+        events,
+        verdict: Verdict::json(&value),
+    };
+    let close_now = |reason: &str| {
+        say(Vec::new(), json!({ "ok": true, "decision": "close-now", "reason": reason }))
+    };
     let Some(at) = at_ms(last_action, "at") else {
         return Ok(close_now("last-operator-action missing/invalid"));
     };
@@ -180,7 +203,10 @@ pub fn auto_close_decision(
         ("queued_by", legacy_json::string("daily-auto-close")),
     ]);
     let reason = format!("operator active {}min ago", js::round(lull));
-    Ok(say(vec![write(Marker::PendingClose, pending)], json!({ "ok": true, "decision": "queued", "reason": reason })))
+    Ok(say(
+        vec![write(Marker::PendingClose, pending)],
+        json!({ "ok": true, "decision": "queued", "reason": reason }),
+    ))
 }
 
 fn doc_of(fields: Vec<(&str, String)>) -> JsonDoc {
@@ -190,7 +216,11 @@ fn doc_of(fields: Vec<(&str, String)>) -> JsonDoc {
 /// `drainCooldownExpired`: no drain nudge within `cooldown_minutes` (absent, malformed or
 /// future-dated reads as expired).
 #[must_use]
-pub fn drain_cooldown_expired(marker: Option<&JsonDoc>, now_ms: u64, cooldown_minutes: f64) -> bool {
+pub fn drain_cooldown_expired(
+    marker: Option<&JsonDoc>,
+    now_ms: u64,
+    cooldown_minutes: f64,
+) -> bool {
     let Some(at) = at_ms(marker, "last_emitted_at") else { return true };
     #[expect(clippy::cast_precision_loss, reason = "milliseconds of a cooldown")]
     let age = (now_i64(now_ms) - at) as f64 / 60_000.0;
@@ -211,7 +241,10 @@ pub fn precheck_cooldown_minutes(every_minutes: f64) -> f64 {
 /// `stampDrainCooldown`.
 #[must_use]
 pub fn stamp_drain(now_ms: u64) -> SessionEvent {
-    write(Marker::PendingCloseDrain, doc_of(vec![("last_emitted_at", legacy_json::string(&stamp::iso(now_ms)))]))
+    write(
+        Marker::PendingCloseDrain,
+        doc_of(vec![("last_emitted_at", legacy_json::string(&stamp::iso(now_ms)))]),
+    )
 }
 
 /// `pendingCloseDrainDue`: a queued close, a closeable session, and either an operator lull
@@ -233,7 +266,8 @@ pub fn pending_close_drain_due(
     let minutes = |at: i64| (now - at) as f64 / 60_000.0;
     match at_ms(last_action, "at") {
         Some(at) => minutes(at) > AUTO_CLOSE_LULL_MINUTES,
-        None => at_ms(Some(pending), "queued_at").is_some_and(|q| minutes(q) / 60.0 <= PENDING_CLOSE_TRUST_HOURS),
+        None => at_ms(Some(pending), "queued_at")
+            .is_some_and(|q| minutes(q) / 60.0 <= PENDING_CLOSE_TRUST_HOURS),
     }
 }
 
@@ -243,7 +277,10 @@ pub fn pending_close_drain_due(
 /// [`crate::Error::Invalid`] for a bad zone or time.
 pub fn compact_request_after_archive(now_ms: u64, timezone: &str) -> Result<SessionEvent> {
     let at = legacy_json::string(&stamp::local(now_ms, timezone)?);
-    Ok(write(Marker::CompactRequested, doc_of(vec![("requested_at", at), ("reason", legacy_json::string("session-work-done"))])))
+    Ok(write(
+        Marker::CompactRequested,
+        doc_of(vec![("requested_at", at), ("reason", legacy_json::string("session-work-done"))]),
+    ))
 }
 
 /// `compact-requested.json` from `proposal.ts patch --request-compact`: zonedISO, compact.
@@ -262,7 +299,10 @@ pub fn compact_request_after_resolve(now_ms: u64, timezone: &str) -> Result<Sess
 /// [`crate::Error::Invalid`] for a bad zone or time.
 pub fn clear_request(now_ms: u64, timezone: &str) -> Result<SessionEvent> {
     let at = legacy_json::string(&stamp::local(now_ms, timezone)?);
-    Ok(write(Marker::ClearRequested, doc_of(vec![("requested_at", at), ("reason", legacy_json::string("daily-auto-close"))])))
+    Ok(write(
+        Marker::ClearRequested,
+        doc_of(vec![("requested_at", at), ("reason", legacy_json::string("daily-auto-close"))]),
+    ))
 }
 
 /// A pause flag as read: active, with who set it.
@@ -292,7 +332,12 @@ fn active(flag: Option<&JsonDoc>, marker: Marker, now_ms: u64) -> Option<Pause> 
 /// The pause in force: the operator's flag first, then the automatic one, then the legacy
 /// `pause.json`; `None` when none is active.
 #[must_use]
-pub fn paused(operator: Option<&JsonDoc>, auto: Option<&JsonDoc>, legacy: Option<&JsonDoc>, now_ms: u64) -> Option<Pause> {
+pub fn paused(
+    operator: Option<&JsonDoc>,
+    auto: Option<&JsonDoc>,
+    legacy: Option<&JsonDoc>,
+    now_ms: u64,
+) -> Option<Pause> {
     active(operator, Marker::OperatorPause, now_ms)
         .or_else(|| active(auto, Marker::AutoPause, now_ms))
         .or_else(|| active(legacy, Marker::LegacyPause, now_ms))
@@ -301,7 +346,13 @@ pub fn paused(operator: Option<&JsonDoc>, auto: Option<&JsonDoc>, legacy: Option
 /// `setPause`: `operator` writes `operator-pause.json`; `watchdog` and `budget` write
 /// `auto-pause.json`, where a budget pause never replaces an active watchdog pause.
 #[must_use]
-pub fn set_pause(reason: &str, by: &str, until: Option<&str>, auto: Option<&JsonDoc>, now_ms: u64) -> Vec<SessionEvent> {
+pub fn set_pause(
+    reason: &str,
+    by: &str,
+    until: Option<&str>,
+    auto: Option<&JsonDoc>,
+    now_ms: u64,
+) -> Vec<SessionEvent> {
     let marker = if reason == "operator" { Marker::OperatorPause } else { Marker::AutoPause };
     let held = active(auto, Marker::AutoPause, now_ms);
     if reason == "budget" && held.is_some_and(|p| p.reason.as_deref() == Some("watchdog")) {

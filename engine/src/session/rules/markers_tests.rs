@@ -23,19 +23,38 @@ fn markers(events: &[SessionEvent]) -> Vec<(Marker, bool)> {
 #[test]
 fn operator_activity_writes_the_clock_and_the_open_turn() {
     let both = [(Marker::LastOperatorAction, true), (Marker::OperatorTurnOpen, true)];
-    assert_eq!(markers(&record_operator_action(Some("fix the build"), false, true, NOW).events), both);
+    assert_eq!(
+        markers(&record_operator_action(Some("fix the build"), false, true, NOW).events),
+        both
+    );
     assert_eq!(markers(&record_operator_action(None, true, true, NOW).events), both);
     assert!(record_operator_action(None, false, true, NOW).events.is_empty());
-    assert_eq!(markers(&record_operator_action(None, false, false, NOW).events), [(Marker::LastOperatorAction, true)]);
+    assert_eq!(
+        markers(&record_operator_action(None, false, false, NOW).events),
+        [(Marker::LastOperatorAction, true)]
+    );
     for routine in [
-        "[hermit-routine:brief] go", " <channel source=\"discord\">hi", "HEARTBEAT_EVALUATE\n",
-        "HEARTBEAT_ERROR: precheck failed", "/clear", "/compact now", "/model opus",
-        "/claude-code-hermit:heartbeat run", "<task-notification>",
+        "[hermit-routine:brief] go",
+        " <channel source=\"discord\">hi",
+        "HEARTBEAT_EVALUATE\n",
+        "HEARTBEAT_ERROR: precheck failed",
+        "/clear",
+        "/compact now",
+        "/model opus",
+        "/claude-code-hermit:heartbeat run",
+        "<task-notification>",
     ] {
-        assert!(record_operator_action(Some(routine), false, true, NOW).events.is_empty(), "{routine}");
+        assert!(
+            record_operator_action(Some(routine), false, true, NOW).events.is_empty(),
+            "{routine}"
+        );
     }
     assert!(!is_routine_prompt(" [hermit-routine:x"));
-    let SessionEvent::MarkerWritten { doc, .. } = &record_operator_action(None, true, true, NOW).events[0] else { panic!() };
+    let SessionEvent::MarkerWritten { doc, .. } =
+        &record_operator_action(None, true, true, NOW).events[0]
+    else {
+        panic!()
+    };
     assert_eq!(crate::legacy::json::render(doc), "{\"at\":\"2026-09-14T08:15:02.118Z\"}\n");
 }
 
@@ -104,8 +123,14 @@ fn pauses_take_precedence_and_expire_on_read() {
     let operator = set_pause("operator", "discord:1", Some("2026-09-14T09:00:00.000Z"), None, NOW);
     let SessionEvent::MarkerWritten { doc: op, marker } = &operator[0] else { panic!() };
     assert_eq!(*marker, Marker::OperatorPause);
-    assert_eq!(paused(Some(op), Some(auto), None, NOW).map(|p| p.marker), Some(Marker::OperatorPause));
-    assert_eq!(paused(Some(op), Some(auto), None, NOW + 3_600_000).map(|p| p.marker), Some(Marker::AutoPause));
+    assert_eq!(
+        paused(Some(op), Some(auto), None, NOW).map(|p| p.marker),
+        Some(Marker::OperatorPause)
+    );
+    assert_eq!(
+        paused(Some(op), Some(auto), None, NOW + 3_600_000).map(|p| p.marker),
+        Some(Marker::AutoPause)
+    );
     assert_eq!(paused(None, None, None, NOW), None);
     assert_eq!(parse_snooze("30m"), Some(1_800_000));
     assert_eq!(parse_snooze("1.5 H"), Some(5_400_000));

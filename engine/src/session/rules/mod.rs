@@ -101,11 +101,8 @@ pub fn task_error(token: impl Into<String>, class: Class) -> Refusal {
 #[must_use]
 pub fn error_line(token: impl Into<String>, class: Class, upstream_exit: u8) -> Refusal {
     let token = token.into();
-    let verdict = Verdict {
-        lines: vec![format!("ERROR|{token}")],
-        stream: Stream::Stdout,
-        upstream_exit,
-    };
+    let verdict =
+        Verdict { lines: vec![format!("ERROR|{token}")], stream: Stream::Stdout, upstream_exit };
     Refusal { token, verdict, class }
 }
 
@@ -113,7 +110,8 @@ pub fn error_line(token: impl Into<String>, class: Class, upstream_exit: u8) -> 
 #[must_use]
 pub fn stderr_message(message: impl Into<String>, class: Class) -> Refusal {
     let message = message.into();
-    let verdict = Verdict { lines: vec![message.clone()], stream: Stream::Stderr, upstream_exit: 1 };
+    let verdict =
+        Verdict { lines: vec![message.clone()], stream: Stream::Stderr, upstream_exit: 1 };
     Refusal { token: message, verdict, class }
 }
 
@@ -132,7 +130,11 @@ pub mod js {
     #[must_use]
     pub fn round(x: f64) -> f64 {
         let floor = x.floor();
-        if x - floor >= 0.5 { floor + 1.0 } else { floor }
+        if x - floor >= 0.5 {
+            floor + 1.0
+        } else {
+            floor
+        }
     }
 
     /// `text.trimStart()`.
@@ -218,6 +220,9 @@ mod tests {
         assert_eq!(js::slice_units("a😀b", 3), "a😀");
         assert_eq!(js::slice_units("abc", 10), "abc");
         assert_eq!(js::trim_end("x \u{feff}\n"), "x");
-        assert_eq!(js::reparse("{\"b\":1.0,\"10\":2,\"2\":3,\"b\":4}").as_deref(), Some("{\"2\":3,\"10\":2,\"b\":4}"));
+        assert_eq!(
+            js::reparse("{\"b\":1.0,\"10\":2,\"2\":3,\"b\":4}").as_deref(),
+            Some("{\"2\":3,\"10\":2,\"b\":4}")
+        );
     }
 }

@@ -15,13 +15,23 @@ use crate::legacy::json as legacy_json;
 use crate::session::stamp;
 
 /// The sources `observations.ts` writes (model-authored labels).
-pub const CLI_SOURCES: [&str; 5] =
-    ["quick-deferral", "reflect-noticed", "skill-correction", "skill-preference", "skill-preference-applied"];
+pub const CLI_SOURCES: [&str; 5] = [
+    "quick-deferral",
+    "reflect-noticed",
+    "skill-correction",
+    "skill-preference",
+    "skill-preference-applied",
+];
 /// The sources only their computing scripts write.
 pub const DETERMINISTIC_SOURCES: [&str; 3] = ["cost-spike", "behavior-digest", "startup-drift"];
 /// The sources whose rows may carry an `origin`.
-pub const ORIGIN_SOURCES: [&str; 5] =
-    ["reflect-noticed", "skill-correction", "skill-preference", "skill-preference-applied", "startup-drift"];
+pub const ORIGIN_SOURCES: [&str; 5] = [
+    "reflect-noticed",
+    "skill-correction",
+    "skill-preference",
+    "skill-preference-applied",
+    "startup-drift",
+];
 /// The origins.
 pub const ORIGINS: [&str; 2] = ["own-work", "external-content"];
 /// `MAX_PATTERN`: the grouping key's longest length, in UTF-16 units.
@@ -45,7 +55,8 @@ pub fn append(file: &mut LineFile, line: &str) {
 #[must_use]
 pub fn usage() -> Refusal {
     let line = format!(
-        "Usage: bun observations.ts observe <hermit-state-dir> <{}> [--origin=own-work|external-content]\n       <label on stdin>",
+        "Usage: bun observations.ts observe <hermit-state-dir> <{}> \
+         [--origin=own-work|external-content]\n       <label on stdin>",
         CLI_SOURCES.join("|")
     );
     let verdict = Verdict { lines: vec![line], stream: Stream::Stderr, upstream_exit: 1 };
@@ -72,7 +83,13 @@ pub fn session_id(runtime: Option<&JsonDoc>) -> String {
 /// # Errors
 /// `empty-pattern`, `multiline-pattern`, `pattern-too-long:<n>`, `origin-not-allowed:<source>`,
 /// `invalid-origin:<origin>` (printed `ERROR|…`, exit 0).
-pub fn row(source: &str, label: &str, session: &str, origin: Option<&str>, now_ms: u64) -> Result<String, Refusal> {
+pub fn row(
+    source: &str,
+    label: &str,
+    session: &str,
+    origin: Option<&str>,
+    now_ms: u64,
+) -> Result<String, Refusal> {
     let fail = |token: String| Err(error_line(token, Class::Invalid, 0));
     let pattern = js::trim(label);
     if pattern.is_empty() {
@@ -155,7 +172,12 @@ pub fn kept(lines: &[&str], cutoff: &str) -> Vec<bool> {
 }
 
 fn non_blank(file: &LineFile, through: usize) -> Vec<&str> {
-    file.lines.iter().take(through).map(String::as_str).filter(|l| !js::trim(l).is_empty()).collect()
+    file.lines
+        .iter()
+        .take(through)
+        .map(String::as_str)
+        .filter(|l| !js::trim(l).is_empty())
+        .collect()
 }
 
 /// `prune-observations <dir>`: drops rows older than [`RETENTION_DAYS`] whose pattern has no
@@ -236,7 +258,9 @@ mod tests {
         let mut ledger = file(&format!("{old}\n{old_other}\n\ntorn{{\nnull\n5\n{fresh}\n"));
         let decided = decide_prune(&ledger, NOW);
         assert_eq!(decided.verdict.lines, ["pruned 2, kept 4"]);
-        let SessionEvent::ObservationsPruned { cutoff, through } = &decided.events[0] else { panic!() };
+        let SessionEvent::ObservationsPruned { cutoff, through } = &decided.events[0] else {
+            panic!()
+        };
         apply_prune(&mut ledger, cutoff, *through);
         append(&mut ledger, "late");
         assert_eq!(ledger.lines.join("\n"), format!("{old}\ntorn{{\nnull\n{fresh}\nlate\n"));

@@ -4,7 +4,7 @@
 //!
 //! Does not read files or the store.
 
-use hookstate_schema::session::{SessionEvent, ShellReset};
+use hookstate_schema::session::SessionEvent;
 use serde_json::{json, Map, Value};
 
 use super::{decide_archive, failed, next_session_id, post_archive_markers, resolve_session_id};
@@ -32,7 +32,12 @@ fn with(mut object: Map<String, Value>, extra: Value) -> Value {
 ///
 /// # Errors
 /// [`crate::Error::Invalid`] for a bad zone or time; refusals are verdicts.
-pub fn decide_recover(h: &Hermit<'_>, read: &RuntimeRead<'_>, target_text: Option<&str>, now_ms: u64) -> Result<Decided> {
+pub fn decide_recover(
+    h: &Hermit<'_>,
+    read: &RuntimeRead<'_>,
+    target_text: Option<&str>,
+    now_ms: u64,
+) -> Result<Decided> {
     let runtime = match read {
         RuntimeRead::IoError => return Ok(failed("runtime-ioerror")),
         RuntimeRead::Corrupt => {
@@ -40,15 +45,18 @@ pub fn decide_recover(h: &Hermit<'_>, read: &RuntimeRead<'_>, target_text: Optio
                 file: "state/runtime.json".into(),
                 reason: "not a JSON object".into(),
             };
-            let value = json!({ "ok": true, "recovered": false, "reason": "runtime-corrupt-quarantined" });
+            let value =
+                json!({ "ok": true, "recovered": false, "reason": "runtime-corrupt-quarantined" });
             return Ok(said(vec![event], &value));
         }
         RuntimeRead::Missing => None,
         RuntimeRead::Ok(doc) => Some(*doc),
     };
-    let transition = runtime.and_then(|r| legacy_json::str_field(r, "transition")).filter(|t| !t.is_empty());
+    let transition =
+        runtime.and_then(|r| legacy_json::str_field(r, "transition")).filter(|t| !t.is_empty());
     let Some(transition) = transition else {
-        let value = json!({ "ok": true, "recovered": false, "reason": "no-interrupted-transition" });
+        let value =
+            json!({ "ok": true, "recovered": false, "reason": "no-interrupted-transition" });
         return Ok(said(Vec::new(), &value));
     };
     let stored_mode = runtime.and_then(|r| legacy_json::str_field(r, "transition_mode"));
@@ -63,20 +71,20 @@ pub fn decide_recover(h: &Hermit<'_>, read: &RuntimeRead<'_>, target_text: Optio
     let Some(shell_text) = h.shell else {
         steps.step(&Move::RecoverClear, h.timezone)?.ok();
         let markers = post_archive_markers(&h, mode, true, &mut steps)?;
-        let value = json!({ "ok": true, "recovered": true, "recovery_path": "markers-cleared-no-shell",
+        let path = "markers-cleared-no-shell";
+        let value = json!({ "ok": true, "recovered": true, "recovery_path": path,
             "legacy": legacy, "markers": markers });
         return Ok(said(steps.events, &value));
     };
     let session_id = resolve_session_id(runtime, h.reports);
     let already = mode == ArchiveMode::Idle && shell_text.contains(&format!("**{session_id}**"));
     if !already {
-        let reset = match mode {
-            ArchiveMode::Idle => super::shell_reset(&h, mode, &session_id, "", target_text.map_or(0.0, report::report_cost), now_ms)?,
-            ArchiveMode::Close | ArchiveMode::Auto => ShellReset::Close { template: h.template.map(str::to_owned) },
-        };
+        let cost = target_text.map_or(0.0, report::report_cost);
+        let reset = super::shell_reset(&h, mode, &session_id, "", cost, now_ms)?;
         steps.events.push(SessionEvent::ShellReset { reset });
     }
-    let end = Move::ArchiveEnd { mode, next_session_id: next_session_id(h.reports), recovering: true };
+    let end =
+        Move::ArchiveEnd { mode, next_session_id: next_session_id(h.reports), recovering: true };
     if let Err(reason) = steps.step(&end, h.timezone)? {
         return Ok(failed(&reason));
     }
@@ -102,7 +110,9 @@ fn re_archive(h: &Hermit<'_>, mode: ArchiveMode, legacy: bool, now_ms: u64) -> R
     let mut steps = Steps { runtime: h.runtime.cloned(), events: Vec::new(), now_ms };
     steps.step(&Move::RecoverClear, h.timezone)?.ok();
     let reason = value["reason"].clone();
-    let failed = json!({ "ok": false, "recovered": false, "reason": reason, "recovery_path": "re-archive-failed" });
+    let path = "re-archive-failed";
+    let failed =
+        json!({ "ok": false, "recovered": false, "reason": reason, "recovery_path": path });
     Ok(said(steps.events, &failed))
 }
 
@@ -129,12 +139,24 @@ mod tests {
         let archiving = runtime("archiving", "\"idle\"");
         let d = decide_recover(&base, &RuntimeRead::Ok(&archiving), None, NOW).unwrap();
         let v = verdict(&d);
-        assert_eq!((v["recovery_path"].as_str(), v["archived"].as_bool()), (Some("re-archive"), Some(true)));
+        assert_eq!(
+            (v["recovery_path"].as_str(), v["archived"].as_bool()),
+            (Some("re-archive"), Some(true))
+        );
         assert_eq!(v["markers"]["compact_requested"], "skipped");
         let cleaning = runtime("cleaning", "null");
-        let d = decide_recover(&base, &RuntimeRead::Ok(&cleaning), Some("---\ncost_usd: 1.5\n---\n"), NOW).unwrap();
+        let d = decide_recover(
+            &base,
+            &RuntimeRead::Ok(&cleaning),
+            Some("---\ncost_usd: 1.5\n---\n"),
+            NOW,
+        )
+        .unwrap();
         let v = verdict(&d);
-        assert_eq!((v["recovery_path"].as_str(), v["mode_used"].as_str(), v["legacy"].as_bool()), (Some("shell-reset"), Some("close"), Some(true)));
+        assert_eq!(
+            (v["recovery_path"].as_str(), v["mode_used"].as_str(), v["legacy"].as_bool()),
+            (Some("shell-reset"), Some("close"), Some(true))
+        );
         let no_shell = Hermit { shell: None, ..base.clone() };
         let d = decide_recover(&no_shell, &RuntimeRead::Ok(&cleaning), None, NOW).unwrap();
         assert_eq!(verdict(&d)["recovery_path"], "markers-cleared-no-shell");
@@ -142,7 +164,13 @@ mod tests {
         assert_eq!(verdict(&d)["recovery_path"], "re-archive-failed");
         assert_eq!(d.events.len(), 1);
         let idle = crate::legacy::json::parse_doc("r", b"{\"transition\":null}\n").unwrap();
-        assert_eq!(verdict(&decide_recover(&base, &RuntimeRead::Ok(&idle), None, NOW).unwrap())["reason"], "no-interrupted-transition");
-        assert_eq!(verdict(&decide_recover(&base, &RuntimeRead::Corrupt, None, NOW).unwrap())["reason"], "runtime-corrupt-quarantined");
+        assert_eq!(
+            verdict(&decide_recover(&base, &RuntimeRead::Ok(&idle), None, NOW).unwrap())["reason"],
+            "no-interrupted-transition"
+        );
+        assert_eq!(
+            verdict(&decide_recover(&base, &RuntimeRead::Corrupt, None, NOW).unwrap())["reason"],
+            "runtime-corrupt-quarantined"
+        );
     }
 }

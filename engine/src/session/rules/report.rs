@@ -12,8 +12,17 @@ use super::shell::{first_content_line, section_text, strip_placeholders};
 use crate::legacy::js::number_text;
 
 /// The payload keys `parsePayload` recognises, in its matching order.
-pub const PAYLOAD_KEYS: [&str; 9] =
-    ["Status", "Blockers", "Lessons", "Changed", "Artifacts", "Cost", "Closed Via", "Next Start Point", "Task"];
+pub const PAYLOAD_KEYS: [&str; 9] = [
+    "Status",
+    "Blockers",
+    "Lessons",
+    "Changed",
+    "Artifacts",
+    "Cost",
+    "Closed Via",
+    "Next Start Point",
+    "Task",
+];
 /// `contentLines`: at most this many digest lines per list.
 pub const DIGEST_ITEMS_MAX: usize = 6;
 /// `contentLines`: a longer line is clipped (UTF-16 units).
@@ -92,7 +101,8 @@ pub fn parse_payload(stdin: &str) -> Payload {
     }
     for (_, value) in &mut fields {
         let trimmed = js::trim(value);
-        *value = if trimmed.eq_ignore_ascii_case("none") { String::new() } else { trimmed.to_owned() };
+        *value =
+            if trimmed.eq_ignore_ascii_case("none") { String::new() } else { trimmed.to_owned() };
     }
     Payload { fields, plan: plan.filter(|p| !p.is_empty()) }
 }
@@ -104,7 +114,8 @@ pub fn normalise_status(raw: &str) -> (String, Option<String>) {
     if STATUSES.contains(&v.as_str()) {
         return (v, None);
     }
-    let note = (!v.is_empty()).then(|| format!("Status normalized: original value `{raw}` coerced to `partial`."));
+    let note = (!v.is_empty())
+        .then(|| format!("Status normalized: original value `{raw}` coerced to `partial`."));
     ("partial".into(), note)
 }
 
@@ -114,7 +125,11 @@ pub fn js_string(x: f64) -> String {
     if x.is_nan() {
         "NaN".into()
     } else if x.is_infinite() {
-        if x > 0.0 { "Infinity".into() } else { "-Infinity".into() }
+        if x > 0.0 {
+            "Infinity".into()
+        } else {
+            "-Infinity".into()
+        }
     } else {
         number_text(x)
     }
@@ -129,7 +144,11 @@ pub fn to_fixed_2(x: f64) -> String {
     let magnitude = x.abs();
     let tie = (magnitude * 8.0).fract() == 0.0 && (magnitude * 100.0).fract() == 0.5;
     let text = format!("{:.2}", if tie { magnitude + 0.001 } else { magnitude });
-    if x < 0.0 && text.bytes().any(|b| b.is_ascii_digit() && b != b'0') { format!("-{text}") } else { text }
+    if x < 0.0 && text.bytes().any(|b| b.is_ascii_digit() && b != b'0') {
+        format!("-{text}")
+    } else {
+        text
+    }
 }
 
 /// `/\$([\d,]+(?:\.\d+)?)\s*\(([\d,]+)\s*tokens?\)/` from one `$`: the amount and tokens.
@@ -173,10 +192,18 @@ pub fn cost(payload: &Payload, measured: Option<(f64, f64)>) -> (f64, f64) {
 pub fn format_duration(ms: i64) -> String {
     #[expect(clippy::cast_precision_loss, reason = "a session's milliseconds")]
     let minutes = js::round(ms as f64 / 60_000.0).max(0.0);
-    #[expect(clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "non-negative, small")]
+    #[expect(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        reason = "non-negative, small"
+    )]
     let minutes = minutes as u64;
     let (h, m) = (minutes / 60, minutes % 60);
-    if h > 0 { format!("{h}h {m}m") } else { format!("{m}m") }
+    if h > 0 {
+        format!("{h}h {m}m")
+    } else {
+        format!("{m}m")
+    }
 }
 
 /// `yamlArray`.
@@ -187,8 +214,10 @@ pub fn yaml_array(items: &[String]) -> String {
         chars.next().is_some_and(|c| c.is_ascii_alphanumeric())
             && chars.all(|c| js::is_word(c) || c == '.' || c == '/' || c == '-')
     };
-    let shown: Vec<String> =
-        items.iter().map(|s| if bare(s) { s.clone() } else { Value::from(s.as_str()).to_string() }).collect();
+    let shown: Vec<String> = items
+        .iter()
+        .map(|s| if bare(s) { s.clone() } else { Value::from(s.as_str()).to_string() })
+        .collect();
     format!("[{}]", shown.join(", "))
 }
 
@@ -199,7 +228,9 @@ pub fn content_lines(text: &str) -> Vec<String> {
         .map(|l| {
             let l = js::trim(l);
             match l.strip_prefix('-') {
-                Some(rest) if rest.starts_with(js::is_js_whitespace) => js::trim_start(rest).to_owned(),
+                Some(rest) if rest.starts_with(js::is_js_whitespace) => {
+                    js::trim_start(rest).to_owned()
+                }
                 _ => l.to_owned(),
             }
         })
@@ -232,11 +263,16 @@ pub fn proposal_ids(shell: &str) -> Vec<String> {
     let bytes = shell.as_bytes();
     let mut out: Vec<String> = Vec::new();
     let mut i = 0;
-    while let Some(found) = shell[i..].char_indices().find(|(_, c)| *c == 'P' || *c == 'p').map(|(j, _)| i + j) {
+    while let Some(found) =
+        shell[i..].char_indices().find(|(_, c)| *c == 'P' || *c == 'p').map(|(j, _)| i + j)
+    {
         let head = bytes.get(found..found + 5).filter(|h| h.eq_ignore_ascii_case(b"PROP-"));
         let first = bytes.get(found + 5).filter(|b| b.is_ascii_alphanumeric());
         if head.is_some() && first.is_some() {
-            let len = bytes[found + 5..].iter().take_while(|b| b.is_ascii_alphanumeric() || **b == b'-').count();
+            let len = bytes[found + 5..]
+                .iter()
+                .take_while(|b| b.is_ascii_alphanumeric() || **b == b'-')
+                .count();
             let id = &shell[found..found + 5 + len];
             if !out.iter().any(|o| o == id) {
                 out.push(id.to_owned());
@@ -308,12 +344,37 @@ fn quoted(text: &str) -> String {
     Value::from(text).to_string()
 }
 
-/// `buildReport`: the report's text.
-#[must_use]
-pub fn render(r: &ReportInput<'_>) -> String {
+/// The placeholders of an empty report section (`buildReport`).
+pub const PLACEHOLDERS: [(&str, &str); 7] = [
+    ("Overview", "<!-- One-line task description -->"),
+    ("Changed", "<!-- Files modified/created/deleted -->"),
+    (
+        "Artifacts",
+        "<!-- Links to durable outputs written to compiled/ (cite as \
+         [[compiled/<type>-<slug>-<date>]]) -->",
+    ),
+    ("Blockers", "<!-- What couldn't be resolved -->"),
+    ("Lessons", "<!-- Genuinely useful insights (not obvious statements) -->"),
+    ("Proposals Created", "<!-- Links to any proposals generated during this session -->"),
+    ("Next Start Point", "<!-- Exactly what the next session should do first -->"),
+];
+/// The Completed section, always a placeholder.
+pub const COMPLETED: &str = "## Completed\n<!-- What was accomplished (narrative). Durable \
+                             outputs must also be listed under ## Artifacts. -->";
+
+/// The values a report shows, gathered from the payload and SHELL.md.
+struct Shown<'a> {
+    status: String,
+    task: String,
+    proposals: Vec<String>,
+    closed_via: &'a str,
+    blockers: String,
+    changed: String,
+    next: &'a str,
+}
+
+fn gather<'a>(r: &ReportInput<'a>) -> Shown<'a> {
     let (status, note) = normalise_status(r.payload.get("Status"));
-    let task = first_content_line(&section_text(r.shell, "Task"), 120);
-    let proposals = proposal_ids(r.shell);
     let closed_via = match r.payload.get("Closed Via") {
         "" if r.mode == "auto" => "auto",
         "" => "operator",
@@ -323,58 +384,91 @@ pub fn render(r: &ReportInput<'_>) -> String {
     if let Some(note) = note {
         blockers = if blockers.is_empty() { note } else { format!("{blockers}\n{note}") };
     }
-    let changed = merge_diff(r.payload.get("Changed"), r.changed_files);
-    let (artifacts, lessons) = (r.payload.get("Artifacts"), r.payload.get("Lessons"));
-    let next = if r.mode == "idle" { "" } else { r.payload.get("Next Start Point") };
-    let fm = [
-        "---".to_owned(), format!("id: {}", r.session_id), format!("status: {status}"),
-        format!("date: {}", r.date), format!("duration: {}", r.duration),
-        format!("cost_usd: {}", js_string(r.cost.0)), format!("tokens: {}", js_string(r.cost.1)),
-        format!("tags: {}", yaml_array(&tags(r.shell))), format!("proposals_created: {}", yaml_array(&proposals)),
-        format!("task: {}", quoted(&task)), format!("artifacts: {}", yaml_array(&content_lines(artifacts))),
-        format!("blockers: {}", yaml_array(&content_lines(&blockers))),
-        format!("lessons: {}", yaml_array(&content_lines(lessons))),
-        format!("next_start: {}", quoted(&first_content_line(next, 200))),
-        format!("escalation: {}", r.escalation), format!("operator_turns: {}", js_string(r.operator_turns)),
-        format!("closed_via: {closed_via}"), "---".to_owned(),
+    Shown {
+        status,
+        task: first_content_line(&section_text(r.shell, "Task"), 120),
+        proposals: proposal_ids(r.shell),
+        closed_via,
+        blockers,
+        changed: merge_diff(r.payload.get("Changed"), r.changed_files),
+        next: if r.mode == "idle" { "" } else { r.payload.get("Next Start Point") },
+    }
+}
+
+fn frontmatter(r: &ReportInput<'_>, s: &Shown<'_>) -> String {
+    let digest = |text: &str| yaml_array(&content_lines(text));
+    [
+        "---".to_owned(),
+        format!("id: {}", r.session_id),
+        format!("status: {}", s.status),
+        format!("date: {}", r.date),
+        format!("duration: {}", r.duration),
+        format!("cost_usd: {}", js_string(r.cost.0)),
+        format!("tokens: {}", js_string(r.cost.1)),
+        format!("tags: {}", yaml_array(&tags(r.shell))),
+        format!("proposals_created: {}", yaml_array(&s.proposals)),
+        format!("task: {}", quoted(&s.task)),
+        format!("artifacts: {}", digest(r.payload.get("Artifacts"))),
+        format!("blockers: {}", digest(&s.blockers)),
+        format!("lessons: {}", digest(r.payload.get("Lessons"))),
+        format!("next_start: {}", quoted(&first_content_line(s.next, 200))),
+        format!("escalation: {}", r.escalation),
+        format!("operator_turns: {}", js_string(r.operator_turns)),
+        format!("closed_via: {}", s.closed_via),
+        "---".to_owned(),
     ]
-    .join("\n");
-    let or = |text: &str, placeholder: &str| if text.is_empty() { placeholder.to_owned() } else { text.to_owned() };
-    let mut sections = vec![
-        format!("# Session Report: {}", r.session_id),
-        format!("## Overview\n{}", or(&task, "<!-- One-line task description -->")),
-    ];
+    .join("\n")
+}
+
+fn section(heading: &str, text: &str) -> String {
+    let placeholder = PLACEHOLDERS.iter().find(|(h, _)| *h == heading).map_or("", |(_, p)| p);
+    format!("## {heading}\n{}", if text.is_empty() { placeholder } else { text })
+}
+
+/// `buildReport`: the report's text.
+#[must_use]
+pub fn render(r: &ReportInput<'_>) -> String {
+    let s = gather(r);
+    let mut sections =
+        vec![format!("# Session Report: {}", r.session_id), section("Overview", &s.task)];
     if let Some(plan) = &r.payload.plan {
         sections.push(format!("## Plan\n{plan}"));
     }
-    sections.push("## Completed\n<!-- What was accomplished (narrative). Durable outputs must also be listed under ## Artifacts. -->".into());
-    sections.push(format!("## Changed\n{}", or(&changed, "<!-- Files modified/created/deleted -->")));
-    sections.push(format!("## Artifacts\n{}", or(artifacts, "<!-- Links to durable outputs written to compiled/ (cite as [[compiled/<type>-<slug>-<date>]]) -->")));
-    sections.push(format!("## Blockers\n{}", or(&blockers, "<!-- What couldn't be resolved -->")));
-    sections.push(format!("## Lessons\n{}", or(lessons, "<!-- Genuinely useful insights (not obvious statements) -->")));
-    let listed: Vec<String> = proposals.iter().map(|p| format!("- {p}")).collect();
-    sections.push(format!("## Proposals Created\n{}", or(&listed.join("\n"), "<!-- Links to any proposals generated during this session -->")));
+    sections.push(COMPLETED.to_owned());
+    sections.push(section("Changed", &s.changed));
+    sections.push(section("Artifacts", r.payload.get("Artifacts")));
+    sections.push(section("Blockers", &s.blockers));
+    sections.push(section("Lessons", r.payload.get("Lessons")));
+    let listed: Vec<String> = s.proposals.iter().map(|p| format!("- {p}")).collect();
+    sections.push(section("Proposals Created", &listed.join("\n")));
     if r.mode != "idle" {
-        sections.push(format!("## Next Start Point\n{}", or(next, "<!-- Exactly what the next session should do first -->")));
+        sections.push(section("Next Start Point", s.next));
     }
-    format!("{fm}\n\n{}\n", sections.join("\n\n"))
+    format!("{}\n\n{}\n", frontmatter(r, &s), sections.join("\n\n"))
 }
 
 /// `recoveredReportCost`: the `cost_usd` a written report's frontmatter holds (as the shared
 /// frontmatter parser reads it), 0 when it does not read as a finite number.
 #[must_use]
 pub fn report_cost(text: &str) -> f64 {
-    let Some(end) = text.strip_prefix("---").and_then(|rest| rest.find("\n---")) else { return 0.0 };
+    let Some(end) = text.strip_prefix("---").and_then(|rest| rest.find("\n---")) else {
+        return 0.0;
+    };
     let value = text[3..3 + end].split('\n').find_map(|l| {
         let v = l.strip_prefix("cost_usd").filter(|v| !v.starts_with(js::is_word))?;
         let v = js::trim(js::trim_start(v).strip_prefix(':')?);
-        let comment = v.match_indices('#').map(|(i, _)| i).find(|i| v[..*i].ends_with(js::is_js_whitespace));
+        let comment =
+            v.match_indices('#').map(|(i, _)| i).find(|i| v[..*i].ends_with(js::is_js_whitespace));
         let v = comment.map_or(v, |i| js::trim_end(&v[..i]));
         let v = v.strip_prefix(['"', '\'']).unwrap_or(v);
         Some(v.strip_suffix(['"', '\'']).unwrap_or(v).to_owned())
     });
     let n = value.map_or(f64::NAN, |v| super::hypotheses::js_number(&v));
-    if n.is_finite() { n } else { 0.0 }
+    if n.is_finite() {
+        n
+    } else {
+        0.0
+    }
 }
 
 #[cfg(test)]

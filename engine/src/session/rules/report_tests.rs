@@ -13,12 +13,22 @@ fn payloads_parse_as_upstream() {
     assert!(parse_payload("hello\nworld").is_empty());
     assert!(!parse_payload("## Plan\nx").is_empty());
     assert_eq!(normalise_status(" Blocked "), ("blocked".into(), None));
-    assert_eq!(normalise_status("done").1.as_deref(), Some("Status normalized: original value `done` coerced to `partial`."));
+    assert_eq!(
+        normalise_status("done").1.as_deref(),
+        Some("Status normalized: original value `done` coerced to `partial`.")
+    );
 }
 
 #[test]
 fn numbers_spell_as_javascript() {
-    for (x, want) in [(0.125, "0.13"), (0.42, "0.42"), (1.005, "1.00"), (-0.001, "0.00"), (2.0, "2.00"), (0.375, "0.38")] {
+    for (x, want) in [
+        (0.125, "0.13"),
+        (0.42, "0.42"),
+        (1.005, "1.00"),
+        (-0.001, "0.00"),
+        (2.0, "2.00"),
+        (0.375, "0.38"),
+    ] {
         assert_eq!(to_fixed_2(x), want, "{x}");
     }
     assert_eq!(js_string(f64::NAN), "NaN");
@@ -35,7 +45,10 @@ fn numbers_spell_as_javascript() {
 
 #[test]
 fn digests_follow_upstream() {
-    assert_eq!(yaml_array(&["infra".into(), "#urgent".into(), "a b".into()]), "[infra, \"#urgent\", \"a b\"]");
+    assert_eq!(
+        yaml_array(&["infra".into(), "#urgent".into(), "a b".into()]),
+        "[infra, \"#urgent\", \"a b\"]"
+    );
     let long = "x".repeat(200);
     let lines = content_lines(&format!("- one\n<!-- c -->\n\n-two\n{long}"));
     assert_eq!(lines[..2], ["one".to_owned(), "-two".to_owned()]);
@@ -43,9 +56,14 @@ fn digests_follow_upstream() {
     assert!(lines[2].ends_with('…'));
     assert_eq!(tags("- **Tags:** \n- **Tasks Completed:** 0\n"), ["- **Tasks Completed:** 0"]);
     assert_eq!(tags("- **Tags:** a, <!-- x -->, b\n"), ["a", "b"]);
-    assert_eq!(proposal_ids("see PROP-031-x and prop-7, PROP-031-x again, PROP-"), ["PROP-031-x", "prop-7"]);
+    assert_eq!(
+        proposal_ids("see PROP-031-x and prop-7, PROP-031-x again, PROP-"),
+        ["PROP-031-x", "prop-7"]
+    );
     assert_eq!(started("- **Started:** 2026-09-14 10:15\n"), Some("2026-09-14 10:15"));
     assert_eq!(started("- **Started:** YYYY-MM-DD HH:MM\n"), None);
-    assert!((report_cost("---\nid: S-1\ncost_usd: \"1.25\" # note\n---\n") - 1.25).abs() < f64::EPSILON);
+    assert!(
+        (report_cost("---\nid: S-1\ncost_usd: \"1.25\" # note\n---\n") - 1.25).abs() < f64::EPSILON
+    );
     assert!(report_cost("---\ncost_usdx: 3\n---\n").abs() < f64::EPSILON);
 }

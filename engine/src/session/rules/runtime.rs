@@ -171,7 +171,9 @@ pub fn allowed(state: &State, mv: &Move) -> std::result::Result<(), String> {
         Move::ArchiveBegin { recovering: true, .. } if transition != Some("archiving") => {
             fail("not-archiving")
         }
-        Move::Open { .. } | Move::ArchiveBegin { recovering: false, .. } if transition.is_some() => {
+        Move::Open { .. } | Move::ArchiveBegin { recovering: false, .. }
+            if transition.is_some() =>
+        {
             fail("transition-in-progress")
         }
         Move::ArchiveCleaning if transition != Some("archiving") => fail("not-archiving"),
@@ -183,7 +185,9 @@ pub fn allowed(state: &State, mv: &Move) -> std::result::Result<(), String> {
         }
         Move::RecoverClear if transition.is_none() => fail("no-interrupted-transition"),
         Move::Wait if session != Some("idle") || transition.is_some() => fail("not-idle"),
-        Move::WaitTimeout { .. } | Move::Resume if session != Some("waiting") => fail("not-waiting"),
+        Move::WaitTimeout { .. } | Move::Resume if session != Some("waiting") => {
+            fail("not-waiting")
+        }
         Move::Halt if session != Some("in_progress") => fail("not-in-progress"),
         Move::Merge { sets, unset } => {
             let named = sets.iter().map(|(k, _)| k).chain(unset);
@@ -220,27 +224,30 @@ fn string(text: &str) -> String {
 
 const NULL: &str = "null";
 
-fn sets_of(mv: &Move, doc: Option<&JsonDoc>, now_ms: u64, local: &str) -> Option<Vec<(String, String)>> {
-    let pairs = |list: &[(&str, String)]| list.iter().map(|(k, v)| ((*k).to_owned(), v.clone())).collect();
+fn sets_of(
+    mv: &Move,
+    doc: Option<&JsonDoc>,
+    now_ms: u64,
+    local: &str,
+) -> Option<Vec<(String, String)>> {
+    let pairs =
+        |list: &[(&str, String)]| list.iter().map(|(k, v)| ((*k).to_owned(), v.clone())).collect();
     let iso = string(&stamp::iso(now_ms));
     Some(match mv {
-        Move::Seed { runtime_mode, tmux_session } => pairs(&[
-            ("version", "1".into()), ("session_state", string("idle")), ("session_id", NULL.into()),
-            ("created_at", string(local)), ("runtime_mode", string(runtime_mode)),
-            ("tmux_session", tmux_session.as_deref().map_or_else(|| NULL.into(), string)),
-            ("transition", NULL.into()), ("transition_target", NULL.into()),
-            ("transition_started_at", NULL.into()), ("shutdown_requested_at", NULL.into()),
-            ("shutdown_completed_at", NULL.into()), ("last_error", NULL.into()),
-            ("last_shell_snapshot_at", NULL.into()),
-        ]),
+        Move::Seed { runtime_mode, tmux_session } => {
+            seed(runtime_mode, tmux_session.as_deref(), local)
+        }
         Move::Open { session_id } => pairs(&[
-            ("session_state", string("in_progress")), ("session_id", string(session_id)),
-            ("opened_at", string(local)), ("closed_at", NULL.into()),
+            ("session_state", string("in_progress")),
+            ("session_id", string(session_id)),
+            ("opened_at", string(local)),
+            ("closed_at", NULL.into()),
         ]),
         Move::ArchiveBegin { session_id, mode, .. } => pairs(&[
             ("transition", string("archiving")),
             ("transition_target", string(&format!("{session_id}-REPORT.md"))),
-            ("transition_started_at", string(local)), ("transition_mode", string(mode.name())),
+            ("transition_started_at", string(local)),
+            ("transition_mode", string(mode.name())),
             ("session_id", string(session_id)),
         ]),
         Move::ArchiveCleaning => pairs(&[("transition", string("cleaning"))]),
@@ -257,20 +264,49 @@ fn sets_of(mv: &Move, doc: Option<&JsonDoc>, now_ms: u64, local: &str) -> Option
         Move::RecoverClear => clear_transition(),
         Move::Wait => pairs(&[
             ("session_state", string("waiting")),
-            ("waiting_reason", string("conservative_pickup")), ("waiting_since", iso),
+            ("waiting_reason", string("conservative_pickup")),
+            ("waiting_since", iso),
         ]),
         Move::WaitTimeout { .. } => pairs(&[("session_state", string("idle"))]),
-        Move::Resume => pairs(&[("session_state", string("in_progress")), ("waiting_reason", NULL.into())]),
+        Move::Resume => {
+            pairs(&[("session_state", string("in_progress")), ("waiting_reason", NULL.into())])
+        }
         Move::Halt => pairs(&[
-            ("session_state", string("waiting")), ("waiting_reason", string("operator_input")),
+            ("session_state", string("waiting")),
+            ("waiting_reason", string("operator_input")),
         ]),
         Move::ShutdownRequested => pairs(&[("shutdown_requested_at", string(local))]),
         Move::ShutdownCompleted => pairs(&[
-            ("shutdown_completed_at", string(local)), ("transition", NULL.into()),
-            ("transition_target", NULL.into()), ("transition_started_at", NULL.into()),
+            ("shutdown_completed_at", string(local)),
+            ("transition", NULL.into()),
+            ("transition_target", NULL.into()),
+            ("transition_started_at", NULL.into()),
         ]),
         Move::Merge { sets, .. } => sets.clone(),
     })
+}
+
+/// `hermit-start`'s seed document, in its key order.
+fn seed(runtime_mode: &str, tmux_session: Option<&str>, local: &str) -> Vec<(String, String)> {
+    let mut list: Vec<(String, String)> = vec![
+        ("version".into(), "1".into()),
+        ("session_state".into(), string("idle")),
+        ("session_id".into(), NULL.into()),
+        ("created_at".into(), string(local)),
+        ("runtime_mode".into(), string(runtime_mode)),
+        ("tmux_session".into(), tmux_session.map_or_else(|| NULL.into(), string)),
+    ];
+    let nulls = [
+        "transition",
+        "transition_target",
+        "transition_started_at",
+        "shutdown_requested_at",
+        "shutdown_completed_at",
+        "last_error",
+        "last_shell_snapshot_at",
+    ];
+    list.extend(nulls.iter().map(|k| ((*k).to_owned(), NULL.to_owned())));
+    list
 }
 
 fn clear_transition() -> Vec<(String, String)> {
@@ -304,7 +340,8 @@ fn cause(mv: &Move) -> RuntimeCause {
 }
 
 fn timed_out(doc: Option<&JsonDoc>, timeout_ms: u64, now_ms: u64) -> bool {
-    let since = doc.and_then(|d| legacy_json::str_field(d, "waiting_since")).and_then(|s| stamp::parse(&s));
+    let since =
+        doc.and_then(|d| legacy_json::str_field(d, "waiting_since")).and_then(|s| stamp::parse(&s));
     let now = i64::try_from(now_ms).unwrap_or(i64::MAX);
     let timeout = i64::try_from(timeout_ms).unwrap_or(i64::MAX);
     timeout_ms > 0 && since.is_some_and(|since| now - since > timeout)
@@ -372,7 +409,9 @@ pub fn apply(doc: &mut Option<JsonDoc>, event: &SessionEvent) {
     let mut current = doc.take().unwrap_or(JsonDoc { fields: Vec::new(), style: Style::Pretty });
     let whole = js::object_order(legacy_json::to_value(&current));
     current.fields = match whole {
-        Value::Object(map) => map.into_iter().map(|(k, v)| (k, crate::legacy::js::compact(&v))).collect(),
+        Value::Object(map) => {
+            map.into_iter().map(|(k, v)| (k, crate::legacy::js::compact(&v))).collect()
+        }
         _ => Vec::new(),
     };
     current.style = Style::Pretty;

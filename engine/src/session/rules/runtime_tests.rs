@@ -16,11 +16,27 @@ fn moves() -> Vec<Move> {
     vec![
         Move::Seed { runtime_mode: "tmux".into(), tmux_session: Some("hermit-x".into()) },
         Move::Open { session_id: "S-001".into() },
-        Move::ArchiveBegin { session_id: "S-001".into(), mode: ArchiveMode::Idle, recovering: false },
-        Move::ArchiveBegin { session_id: "S-001".into(), mode: ArchiveMode::Idle, recovering: true },
+        Move::ArchiveBegin {
+            session_id: "S-001".into(),
+            mode: ArchiveMode::Idle,
+            recovering: false,
+        },
+        Move::ArchiveBegin {
+            session_id: "S-001".into(),
+            mode: ArchiveMode::Idle,
+            recovering: true,
+        },
         Move::ArchiveCleaning,
-        Move::ArchiveEnd { mode: ArchiveMode::Close, next_session_id: "S-002".into(), recovering: false },
-        Move::ArchiveEnd { mode: ArchiveMode::Close, next_session_id: "S-002".into(), recovering: true },
+        Move::ArchiveEnd {
+            mode: ArchiveMode::Close,
+            next_session_id: "S-002".into(),
+            recovering: false,
+        },
+        Move::ArchiveEnd {
+            mode: ArchiveMode::Close,
+            next_session_id: "S-002".into(),
+            recovering: true,
+        },
         Move::RecoverClear,
         Move::Wait,
         Move::WaitTimeout { timeout_ms: 60_000 },
@@ -132,7 +148,8 @@ fn updated_at_is_a_compare_and_swap() {
 
 #[test]
 fn seed_writes_hermit_starts_document() {
-    let mv = Move::Seed { runtime_mode: "tmux".into(), tmux_session: Some("hermit-webshop".into()) };
+    let mv =
+        Move::Seed { runtime_mode: "tmux".into(), tmux_session: Some("hermit-webshop".into()) };
     let event = decide(None, &mv, None, NOW, TZ).unwrap().unwrap();
     let mut runtime = None;
     apply(&mut runtime, &event);
@@ -171,7 +188,11 @@ fn an_archive_close_stamps_shutdown_only_when_requested() {
         ("transition", "\"cleaning\""),
         ("shutdown_requested_at", "\"2026-09-14T10:00:00+0200\""),
     ]));
-    let end = Move::ArchiveEnd { mode: ArchiveMode::Close, next_session_id: "S-002".into(), recovering: false };
+    let end = Move::ArchiveEnd {
+        mode: ArchiveMode::Close,
+        next_session_id: "S-002".into(),
+        recovering: false,
+    };
     let event = decide(runtime.as_ref(), &end, None, NOW, TZ).unwrap().unwrap();
     apply(&mut runtime, &event);
     let runtime = runtime.unwrap();

@@ -21,13 +21,27 @@ pub const SECTIONS: [(&str, &str); 4] = [
     ("blockers", "Blockers"),
 ];
 /// `closeReset`'s template when `templates/SHELL.md.template` is missing.
-pub const FALLBACK_TEMPLATE: &str = "# Active Session\n\n## Session Info\n- **ID:** S-NNN (assigned on close)\n- **Started:** YYYY-MM-DD HH:MM\n- **Tags:** \n- **Tasks Completed:** 0\n- **Session Mode:** \n\n## Task\n\n## Progress Log\n\n## Blockers\n\n## Findings\n\n## Changed\n\n## Monitoring\n\n## Session Summary\n";
+pub const FALLBACK_TEMPLATE: &str = "# Active Session\n\n## Session Info\n\
+    - **ID:** S-NNN (assigned on close)\n- **Started:** YYYY-MM-DD HH:MM\n- **Tags:** \n\
+    - **Tasks Completed:** 0\n- **Session Mode:** \n\n## Task\n\n## Progress Log\n\n\
+    ## Blockers\n\n## Findings\n\n## Changed\n\n## Monitoring\n\n## Session Summary\n";
 /// The bodies `idleReset` puts in the sections it empties.
 pub const IDLE_BODIES: [(&str, &str); 5] = [
     ("Task", "\n<!-- Awaiting next task -->\n\n"),
-    ("Progress Log", "\n<!-- Primary record of work -->\n<!-- Format: [HH:MM] Did X — result/outcome -->\n\n"),
-    ("Blockers", "\n<!-- What's preventing progress? Include enough context for the next session. -->\n\n"),
-    ("Findings", "\n<!-- Anything unexpected found during work. Proposal-worthy items get their own file. -->\n\n"),
+    (
+        "Progress Log",
+        "\n<!-- Primary record of work -->\n<!-- Format: [HH:MM] Did X — result/outcome -->\n\n",
+    ),
+    (
+        "Blockers",
+        "\n<!-- What's preventing progress? Include enough context for the next session. \
+         -->\n\n",
+    ),
+    (
+        "Findings",
+        "\n<!-- Anything unexpected found during work. Proposal-worthy items get their own \
+         file. -->\n\n",
+    ),
     ("Changed", "\n<!-- Populated by session-diff hook, or list files manually -->\n\n"),
 ];
 const TASKS_COMPLETED: &str = "**Tasks Completed:**";
@@ -147,14 +161,18 @@ pub fn decide_append(shell: Option<&str>, section: Option<&str>, stdin: &str) ->
     if find_section(shell, heading).is_none() {
         return Err(error_line("shell-append-failed", Class::Invalid, 0));
     }
-    let event = SessionEvent::ShellAppended { section: (*heading).to_owned(), line: line.to_owned() };
+    let event =
+        SessionEvent::ShellAppended { section: (*heading).to_owned(), line: line.to_owned() };
     Ok(Decided { events: vec![event], verdict: Verdict::line("OK") })
 }
 
 /// The Monitoring lines of an alerts tick, appended in order until the first failure: the
 /// events, how many landed, and upstream's error string (`append_error`).
 #[must_use]
-pub fn monitoring_lines(shell: Option<&str>, lines: &[String]) -> (Vec<SessionEvent>, usize, Option<String>) {
+pub fn monitoring_lines(
+    shell: Option<&str>,
+    lines: &[String],
+) -> (Vec<SessionEvent>, usize, Option<String>) {
     let Some(shell) = shell else {
         let error = (!lines.is_empty()).then(|| "SHELL.md unreadable".to_owned());
         return (Vec::new(), 0, error);
@@ -216,18 +234,14 @@ fn range_of(text: &str) -> Option<&str> {
     Some(&body[open + 1..]).filter(|inner| !inner.is_empty())
 }
 
-/// `compactSection`: above `threshold` content lines, all but the last `keep` roll up into one
-/// `[Earlier] N alerts, N self-evals, N entries (first — last)` line, merged with an earlier one.
-#[must_use]
-pub fn compact_section(body: &str, threshold: u64, keep: u64) -> String {
-    let content: Vec<&str> =
-        body.split('\n').filter(|l| !js::trim(l).is_empty() && !js::trim(l).starts_with("<!--")).collect();
-    if u64::try_from(content.len()).unwrap_or(u64::MAX) <= threshold {
-        return body.to_owned();
-    }
+/// What the existing `[Earlier]` lines of a section hold: counts (alerts, self-evals, entries),
+/// the merged `(first, last)` range, and the other content lines.
+type Earlier<'a> = ([u64; 3], Option<(String, Option<String>)>, Vec<&'a str>);
+
+fn read_earlier<'a>(content: &[&'a str]) -> Earlier<'a> {
     let (mut counts, mut range): ([u64; 3], Option<(String, Option<String>)>) = ([0; 3], None);
     let mut plain: Vec<&str> = Vec::new();
-    for line in &content {
+    for line in content {
         let trimmed = js::trim(line);
         let earlier = trimmed
             .strip_prefix("[Earlier]")
@@ -256,17 +270,32 @@ pub fn compact_section(body: &str, threshold: u64, keep: u64) -> String {
             range = Some((first, last));
         }
     }
+    (counts, range, plain)
+}
+
+/// `compactSection`: above `threshold` content lines, all but the last `keep` roll up into one
+/// `[Earlier] N alerts, N self-evals, N entries (first — last)` line, merged with an earlier one.
+#[must_use]
+pub fn compact_section(body: &str, threshold: u64, keep: u64) -> String {
+    let content: Vec<&str> = body
+        .split('\n')
+        .filter(|l| !js::trim(l).is_empty() && !js::trim(l).starts_with("<!--"))
+        .collect();
+    if u64::try_from(content.len()).unwrap_or(u64::MAX) <= threshold {
+        return body.to_owned();
+    }
+    let (mut counts, range, plain) = read_earlier(&content);
     let keep = usize::try_from(keep).unwrap_or(usize::MAX).min(plain.len());
     let (summarise, kept) = plain.split_at(plain.len() - keep);
     if summarise.is_empty() && counts.iter().all(|c| *c == 0) {
         return body.to_owned();
     }
-    let mut stamps: Vec<Option<String>> =
-        range.map(|(f, l)| vec![Some(f), l]).unwrap_or_default();
+    let mut stamps: Vec<Option<String>> = range.map(|(f, l)| vec![Some(f), l]).unwrap_or_default();
     for line in summarise {
-        let slot = if line.to_ascii_lowercase().contains("alert") {
+        let lower = line.to_ascii_lowercase();
+        let slot = if lower.contains("alert") {
             0
-        } else if line.to_ascii_lowercase().contains("self-eval") {
+        } else if lower.contains("self-eval") {
             1
         } else {
             2
@@ -290,7 +319,11 @@ pub fn compact_section(body: &str, threshold: u64, keep: u64) -> String {
         .filter(|(c, _)| **c > 0)
         .map(|(c, name)| format!("{c} {name}"))
         .collect();
-    let span = if first.is_empty() || last.is_empty() { String::new() } else { format!(" ({first} — {last})") };
+    let span = if first.is_empty() || last.is_empty() {
+        String::new()
+    } else {
+        format!(" ({first} — {last})")
+    };
     let summary = format!("[Earlier] {}{span}", parts.join(", "));
     std::iter::once(summary.as_str()).chain(kept.iter().copied()).collect::<Vec<_>>().join("\n")
 }
@@ -315,7 +348,17 @@ fn tasks_completed(text: &str) -> Option<(usize, usize, u64)> {
 /// `**S-NNN** (date): task — status ($cost)` line added to the (compacted) Session Summary.
 #[must_use]
 pub fn idle_reset(shell: &str, reset: &ShellReset) -> String {
-    let ShellReset::Idle { session_id, date, status, cost, monitoring_threshold, monitoring_keep, summary_threshold, summary_keep } = reset else {
+    let ShellReset::Idle {
+        session_id,
+        date,
+        status,
+        cost,
+        monitoring_threshold,
+        monitoring_keep,
+        summary_threshold,
+        summary_keep,
+    } = reset
+    else {
         return shell.to_owned();
     };
     let task = first_content_line(&section_text(shell, "Task"), 80);

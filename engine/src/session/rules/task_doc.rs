@@ -16,7 +16,8 @@ pub const HANDLE_CHARS_MAX: usize = 32;
 /// A conversation key's chat-id half: at most this many characters (`checkKey`).
 pub const KEY_CHAT_CHARS_MAX: usize = 128;
 /// The body of a new record: the five sections, empty.
-pub const NEW_BODY: &str = "## Progress\n\n## Decisions\n\n## Approvals\n\n## Lessons\n\n## Outcome\n";
+pub const NEW_BODY: &str =
+    "## Progress\n\n## Decisions\n\n## Approvals\n\n## Lessons\n\n## Outcome\n";
 
 /// `TASK_ID`: `^T-\d{8}-\d{6}(-[a-z0-9])?$`.
 #[must_use]
@@ -94,8 +95,17 @@ pub fn is_iso(text: &str) -> bool {
 #[must_use]
 pub fn is_valid(t: &TaskDoc) -> bool {
     let required = [
-        &t.id, &t.kind, &t.title, &t.created, &t.summary, &t.audience, &t.status, &t.opened_at,
-        &t.requester, &t.handle, &t.owner,
+        &t.id,
+        &t.kind,
+        &t.title,
+        &t.created,
+        &t.summary,
+        &t.audience,
+        &t.status,
+        &t.opened_at,
+        &t.requester,
+        &t.handle,
+        &t.owner,
     ];
     let dates = [&t.closed_at, &t.due, &t.waiting_since, &t.result_at, &t.stall_at];
     let closed = t.closed_by.is_some() && t.closed_at.is_some();
@@ -119,6 +129,57 @@ pub fn is_valid(t: &TaskDoc) -> bool {
         && t.conversation.as_deref().is_none_or(is_conversation_key)
         && (t.audience == "operator" || is_conversation_key(&t.audience))
         && owner_ok
+}
+
+/// A new open record: the required strings, every nullable field null, tags
+/// `["task", <requester>]`, no claims, `result_rev` 0, the five empty sections.
+#[must_use]
+pub fn fresh(
+    id: String,
+    title: String,
+    now: &str,
+    summary: String,
+    requester: String,
+    handle: String,
+    owner: String,
+) -> TaskDoc {
+    TaskDoc {
+        id,
+        kind: "task".into(),
+        title,
+        created: now.to_owned(),
+        summary,
+        audience: "operator".into(),
+        status: "open".into(),
+        opened_at: now.to_owned(),
+        tags: vec!["task".into(), requester.clone()],
+        requester,
+        handle,
+        owner,
+        closed_at: None,
+        closed_by: None,
+        closed_actor: None,
+        closed_reason: None,
+        requester_name: None,
+        origin_message_id: None,
+        approver: None,
+        due: None,
+        conversation: None,
+        card_chat_id: None,
+        card_message_id: None,
+        waiting_on: None,
+        waiting_since: None,
+        result: None,
+        result_at: None,
+        stall_at: None,
+        stall_status: None,
+        stall_next: None,
+        dedupe_key: None,
+        check: None,
+        claims: Vec::new(),
+        result_rev: 0,
+        body: NEW_BODY.into(),
+    }
 }
 
 /// The nullable slot of a field; `None` for the two required strings (`summary`, `status`).
@@ -252,7 +313,8 @@ pub fn listing(t: &TaskDoc, tasks: &[TaskDoc], now_ms: u64) -> Vec<String> {
     } else if waiting(t) {
         labels.push(format!("waiting on {}", t.waiting_on.as_deref().unwrap_or_default()));
     }
-    let earlier = |r: &TaskDoc| r.opened_at < t.opened_at || (r.opened_at == t.opened_at && r.id < t.id);
+    let earlier =
+        |r: &TaskDoc| r.opened_at < t.opened_at || (r.opened_at == t.opened_at && r.id < t.id);
     if is_runnable(t) && tasks.iter().any(|r| is_runnable(r) && earlier(r)) {
         labels.push("queued".into());
     }
@@ -279,43 +341,9 @@ pub(crate) mod tests {
 
     /// A valid open resident task opened at `at`.
     pub(crate) fn task(id: &str, at: &str) -> TaskDoc {
-        TaskDoc {
-            id: id.into(),
-            kind: "task".into(),
-            title: "Rotate the cert".into(),
-            created: at.into(),
-            summary: "done".into(),
-            audience: "operator".into(),
-            status: "open".into(),
-            opened_at: at.into(),
-            requester: "operator".into(),
-            handle: "rotate-the-cert".into(),
-            owner: "resident".into(),
-            closed_at: None,
-            closed_by: None,
-            closed_actor: None,
-            closed_reason: None,
-            requester_name: None,
-            origin_message_id: None,
-            approver: None,
-            due: None,
-            conversation: None,
-            card_chat_id: None,
-            card_message_id: None,
-            waiting_on: None,
-            waiting_since: None,
-            result: None,
-            result_at: None,
-            stall_at: None,
-            stall_status: None,
-            stall_next: None,
-            dedupe_key: None,
-            check: None,
-            tags: vec!["task".into(), "operator".into()],
-            claims: vec![],
-            result_rev: 0,
-            body: NEW_BODY.into(),
-        }
+        let (title, summary) = ("Rotate the cert".to_owned(), "done".to_owned());
+        let (requester, handle) = ("operator".to_owned(), "rotate-the-cert".to_owned());
+        fresh(id.into(), title, at, summary, requester, handle, "resident".into())
     }
 
     fn check(body: &str, section: &str, expected: &str) {
@@ -370,7 +398,7 @@ pub(crate) mod tests {
         assert_eq!(listing(&b, &[a.clone(), b.clone()], now), ["late", "waiting on operator"]);
         b.result = Some("r".into());
         assert_eq!(listing(&b, &[a.clone(), b.clone()], now), ["late", "unconfirmed"]);
-        assert_eq!(listing(&a, &[a.clone()], now), ["open"]);
+        assert_eq!(listing(&a, std::slice::from_ref(&a), now), ["open"]);
         assert!(is_valid(&a));
         let mut bad = a.clone();
         bad.status = "closed".into();

@@ -107,8 +107,8 @@ fn note(w: &mut Work, call: &TaskCall, actor: &str, line: &str) -> Result<Value,
     }
     if call.has("approval") {
         let approval = call.required("approval")?;
-        let (who, what) =
-            split_approval(&approval).ok_or_else(|| task_error("invalid-approval", Class::Invalid))?;
+        let (who, what) = split_approval(&approval)
+            .ok_or_else(|| task_error("invalid-approval", Class::Invalid))?;
         w.append("Approvals", &who, &what);
     }
     Ok(json!({ "id": w.task.id, "result_rev": w.task.result_rev }))
@@ -200,8 +200,10 @@ fn close(
 }
 
 fn next_queued(tasks: &[TaskDoc], changed: &TaskDoc) -> Value {
-    let after: Vec<TaskDoc> =
-        tasks.iter().map(|t| if t.id == changed.id { changed.clone() } else { t.clone() }).collect();
+    let after: Vec<TaskDoc> = tasks
+        .iter()
+        .map(|t| if t.id == changed.id { changed.clone() } else { t.clone() })
+        .collect();
     match doc::next_queued(&after) {
         Some(t) => json!({ "id": t.id, "handle": t.handle, "title": t.title }),
         None => Value::Null,
@@ -226,7 +228,8 @@ pub fn decide_change(
     now_ms: u64,
 ) -> Decision {
     let id = call.id.clone().unwrap_or_default();
-    let found = tasks.iter().find(|t| t.id == id).ok_or_else(|| task_error("not-found", Class::Invalid))?;
+    let found =
+        tasks.iter().find(|t| t.id == id).ok_or_else(|| task_error("not-found", Class::Invalid))?;
     if found.status != "open" {
         return Err(task_error("not-open", Class::Refused));
     }
@@ -247,7 +250,8 @@ pub fn decide_change(
                 return Err(task_error("empty-reason", Class::Invalid));
             }
             w.finish("cancelled", &closer, &line);
-            json!({ "id": id, "closed_by": "cancelled", "next_queued": next_queued(tasks, &w.task) })
+            let next = next_queued(tasks, &w.task);
+            json!({ "id": id, "closed_by": "cancelled", "next_queued": next })
         }
         _ => return Err(task_error("invalid-verb", Class::Usage)),
     };

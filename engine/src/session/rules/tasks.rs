@@ -22,10 +22,23 @@ pub const TURN_STALE_MS: u64 = 3_600_000;
 
 /// The verbs `task.ts` accepts, with their allowed flags (`standup` is parsed, not built).
 pub const VERBS: [(&str, &[&str]); 7] = [
-    ("open", &[
-        "title", "requester", "done", "requester-name", "origin-message-id", "due",
-        "conversation", "card", "owner", "approver", "dedupe-key", "claim",
-    ]),
+    (
+        "open",
+        &[
+            "title",
+            "requester",
+            "done",
+            "requester-name",
+            "origin-message-id",
+            "due",
+            "conversation",
+            "card",
+            "owner",
+            "approver",
+            "dedupe-key",
+            "claim",
+        ],
+    ),
     ("note", &["actor", "due", "card", "decision", "approval", "done", "clear-waiting"]),
     ("block", &["waiting-on", "result-stdin", "status-line", "next"]),
     ("close", &["by", "actor", "result-rev", "reason-stdin", "claim"]),
@@ -322,25 +335,22 @@ pub fn decide_open(tasks: &[TaskDoc], call: &TaskCall, turn: &TurnInputs, now_ms
     let title = call.required("title")?;
     let handle = doc::handle_for(&title, tasks);
     let now = stamp::iso(now_ms);
-    let id = doc::allocate_id(tasks, &now).ok_or_else(|| task_error("id-collision", Class::Refused))?;
+    let id =
+        doc::allocate_id(tasks, &now).ok_or_else(|| task_error("id-collision", Class::Refused))?;
     let summary = match call.value("done") {
         Some(done) => doc::clean(done),
         None => call.required("done")?,
     };
     let due = call.date("due")?;
     let cleaned = |name: &str| call.value(name).map(doc::clean);
-    let mut task = TaskDoc {
-        id, kind: "task".into(), title, created: now.clone(), summary, audience: String::new(),
-        status: "open".into(), opened_at: now.clone(), requester: requester.clone(), handle,
-        owner, closed_at: None, closed_by: None, closed_actor: None, closed_reason: None,
-        requester_name: cleaned("requester-name"), origin_message_id: cleaned("origin-message-id"),
-        approver: cleaned("approver"), due, conversation: conversation.clone(),
-        card_chat_id: None, card_message_id: None, waiting_on: None, waiting_since: None,
-        result: None, result_at: None, stall_at: None, stall_status: None, stall_next: None,
-        dedupe_key: dedupe.as_deref().map(doc::clean), check: None,
-        tags: vec!["task".into(), requester.clone()], claims: call.claims(), result_rev: 0,
-        body: doc::NEW_BODY.into(),
-    };
+    let mut task = doc::fresh(id, title, &now, summary, requester.clone(), handle, owner);
+    task.requester_name = cleaned("requester-name");
+    task.origin_message_id = cleaned("origin-message-id");
+    task.approver = cleaned("approver");
+    task.due = due;
+    task.conversation.clone_from(&conversation);
+    task.dedupe_key = dedupe.as_deref().map(doc::clean);
+    task.claims = call.claims();
     task.audience = conversation.unwrap_or_else(|| "operator".into());
     let mut edits = card_edits(&task.owner, call.value("card"))?;
     let opened = format!("Opened: {}", task.summary);
@@ -354,10 +364,13 @@ pub fn decide_open(tasks: &[TaskDoc], call: &TaskCall, turn: &TurnInputs, now_ms
     let mut all = tasks.to_vec();
     all.push(task.clone());
     let digest = open_digest(&task, &all, true, now_ms);
-    let mut events = vec![SessionEvent::TaskOpened { task: task.clone() }];
+    let mut events = vec![SessionEvent::TaskOpened { task: Box::new(task.clone()), path: None }];
     events.extend(bind_turn(&task.id, turn, now_ms));
     Ok(Decided { events, verdict: Verdict::json(&digest) })
 }
+
+/// A record field a `list` filter compares.
+type Field = fn(&TaskDoc) -> Option<&str>;
 
 /// `task.ts list`: open records (all with `--all` and no `--open`), filtered by exact
 /// `--conversation`, `--requester`, `--handle`, `--id`, `--dedupe-key`, the first
@@ -366,7 +379,7 @@ pub fn decide_open(tasks: &[TaskDoc], call: &TaskCall, turn: &TurnInputs, now_ms
 #[must_use]
 pub fn list(tasks: &[TaskDoc], call: &TaskCall, execution: &Value, now_ms: u64) -> Value {
     let open_only = !call.has("all") || call.has("open");
-    let filters: [(&str, fn(&TaskDoc) -> Option<&str>); 5] = [
+    let filters: [(&str, Field); 5] = [
         ("conversation", |t| t.conversation.as_deref()),
         ("requester", |t| Some(&t.requester)),
         ("handle", |t| Some(&t.handle)),
