@@ -290,3 +290,7 @@ mod tests {
         check("a: b\u{2028}", None);
     }
 }
+
+#[cfg(test)]
+#[path = "task_verbs_tests.rs"]
+mod verb_tests;
