@@ -11,3 +11,12 @@
 pub mod layout;
 pub mod rules;
 pub mod stamp;
+
+/// The shared upstream-compat helpers the domain stands on, named once, so that moving them
+/// (the engine redesign puts them in `kernel::compat`, with stamps that can replace [`stamp`])
+/// repoints one place.
+pub(crate) mod compat {
+    pub(crate) use crate::legacy::js;
+    pub(crate) use crate::legacy::json;
+    pub(crate) use crate::stdin::{is_js_whitespace, js_trim};
+}

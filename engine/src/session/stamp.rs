@@ -9,7 +9,7 @@ use std::str::FromStr;
 
 use chrono::{DateTime, FixedOffset, NaiveDate, NaiveDateTime, TimeZone, Utc};
 
-use crate::error::{Error, Result};
+use crate::{Error, Result};
 
 /// The last millisecond of year 9999: past it `toISOString` writes a six-digit year, and the
 /// legacy stamps have four-digit years.

@@ -11,9 +11,9 @@ pub mod task;
 
 use hookstate_schema::session::{JsonDoc, Ledger, LineFile, Marker, TaskDoc};
 
-use crate::error::{Error, Result};
-use crate::legacy::json as legacy_json;
+use crate::session::compat::json as legacy_json;
 use crate::session::rules::task_doc::is_task_id;
+use crate::{Error, Result};
 
 /// A marker or small state file: far below this.
 pub const MARKER_BYTES_MAX: usize = 64 * 1024;

@@ -7,9 +7,9 @@
 use hookstate_schema::session::TaskDoc;
 use serde_json::Value;
 
-use crate::error::{Error, Result};
 use crate::session::rules::js;
 use crate::session::rules::task_doc::{clean, is_valid};
+use crate::{Error, Result};
 
 /// The frontmatter keys in `encodeTask`'s order.
 pub const KEYS: [&str; 34] = [
@@ -351,7 +351,8 @@ mod tests {
     }
 
     fn any_text() -> impl proptest::strategy::Strategy<Value = String> {
-        proptest::collection::vec(proptest::prelude::any::<char>(), 0..24).prop_map(|c| c.into_iter().collect())
+        proptest::collection::vec(proptest::prelude::any::<char>(), 0..24)
+            .prop_map(|c| c.into_iter().collect())
     }
 
     #[test]

@@ -14,9 +14,9 @@ use super::report::{self, Payload, ReportInput};
 use super::runtime::{self, ArchiveMode, Move};
 use super::shell;
 use super::{Decided, Verdict};
-use crate::error::Result;
-use crate::legacy::json as legacy_json;
+use crate::session::compat::json as legacy_json;
 use crate::session::stamp;
+use crate::Result;
 
 /// Zero-padding of `S-NNN`.
 pub const SESSION_DIGITS: usize = 3;

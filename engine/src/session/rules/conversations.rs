@@ -11,12 +11,12 @@ use serde_json::{json, Map, Value};
 
 use super::task_doc::is_conversation_key;
 use super::{error_line, js, Class, Decided, Decision, Refusal, Verdict};
-use crate::legacy::json as legacy_json;
+use crate::session::compat::json as legacy_json;
 use crate::session::stamp;
 
 /// Bindings one store holds: as many keys as the legacy JSON codec reads back (a hermit has a
 /// handful of chats).
-pub const BINDINGS_MAX: usize = crate::legacy::json::OBJECT_KEYS_MAX;
+pub const BINDINGS_MAX: usize = crate::session::compat::json::OBJECT_KEYS_MAX;
 /// `update --status` values.
 pub const STATUSES: [&str; 4] = ["running", "idle", "parked", "unknown"];
 /// The options `bind` takes (after `-` became `_`).
@@ -112,7 +112,7 @@ pub fn decide_bind(
     let value = json!({ "session_name": name, "session_id": id, "worktree": worktree,
         "generation": 1, "card": null, "muted": false, "created": now, "last_activity": now,
         "status": "running" });
-    let record = crate::legacy::js::compact(&value);
+    let record = crate::session::compat::js::compact(&value);
     let event = SessionEvent::ConversationBound { key: key.to_owned(), record };
     Ok(Decided { events: vec![event], verdict: Verdict::line(format!("OK|{key}")) })
 }
@@ -165,7 +165,7 @@ fn card(value: &str) -> Result<String, Refusal> {
         _ => false,
     };
     if ok {
-        Ok(crate::legacy::js::compact(&js::object_order(card)))
+        Ok(crate::session::compat::js::compact(&js::object_order(card)))
     } else {
         Err(refuse("invalid-card", Class::Invalid))
     }
@@ -279,7 +279,7 @@ pub fn apply(store: &mut JsonDoc, event: &SessionEvent) {
             let generation = map.get("generation").and_then(Value::as_u64).unwrap_or(0);
             map.insert("generation".into(), json!(generation.saturating_add(*generation_delta)));
             map.insert("last_activity".into(), json!(last_activity));
-            store.set(key, crate::legacy::js::compact(&Value::Object(map)));
+            store.set(key, crate::session::compat::js::compact(&Value::Object(map)));
         }
         SessionEvent::ConversationUnbound { key } => {
             normalise(store);
@@ -290,7 +290,7 @@ pub fn apply(store: &mut JsonDoc, event: &SessionEvent) {
             for key in keys {
                 if let Some(Value::Object(mut map)) = record(store, key) {
                     map.insert("status".into(), json!("unknown"));
-                    store.set(key, crate::legacy::js::compact(&Value::Object(map)));
+                    store.set(key, crate::session::compat::js::compact(&Value::Object(map)));
                 }
             }
         }
@@ -342,7 +342,7 @@ mod tests {
         assert!(run(&mut store, |s| decide_prune(s, "[{\"sessionId\":\"x\"}]")).is_ok());
         assert_eq!(record(&store, key).unwrap()["status"], "unknown");
         assert!(run(&mut store, |_| decide_unbind(key)).is_ok());
-        assert_eq!(crate::legacy::json::render(&store), "{}\n");
+        assert_eq!(crate::session::compat::json::render(&store), "{}\n");
     }
 
     #[test]

@@ -152,7 +152,7 @@ pub fn decide_add(input: &AddInput<'_>, now_ms: u64) -> Decision {
     if seconds != TIMEOUT_S_DEFAULT {
         row.insert("timeout_s".into(), json!(seconds));
     }
-    let line = crate::legacy::js::compact(&Value::Object(row));
+    let line = crate::session::compat::js::compact(&Value::Object(row));
     let next = input.next_fire.clone().unwrap_or_else(|| "none".into());
     let verdict = Verdict::line(format!("OK|{}|next_fire={next}", input.uuid));
     Ok(Decided {
@@ -184,7 +184,7 @@ pub fn list(file: &LineFile, args: &[String]) -> Decision {
             let mut summary = r.clone();
             summary.shift_remove("cmd");
             summary.shift_remove("output");
-            crate::legacy::js::compact(&Value::Object(summary))
+            crate::session::compat::js::compact(&Value::Object(summary))
         })
         .collect();
     Ok(Decided {
@@ -255,8 +255,10 @@ fn target(
 
 fn patch(row: &Map<String, Value>, sets: Vec<(&str, Value)>) -> SessionEvent {
     let id = row.get("id").and_then(Value::as_str).unwrap_or_default().to_owned();
-    let sets =
-        sets.into_iter().map(|(k, v)| (k.to_owned(), crate::legacy::js::compact(&v))).collect();
+    let sets = sets
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), crate::session::compat::js::compact(&v)))
+        .collect();
     SessionEvent::HypothesisPatched { id, sets }
 }
 
@@ -304,7 +306,7 @@ pub fn decide_settle(
             shown.insert("output".into(), json!(output));
             shown.insert("timed_out".into(), json!(timed_out));
             shown.insert("late".into(), json!(late));
-            (event, crate::legacy::js::compact(&Value::Object(shown)))
+            (event, crate::session::compat::js::compact(&Value::Object(shown)))
         }
         ("check", None) => return Err(fail("check needs its result", Class::Usage)),
         _ => {
@@ -347,7 +349,7 @@ pub fn apply_patch(file: &mut LineFile, id: &str, sets: &[(String, String)]) {
                 }
             }
         }
-        lines.push(crate::legacy::js::compact(&js::object_order(value)));
+        lines.push(crate::session::compat::js::compact(&js::object_order(value)));
     }
     lines.push(String::new());
     file.lines = lines;

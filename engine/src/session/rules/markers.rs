@@ -10,9 +10,9 @@ use hookstate_schema::session::{JsonDoc, Marker, SessionEvent, Style};
 use serde_json::{json, Value};
 
 use super::{js, Decided, Verdict};
-use crate::error::Result;
-use crate::legacy::json as legacy_json;
+use crate::session::compat::json as legacy_json;
 use crate::session::stamp;
+use crate::Result;
 
 /// `TURN_OPEN_TTL_MS`: an open-turn marker older than this is orphaned (its Stop never ran).
 pub const TURN_OPEN_TTL_MS: i64 = 60 * 60 * 1000;

@@ -51,7 +51,7 @@ impl Verdict {
     /// One stdout line: a JSON value as `JSON.stringify` prints it, exit 0.
     #[must_use]
     pub fn json(value: &Value) -> Verdict {
-        Verdict::line(crate::legacy::js::compact(value))
+        Verdict::line(crate::session::compat::js::compact(value))
     }
 }
 
@@ -117,7 +117,17 @@ pub fn stderr_message(message: impl Into<String>, class: Class) -> Refusal {
 
 /// JavaScript string semantics the rules reproduce.
 pub mod js {
-    pub use crate::stdin::{is_js_whitespace, js_trim as trim};
+    /// JavaScript's whitespace (`String.prototype.trim`'s set).
+    #[must_use]
+    pub fn is_js_whitespace(c: char) -> bool {
+        crate::session::compat::is_js_whitespace(c)
+    }
+
+    /// `text.trim()`.
+    #[must_use]
+    pub fn trim(text: &str) -> &str {
+        crate::session::compat::js_trim(text)
+    }
 
     /// `text.trimEnd()`.
     #[must_use]
@@ -174,7 +184,7 @@ pub mod js {
     #[must_use]
     pub fn reparse(raw: &str) -> Option<String> {
         let value: serde_json::Value = serde_json::from_str(raw).ok()?;
-        Some(crate::legacy::js::compact(&object_order(value)))
+        Some(crate::session::compat::js::compact(&object_order(value)))
     }
 
     fn is_array_index(key: &str) -> bool {

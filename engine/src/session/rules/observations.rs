@@ -11,7 +11,7 @@ use hookstate_schema::session::{JsonDoc, Ledger, LineFile, SessionEvent};
 use serde_json::{Map, Value};
 
 use super::{error_line, js, Class, Decided, Decision, Refusal, Stream, Verdict};
-use crate::legacy::json as legacy_json;
+use crate::session::compat::json as legacy_json;
 use crate::session::stamp;
 
 /// The sources `observations.ts` writes (model-authored labels).
@@ -118,7 +118,7 @@ pub fn row(
     if let Some(origin) = origin {
         map.insert("origin".into(), Value::from(origin));
     }
-    Ok(crate::legacy::js::compact(&Value::Object(map)))
+    Ok(crate::session::compat::js::compact(&Value::Object(map)))
 }
 
 /// `observations.ts observe <dir> <source> [--origin=…]` with the label on stdin.

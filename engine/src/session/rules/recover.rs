@@ -9,12 +9,12 @@ use serde_json::{json, Map, Value};
 
 use super::{decide_archive, failed, next_session_id, post_archive_markers, resolve_session_id};
 use super::{Hermit, Steps, LEGACY_NOTE, RECOVER_BLOCKER};
-use crate::error::Result;
-use crate::legacy::json as legacy_json;
+use crate::session::compat::json as legacy_json;
 use crate::session::rules::markers::RuntimeRead;
 use crate::session::rules::report;
 use crate::session::rules::runtime::{ArchiveMode, Move};
 use crate::session::rules::{Decided, Verdict};
+use crate::Result;
 
 fn said(events: Vec<SessionEvent>, value: &Value) -> Decided {
     Decided { events, verdict: Verdict::json(value) }
@@ -125,7 +125,7 @@ mod tests {
 
     fn runtime(transition: &str, mode: &str) -> hookstate_schema::session::JsonDoc {
         let text = format!("{{\n  \"session_state\": \"in_progress\",\n  \"session_id\": \"S-045\",\n  \"transition\": \"{transition}\",\n  \"transition_target\": \"S-045-REPORT.md\",\n  \"transition_mode\": {mode}\n}}\n");
-        crate::legacy::json::parse_doc("runtime.json", text.as_bytes()).unwrap()
+        crate::session::compat::json::parse_doc("runtime.json", text.as_bytes()).unwrap()
     }
 
     fn verdict(d: &Decided) -> Value {
@@ -163,7 +163,8 @@ mod tests {
         let d = decide_recover(&no_shell, &RuntimeRead::Ok(&archiving), None, NOW).unwrap();
         assert_eq!(verdict(&d)["recovery_path"], "re-archive-failed");
         assert_eq!(d.events.len(), 1);
-        let idle = crate::legacy::json::parse_doc("r", b"{\"transition\":null}\n").unwrap();
+        let idle =
+            crate::session::compat::json::parse_doc("r", b"{\"transition\":null}\n").unwrap();
         assert_eq!(
             verdict(&decide_recover(&base, &RuntimeRead::Ok(&idle), None, NOW).unwrap())["reason"],
             "no-interrupted-transition"

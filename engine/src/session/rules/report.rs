@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::js;
 use super::shell::{first_content_line, section_text, strip_placeholders};
-use crate::legacy::js::number_text;
+use crate::session::compat::js::number_text;
 
 /// The payload keys `parsePayload` recognises, in its matching order.
 pub const PAYLOAD_KEYS: [&str; 9] = [

@@ -10,9 +10,9 @@ use hookstate_schema::session::{JsonDoc, RuntimeCause, SessionEvent, Style};
 use serde_json::Value;
 
 use super::{error_line, js, Class, Refusal};
-use crate::error::Result;
-use crate::legacy::json as legacy_json;
+use crate::session::compat::json as legacy_json;
 use crate::session::stamp;
+use crate::Result;
 
 /// Fields one merge may write: `runtime.json` has about twenty.
 pub const MERGE_FIELDS_MAX: usize = 64;
@@ -150,7 +150,7 @@ pub fn state(doc: Option<&JsonDoc>) -> State {
 
 fn refuse(reason: &str) -> Refusal {
     let mut refusal = error_line(reason, Class::Refused, 0);
-    refusal.verdict.lines = vec![crate::legacy::js::compact(&serde_json::json!({
+    refusal.verdict.lines = vec![crate::session::compat::js::compact(&serde_json::json!({
         "ok": false, "reason": reason,
     }))];
     refusal
@@ -410,7 +410,7 @@ pub fn apply(doc: &mut Option<JsonDoc>, event: &SessionEvent) {
     let whole = js::object_order(legacy_json::to_value(&current));
     current.fields = match whole {
         Value::Object(map) => {
-            map.into_iter().map(|(k, v)| (k, crate::legacy::js::compact(&v))).collect()
+            map.into_iter().map(|(k, v)| (k, crate::session::compat::js::compact(&v))).collect()
         }
         _ => Vec::new(),
     };

@@ -11,7 +11,7 @@ use serde_json::{json, Map, Value};
 
 use super::task_doc::{self as doc, is_conversation_key, is_iso, is_requester, is_task_id};
 use super::{js, task_error, Class, Decided, Decision, Refusal, Verdict};
-use crate::legacy::json as legacy_json;
+use crate::session::compat::json as legacy_json;
 use crate::session::stamp;
 
 /// Rows `list` prints (upstream's default `--limit`).
@@ -255,10 +255,10 @@ pub fn bind_turn(id: &str, inputs: &TurnInputs, now_ms: u64) -> Option<SessionEv
     }
     let turn = execution.get("turn_id").cloned().unwrap_or(Value::Null);
     let fields = vec![
-        ("cc_session_id".to_owned(), crate::legacy::js::compact(&session)),
-        ("task_ids".to_owned(), crate::legacy::js::compact(&json!(ids))),
+        ("cc_session_id".to_owned(), crate::session::compat::js::compact(&session)),
+        ("task_ids".to_owned(), crate::session::compat::js::compact(&json!(ids))),
         ("at".to_owned(), legacy_json::string(&at)),
-        ("turn_id".to_owned(), crate::legacy::js::compact(&turn)),
+        ("turn_id".to_owned(), crate::session::compat::js::compact(&turn)),
     ];
     let doc = JsonDoc { fields, style: Style::Compact };
     Some(SessionEvent::MarkerWritten { marker: Marker::TaskTurn, doc })
