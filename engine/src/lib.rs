@@ -16,6 +16,7 @@ pub mod legacy_files;
 pub mod observer;
 pub mod proposals;
 mod query;
+pub mod session;
 pub mod signals;
 pub mod stdin;
 mod store;

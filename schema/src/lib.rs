@@ -11,6 +11,7 @@ pub mod heartbeat;
 pub mod id;
 pub mod observer;
 pub mod proposals;
+pub mod session;
 pub mod signals;
 pub mod view;
 

@@ -14,6 +14,7 @@ mod model;
 mod observer;
 mod powerloss;
 mod proposals;
+mod session;
 mod signals;
 mod store;
 mod tidy;

@@ -1,0 +1,280 @@
+//! `observations.ts observe` (H `scripts/observations.ts`, `lib/observations.ts`) and
+//! `prune-observations.js` (H): the row rules (sources, origins, a trimmed single-line pattern of
+//! at most 200 UTF-16 units), the append, and the 30-day prune that keeps a pattern's whole
+//! history while any row of it is fresh.
+//!
+//! Upstream's prune reads, filters and renames with no lock, so an append landing in between is
+//! lost; here the prune is one event over the lines it saw, and a later append is a later event.
+//! Does not read files or the store.
+
+use hookstate_schema::session::{JsonDoc, Ledger, LineFile, SessionEvent};
+use serde_json::{Map, Value};
+
+use super::{error_line, js, Class, Decided, Decision, Refusal, Stream, Verdict};
+use crate::session::compat::json as legacy_json;
+use crate::session::stamp;
+
+/// The sources `observations.ts` writes (model-authored labels).
+pub const CLI_SOURCES: [&str; 5] = [
+    "quick-deferral",
+    "reflect-noticed",
+    "skill-correction",
+    "skill-preference",
+    "skill-preference-applied",
+];
+/// The sources only their computing scripts write.
+pub const DETERMINISTIC_SOURCES: [&str; 3] = ["cost-spike", "behavior-digest", "startup-drift"];
+/// The sources whose rows may carry an `origin`.
+pub const ORIGIN_SOURCES: [&str; 5] = [
+    "reflect-noticed",
+    "skill-correction",
+    "skill-preference",
+    "skill-preference-applied",
+    "startup-drift",
+];
+/// The origins.
+pub const ORIGINS: [&str; 2] = ["own-work", "external-content"];
+/// `MAX_PATTERN`: the grouping key's longest length, in UTF-16 units.
+pub const PATTERN_UNITS_MAX: usize = 200;
+/// `RETENTION_DAYS`: a row younger than this is fresh.
+pub const RETENTION_DAYS: u64 = 30;
+const DAY_MS: u64 = 86_400_000;
+
+/// `appendFileSync(file, line + "\n")`: a torn last line is continued, as the file system does.
+pub fn append(file: &mut LineFile, line: &str) {
+    if file.lines.is_empty() {
+        file.lines.push(String::new());
+    }
+    if let Some(tail) = file.lines.last_mut() {
+        tail.push_str(line);
+    }
+    file.lines.push(String::new());
+}
+
+/// The usage line a mis-invocation prints on stderr (exit 1).
+#[must_use]
+pub fn usage() -> Refusal {
+    let line = format!(
+        "Usage: bun observations.ts observe <hermit-state-dir> <{}> \
+         [--origin=own-work|external-content]\n       <label on stdin>",
+        CLI_SOURCES.join("|")
+    );
+    let verdict = Verdict { lines: vec![line], stream: Stream::Stderr, upstream_exit: 1 };
+    Refusal { token: "usage".into(), verdict, class: Class::Usage }
+}
+
+/// `flagEq(args, "origin")`: the value of the first `--origin=…`.
+#[must_use]
+pub fn origin_flag(args: &[String]) -> Option<&str> {
+    args.iter().find_map(|a| a.strip_prefix("--origin="))
+}
+
+/// The `session_id` a row records: `runtime.json`'s, or `unknown` (H `resolveSessionId`).
+#[must_use]
+pub fn session_id(runtime: Option<&JsonDoc>) -> String {
+    runtime
+        .and_then(|r| legacy_json::str_field(r, "session_id"))
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// `observationRow`: the row's compact JSON text, `ts` first.
+///
+/// # Errors
+/// `empty-pattern`, `multiline-pattern`, `pattern-too-long:<n>`, `origin-not-allowed:<source>`,
+/// `invalid-origin:<origin>` (printed `ERROR|…`, exit 0).
+pub fn row(
+    source: &str,
+    label: &str,
+    session: &str,
+    origin: Option<&str>,
+    now_ms: u64,
+) -> Result<String, Refusal> {
+    let fail = |token: String| Err(error_line(token, Class::Invalid, 0));
+    let pattern = js::trim(label);
+    if pattern.is_empty() {
+        return fail("empty-pattern".into());
+    }
+    if pattern.contains('\n') {
+        return fail("multiline-pattern".into());
+    }
+    let units = js::length(pattern);
+    if units > PATTERN_UNITS_MAX {
+        return fail(format!("pattern-too-long:{units}"));
+    }
+    if let Some(origin) = origin {
+        if !ORIGIN_SOURCES.contains(&source) {
+            return fail(format!("origin-not-allowed:{source}"));
+        }
+        if !ORIGINS.contains(&origin) {
+            return fail(format!("invalid-origin:{origin}"));
+        }
+    }
+    let mut map = Map::new();
+    map.insert("ts".into(), Value::from(stamp::utc_seconds(now_ms)));
+    map.insert("pattern".into(), Value::from(pattern));
+    map.insert("session_id".into(), Value::from(session));
+    map.insert("source".into(), Value::from(source));
+    if let Some(origin) = origin {
+        map.insert("origin".into(), Value::from(origin));
+    }
+    Ok(crate::session::compat::js::compact(&Value::Object(map)))
+}
+
+/// `observations.ts observe <dir> <source> [--origin=…]` with the label on stdin.
+///
+/// # Errors
+/// `invalid-source:<s>` and those of [`row`], each printed `ERROR|…` with exit 0.
+pub fn decide_observe(
+    source: &str,
+    args: &[String],
+    label: &str,
+    runtime: Option<&JsonDoc>,
+    now_ms: u64,
+) -> Decision {
+    if !CLI_SOURCES.contains(&source) {
+        return Err(error_line(format!("invalid-source:{source}"), Class::Invalid, 0));
+    }
+    let line = row(source, label, &session_id(runtime), origin_flag(args), now_ms)?;
+    let event = SessionEvent::LineAppended { ledger: Ledger::Observations, line };
+    Ok(Decided { events: vec![event], verdict: Verdict::line("OK") })
+}
+
+/// A pattern as a `Set` compares it (`SameValueZero`): strings and numbers by value, `true`;
+/// `None` for a falsy pattern (never added) and for objects (equal only to themselves).
+fn pattern_key(value: &Value) -> Option<String> {
+    match value.get("pattern")? {
+        Value::String(s) if !s.is_empty() => Some(format!("s{s}")),
+        Value::Number(n) => n.as_f64().filter(|x| *x != 0.0).map(|x| format!("n{x}")),
+        Value::Bool(true) => Some("true".into()),
+        _ => None,
+    }
+}
+
+/// Which of `lines` (the ledger's non-blank lines) the prune keeps: unparseable lines and a
+/// JSON `null` (reading its `ts` throws upstream), fresh rows, and every row of a fresh pattern.
+#[must_use]
+pub fn kept(lines: &[&str], cutoff: &str) -> Vec<bool> {
+    let parsed: Vec<Result<Value, ()>> =
+        lines.iter().map(|l| serde_json::from_str::<Value>(l).map_err(|_| ())).collect();
+    let fresh = |v: &Value| v.get("ts").and_then(Value::as_str).is_some_and(|ts| ts >= cutoff);
+    let fresh_patterns: Vec<String> = parsed
+        .iter()
+        .filter_map(|p| p.as_ref().ok().filter(|v| fresh(v)).and_then(pattern_key))
+        .collect();
+    parsed
+        .iter()
+        .map(|p| match p {
+            Err(()) | Ok(Value::Null) => true,
+            Ok(v) => fresh(v) || pattern_key(v).is_some_and(|k| fresh_patterns.contains(&k)),
+        })
+        .collect()
+}
+
+fn non_blank(file: &LineFile, through: usize) -> Vec<&str> {
+    file.lines
+        .iter()
+        .take(through)
+        .map(String::as_str)
+        .filter(|l| !js::trim(l).is_empty())
+        .collect()
+}
+
+/// `prune-observations <dir>`: drops rows older than [`RETENTION_DAYS`] whose pattern has no
+/// fresh row; prints `pruned N, kept M`. The file is rewritten only when something is dropped.
+#[must_use]
+pub fn decide_prune(file: &LineFile, now_ms: u64) -> Decided {
+    let cutoff = stamp::iso(now_ms.saturating_sub(RETENTION_DAYS * DAY_MS));
+    let lines = non_blank(file, file.lines.len());
+    let keep = kept(&lines, &cutoff);
+    let kept_count = keep.iter().filter(|k| **k).count();
+    let pruned = lines.len() - kept_count;
+    let verdict = Verdict::line(format!("pruned {pruned}, kept {kept_count}"));
+    let through = u64::try_from(file.lines.len()).unwrap_or(u64::MAX);
+    let events = if pruned > 0 {
+        vec![SessionEvent::ObservationsPruned { cutoff, through }]
+    } else {
+        Vec::new()
+    };
+    Decided { events, verdict }
+}
+
+/// The ledger after an `ObservationsPruned` event: the kept lines of the first `through`, one
+/// per line, then whatever follows them untouched.
+pub fn apply_prune(file: &mut LineFile, cutoff: &str, through: u64) {
+    let through = usize::try_from(through).unwrap_or(usize::MAX).min(file.lines.len());
+    let lines = non_blank(file, through);
+    let keep = kept(&lines, cutoff);
+    let mut out: Vec<String> =
+        lines.iter().zip(keep).filter(|(_, k)| *k).map(|(l, _)| (*l).to_owned()).collect();
+    let rest: Vec<String> = file.lines.iter().skip(through).cloned().collect();
+    out.push(String::new());
+    if !rest.is_empty() {
+        out.pop();
+        out.extend(rest);
+    }
+    file.lines = out;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: u64 = 1_789_373_702_118; // 2026-09-14T08:15:02.118Z
+
+    fn file(text: &str) -> LineFile {
+        LineFile { lines: text.split('\n').map(str::to_owned).collect() }
+    }
+
+    fn check(source: &str, label: &str, origin: Option<&str>, expected: &str) {
+        let args: Vec<String> = origin.map(|o| format!("--origin={o}")).into_iter().collect();
+        let got = match decide_observe(source, &args, label, None, NOW) {
+            Ok(decided) => match &decided.events[0] {
+                SessionEvent::LineAppended { line, .. } => line.clone(),
+                other => panic!("{other:?}"),
+            },
+            Err(refusal) => refusal.verdict.lines[0].clone(),
+        };
+        assert_eq!(got, expected, "{source} {label:?} {origin:?}");
+    }
+
+    #[test]
+    fn observe_validates_as_upstream() {
+        check("quick-deferral", " re-run e2e \n", None, "{\"ts\":\"2026-09-14T08:15:02Z\",\"pattern\":\"re-run e2e\",\"session_id\":\"unknown\",\"source\":\"quick-deferral\"}");
+        check("skill-correction", "x", Some("own-work"), "{\"ts\":\"2026-09-14T08:15:02Z\",\"pattern\":\"x\",\"session_id\":\"unknown\",\"source\":\"skill-correction\",\"origin\":\"own-work\"}");
+        check("cost-spike", "x", None, "ERROR|invalid-source:cost-spike");
+        check("quick-deferral", " \n ", None, "ERROR|empty-pattern");
+        check("quick-deferral", "a\nb", None, "ERROR|multiline-pattern");
+        check("quick-deferral", &"😀".repeat(101), None, "ERROR|pattern-too-long:202");
+        check("quick-deferral", "x", Some("own-work"), "ERROR|origin-not-allowed:quick-deferral");
+        check("reflect-noticed", "x", Some(""), "ERROR|invalid-origin:");
+    }
+
+    #[test]
+    fn prune_keeps_fresh_patterns_unparseable_lines_and_later_appends() {
+        let old = "{\"ts\":\"2026-07-01T00:00:00Z\",\"pattern\":\"p\"}";
+        let old_other = "{\"ts\":\"2026-07-01T00:00:00Z\",\"pattern\":\"q\"}";
+        let fresh = "{\"ts\":\"2026-09-14T00:00:00Z\",\"pattern\":\"p\"}";
+        let mut ledger = file(&format!("{old}\n{old_other}\n\ntorn{{\nnull\n5\n{fresh}\n"));
+        let decided = decide_prune(&ledger, NOW);
+        assert_eq!(decided.verdict.lines, ["pruned 2, kept 4"]);
+        let SessionEvent::ObservationsPruned { cutoff, through } = &decided.events[0] else {
+            panic!()
+        };
+        apply_prune(&mut ledger, cutoff, *through);
+        append(&mut ledger, "late");
+        assert_eq!(ledger.lines.join("\n"), format!("{old}\ntorn{{\nnull\n{fresh}\nlate\n"));
+        let mut longer = file(&format!("{old_other}\n{old}\nnew\n"));
+        apply_prune(&mut longer, cutoff, 1);
+        assert_eq!(longer.lines.join("\n"), format!("{old}\nnew\n"));
+        let empty = decide_prune(&LineFile::default(), NOW);
+        assert_eq!((empty.verdict.lines[0].as_str(), empty.events.len()), ("pruned 0, kept 0", 0));
+    }
+
+    #[test]
+    fn appends_continue_a_torn_tail() {
+        let mut ledger = file("a\nto");
+        append(&mut ledger, "rn");
+        assert_eq!(ledger.lines.join("\n"), "a\ntorn\n");
+    }
+}
