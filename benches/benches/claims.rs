@@ -452,7 +452,9 @@ fn baseline_fill(bin: &Path, store: &Path, items: usize) -> BenchResult<()> {
         }
         let output = command.output()?;
         if !output.status.success() {
-            return Err(format!("baseline push {n}: {}", String::from_utf8_lossy(&output.stderr)).into());
+            return Err(
+                format!("baseline push {n}: {}", String::from_utf8_lossy(&output.stderr)).into()
+            );
         }
     }
     Ok(())

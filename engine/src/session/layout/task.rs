@@ -7,9 +7,9 @@
 use hookstate_schema::session::TaskDoc;
 use serde_json::Value;
 
-use crate::session::rules::js;
+use crate::kernel::compat::text as js;
+use crate::kernel::error::{Error, Result};
 use crate::session::rules::task_doc::{clean, is_valid};
-use crate::{Error, Result};
 
 /// The frontmatter keys in `encodeTask`'s order.
 pub const KEYS: [&str; 34] = [
@@ -291,11 +291,11 @@ fn decode(text: &str) -> Option<TaskDoc> {
 /// Parses a task file named `name` (its basename must be `<id>.md`).
 ///
 /// # Errors
-/// [`Error::Invalid`] naming the file: not UTF-8, not a valid record (upstream's
+/// [`Error::LegacyFile`] naming the file: not UTF-8, not a valid record (upstream's
 /// `invalid-record`, which fails every `task.ts` verb there), a basename that is not its id, or a
 /// record that `encodeTask` would not write back byte for byte.
 pub fn parse(name: &str, bytes: &[u8]) -> Result<TaskDoc> {
-    let bad = |why: &str| Error::invalid(format!("task file {name}: {why}"));
+    let bad = |why: &str| Error::legacy(name, why);
     let text = std::str::from_utf8(bytes).map_err(|_| bad("is not UTF-8"))?;
     let task = decode(text)
         .ok_or_else(|| bad("is not a valid task record (upstream's invalid-record)"))?;

@@ -13,10 +13,10 @@ use super::markers;
 use super::report::{self, Payload, ReportInput};
 use super::runtime::{self, ArchiveMode, Move};
 use super::shell;
-use super::{Decided, Verdict};
-use crate::session::compat::json as legacy_json;
-use crate::session::stamp;
-use crate::Result;
+use super::verdict::{Decided, Verdict};
+use crate::kernel::compat::stamp;
+use crate::kernel::error::Result;
+use crate::legacy::json as legacy_json;
 
 /// Zero-padding of `S-NNN`.
 pub const SESSION_DIGITS: usize = 3;
@@ -91,7 +91,9 @@ pub fn parse_args(args: &[String]) -> (String, Map<String, Value>) {
             Some((n, v)) => (n, Value::from(v)),
             None => (body, Value::Bool(true)),
         };
-        if !name.is_empty() && name.chars().all(|c| super::js::is_word(c) || c == '-') {
+        if !name.is_empty()
+            && name.chars().all(|c| crate::kernel::compat::text::is_word(c) || c == '-')
+        {
             flags.insert(name.to_owned(), value);
         }
     }
@@ -122,7 +124,7 @@ pub fn resolve_session_id(runtime: Option<&JsonDoc>, reports: &[String]) -> Stri
         .unwrap_or_else(|| next_session_id(reports))
 }
 
-fn failed(reason: &str) -> Decided {
+pub(super) fn failed(reason: &str) -> Decided {
     Decided {
         events: Vec::new(),
         verdict: Verdict::json(&json!({ "ok": false, "reason": reason })),
@@ -130,15 +132,19 @@ fn failed(reason: &str) -> Decided {
 }
 
 /// Runtime moves made one after another over a working copy.
-struct Steps {
-    runtime: Option<JsonDoc>,
-    events: Vec<SessionEvent>,
-    now_ms: u64,
+pub(super) struct Steps {
+    pub(super) runtime: Option<JsonDoc>,
+    pub(super) events: Vec<SessionEvent>,
+    pub(super) now_ms: u64,
 }
 
 impl Steps {
     /// Makes a move; `Err(reason)` when the table refuses it.
-    fn step(&mut self, mv: &Move, timezone: &str) -> Result<std::result::Result<(), String>> {
+    pub(super) fn step(
+        &mut self,
+        mv: &Move,
+        timezone: &str,
+    ) -> Result<std::result::Result<(), String>> {
         match runtime::decide(self.runtime.as_ref(), mv, None, self.now_ms, timezone)? {
             Ok(event) => {
                 runtime::apply(&mut self.runtime, &event);
@@ -152,7 +158,7 @@ impl Steps {
 
 /// `applyPostArchiveMarkers`: the mode's marker writes (skipped when `suppress`) and the
 /// queued-close reap.
-fn post_archive_markers(
+pub(super) fn post_archive_markers(
     h: &Hermit<'_>,
     mode: ArchiveMode,
     suppress: bool,
@@ -183,7 +189,7 @@ fn post_archive_markers(
     Ok(Value::Object(out))
 }
 
-fn report_text(
+pub(super) fn report_text(
     h: &Hermit<'_>,
     payload: &Payload,
     shell: &str,
@@ -191,7 +197,7 @@ fn report_text(
     mode: ArchiveMode,
     now_ms: u64,
 ) -> Result<(String, f64)> {
-    let date = stamp::zoned(now_ms, h.timezone)?;
+    let date = stamp::zoned_stamp(now_ms, h.timezone)?;
     let started = report::started(shell).and_then(|s| stamp::parse_local_minute(s, h.timezone));
     let now = i64::try_from(now_ms).unwrap_or(i64::MAX);
     let duration = started.map_or_else(|| "0m".to_owned(), |s| report::format_duration(now - s));
@@ -212,7 +218,7 @@ fn report_text(
     Ok((report::render(&input), cost.0))
 }
 
-fn shell_reset(
+pub(super) fn shell_reset(
     h: &Hermit<'_>,
     mode: ArchiveMode,
     session_id: &str,
@@ -223,7 +229,7 @@ fn shell_reset(
     Ok(match mode {
         ArchiveMode::Idle => ShellReset::Idle {
             session_id: session_id.to_owned(),
-            date: stamp::zoned_format(now_ms, h.timezone, "%Y-%m-%d")?,
+            date: stamp::zoned(now_ms, h.timezone, "%Y-%m-%d")?,
             status: report::normalise_status(if status.is_empty() { "partial" } else { status }).0,
             cost: report::to_fixed_2(cost),
             monitoring_threshold: h.compact.monitoring_threshold,
@@ -242,7 +248,7 @@ fn shell_reset(
 /// the flag's value (`"true"` for a bare `--mode`); `recovering` marks `recover`'s re-run.
 ///
 /// # Errors
-/// [`crate::Error::Invalid`] for a bad zone or time; refusals are verdicts.
+/// [`crate::kernel::error::Error`] for a bad zone or time; refusals are verdicts.
 pub fn decide_archive(
     h: &Hermit<'_>,
     mode: Option<&str>,
@@ -290,14 +296,14 @@ pub fn decide_archive(
 /// gets the session id and the task; `runtime.json` turns `in_progress` with a new cost arc.
 ///
 /// # Errors
-/// [`crate::Error::Invalid`] for a bad zone or time; refusals are verdicts.
+/// [`crate::kernel::error::Error`] for a bad zone or time; refusals are verdicts.
 pub fn decide_open(h: &Hermit<'_>, stdin: &str, now_ms: u64) -> Result<Decided> {
     let payload = report::parse_payload(stdin);
     let session_id = resolve_session_id(h.runtime, h.reports);
     let mut text = match (h.shell, h.template) {
         (Some(shell), _) => shell.to_owned(),
         (None, Some(template)) => {
-            let local = stamp::local(now_ms, h.timezone)?;
+            let local = stamp::local_stamp(now_ms, h.timezone)?;
             template.replacen("YYYY-MM-DD HH:MM", &local[..16].replacen('T', " ", 1), 1)
         }
         (None, None) => return Ok(failed("shell-template-missing")),
@@ -327,7 +333,7 @@ fn replace_session_id(text: &str, id: &str) -> String {
     const TAIL: &str = "S-NNN (assigned on close)";
     for (at, _) in text.match_indices(HEAD) {
         let rest = &text[at + HEAD.len()..];
-        let spaced = super::js::trim_start(rest);
+        let spaced = crate::kernel::compat::text::trim_start(rest);
         if spaced.starts_with(TAIL) {
             let end = text.len() - spaced.len() + TAIL.len();
             return format!("{}**ID:** {id}{}", &text[..at], &text[end..]);
@@ -346,10 +352,6 @@ pub fn recover_target(runtime: Option<&JsonDoc>, reports: &[String]) -> String {
         .unwrap_or_else(|| format!("{id}-REPORT.md"))
 }
 
-#[path = "recover.rs"]
-mod recover;
-pub use recover::decide_recover;
-
 #[cfg(test)]
 #[path = "archive_tests.rs"]
-mod tests;
+pub(crate) mod tests;

@@ -7,7 +7,7 @@ const NOW: u64 = 1_789_373_702_118; // 2026-09-14T08:15:02.118Z
 const RUNTIME: &str = "{\n  \"session_state\": \"in_progress\",\n  \"session_id\": \"S-045\",\n  \"transition\": null,\n  \"opened_at\": \"2026-09-14T10:15:00+0200\"\n}\n";
 const CHANGED: [(&str, &str); 1] = [("src/tls.rs", "modified")];
 
-pub(super) fn hermit(reports: &[String]) -> Hermit<'_> {
+pub(crate) fn hermit(reports: &[String]) -> Hermit<'_> {
     static CHANGED_FILES: std::sync::OnceLock<Vec<(String, String)>> = std::sync::OnceLock::new();
     let changed = CHANGED_FILES
         .get_or_init(|| CHANGED.iter().map(|(a, b)| ((*a).into(), (*b).into())).collect());

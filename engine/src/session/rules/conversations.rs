@@ -10,13 +10,14 @@ use hookstate_schema::session::{JsonDoc, SessionEvent, Style};
 use serde_json::{json, Map, Value};
 
 use super::task_doc::is_conversation_key;
-use super::{error_line, js, Class, Decided, Decision, Refusal, Verdict};
-use crate::session::compat::json as legacy_json;
-use crate::session::stamp;
+use super::verdict::{error_line, Class, Decided, Decision, Refusal, Verdict};
+use crate::kernel::compat::stamp;
+use crate::kernel::compat::text as js;
+use crate::legacy::json as legacy_json;
 
 /// Bindings one store holds: as many keys as the legacy JSON codec reads back (a hermit has a
 /// handful of chats).
-pub const BINDINGS_MAX: usize = crate::session::compat::json::OBJECT_KEYS_MAX;
+pub const BINDINGS_MAX: usize = crate::legacy::json::OBJECT_KEYS_MAX;
 /// `update --status` values.
 pub const STATUSES: [&str; 4] = ["running", "idle", "parked", "unknown"];
 /// The options `bind` takes (after `-` became `_`).
@@ -108,11 +109,11 @@ pub fn decide_bind(
     if store.fields.len() >= BINDINGS_MAX && store.raw(key).is_none() {
         return Err(refuse("invalid-store", Class::Invalid));
     }
-    let now = stamp::iso(now_ms);
+    let now = stamp::stamp_ms(now_ms);
     let value = json!({ "session_name": name, "session_id": id, "worktree": worktree,
         "generation": 1, "card": null, "muted": false, "created": now, "last_activity": now,
         "status": "running" });
-    let record = crate::session::compat::js::compact(&value);
+    let record = crate::kernel::compat::js::compact(&value);
     let event = SessionEvent::ConversationBound { key: key.to_owned(), record };
     Ok(Decided { events: vec![event], verdict: Verdict::line(format!("OK|{key}")) })
 }
@@ -165,7 +166,7 @@ fn card(value: &str) -> Result<String, Refusal> {
         _ => false,
     };
     if ok {
-        Ok(crate::session::compat::js::compact(&js::object_order(card)))
+        Ok(crate::kernel::compat::js::compact(&js::object_order(card)))
     } else {
         Err(refuse("invalid-card", Class::Invalid))
     }
@@ -197,7 +198,7 @@ pub fn decide_update(
         key: key.to_owned(),
         sets,
         generation_delta,
-        last_activity: stamp::iso(now_ms),
+        last_activity: stamp::stamp_ms(now_ms),
     };
     Ok(Decided { events: vec![event], verdict: Verdict::line(format!("OK|{key}")) })
 }
@@ -279,7 +280,7 @@ pub fn apply(store: &mut JsonDoc, event: &SessionEvent) {
             let generation = map.get("generation").and_then(Value::as_u64).unwrap_or(0);
             map.insert("generation".into(), json!(generation.saturating_add(*generation_delta)));
             map.insert("last_activity".into(), json!(last_activity));
-            store.set(key, crate::session::compat::js::compact(&Value::Object(map)));
+            store.set(key, crate::kernel::compat::js::compact(&Value::Object(map)));
         }
         SessionEvent::ConversationUnbound { key } => {
             normalise(store);
@@ -290,7 +291,7 @@ pub fn apply(store: &mut JsonDoc, event: &SessionEvent) {
             for key in keys {
                 if let Some(Value::Object(mut map)) = record(store, key) {
                     map.insert("status".into(), json!("unknown"));
-                    store.set(key, crate::session::compat::js::compact(&Value::Object(map)));
+                    store.set(key, crate::kernel::compat::js::compact(&Value::Object(map)));
                 }
             }
         }
@@ -342,7 +343,7 @@ mod tests {
         assert!(run(&mut store, |s| decide_prune(s, "[{\"sessionId\":\"x\"}]")).is_ok());
         assert_eq!(record(&store, key).unwrap()["status"], "unknown");
         assert!(run(&mut store, |_| decide_unbind(key)).is_ok());
-        assert_eq!(crate::session::compat::json::render(&store), "{}\n");
+        assert_eq!(crate::legacy::json::render(&store), "{}\n");
     }
 
     #[test]

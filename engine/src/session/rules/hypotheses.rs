@@ -10,8 +10,9 @@ use hookstate_schema::session::{Ledger, LineFile, SessionEvent, TaskDoc};
 use serde_json::{json, Map, Value};
 
 use super::task_doc::is_conversation_key;
-use super::{js, stderr_message, Class, Decided, Decision, Refusal, Stream, Verdict};
-use crate::session::stamp;
+use super::verdict::{stderr_message, Class, Decided, Decision, Refusal, Stream, Verdict};
+use crate::kernel::compat::stamp;
+use crate::kernel::compat::text as js;
 
 /// `DEFAULT_TIMEOUT_S`: a check's command timeout when `--timeout-s` is not given.
 pub const TIMEOUT_S_DEFAULT: u64 = 30;
@@ -123,7 +124,7 @@ pub fn decide_add(input: &AddInput<'_>, now_ms: u64) -> Decision {
     let claim = flag_value(args, "--claim").filter(|c| !c.is_empty());
     let cmd = flag_value(args, "--cmd");
     let chat = chat_flag(args)?;
-    let due = flag_value(args, "--due").filter(|d| !d.is_empty()).and_then(stamp::normalise);
+    let due = flag_value(args, "--due").filter(|d| !d.is_empty()).and_then(stamp::date_normalise);
     let origin = flag_value(args, "--origin").filter(|o| *o == "operator" || *o == "hermit");
     let (Some(claim), Some(due), Some(origin)) = (claim, due, origin) else {
         return Err(fail("invalid add arguments", Class::Invalid));
@@ -142,7 +143,7 @@ pub fn decide_add(input: &AddInput<'_>, now_ms: u64) -> Decision {
     row.insert("due".into(), json!(due));
     row.insert("origin".into(), json!(origin));
     row.insert("session".into(), json!(flag_value(args, "--session")));
-    row.insert("created_at".into(), json!(stamp::iso(now_ms)));
+    row.insert("created_at".into(), json!(stamp::stamp_ms(now_ms)));
     row.insert("state".into(), json!("pending"));
     if let Some(chat) = chat {
         row.insert("chat".into(), json!(chat));
@@ -152,7 +153,7 @@ pub fn decide_add(input: &AddInput<'_>, now_ms: u64) -> Decision {
     if seconds != TIMEOUT_S_DEFAULT {
         row.insert("timeout_s".into(), json!(seconds));
     }
-    let line = crate::session::compat::js::compact(&Value::Object(row));
+    let line = crate::kernel::compat::js::compact(&Value::Object(row));
     let next = input.next_fire.clone().unwrap_or_else(|| "none".into());
     let verdict = Verdict::line(format!("OK|{}|next_fire={next}", input.uuid));
     Ok(Decided {
@@ -184,7 +185,7 @@ pub fn list(file: &LineFile, args: &[String]) -> Decision {
             let mut summary = r.clone();
             summary.shift_remove("cmd");
             summary.shift_remove("output");
-            crate::session::compat::js::compact(&Value::Object(summary))
+            crate::kernel::compat::js::compact(&Value::Object(summary))
         })
         .collect();
     Ok(Decided {
@@ -203,7 +204,10 @@ pub fn due(file: &LineFile, tasks: &[TaskDoc], now_ms: u64) -> Verdict {
         tasks.iter().any(|t| t.status == "open" && filled(&t.result) && filled(&t.check));
     let row_due = rows(file).iter().any(|r| {
         state(r) == "pending"
-            && r.get("due").and_then(Value::as_str).and_then(stamp::parse).is_some_and(|d| d <= now)
+            && r.get("due")
+                .and_then(Value::as_str)
+                .and_then(stamp::date_parse)
+                .is_some_and(|d| d <= now)
     });
     Verdict::line(if task_due || row_due { "WAKE" } else { "SKIP" })
 }
@@ -215,7 +219,7 @@ pub fn is_late(due: &str, now_ms: u64, second_fire_ms: Option<u64>) -> bool {
     let now = i64::try_from(now_ms).unwrap_or(i64::MAX);
     match second_fire_ms {
         Some(second) => now >= i64::try_from(second).unwrap_or(i64::MAX),
-        None => stamp::parse(due).is_some_and(|d| now > d + LATE_AFTER_MS),
+        None => stamp::date_parse(due).is_some_and(|d| now > d + LATE_AFTER_MS),
     }
 }
 
@@ -257,7 +261,7 @@ fn patch(row: &Map<String, Value>, sets: Vec<(&str, Value)>) -> SessionEvent {
     let id = row.get("id").and_then(Value::as_str).unwrap_or_default().to_owned();
     let sets = sets
         .into_iter()
-        .map(|(k, v)| (k.to_owned(), crate::session::compat::js::compact(&v)))
+        .map(|(k, v)| (k.to_owned(), crate::kernel::compat::js::compact(&v)))
         .collect();
     SessionEvent::HypothesisPatched { id, sets }
 }
@@ -284,7 +288,7 @@ pub fn decide_settle(
         Err(noop) => return Ok(Decided { events: Vec::new(), verdict: noop }),
     };
     let id = row.get("id").and_then(Value::as_str).unwrap_or_default().to_owned();
-    let at = json!(stamp::iso(now_ms));
+    let at = json!(stamp::stamp_ms(now_ms));
     let (event, verdict) = match (verb, outcome) {
         ("cancel", _) => {
             (patch(&row, vec![("state", json!("cancelled"))]), format!("OK|{id}|cancelled"))
@@ -306,7 +310,7 @@ pub fn decide_settle(
             shown.insert("output".into(), json!(output));
             shown.insert("timed_out".into(), json!(timed_out));
             shown.insert("late".into(), json!(late));
-            (event, crate::session::compat::js::compact(&Value::Object(shown)))
+            (event, crate::kernel::compat::js::compact(&Value::Object(shown)))
         }
         ("check", None) => return Err(fail("check needs its result", Class::Usage)),
         _ => {
@@ -349,7 +353,7 @@ pub fn apply_patch(file: &mut LineFile, id: &str, sets: &[(String, String)]) {
                 }
             }
         }
-        lines.push(crate::session::compat::js::compact(&js::object_order(value)));
+        lines.push(crate::kernel::compat::js::compact(&js::object_order(value)));
     }
     lines.push(String::new());
     file.lines = lines;

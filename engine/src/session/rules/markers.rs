@@ -9,10 +9,11 @@
 use hookstate_schema::session::{JsonDoc, Marker, SessionEvent, Style};
 use serde_json::{json, Value};
 
-use super::{js, Decided, Verdict};
-use crate::session::compat::json as legacy_json;
-use crate::session::stamp;
-use crate::Result;
+use super::verdict::{Decided, Verdict};
+use crate::kernel::compat::stamp;
+use crate::kernel::compat::text as js;
+use crate::kernel::error::Result;
+use crate::legacy::json as legacy_json;
 
 /// `TURN_OPEN_TTL_MS`: an open-turn marker older than this is orphaned (its Stop never ran).
 pub const TURN_OPEN_TTL_MS: i64 = 60 * 60 * 1000;
@@ -65,7 +66,7 @@ pub fn is_routine_prompt(prompt: &str) -> bool {
 }
 
 fn at_doc(now_ms: u64) -> JsonDoc {
-    doc(vec![("at", legacy_json::string(&stamp::iso(now_ms)))], Style::Compact)
+    doc(vec![("at", legacy_json::string(&stamp::stamp_ms(now_ms)))], Style::Compact)
 }
 
 /// `record-operator-action.ts [--force]`: with `--force`, or a kept prompt, both markers; with no
@@ -98,7 +99,7 @@ pub fn close_turn() -> SessionEvent {
 }
 
 fn at_ms(doc: Option<&JsonDoc>, key: &str) -> Option<i64> {
-    doc.and_then(|d| legacy_json::str_field(d, key)).and_then(|s| stamp::parse(&s))
+    doc.and_then(|d| legacy_json::str_field(d, key)).and_then(|s| stamp::date_parse(&s))
 }
 
 fn now_i64(now_ms: u64) -> i64 {
@@ -129,7 +130,7 @@ pub enum RuntimeRead<'a> {
 /// `queued` (writing `pending-close.json`), as upstream's branch table decides.
 ///
 /// # Errors
-/// [`crate::Error::Invalid`] for a bad zone or time.
+/// [`crate::kernel::error::Error`] for a bad zone or time.
 pub fn auto_close_decision(
     runtime: &RuntimeRead<'_>,
     last_action: Option<&JsonDoc>,
@@ -196,13 +197,13 @@ fn by_clock(last_action: Option<&JsonDoc>, now_ms: u64, timezone: &str) -> Resul
     #[expect(clippy::cast_precision_loss, reason = "minutes of a lull, far below 2^53")]
     let lull = (now - at) as f64 / 60_000.0;
     if lull > AUTO_CLOSE_LULL_MINUTES {
-        return Ok(close_now(&format!("lull {}min", js::round(lull))));
+        return Ok(close_now(&format!("lull {}min", crate::kernel::compat::js::math_round(lull))));
     }
     let pending = doc_of(vec![
-        ("queued_at", legacy_json::string(&stamp::local(now_ms, timezone)?)),
+        ("queued_at", legacy_json::string(&stamp::local_stamp(now_ms, timezone)?)),
         ("queued_by", legacy_json::string("daily-auto-close")),
     ]);
-    let reason = format!("operator active {}min ago", js::round(lull));
+    let reason = format!("operator active {}min ago", crate::kernel::compat::js::math_round(lull));
     Ok(say(
         vec![write(Marker::PendingClose, pending)],
         json!({ "ok": true, "decision": "queued", "reason": reason }),
@@ -243,7 +244,7 @@ pub fn precheck_cooldown_minutes(every_minutes: f64) -> f64 {
 pub fn stamp_drain(now_ms: u64) -> SessionEvent {
     write(
         Marker::PendingCloseDrain,
-        doc_of(vec![("last_emitted_at", legacy_json::string(&stamp::iso(now_ms)))]),
+        doc_of(vec![("last_emitted_at", legacy_json::string(&stamp::stamp_ms(now_ms)))]),
     )
 }
 
@@ -274,9 +275,9 @@ pub fn pending_close_drain_due(
 /// `compact-requested.json` from an idle archive: localISO, pretty.
 ///
 /// # Errors
-/// [`crate::Error::Invalid`] for a bad zone or time.
+/// [`crate::kernel::error::Error`] for a bad zone or time.
 pub fn compact_request_after_archive(now_ms: u64, timezone: &str) -> Result<SessionEvent> {
-    let at = legacy_json::string(&stamp::local(now_ms, timezone)?);
+    let at = legacy_json::string(&stamp::local_stamp(now_ms, timezone)?);
     Ok(write(
         Marker::CompactRequested,
         doc_of(vec![("requested_at", at), ("reason", legacy_json::string("session-work-done"))]),
@@ -286,9 +287,9 @@ pub fn compact_request_after_archive(now_ms: u64, timezone: &str) -> Result<Sess
 /// `compact-requested.json` from `proposal.ts patch --request-compact`: zonedISO, compact.
 ///
 /// # Errors
-/// [`crate::Error::Invalid`] for a bad zone or time.
+/// [`crate::kernel::error::Error`] for a bad zone or time.
 pub fn compact_request_after_resolve(now_ms: u64, timezone: &str) -> Result<SessionEvent> {
-    let at = legacy_json::string(&stamp::zoned(now_ms, timezone)?);
+    let at = legacy_json::string(&stamp::zoned_stamp(now_ms, timezone)?);
     let fields = vec![("requested_at", at), ("reason", legacy_json::string("proposal-resolve"))];
     Ok(write(Marker::CompactRequested, doc(fields, Style::Compact)))
 }
@@ -296,9 +297,9 @@ pub fn compact_request_after_resolve(now_ms: u64, timezone: &str) -> Result<Sess
 /// `clear-requested.json` from an auto archive: localISO, pretty.
 ///
 /// # Errors
-/// [`crate::Error::Invalid`] for a bad zone or time.
+/// [`crate::kernel::error::Error`] for a bad zone or time.
 pub fn clear_request(now_ms: u64, timezone: &str) -> Result<SessionEvent> {
-    let at = legacy_json::string(&stamp::local(now_ms, timezone)?);
+    let at = legacy_json::string(&stamp::local_stamp(now_ms, timezone)?);
     Ok(write(
         Marker::ClearRequested,
         doc_of(vec![("requested_at", at), ("reason", legacy_json::string("daily-auto-close"))]),
@@ -323,7 +324,7 @@ fn active(flag: Option<&JsonDoc>, marker: Marker, now_ms: u64) -> Option<Pause> 
         return None;
     }
     let until = legacy_json::str_field(flag, "paused_until").filter(|u| !u.is_empty());
-    if until.as_deref().and_then(stamp::parse).is_some_and(|u| u <= now_i64(now_ms)) {
+    if until.as_deref().and_then(stamp::date_parse).is_some_and(|u| u <= now_i64(now_ms)) {
         return None;
     }
     Some(Pause { reason: legacy_json::str_field(flag, "reason"), until, marker })
@@ -363,7 +364,7 @@ pub fn set_pause(
         ("paused_until", until.map_or_else(|| "null".into(), legacy_json::string)),
         ("reason", legacy_json::string(reason)),
         ("by", legacy_json::string(by)),
-        ("ts", legacy_json::string(&stamp::iso(now_ms))),
+        ("ts", legacy_json::string(&stamp::stamp_ms(now_ms))),
     ]);
     vec![write(marker, flag)]
 }
@@ -392,7 +393,7 @@ pub fn parse_snooze(text: &str) -> Option<u64> {
     if !digits(int) || !digits(frac) {
         return None;
     }
-    let ms = js::round(number.parse::<f64>().ok()? * scale);
+    let ms = crate::kernel::compat::js::math_round(number.parse::<f64>().ok()? * scale);
     #[expect(clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "bounded above")]
     (ms > 0.0 && ms <= SNOOZE_MS_MAX).then_some(ms as u64)
 }

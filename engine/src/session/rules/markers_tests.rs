@@ -6,7 +6,7 @@ const NOW: u64 = 1_789_373_702_118; // 2026-09-14T08:15:02.118Z
 const TZ: &str = "UTC";
 
 fn parse(text: &str) -> JsonDoc {
-    crate::session::compat::json::parse_doc("marker.json", text.as_bytes()).unwrap()
+    crate::legacy::json::parse_doc("marker.json", text.as_bytes()).unwrap()
 }
 
 fn markers(events: &[SessionEvent]) -> Vec<(Marker, bool)> {
@@ -55,10 +55,7 @@ fn operator_activity_writes_the_clock_and_the_open_turn() {
     else {
         panic!()
     };
-    assert_eq!(
-        crate::session::compat::json::render(doc),
-        "{\"at\":\"2026-09-14T08:15:02.118Z\"}\n"
-    );
+    assert_eq!(crate::legacy::json::render(doc), "{\"at\":\"2026-09-14T08:15:02.118Z\"}\n");
 }
 
 #[test]
@@ -119,7 +116,7 @@ fn pauses_take_precedence_and_expire_on_read() {
     let watchdog = set_pause("watchdog", "hermit-watchdog", None, None, NOW);
     let SessionEvent::MarkerWritten { doc: auto, .. } = &watchdog[0] else { panic!() };
     assert_eq!(
-        crate::session::compat::json::render(auto),
+        crate::legacy::json::render(auto),
         "{\n  \"paused\": true,\n  \"paused_until\": null,\n  \"reason\": \"watchdog\",\n  \"by\": \"hermit-watchdog\",\n  \"ts\": \"2026-09-14T08:15:02.118Z\"\n}\n"
     );
     assert!(set_pause("budget", "cost-tracker", None, Some(auto), NOW).is_empty());

@@ -10,9 +10,10 @@
 use hookstate_schema::session::{JsonDoc, Ledger, LineFile, SessionEvent};
 use serde_json::{Map, Value};
 
-use super::{error_line, js, Class, Decided, Decision, Refusal, Stream, Verdict};
-use crate::session::compat::json as legacy_json;
-use crate::session::stamp;
+use super::verdict::{error_line, Class, Decided, Decision, Refusal, Stream, Verdict};
+use crate::kernel::compat::stamp;
+use crate::kernel::compat::text as js;
+use crate::legacy::json as legacy_json;
 
 /// The sources `observations.ts` writes (model-authored labels).
 pub const CLI_SOURCES: [&str; 5] = [
@@ -111,14 +112,14 @@ pub fn row(
         }
     }
     let mut map = Map::new();
-    map.insert("ts".into(), Value::from(stamp::utc_seconds(now_ms)));
+    map.insert("ts".into(), Value::from(stamp::stamp_s(now_ms)));
     map.insert("pattern".into(), Value::from(pattern));
     map.insert("session_id".into(), Value::from(session));
     map.insert("source".into(), Value::from(source));
     if let Some(origin) = origin {
         map.insert("origin".into(), Value::from(origin));
     }
-    Ok(crate::session::compat::js::compact(&Value::Object(map)))
+    Ok(crate::kernel::compat::js::compact(&Value::Object(map)))
 }
 
 /// `observations.ts observe <dir> <source> [--origin=…]` with the label on stdin.
@@ -184,7 +185,7 @@ fn non_blank(file: &LineFile, through: usize) -> Vec<&str> {
 /// fresh row; prints `pruned N, kept M`. The file is rewritten only when something is dropped.
 #[must_use]
 pub fn decide_prune(file: &LineFile, now_ms: u64) -> Decided {
-    let cutoff = stamp::iso(now_ms.saturating_sub(RETENTION_DAYS * DAY_MS));
+    let cutoff = stamp::stamp_ms(now_ms.saturating_sub(RETENTION_DAYS * DAY_MS));
     let lines = non_blank(file, file.lines.len());
     let keep = kept(&lines, &cutoff);
     let kept_count = keep.iter().filter(|k| **k).count();

@@ -7,14 +7,16 @@
 use hookstate_schema::session::SessionEvent;
 use serde_json::{json, Map, Value};
 
-use super::{decide_archive, failed, next_session_id, post_archive_markers, resolve_session_id};
-use super::{Hermit, Steps, LEGACY_NOTE, RECOVER_BLOCKER};
-use crate::session::compat::json as legacy_json;
-use crate::session::rules::markers::RuntimeRead;
-use crate::session::rules::report;
-use crate::session::rules::runtime::{ArchiveMode, Move};
-use crate::session::rules::{Decided, Verdict};
-use crate::Result;
+use super::archive::{decide_archive, failed, next_session_id, post_archive_markers};
+use super::archive::{
+    resolve_session_id, shell_reset, Hermit, Steps, LEGACY_NOTE, RECOVER_BLOCKER,
+};
+use super::markers::RuntimeRead;
+use super::report;
+use super::runtime::{ArchiveMode, Move};
+use super::verdict::{Decided, Verdict};
+use crate::kernel::error::Result;
+use crate::legacy::json as legacy_json;
 
 fn said(events: Vec<SessionEvent>, value: &Value) -> Decided {
     Decided { events, verdict: Verdict::json(value) }
@@ -28,10 +30,10 @@ fn with(mut object: Map<String, Value>, extra: Value) -> Value {
 }
 
 /// `recover`: finishes an interrupted archive. `read` is how `runtime.json` read;
-/// `target_text` the report named by [`super::recover_target`], when it exists.
+/// `target_text` the report named by [`super::archive::recover_target`], when it exists.
 ///
 /// # Errors
-/// [`crate::Error::Invalid`] for a bad zone or time; refusals are verdicts.
+/// [`crate::kernel::error::Error`] for a bad zone or time; refusals are verdicts.
 pub fn decide_recover(
     h: &Hermit<'_>,
     read: &RuntimeRead<'_>,
@@ -80,7 +82,7 @@ pub fn decide_recover(
     let already = mode == ArchiveMode::Idle && shell_text.contains(&format!("**{session_id}**"));
     if !already {
         let cost = target_text.map_or(0.0, report::report_cost);
-        let reset = super::shell_reset(&h, mode, &session_id, "", cost, now_ms)?;
+        let reset = shell_reset(&h, mode, &session_id, "", cost, now_ms)?;
         steps.events.push(SessionEvent::ShellReset { reset });
     }
     let end =
@@ -118,14 +120,14 @@ fn re_archive(h: &Hermit<'_>, mode: ArchiveMode, legacy: bool, now_ms: u64) -> R
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::hermit;
+    use super::super::archive::tests::hermit;
     use super::*;
 
     const NOW: u64 = 1_789_373_702_118;
 
     fn runtime(transition: &str, mode: &str) -> hookstate_schema::session::JsonDoc {
         let text = format!("{{\n  \"session_state\": \"in_progress\",\n  \"session_id\": \"S-045\",\n  \"transition\": \"{transition}\",\n  \"transition_target\": \"S-045-REPORT.md\",\n  \"transition_mode\": {mode}\n}}\n");
-        crate::session::compat::json::parse_doc("runtime.json", text.as_bytes()).unwrap()
+        crate::legacy::json::parse_doc("runtime.json", text.as_bytes()).unwrap()
     }
 
     fn verdict(d: &Decided) -> Value {
@@ -163,8 +165,7 @@ mod tests {
         let d = decide_recover(&no_shell, &RuntimeRead::Ok(&archiving), None, NOW).unwrap();
         assert_eq!(verdict(&d)["recovery_path"], "re-archive-failed");
         assert_eq!(d.events.len(), 1);
-        let idle =
-            crate::session::compat::json::parse_doc("r", b"{\"transition\":null}\n").unwrap();
+        let idle = crate::legacy::json::parse_doc("r", b"{\"transition\":null}\n").unwrap();
         assert_eq!(
             verdict(&decide_recover(&base, &RuntimeRead::Ok(&idle), None, NOW).unwrap())["reason"],
             "no-interrupted-transition"

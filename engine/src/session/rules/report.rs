@@ -7,9 +7,9 @@
 
 use serde_json::Value;
 
-use super::js;
 use super::shell::{first_content_line, section_text, strip_placeholders};
-use crate::session::compat::js::number_text;
+use crate::kernel::compat::js::number_text;
+use crate::kernel::compat::text as js;
 
 /// The payload keys `parsePayload` recognises, in its matching order.
 pub const PAYLOAD_KEYS: [&str; 9] = [
@@ -184,14 +184,17 @@ pub fn cost(payload: &Payload, measured: Option<(f64, f64)>) -> (f64, f64) {
     let found = line.match_indices('$').find_map(|(i, _)| cost_at(&line[i + 1..]));
     let Some((amount, tokens)) = found else { return (0.0, 0.0) };
     let parse = |t: &str| t.replace(',', "").parse::<f64>().unwrap_or(f64::NAN);
-    (js::round(parse(amount) * 10_000.0) / 10_000.0, parse(tokens).trunc())
+    (
+        crate::kernel::compat::js::math_round(parse(amount) * 10_000.0) / 10_000.0,
+        parse(tokens).trunc(),
+    )
 }
 
 /// `formatDuration`.
 #[must_use]
 pub fn format_duration(ms: i64) -> String {
     #[expect(clippy::cast_precision_loss, reason = "a session's milliseconds")]
-    let minutes = js::round(ms as f64 / 60_000.0).max(0.0);
+    let minutes = crate::kernel::compat::js::math_round(ms as f64 / 60_000.0).max(0.0);
     #[expect(
         clippy::cast_possible_truncation,
         clippy::cast_sign_loss,

@@ -9,10 +9,11 @@
 use hookstate_schema::session::{JsonDoc, RuntimeCause, SessionEvent, Style};
 use serde_json::Value;
 
-use super::{error_line, js, Class, Refusal};
-use crate::session::compat::json as legacy_json;
-use crate::session::stamp;
-use crate::Result;
+use super::verdict::{error_line, Class, Refusal};
+use crate::kernel::compat::stamp;
+use crate::kernel::compat::text as js;
+use crate::kernel::error::{Error, Result};
+use crate::legacy::json as legacy_json;
 
 /// Fields one merge may write: `runtime.json` has about twenty.
 pub const MERGE_FIELDS_MAX: usize = 64;
@@ -150,7 +151,7 @@ pub fn state(doc: Option<&JsonDoc>) -> State {
 
 fn refuse(reason: &str) -> Refusal {
     let mut refusal = error_line(reason, Class::Refused, 0);
-    refusal.verdict.lines = vec![crate::session::compat::js::compact(&serde_json::json!({
+    refusal.verdict.lines = vec![crate::kernel::compat::js::compact(&serde_json::json!({
         "ok": false, "reason": reason,
     }))];
     refusal
@@ -232,7 +233,7 @@ fn sets_of(
 ) -> Option<Vec<(String, String)>> {
     let pairs =
         |list: &[(&str, String)]| list.iter().map(|(k, v)| ((*k).to_owned(), v.clone())).collect();
-    let iso = string(&stamp::iso(now_ms));
+    let iso = string(&stamp::stamp_ms(now_ms));
     Some(match mv {
         Move::Seed { runtime_mode, tmux_session } => {
             seed(runtime_mode, tmux_session.as_deref(), local)
@@ -340,8 +341,9 @@ fn cause(mv: &Move) -> RuntimeCause {
 }
 
 fn timed_out(doc: Option<&JsonDoc>, timeout_ms: u64, now_ms: u64) -> bool {
-    let since =
-        doc.and_then(|d| legacy_json::str_field(d, "waiting_since")).and_then(|s| stamp::parse(&s));
+    let since = doc
+        .and_then(|d| legacy_json::str_field(d, "waiting_since"))
+        .and_then(|s| stamp::date_parse(&s));
     let now = i64::try_from(now_ms).unwrap_or(i64::MAX);
     let timeout = i64::try_from(timeout_ms).unwrap_or(i64::MAX);
     timeout_ms > 0 && since.is_some_and(|since| now - since > timeout)
@@ -352,7 +354,7 @@ fn timed_out(doc: Option<&JsonDoc>, timeout_ms: u64, now_ms: u64) -> bool {
 /// compare-and-swap on the `updated_at` the caller read.
 ///
 /// # Errors
-/// [`crate::Error::Invalid`] for a bad zone, time or merge; the refusal is `Ok(Err(_))`.
+/// [`crate::kernel::error::Error`] for a bad zone, time or merge; the refusal is `Ok(Err(_))`.
 pub fn decide(
     doc: Option<&JsonDoc>,
     mv: &Move,
@@ -364,7 +366,7 @@ pub fn decide(
     if let Move::Merge { sets, unset } = mv {
         check_merge(sets, unset)?;
     }
-    let local = stamp::local(now_ms, timezone)?;
+    let local = stamp::local_stamp(now_ms, timezone)?;
     if let Some(expected) = expect_updated_at {
         let current = doc.and_then(|d| legacy_json::str_field(d, "updated_at"));
         if current.as_deref() != Some(expected) {
@@ -389,14 +391,16 @@ pub fn decide(
 }
 
 fn check_merge(sets: &[(String, String)], unset: &[String]) -> Result<()> {
-    if sets.len() + unset.len() > MERGE_FIELDS_MAX {
-        return Err(crate::Error::invalid(format!("more than {MERGE_FIELDS_MAX} runtime fields")));
+    let count = sets.len() + unset.len();
+    if count > MERGE_FIELDS_MAX {
+        return Err(Error::TooMany { what: "runtime fields", count, max: MERGE_FIELDS_MAX });
     }
     for (key, raw) in sets {
         if key.is_empty() || key == "updated_at" {
-            return Err(crate::Error::invalid(format!("runtime field {key:?} cannot be set")));
+            let why = "cannot be set: every write stamps updated_at itself";
+            return Err(Error::bad(format!("runtime field {key:?}"), why));
         }
-        crate::validate_json(&format!("runtime field {key}"), raw)?;
+        crate::kernel::value::validate_json(&format!("runtime field {key}"), raw)?;
     }
     Ok(())
 }
@@ -410,7 +414,7 @@ pub fn apply(doc: &mut Option<JsonDoc>, event: &SessionEvent) {
     let whole = js::object_order(legacy_json::to_value(&current));
     current.fields = match whole {
         Value::Object(map) => {
-            map.into_iter().map(|(k, v)| (k, crate::session::compat::js::compact(&v))).collect()
+            map.into_iter().map(|(k, v)| (k, crate::kernel::compat::js::compact(&v))).collect()
         }
         _ => Vec::new(),
     };

@@ -153,7 +153,7 @@ fn seed_writes_hermit_starts_document() {
     let event = decide(None, &mv, None, NOW, TZ).unwrap().unwrap();
     let mut runtime = None;
     apply(&mut runtime, &event);
-    let text = crate::session::compat::json::render(runtime.as_ref().unwrap());
+    let text = crate::legacy::json::render(runtime.as_ref().unwrap());
     assert_eq!(
         text,
         "{\n  \"version\": 1,\n  \"session_state\": \"idle\",\n  \"session_id\": null,\n  \

@@ -10,7 +10,8 @@ use std::cmp::Ordering;
 
 use hookstate_schema::session::{SessionEvent, ShellReset};
 
-use super::{error_line, js, Class, Decided, Decision, Verdict};
+use super::verdict::{error_line, Class, Decided, Decision, Verdict};
+use crate::kernel::compat::text as js;
 
 /// `shell-append --section` names and their headings (`monitoring` and `blockers` are the newer
 /// Hn revision's).

@@ -6,8 +6,8 @@
 
 use hookstate_schema::session::{TaskDoc, TaskEdit, TaskField};
 
-use super::js;
-use crate::session::stamp;
+use crate::kernel::compat::stamp;
+use crate::kernel::compat::text as js;
 
 /// The suffixes `allocateTaskId` tries after the bare id, in order.
 pub const ID_SUFFIXES: &str = "0123456789abcdefghijklmnopqrstuvwxyz";
@@ -88,7 +88,7 @@ pub fn is_iso(text: &str) -> bool {
         && b[7] == b'-'
         && b[8..10].iter().all(u8::is_ascii_digit)
         && b[10] == b'T'
-        && stamp::parse(text).is_some()
+        && stamp::date_parse(text).is_some()
 }
 
 /// `validateTask`: the record invariants checked on every decode and encode.
@@ -305,7 +305,7 @@ pub fn listing(t: &TaskDoc, tasks: &[TaskDoc], now_ms: u64) -> Vec<String> {
     }
     let mut labels = Vec::new();
     let now = i64::try_from(now_ms).unwrap_or(i64::MAX);
-    if t.due.as_deref().and_then(stamp::parse).is_some_and(|due| due < now) {
+    if t.due.as_deref().and_then(stamp::date_parse).is_some_and(|due| due < now) {
         labels.push("late".to_owned());
     }
     if t.result.as_deref().is_some_and(|r| !r.is_empty()) {

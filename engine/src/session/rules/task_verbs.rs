@@ -10,8 +10,9 @@ use serde_json::{json, Value};
 
 use super::task_doc::{self as doc};
 use super::tasks::{bind_turn, card_edits, TaskCall, TurnInputs};
-use super::{js, task_error, Class, Decided, Decision, Refusal, Verdict};
-use crate::session::stamp;
+use super::verdict::{task_error, Class, Decided, Decision, Refusal, Verdict};
+use crate::kernel::compat::stamp;
+use crate::kernel::compat::text as js;
 
 /// A record being changed, with the edits made so far.
 struct Work {
@@ -233,7 +234,7 @@ pub fn decide_change(
     if found.status != "open" {
         return Err(task_error("not-open", Class::Refused));
     }
-    let mut w = Work { task: found.clone(), edits: Vec::new(), at: stamp::iso(now_ms) };
+    let mut w = Work { task: found.clone(), edits: Vec::new(), at: stamp::stamp_ms(now_ms) };
     let actor = call.value("actor").unwrap_or("hermit").to_owned();
     let line = doc::clean(js::trim(input));
     let digest = match call.verb.as_str() {

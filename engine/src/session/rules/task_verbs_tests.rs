@@ -281,21 +281,20 @@ fn notes_stalls_checks_and_cancels_edit_in_upstreams_order() {
 fn progress_binds_the_turn_of_the_executing_session() {
     let mut h = Hermit::new();
     let execution = "{\"state\":\"in_flight\",\"turn_id\":\"turn-1\",\"at\":\"2026-09-14T08:15:00.000Z\",\"source\":\"s\",\"cc_session_id\":\"cc-1\",\"reason\":null}\n";
-    h.turn.execution = Some(
-        crate::session::compat::json::parse_doc("execution.json", execution.as_bytes()).unwrap(),
-    );
+    h.turn.execution =
+        Some(crate::legacy::json::parse_doc("execution.json", execution.as_bytes()).unwrap());
     let a = open(&mut h, "A", &[], NOW)["id"].as_str().unwrap().to_owned();
     let b = open(&mut h, "B", &[], NOW + 1000)["id"].as_str().unwrap().to_owned();
     let binding: &JsonDoc = h.turn.binding.as_ref().unwrap();
-    assert_eq!(crate::session::compat::json::render(binding), format!("{{\"cc_session_id\":\"cc-1\",\"task_ids\":[\"{a}\",\"{b}\"],\"at\":\"2026-09-14T08:15:02.118Z\",\"turn_id\":\"turn-1\"}}\n"));
+    assert_eq!(crate::legacy::json::render(binding), format!("{{\"cc_session_id\":\"cc-1\",\"task_ids\":[\"{a}\",\"{b}\"],\"at\":\"2026-09-14T08:15:02.118Z\",\"turn_id\":\"turn-1\"}}\n"));
     h.turn.last_observed_at = Some("2026-09-14T08:20:00.000Z".into());
     h.run("note", &[&b, "--decision"], "", NOW + 2000).unwrap();
     assert!(
-        crate::session::compat::json::render(h.turn.binding.as_ref().unwrap())
+        crate::legacy::json::render(h.turn.binding.as_ref().unwrap())
             .contains(&format!("[\"{a}\",\"{b}\"]")),
         "a metadata-only note binds nothing"
     );
     h.run("note", &[&b], "progress", NOW + 3000).unwrap();
-    assert!(crate::session::compat::json::render(h.turn.binding.as_ref().unwrap())
+    assert!(crate::legacy::json::render(h.turn.binding.as_ref().unwrap())
         .contains(&format!("\"task_ids\":[\"{b}\"]")));
 }

@@ -10,9 +10,10 @@ use hookstate_schema::session::{JsonDoc, Marker, SessionEvent, Style, TaskDoc, T
 use serde_json::{json, Map, Value};
 
 use super::task_doc::{self as doc, is_conversation_key, is_iso, is_requester, is_task_id};
-use super::{js, task_error, Class, Decided, Decision, Refusal, Verdict};
-use crate::session::compat::json as legacy_json;
-use crate::session::stamp;
+use super::verdict::{task_error, Class, Decided, Decision, Refusal, Verdict};
+use crate::kernel::compat::stamp;
+use crate::kernel::compat::text as js;
+use crate::legacy::json as legacy_json;
 
 /// Rows `list` prints (upstream's default `--limit`).
 pub const LIST_ROWS_DEFAULT: usize = 20;
@@ -109,7 +110,7 @@ impl TaskCall {
     pub fn date(&self, name: &str) -> Result<Option<String>, Refusal> {
         match self.value(name) {
             None | Some("") => Ok(None),
-            Some(v) if is_iso(v) => Ok(stamp::normalise(v)),
+            Some(v) if is_iso(v) => Ok(stamp::date_normalise(v)),
             Some(_) => Err(task_error(format!("invalid-{name}"), Class::Invalid)),
         }
     }
@@ -217,7 +218,7 @@ pub fn read_execution(execution: Option<&JsonDoc>, now_ms: u64) -> Map<String, V
         return out;
     }
     out.extend(raw);
-    let age = i64::try_from(now_ms).unwrap_or(i64::MAX) - stamp::parse(&at).unwrap_or(0);
+    let age = i64::try_from(now_ms).unwrap_or(i64::MAX) - stamp::date_parse(&at).unwrap_or(0);
     let stale = state == "in_flight" && age > i64::try_from(TURN_STALE_MS).unwrap_or(i64::MAX);
     out.insert("state".into(), json!(if stale { "unknown" } else { state.as_str() }));
     out
@@ -243,22 +244,22 @@ pub fn bind_turn(id: &str, inputs: &TurnInputs, now_ms: u64) -> Option<SessionEv
     let now = i64::try_from(now_ms).unwrap_or(i64::MAX);
     let keep = previous.as_ref().filter(|(s, at, _)| {
         *s == session
-            && now - stamp::parse(at).unwrap_or(0) <= i64::try_from(TURN_STALE_MS).unwrap_or(0)
+            && now - stamp::date_parse(at).unwrap_or(0) <= i64::try_from(TURN_STALE_MS).unwrap_or(0)
             && inputs.last_observed_at.as_deref().is_none_or(|o| o.is_empty() || at.as_str() > o)
     });
     let (mut ids, at) = match keep {
         Some((_, at, ids)) => (ids.clone(), at.clone()),
-        None => (Vec::new(), stamp::iso(now_ms)),
+        None => (Vec::new(), stamp::stamp_ms(now_ms)),
     };
     if !ids.iter().any(|t| t == id) {
         ids.push(id.to_owned());
     }
     let turn = execution.get("turn_id").cloned().unwrap_or(Value::Null);
     let fields = vec![
-        ("cc_session_id".to_owned(), crate::session::compat::js::compact(&session)),
-        ("task_ids".to_owned(), crate::session::compat::js::compact(&json!(ids))),
+        ("cc_session_id".to_owned(), crate::kernel::compat::js::compact(&session)),
+        ("task_ids".to_owned(), crate::kernel::compat::js::compact(&json!(ids))),
         ("at".to_owned(), legacy_json::string(&at)),
-        ("turn_id".to_owned(), crate::session::compat::js::compact(&turn)),
+        ("turn_id".to_owned(), crate::kernel::compat::js::compact(&turn)),
     ];
     let doc = JsonDoc { fields, style: Style::Compact };
     Some(SessionEvent::MarkerWritten { marker: Marker::TaskTurn, doc })
@@ -334,7 +335,7 @@ pub fn decide_open(tasks: &[TaskDoc], call: &TaskCall, turn: &TurnInputs, now_ms
     }
     let title = call.required("title")?;
     let handle = doc::handle_for(&title, tasks);
-    let now = stamp::iso(now_ms);
+    let now = stamp::stamp_ms(now_ms);
     let id =
         doc::allocate_id(tasks, &now).ok_or_else(|| task_error("id-collision", Class::Refused))?;
     let summary = match call.value("done") {
