@@ -29,6 +29,9 @@ use crate::observer::Observer;
 use crate::proposals::project::ProposalsProjection;
 use crate::proposals::Proposals;
 use crate::query::{self, LogFilter, Stats};
+use crate::session::layout::mirror::SessionLayout;
+use crate::session::project::SessionProjection;
+use crate::session::Session;
 use crate::signals::layout::LoopdLayout;
 use crate::signals::project::SignalsProjection;
 use crate::signals::Signals;
@@ -43,6 +46,7 @@ static PROJECTIONS: Table = [
     &ProposalsProjection,
     &AlertsProjection,
     &AlertsProjection,
+    &SessionProjection,
 ];
 
 /// The engine's projection table.
@@ -64,6 +68,10 @@ pub enum Layout {
         /// The file's name in the directory.
         file: String,
     },
+    /// claude-code-hermit's session state under a `.claude-code-hermit` directory (the mirror
+    /// directory): `state/runtime.json`, `tasks/**/T-*.md`, `state/conversations.json`, the two
+    /// ledgers, the markers, `sessions/SHELL.md`, the session reports and the template.
+    HermitSession,
 }
 
 impl Layout {
@@ -72,6 +80,7 @@ impl Layout {
         match self {
             Layout::Loopd { file } => vec![Box::new(LoopdLayout { file: file.clone() })],
             Layout::Observer { file } => vec![Box::new(ObserverLayout { file: file.clone() })],
+            Layout::HermitSession => vec![Box::new(SessionLayout)],
         }
     }
 }
@@ -270,5 +279,12 @@ impl Engine {
     #[must_use]
     pub fn observer(&self) -> Observer<'_> {
         Observer::new(&self.kernel)
+    }
+
+    /// claude-code-hermit's session state: runtime.json, tasks, conversations, observations,
+    /// hypotheses, the markers, SHELL.md and the session reports.
+    #[must_use]
+    pub fn session(&self) -> Session<'_> {
+        Session::new(&self.kernel)
     }
 }

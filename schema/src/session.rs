@@ -6,7 +6,8 @@
 //! JSON files are kept as ordered objects whose values keep their exact text ([`JsonDoc`]), line
 //! files as their exact lines ([`LineFile`]), markdown as its exact text, so an export writes back
 //! the bytes upstream's writers produced. Events record what a verb decided, not whole files, so
-//! an event stays small while a file grows. Does not parse, render or decide; the engine does.
+//! an event stays small while a file grows; the rows the engine keeps them in are the document
+//! types below. Does not parse, render or decide; the engine does.
 
 use serde::{Deserialize, Serialize};
 
@@ -168,6 +169,102 @@ pub struct TaskDoc {
     pub body: String,
 }
 
+/// The fields of a task record its index rows are keyed by: a record's place in `readTasks`
+/// order (`opened_at`, then `id`) and the values open records are looked up by. Events that
+/// change a record carry them, so a projection names the index rows it touches.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskKeys {
+    /// `id`.
+    pub id: String,
+    /// `opened_at`.
+    pub opened_at: String,
+    /// `handle` (unique among open records).
+    pub handle: String,
+    /// `dedupe_key`.
+    pub dedupe_key: Option<String>,
+    /// `conversation`.
+    pub conversation: Option<String>,
+    /// `requester`.
+    pub requester: String,
+}
+
+impl TaskKeys {
+    /// The keys of a record.
+    #[must_use]
+    pub fn of(task: &TaskDoc) -> TaskKeys {
+        TaskKeys {
+            id: task.id.clone(),
+            opened_at: task.opened_at.clone(),
+            handle: task.handle.clone(),
+            dedupe_key: task.dedupe_key.clone(),
+            conversation: task.conversation.clone(),
+            requester: task.requester.clone(),
+        }
+    }
+}
+
+/// A task record as the store keeps it (`session.task` rows): the record and where its file
+/// lives under `tasks/` when not at `tasks/<id>.md`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskRow {
+    /// The record.
+    pub task: TaskDoc,
+    /// The file's path under `tasks/` when it is not `<id>.md`.
+    pub path: Option<String>,
+}
+
+/// An index row naming one task record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskRef {
+    /// The record's id.
+    pub id: String,
+}
+
+/// Counts over a hermit's task records.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TasksMeta {
+    /// Records whose `status` is `open`.
+    pub open: u64,
+}
+
+/// A markdown file's exact text (`SHELL.md`, the template, a report).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TextDoc {
+    /// The whole file.
+    pub text: String,
+}
+
+/// The highest `S-NNN` of the session reports the store holds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReportsMeta {
+    /// The highest report number, 0 when there is none.
+    pub max: u64,
+}
+
+/// What a line ledger kept as one row per line holds besides its lines: the unterminated tail
+/// and the number of lines. Its presence is the file's: no row, no file.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LedgerMeta {
+    /// The text after the last newline (empty when the file ends with one).
+    pub tail: String,
+    /// Newline-terminated lines.
+    pub lines: u64,
+}
+
+/// One newline-terminated line of a ledger kept as one row per line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LineDoc {
+    /// The line without its newline.
+    pub text: String,
+}
+
+/// The ids of `hypotheses.jsonl` rows in state `held` (`heldClaim`), sorted.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeldDoc {
+    /// The ids.
+    pub ids: Vec<String>,
+}
+
 /// Why `runtime.json` changed: the lifecycle move (legacy-layout §2.4) a verb made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum RuntimeCause {
@@ -197,6 +294,8 @@ pub enum RuntimeCause {
     ShutdownCompleted,
     /// A writer merged fields it owns (watchdog, cost tracker, stop pipeline, PreCompact).
     Merge,
+    /// A mirror adopted fields a legacy writer changed in the file.
+    Adopted,
 }
 
 /// How `session-archive archive` resets `SHELL.md`.
@@ -249,6 +348,9 @@ pub enum SessionEvent {
         file: String,
         /// Its content.
         doc: JsonDoc,
+        /// The fields continue the previous event's (a file too large for one event).
+        #[serde(default)]
+        append: bool,
     },
     /// A task was opened (or adopted from its file).
     TaskOpened {
@@ -262,12 +364,23 @@ pub enum SessionEvent {
     TaskChanged {
         /// The task id.
         id: String,
+        /// The record's index keys.
+        keys: TaskKeys,
         /// The verb (`note`, `block`, `close`, `cancel`).
         verb: String,
         /// The entries' timestamp (toISOString of the call).
         at: String,
         /// The changes, in order.
         edits: Vec<TaskEdit>,
+    },
+    /// A task record was replaced by its file's version (a mirror adopting an outside write).
+    TaskAdopted {
+        /// The whole record.
+        task: Box<TaskDoc>,
+        /// Where the file lives under `tasks/` when not at `tasks/<id>.md`.
+        path: Option<String>,
+        /// The index keys of the record it replaces.
+        previous: TaskKeys,
     },
     /// A conversation key was bound to a helper session (a claim: the key was free).
     ConversationBound {
@@ -287,6 +400,13 @@ pub enum SessionEvent {
         /// toISOString written to `last_activity`.
         last_activity: String,
     },
+    /// One binding was adopted from the file as written (`None`: the file removed it).
+    ConversationAdopted {
+        /// The key.
+        key: String,
+        /// The record, compact JSON text.
+        record: Option<String>,
+    },
     /// A binding was removed (a missing key is no error, as upstream).
     ConversationUnbound {
         /// The key.
@@ -304,20 +424,40 @@ pub enum SessionEvent {
         /// The line, without its newline.
         line: String,
     },
+    /// Text was appended to a ledger without a newline (an outside writer's torn line).
+    TailAppended {
+        /// Which ledger.
+        ledger: Ledger,
+        /// The text.
+        text: String,
+    },
     /// A whole ledger was adopted as written.
     LedgerAdopted {
         /// Which ledger.
         ledger: Ledger,
-        /// Its content.
+        /// Its content (with `append`: lines continuing the previous event's, which ended at a
+        /// line break).
         file: LineFile,
+        /// The lines continue the previous event's (a file too large for one event).
+        #[serde(default)]
+        append: bool,
     },
-    /// `prune-observations`: of the first `through` lines (all the ledger held when it was
-    /// decided), those the 30-day rule drops are dropped; later appends are untouched.
+    /// Lines of `observations.jsonl` were removed, named by their positions (a mirror adopting
+    /// an outside rewrite, or an import replacing the ledger).
+    LinesDropped {
+        /// The positions (see `LineDoc` rows).
+        positions: Vec<u64>,
+    },
+    /// `prune-observations`: the lines the 30-day rule drops and the blank ones, named by their
+    /// positions among the lines the prune saw; later appends are untouched.
     ObservationsPruned {
         /// toISOString of now minus the retention: a row is fresh when its `ts` is not below.
         cutoff: String,
-        /// How many lines (the ledger's whole length) the prune saw.
-        through: u64,
+        /// The positions of the dropped lines.
+        dropped: Vec<u64>,
+        /// The unterminated tail the prune saw: `Some(true)` kept (it gets its newline),
+        /// `Some(false)` dropped, `None` when there was none.
+        tail: Option<bool>,
     },
     /// `later.ts` patched a pending hypothesis (`Object.assign`) and rewrote the ledger, which
     /// drops blank and unparseable lines and re-serialises every row.
@@ -348,8 +488,11 @@ pub enum SessionEvent {
     },
     /// `SHELL.md` was written whole (adopted, or opened from the template).
     ShellWritten {
-        /// The whole file.
+        /// The whole file (with `append`: the text continuing the previous event's).
         text: String,
+        /// The text continues the previous event's (a file too large for one event).
+        #[serde(default)]
+        append: bool,
     },
     /// `SHELL.md` was reset by an archive.
     ShellReset {
@@ -360,8 +503,19 @@ pub enum SessionEvent {
     ReportWritten {
         /// `S-NNN`.
         session_id: String,
-        /// The whole file.
+        /// The whole file (with `append`: the text continuing the previous event's).
         text: String,
+        /// The text continues the previous event's (a file too large for one event).
+        #[serde(default)]
+        append: bool,
+    },
+    /// `templates/SHELL.md.template` was adopted as written (read, never written by hermit).
+    TemplateAdopted {
+        /// The whole file (with `append`: the text continuing the previous event's).
+        text: String,
+        /// The text continues the previous event's.
+        #[serde(default)]
+        append: bool,
     },
     /// A legacy file that could not be read as its kind was set aside as `<file>.corrupt-<ms>`.
     FileQuarantined {
@@ -381,12 +535,16 @@ impl SessionEvent {
             SessionEvent::JsonAdopted { .. } => "json_adopted",
             SessionEvent::TaskOpened { .. } => "task_opened",
             SessionEvent::TaskChanged { .. } => "task_changed",
+            SessionEvent::TaskAdopted { .. } => "task_adopted",
             SessionEvent::ConversationBound { .. } => "conversation_bound",
             SessionEvent::ConversationUpdated { .. } => "conversation_updated",
+            SessionEvent::ConversationAdopted { .. } => "conversation_adopted",
             SessionEvent::ConversationUnbound { .. } => "conversation_unbound",
             SessionEvent::ConversationsPruned { .. } => "conversations_pruned",
             SessionEvent::LineAppended { .. } => "line_appended",
+            SessionEvent::TailAppended { .. } => "tail_appended",
             SessionEvent::LedgerAdopted { .. } => "ledger_adopted",
+            SessionEvent::LinesDropped { .. } => "lines_dropped",
             SessionEvent::ObservationsPruned { .. } => "observations_pruned",
             SessionEvent::HypothesisPatched { .. } => "hypothesis_patched",
             SessionEvent::MarkerWritten { .. } => "marker_written",
@@ -395,6 +553,7 @@ impl SessionEvent {
             SessionEvent::ShellWritten { .. } => "shell_written",
             SessionEvent::ShellReset { .. } => "shell_reset",
             SessionEvent::ReportWritten { .. } => "report_written",
+            SessionEvent::TemplateAdopted { .. } => "template_adopted",
             SessionEvent::FileQuarantined { .. } => "file_quarantined",
         }
     }
@@ -406,7 +565,16 @@ mod tests {
 
     #[test]
     fn events_round_trip_through_the_record_encoding() {
+        let keys = TaskKeys {
+            id: "T-20260914-081502".into(),
+            opened_at: "2026-09-14T08:15:02.118Z".into(),
+            handle: "h".into(),
+            dedupe_key: None,
+            conversation: None,
+            requester: "operator".into(),
+        };
         let event = SessionEvent::TaskChanged {
+            keys,
             id: "T-20260914-081502".into(),
             verb: "note".into(),
             at: "2026-09-14T08:15:02.118Z".into(),

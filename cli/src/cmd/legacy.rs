@@ -26,6 +26,7 @@ fn file_name(layout: Layout, name: Option<&String>) -> &str {
         (None, Layout::HermitProposals) => hermit::QUEUE_FILE,
         (None, Layout::HermitAlerts) => hermit_alerts::ALERT_STATE_FILE,
         (None, Layout::HermitHeartbeat) => hookstate_engine::alerts::heartbeat::BUDGET_FILE,
+        (None, Layout::HermitSession) => "",
     }
 }
 
@@ -90,6 +91,7 @@ pub(crate) fn import(cli: &Cli, args: &ImportArgs) -> Result<(), CliError> {
         Layout::Loopd => engine.signals().import(&call, from, name)?,
         Layout::Observer | Layout::Moonshine => engine.observer().import(&call, from, name)?,
         Layout::HermitAlerts => return Err(CliError::Usage("imported above".into())),
+        Layout::HermitSession => return Err(CliError::Usage("the session layout's own".into())),
         Layout::HermitProposals => {
             let (scope, _) = hermit_scope(cli, from)?;
             let files = hermit.ok_or_else(|| CliError::Usage("no hermit files read".into()))?;
@@ -139,6 +141,7 @@ pub(crate) fn export(cli: &Cli, args: &ExportArgs) -> Result<(), CliError> {
             out.insert("scope".into(), json!(scope));
             out
         }
+        Layout::HermitSession => return Err(CliError::Usage("the session layout's own".into())),
         Layout::HermitHeartbeat => {
             let (scope, _) = hermit_target(cli, None)?;
             let mut out = engine.alerts().export_heartbeat(&scope, to)?;

@@ -14,6 +14,7 @@ mod legacy;
 mod observer;
 mod ops;
 mod proposals;
+mod session;
 mod signals;
 
 use std::path::PathBuf;
@@ -54,6 +55,9 @@ pub(crate) fn run(cli: &Cli) -> Result<(), CliError> {
         Verb::Alerts(args) if heartbeat::handles(&args.verb) => heartbeat::run(cli, args),
         Verb::Alerts(args) => alerts::run(cli, args),
         Verb::Hook(verb) => hook::run(cli, verb),
+        Verb::Hermit(args) => session::run(cli, args),
+        Verb::Import(args) if args.layout == Layout::HermitSession => session::import(cli, args),
+        Verb::Export(args) if args.layout == Layout::HermitSession => session::export(cli, args),
         Verb::Import(args) if args.layout == Layout::Moonshine => feedback::import(cli, args),
         Verb::Import(args) => legacy::import(cli, args),
         Verb::Export(args) if args.layout == Layout::Moonshine => feedback::export(cli, args),
@@ -149,6 +153,7 @@ pub(crate) fn layout(cli: &Cli, layout: Layout) -> Option<hookstate_engine::Layo
         Layout::Observer => Some(hookstate_engine::Layout::Observer {
             file: file(hookstate_engine::observer::layout::STATE_FILE_DEFAULT),
         }),
+        Layout::HermitSession => Some(hookstate_engine::Layout::HermitSession),
         _ => None,
     }
 }

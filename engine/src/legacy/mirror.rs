@@ -39,8 +39,10 @@ const BASE_DIR: &str = "base";
 pub(crate) const BASE_HISTORY_MAX: usize = 8;
 /// The suffix of an older baseline: `<name>.hookstate-prev-<n>`, 1 the newest.
 const HISTORY_SUFFIX: &str = ".hookstate-prev-";
-/// Components of a layout file's path below the mirror directory (`<project>/.feedback/<id>`).
-pub(crate) const PATH_DEPTH_MAX: usize = 4;
+/// Components of a layout file's path below the mirror directory: `<project>/.feedback/<id>`,
+/// and hermit's task records, which readers find anywhere under `tasks/` (`tasks/` and eight
+/// levels below it).
+pub(crate) const PATH_DEPTH_MAX: usize = 10;
 
 /// A layout file's path below the mirror directory, as checked names.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -441,6 +443,7 @@ mod tests {
         assert!(RelPath::new(&[]).is_err());
         assert!(RelPath::new(&["..", "x"]).is_err());
         assert!(RelPath::new(&["a/b"]).is_err());
-        assert!(RelPath::new(&["a", "b", "c", "d", "e"]).is_err());
+        assert!(RelPath::new(&["a"; PATH_DEPTH_MAX]).is_ok());
+        assert!(RelPath::new(&["a"; PATH_DEPTH_MAX + 1]).is_err());
     }
 }

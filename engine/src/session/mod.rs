@@ -9,8 +9,16 @@
 //! `hermit-session` codec and its mirror layout. The contract of every verb is docs/session.md.
 
 pub mod api;
+mod api_archive;
+mod api_ledgers;
+mod api_tasks;
 pub mod layout;
 pub(crate) mod project;
 pub mod rules;
+pub(crate) mod views;
 
-pub use api::Session;
+pub use api::{hermit_scope, scope_dir, Answer, Exit, Session};
+pub use api_archive::{PauseInput, PAUSE_REASONS};
+pub use api_ledgers::{CheckResult, RuntimeWrite};
+pub use api_tasks::{conversation_reads_stdin, task_reads_stdin};
+pub use rules::verdict::{Stream, Verdict};

@@ -272,7 +272,11 @@ pub fn decide_archive(
         return Ok(failed(&reason));
     }
     let (text, cost) = report_text(h, &payload, shell_text, &session_id, mode, now_ms)?;
-    steps.events.push(SessionEvent::ReportWritten { session_id: session_id.clone(), text });
+    steps.events.push(SessionEvent::ReportWritten {
+        session_id: session_id.clone(),
+        text,
+        append: false,
+    });
     if let Err(reason) = steps.step(&Move::ArchiveCleaning, h.timezone)? {
         return Ok(failed(&reason));
     }
@@ -315,7 +319,7 @@ pub fn decide_open(h: &Hermit<'_>, stdin: &str, now_ms: u64) -> Result<Decided> 
     }
     let mut steps = Steps {
         runtime: h.runtime.cloned(),
-        events: vec![SessionEvent::ShellWritten { text }],
+        events: vec![SessionEvent::ShellWritten { text, append: false }],
         now_ms,
     };
     if let Err(reason) = steps.step(&Move::Open { session_id: session_id.clone() }, h.timezone)? {

@@ -131,7 +131,7 @@ fn open_fills_the_template_and_starts_the_arc() {
     let h = Hermit { shell: None, template: Some(template), ..hermit(&reports) };
     let decided = decide_open(&h, "Task: Renew the cert\n", NOW).unwrap();
     assert_eq!(decided.verdict.lines[0], "{\"ok\":true,\"session_id\":\"S-008\"}");
-    let SessionEvent::ShellWritten { text } = &decided.events[0] else { panic!() };
+    let SessionEvent::ShellWritten { text, .. } = &decided.events[0] else { panic!() };
     assert_eq!(text, "# Active Session\n\n## Session Info\n- **ID:** S-008\n- **Started:** 2026-09-14 10:15\n\n## Task\nRenew the cert\n\n\n## Progress Log\n");
     let none = Hermit { shell: None, template: None, ..hermit(&reports) };
     assert_eq!(

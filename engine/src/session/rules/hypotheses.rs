@@ -48,6 +48,19 @@ pub fn held(file: &LineFile, id: &str) -> bool {
     rows(file).iter().any(|r| r.get("id").and_then(Value::as_str) == Some(id) && state(r) == "held")
 }
 
+/// The ids of the rows in state `held`, sorted, each once (what `heldClaim` looks for).
+#[must_use]
+pub fn held_ids(file: &LineFile) -> Vec<String> {
+    let mut ids: Vec<String> = rows(file)
+        .iter()
+        .filter(|r| state(r) == "held")
+        .filter_map(|r| r.get("id").and_then(Value::as_str).map(str::to_owned))
+        .collect();
+    ids.sort();
+    ids.dedup();
+    ids
+}
+
 fn state(row: &Map<String, Value>) -> &str {
     row.get("state").and_then(Value::as_str).unwrap_or_default()
 }

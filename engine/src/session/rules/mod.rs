@@ -6,6 +6,7 @@
 //! in as an argument. Does not read or write the store or files, nor read a clock.
 
 pub mod archive;
+pub mod chunk;
 pub mod conversations;
 pub mod hypotheses;
 pub mod markers;

@@ -4,7 +4,8 @@
 //! history while any row of it is fresh.
 //!
 //! Upstream's prune reads, filters and renames with no lock, so an append landing in between is
-//! lost; here the prune is one event over the lines it saw, and a later append is a later event.
+//! lost; here the prune is one event naming the lines it drops, and a later append is a later
+//! event. The ledger is kept as one row per line ([`Lines`]), so an append writes one row.
 //! Does not read files or the store.
 
 use hookstate_schema::session::{JsonDoc, Ledger, LineFile, SessionEvent};
@@ -172,49 +173,129 @@ pub fn kept(lines: &[&str], cutoff: &str) -> Vec<bool> {
         .collect()
 }
 
-fn non_blank(file: &LineFile, through: usize) -> Vec<&str> {
-    file.lines
-        .iter()
-        .take(through)
-        .map(String::as_str)
-        .filter(|l| !js::trim(l).is_empty())
-        .collect()
-}
-
-/// `prune-observations <dir>`: drops rows older than [`RETENTION_DAYS`] whose pattern has no
-/// fresh row; prints `pruned N, kept M`. The file is rewritten only when something is dropped.
+/// Where a line of a ledger kept as one row per line sits: the seq of the event that wrote it
+/// and its index among that event's lines, so positions follow the file's order and a projection
+/// names a new line's row from its event alone.
 #[must_use]
-pub fn decide_prune(file: &LineFile, now_ms: u64) -> Decided {
-    let cutoff = stamp::stamp_ms(now_ms.saturating_sub(RETENTION_DAYS * DAY_MS));
-    let lines = non_blank(file, file.lines.len());
-    let keep = kept(&lines, &cutoff);
-    let kept_count = keep.iter().filter(|k| **k).count();
-    let pruned = lines.len() - kept_count;
-    let verdict = Verdict::line(format!("pruned {pruned}, kept {kept_count}"));
-    let through = u64::try_from(file.lines.len()).unwrap_or(u64::MAX);
-    let events = if pruned > 0 {
-        vec![SessionEvent::ObservationsPruned { cutoff, through }]
-    } else {
-        Vec::new()
-    };
-    Decided { events, verdict }
+pub fn position(seq: u64, index: usize) -> u64 {
+    (seq << LINE_INDEX_BITS) | u64::try_from(index).unwrap_or(0)
 }
 
-/// The ledger after an `ObservationsPruned` event: the kept lines of the first `through`, one
-/// per line, then whatever follows them untouched.
-pub fn apply_prune(file: &mut LineFile, cutoff: &str, through: u64) {
-    let through = usize::try_from(through).unwrap_or(usize::MAX).min(file.lines.len());
-    let lines = non_blank(file, through);
-    let keep = kept(&lines, cutoff);
-    let mut out: Vec<String> =
-        lines.iter().zip(keep).filter(|(_, k)| *k).map(|(l, _)| (*l).to_owned()).collect();
-    let rest: Vec<String> = file.lines.iter().skip(through).cloned().collect();
-    out.push(String::new());
-    if !rest.is_empty() {
-        out.pop();
-        out.extend(rest);
+/// Bits of a position that number the lines of one event: an event is far smaller than 2^20
+/// bytes, so it never carries 2^20 lines.
+pub const LINE_INDEX_BITS: u32 = 20;
+
+/// A ledger kept as one row per line: its newline-terminated lines by position, in file order,
+/// and the unterminated tail. A projection holds only the rows an event touches; the rules and
+/// the tests hold the whole ledger.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Lines {
+    /// `(position, line)`, ascending.
+    pub lines: Vec<(u64, String)>,
+    /// The text after the last newline.
+    pub tail: String,
+}
+
+impl Lines {
+    /// A ledger read from a file's lines (as [`LineFile`] splits them), written by event `seq`.
+    #[must_use]
+    pub fn of_file(file: &LineFile, seq: u64) -> Lines {
+        let mut out = Lines::default();
+        out.push_file(file, seq);
+        out
     }
-    file.lines = out;
+
+    fn push_file(&mut self, file: &LineFile, seq: u64) {
+        let (tail, done) = file.lines.split_last().map_or(("", &[][..]), |(t, d)| (t.as_str(), d));
+        for (i, line) in done.iter().enumerate() {
+            self.lines.push((position(seq, i), line.clone()));
+        }
+        self.tail = tail.to_owned();
+    }
+
+    /// The file's text.
+    #[must_use]
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        for (_, line) in &self.lines {
+            out.push_str(line);
+            out.push('\n');
+        }
+        out.push_str(&self.tail);
+        out
+    }
+
+    /// Applies one observations event appended at `seq`.
+    pub fn apply(&mut self, event: &SessionEvent, seq: u64) {
+        match event {
+            SessionEvent::LineAppended { line, .. } => {
+                let text = format!("{}{line}", std::mem::take(&mut self.tail));
+                self.lines.push((position(seq, 0), text));
+            }
+            SessionEvent::TailAppended { text, .. } => self.tail.push_str(text),
+            SessionEvent::LedgerAdopted { file, append, .. } => {
+                if !append {
+                    self.lines.clear();
+                }
+                self.push_file(file, seq);
+            }
+            SessionEvent::LinesDropped { positions } => {
+                self.lines.retain(|(p, _)| !positions.contains(p));
+            }
+            SessionEvent::ObservationsPruned { dropped, tail, .. } => {
+                self.lines.retain(|(p, _)| !dropped.contains(p));
+                match tail {
+                    Some(true) => {
+                        let text = std::mem::take(&mut self.tail);
+                        self.lines.push((position(seq, 0), text));
+                    }
+                    Some(false) => self.tail.clear(),
+                    None => {}
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+fn blank(line: &str) -> bool {
+    js::trim(line).is_empty()
+}
+
+/// `prune-observations <dir>` over the ledger's lines and tail: drops rows older than
+/// [`RETENTION_DAYS`] whose pattern has no fresh row; prints `pruned N, kept M`. The file is
+/// rewritten only when something is dropped, and a rewrite drops the blank lines too and ends
+/// the last kept line with a newline.
+#[must_use]
+pub fn decide_prune(ledger: &Lines, now_ms: u64) -> Decided {
+    let cutoff = stamp::stamp_ms(now_ms.saturating_sub(RETENTION_DAYS * DAY_MS));
+    let mut considered: Vec<(Option<u64>, &str)> = ledger
+        .lines
+        .iter()
+        .filter(|(_, l)| !blank(l))
+        .map(|(p, l)| (Some(*p), l.as_str()))
+        .collect();
+    if !blank(&ledger.tail) {
+        considered.push((None, ledger.tail.as_str()));
+    }
+    let texts: Vec<&str> = considered.iter().map(|(_, l)| *l).collect();
+    let keep = kept(&texts, &cutoff);
+    let kept_count = keep.iter().filter(|k| **k).count();
+    let pruned = considered.len() - kept_count;
+    let verdict = Verdict::line(format!("pruned {pruned}, kept {kept_count}"));
+    if pruned == 0 {
+        return Decided { events: Vec::new(), verdict };
+    }
+    let mut dropped: Vec<u64> =
+        ledger.lines.iter().filter(|(_, l)| blank(l)).map(|(p, _)| *p).collect();
+    dropped.extend(considered.iter().zip(&keep).filter(|(_, k)| !**k).filter_map(|(c, _)| c.0));
+    dropped.sort_unstable();
+    let tail = match (ledger.tail.is_empty(), considered.last()) {
+        (true, _) => None,
+        (false, Some((None, _))) => Some(keep.last().copied().unwrap_or(false)),
+        (false, _) => Some(false),
+    };
+    Decided { events: vec![SessionEvent::ObservationsPruned { cutoff, dropped, tail }], verdict }
 }
 
 #[cfg(test)]
@@ -256,20 +337,32 @@ mod tests {
         let old = "{\"ts\":\"2026-07-01T00:00:00Z\",\"pattern\":\"p\"}";
         let old_other = "{\"ts\":\"2026-07-01T00:00:00Z\",\"pattern\":\"q\"}";
         let fresh = "{\"ts\":\"2026-09-14T00:00:00Z\",\"pattern\":\"p\"}";
-        let mut ledger = file(&format!("{old}\n{old_other}\n\ntorn{{\nnull\n5\n{fresh}\n"));
+        let text = format!("{old}\n{old_other}\n\ntorn{{\nnull\n5\n{fresh}\n");
+        let mut ledger = Lines::of_file(&file(&text), 1);
         let decided = decide_prune(&ledger, NOW);
         assert_eq!(decided.verdict.lines, ["pruned 2, kept 4"]);
-        let SessionEvent::ObservationsPruned { cutoff, through } = &decided.events[0] else {
-            panic!()
-        };
-        apply_prune(&mut ledger, cutoff, *through);
-        append(&mut ledger, "late");
-        assert_eq!(ledger.lines.join("\n"), format!("{old}\ntorn{{\nnull\n{fresh}\nlate\n"));
-        let mut longer = file(&format!("{old_other}\n{old}\nnew\n"));
-        apply_prune(&mut longer, cutoff, 1);
-        assert_eq!(longer.lines.join("\n"), format!("{old}\nnew\n"));
-        let empty = decide_prune(&LineFile::default(), NOW);
+        ledger.apply(&decided.events[0], 2);
+        ledger.apply(
+            &SessionEvent::LineAppended { ledger: Ledger::Observations, line: "late".into() },
+            3,
+        );
+        assert_eq!(ledger.text(), format!("{old}\ntorn{{\nnull\n{fresh}\nlate\n"));
+        let empty = decide_prune(&Lines::default(), NOW);
         assert_eq!((empty.verdict.lines[0].as_str(), empty.events.len()), ("pruned 0, kept 0", 0));
+    }
+
+    #[test]
+    fn a_prune_ends_a_kept_torn_tail_and_drops_a_stale_one() {
+        let old = "{\"ts\":\"2026-07-01T00:00:00Z\",\"pattern\":\"q\"}";
+        let mut ledger = Lines::of_file(&file(&format!("{old}\n  \nunparsed")), 1);
+        let decided = decide_prune(&ledger, NOW);
+        assert_eq!(decided.verdict.lines, ["pruned 1, kept 1"]);
+        ledger.apply(&decided.events[0], 2);
+        assert_eq!(ledger.text(), "unparsed\n");
+        let mut stale = Lines::of_file(&file(&format!("x\n{old}")), 1);
+        let decided = decide_prune(&stale, NOW);
+        stale.apply(&decided.events[0], 2);
+        assert_eq!(stale.text(), "x\n");
     }
 
     #[test]
@@ -277,5 +370,12 @@ mod tests {
         let mut ledger = file("a\nto");
         append(&mut ledger, "rn");
         assert_eq!(ledger.lines.join("\n"), "a\ntorn\n");
+        let mut rows = Lines::of_file(&file("a\nto"), 1);
+        rows.apply(
+            &SessionEvent::LineAppended { ledger: Ledger::Observations, line: "rn".into() },
+            2,
+        );
+        assert_eq!(rows.text(), "a\ntorn\n");
+        assert!(rows.lines.windows(2).all(|w| w[0].0 < w[1].0), "positions follow the file");
     }
 }

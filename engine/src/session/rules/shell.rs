@@ -403,7 +403,10 @@ pub fn apply(shell: &mut Option<String>, event: &SessionEvent) {
                 *shell = Some(next);
             }
         }
-        SessionEvent::ShellWritten { text } => *shell = Some(text.clone()),
+        SessionEvent::ShellWritten { text, append: false } => *shell = Some(text.clone()),
+        SessionEvent::ShellWritten { text, append: true } => {
+            shell.get_or_insert_with(String::new).push_str(text);
+        }
         SessionEvent::ShellReset { reset } => {
             let current = shell.clone().unwrap_or_default();
             *shell = Some(match reset {

@@ -1,6 +1,7 @@
 //! Task records as `lib/tasks.ts` (Hn `@080928a`) keeps them: `validateTask`, the body-section
-//! `append`, the id and handle rules, the listing labels, and the one function that applies a
-//! [`TaskEdit`] (shared by the decisions and, in phase 2, the projection, so both agree).
+//! `append`, the id and handle rules, the listing labels, the one function that applies a
+//! [`TaskEdit`] (shared by the decisions and the projection, so both agree), and [`Tasks`], the
+//! lookups a decision makes over a hermit's records.
 //!
 //! Pure functions over [`TaskDoc`] values. Does not parse or render the file; `layout::task` does.
 
@@ -131,6 +132,93 @@ pub fn is_valid(t: &TaskDoc) -> bool {
         && owner_ok
 }
 
+/// The task records a decision reads, as lookups: the store answers them from its index rows
+/// (so a verb reads the rows it needs, not every record), a list of records by scanning.
+pub trait Tasks {
+    /// The record with this id, open or closed.
+    fn by_id(&self, id: &str) -> Option<TaskDoc>;
+    /// The open record holding this `dedupe_key`.
+    fn open_by_dedupe(&self, key: &str) -> Option<TaskDoc>;
+    /// Whether an open record holds this handle.
+    fn handle_taken(&self, handle: &str) -> bool;
+    /// How many records are open.
+    fn open_count(&self) -> usize;
+    /// The first `n` runnable records in [`sort`] order.
+    fn runnable(&self, n: usize) -> Vec<TaskDoc>;
+}
+
+/// The order `readTasks` lists records in: `opened_at`, then `id`.
+fn order(a: &TaskDoc, b: &TaskDoc) -> std::cmp::Ordering {
+    a.opened_at.cmp(&b.opened_at).then_with(|| a.id.cmp(&b.id))
+}
+
+impl Tasks for Vec<TaskDoc> {
+    fn by_id(&self, id: &str) -> Option<TaskDoc> {
+        self.iter().find(|t| t.id == id).cloned()
+    }
+    fn open_by_dedupe(&self, key: &str) -> Option<TaskDoc> {
+        self.iter().find(|t| t.status == "open" && t.dedupe_key.as_deref() == Some(key)).cloned()
+    }
+    fn handle_taken(&self, handle: &str) -> bool {
+        self.iter().any(|t| t.status == "open" && t.handle == handle)
+    }
+    fn open_count(&self) -> usize {
+        self.iter().filter(|t| t.status == "open").count()
+    }
+    fn runnable(&self, n: usize) -> Vec<TaskDoc> {
+        let mut found: Vec<TaskDoc> = self.iter().filter(|t| is_runnable(t)).cloned().collect();
+        found.sort_by(order);
+        found.truncate(n);
+        found
+    }
+}
+
+/// A hermit's records with one more (a record being opened or changed), as a decision sees them
+/// before its events are applied.
+pub struct With<'a> {
+    /// The records as stored.
+    pub base: &'a dyn Tasks,
+    /// The record that replaces (or joins) the stored one of its id.
+    pub task: &'a TaskDoc,
+}
+
+impl Tasks for With<'_> {
+    fn by_id(&self, id: &str) -> Option<TaskDoc> {
+        if id == self.task.id {
+            return Some(self.task.clone());
+        }
+        self.base.by_id(id)
+    }
+    fn open_by_dedupe(&self, key: &str) -> Option<TaskDoc> {
+        let t = self.task;
+        if t.status == "open" && t.dedupe_key.as_deref() == Some(key) {
+            return Some(t.clone());
+        }
+        self.base.open_by_dedupe(key).filter(|found| found.id != t.id)
+    }
+    fn handle_taken(&self, handle: &str) -> bool {
+        let t = self.task;
+        let stored = self.base.by_id(&t.id).filter(|s| s.status == "open" && s.handle == handle);
+        (t.status == "open" && t.handle == handle)
+            || (self.base.handle_taken(handle) && stored.is_none())
+    }
+    fn open_count(&self) -> usize {
+        let stored = self.base.by_id(&self.task.id).is_some_and(|s| s.status == "open");
+        let count = self.base.open_count() - usize::from(stored);
+        count + usize::from(self.task.status == "open")
+    }
+    fn runnable(&self, n: usize) -> Vec<TaskDoc> {
+        let mut found: Vec<TaskDoc> =
+            self.base.runnable(n + 1).into_iter().filter(|r| r.id != self.task.id).collect();
+        if is_runnable(self.task) {
+            found.push(self.task.clone());
+        }
+        found.sort_by(order);
+        found.truncate(n);
+        found
+    }
+}
+
 /// A new open record: the required strings, every nullable field null, tags
 /// `["task", <requester>]`, no claims, `result_rev` 0, the five empty sections.
 #[must_use]
@@ -245,7 +333,7 @@ pub fn apply_edit(t: &mut TaskDoc, at: &str, edit: &TaskEdit) {
 /// `-` dropped, [`HANDLE_CHARS_MAX`] characters, `task` when empty; then `-2`, `-3`, … until no
 /// open record holds it.
 #[must_use]
-pub fn handle_for(title: &str, tasks: &[TaskDoc]) -> String {
+pub fn handle_for(title: &str, tasks: &dyn Tasks) -> String {
     let mut slug = String::new();
     for c in title.to_lowercase().chars() {
         if c.is_ascii_lowercase() || c.is_ascii_digit() {
@@ -260,11 +348,10 @@ pub fn handle_for(title: &str, tasks: &[TaskDoc]) -> String {
     if base.is_empty() {
         base = "task".into();
     }
-    let taken = |h: &str| tasks.iter().any(|t| t.status == "open" && t.handle == h);
     let mut handle = base.clone();
-    // Each round skips one open record's handle, so this ends within `tasks.len()` rounds.
-    for n in 2..=tasks.len() + 2 {
-        if !taken(&handle) {
+    // Each round skips one open record's handle, so this ends within `open_count()` rounds.
+    for n in 2..=tasks.open_count() + 2 {
+        if !tasks.handle_taken(&handle) {
             break;
         }
         handle = format!("{base}-{n}");
@@ -275,11 +362,11 @@ pub fn handle_for(title: &str, tasks: &[TaskDoc]) -> String {
 /// `allocateTaskId`: `T-YYYYMMDD-HHMMSS` from the toISOString `now`, then the first free
 /// suffix; `None` (upstream's `id-collision`) when all 37 are taken.
 #[must_use]
-pub fn allocate_id(tasks: &[TaskDoc], now_iso: &str) -> Option<String> {
+pub fn allocate_id(tasks: &dyn Tasks, now_iso: &str) -> Option<String> {
     let date = now_iso.get(0..10)?.replace('-', "");
     let time = now_iso.get(11..19)?.replace(':', "");
     let base = format!("T-{date}-{time}");
-    let free = |id: &String| !tasks.iter().any(|t| &t.id == id);
+    let free = |id: &String| tasks.by_id(id).is_none();
     std::iter::once(base.clone())
         .chain(ID_SUFFIXES.chars().map(|c| format!("{base}-{c}")))
         .find(free)
@@ -299,7 +386,7 @@ fn waiting(t: &TaskDoc) -> bool {
 /// `taskListing`: `closed`, or `late`, `unconfirmed` / `waiting on <x>`, `queued`; `open` when
 /// none applies.
 #[must_use]
-pub fn listing(t: &TaskDoc, tasks: &[TaskDoc], now_ms: u64) -> Vec<String> {
+pub fn listing(t: &TaskDoc, tasks: &dyn Tasks, now_ms: u64) -> Vec<String> {
     if t.status == "closed" {
         return vec!["closed".into()];
     }
@@ -315,7 +402,8 @@ pub fn listing(t: &TaskDoc, tasks: &[TaskDoc], now_ms: u64) -> Vec<String> {
     }
     let earlier =
         |r: &TaskDoc| r.opened_at < t.opened_at || (r.opened_at == t.opened_at && r.id < t.id);
-    if is_runnable(t) && tasks.iter().any(|r| is_runnable(r) && earlier(r)) {
+    // The first runnable record is the earliest: any earlier one exists only if it is.
+    if is_runnable(t) && tasks.runnable(1).first().is_some_and(earlier) {
         labels.push("queued".into());
     }
     if labels.is_empty() {
@@ -326,13 +414,13 @@ pub fn listing(t: &TaskDoc, tasks: &[TaskDoc], now_ms: u64) -> Vec<String> {
 
 /// `readTasks`' order: `opened_at`, then `id`.
 pub fn sort(tasks: &mut [TaskDoc]) {
-    tasks.sort_by(|a, b| a.opened_at.cmp(&b.opened_at).then_with(|| a.id.cmp(&b.id)));
+    tasks.sort_by(order);
 }
 
 /// `nextQueued`: the first runnable record, in [`sort`] order.
 #[must_use]
-pub fn next_queued(tasks: &[TaskDoc]) -> Option<&TaskDoc> {
-    tasks.iter().find(|t| is_runnable(t))
+pub fn next_queued(tasks: &dyn Tasks) -> Option<TaskDoc> {
+    tasks.runnable(1).into_iter().next()
 }
 
 #[cfg(test)]
@@ -370,9 +458,9 @@ pub(crate) mod tests {
         assert!(!is_conversation_key(&format!("d:{}", "x".repeat(129))));
         let tasks = vec![task("T-20260914-081502", "2026-09-14T08:15:02.118Z")];
         assert_eq!(handle_for("Rotate the cert!", &tasks), "rotate-the-cert-2");
-        assert_eq!(handle_for("  Ünïcode  ", &[]), "n-code");
-        assert_eq!(handle_for("!!!", &[]), "task");
-        assert_eq!(handle_for(&"a".repeat(40), &[]).len(), HANDLE_CHARS_MAX);
+        assert_eq!(handle_for("  Ünïcode  ", &Vec::new()), "n-code");
+        assert_eq!(handle_for("!!!", &Vec::new()), "task");
+        assert_eq!(handle_for(&"a".repeat(40), &Vec::new()).len(), HANDLE_CHARS_MAX);
         assert_eq!(clean("a\r\n\nb\rc"), "a b c");
     }
 
@@ -392,13 +480,13 @@ pub(crate) mod tests {
         let a = task("T-20260914-081502", "2026-09-14T08:15:02.118Z");
         let mut b = task("T-20260914-091502", "2026-09-14T09:15:02.118Z");
         let now = 1_789_400_000_000;
-        assert_eq!(listing(&b, &[a.clone(), b.clone()], now), ["queued"]);
+        assert_eq!(listing(&b, &vec![a.clone(), b.clone()], now), ["queued"]);
         b.due = Some("2026-09-14T10:00:00.000Z".into());
         b.waiting_on = Some("operator".into());
-        assert_eq!(listing(&b, &[a.clone(), b.clone()], now), ["late", "waiting on operator"]);
+        assert_eq!(listing(&b, &vec![a.clone(), b.clone()], now), ["late", "waiting on operator"]);
         b.result = Some("r".into());
-        assert_eq!(listing(&b, &[a.clone(), b.clone()], now), ["late", "unconfirmed"]);
-        assert_eq!(listing(&a, std::slice::from_ref(&a), now), ["open"]);
+        assert_eq!(listing(&b, &vec![a.clone(), b.clone()], now), ["late", "unconfirmed"]);
+        assert_eq!(listing(&a, &vec![a.clone()], now), ["open"]);
         assert!(is_valid(&a));
         let mut bad = a.clone();
         bad.status = "closed".into();

@@ -5,10 +5,10 @@
 //! Every check runs before any event exists, so a refused call changes nothing (upstream mutates
 //! in memory and throws before its write). Does not read files or the store.
 
-use hookstate_schema::session::{SessionEvent, TaskDoc, TaskEdit, TaskField};
+use hookstate_schema::session::{SessionEvent, TaskDoc, TaskEdit, TaskField, TaskKeys};
 use serde_json::{json, Value};
 
-use super::task_doc::{self as doc};
+use super::task_doc::{self as doc, Tasks, With};
 use super::tasks::{bind_turn, card_edits, TaskCall, TurnInputs};
 use super::verdict::{task_error, Class, Decided, Decision, Refusal, Verdict};
 use crate::kernel::compat::stamp;
@@ -200,12 +200,8 @@ fn close(
     Ok(by)
 }
 
-fn next_queued(tasks: &[TaskDoc], changed: &TaskDoc) -> Value {
-    let after: Vec<TaskDoc> = tasks
-        .iter()
-        .map(|t| if t.id == changed.id { changed.clone() } else { t.clone() })
-        .collect();
-    match doc::next_queued(&after) {
+fn next_queued(tasks: &dyn Tasks, changed: &TaskDoc) -> Value {
+    match doc::next_queued(&With { base: tasks, task: changed }) {
         Some(t) => json!({ "id": t.id, "handle": t.handle, "title": t.title }),
         None => Value::Null,
     }
@@ -221,7 +217,7 @@ fn next_queued(tasks: &[TaskDoc], changed: &TaskDoc) -> Value {
 /// `invalid-closed-by`, `approver-required`, `stale-result`, `empty-reason`,
 /// `check-needs-evidence`, `invalid-record`, `invalid-verb`.
 pub fn decide_change(
-    tasks: &[TaskDoc],
+    tasks: &dyn Tasks,
     call: &TaskCall,
     input: &str,
     held: &dyn Fn(&str) -> bool,
@@ -229,8 +225,7 @@ pub fn decide_change(
     now_ms: u64,
 ) -> Decision {
     let id = call.id.clone().unwrap_or_default();
-    let found =
-        tasks.iter().find(|t| t.id == id).ok_or_else(|| task_error("not-found", Class::Invalid))?;
+    let found = tasks.by_id(&id).ok_or_else(|| task_error("not-found", Class::Invalid))?;
     if found.status != "open" {
         return Err(task_error("not-open", Class::Refused));
     }
@@ -261,6 +256,7 @@ pub fn decide_change(
     }
     let progress = call.verb != "note" || !line.is_empty();
     let mut events = vec![SessionEvent::TaskChanged {
+        keys: TaskKeys::of(&w.task),
         id: id.clone(),
         verb: call.verb.clone(),
         at: w.at.clone(),

@@ -10,6 +10,7 @@ use hookstate_schema::session::{JsonDoc, Marker, SessionEvent, Style, TaskDoc, T
 use serde_json::{json, Map, Value};
 
 use super::task_doc::{self as doc, is_conversation_key, is_iso, is_requester, is_task_id};
+use super::task_doc::{Tasks, With};
 use super::verdict::{task_error, Class, Decided, Decision, Refusal, Verdict};
 use crate::kernel::compat::stamp;
 use crate::kernel::compat::text as js;
@@ -266,8 +267,8 @@ pub fn bind_turn(id: &str, inputs: &TurnInputs, now_ms: u64) -> Option<SessionEv
 }
 
 /// `openDigest`.
-fn open_digest(task: &TaskDoc, tasks: &[TaskDoc], created: bool, now_ms: u64) -> Value {
-    let open_count = tasks.iter().filter(|t| t.status == "open").count();
+fn open_digest(task: &TaskDoc, tasks: &dyn Tasks, created: bool, now_ms: u64) -> Value {
+    let open_count = tasks.open_count();
     let queued = doc::listing(task, tasks, now_ms).iter().any(|l| l == "queued");
     json!({ "id": task.id, "handle": task.handle, "created": created,
             "open_count": open_count, "queued": queued })
@@ -323,14 +324,13 @@ fn open_checks(call: &TaskCall) -> Result<(String, Option<String>, String), Refu
 /// Upstream's tokens: `missing-requester`, `invalid-requester`, `invalid-conversation`,
 /// `invalid-owner`, `missing-title`, `id-collision`, `missing-done`, `invalid-due`,
 /// `card-on-helper-task`, `invalid-card`, `invalid-record`.
-pub fn decide_open(tasks: &[TaskDoc], call: &TaskCall, turn: &TurnInputs, now_ms: u64) -> Decision {
+pub fn decide_open(tasks: &dyn Tasks, call: &TaskCall, turn: &TurnInputs, now_ms: u64) -> Decision {
     let (requester, conversation, owner) = open_checks(call)?;
     let dedupe = call.value("dedupe-key").map(str::to_owned);
-    let existing = dedupe.as_deref().filter(|d| !d.is_empty()).and_then(|d| {
-        tasks.iter().find(|t| t.status == "open" && t.dedupe_key.as_deref() == Some(d))
-    });
+    let existing =
+        dedupe.as_deref().filter(|d| !d.is_empty()).and_then(|d| tasks.open_by_dedupe(d));
     if let Some(existing) = existing {
-        let digest = open_digest(existing, tasks, false, now_ms);
+        let digest = open_digest(&existing, tasks, false, now_ms);
         return Ok(Decided { events: Vec::new(), verdict: Verdict::json(&digest) });
     }
     let title = call.required("title")?;
@@ -362,9 +362,7 @@ pub fn decide_open(tasks: &[TaskDoc], call: &TaskCall, turn: &TurnInputs, now_ms
     if !doc::is_valid(&task) {
         return Err(task_error("invalid-record", Class::Invalid));
     }
-    let mut all = tasks.to_vec();
-    all.push(task.clone());
-    let digest = open_digest(&task, &all, true, now_ms);
+    let digest = open_digest(&task, &With { base: tasks, task: &task }, true, now_ms);
     let mut events = vec![SessionEvent::TaskOpened { task: Box::new(task.clone()), path: None }];
     events.extend(bind_turn(&task.id, turn, now_ms));
     Ok(Decided { events, verdict: Verdict::json(&digest) })
@@ -375,10 +373,18 @@ type Field = fn(&TaskDoc) -> Option<&str>;
 
 /// `task.ts list`: open records (all with `--all` and no `--open`), filtered by exact
 /// `--conversation`, `--requester`, `--handle`, `--id`, `--dedupe-key`, the first
-/// [`LIST_ROWS_DEFAULT`] as rows with their labels. `execution` is `readExecution`'s value
-/// (see [`read_execution`]; the session-registry fallback is the caller's).
+/// [`LIST_ROWS_DEFAULT`] as rows with their labels. `candidates` are the records the filters
+/// run over, in `readTasks` order (every record, or those an index row names); `tasks` answers
+/// the labels' lookups. `execution` is `readExecution`'s value (see [`read_execution`]; the
+/// session-registry fallback is the caller's).
 #[must_use]
-pub fn list(tasks: &[TaskDoc], call: &TaskCall, execution: &Value, now_ms: u64) -> Value {
+pub fn list(
+    candidates: &[TaskDoc],
+    tasks: &dyn Tasks,
+    call: &TaskCall,
+    execution: &Value,
+    now_ms: u64,
+) -> Value {
     let open_only = !call.has("all") || call.has("open");
     let filters: [(&str, Field); 5] = [
         ("conversation", |t| t.conversation.as_deref()),
@@ -387,7 +393,7 @@ pub fn list(tasks: &[TaskDoc], call: &TaskCall, execution: &Value, now_ms: u64) 
         ("id", |t| Some(&t.id)),
         ("dedupe-key", |t| t.dedupe_key.as_deref()),
     ];
-    let selected: Vec<&TaskDoc> = tasks
+    let selected: Vec<&TaskDoc> = candidates
         .iter()
         .filter(|t| !open_only || t.status == "open")
         .filter(|t| {
