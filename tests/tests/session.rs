@@ -86,13 +86,8 @@ fn parsed_fixtures_feed_the_rules() {
     task_doc::sort(&mut records);
     assert_eq!(records.len(), 2);
     let call = tasks::parse_args("list", &["--all".to_owned()]).unwrap();
-    let listed = tasks::list(
-        &records,
-        &records,
-        &call,
-        &serde_json::Value::Null,
-        1_789_373_702_118,
-    );
+    let listed =
+        tasks::list(&records, &records, &call, &serde_json::Value::Null, 1_789_373_702_118);
     assert_eq!(listed["total"], 2);
     assert_eq!(listed["rows"][0]["listing"], serde_json::json!(["closed"]));
     assert_eq!(listed["rows"][1]["listing"], serde_json::json!(["unconfirmed"]));

@@ -42,6 +42,14 @@ pub(crate) fn ancestors<T>(change: &Change, parse: impl Fn(&[u8]) -> Option<T>) 
     change.base.iter().chain(&change.history).filter_map(|b| parse(b)).collect()
 }
 
+/// The versions of a JSON file a writer may have read, newest first: the baselines, then no
+/// file at all (a writer that read before the mirror first wrote the file).
+fn json_ancestors(change: &Change, style: hookstate_schema::session::Style) -> Vec<JsonDoc> {
+    let mut out = ancestors(change, |b| legacy_json::parse_doc("baseline", b).ok());
+    out.push(JsonDoc { fields: Vec::new(), style });
+    out
+}
+
 /// The candidate with the lowest score; the newest on a tie.
 fn closest<T>(candidates: &[T], score: impl Fn(&T) -> usize) -> Option<&T> {
     let mut best: Option<(&T, usize)> = None;
@@ -106,7 +114,7 @@ pub(crate) fn runtime(change: &Change, file: &JsonDoc, store: Option<&JsonDoc>) 
         out.events.push(SessionEvent::JsonAdopted { file: path, doc: file.clone(), append: false });
         return out;
     };
-    let parsed = ancestors(change, |b| legacy_json::parse_doc("baseline", b).ok());
+    let parsed = json_ancestors(change, file.style);
     let ancestor = closest(&parsed, |a| differing(a, file, "updated_at"));
     let (mut sets, mut unset) = (Vec::new(), Vec::new());
     for key in union(&[Some(file), Some(store), ancestor]) {
@@ -154,7 +162,7 @@ pub(crate) fn conversations(change: &Change, file: &JsonDoc, store: Option<&Json
         out.events.push(SessionEvent::JsonAdopted { file: path, doc: file.clone(), append: false });
         return out;
     };
-    let parsed = ancestors(change, |b| legacy_json::parse_doc("baseline", b).ok());
+    let parsed = json_ancestors(change, file.style);
     let ancestor = closest(&parsed, |a| differing(a, file, ""));
     for key in union(&[Some(file), Some(store), ancestor]) {
         let (a, f, s) = (ancestor.and_then(|d| d.raw(key)), file.raw(key), store.raw(key));
@@ -201,9 +209,10 @@ fn text_of(bytes: &[u8]) -> Option<&str> {
     std::str::from_utf8(bytes).ok()
 }
 
-/// The observations ledger: appends made outside (the file extends a version the writer read)
-/// are appended; an outside rewrite (a legacy prune) drops the lines it removed from the
-/// baseline and appends the ones it added; lines only the store holds are kept.
+/// The observations ledger: appends made outside (the file extends a version the writer read:
+/// a baseline, or the baseline's first lines, absent file included) are appended; an outside
+/// rewrite (a legacy prune) drops the baseline's lines it removed and appends the ones it added;
+/// lines only the store holds are kept.
 pub(crate) fn observations(change: &Change, file: &str, store: Option<&Lines>) -> Merged {
     let mut out = Merged::default();
     let Some(store) = store else {
@@ -221,28 +230,32 @@ pub(crate) fn observations(change: &Change, file: &str, store: Option<&Lines>) -
         out.events.extend(appended(&file[read.len()..]));
         return out;
     }
-    let base_lines: Vec<&str> = match read.first() {
-        Some(base) => terminated(base),
-        None => Vec::new(),
-    };
+    let base_lines: Vec<&str> = read.first().map(|b| terminated(b)).unwrap_or_default();
     let file_lines = terminated(file);
-    let mut pool: Vec<(u64, &str)> = store.lines.iter().map(|(p, l)| (*p, l.as_str())).collect();
-    let mut dropped = Vec::new();
-    for line in without(&base_lines, &file_lines) {
-        if let Some(at) = pool.iter().position(|(_, l)| *l == line) {
-            dropped.push(pool.remove(at).0);
+    let kept = without(&file_lines, &without(&file_lines, &base_lines));
+    let stale = base_lines.starts_with(&kept);
+    if !stale {
+        // A rewrite: the baseline's lines the file no longer holds are dropped from the store.
+        let mut pool: Vec<(u64, &str)> =
+            store.lines.iter().map(|(p, l)| (*p, l.as_str())).collect();
+        let mut dropped = Vec::new();
+        for line in without(&base_lines, &file_lines) {
+            if let Some(at) = pool.iter().position(|(_, l)| *l == line) {
+                dropped.push(pool.remove(at).0);
+            }
+        }
+        if !dropped.is_empty() {
+            out.events.push(SessionEvent::LinesDropped { positions: dropped });
         }
     }
-    if !dropped.is_empty() {
-        out.events.push(SessionEvent::LinesDropped { positions: dropped });
-    }
-    let known: Vec<&str> =
-        if read.is_empty() { pool.iter().map(|(_, l)| *l).collect() } else { base_lines.clone() };
+    let known: Vec<&str> = if read.is_empty() {
+        store.lines.iter().map(|(_, l)| l.as_str()).collect()
+    } else {
+        base_lines.clone()
+    };
     for line in without(&file_lines, &known) {
-        out.events.push(SessionEvent::LineAppended {
-            ledger: Ledger::Observations,
-            line: line.to_owned(),
-        });
+        let line = line.to_owned();
+        out.events.push(SessionEvent::LineAppended { ledger: Ledger::Observations, line });
     }
     out
 }
