@@ -61,7 +61,7 @@ fn race(case: &mut dyn Case, seed: u64) {
     let mut stale: Option<Option<Vec<u8>>> = None;
     for _ in 0..rounds() {
         now_ms += 1 + rng.next() % 1000;
-        if stale.is_none() && rng.next() % 2 == 0 {
+        if stale.is_none() && rng.next().is_multiple_of(2) {
             stale = Some(case.read(&dir));
         }
         let when = match rng.next() % 4 {
@@ -164,7 +164,7 @@ impl Case for Loopd {
     fn mutate(&mut self, engine: &Engine, now_ms: u64, rng: &mut Rng) -> Result<Outcome> {
         let call = self.call(now_ms);
         self.counter += 1;
-        if rng.next() % 3 == 0 {
+        if rng.next().is_multiple_of(3) {
             let session = format!("pm-{}", self.counter);
             let out = engine.signals().register_pm(&call, &self.bundle, &session)?;
             self.pm = Some(session);
@@ -254,11 +254,11 @@ impl Case for Observer {
     fn mutate(&mut self, engine: &Engine, now_ms: u64, rng: &mut Rng) -> Result<Outcome> {
         let call = self.call(now_ms);
         self.counter += 1;
-        if rng.next() % 4 == 0 && self.turns < OBSERVER_TURNS_MAX {
+        if rng.next().is_multiple_of(4) && self.turns < OBSERVER_TURNS_MAX {
             self.turns += 1;
             return engine.observer().turn(&call, None);
         }
-        if self.rows.len() >= OBSERVER_ROWS_MAX || rng.next() % 3 != 0 {
+        if self.rows.len() >= OBSERVER_ROWS_MAX || !rng.next().is_multiple_of(3) {
             return engine.observer().turn(&call, Some("sub"));
         }
         let text = format!("hs-{}", self.counter);
@@ -289,7 +289,7 @@ impl Case for Observer {
                 text: text.clone(),
             });
             self.rows.push(text);
-            if rng.next() % 3 == 0 && self.turns < OBSERVER_TURNS_MAX {
+            if rng.next().is_multiple_of(3) && self.turns < OBSERVER_TURNS_MAX {
                 state.turn += 1;
                 self.turns += 1;
             }

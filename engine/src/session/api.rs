@@ -156,19 +156,12 @@ pub(crate) fn changed_files(scope: &str) -> Result<Vec<(String, String)>> {
         .unwrap_or_default()
         .iter()
         .map(|f| {
-            let text = |k: &str| f.get(k).map_or_else(|| "undefined".into(), js_string);
+            let text = |k: &str| {
+                f.get(k).map_or_else(|| "undefined".into(), crate::kernel::compat::js::value_string)
+            };
             (text("file"), text("status"))
         })
         .collect())
-}
-
-/// `String(value)` of a JSON value as a template literal prints it.
-fn js_string(value: &Value) -> String {
-    match value {
-        Value::String(s) => s.clone(),
-        Value::Null => "null".into(),
-        other => crate::kernel::compat::js::compact(other),
-    }
 }
 
 fn class_exit(class: Class) -> Exit {

@@ -11,6 +11,7 @@ use serde_json::{json, Map, Value};
 
 use super::task_doc::is_conversation_key;
 use super::verdict::{stderr_message, Class, Decided, Decision, Refusal, Stream, Verdict};
+use crate::kernel::compat::js::parse_number as js_number;
 use crate::kernel::compat::stamp;
 use crate::kernel::compat::text as js;
 
@@ -85,34 +86,6 @@ pub fn chat_flag(args: &[String]) -> Result<Option<String>, Refusal> {
         Ok(Some(chat.to_owned()))
     } else {
         Err(fail("invalid-key", Class::Invalid))
-    }
-}
-
-/// `Number(text)` for the forms a timeout takes: decimal (with sign, fraction, exponent),
-/// `0x`/`0o`/`0b`, `Infinity`; an empty or blank text is 0; anything else `NaN`.
-#[must_use]
-pub fn js_number(text: &str) -> f64 {
-    let t = js::trim(text);
-    if t.is_empty() {
-        return 0.0;
-    }
-    for (prefix, radix) in [("0x", 16), ("0X", 16), ("0o", 8), ("0O", 8), ("0b", 2), ("0B", 2)] {
-        if let Some(digits) = t.strip_prefix(prefix) {
-            return u64::from_str_radix(digits, radix).map_or(f64::NAN, |n| n as f64);
-        }
-    }
-    let body = t.trim_start_matches(['+', '-']);
-    if body == "Infinity" && t.len() - body.len() <= 1 {
-        return if t.starts_with('-') { f64::NEG_INFINITY } else { f64::INFINITY };
-    }
-    let decimal = t.len() - body.len() <= 1
-        && !body.is_empty()
-        && body.bytes().all(|b| b.is_ascii_digit() || b".eE+-".contains(&b))
-        && body.bytes().next().is_some_and(|b| b.is_ascii_digit() || b == b'.');
-    if decimal {
-        t.parse::<f64>().unwrap_or(f64::NAN)
-    } else {
-        f64::NAN
     }
 }
 

@@ -8,7 +8,8 @@
 use serde_json::Value;
 
 use super::shell::{first_content_line, section_text, strip_placeholders};
-use crate::kernel::compat::js::number_text;
+pub(crate) use crate::kernel::compat::js::to_fixed_2;
+use crate::kernel::compat::js::{number_string as js_string, parse_number};
 use crate::kernel::compat::text as js;
 
 /// The payload keys `parsePayload` recognises, in its matching order.
@@ -117,38 +118,6 @@ pub fn normalise_status(raw: &str) -> (String, Option<String>) {
     let note = (!v.is_empty())
         .then(|| format!("Status normalized: original value `{raw}` coerced to `partial`."));
     ("partial".into(), note)
-}
-
-/// `String(x)` for any double (`NaN`, `Infinity` included).
-#[must_use]
-pub fn js_string(x: f64) -> String {
-    if x.is_nan() {
-        "NaN".into()
-    } else if x.is_infinite() {
-        if x > 0.0 {
-            "Infinity".into()
-        } else {
-            "-Infinity".into()
-        }
-    } else {
-        number_text(x)
-    }
-}
-
-/// `x.toFixed(2)`: halves round up in magnitude (Rust's formatting rounds them to even).
-#[must_use]
-pub fn to_fixed_2(x: f64) -> String {
-    if !x.is_finite() {
-        return js_string(x);
-    }
-    let magnitude = x.abs();
-    let tie = (magnitude * 8.0).fract() == 0.0 && (magnitude * 100.0).fract() == 0.5;
-    let text = format!("{:.2}", if tie { magnitude + 0.001 } else { magnitude });
-    if x < 0.0 && text.bytes().any(|b| b.is_ascii_digit() && b != b'0') {
-        format!("-{text}")
-    } else {
-        text
-    }
 }
 
 /// `/\$([\d,]+(?:\.\d+)?)\s*\(([\d,]+)\s*tokens?\)/` from one `$`: the amount and tokens.
@@ -466,7 +435,7 @@ pub fn report_cost(text: &str) -> f64 {
         let v = v.strip_prefix(['"', '\'']).unwrap_or(v);
         Some(v.strip_suffix(['"', '\'']).unwrap_or(v).to_owned())
     });
-    let n = value.map_or(f64::NAN, |v| super::hypotheses::js_number(&v));
+    let n = value.map_or(f64::NAN, |v| parse_number(&v));
     if n.is_finite() {
         n
     } else {
