@@ -400,3 +400,32 @@ fn bad_input_to_every_verb_is_refused_with_the_store_unchanged() {
     }
     assert_eq!(state(), before, "no bad call changed the store");
 }
+
+#[test]
+fn a_mirrored_verb_adopts_the_directory_and_writes_back_only_what_changed() {
+    let h = Hermit::new(true);
+    let d = h.d().to_owned();
+    let before = std::fs::read(h.dir.join("state/runtime.json")).unwrap();
+    let mirrored = ["--format", "verdict", "--mirror", &d, "hermit", "shell-append", &d];
+    let run = h.run(&[&mirrored[..], &["--section", "progress"][..]].concat(), "[08:15] mirrored");
+    assert_eq!((run.code, run.stdout.as_str()), (0, "OK\n"), "{}", run.stderr);
+    let shell = std::fs::read_to_string(h.dir.join("sessions/SHELL.md")).unwrap();
+    assert!(shell.contains("[08:15] mirrored\n"), "{shell}");
+    assert_eq!(std::fs::read(h.dir.join("state/runtime.json")).unwrap(), before);
+    // An outside edit of the SHELL.md section and a task list through the mirror see it.
+    let edited = shell.replace("## Findings\n", "## Findings\n- outside\n");
+    std::fs::write(h.dir.join("sessions/SHELL.md"), &edited).unwrap();
+    let list = h.run(&["--mirror", &d, "hermit", "task", "list", &d, "--all"], "");
+    assert_eq!(list.code, 0, "{}", list.stderr);
+    let listed: Value = serde_json::from_str(&list.stdout).unwrap();
+    assert_eq!(listed["answer"]["total"], 2);
+    let out = h.tmp.path().join("export");
+    let scope = format!("hermit:{d}");
+    let exported = h.run(
+        &["--scope", &scope, "export", "--layout", "hermit-session", "--to", out.to_str().unwrap()],
+        "",
+    );
+    assert_eq!(exported.code, 0, "{}", exported.stderr);
+    assert_eq!(std::fs::read_to_string(out.join("sessions/SHELL.md")).unwrap(), edited);
+    assert_eq!(h.run(&["verify"], "").code, 0);
+}

@@ -482,6 +482,19 @@ fn render(event: &SessionEvent) -> Map<String, Value> {
             Some(("file", file.clone()))
         }
         SessionEvent::ShellAppended { section, .. } => Some(("section", section.clone())),
+        SessionEvent::MarkerWritten { marker, .. } | SessionEvent::MarkerRemoved { marker } => {
+            Some(("file", format!("state/{}", v::marker_name(*marker))))
+        }
+        SessionEvent::LineAppended { ledger, .. }
+        | SessionEvent::TailAppended { ledger, .. }
+        | SessionEvent::LedgerAdopted { ledger, .. } => {
+            let name = match ledger {
+                hookstate_schema::session::Ledger::Observations => "state/observations.jsonl",
+                hookstate_schema::session::Ledger::Hypotheses => "state/hypotheses.jsonl",
+            };
+            Some(("file", name.to_owned()))
+        }
+        SessionEvent::RuntimeChanged { cause, .. } => Some(("cause", format!("{cause:?}"))),
         _ => None,
     };
     if let Some((name, value)) = named {
