@@ -17,6 +17,7 @@ mod alerts;
 mod badinput;
 mod damaged;
 mod feedback;
+mod feedback_mirror;
 mod firstuse;
 mod heartbeat;
 mod killloop;

@@ -629,21 +629,24 @@ fn a_mirror_stays_current_and_adopts_what_direct_writers_change() {
         fb(&store, &["show", "fb_mii0k1q2_4x8c2d"]).expect(0).json()["record"]["status"],
         "dismissed"
     );
-    // A reply written into a file the store already holds as dismissed is refused, not adopted.
-    let late = std::fs::read_to_string(dir.join("fb_mii0l7aa_0p3k9w.json"))
-        .unwrap()
+    // A reply written into a file the store already holds as dismissed is a conflict: reported
+    // on stderr and in the result, never adopted, and it blocks neither the verb nor the rest.
+    let dismissed = std::fs::read_to_string(dir.join("fb_mii0l7aa_0p3k9w.json")).unwrap();
+    let late = dismissed
         .replace("\"status\": \"dismissed\"", "\"status\": \"addressed\"")
         .replace("\"reply\": null", "\"reply\": \"Too late.\"");
     std::fs::write(dir.join("fb_mii0l7aa_0p3k9w.json"), late).unwrap();
-    let head = || store.run(&["stats"]).expect(0).json()["head"].clone();
-    let before = head();
-    let refused = m(&["heartbeat"]).expect(1);
-    assert!(refused.stderr.contains("changed outside hookstate"), "{refused:?}");
-    assert_eq!(head(), before, "a refused adoption appended events");
+    let kept = m(&["heartbeat"]);
+    assert_eq!((kept.code, kept.stderr.lines().count()), (0, 1), "{kept:?}");
+    assert!(kept.stderr.contains("mirror kept the store's fb_mii0l7aa_0p3k9w"), "{kept:?}");
+    assert_eq!(kept.json()["mirror_conflicts"][0]["record"], "fb_mii0l7aa_0p3k9w", "{kept:?}");
     assert_eq!(
         fb(&store, &["show", "fb_mii0l7aa_0p3k9w"]).expect(0).json()["record"]["status"],
         "dismissed"
     );
+    let file = std::fs::read_to_string(dir.join("fb_mii0l7aa_0p3k9w.json")).unwrap();
+    assert_eq!(file, dismissed, "the file shows the store's record again");
+    m(&["heartbeat"]).expect(0); // a conflict is reported once: no stderr line now
     store.run(&["verify"]).expect(0);
 }
 

@@ -16,8 +16,9 @@ use crate::audit::{self, RebuildReport, VerifyReport};
 use crate::core::project::CoreProjection;
 use crate::core::query::Query;
 use crate::core::{self, Command};
+use crate::feedback::api::Feedback;
+use crate::feedback::layout::MoonshineLayout;
 use crate::feedback::project::FeedbackProjection;
-use crate::feedback::Feedback;
 use crate::kernel::call::{Call, Outcome};
 use crate::kernel::error::Result;
 use crate::kernel::project::Table;
@@ -68,6 +69,10 @@ pub enum Layout {
         /// The file's name in the directory.
         file: String,
     },
+    /// moonshine's feedback inboxes: the directory is the moonshine home, holding
+    /// `<project>/.feedback/`; a call scoped `moonshine:<project>` mirrors that project, any
+    /// other call every project.
+    Moonshine,
     /// claude-code-hermit's session state under a `.claude-code-hermit` directory (the mirror
     /// directory): `state/runtime.json`, `tasks/**/T-*.md`, `state/conversations.json`, the two
     /// ledgers, the markers, `sessions/SHELL.md`, the session reports and the template.
@@ -80,6 +85,7 @@ impl Layout {
         match self {
             Layout::Loopd { file } => vec![Box::new(LoopdLayout { file: file.clone() })],
             Layout::Observer { file } => vec![Box::new(ObserverLayout { file: file.clone() })],
+            Layout::Moonshine => vec![Box::new(MoonshineLayout)],
             Layout::HermitSession => vec![Box::new(SessionLayout)],
         }
     }

@@ -9,10 +9,8 @@ use hookstate_schema::feedback::FileKind;
 
 use crate::alerts::heartbeat_rules as rules;
 use crate::alerts::layout_alerts as hermit_alerts;
-use crate::feedback::check_comment_id;
 use crate::feedback::layout as moonshine;
 use crate::kernel::error::{Error, Result};
-use crate::legacy::json;
 use crate::observer::layout as observer;
 use crate::proposals::layout as hermit;
 use crate::proposals::props::{check_prop_file, prop_doc};
@@ -96,20 +94,8 @@ pub fn parse_legacy(kind: LegacyFile, bytes: &[u8]) -> Result<LegacyParse> {
             let (state, style, _) = observer::parse_state(observer::STATE_FILE_DEFAULT, bytes)?;
             Ok(one(Some(observer::render(&state, style)?.into_bytes())))
         }
-        LegacyFile::MoonshineComment => {
-            // The import takes the id from the file name; here the file names itself.
-            let doc = json::parse_doc("comment", bytes)?;
-            let id = json::str_field(&doc, "id").unwrap_or_default();
-            check_comment_id(&id)?;
-            moonshine::check_comment(&format!("{id}.json"), &id, &doc)?;
-            Ok(one(Some(json::render(&doc).into_bytes())))
-        }
-        LegacyFile::MoonshineFile(file) => {
-            let name = format!("{}.json", file.stem());
-            let doc = json::parse_doc(&name, bytes)?;
-            moonshine::check_file(&name, file, &doc)?;
-            Ok(one(Some(json::render(&doc).into_bytes())))
-        }
+        LegacyFile::MoonshineComment => Ok(one(Some(moonshine::parse_comment_file(bytes)?))),
+        LegacyFile::MoonshineFile(file) => Ok(one(Some(moonshine::parse_other_file(file, bytes)?))),
         LegacyFile::HermitQueue => {
             let queue = hermit::parse_queue(bytes)?;
             let records = queue.entries.len();

@@ -6,9 +6,9 @@
 
 use std::path::{Path, PathBuf};
 
-use hookstate_engine::feedback::layout::MoonshineImport;
+use hookstate_engine::feedback::MoonshineImport;
 use hookstate_engine::schema::Actor;
-use hookstate_engine::{Call, Engine, OpenOptions};
+use hookstate_engine::{Call, Engine, Layout, OpenOptions};
 
 const FIXTURE_HOME: &str =
     concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/legacy/moonshine/home/.agent/moonshine");
@@ -35,7 +35,7 @@ fn call(now_ms: u64) -> Call {
 
 /// The end of a mirrored feedback call writes a file only over the bytes the call adopted: the
 /// web dismissing a comment while a control verb runs keeps its dismissal in the file, and the
-/// next call adopts it. (The moonshine mirror had this already; the test pins it.)
+/// next call adopts it.
 #[test]
 fn a_mirror_never_overwrites_a_comment_file_changed_during_the_call() {
     let tmp = tempfile::tempdir().unwrap();
@@ -43,27 +43,31 @@ fn a_mirror_never_overwrites_a_comment_file_changed_during_the_call() {
     copy_dir(Path::new(FIXTURE_HOME), &home);
     let engine = Engine::open(&tmp.path().join("s.redb"), OpenOptions::default()).unwrap();
     let import = MoonshineImport::read(&home, Some(PROJECT)).unwrap();
-    let (_, refused) = engine.feedback().import(&call(FIXTURE_NOW_MS), import).unwrap();
-    assert!(refused.is_none());
+    let imported = engine.feedback().import(&call(FIXTURE_NOW_MS), import).unwrap();
+    assert!(imported.refusal.is_none());
     let file = home.join(PROJECT).join(".feedback/fb_mii0k1q2_4x8c2d.json");
     let cycle = |now: u64, mode: &str, during: &dyn Fn()| {
-        let seen = MoonshineImport::read_mirror(&home, Some(PROJECT)).unwrap();
-        let (_, refused) = engine.feedback().adopt(&call(now), &seen).unwrap();
-        assert!(refused.is_none());
-        during();
-        engine.feedback().control(&call(now), mode, None).unwrap();
-        engine.feedback().export(&home, Some(PROJECT), Some(&seen)).unwrap();
+        let outcome = engine
+            .mirrored(&call(now), &Layout::Moonshine, &home, |engine| {
+                let out = engine.feedback().control(&call(now), mode, None);
+                during();
+                out
+            })
+            .unwrap();
+        outcome.mirror.unwrap()
     };
     let text = std::fs::read_to_string(&file).unwrap();
     assert!(text.contains("\"status\": \"delivered\""), "{text}");
     let theirs = text.replace("\"status\": \"delivered\"", "\"status\": \"dismissed\"");
-    cycle(FIXTURE_NOW_MS + 1000, "paused", &|| std::fs::write(&file, &theirs).unwrap());
+    let report =
+        cycle(FIXTURE_NOW_MS + 1000, "paused", &|| std::fs::write(&file, &theirs).unwrap());
+    assert!(report.conflicts.is_empty(), "{report:?}");
     assert_eq!(std::fs::read_to_string(&file).unwrap(), theirs, "the direct write survives");
     let control = std::fs::read_to_string(home.join(PROJECT).join(".feedback/control.json"));
     assert!(control.unwrap().contains("paused"), "the verb's own file is written");
     cycle(FIXTURE_NOW_MS + 2000, "listen", &|| {});
     let shown = engine.feedback().show(&call(0).scope, "fb_mii0k1q2_4x8c2d").unwrap();
-    assert_eq!(shown["record"]["status"], "dismissed", "adopted by the next call: {shown}");
+    assert_eq!(shown.record["status"], "dismissed", "adopted by the next call: {shown:?}");
     assert_eq!(std::fs::read_to_string(&file).unwrap(), theirs);
     engine.verify().unwrap();
 }

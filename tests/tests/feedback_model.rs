@@ -144,7 +144,7 @@ fn run(ops: &[Op]) -> Result<(), TestCaseError> {
             }
             Op::Claim { holder } => {
                 let ask = ClaimAsk {
-                    holder: format!("h{holder}"),
+                    holder: Some(format!("h{holder}")),
                     id: None,
                     all: false,
                     stale_ms: STALE_MS,
@@ -181,12 +181,8 @@ fn run(ops: &[Op]) -> Result<(), TestCaseError> {
         prop_assert!(report.is_ok(), "verify after step {step}: {report:?}");
     }
     let listed = engine.feedback().list(SCOPE).unwrap();
-    let statuses: Vec<String> = listed["comments"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["record"]["status"].as_str().unwrap().to_owned())
-        .collect();
+    let statuses: Vec<String> =
+        listed.comments.iter().map(|c| c.record["status"].as_str().unwrap().to_owned()).collect();
     let expected: Vec<String> =
         model.comments.iter().map(|c| format!("{:?}", c.status).to_lowercase()).collect();
     prop_assert_eq!(statuses, expected);

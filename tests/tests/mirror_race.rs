@@ -339,6 +339,231 @@ fn observer_mirror_loses_nothing_to_a_stale_legacy_writer() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// moonshine: hookstate adds, claims, replies, dismisses and drains; the legacy writer is the web
+// dev server, creating comments and dismissing one it read (its read maybe stale by then).
+
+const MOONSHINE_PROJECT: &str = "race";
+
+fn moonshine_inbox(dir: &Path) -> PathBuf {
+    dir.join(MOONSHINE_PROJECT).join(".feedback")
+}
+
+#[derive(Default)]
+struct Moonshine {
+    /// Comments hookstate added, and the ones the web created.
+    added: Vec<String>,
+    web_added: Vec<String>,
+    /// Each acknowledged claim's id and token (the last one per comment).
+    claims: std::collections::BTreeMap<String, u64>,
+    /// Acknowledged replies and dismissals.
+    replies: std::collections::BTreeMap<String, String>,
+    dismissed: Vec<String>,
+    /// Dismissals the web wrote.
+    web_dismissed: Vec<String>,
+    /// Which comment file the web reads next.
+    cursor: std::cell::Cell<usize>,
+    counter: u64,
+    /// Whether the author switched listen mode on (drains then claim every pending comment).
+    listening: bool,
+}
+
+impl Moonshine {
+    fn comments(engine: &Engine) -> Vec<(String, serde_json::Value)> {
+        let listed = engine.feedback().list(&format!("moonshine:{MOONSHINE_PROJECT}")).unwrap();
+        listed.comments.into_iter().map(|c| (c.id, c.record)).collect()
+    }
+}
+
+impl Case for Moonshine {
+    fn name(&self) -> &'static str {
+        "moonshine"
+    }
+    fn layout(&self) -> Layout {
+        Layout::Moonshine
+    }
+    fn call(&self, now_ms: u64) -> Call {
+        let scope = format!("moonshine:{MOONSHINE_PROJECT}");
+        let actor = Actor { session: Some("hs".into()), ..Actor::default() };
+        Call { scope, actor, idem_key: None, now_ms }
+    }
+    fn mutate(&mut self, engine: &Engine, now_ms: u64, rng: &mut Rng) -> Result<Outcome> {
+        use hookstate_engine::feedback::{ClaimAsk, DrainAsk, Pass};
+        let call = self.call(now_ms);
+        let fb = engine.feedback();
+        if !self.listening {
+            self.listening = true;
+            return fb.control(&call, "listen", None);
+        }
+        let pick = |ids: Vec<String>, rng: &mut Rng| {
+            (!ids.is_empty())
+                .then(|| ids[usize::try_from(rng.below(ids.len() as u64)).unwrap()].clone())
+        };
+        match rng.below(6) {
+            0 => {
+                let target = r#"{"kind":"block","path":"a.md"}"#;
+                let out = fb.add(&call, target, "from hookstate")?;
+                self.added.push(out.result["id"].as_str().unwrap().to_owned());
+                Ok(out)
+            }
+            1 | 2 => {
+                let ask = ClaimAsk { holder: None, id: None, all: false, stale_ms: 300_000 };
+                let out = fb.claim(&call, &ask)?;
+                for c in out.result["claimed"].as_array().into_iter().flatten() {
+                    let id = c["id"].as_str().unwrap().to_owned();
+                    self.claims.insert(id, c["token"].as_u64().unwrap());
+                }
+                Ok(out)
+            }
+            3 => {
+                let open: Vec<String> = self
+                    .claims
+                    .keys()
+                    .filter(|id| !self.replies.contains_key(*id))
+                    .cloned()
+                    .collect();
+                let Some(id) = pick(open, rng) else { return fb.heartbeat(&call, None, 90) };
+                self.counter += 1;
+                let reply = format!("reply {}", self.counter);
+                let out = fb.reply(&call, &id, self.claims[&id], &reply)?;
+                if out.refusal.is_none() {
+                    self.replies.insert(id, reply);
+                }
+                Ok(out)
+            }
+            4 => {
+                let ids = Self::comments(engine).into_iter().map(|(id, _)| id).collect();
+                let Some(id) = pick(ids, rng) else { return fb.heartbeat(&call, None, 90) };
+                let out = fb.dismiss(&call, &id)?;
+                if out.refusal.is_none() {
+                    self.dismissed.push(id);
+                }
+                Ok(out)
+            }
+            _ => {
+                let ask =
+                    DrainAsk { pass: Pass::Tick, holder: None, stale_ms: 300_000, interval_s: 90 };
+                let out = fb.drain(&call, &ask)?;
+                for c in out.result["claimed"].as_array().into_iter().flatten() {
+                    let id = c["id"].as_str().unwrap().to_owned();
+                    self.claims.insert(id, c["token"].as_u64().unwrap());
+                }
+                Ok(out)
+            }
+        }
+    }
+    /// The author reads the HUD: a pending comment when there is one (the one it dismisses
+    /// next), else any.
+    fn read(&self, dir: &Path) -> Option<Vec<u8>> {
+        let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(moonshine_inbox(dir))
+            .ok()?
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("fb_") && n.ends_with(".json"))
+            .filter_map(|n| Some((n.clone(), std::fs::read(moonshine_inbox(dir).join(n)).ok()?)))
+            .collect();
+        files.sort();
+        let pending: Vec<&(String, Vec<u8>)> = files
+            .iter()
+            .filter(|(_, bytes)| String::from_utf8_lossy(bytes).contains("\"status\": \"pending\""))
+            .collect();
+        let shown = if pending.is_empty() { files.iter().collect() } else { pending };
+        let (name, bytes) = shown.get(self.cursor.get() % shown.len().max(1))?;
+        self.cursor.set(self.cursor.get() + 7);
+        Some([name.as_bytes(), b"\n", bytes].concat())
+    }
+    fn write(&mut self, dir: &Path, read: Option<&[u8]>, now_ms: u64, rng: &mut Rng) {
+        let inbox = moonshine_inbox(dir);
+        std::fs::create_dir_all(&inbox).unwrap();
+        // The web writes a temp file and renames it over the name.
+        let write = |name: &str, text: String| {
+            let temp = inbox.join(format!("{name}.moonshine-tmp"));
+            std::fs::write(&temp, text).unwrap();
+            std::fs::rename(&temp, inbox.join(name)).unwrap();
+        };
+        let read = read.and_then(|r| {
+            let at = r.iter().position(|b| *b == b'\n')?;
+            let name = String::from_utf8(r[..at].to_vec()).ok()?;
+            let record: serde_json::Map<String, serde_json::Value> =
+                serde_json::from_slice(&r[at + 1..]).ok()?;
+            Some((name, record))
+        });
+        match read {
+            Some((name, mut record)) if rng.below(3) != 0 => {
+                let status = record["status"].as_str().unwrap_or_default();
+                if status == "pending" || status == "delivered" {
+                    record.insert("status".into(), "dismissed".into());
+                    write(&name, serde_json::to_string_pretty(&record).unwrap() + "\n");
+                    self.web_dismissed.push(name.trim_end_matches(".json").to_owned());
+                }
+            }
+            _ => {
+                self.counter += 1;
+                let id = format!("fb_web{}_{now_ms}", self.counter);
+                let record = serde_json::json!({
+                    "id": id, "ts": "2026-11-29T22:00:00.000Z", "project": MOONSHINE_PROJECT,
+                    "status": "pending", "target": { "kind": "block", "path": "a.md" },
+                    "comment": "from the web", "reply": null, "deliveredAt": null,
+                    "addressedAt": null,
+                });
+                write(&format!("{id}.json"), serde_json::to_string_pretty(&record).unwrap() + "\n");
+                self.web_added.push(id);
+            }
+        }
+    }
+    fn lost(&self, engine: &Engine, dir: &Path) -> Vec<String> {
+        let mut lost = Vec::new();
+        let comments: std::collections::BTreeMap<String, serde_json::Value> =
+            Self::comments(engine).into_iter().collect();
+        let status =
+            |id: &str| comments.get(id).and_then(|r| r["status"].as_str()).unwrap_or("absent");
+        for id in self.added.iter().chain(&self.web_added) {
+            if !comments.contains_key(id) {
+                lost.push(format!("the comment {id}"));
+            }
+        }
+        for (id, reply) in &self.replies {
+            if comments[id]["reply"] != serde_json::json!(reply) || status(id) != "addressed" {
+                lost.push(format!("the reply {reply:?} to {id} (store: {})", comments[id]));
+            }
+        }
+        for id in &self.dismissed {
+            if status(id) != "dismissed" {
+                lost.push(format!("hookstate's dismissal of {id} (store: {})", status(id)));
+            }
+        }
+        for id in &self.web_dismissed {
+            // Conflicts aside: a dismissal read before an acknowledged reply leaves the reply.
+            if status(id) != "dismissed" && !self.replies.contains_key(id) {
+                lost.push(format!("the web's dismissal of {id} (store: {})", status(id)));
+            }
+        }
+        for id in self.claims.keys() {
+            if status(id) == "pending" {
+                lost.push(format!("the claim of {id}"));
+            }
+        }
+        for (id, record) in &comments {
+            let file = std::fs::read(moonshine_inbox(dir).join(format!("{id}.json"))).ok();
+            let file: Option<serde_json::Value> =
+                file.and_then(|b| serde_json::from_slice(&b).ok());
+            if file.as_ref().map(|f| &f["status"]) != Some(&record["status"]) {
+                lost.push(format!(
+                    "the file of {id} does not show the store's {}",
+                    record["status"]
+                ));
+            }
+        }
+        lost
+    }
+}
+
+#[test]
+fn moonshine_mirror_loses_nothing_to_a_stale_web_writer() {
+    for seed in 1..=3 {
+        race(&mut Moonshine::default(), seed);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // hermit-session: hookstate merges runtime.json fields and observes rows; the legacy writer
 // (a stale `updateRuntimeField`, a stale `appendFileSync`) sets its own fields and appends
 // its own lines.

@@ -447,3 +447,20 @@ fn a_refusal_answers_with_upstreams_line_and_both_exits() {
     assert_eq!((usage.verdict_exit, usage.exit), (Exit::Usage, Exit::Usage));
     assert_eq!(h.engine.head().unwrap().seq, 0, "no refusal appends");
 }
+
+#[test]
+fn a_marker_the_store_removes_is_removed_from_the_directory() {
+    let h = mirrored_hermit();
+    assert!(h.dir.join("state/operator-turn-open.json").exists());
+    let outcome = h.mirrored(NOW + 60_000, |e| e.session().close_turn(&h.call(NOW + 60_000)));
+    assert_eq!(outcome.mirror.unwrap().removed, ["state/operator-turn-open.json"]);
+    assert!(!h.dir.join("state/operator-turn-open.json").exists());
+    let outcome =
+        h.mirrored(NOW + 60_001, |e| e.session().unpause(&h.call(NOW + 60_001), "operator"));
+    assert_eq!(outcome.mirror.unwrap().removed, ["state/operator-pause.json"]);
+    // A removal the directory already shows changes nothing more.
+    let outcome = h.mirrored(NOW + 60_002, |e| e.session().runtime_get(&h.scope));
+    let report = outcome.mirror.unwrap();
+    assert!(report.removed.is_empty() && report.written.is_empty(), "{report:?}");
+    h.engine.verify().unwrap();
+}

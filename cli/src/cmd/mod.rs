@@ -153,6 +153,7 @@ pub(crate) fn layout(cli: &Cli, layout: Layout) -> Option<hookstate_engine::Layo
         Layout::Observer => Some(hookstate_engine::Layout::Observer {
             file: file(hookstate_engine::observer::layout::STATE_FILE_DEFAULT),
         }),
+        Layout::Moonshine => Some(hookstate_engine::Layout::Moonshine),
         Layout::HermitSession => Some(hookstate_engine::Layout::HermitSession),
         _ => None,
     }
@@ -189,7 +190,14 @@ pub(crate) fn finish(cli: &Cli, outcome: &Outcome) -> Result<(), CliError> {
 
 /// One stderr line per record a mirrored call could not adopt.
 pub(crate) fn warn_conflicts(outcome: &Outcome) {
-    for conflict in outcome.mirror.iter().flat_map(|m| &m.conflicts) {
+    if let Some(report) = &outcome.mirror {
+        warn_report(report);
+    }
+}
+
+/// One stderr line per record a mirror could not adopt.
+pub(crate) fn warn_report(report: &hookstate_engine::MirrorReport) {
+    for conflict in &report.conflicts {
         let line = format!(
             "hookstate: mirror kept the store's {} in {}: {}",
             conflict.record, conflict.file, conflict.why

@@ -1,25 +1,32 @@
-//! Import and export of moonshine `.feedback/` directories (`<home>/<project>/.feedback/`):
-//! comments, `control.json`, `address.json`, `heartbeat.json`, `adapter.json`, and orphaned
-//! `<id>.json.claiming.<pid>` files restored by the Stop hook's rules.
+//! The moonshine files (`<home>/<project>/.feedback/`): comments, `control.json`,
+//! `address.json`, `heartbeat.json`, `adapter.json`, and orphaned `<id>.json.claiming.<pid>`
+//! files restored by the Stop hook's rules; imported, exported byte for byte, and mirrored
+//! ([`MoonshineLayout`]).
 //!
-//! Every file goes through [`Root`]; every file is parsed and checked before the first event is
-//! appended, so a bad file changes nothing. Does not decide inbox rules.
+//! Every file goes through [`Root`]; an import parses and checks every file before the first
+//! event is appended, so a bad file changes nothing. Does not decide inbox rules; `rules.rs`
+//! and `outside.rs` do.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use hookstate_schema::feedback::{CommentRow, FeedbackEvent, FileKind, FileRow, JsonDoc};
 use hookstate_schema::{validate_id, Body};
-use serde_json::{json, Value};
+use serde::de::IgnoredAny;
+use serde::Serialize;
+use serde_json::Value;
 
-use super::Feedback;
-use crate::feedback::rules::Inbox;
-use crate::feedback::{check_comment_id, project::SCOPE_PREFIX, read_inbox, COMMENTS_MAX, MODES};
-use crate::kernel::call::Call;
-use crate::kernel::call::Plan;
-use crate::kernel::call::Refusal;
-use crate::kernel::doc::read_doc;
+use super::input::check_comment_id;
+use super::outside::{self, Counters, Merged};
+use super::project::{read_inbox, COMMENT, FILE, INDEX_SCOPE, PROJECT, SCOPE_PREFIX};
+use super::rules::{status, COMMENTS_MAX, MODES};
+use crate::kernel::call::{Call, Conflict, Refusal};
+use crate::kernel::doc::{read_doc, read_docs};
 use crate::kernel::error::{Error, Result};
-use crate::legacy::json::{parse_doc, render, str_field};
+use crate::kernel::storage::ReadTxn;
+use crate::kernel::write::Kernel;
+use crate::legacy::json::{parse_doc, parse_doc_any, render, str_field};
+use crate::legacy::mirror::{Adoption, Change, Layout, RelPath};
 use crate::legacy::root::Root;
 
 /// One legacy file: far above any real record, below the event limit.
@@ -28,63 +35,95 @@ pub(crate) const FILE_BYTES_MAX: usize = 48 * 1024;
 const INBOX: &str = ".feedback";
 const CLAIMING: &str = ".json.claiming.";
 
-/// What a moonshine home holds, parsed and checked, ready to be adopted by
-/// [`Engine::import_moonshine`]. Reading it touches no store.
+/// The file name of one of the four other files.
+fn file_name(kind: FileKind) -> String {
+    format!("{}.json", kind.stem())
+}
+
+/// What a moonshine home holds, parsed and checked, ready to be adopted by an import
+/// (`engine.feedback().import`). Reading it touches no store.
 #[derive(Debug, Default)]
 pub struct MoonshineImport {
     projects: Vec<Parsed>,
+}
+
+/// One project's import.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ImportedProject {
+    /// The project.
+    pub project: String,
+    /// Events appended.
+    pub events: usize,
+    /// Orphaned claims restored as comments.
+    pub restored: Vec<String>,
+    /// Names not taken for records.
+    pub ignored: Vec<String>,
+    /// The seq of the project's last event.
+    pub seq: u64,
+}
+
+/// What an import did: the projects imported, or the refusal that stopped it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Imported {
+    /// The projects imported before any refusal (absent when refused before the store opened).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub imported: Option<Vec<ImportedProject>>,
+    /// Whether every project was imported.
+    pub ok: bool,
+    /// The refusal's reason.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refused: Option<&'static str>,
+    /// The project refused.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
+    /// The refusal, for the exit.
+    #[serde(skip)]
+    pub refusal: Option<Refusal>,
+}
+
+impl Imported {
+    fn refused(imported: Option<Vec<ImportedProject>>, refusal: Refusal, project: &str) -> Self {
+        let reason = refusal.reason;
+        let project = Some(project.to_owned());
+        Imported { imported, ok: false, refused: Some(reason), project, refusal: Some(refusal) }
+    }
+}
+
+/// What an export wrote.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Exported {
+    /// The projects exported.
+    pub projects: Vec<String>,
+    /// Files written.
+    pub written: u64,
+    /// Files already holding the store's bytes.
+    pub unchanged: u64,
+    /// Always true.
+    pub ok: bool,
 }
 
 impl MoonshineImport {
     /// Reads and checks every file of every project under `from` (or only `only`).
     ///
     /// # Errors
-    /// [`Error::UnsafePath`] for symlinks and unsafe directories, [`Error::Invalid`] for a file
-    /// that is not a valid record or would not be written back byte for byte, IO errors.
+    /// [`Error::UnsafePath`] for symlinks and unsafe directories, [`Error::LegacyFile`] for a
+    /// file that is not a valid record or would not be written back byte for byte,
+    /// [`Error::NotFound`] for a missing project, IO errors.
     pub fn read(from: &Path, only: Option<&str>) -> Result<MoonshineImport> {
-        Ok(MoonshineImport { projects: parse_home(from, only, false)? })
+        Ok(MoonshineImport { projects: parse_home(from, only)? })
     }
 
-    /// Reads a mirror the way [`MoonshineImport::read`] reads a home, except that a missing
-    /// home or project is empty rather than an error (the mirror is created by the first export).
-    ///
-    /// # Errors
-    /// As [`MoonshineImport::read`].
-    pub fn read_mirror(from: &Path, only: Option<&str>) -> Result<MoonshineImport> {
-        Root::open(from, true)?;
-        Ok(MoonshineImport { projects: parse_home(from, only, true)? })
-    }
-
-    /// The bytes of each file of `project` as read (`None` for a file that was absent), keyed by
-    /// file name; only names hookstate writes are listed.
-    fn files_of(&self, project: &str) -> std::collections::BTreeMap<String, Option<Vec<u8>>> {
-        let mut files = std::collections::BTreeMap::new();
-        for kind in FileKind::ALL {
-            files.insert(format!("{}.json", kind.stem()), None);
-        }
-        let Some(parsed) = self.projects.iter().find(|p| p.project == project) else {
-            return files;
-        };
-        for event in &parsed.events {
-            let (name, doc) = match event {
-                FeedbackEvent::CommentAdded { id, doc } => (format!("{id}.json"), doc),
-                FeedbackEvent::FileWritten { file, doc, .. } => {
-                    (format!("{}.json", file.stem()), doc)
-                }
-                _ => continue,
-            };
-            files.insert(name, Some(render(doc).into_bytes()));
-        }
-        files
-    }
-
-    /// A claim held right now by a live legacy process (`<id>.json.claiming.<pid>`), if any:
-    /// importing now could lose its write-back, so the import is refused.
+    /// The refusal of an import that must not start: a claim held right now by a live legacy
+    /// process (`<id>.json.claiming.<pid>`), whose write-back importing now could lose.
     #[must_use]
-    pub fn live_claim(&self) -> Option<(String, String)> {
-        self.projects
+    pub fn refused(&self) -> Option<Imported> {
+        let (project, name) = self
+            .projects
             .iter()
-            .find_map(|p| p.live_claim.clone().map(|name| (p.project.clone(), name)))
+            .find_map(|p| p.live_claim.clone().map(|name| (p.project.clone(), name)))?;
+        let message = format!("{name} of project {project} is claimed by a live process; retry");
+        let refusal = refusal("claim_in_progress", message, &project);
+        Some(Imported::refused(None, refusal, &project))
     }
 }
 
@@ -106,12 +145,13 @@ fn read_doc_file(dir: &Root, name: &str) -> Result<Option<JsonDoc>> {
     }
 }
 
-pub(crate) fn check_comment(name: &str, id: &str, doc: &JsonDoc) -> Result<()> {
-    let bad = |why: &str| Error::invalid(format!("legacy comment {name}: {why}"));
+/// Checks a comment record read from `name`: its id, status, comment and target.
+fn check_comment(name: &str, id: &str, doc: &JsonDoc) -> Result<()> {
+    let bad = |why: &str| Error::legacy(format!("comment {name}"), why);
     if str_field(doc, "id").as_deref() != Some(id) {
         return Err(bad("its id field does not match the file name"));
     }
-    if crate::feedback::rules::status(doc).is_none() {
+    if status(doc).is_none() {
         return Err(bad("status is not pending, delivered, addressed or dismissed"));
     }
     if str_field(doc, "comment").is_none() {
@@ -124,7 +164,8 @@ pub(crate) fn check_comment(name: &str, id: &str, doc: &JsonDoc) -> Result<()> {
     Ok(())
 }
 
-pub(crate) fn check_file(name: &str, kind: FileKind, doc: &JsonDoc) -> Result<()> {
+/// Checks one of the four other files.
+fn check_file(name: &str, kind: FileKind, doc: &JsonDoc) -> Result<()> {
     let ok = match kind {
         FileKind::Control => str_field(doc, "mode").is_some_and(|m| MODES.contains(&m.as_str())),
         FileKind::Address => str_field(doc, "requestedAt").is_some(),
@@ -133,11 +174,27 @@ pub(crate) fn check_file(name: &str, kind: FileKind, doc: &JsonDoc) -> Result<()
     if ok {
         Ok(())
     } else {
-        Err(Error::invalid(format!(
-            "legacy file {name}: missing or bad fields for {}",
-            kind.stem()
-        )))
+        Err(Error::legacy(name, format!("missing or bad fields for {}", kind.stem())))
     }
+}
+
+/// Parses and checks a comment file that names itself (its `id`), as an import does, and
+/// returns what an export writes back; for `parse_legacy`.
+pub(crate) fn parse_comment_file(bytes: &[u8]) -> Result<Vec<u8>> {
+    let doc = parse_doc("comment", bytes)?;
+    let id = str_field(&doc, "id").unwrap_or_default();
+    check_comment_id(&id)?;
+    check_comment(&format!("{id}.json"), &id, &doc)?;
+    Ok(render(&doc).into_bytes())
+}
+
+/// Parses and checks one of the four other files, as an import does, and returns what an export
+/// writes back; for `parse_legacy`.
+pub(crate) fn parse_other_file(kind: FileKind, bytes: &[u8]) -> Result<Vec<u8>> {
+    let name = file_name(kind);
+    let doc = parse_doc(&name, bytes)?;
+    check_file(&name, kind, &doc)?;
+    Ok(render(&doc).into_bytes())
 }
 
 fn pid_alive(suffix: &str) -> bool {
@@ -148,10 +205,32 @@ fn pid_alive(suffix: &str) -> bool {
         .is_some_and(|pid| rustix::process::test_kill_process(pid).is_ok())
 }
 
+/// What a `<base>.json.claiming.<suffix>` name is, by the Stop hook's rules, among `names`.
+#[derive(Debug, PartialEq, Eq)]
+enum Claiming<'a> {
+    /// The hook's rewrite buffer, or a claim whose base is back: never a record.
+    Ignored,
+    /// Held by a live process.
+    Live(&'a str),
+    /// Its process is gone and its base absent: the record, to restore.
+    Orphan(&'a str),
+}
+
+fn claiming<'a>(name: &'a str, names: &[String]) -> Option<Claiming<'a>> {
+    let (base, suffix) = name.split_once(CLAIMING)?;
+    Some(if suffix.ends_with(".tmp") || names.contains(&format!("{base}.json")) {
+        Claiming::Ignored
+    } else if pid_alive(suffix) {
+        Claiming::Live(base)
+    } else {
+        Claiming::Orphan(base)
+    })
+}
+
 fn add_comment(parsed: &mut Parsed, inbox: &Root, name: &str, id: &str) -> Result<()> {
     check_comment_id(id)?;
     let doc = read_doc_file(inbox, name)?
-        .ok_or_else(|| Error::invalid(format!("legacy comment {name} vanished while importing")))?;
+        .ok_or_else(|| Error::legacy(name, "vanished while importing"))?;
     check_comment(name, id, &doc)?;
     parsed.events.push(FeedbackEvent::CommentAdded { id: id.into(), doc });
     Ok(())
@@ -161,33 +240,34 @@ fn parse_project(project: &str, inbox: &Root) -> Result<Parsed> {
     let mut parsed = Parsed { project: project.into(), ..Parsed::default() };
     let names = inbox.list()?;
     for name in &names {
-        if let Some(kind) = FileKind::ALL.iter().find(|k| format!("{}.json", k.stem()) == *name) {
+        if let Some(kind) = FileKind::ALL.iter().find(|k| file_name(**k) == *name) {
             let Some(doc) = read_doc_file(inbox, name)? else { continue };
             check_file(name, *kind, &doc)?;
             let request = u64::from(*kind == FileKind::Address);
             parsed.events.push(FeedbackEvent::FileWritten { file: *kind, doc, request });
-        } else if let Some((base, suffix)) = name.split_once(CLAIMING) {
-            if suffix.ends_with(".tmp") || names.contains(&format!("{base}.json")) {
-                parsed.ignored.push(name.clone());
-            } else if pid_alive(suffix) {
-                parsed.live_claim = Some(name.clone());
-            } else {
+            continue;
+        }
+        match claiming(name, &names) {
+            Some(Claiming::Ignored) => parsed.ignored.push(name.clone()),
+            Some(Claiming::Live(_)) => parsed.live_claim = Some(name.clone()),
+            Some(Claiming::Orphan(base)) => {
                 add_comment(&mut parsed, inbox, name, base)?;
                 parsed.restored.push(name.clone());
             }
-        } else if let Some(id) = name.strip_suffix(".json") {
-            add_comment(&mut parsed, inbox, name, id)?;
-        } else {
-            parsed.ignored.push(name.clone());
+            None => match name.strip_suffix(".json") {
+                Some(id) => add_comment(&mut parsed, inbox, name, id)?,
+                None => parsed.ignored.push(name.clone()),
+            },
         }
     }
     let comments =
         parsed.events.iter().filter(|e| matches!(e, FeedbackEvent::CommentAdded { .. })).count();
     if comments > COMMENTS_MAX {
-        let path = inbox.path().display();
-        return Err(Error::invalid(format!(
-            "{path} holds {comments} comments, limit is {COMMENTS_MAX}"
-        )));
+        let path = inbox.path().display().to_string();
+        return Err(Error::legacy(
+            path,
+            format!("holds {comments} comments, limit is {COMMENTS_MAX}"),
+        ));
     }
     Ok(parsed)
 }
@@ -196,7 +276,7 @@ fn is_plain_file(root: &Root, name: &str) -> bool {
     std::fs::symlink_metadata(root.path().join(name)).is_ok_and(|m| m.file_type().is_file())
 }
 
-fn parse_home(from: &Path, only: Option<&str>, mirror: bool) -> Result<Vec<Parsed>> {
+fn parse_home(from: &Path, only: Option<&str>) -> Result<Vec<Parsed>> {
     let home = Root::open(from, false)?;
     let names = match only {
         Some(project) => vec![project.to_owned()],
@@ -206,10 +286,8 @@ fn parse_home(from: &Path, only: Option<&str>, mirror: bool) -> Result<Vec<Parse
     for name in names {
         validate_id("project", &name)?;
         let Some(dir) = home.subdir(&name, false)? else {
-            if mirror {
-                continue;
-            }
-            return Err(Error::invalid(format!("no project {name} under {}", from.display())));
+            let id = format!("{name} under {}", from.display());
+            return Err(Error::NotFound { what: "project", id });
         };
         let Some(inbox) = dir.subdir(INBOX, false)? else { continue };
         out.push(parse_project(&name, &inbox)?);
@@ -218,303 +296,334 @@ fn parse_home(from: &Path, only: Option<&str>, mirror: bool) -> Result<Vec<Parse
 }
 
 fn refusal(reason: &'static str, message: String, project: &str) -> Refusal {
-    let details = json!({ "project": project });
-    let details = details.as_object().cloned().unwrap_or_default();
-    Refusal { reason, message, details }
+    Refusal::new(reason, message, serde_json::json!({ "project": project }))
 }
 
-impl Feedback<'_> {
-    /// Adopts parsed `.feedback/` inboxes as events, one transaction per project.
-    ///
-    /// # Errors
-    /// Store errors. A project that already has state, or a claim held by a live legacy process,
-    /// is a refusal and nothing more is written.
-    pub fn import(&self, call: &Call, import: MoonshineImport) -> Result<(Value, Option<Refusal>)> {
-        if let Some((project, name)) = import.live_claim() {
-            let message =
-                format!("{name} of project {project} is claimed by a live process; retry");
-            let refused = refusal("claim_in_progress", message, &project);
-            return Ok((json!({ "imported": [] }), Some(refused)));
-        }
-        let parsed = import.projects;
-        let mut done = Vec::new();
-        for p in parsed {
-            let call = Call { scope: format!("{SCOPE_PREFIX}{}", p.project), ..call.clone() };
-            let count = p.events.len();
-            let outcome = self.k.write(&call, |txn| {
-                let present = read_doc::<bool>(
-                    txn,
-                    crate::feedback::project::INDEX_SCOPE,
-                    crate::feedback::project::PROJECT,
-                    &p.project,
-                )?;
-                if present.is_some() {
-                    let message =
-                        format!("project {} already has feedback state in the store", p.project);
-                    return Ok(Plan {
-                        refusal: Some(refusal("exists", message, &p.project)),
-                        ..Plan::default()
-                    });
-                }
-                Ok(Plan {
-                    events: p.events.iter().cloned().map(Body::Feedback).collect(),
-                    ..Plan::default()
-                })
-            })?;
-            if let Some(refused) = outcome.refusal {
-                return Ok((json!({ "imported": done }), Some(refused)));
+fn scope_of(project: &str) -> String {
+    format!("{SCOPE_PREFIX}{project}")
+}
+
+/// Adopts parsed `.feedback/` inboxes as events, one transaction per project.
+///
+/// # Errors
+/// Store errors. A project that already has state, or a claim held by a live legacy process,
+/// is a refusal and nothing more is written.
+pub(crate) fn import(k: &Kernel, call: &Call, import: MoonshineImport) -> Result<Imported> {
+    if let Some(refused) = import.refused() {
+        return Ok(refused);
+    }
+    let mut done = Vec::new();
+    for p in import.projects {
+        let call = call.in_scope(&scope_of(&p.project));
+        let outcome = k.write(&call, |txn| {
+            if read_doc::<bool>(txn, INDEX_SCOPE, PROJECT, &p.project)?.is_some() {
+                let message =
+                    format!("project {} already has feedback state in the store", p.project);
+                let details = serde_json::json!({ "project": p.project });
+                return Ok(crate::kernel::call::Plan::refuse("exists", message, details));
             }
-            done.push(json!({
-                "project": p.project, "events": count, "restored": p.restored,
-                "ignored": p.ignored, "seq": outcome.head.seq,
-            }));
+            Ok(crate::kernel::call::Plan {
+                events: p.events.iter().cloned().map(Body::Feedback).collect(),
+                ..crate::kernel::call::Plan::default()
+            })
+        })?;
+        if let Some(refused) = outcome.refusal {
+            return Ok(Imported::refused(Some(done), refused, &p.project));
         }
-        Ok((json!({ "imported": done }), None))
+        done.push(ImportedProject {
+            project: p.project,
+            events: p.events.len(),
+            restored: p.restored,
+            ignored: p.ignored,
+            seq: outcome.head.seq,
+        });
+    }
+    Ok(Imported { imported: Some(done), ok: true, refused: None, project: None, refusal: None })
+}
+
+/// Writes the legacy files of every project (or `only`) under `to`, byte for byte, through
+/// the safe writer; files whose bytes are already right are not rewritten. A consumed
+/// address request removes `address.json`.
+///
+/// # Errors
+/// [`Error::UnsafePath`], IO and store errors.
+pub(crate) fn export(k: &Kernel, to: &Path, only: Option<&str>) -> Result<Exported> {
+    let projects = match only {
+        Some(project) => vec![project.to_owned()],
+        None => read_docs::<bool>(&*k.begin_read()?, INDEX_SCOPE, PROJECT)?
+            .into_iter()
+            .map(|(p, _)| p)
+            .collect(),
+    };
+    let mut inboxes = Vec::new();
+    {
+        let txn = k.begin_read()?;
+        for project in projects {
+            validate_id("project", &project)?;
+            let inbox = read_inbox(&*txn, &scope_of(&project))?;
+            inboxes.push((project, inbox));
+        }
+    }
+    let home = Root::open(to, true)?;
+    let vanished = |path: &Path| Error::NoStore { path: path.to_path_buf() };
+    let (mut written, mut unchanged) = (0u64, 0u64);
+    for (project, inbox) in &inboxes {
+        let dir = home.subdir(project, true)?.ok_or_else(|| vanished(&to.join(project)))?;
+        let fb = dir.subdir(INBOX, true)?.ok_or_else(|| vanished(dir.path()))?;
+        let mut files: Vec<(String, &JsonDoc)> = inbox
+            .comments
+            .iter()
+            .map(|(id, row): &(String, CommentRow)| (format!("{id}.json"), &row.doc))
+            .collect();
+        files.extend(inbox.files.iter().map(|(kind, row)| (file_name(*kind), &row.doc)));
+        for (name, doc) in files {
+            let bytes = render(doc);
+            if fb.read(&name, FILE_BYTES_MAX).ok().flatten().as_deref() == Some(bytes.as_bytes()) {
+                unchanged += 1;
+            } else {
+                fb.write(&name, bytes.as_bytes())?;
+                written += 1;
+            }
+        }
+        if !inbox.files.contains_key(&FileKind::Address) {
+            fb.remove(&file_name(FileKind::Address))?;
+        }
+    }
+    let projects = inboxes.into_iter().map(|(p, _)| p).collect();
+    Ok(Exported { projects, written, unchanged, ok: true })
+}
+
+/// A mirrored file of the moonshine layout, by its path `<project>/.feedback/<name>`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Entry<'a> {
+    Comment(&'a str, &'a str),
+    Orphan(&'a str, &'a str),
+    File(&'a str, FileKind),
+}
+
+impl<'a> Entry<'a> {
+    fn of(path: &'a RelPath) -> Option<Entry<'a>> {
+        let [project, inbox, name] = path.parts() else { return None };
+        if inbox != INBOX {
+            return None;
+        }
+        if let Some(kind) = FileKind::ALL.into_iter().find(|k| file_name(*k) == *name) {
+            return Some(Entry::File(project, kind));
+        }
+        if let Some((base, _)) = name.split_once(CLAIMING) {
+            return check_comment_id(base).is_ok().then_some(Entry::Orphan(project, base));
+        }
+        let id = name.strip_suffix(".json")?;
+        check_comment_id(id).is_ok().then_some(Entry::Comment(project, id))
+    }
+}
+
+/// The moonshine home as a mirrored layout: each project's comment files and its four other
+/// files, merged record by record by the inbox's rules (`outside.rs`). A call scoped
+/// `moonshine:<project>` mirrors that project; any other scope (a tick or Stop hook over every
+/// project) mirrors every project the store or the home holds. A comment held right now by a
+/// live legacy claim (`<id>.json.claiming.<pid>`, its file renamed away) is left alone; an
+/// orphaned claim whose process is gone is read as the comment's file, as the Stop hook restores
+/// it. A consumed address request removes `address.json`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct MoonshineLayout;
+
+impl MoonshineLayout {
+    /// The projects a call mirrors.
+    fn projects(txn: &dyn ReadTxn, call: &Call, root: &Root) -> Result<BTreeSet<String>> {
+        if let Some(project) = call.scope.strip_prefix(SCOPE_PREFIX) {
+            validate_id("project", project)?;
+            return Ok(BTreeSet::from([project.to_owned()]));
+        }
+        let mut all: BTreeSet<String> =
+            read_docs::<bool>(txn, INDEX_SCOPE, PROJECT)?.into_iter().map(|(p, _)| p).collect();
+        for name in root.list()? {
+            // The mirror's own directory and anything else that is no project name is skipped.
+            if validate_id("project", &name).is_ok() && !is_plain_file(root, &name) {
+                all.insert(name);
+            }
+        }
+        Ok(all)
     }
 
-    /// Writes the legacy files of every project (or `only`) under `to`, byte for byte, through
-    /// the safe writer; files whose bytes are already right are not rewritten. A consumed
-    /// address request removes `address.json`. For a mirror, `seen` is what the mirror held when
-    /// its changes were adopted: a file changed since then (by a writer racing this call) is
-    /// left alone for the next adoption instead of being overwritten.
-    ///
-    /// # Errors
-    /// [`Error::UnsafePath`], IO and store errors.
-    pub fn export(
-        &self,
-        to: &Path,
-        only: Option<&str>,
-        seen: Option<&MoonshineImport>,
-    ) -> Result<Value> {
-        let projects = match only {
-            Some(project) => vec![project.to_owned()],
-            None => self.projects()?,
+    /// One project's files: comments the store or the directory holds, orphaned claims, and
+    /// the other files either holds.
+    fn project_files(txn: &dyn ReadTxn, root: &Root, project: &str) -> Result<Vec<RelPath>> {
+        let scope = scope_of(project);
+        let names = match root.subdir(project, false)? {
+            Some(dir) => match dir.subdir(INBOX, false)? {
+                Some(inbox) => inbox.list()?,
+                None => Vec::new(),
+            },
+            None => Vec::new(),
         };
-        let mut inboxes = Vec::new();
-        {
-            let txn = self.k.begin_read()?;
-            for project in projects {
-                validate_id("project", &project)?;
-                let inbox = read_inbox(&*txn, &format!("{SCOPE_PREFIX}{project}"))?;
-                inboxes.push((project, inbox));
-            }
-        }
-        let home = Root::open(to, true)?;
-        let (mut written, mut unchanged) = (0u64, 0u64);
-        for (project, inbox) in &inboxes {
-            let dir = home
-                .subdir(project, true)?
-                .ok_or_else(|| Error::invalid("project directory vanished"))?;
-            let fb = dir
-                .subdir(INBOX, true)?
-                .ok_or_else(|| Error::invalid("inbox directory vanished"))?;
-            let mut files: Vec<(String, &JsonDoc)> = inbox
-                .comments
-                .iter()
-                .map(|(id, row): &(String, CommentRow)| (format!("{id}.json"), &row.doc))
-                .collect();
-            files.extend(
-                inbox.files.iter().map(|(kind, row)| (format!("{}.json", kind.stem()), &row.doc)),
-            );
-            let before = seen.map(|seen| seen.files_of(project));
-            for (name, doc) in files {
-                let bytes = render(doc);
-                let current = fb.read(&name, FILE_BYTES_MAX).ok().flatten();
-                let raced =
-                    before.as_ref().is_some_and(|b| b.get(&name).unwrap_or(&None) != &current);
-                if current.as_deref() == Some(bytes.as_bytes()) || raced {
-                    unchanged += 1;
-                } else {
-                    fb.write(&name, bytes.as_bytes())?;
-                    written += 1;
+        let mut ids: BTreeSet<String> =
+            read_docs::<IgnoredAny>(txn, &scope, COMMENT)?.into_iter().map(|(id, _)| id).collect();
+        let mut orphans = Vec::new();
+        for name in &names {
+            match claiming(name, &names) {
+                // Its file is renamed away while a live process claims it: left alone (its base
+                // is absent, so no later name adds the id back).
+                Some(Claiming::Live(base)) => {
+                    ids.remove(base);
+                }
+                Some(Claiming::Orphan(base)) if check_comment_id(base).is_ok() => {
+                    orphans.push(name.clone());
+                }
+                Some(_) => {}
+                None => {
+                    let id = name.strip_suffix(".json").filter(|id| check_comment_id(id).is_ok());
+                    ids.extend(id.map(str::to_owned));
                 }
             }
-            let address = "address.json".to_owned();
-            let current = fb.read(&address, FILE_BYTES_MAX).ok().flatten();
-            let raced =
-                before.as_ref().is_some_and(|b| b.get(&address).unwrap_or(&None) != &current);
-            if !inbox.files.contains_key(&FileKind::Address) && !raced {
-                fb.remove(&address)?;
-            }
         }
-        let projects: Vec<&String> = inboxes.iter().map(|(p, _)| p).collect();
-        Ok(json!({ "projects": projects, "written": written, "unchanged": unchanged }))
-    }
-}
-
-/// What an external writer did to one comment file, judged against the store's record.
-fn adopt_comment(
-    id: &str,
-    file: &JsonDoc,
-    row: Option<&CommentRow>,
-) -> Result<Option<FeedbackEvent>, String> {
-    use crate::feedback::rules::{status, Status};
-    let Some(row) = row else {
-        return Ok(Some(FeedbackEvent::CommentAdded { id: id.into(), doc: file.clone() }));
-    };
-    if *file == row.doc {
-        return Ok(None);
-    }
-    let (from, to) = (status(&row.doc), status(file));
-    let conflict = || {
-        let state = str_field(&row.doc, "status").unwrap_or_default();
-        let found = str_field(file, "status").unwrap_or_default();
-        format!(
-            "{id}.json was changed outside hookstate ({found}) against a newer state in the store \
-             ({state}); export the store's version or undo the edit"
-        )
-    };
-    let mut expected = row.doc.clone();
-    let event = match (from, to) {
-        (Some(Status::Pending | Status::Delivered), Some(Status::Dismissed)) => {
-            expected.set("status", crate::legacy::json::string("dismissed"));
-            FeedbackEvent::CommentDismissed { id: id.into() }
+        let path = |name: &str| RelPath::new(&[project, INBOX, name]);
+        let mut files = Vec::new();
+        for id in &ids {
+            files.push(path(&format!("{id}.json"))?);
         }
-        (Some(Status::Delivered), Some(Status::Addressed)) => {
-            let reply = str_field(file, "reply").filter(|r| !r.trim().is_empty());
-            let (Some(reply), Some(at)) = (reply, str_field(file, "addressedAt")) else {
-                return Err(format!("{id}.json is addressed without a reply and an addressedAt"));
-            };
-            for (key, value) in [("status", "addressed"), ("addressedAt", &at), ("reply", &reply)] {
-                expected.set(key, crate::legacy::json::string(value));
-            }
-            FeedbackEvent::CommentReplied {
-                id: id.into(),
-                token: row.token,
-                reply,
-                addressed_at: at,
-            }
+        for name in &orphans {
+            files.push(path(name)?);
         }
-        // The file is behind the store (an export will catch it up), not changed by someone.
-        (Some(Status::Pending), Some(Status::Pending | Status::Delivered))
-        | (Some(Status::Delivered), Some(Status::Pending | Status::Delivered))
-        | (
-            Some(Status::Addressed | Status::Dismissed),
-            Some(Status::Pending | Status::Delivered),
-        ) => return Ok(None),
-        _ => return Err(conflict()),
-    };
-    if expected != *file {
-        return Err(conflict());
-    }
-    Ok(Some(event))
-}
-
-/// Whether a web-written file (control, address) is newer than the store's copy.
-fn newer_file(kind: FileKind, file: &JsonDoc, row: Option<&FileRow>) -> bool {
-    let field = if kind == FileKind::Control { "updatedAt" } else { "requestedAt" };
-    let stamp =
-        |doc: &JsonDoc| str_field(doc, field).and_then(|t| crate::kernel::compat::stamp::parse(&t));
-    match row {
-        None => true,
-        Some(row) if row.doc == *file => false,
-        Some(row) => stamp(file) >= stamp(&row.doc),
-    }
-}
-
-fn decide_adopt(inbox: &Inbox, parsed: &[FeedbackEvent]) -> Result<Vec<FeedbackEvent>, String> {
-    let mut events = Vec::new();
-    let mut requests = inbox.meta.requests;
-    for event in parsed {
-        match event {
-            FeedbackEvent::CommentAdded { id, doc } => {
-                let row = inbox.comments.iter().find(|(c, _)| c == id).map(|(_, r)| r);
-                events.extend(adopt_comment(id, doc, row)?);
-            }
-            FeedbackEvent::FileWritten { file, doc, .. }
-                if matches!(file, FileKind::Control | FileKind::Address)
-                    && newer_file(*file, doc, inbox.files.get(file)) =>
+        for kind in FileKind::ALL {
+            let name = file_name(kind);
+            if names.contains(&name)
+                || read_doc::<FileRow>(txn, &scope, FILE, kind.stem())?.is_some()
             {
-                let request = if *file == FileKind::Address { requests + 1 } else { 0 };
-                requests = requests.max(request);
-                events.push(FeedbackEvent::FileWritten { file: *file, doc: doc.clone(), request });
+                files.push(path(&name)?);
             }
-            _ => {}
         }
+        Ok(files)
     }
-    Ok(events)
 }
 
-impl Feedback<'_> {
-    /// Adopts changes that programs still writing the files directly (the web dev server, a
-    /// session editing a comment file) made to a mirror: new comments, dismissals, replies, a
-    /// new control mode or address request, as events. A file that is merely behind the store
-    /// is left for the next export; a change that conflicts with a newer state in the store is
-    /// refused and nothing is written.
-    ///
-    /// # Errors
-    /// Store errors.
-    pub fn adopt(&self, call: &Call, mirror: &MoonshineImport) -> Result<(Value, Option<Refusal>)> {
-        let mut adopted = Vec::new();
-        for p in &mirror.projects {
-            // Never the caller's idempotency key: it names the verb's own write (a feedback verb
-            // runs in this very scope), see `adopt_call`.
-            let scope = format!("{SCOPE_PREFIX}{}", p.project);
-            let call = Call { scope, ..call.without_idem_key() };
-            let outcome = self.k.write(&call, |txn| {
-                let inbox = read_inbox(txn, &call.scope)?;
-                Ok(match decide_adopt(&inbox, &p.events) {
-                    Ok(events) => Plan {
-                        events: events.into_iter().map(Body::Feedback).collect(),
-                        ..Plan::default()
-                    },
-                    Err(message) => Plan {
-                        refusal: Some(refusal("mirror_conflict", message, &p.project)),
-                        ..Plan::default()
-                    },
-                })
-            })?;
-            if let Some(refused) = outcome.refusal {
-                return Ok((json!({ "adopted": adopted }), Some(refused)));
+/// Parses a mirrored file in whatever layout it was written; a rendering rewrites it in the
+/// store's.
+fn parse_any(name: &str, bytes: &[u8]) -> Result<JsonDoc> {
+    parse_doc_any(name, bytes).map(|(doc, _)| doc)
+}
+
+impl Layout for MoonshineLayout {
+    fn name(&self) -> &'static str {
+        "moonshine"
+    }
+
+    fn files(&self, txn: &dyn ReadTxn, call: &Call, root: &Root) -> Result<Vec<RelPath>> {
+        let mut files = Vec::new();
+        for project in Self::projects(txn, call, root)? {
+            files.extend(Self::project_files(txn, root, &project)?);
+        }
+        Ok(files)
+    }
+
+    fn max_bytes(&self, _: &RelPath) -> usize {
+        FILE_BYTES_MAX
+    }
+
+    fn render(&self, txn: &dyn ReadTxn, _: &Call, path: &RelPath) -> Result<Option<Vec<u8>>> {
+        let doc = match Entry::of(path) {
+            Some(Entry::Comment(project, id)) => {
+                read_doc::<CommentRow>(txn, &scope_of(project), COMMENT, id)?.map(|r| r.doc)
             }
-            adopted.push(json!({ "project": p.project, "events": outcome.appended }));
+            Some(Entry::File(project, kind)) => {
+                read_doc::<FileRow>(txn, &scope_of(project), FILE, kind.stem())?.map(|r| r.doc)
+            }
+            Some(Entry::Orphan(..)) | None => None,
+        };
+        Ok(doc.map(|doc| render(&doc).into_bytes()))
+    }
+
+    fn removes(&self, txn: &dyn ReadTxn, _: &Call, path: &RelPath, now: &[u8]) -> Result<bool> {
+        let Some(Entry::File(project, FileKind::Address)) = Entry::of(path) else {
+            return Ok(false);
+        };
+        // Only a request the store took in and then consumed: a file it could not adopt stays.
+        let valid = parse_any("address.json", now)
+            .is_ok_and(|doc| check_file("address.json", FileKind::Address, &doc).is_ok());
+        let stem = FileKind::Address.stem();
+        Ok(valid && read_doc::<FileRow>(txn, &scope_of(project), FILE, stem)?.is_none())
+    }
+
+    fn adopt(&self, txn: &dyn ReadTxn, call: &Call, changes: &[Change]) -> Result<Adoption> {
+        let mut by_project: BTreeMap<&str, Vec<(&Change, Entry<'_>)>> = BTreeMap::new();
+        for change in changes {
+            if let Some(entry) = Entry::of(&change.path) {
+                let (Entry::Comment(project, _)
+                | Entry::Orphan(project, _)
+                | Entry::File(project, _)) = entry;
+                by_project.entry(project).or_default().push((change, entry));
+            }
         }
-        Ok((json!({ "adopted": adopted }), None))
+        let mut adoption = Adoption::default();
+        for (project, changes) in by_project {
+            adopt_project(txn, call, project, &changes, &mut adoption)?;
+        }
+        Ok(adoption)
     }
 }
 
-/// A source file a comment targets: big articles fit, a runaway file is not read whole.
-pub(crate) const CONTENT_BYTES_MAX: usize = 4 * 1024 * 1024;
-/// Directory levels of a `target.path` under `content/`.
-const CONTENT_DEPTH_MAX: usize = 16;
-
-fn read_content(home: &Path, project: &str, path: &str) -> Result<Option<Vec<u8>>> {
-    let parts: Vec<&str> = path.split('/').collect();
-    if parts.len() > CONTENT_DEPTH_MAX {
-        return Ok(None);
-    }
-    let Some((file, dirs)) = parts.split_last() else {
-        return Ok(None);
-    };
-    let Some(mut dir) = Root::open(home, false)?.subdir(project, false)? else {
-        return Ok(None);
-    };
-    for name in std::iter::once(&"content").chain(dirs) {
-        match dir.subdir(name, false)? {
-            Some(next) => dir = next,
-            None => return Ok(None),
+/// Merges one project's changed files into `adoption`.
+fn adopt_project(
+    txn: &dyn ReadTxn,
+    call: &Call,
+    project: &str,
+    changes: &[(&Change, Entry<'_>)],
+    adoption: &mut Adoption,
+) -> Result<()> {
+    let scope = scope_of(project);
+    let inbox = read_inbox(txn, &scope)?;
+    let (epoch, requests) = (inbox.meta.epoch, inbox.meta.requests);
+    let mut counters = Counters { epoch, requests, now_ms: call.now_ms };
+    let mut count = inbox.comments.len();
+    let mut done: BTreeSet<&str> = BTreeSet::new();
+    for (change, entry) in changes {
+        let name = change.path.name();
+        let base = change.base.as_deref().and_then(|b| parse_any(name, b).ok());
+        let merged = match *entry {
+            Entry::Comment(_, id) | Entry::Orphan(_, id) => {
+                if !done.insert(id) {
+                    continue;
+                }
+                let row = inbox.comments.iter().find(|(c, _)| c == id).map(|(_, r)| r);
+                let file = parse_any(name, &change.now).and_then(|doc| {
+                    check_comment(name, id, &doc)?;
+                    Ok(doc)
+                });
+                match file {
+                    Err(err) => Merged { events: Vec::new(), conflict: Some(err.to_string()) },
+                    Ok(_) if row.is_none() && count >= COMMENTS_MAX => Merged {
+                        events: Vec::new(),
+                        conflict: Some(format!("the project holds {COMMENTS_MAX} comments")),
+                    },
+                    Ok(file) => {
+                        count += usize::from(row.is_none());
+                        outside::comment(id, base.as_ref(), &file, row, &mut counters)
+                    }
+                }
+            }
+            Entry::File(_, kind) => {
+                let file = parse_any(name, &change.now).and_then(|doc| {
+                    check_file(name, kind, &doc)?;
+                    Ok(doc)
+                });
+                match file {
+                    Err(err) => Merged { events: Vec::new(), conflict: Some(err.to_string()) },
+                    Ok(file) => {
+                        let row = inbox.files.get(&kind);
+                        outside::file(kind, base.is_some(), &file, row, &mut counters)
+                    }
+                }
+            }
+        };
+        let events = merged.events.into_iter().map(|e| (scope.clone(), Body::Feedback(e)));
+        adoption.events.extend(events);
+        if let Some(why) = merged.conflict {
+            let record = match *entry {
+                Entry::Comment(_, id) | Entry::Orphan(_, id) => id.to_owned(),
+                Entry::File(_, kind) => kind.stem().to_owned(),
+            };
+            adoption.conflicts.push(Conflict { file: change.path.display(), record, why });
         }
     }
-    dir.read(file, CONTENT_BYTES_MAX)
-}
-
-/// Whether a claimed comment's `excerpt` is still where the comment points: inside
-/// `content/<path>` within `range` (`[start, end)` in UTF-16 code units, as the web's offsets
-/// are), or anywhere in the file without a range. `None` when the file or the excerpt is missing
-/// or unreadable. The excerpt is checked, not `anchorHash`, whose FNV-1a variant is unknown.
-#[must_use]
-pub fn anchor_matches(home: &Path, project: &str, target: &Value) -> Option<bool> {
-    let path = target["path"].as_str()?;
-    let excerpt = target["excerpt"].as_str().filter(|e| !e.is_empty())?;
-    let bytes = read_content(home, project, path).ok().flatten()?;
-    let text = String::from_utf8(bytes).ok()?;
-    let Some(range) = target["range"].as_array() else {
-        return Some(text.contains(excerpt));
-    };
-    let bound =
-        |i: usize| range.get(i).and_then(Value::as_u64).and_then(|n| usize::try_from(n).ok());
-    let (start, end) = (bound(0)?, bound(1)?);
-    let units: Vec<u16> = text.encode_utf16().collect();
-    let slice = units.get(start..end.min(units.len()))?;
-    Some(String::from_utf16_lossy(slice).contains(excerpt))
+    Ok(())
 }

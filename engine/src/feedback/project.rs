@@ -1,15 +1,20 @@
 //! The feedback domain's projection: which rows each event touches, how it changes them, and
 //! the result fields it stands for.
 //!
-//! Total and pure, like every projection: validation happened before the event was appended.
-//! Does not read or write redb.
+//! Total and pure, like every projection: validation happened before the event was appended;
+//! and the reader of a project's rows for the decisions. Does not write outside a projection.
+
+use std::collections::BTreeMap;
 
 use hookstate_schema::feedback::{CommentRow, FeedbackEvent, FileKind, FileRow, ProjectMeta};
 use hookstate_schema::{Body, Event, ViewKey};
 use serde_json::{json, Map, Value};
 
-use crate::kernel::doc::{doc_key, get_doc, put_doc};
+use super::rules::Inbox;
+use crate::kernel::doc::{doc_key, get_doc, put_doc, read_doc, read_docs};
+use crate::kernel::error::Result;
 use crate::kernel::project::Projection;
+use crate::kernel::storage::ReadTxn;
 use crate::kernel::view::ViewAccess;
 use crate::legacy::json::string;
 
@@ -175,6 +180,19 @@ fn render(event: &FeedbackEvent) -> Map<String, Value> {
         FeedbackEvent::AddressConsumed { request } => json!({ "consumed": request }),
     };
     crate::kernel::call::fields(value)
+}
+
+/// One project's rows, read in a decision's transaction.
+pub(crate) fn read_inbox(txn: &dyn ReadTxn, scope: &str) -> Result<Inbox> {
+    let comments = read_docs::<CommentRow>(txn, scope, COMMENT)?;
+    let mut files = BTreeMap::new();
+    for kind in FileKind::ALL {
+        if let Some(row) = read_doc::<FileRow>(txn, scope, FILE, kind.stem())? {
+            files.insert(kind, row);
+        }
+    }
+    let meta = read_doc(txn, scope, META, META_ID)?.unwrap_or_default();
+    Ok(Inbox { comments, files, meta })
 }
 
 #[cfg(test)]

@@ -1,9 +1,9 @@
 //! The inbox's rules as pure decisions over rows already read: which comments a claim may take,
 //! whether a reply or a dismiss is legal, and what one drain pass (Stop hook or listener tick)
-//! does to a project.
+//! does to a project; with the domain's bounds.
 //!
-//! Every function returns a [`Plan`]: the events, the caller's result, or a refusal. Does not
-//! read or write the store, or read a clock.
+//! Every decision returns its events and a typed result (or a refusal). Does not read or write
+//! the store or files, or read a clock; the inputs are checked before (`input.rs`).
 
 use std::collections::BTreeMap;
 
@@ -11,10 +11,10 @@ use hookstate_schema::feedback::{
     CommentRow, FeedbackEvent, FileKind, FileRow, JsonDoc, ProjectMeta, Style,
 };
 use hookstate_schema::Body;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use crate::kernel::call::fields;
-use crate::kernel::call::Plan;
+use crate::kernel::call::{fields, Plan};
 use crate::kernel::compat::stamp;
 use crate::legacy::json::{self as legacy_json, str_field};
 
@@ -23,6 +23,29 @@ use crate::legacy::json::{self as legacy_json, str_field};
 pub const STALE_DELIVERED_MS_DEFAULT: u64 = 300_000;
 /// The listener's tick interval written into the heartbeat (`ScheduleWakeup delaySeconds`).
 pub const HEARTBEAT_INTERVAL_S_DEFAULT: u64 = 90;
+/// A comment's text: generous for a margin note, far below the event limit.
+pub const COMMENT_BYTES_MAX: usize = 16 * 1024;
+/// A reply is one line.
+pub const REPLY_BYTES_MAX: usize = 2 * 1024;
+/// Comments one project may hold: a claim reads them all, so this bounds its cost.
+pub const COMMENTS_MAX: usize = 10_000;
+/// Longest staleness window for re-delivery: a day.
+pub const STALE_MS_MAX: u64 = 24 * 60 * 60 * 1000;
+/// Longest listener interval: an hour.
+pub const INTERVAL_S_MAX: u64 = 3600;
+/// The control modes.
+pub const MODES: [&str; 4] = ["accumulate", "listen", "paused", "stopped"];
+/// The target kinds the web side writes (two wired, three reserved).
+pub const TARGET_KINDS: [&str; 5] = ["block", "figure", "caption", "term", "selection"];
+
+/// Which drainer runs the pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pass {
+    /// The Stop hook at a turn boundary.
+    Stop,
+    /// One tick of the idle listener (moonshine-listen).
+    Tick,
+}
 
 /// Where a comment stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,20 +95,30 @@ pub(crate) fn eligible(row: &CommentRow, now_ms: u64, stale_ms: u64) -> bool {
     }
 }
 
-fn refuse(reason: &'static str, message: String, details: Value) -> Plan {
-    Plan::from(crate::core::rules::refuse(reason, message, details))
+/// What a claimer is told about one claimed comment.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Claimed {
+    /// The comment id.
+    pub id: String,
+    /// The fencing token a reply presents.
+    pub token: u64,
+    /// The comment's target (`kind`, `path`, `range`, `excerpt`, ...).
+    pub target: Value,
+    /// The comment text.
+    pub comment: Option<String>,
+    /// The project the record names.
+    pub project: Option<String>,
 }
 
-/// What a claimer is told about one claimed comment.
-pub(crate) fn claimed_json(id: &str, row: &CommentRow, token: u64) -> Value {
+fn claimed(id: &str, row: &CommentRow, token: u64) -> Claimed {
     let target = row.doc.raw("target").and_then(|t| serde_json::from_str::<Value>(t).ok());
-    json!({
-        "id": id,
-        "token": token,
-        "target": target.unwrap_or(Value::Null),
-        "comment": str_field(&row.doc, "comment"),
-        "project": str_field(&row.doc, "project"),
-    })
+    Claimed {
+        id: id.to_owned(),
+        token,
+        target: target.unwrap_or(Value::Null),
+        comment: str_field(&row.doc, "comment"),
+        project: str_field(&row.doc, "project"),
+    }
 }
 
 /// Claims, in the order comments were added, every eligible comment (at most `limit`; only
@@ -95,7 +128,7 @@ pub(crate) fn claim_events(
     who: &Claimer<'_>,
     only: Option<&str>,
     limit: usize,
-) -> (Vec<FeedbackEvent>, Vec<Value>) {
+) -> (Vec<FeedbackEvent>, Vec<Claimed>) {
     let mut rows: Vec<&(String, CommentRow)> = inbox
         .comments
         .iter()
@@ -104,7 +137,7 @@ pub(crate) fn claim_events(
     rows.sort_by_key(|(_, row)| row.added_seq);
     let delivered_at = stamp::stamp_s(who.now_ms);
     let mut events = Vec::new();
-    let mut claimed = Vec::new();
+    let mut shown = Vec::new();
     for (id, row) in rows.into_iter().take(limit) {
         let token = inbox.meta.epoch + 1 + events.len() as u64;
         events.push(FeedbackEvent::CommentClaimed {
@@ -114,9 +147,20 @@ pub(crate) fn claim_events(
             session: who.session.map(str::to_owned),
             delivered_at: delivered_at.clone(),
         });
-        claimed.push(claimed_json(id, row, token));
+        shown.push(claimed(id, row, token));
     }
-    (events, claimed)
+    (events, shown)
+}
+
+fn plan(events: Vec<FeedbackEvent>, result: &impl Serialize) -> Plan {
+    let result = serde_json::to_value(result).map(fields).unwrap_or_default();
+    Plan { events: events.into_iter().map(Body::Feedback).collect(), result, ..Plan::default() }
+}
+
+/// A claim's result.
+#[derive(Serialize)]
+struct ClaimResult {
+    claimed: Vec<Claimed>,
 }
 
 /// A `feedback claim`: the next eligible comment, every one (`all`), or the named one.
@@ -128,7 +172,7 @@ pub(crate) fn decide_claim(
 ) -> Plan {
     if let Some(id) = only {
         if !inbox.comments.iter().any(|(c, _)| c == id) {
-            return refuse("not_found", format!("no comment {id}"), json!({ "id": id }));
+            return Plan::refuse("not_found", format!("no comment {id}"), json!({ "id": id }));
         }
     }
     let limit = if all { crate::kernel::limits::APPEND_EVENT_COUNT_MAX } else { 1 };
@@ -136,21 +180,16 @@ pub(crate) fn decide_claim(
     if let (Some(id), true) = (only, events.is_empty()) {
         let row = inbox.comments.iter().find(|(c, _)| c == id).map(|(_, r)| r);
         let state = row.and_then(|r| str_field(&r.doc, "status")).unwrap_or_default();
-        return refuse(
+        return Plan::refuse(
             "not_eligible",
             format!("comment {id} is {state} and not eligible for a claim"),
             json!({ "id": id, "status": state, "holder": row.and_then(|r| r.holder.clone()) }),
         );
     }
-    Plan {
-        scoped_events: Vec::new(),
-        events: events.into_iter().map(Body::Feedback).collect(),
-        result: fields(json!({ "claimed": claimed })),
-        refusal: None,
-    }
+    plan(events, &ClaimResult { claimed })
 }
 
-fn holder_details(id: &str, row: &CommentRow) -> (String, Value) {
+pub(crate) fn holder_details(id: &str, row: &CommentRow) -> (String, Value) {
     let holder = row.holder.clone().unwrap_or_else(|| "a legacy adapter".into());
     let text = match &row.session {
         Some(session) => format!("{holder} (session {session}) with token {}", row.token),
@@ -163,6 +202,15 @@ fn holder_details(id: &str, row: &CommentRow) -> (String, Value) {
     (text, details)
 }
 
+/// A reply's result.
+#[derive(Serialize)]
+struct Replied<'a> {
+    id: &'a str,
+    status: &'static str,
+    #[serde(rename = "addressedAt")]
+    addressed_at: &'a str,
+}
+
 /// A reply: legal only on a `delivered` comment, presenting its current token.
 pub(crate) fn decide_reply(
     id: &str,
@@ -172,63 +220,58 @@ pub(crate) fn decide_reply(
     now_ms: u64,
 ) -> Plan {
     let Some(row) = row else {
-        return refuse("not_found", format!("no comment {id}"), json!({ "id": id }));
+        return Plan::refuse("not_found", format!("no comment {id}"), json!({ "id": id }));
     };
     let (held_by, details) = holder_details(id, row);
-    match status(&row.doc) {
-        Some(Status::Delivered) if row.token == token => {}
+    let (reason, message) = match status(&row.doc) {
+        Some(Status::Delivered) if row.token == token => {
+            let addressed_at = stamp::stamp_s(now_ms);
+            let event = FeedbackEvent::CommentReplied {
+                id: id.into(),
+                token,
+                reply: reply.into(),
+                addressed_at: addressed_at.clone(),
+            };
+            let result = Replied { id, status: "addressed", addressed_at: &addressed_at };
+            return plan(vec![event], &result);
+        }
         Some(Status::Delivered) => {
-            return refuse(
-                "stale_token",
-                format!("token {token} of comment {id} is stale: held by {held_by}"),
-                details,
-            )
+            ("stale_token", format!("token {token} of comment {id} is stale: held by {held_by}"))
         }
         Some(Status::Dismissed) => {
-            let message = format!("comment {id} was dismissed; the reply is not recorded");
-            return refuse("dismissed", message, details);
+            ("dismissed", format!("comment {id} was dismissed; the reply is not recorded"))
         }
         Some(Status::Addressed) => {
-            let message = format!("comment {id} is already addressed by {held_by}");
-            return refuse("already_addressed", message, details);
+            ("already_addressed", format!("comment {id} is already addressed by {held_by}"))
         }
-        _ => {
-            let message = format!("comment {id} is not claimed; claim it first");
-            return refuse("not_claimed", message, details);
-        }
-    }
-    let addressed_at = stamp::stamp_s(now_ms);
-    Plan {
-        scoped_events: Vec::new(),
-        events: vec![Body::Feedback(FeedbackEvent::CommentReplied {
-            id: id.into(),
-            token,
-            reply: reply.into(),
-            addressed_at: addressed_at.clone(),
-        })],
-        result: fields(json!({ "id": id, "status": "addressed", "addressedAt": addressed_at })),
-        refusal: None,
-    }
+        _ => ("not_claimed", format!("comment {id} is not claimed; claim it first")),
+    };
+    Plan::refuse(reason, message, details)
+}
+
+/// A dismissal's result.
+#[derive(Serialize)]
+struct Dismissed<'a> {
+    id: &'a str,
+    status: &'static str,
 }
 
 /// A dismiss: legal on `pending` and `delivered`; a repeat is a no-op; an addressed comment
 /// keeps its reply.
 pub(crate) fn decide_dismiss(id: &str, row: Option<&CommentRow>) -> Plan {
     let Some(row) = row else {
-        return refuse("not_found", format!("no comment {id}"), json!({ "id": id }));
+        return Plan::refuse("not_found", format!("no comment {id}"), json!({ "id": id }));
     };
+    let result = Dismissed { id, status: "dismissed" };
     match status(&row.doc) {
-        Some(Status::Dismissed) => Plan::answer(json!({ "id": id, "status": "dismissed" })),
-        Some(Status::Pending | Status::Delivered) => Plan {
-            scoped_events: Vec::new(),
-            events: vec![Body::Feedback(FeedbackEvent::CommentDismissed { id: id.into() })],
-            result: fields(json!({ "id": id, "status": "dismissed" })),
-            refusal: None,
-        },
+        Some(Status::Dismissed) => plan(Vec::new(), &result),
+        Some(Status::Pending | Status::Delivered) => {
+            plan(vec![FeedbackEvent::CommentDismissed { id: id.into() }], &result)
+        }
         _ => {
             let (_, details) = holder_details(id, row);
             let message = format!("comment {id} is addressed; a dismiss would lose its reply");
-            refuse("addressed", message, details)
+            Plan::refuse("addressed", message, details)
         }
     }
 }
@@ -303,15 +346,6 @@ fn heartbeat_fresh(inbox: &Inbox, now_ms: u64) -> bool {
         .is_some_and(|ts| now_ms.saturating_sub(ts) < interval_s * 2000)
 }
 
-/// Which drainer runs the pass.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Pass {
-    /// The Stop hook at a turn boundary.
-    Stop,
-    /// One tick of the idle listener (moonshine-listen).
-    Tick,
-}
-
 /// The session that an address request (or, in listen mode, the control) names, if any.
 fn requested_session(inbox: &Inbox, mode: &str) -> Option<String> {
     match inbox.files.get(&FileKind::Address) {
@@ -324,9 +358,37 @@ fn requested_session(inbox: &Inbox, mode: &str) -> Option<String> {
     .filter(|s| !s.is_empty())
 }
 
+/// What one drain pass did to one project.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Drained {
+    /// The control mode the pass read.
+    pub mode: String,
+    /// The comments it claimed.
+    pub claimed: Vec<Claimed>,
+    /// Whether it consumed an address request.
+    pub address_consumed: bool,
+    /// Why it did not drain, when a request names another session.
+    pub skipped: Option<String>,
+    /// The Stop hook's nudge: listen mode is on and no listener heartbeat is fresh.
+    pub listen_waiting: bool,
+    /// The heartbeat a tick wrote (null for the Stop hook).
+    pub heartbeat: Value,
+    /// Whether a listener goes on ticking (false once stopped, and for the Stop hook).
+    #[serde(rename = "continue")]
+    pub go_on: bool,
+    /// The project.
+    pub project: String,
+}
+
 /// One drain pass over a project: manifest, (tick: heartbeat), session routing, claims when the
 /// mode or an address request asks, and the consumption of exactly the request seen.
-pub(crate) fn decide_drain(inbox: &Inbox, pass: Pass, who: &Claimer<'_>, interval_s: u64) -> Plan {
+pub(crate) fn decide_drain(
+    project: &str,
+    inbox: &Inbox,
+    pass: Pass,
+    who: &Claimer<'_>,
+    interval_s: u64,
+) -> Plan {
     let mut events: Vec<FeedbackEvent> = adapter_event(inbox, who.now_ms).into_iter().collect();
     let mode = mode(inbox);
     let address = inbox.files.get(&FileKind::Address);
@@ -351,25 +413,20 @@ pub(crate) fn decide_drain(inbox: &Inbox, pass: Pass, who: &Claimer<'_>, interva
             events.push(FeedbackEvent::AddressConsumed { request: address.request });
         }
     }
-    let skipped = (wants && !session_ok).then(|| "another session is requested".to_owned());
     let listen_waiting = pass == Pass::Stop
         && session_ok
         && mode == "listen"
         && inbox.files.contains_key(&FileKind::Control)
         && !heartbeat_fresh(inbox, who.now_ms);
-    let result = json!({
-        "mode": mode,
-        "claimed": claimed,
-        "address_consumed": wants && session_ok && address.is_some(),
-        "skipped": skipped,
-        "listen_waiting": listen_waiting,
-        "heartbeat": heartbeat,
-        "continue": pass == Pass::Tick && (mode != "stopped"),
-    });
-    Plan {
-        scoped_events: Vec::new(),
-        events: events.into_iter().map(Body::Feedback).collect(),
-        result: fields(result),
-        refusal: None,
-    }
+    let result = Drained {
+        address_consumed: wants && session_ok && address.is_some(),
+        skipped: (wants && !session_ok).then(|| "another session is requested".to_owned()),
+        listen_waiting,
+        heartbeat,
+        go_on: pass == Pass::Tick && (mode != "stopped"),
+        project: project.to_owned(),
+        mode,
+        claimed,
+    };
+    plan(events, &result)
 }

@@ -113,6 +113,8 @@ pub struct MirrorReport {
     pub adopted: u64,
     /// Files written.
     pub written: Vec<String>,
+    /// Files removed because the store consumed what they asked for (a one-shot request).
+    pub removed: Vec<String>,
     /// Files another writer changed during the call, left for the next call to adopt.
     pub kept: Vec<String>,
     /// Corrupt files renamed aside.

@@ -58,21 +58,43 @@ pub trait DirOps {
 /// # Errors
 /// The first failing operation's error.
 pub fn replace_file<D: DirOps>(dir: &mut D, temp: &str, name: &str, bytes: &[u8]) -> Result<()> {
+    replace_file_if(dir, temp, name, bytes, || Ok(true)).map(|_| ())
+}
+
+/// [`replace_file`], asking `still` right before the rename, once the temp file is durable,
+/// whether the target may still be replaced (it holds what the caller last read): a change
+/// another writer makes to the target meanwhile is overwritten only if it lands between that
+/// check and the rename. `false` removes the temp file and leaves the target as it is.
+///
+/// # Errors
+/// The first failing operation's error, or `still`'s.
+pub fn replace_file_if<D: DirOps>(
+    dir: &mut D,
+    temp: &str,
+    name: &str,
+    bytes: &[u8],
+    still: impl FnOnce() -> Result<bool>,
+) -> Result<bool> {
     let mut file = dir.create_new(temp)?;
     let written = dir
         .write_all(&mut file, bytes)
         .and_then(|()| dir.sync_file(&mut file))
-        .and_then(|()| dir.rename(temp, name));
+        .and_then(|()| still())
+        .and_then(
+            |replace| if replace { dir.rename(temp, name).map(|()| true) } else { Ok(false) },
+        );
     drop(file);
-    if written.is_err() {
+    if !matches!(written, Ok(true)) {
         let _ = dir.remove(temp);
     }
-    written?;
+    if !written? {
+        return Ok(false);
+    }
     #[cfg(feature = "bugdrill")]
     if crate::kernel::drill::is(crate::kernel::drill::Drill::ExportNoDirFsync) {
-        return Ok(());
+        return Ok(true);
     }
-    dir.sync_dir()
+    dir.sync_dir().map(|()| true)
 }
 
 /// Creates the subdirectory `name` of `dir` when absent and makes its entry durable, so that

@@ -53,6 +53,24 @@ impl<'de> Deserialize<'de> for Ordered {
 /// [`Error::Invalid`] for text that is not UTF-8, not one JSON object, or not in a layout this
 /// module writes back byte for byte.
 pub(crate) fn parse_doc(name: &str, bytes: &[u8]) -> Result<JsonDoc> {
+    let (doc, exact) = parse_doc_any(name, bytes)?;
+    if exact {
+        return Ok(doc);
+    }
+    Err(Error::legacy(
+        name,
+        "is not pretty (2-space) or compact JSON ending in one newline, so it would not be \
+         written back byte for byte",
+    ))
+}
+
+/// Parses the bytes of a legacy file `name` into an ordered object in whatever layout it was
+/// written, and says whether rendering it gives the same bytes back; a layout this module does
+/// not write reads as pretty (a rendering then rewrites the file in that layout).
+///
+/// # Errors
+/// [`Error::LegacyFile`] for text that is not UTF-8 or not one JSON object.
+pub(crate) fn parse_doc_any(name: &str, bytes: &[u8]) -> Result<(JsonDoc, bool)> {
     let bad = |why: String| Error::legacy(name, why);
     let text = std::str::from_utf8(bytes).map_err(|_| bad("is not UTF-8".into()))?;
     let Ordered(fields) = serde_json::from_str(text).map_err(|e| bad(e.to_string()))?;
@@ -61,12 +79,10 @@ pub(crate) fn parse_doc(name: &str, bytes: &[u8]) -> Result<JsonDoc> {
     for style in [Style::Pretty, Style::Compact] {
         let doc = JsonDoc { fields: fields.clone(), style };
         if render(&doc) == text {
-            return Ok(doc);
+            return Ok((doc, true));
         }
     }
-    Err(bad("is not pretty (2-space) or compact JSON ending in one newline, so it would not be \
-             written back byte for byte"
-        .into()))
+    Ok((JsonDoc { fields, style: Style::Pretty }, false))
 }
 
 /// Removes the whitespace outside strings of valid JSON text.

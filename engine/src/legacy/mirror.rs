@@ -11,7 +11,8 @@
 //! Then the verb runs, and each file whose rendering changed is written, only over the bytes the
 //! call saw: a file a lock-less writer changed during the call is kept, its baseline left at what
 //! the call adopted, so the next call adopts the change. A file the store holds nothing for is
-//! never created, and a rendering equal to the file writes nothing.
+//! never created (and removed only when its layout says the store consumed it, a one-shot
+//! request), and a rendering equal to the file writes nothing.
 //!
 //! Knows no domain: a domain brings its [`Layout`]. Baselines live under
 //! `.hookstate-mirror/base/<layout>/` in the mirror directory, the lock is
@@ -126,6 +127,19 @@ pub(crate) trait Layout: Sync {
     /// [`Error::Invalid`] for a file the layout refuses whole (a corrupt multi-record file),
     /// which fails the call with every file and the store unchanged.
     fn adopt(&self, txn: &dyn ReadTxn, call: &Call, changes: &[Change]) -> Result<Adoption>;
+    /// Whether the file at `path`, holding `now` and rendering to nothing, must be removed: the
+    /// store consumed what it asked for (a one-shot request whose absence its upstream reader
+    /// takes for the answer). The mirror removes it only while it still holds the bytes the call
+    /// saw. Most layouts never remove a file.
+    fn removes(
+        &self,
+        _txn: &dyn ReadTxn,
+        _call: &Call,
+        _path: &RelPath,
+        _now: &[u8],
+    ) -> Result<bool> {
+        Ok(false)
+    }
 }
 
 /// One layout file as the call saw it, with its baseline.
@@ -262,9 +276,14 @@ fn write_back(
     let txn = kernel.begin_read()?;
     for (index, layout) in layouts.iter().enumerate() {
         for path in layout.files(&*txn, call, root)? {
-            let Some(bytes) = layout.render(&*txn, call, &path)? else { continue };
             let file = seen.iter().find(|s| s.layout == index && s.path == path);
             let saw = file.and_then(|s| s.now.as_deref());
+            let Some(bytes) = layout.render(&*txn, call, &path)? else {
+                if let Some(saw) = saw.filter(|_| !report.quarantined.contains(&path.display())) {
+                    remove_consumed(*layout, &*txn, call, root, &path, saw, report)?;
+                }
+                continue;
+            };
             let quarantined = report.quarantined.contains(&path.display());
             if saw == Some(bytes.as_slice()) && !quarantined {
                 // Already what the store holds: only a missing or older baseline is written.
@@ -280,15 +299,44 @@ fn write_back(
             let blind = crate::kernel::drill::is(crate::kernel::drill::Drill::MirrorBlindWrite);
             #[cfg(not(feature = "bugdrill"))]
             let blind = false;
-            if !blind && read_at(root, &path, max).ok().flatten().as_deref() != expected {
+            // The compare runs once the new bytes are durable, right before the rename, so a
+            // lock-less writer's change is overwritten only if it lands between the two.
+            let still = |dir: &Root| {
+                Ok(blind || dir.read(path.name(), max).ok().flatten().as_deref() == expected)
+            };
+            if !write_at_if(root, &path, &bytes, still)? {
                 // Changed during the call: kept, and adopted by the next call.
                 report.kept.push(path.display());
                 continue;
             }
-            write_at(root, &path, &bytes)?;
             write_base(meta, layout.name(), &path, &bytes)?;
             report.written.push(path.display());
         }
+    }
+    Ok(())
+}
+
+/// Removes a file the store holds nothing for when its layout says so, only over the bytes the
+/// call saw; one another writer changed during the call is kept.
+fn remove_consumed(
+    layout: &dyn Layout,
+    txn: &dyn ReadTxn,
+    call: &Call,
+    root: &Root,
+    path: &RelPath,
+    saw: &[u8],
+    report: &mut MirrorReport,
+) -> Result<()> {
+    if !layout.removes(txn, call, path, saw)? {
+        return Ok(());
+    }
+    if read_at(root, path, layout.max_bytes(path)).ok().flatten().as_deref() != Some(saw) {
+        report.kept.push(path.display());
+        return Ok(());
+    }
+    if let Some(dir) = parent_of(root, path, false)? {
+        dir.remove(path.name())?;
+        report.removed.push(path.display());
     }
     Ok(())
 }
@@ -321,10 +369,16 @@ pub(crate) fn read_at(root: &Root, path: &RelPath, max: usize) -> Result<Option<
     }
 }
 
-/// Writes a layout file durably, creating its directories.
-pub(crate) fn write_at(root: &Root, path: &RelPath, bytes: &[u8]) -> Result<()> {
+/// Writes a layout file durably, creating its directories, only if `still` (asked right before
+/// the rename, in the file's directory) holds.
+fn write_at_if(
+    root: &Root,
+    path: &RelPath,
+    bytes: &[u8],
+    still: impl FnOnce(&Root) -> Result<bool>,
+) -> Result<bool> {
     let dir = parent_of(root, path, true)?.ok_or_else(|| missing(root.path(), path.name()))?;
-    dir.write(path.name(), bytes)
+    dir.write_if(path.name(), bytes, still)
 }
 
 fn base_path(layout: &str, path: &RelPath) -> Result<RelPath> {

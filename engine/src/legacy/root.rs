@@ -189,6 +189,18 @@ impl Root {
             let path = self.path.join(name);
             return std::fs::write(&path, bytes).map_err(|e| Error::io("write", path, e));
         }
+        self.write_if(name, bytes, |_| Ok(true)).map(|_| ())
+    }
+
+    /// [`Root::write`], replacing `name` only if `still` (asked once the new bytes are durable
+    /// in the temp file, right before the rename) says it holds what the caller last read;
+    /// `false` when it did not, and the file is left as it is.
+    pub(crate) fn write_if(
+        &self,
+        name: &str,
+        bytes: &[u8],
+        still: impl FnOnce(&Root) -> Result<bool>,
+    ) -> Result<bool> {
         check_name(name)?;
         let suffix = hookstate_schema::format::to_hex(&crate::kernel::fsio::random_bytes::<8>()?);
         let temp = format!("{TEMP_PREFIX}{suffix}");
@@ -198,7 +210,8 @@ impl Root {
             }
             _ => TempMode::New(new_file_mode(name)),
         };
-        durable::replace_file(&mut RootOps { root: self, mode }, &temp, name, bytes)
+        let mut ops = RootOps { root: self, mode };
+        durable::replace_file_if(&mut ops, &temp, name, bytes, || still(self))
     }
 
     /// Replaces (or creates) the file `name` with `bytes` through a fresh temp file and a

@@ -17,7 +17,7 @@ use crate::kernel::call::{Call, Outcome, Plan};
 use crate::kernel::error::{Error, Result};
 use crate::kernel::storage::ReadTxn;
 use crate::legacy::json as legacy_json;
-use crate::legacy::mirror::{read_at, write_at, RelPath};
+use crate::legacy::mirror::{read_at, RelPath};
 use crate::legacy::root::Root;
 use crate::session::api::{bodies, Session};
 use crate::session::rules::chunk::PART_BYTES_MAX;
@@ -211,6 +211,16 @@ pub(crate) fn adopt_file(
             _ => Vec::new(),
         },
     })
+}
+
+/// Writes a layout file under `root` durably, creating its directories.
+fn write_at(root: &Root, path: &RelPath, bytes: &[u8]) -> Result<()> {
+    let (name, dirs) = path.parts().split_last().ok_or_else(|| Error::bad("path", "is empty"))?;
+    let mut dir = Root::open(root.path(), false)?;
+    for part in dirs {
+        dir = dir.subdir(part, true)?.ok_or_else(|| Error::bad(part.clone(), "was not created"))?;
+    }
+    dir.write(name, bytes)
 }
 
 /// Every layout file under `dir`, read and parsed.

@@ -5,7 +5,7 @@
 //! A file that does not parse as its kind is quarantined as `<file>.corrupt-<ms>` (and the
 //! store's version written in its place), except `state/conversations.json`, which upstream
 //! refuses rather than overwrites: a corrupt one fails the call with every file and the store
-//! unchanged. Does not decide verbs.
+//! unchanged. A marker the store removed is removed from the directory. Does not decide verbs.
 
 use hookstate_schema::session::{Ledger, SessionEvent};
 use hookstate_schema::Body;
@@ -50,6 +50,13 @@ impl Layout for SessionLayout {
     fn render(&self, txn: &dyn ReadTxn, call: &Call, path: &RelPath) -> Result<Option<Vec<u8>>> {
         let Some(file) = kind(path) else { return Ok(None) };
         Ok(render(txn, &call.scope, &file)?.map(String::into_bytes))
+    }
+
+    /// A marker the store removed (the turn closed, the queued close reaped, a pause cleared)
+    /// is removed from the directory: its upstream readers take its absence for the answer.
+    /// The store never removes any other file.
+    fn removes(&self, _: &dyn ReadTxn, _: &Call, path: &RelPath, _: &[u8]) -> Result<bool> {
+        Ok(matches!(kind(path), Some(SessionFile::Marker(_))))
     }
 
     fn adopt(&self, txn: &dyn ReadTxn, call: &Call, changes: &[Change]) -> Result<Adoption> {
