@@ -80,6 +80,9 @@ also mirror-blind-write 'mirror race .* lost=[1-9]' \
 also mirror-blind-write 'mirror race .* lost=[1-9]' \
     -p hookstate-tests --features bugdrill --test integration \
     mirror_race::moonshine_mirror_loses_nothing_to_a_stale_web_writer
+also mirror-blind-write 'mirror race .* lost=[1-9]' \
+    -p hookstate-tests --features bugdrill --test integration \
+    mirror_race::hermit_mirror_loses_nothing_to_a_stale_proposal_ts
 
 drill naive-path-join 'traversal .* escapes=[1-9]' \
     -p hookstate --features bugdrill --test cli \

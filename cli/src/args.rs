@@ -914,7 +914,7 @@ pub(crate) enum MonitorVerb {
         /// The Monitor task id.
         task_id: String,
         /// Longest wait for the first liveness peek, in ms (at most 10000).
-        #[arg(long, default_value_t = hookstate_engine::alerts::heartbeat_rules::LIVENESS_WAIT_MS_MAX)]
+        #[arg(long, default_value_t = hookstate_engine::LIVENESS_WAIT_MS_MAX)]
         liveness_wait_ms: u64,
         /// What the registration is made of.
         #[command(flatten)]

@@ -100,8 +100,8 @@ fn engine_code(err: &EngineError) -> u8 {
         | EngineError::BadTimeZone { .. }
         | EngineError::TimeOutOfRange { .. }
         | EngineError::NotFound { .. }
+        | EngineError::Upstream { .. }
         | EngineError::BadId(_) => INVALID,
-        EngineError::MirrorConflict { .. } => CONFLICT,
         EngineError::Busy { .. } => BUSY,
         EngineError::NotAStore { .. }
         | EngineError::FormatTooNew { .. }

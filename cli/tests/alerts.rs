@@ -289,9 +289,9 @@ fn an_export_never_replaces_an_alert_state_the_scope_does_not_hold() {
     assert_eq!(std::fs::read_to_string(h.alert_file()).unwrap(), seed);
 }
 
-/// `alerts tick --mirror` on a directory whose proposals were never imported or mirrored writes
-/// `alert-state.json` only: the queue and the ledger are upstream's until they are mirrored (the
-/// heartbeat verbs already leave them alone); an unchanged alert-state file is not re-adopted.
+/// `alerts tick --mirror` on a directory whose proposals were never imported adopts the queue and
+/// the ledger as an import would and never rewrites them (their rendering equals the files);
+/// the tick writes `alert-state.json`, and an unchanged alert-state file is not re-adopted.
 #[test]
 fn a_mirrored_tick_never_replaces_a_queue_or_ledger_that_was_never_imported() {
     let h = Hermit::new("hermit");
@@ -306,7 +306,9 @@ fn a_mirrored_tick_never_replaces_a_queue_or_ledger_that_was_never_imported() {
     tick();
     assert_eq!(std::fs::read(state.join("micro-proposals.json")).unwrap(), queue);
     assert_eq!(std::fs::read(state.join("proposal-metrics.jsonl")).unwrap(), ledger);
-    assert!(!state.join(".hookstate-mirror.json").exists(), "the proposals are not mirrored");
+    let dir = h.dir();
+    let queued = h.store.run(&["proposals", "--dir", dir, "queue"]).expect(0).json();
+    assert_eq!(queued["pending"].as_array().unwrap().len(), 2, "the queue was adopted");
     let after = std::fs::read(h.alert_file()).unwrap();
     assert_ne!(after, before, "the tick is mirrored");
     assert_eq!(serde_json::from_slice::<Value>(&after).unwrap(), h.state());

@@ -634,3 +634,28 @@ fn a_time_past_year_9999_is_refused_without_a_write() {
     assert!(before == h.store.snapshot(), "the store changed");
     line(h.verdict(253_402_300_799_999, &["liveness", "peek"]), 0, "OK|peek|9999-12-31T23:59:59Z");
 }
+
+/// A mirrored verb that removes a file from the store (the consume of the queued task, the stop
+/// clearing the liveness record) deletes it from the directory too, but only a file that still
+/// holds what the call saw: readers that still read the directory never run a consumed task.
+#[test]
+fn a_mirrored_consume_or_stop_deletes_the_file_the_store_removed() {
+    let h = Hermit::new(ACK_CONFIG);
+    let dir = h.dir.to_str().unwrap().to_owned();
+    let mirrored = |now: u64, args: &[&str], stdin: Option<&str>| {
+        let mut full = vec!["--format", "verdict", "--mirror", dir.as_str()];
+        full.extend_from_slice(args);
+        h.json(now, &full, stdin)
+    };
+    line(mirrored(SEP_14, &["next-task", "queue"], Some("## Task\nA\n")), 0, "OK|queued");
+    line(mirrored(SEP_14, &["liveness", "peek"], None), 0, "OK|peek|2026-09-14T09:12:03Z");
+    assert!(read(&h.dir, "sessions/NEXT-TASK.md").is_some());
+    line(mirrored(SEP_14 + 1000, &["next-task", "consume"], None), 0, "OK|consumed");
+    assert!(read(&h.dir, "sessions/NEXT-TASK.md").is_none(), "the consumed task is gone");
+    line(mirrored(SEP_14 + 2000, &["monitor", "stop"], None), 0, "OK|stopped");
+    assert!(read(&h.dir, "state/heartbeat-liveness.json").is_none(), "the liveness record is gone");
+    assert_eq!(read(&h.dir, "state/heartbeat-monitor.runtime.json").unwrap(), "{}\n");
+    line(mirrored(SEP_14 + 3000, &["next-task", "consume"], None), 0, "NONE|no-queue");
+    assert!(read(&h.dir, "sessions/NEXT-TASK.md").is_none(), "and it is not written back");
+    h.store.run(&["verify"]).expect(0);
+}

@@ -491,3 +491,130 @@ fn an_idem_keyed_verb_through_a_mirror_that_adopts_an_unmigrated_write_still_run
     assert!(entry("MP-20261129-8").is_some(), "the retry still adopts");
     h.store.run(&["verify"]).expect(0);
 }
+
+impl Hermit {
+    /// A `--format verdict` call mirrored over the state directory.
+    fn mirrored(&self, args: &[&str], stdin: Option<&str>) -> Run {
+        let dir = self.dir.to_str().unwrap();
+        let mut full = vec!["--format", "verdict", "--mirror", dir, "proposals", "--dir", dir];
+        full.extend_from_slice(args);
+        self.store.run_with_stdin(&full, stdin.map(str::as_bytes))
+    }
+
+    fn state_file(&self, name: &str) -> Option<Vec<u8>> {
+        std::fs::read(self.dir.join("state").join(name)).ok()
+    }
+
+    fn pending_ids(&self) -> Vec<String> {
+        let queue = self.json(&["queue"], None).expect(0).json();
+        let entries = queue["pending"].as_array().unwrap().iter();
+        entries.map(|e| e["id"].as_str().unwrap().to_owned()).collect()
+    }
+}
+
+/// Issue 11, hermit loss 1: a first mirrored call on a directory that already holds
+/// `state/micro-proposals.json`, with no import before it, replaced the file (its entries gone,
+/// exit 0). The first call adopts what is there, as an import would.
+#[test]
+fn regression_11_a_first_mirrored_call_adopts_the_existing_queue() {
+    let h = Hermit::new(true);
+    let ledger = h.state_file("proposal-metrics.jsonl").unwrap();
+    line(h.mirrored(&["micro", "nudge", "MP-20261129-2"], None), 0, "NUDGED|MP-20261129-2|3");
+    let text = String::from_utf8(h.state_file("micro-proposals.json").unwrap()).unwrap();
+    assert!(text.contains("\"follow_up_count\": 3") && text.contains("MP-20261129-3"), "{text}");
+    assert_eq!(h.pending_ids(), ["MP-20261129-2", "MP-20261129-3"]);
+    assert_eq!(h.state_file("proposal-metrics.jsonl").unwrap(), ledger, "the ledger is kept");
+    let queued = h.mirrored(&["queue-micro"], Some("{\"question\":\"After the adoption?\"}"));
+    let id = queued.expect(0).stdout;
+    let (date, n) = id.trim().strip_prefix("QUEUED|MP-").unwrap().split_once('-').unwrap();
+    assert_eq!(n, if date == "20261129" { "4" } else { "0" }, "numbered after the adopted ledger");
+    h.store.run(&["verify"]).expect(0);
+}
+
+/// Issue 11, hermit loss 2: with no store yet, a corrupt `micro-proposals.json` was replaced by
+/// `{"pending": []}` and the call answered `NONE|no-match`, exit 0. Upstream refuses it (exit 1
+/// with a stderr line) and never overwrites it: so does the mirror, appending nothing.
+#[test]
+fn regression_11_a_corrupt_queue_is_refused_and_never_replaced() {
+    let h = Hermit::new(false);
+    let corrupt = b"{\"pending\": [1,]}\n";
+    std::fs::write(h.dir.join("state/micro-proposals.json"), corrupt).unwrap();
+    let run = h.mirrored(&["micro", "resolve", "MP-20261129-0", "--action", "approved"], None);
+    let run = run.expect(1);
+    assert!(run.stdout.is_empty() && run.stderr.contains("corrupt"), "{run:?}");
+    assert_eq!(h.state_file("micro-proposals.json").unwrap(), corrupt, "the file is unchanged");
+    assert!(h.state_file("proposal-metrics.jsonl").is_none());
+    assert_eq!(h.store.run(&["log"]).expect(0).stdout, "", "nothing was appended");
+}
+
+/// Issue 11, hermit loss 3: a no-op call (`micro resolve` of an unknown id, `brief-cycle` on an
+/// empty queue) rewrote a compact queue file as pretty JSON and created an empty ledger or a
+/// `{"pending": []}` queue that was absent. A no-op writes nothing: a file keeps its own style
+/// (the hand-spaced seed template too), and a file the store holds nothing for is never created.
+#[test]
+fn regression_11_a_no_op_mirrored_call_writes_nothing() {
+    let compact = "{\"pending\":[{\"id\":\"MP-20261129-9\",\"tier\":1,\"status\":\"pending\",\
+                   \"follow_up_count\":0,\"ts\":\"2026-11-29T21:50:45Z\",\"question\":\"q?\"}]}\n";
+    for queue in [compact, "{\"pending\": []}\n"] {
+        let h = Hermit::new(false);
+        std::fs::write(h.dir.join("state/micro-proposals.json"), queue).unwrap();
+        let resolve = ["micro", "resolve", "MP-19990101-0", "--action", "approved"];
+        line(h.mirrored(&resolve, None), 0, "NONE|no-match");
+        let cycle = "{\"new\":[],\"renudged\":[],\"expired\":[],\"dropped\":[]}";
+        if queue != compact {
+            line(h.mirrored(&["micro", "brief-cycle"], None), 0, cycle);
+        }
+        assert_eq!(h.state_file("micro-proposals.json").unwrap(), queue.as_bytes(), "{queue}");
+        assert!(h.state_file("proposal-metrics.jsonl").is_none(), "no ledger created");
+    }
+    let empty = Hermit::new(false);
+    let cycle = "{\"new\":[],\"renudged\":[],\"expired\":[],\"dropped\":[]}";
+    line(empty.mirrored(&["micro", "brief-cycle"], None), 0, cycle);
+    line(empty.mirrored(&["micro", "nudge", "MP-19990101-0"], None), 0, "NONE|no-match");
+    assert!(empty.state_file("micro-proposals.json").is_none(), "no queue created");
+    assert!(empty.state_file("proposal-metrics.jsonl").is_none(), "no ledger created");
+}
+
+/// Issue 11, hermit loss 4: a legacy `proposal.ts` that read the queue, then wrote it back with
+/// its own entry after a mirrored `queue-micro` was acknowledged, made the next mirrored call
+/// adopt that file: the acknowledged `QUEUED|MP-…` entry vanished while the ledger still listed
+/// it. An entry leaves only by a resolve or an expiry, which the ledger records; the stale
+/// rewrite's drop is not adopted, its new entry is.
+#[test]
+fn regression_11_a_stale_legacy_rewrite_keeps_the_acknowledged_entry() {
+    let h = Hermit::new(true);
+    h.store
+        .run(&["import", "--layout", "hermit-proposals", "--from", h.dir.to_str().unwrap()])
+        .expect(0);
+    line(h.mirrored(&["micro", "nudge", "MP-20261129-3"], None), 0, "NUDGED|MP-20261129-3|3");
+    let queue_file = h.dir.join("state/micro-proposals.json");
+    let ledger_file = h.dir.join("state/proposal-metrics.jsonl");
+    // proposal.ts reads the queue (no lock) ...
+    let mut stale: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&queue_file).unwrap()).unwrap();
+    // ... while a mirrored queue-micro is acknowledged ...
+    let acked = h.mirrored(&["queue-micro"], Some("{\"question\":\"Acknowledged?\"}")).expect(0);
+    let acked = acked.stdout.trim().strip_prefix("QUEUED|").unwrap().to_owned();
+    // ... then writes its read back with its own entry, and appends its ledger line.
+    let theirs = serde_json::json!({
+        "id": "MP-20261129-7", "tier": 1, "status": "pending", "follow_up_count": 0,
+        "ts": "2026-11-29T23:00:00Z", "question": "Written by the old script?",
+    });
+    stale["pending"].as_array_mut().unwrap().push(theirs);
+    std::fs::write(&queue_file, serde_json::to_string_pretty(&stale).unwrap() + "\n").unwrap();
+    let mut ledger = std::fs::read_to_string(&ledger_file).unwrap();
+    ledger.push_str(
+        "{\"ts\":\"2026-11-29T23:00:00Z\",\"type\":\"micro-queued\",\"micro_id\":\"MP-20261129-7\",\
+         \"tier\":1,\"question\":\"Written by the old script?\"}\n",
+    );
+    std::fs::write(&ledger_file, ledger).unwrap();
+    line(h.mirrored(&["micro", "nudge", "MP-20261129-7"], None), 0, "NUDGED|MP-20261129-7|1");
+    let ids = h.pending_ids();
+    assert!(ids.contains(&acked), "the acknowledged entry is kept: {ids:?}");
+    assert!(ids.contains(&"MP-20261129-7".to_owned()), "the outside entry is adopted: {ids:?}");
+    let file = std::fs::read_to_string(&queue_file).unwrap();
+    assert!(file.contains(&acked) && file.contains("MP-20261129-7"), "{file}");
+    let ledger = std::fs::read_to_string(&ledger_file).unwrap();
+    assert_eq!(ledger.matches(&format!("\"{acked}\"")).count(), 1, "{ledger}");
+    h.store.run(&["verify"]).expect(0);
+}

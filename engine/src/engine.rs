@@ -7,11 +7,14 @@
 
 use std::path::Path;
 
-use hookstate_schema::format::Head;
+use hookstate_schema::format::{self, Head};
 use hookstate_schema::Event;
-use serde_json::Value;
+use serde_json::{json, Map, Value};
 
-use crate::alerts::{Alerts, AlertsProjection};
+use crate::alerts::layout_alerts::AlertsLayout;
+use crate::alerts::layout_heartbeat::HeartbeatLayout;
+use crate::alerts::project::AlertsProjection;
+use crate::alerts::Alerts;
 use crate::audit::{self, RebuildReport, VerifyReport};
 use crate::core::project::CoreProjection;
 use crate::core::query::Query;
@@ -23,10 +26,11 @@ use crate::kernel::call::{Call, Outcome};
 use crate::kernel::error::Result;
 use crate::kernel::project::Table;
 use crate::kernel::write::Kernel;
-use crate::legacy::mirror::{self, Layout as MirrorLayout};
+use crate::legacy::mirror::{self, Layout as MirrorLayout, Without};
 use crate::observer::layout::ObserverLayout;
 use crate::observer::project::ObserverProjection;
 use crate::observer::Observer;
+use crate::proposals::layout::ProposalsLayout;
 use crate::proposals::project::ProposalsProjection;
 use crate::proposals::Proposals;
 use crate::query::{self, LogFilter, Stats};
@@ -50,11 +54,6 @@ static PROJECTIONS: Table = [
     &SessionProjection,
 ];
 
-/// The engine's projection table.
-pub(crate) fn projections() -> &'static Table {
-    &PROJECTIONS
-}
-
 /// A legacy layout: the files an upstream program reads and writes, for import, export and
 /// `--mirror`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,6 +72,17 @@ pub enum Layout {
     /// `<project>/.feedback/`; a call scoped `moonshine:<project>` mirrors that project, any
     /// other call every project.
     Moonshine,
+    /// A claude-code-hermit state directory, whole: the proposal files, `state/alert-state.json`,
+    /// the heartbeat files and the session files (what every hermit verb's `--mirror` keeps;
+    /// `state/runtime.json` once, through the session layout).
+    Hermit,
+    /// claude-code-hermit's proposal files: `state/micro-proposals.json`,
+    /// `state/proposal-metrics.jsonl`, `proposals/PROP-*.md`, `state/proposals-index.json`.
+    HermitProposals,
+    /// claude-code-hermit's `state/alert-state.json`.
+    HermitAlerts,
+    /// claude-code-hermit's heartbeat files under `state/` and `sessions/NEXT-TASK.md`.
+    HermitHeartbeat,
     /// claude-code-hermit's session state under a `.claude-code-hermit` directory (the mirror
     /// directory): `state/runtime.json`, `tasks/**/T-*.md`, `state/conversations.json`, the two
     /// ledgers, the markers, `sessions/SHELL.md`, the session reports and the template.
@@ -86,10 +96,28 @@ impl Layout {
             Layout::Loopd { file } => vec![Box::new(LoopdLayout { file: file.clone() })],
             Layout::Observer { file } => vec![Box::new(ObserverLayout { file: file.clone() })],
             Layout::Moonshine => vec![Box::new(MoonshineLayout)],
+            Layout::Hermit => {
+                // state/runtime.json's row is written by both the heartbeat and the session
+                // domains; the session layout keeps the file (its merge finds the version a
+                // stale writer read), so the heartbeat layout is composed without it.
+                let heartbeat = Without { inner: Box::new(HeartbeatLayout), files: &[RUNTIME] };
+                vec![
+                    Box::new(ProposalsLayout),
+                    Box::new(AlertsLayout),
+                    Box::new(heartbeat),
+                    Box::new(SessionLayout),
+                ]
+            }
+            Layout::HermitProposals => vec![Box::new(ProposalsLayout)],
+            Layout::HermitAlerts => vec![Box::new(AlertsLayout)],
+            Layout::HermitHeartbeat => vec![Box::new(HeartbeatLayout)],
             Layout::HermitSession => vec![Box::new(SessionLayout)],
         }
     }
 }
+
+/// `state/runtime.json`, as the mirror names it.
+const RUNTIME: &str = "state/runtime.json";
 
 /// An open store.
 pub struct Engine {
@@ -293,4 +321,26 @@ impl Engine {
     pub fn session(&self) -> Session<'_> {
         Session::new(&self.kernel)
     }
+}
+
+/// Renders an event as one JSON object for `hookstate log`.
+#[must_use]
+pub fn event_to_json(event: &Event) -> Value {
+    let c = &event.content;
+    let mut out = Map::new();
+    out.insert("seq".into(), json!(event.seq));
+    out.insert("at_ms".into(), json!(c.at_ms));
+    out.insert("scope".into(), json!(c.scope));
+    out.insert("domain".into(), json!(c.body.domain()));
+    out.insert("kind".into(), json!(c.body.kind()));
+    out.insert("actor".into(), json!({
+        "session": c.actor.session, "hook": c.actor.hook, "pid": c.actor.pid, "agent": c.actor.agent,
+    }));
+    if let Some(idem) = &c.idem_key {
+        out.insert("idem_key".into(), json!(idem));
+    }
+    out.insert("body".into(), Value::Object(crate::kernel::project::render(&PROJECTIONS, &c.body)));
+    out.insert("prev".into(), json!(format::to_hex(&event.prev)));
+    out.insert("hash".into(), json!(format::to_hex(&event.hash)));
+    Value::Object(out)
 }

@@ -8,10 +8,12 @@
 use hookstate_schema::feedback::FileKind;
 
 use crate::alerts::heartbeat_rules as rules;
-use crate::alerts::layout_alerts as hermit_alerts;
+use crate::alerts::ladder::{parse_alert_state, render_alert_state};
+use crate::alerts::layout_alerts::ALERT_STATE_FILE;
 use crate::feedback::layout as moonshine;
 use crate::kernel::error::{Error, Result};
 use crate::observer::layout as observer;
+use crate::proposals::api::parse_config_timezone;
 use crate::proposals::layout as hermit;
 use crate::proposals::props::{check_prop_file, prop_doc};
 use crate::signals::layout as loopd;
@@ -109,7 +111,7 @@ pub fn parse_legacy(kind: LegacyFile, bytes: &[u8]) -> Result<LegacyParse> {
             let written_back = Some(hermit::render_ledger(&lines).into_bytes());
             Ok(LegacyParse { records: lines.len(), written_back })
         }
-        LegacyFile::HermitIndex => hermit::read_index(bytes, &[]).map(|_| one(None)),
+        LegacyFile::HermitIndex => hermit::parse_index(bytes, &[]).map(|_| one(None)),
         LegacyFile::PropFile => {
             check_prop_file(PROP_FILE_NAME)?;
             let text = std::str::from_utf8(bytes)
@@ -117,10 +119,11 @@ pub fn parse_legacy(kind: LegacyFile, bytes: &[u8]) -> Result<LegacyParse> {
             prop_doc(PROP_FILE_NAME, text);
             Ok(one(None))
         }
-        LegacyFile::HermitConfig => hermit::parse_config_timezone(bytes).map(|_| one(None)),
+        LegacyFile::HermitConfig => parse_config_timezone(bytes).map(|_| one(None)),
         LegacyFile::HermitAlertState => {
-            let state = hermit_alerts::parse_alert_state(bytes).map_err(Error::invalid)?;
-            Ok(one(Some(hermit_alerts::render_alert_state(&state)?.into_bytes())))
+            let state =
+                parse_alert_state(bytes).map_err(|why| Error::legacy(ALERT_STATE_FILE, why))?;
+            Ok(one(Some(render_alert_state(&state)?.into_bytes())))
         }
         LegacyFile::HeartbeatFile => {
             let text = std::str::from_utf8(bytes)

@@ -21,15 +21,29 @@ pub mod signals;
 pub mod stdin;
 mod store;
 
+pub use crate::alerts::heartbeat_rules::LIVENESS_WAIT_MS_MAX;
+pub use crate::alerts::{
+    check_budget, check_hash, check_liveness_wait, check_next_task, check_stamp, check_time,
+    monitor_setup, parse_runtime_set, parse_tick_input, read_heartbeat_files, read_hermit_alerts,
+    tick_line, tick_rejected, AlertFile, Alerts, BudgetInput, HeartbeatFiles, InjectionRead,
+    LivenessRead, MonitorArgs, MonitorSetup, MonitorStatus, Rejection, TickInput, TickRejected,
+    TokenRead,
+};
 pub use crate::audit::{RebuildReport, VerifyReport};
 pub use crate::core::query::Query;
 pub use crate::core::{Command, Expect};
+pub use crate::engine::event_to_json;
 pub use crate::engine::{Engine, Layout};
 pub use crate::kernel::call::{Call, Conflict, MirrorReport, Outcome, Refusal};
 pub use crate::kernel::error::{Error, Result};
 pub use crate::kernel::limits;
 pub use crate::kernel::value::validate_json;
-pub use crate::query::{event_to_json, LogFilter, Stats};
+pub use crate::proposals::{
+    parse_create, parse_micro_input, read_hermit_files, CreateInput, CreateRefused, HermitFiles,
+    IndexRead, LedgerRead, ListRead, MicroInput, Move, MoveInput, PatchInput, Proposals, QueueRead,
+    ResolveIdRead, ResolveInput,
+};
+pub use crate::query::{LogFilter, Stats};
 #[cfg(feature = "testing")]
 pub use crate::store::Backend;
 pub use crate::store::{creation_is_atomic, OpenOptions};

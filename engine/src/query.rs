@@ -7,11 +7,10 @@ use std::collections::BTreeSet;
 
 use hookstate_schema::format::{self, decode_view_key, decode_view_row, Head};
 use hookstate_schema::{Event, ViewKey, ViewRow};
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 use crate::kernel::error::{Error, Result};
 use crate::kernel::limits::LOG_EVENTS_MAX;
-use crate::kernel::project;
 use crate::kernel::view::read_head;
 use crate::kernel::write::Kernel;
 
@@ -138,29 +137,4 @@ fn scope_of(key: &ViewKey) -> &str {
         | ViewKey::Idem { scope, .. }
         | ViewKey::Doc { scope, .. } => scope,
     }
-}
-
-/// Renders an event as one JSON object for `hookstate log`.
-#[must_use]
-pub fn event_to_json(event: &Event) -> Value {
-    let c = &event.content;
-    let mut out = Map::new();
-    out.insert("seq".into(), json!(event.seq));
-    out.insert("at_ms".into(), json!(c.at_ms));
-    out.insert("scope".into(), json!(c.scope));
-    out.insert("domain".into(), json!(c.body.domain()));
-    out.insert("kind".into(), json!(c.body.kind()));
-    out.insert("actor".into(), json!({
-        "session": c.actor.session, "hook": c.actor.hook, "pid": c.actor.pid, "agent": c.actor.agent,
-    }));
-    if let Some(idem) = &c.idem_key {
-        out.insert("idem_key".into(), json!(idem));
-    }
-    out.insert(
-        "body".into(),
-        Value::Object(project::render(crate::engine::projections(), &c.body)),
-    );
-    out.insert("prev".into(), json!(format::to_hex(&event.prev)));
-    out.insert("hash".into(), json!(format::to_hex(&event.hash)));
-    Value::Object(out)
 }

@@ -3,8 +3,8 @@
 //!
 //! Pure functions, so the fuzz target `verb_stdin` calls exactly what the CLI calls. The other
 //! verbs' stdin goes through checks that already live beside their domain
-//! ([`crate::Engine::check`], [`crate::feedback::check`], [`crate::proposals::parse_micro_input`],
-//! [`crate::props::parse_create`]). Errors are the one-line message the CLI prints; reading
+//! ([`crate::Engine::check`], [`crate::feedback::check`], [`crate::parse_micro_input`],
+//! [`crate::parse_create`]). Errors are the one-line message the CLI prints; reading
 //! stdin (cap, deadline, UTF-8) is the CLI's job.
 
 use serde::Deserialize;

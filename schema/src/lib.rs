@@ -8,6 +8,7 @@ pub mod event;
 pub mod feedback;
 pub mod format;
 pub mod heartbeat;
+pub mod hermit;
 pub mod id;
 pub mod observer;
 pub mod proposals;

@@ -7,6 +7,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::signals::StoreStyle;
+
 /// Document kind of the micro-proposal queue (one per scope, id [`QUEUE_ID`]).
 pub const QUEUE_KIND: &str = "proposals.queue";
 /// The one id of the queue document.
@@ -75,12 +77,20 @@ pub enum ProposalsEvent {
         /// The entry's id (the first entry with it is removed).
         id: String,
     },
-    /// The queue file was imported: it replaces the queue.
+    /// The queue file was imported, or a mirror adopted an outside change to it: it replaces
+    /// the queue.
     QueueImported {
         /// The top-level object as JSON text, with `pending` holding `[]`.
         top: String,
         /// Each entry object of `pending` as JSON text, in order.
         entries: Vec<String>,
+        /// The style the file was written in (`None`: upstream's pretty JSON with a newline).
+        #[serde(default)]
+        style: Option<StoreStyle>,
+        /// The file's exact text, when rendering the queue in its style does not give its
+        /// bytes back (a hand-spaced seed template): written back until the queue changes.
+        #[serde(default)]
+        verbatim: Option<String>,
     },
     /// One ledger line adopted as it was written (without its newline).
     LedgerLineImported {
@@ -167,12 +177,24 @@ pub struct QueueDoc {
     pub top: String,
     /// Each entry object as JSON text, in queue order.
     pub entries: Vec<String>,
+    /// The style the file was written in (`None`: upstream's pretty JSON with a newline).
+    #[serde(default)]
+    pub style: Option<StoreStyle>,
+    /// The adopted file's exact text while the queue is unchanged since, when rendering it in
+    /// its style would not give those bytes back.
+    #[serde(default)]
+    pub verbatim: Option<String>,
 }
 
 impl Default for QueueDoc {
     /// The seed template `{"pending": []}`.
     fn default() -> Self {
-        QueueDoc { top: "{\"pending\":[]}".into(), entries: Vec::new() }
+        QueueDoc {
+            top: "{\"pending\":[]}".into(),
+            entries: Vec::new(),
+            style: None,
+            verbatim: None,
+        }
     }
 }
 

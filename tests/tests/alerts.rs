@@ -8,12 +8,11 @@
 
 use std::path::{Path, PathBuf};
 
-use hookstate_engine::alerts::ladder::parse_tick_input;
-use hookstate_engine::alerts::layout_alerts::{read_hermit_alerts, AlertFile, ALERT_STATE_FILE};
-use hookstate_engine::proposals::layout::{read_hermit_files, read_timezone};
-use hookstate_engine::proposals::{hermit_scope, ResolveInput};
+use hookstate_engine::alerts::layout_alerts::ALERT_STATE_FILE;
+use hookstate_engine::schema::hermit::scope_of as hermit_scope;
 use hookstate_engine::schema::Actor;
-use hookstate_engine::{Call, Engine, OpenOptions};
+use hookstate_engine::{parse_tick_input, read_hermit_alerts, read_hermit_files, AlertFile};
+use hookstate_engine::{Call, Engine, Layout, OpenOptions, ResolveInput};
 use serde_json::{json, Value};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/legacy");
@@ -55,9 +54,8 @@ impl Hermit {
     }
 
     fn tick(&self, payload: &Value, now_ms: u64) -> Value {
-        let timezone = read_timezone(&self.dir).unwrap_or_else(|_| "UTC".into());
         let input = parse_tick_input(&payload.to_string()).unwrap();
-        self.engine.alerts().tick(&self.call(now_ms), &timezone, &input).unwrap().to_json()
+        self.engine.alerts().tick(&self.call(now_ms), &input).unwrap().to_json()
     }
 
     fn import_alerts(&self) -> bool {
@@ -196,35 +194,35 @@ fn structured_keys_follow_the_proposals_of_the_same_scope() {
     h.engine.verify().unwrap();
 }
 
-/// The end of a mirrored alerts call writes `alert-state.json` only over bytes the store knew at
-/// the adoption: precheck (unmigrated, no lock) stamping the file during the call keeps its
-/// write, which the next mirrored call adopts. Both before the proposals are mirrored and after.
+/// The end of a mirrored alerts call writes `alert-state.json` only over bytes the call saw:
+/// precheck (unmigrated, no lock) stamping the file during the call keeps its write, which the
+/// next mirrored call adopts. Both on a first mirrored call and on a later one.
 #[test]
 fn a_mirror_never_overwrites_an_alert_state_written_during_the_call() {
-    let wait = std::time::Duration::from_secs(5);
-    for stamped in [false, true] {
+    for earlier in [false, true] {
         let h = Hermit::new("hermit");
         let file = h.dir.join("state").join(ALERT_STATE_FILE);
-        if stamped {
-            let (mirror, _) = h.engine.proposals().mirror_begin(&h.call(1), &h.dir, wait).unwrap();
-            h.engine.proposals().mirror_end(mirror, &h.scope).unwrap();
-        }
         let cycle = |now: u64, during: &dyn Fn()| {
-            let (mirror, _) =
-                h.engine.proposals().mirror_begin(&h.call(now), &h.dir, wait).unwrap();
-            during();
-            h.tick(&json!({ "firing": [] }), now);
-            h.engine.proposals().alerts_mirror_end(mirror, &h.scope).unwrap();
+            let call = h.call(now);
+            let input = parse_tick_input("{\"firing\":[]}").unwrap();
+            let outcome = h.engine.mirrored(&call, &Layout::Hermit, &h.dir, |engine| {
+                during();
+                engine.alerts().tick(&call, &input)
+            });
+            assert!(outcome.unwrap().mirror.unwrap().conflicts.is_empty());
         };
+        if earlier {
+            cycle(1, &|| {});
+        }
         cycle(NOV_29_2150, &|| {});
         let mut theirs: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
         theirs["total_ticks"] = json!(999);
         let theirs = serde_json::to_string_pretty(&theirs).unwrap() + "\n";
         cycle(NOV_29_2150 + 1000, &|| std::fs::write(&file, &theirs).unwrap());
-        assert_eq!(std::fs::read_to_string(&file).unwrap(), theirs, "stamped {stamped}");
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), theirs, "earlier call {earlier}");
         cycle(NOV_29_2150 + 2000, &|| {});
         let state = h.engine.alerts().state(&h.scope).unwrap();
-        assert_eq!(state["total_ticks"], 999, "adopted by the next call (stamped {stamped})");
+        assert_eq!(state["total_ticks"], 999, "adopted by the next call (earlier {earlier})");
         let written: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
         assert_eq!(written, Value::Object(state), "and mirrored again");
     }

@@ -346,13 +346,13 @@ pub(crate) fn verb_stdin_verdict(data: &[u8]) -> Option<(usize, bool)> {
             ok
         }
         "proposals-queue-micro" => {
-            let ok = hookstate_engine::proposals::parse_micro_input(text).is_ok();
+            let ok = hookstate_engine::parse_micro_input(text).is_ok();
             if ok {
                 assert!(is_trimmed_json(), "a micro payload that is not JSON was accepted");
             }
             ok
         }
-        "alerts-tick" => match hookstate_engine::alerts::ladder::parse_tick_input(text) {
+        "alerts-tick" => match hookstate_engine::parse_tick_input(text) {
             Ok(_) => {
                 assert!(is_trimmed_json(), "a tick payload that is not JSON was accepted");
                 true
@@ -367,7 +367,7 @@ pub(crate) fn verb_stdin_verdict(data: &[u8]) -> Option<(usize, bool)> {
                 false
             }
         },
-        _ => match hookstate_engine::proposals::props::parse_create(text) {
+        _ => match hookstate_engine::parse_create(text) {
             Ok(input) => {
                 assert!(!input.title.is_empty() && !input.body.is_empty(), "empty title or body");
                 assert!(text.contains(input.title.as_str()), "title from nowhere");

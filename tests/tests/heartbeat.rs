@@ -12,9 +12,9 @@ use hookstate_engine::alerts::heartbeat::{NEXT_TASK_FILE, STATE_FILES};
 use hookstate_engine::alerts::heartbeat_rules::monitor_command;
 use hookstate_engine::alerts::layout_heartbeat::read_heartbeat_files;
 use hookstate_engine::alerts::{BudgetInput, MonitorSetup};
-use hookstate_engine::proposals::hermit_scope;
+use hookstate_engine::schema::hermit::scope_of as hermit_scope;
 use hookstate_engine::schema::Actor;
-use hookstate_engine::{Call, Engine, Error, LogFilter, OpenOptions};
+use hookstate_engine::{Call, Engine, Error, Layout, LogFilter, OpenOptions};
 use serde_json::{json, Value};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/legacy");
@@ -59,6 +59,13 @@ impl Hermit {
         Call { scope: self.scope.clone(), actor: Actor::default(), idem_key: None, now_ms }
     }
 
+    /// Writes the state directory's `config.json`: its time zone, and whether the next-task
+    /// ack is enabled (`always_on` with conservative escalation).
+    fn configure(&self, tz: &str, ack: bool) {
+        let config = json!({ "timezone": tz, "always_on": ack, "escalation": "conservative" });
+        std::fs::write(self.dir.join("config.json"), config.to_string()).unwrap();
+    }
+
     fn record(&self, now: u64, tz: &str, level: &str, period: &str, spend: f64) -> Value {
         let input = BudgetInput {
             level: level.into(),
@@ -67,7 +74,8 @@ impl Hermit {
             spend,
             cap: 50.0,
         };
-        self.engine.alerts().budget_record(&self.call(now), tz, &input).unwrap().to_json()
+        self.configure(tz, false);
+        self.engine.alerts().budget_record(&self.call(now), &input).unwrap().to_json()
     }
 
     fn alerts(&self) -> serde_json::Map<String, Value> {
@@ -145,9 +153,9 @@ fn reaps_remove_exactly_the_past_periods_in_the_configured_zone() {
         let h = hermit(None);
         let key = h.record(at, tz, "warn", period, 45.0)["key"].as_str().unwrap().to_owned();
         let other = h.record(at, tz, "breach", "monthly", 60.0)["key"].as_str().unwrap().to_owned();
-        let kept = h.engine.alerts().budget_reap(&h.call(keep), tz).unwrap().to_json();
+        let kept = h.engine.alerts().budget_reap(&h.call(keep)).unwrap().to_json();
         assert_eq!(kept["reaped"], json!([]), "{period} {tz}: {key} is still current at {keep}");
-        let reaped = h.engine.alerts().budget_reap(&h.call(gone), tz).unwrap().to_json();
+        let reaped = h.engine.alerts().budget_reap(&h.call(gone)).unwrap().to_json();
         let reaped: Vec<String> = serde_json::from_value(reaped["reaped"].clone()).unwrap();
         assert!(reaped.contains(&key), "{period} {tz}: {key} is past at {gone}: {reaped:?}");
         assert_eq!(h.alerts().contains_key(&other), !reaped.contains(&other), "{period} {tz}");
@@ -197,7 +205,7 @@ fn monitor_start_check_commit_and_stop_cycle() {
     assert_eq!(monitor_file(&h), json!({ "armed_at": "2026-09-14T09:12:03.554Z" }));
     // A peek in the arming second (whole seconds) is adopted as started_at.
     h.engine.alerts().liveness_peek(&h.call(SEP_14 + 100)).unwrap();
-    let commit = h.engine.alerts().monitor_commit(&h.call(SEP_14 + 900), &s, "task-1").unwrap();
+    let commit = h.engine.alerts().monitor_commit(&h.call(SEP_14 + 900), &s, "task-1", 0).unwrap();
     assert_eq!(commit.to_json()["verdict"], "OK|registered|interval=60");
     let expected = json!({
         "description": "heartbeat-monitor", "task_id": "task-1", "command": cmd, "interval": 60,
@@ -219,11 +227,11 @@ fn monitor_start_check_commit_and_stop_cycle() {
     assert_eq!(monitor_file(&h), armed);
     assert!(h.engine.alerts().liveness(&h.scope).unwrap().is_none(), "re-arm deletes liveness");
     // A peek from before the arming second is not adopted: started_at is the commit's now.
-    let commit = h.engine.alerts().monitor_commit(&h.call(late + 5000), &s, "task-2").unwrap();
+    let commit = h.engine.alerts().monitor_commit(&h.call(late + 5000), &s, "task-2", 0).unwrap();
     assert_eq!(commit.to_json()["verdict"], "DEAD|liveness-absent");
     assert_eq!(monitor_file(&h)["started_at"], "2026-09-14T09:15:09.554Z");
     h.engine.alerts().liveness_peek(&h.call(late - 2000)).unwrap();
-    h.engine.alerts().monitor_commit(&h.call(late + 6000), &s, "task-3").unwrap();
+    h.engine.alerts().monitor_commit(&h.call(late + 6000), &s, "task-3", 0).unwrap();
     assert_eq!(monitor_file(&h)["started_at"], "2026-09-14T09:15:10.554Z");
     let stop = h.engine.alerts().monitor_stop(&h.call(late + 7000)).unwrap().to_json();
     assert_eq!(stop["verdict"], "OK|stopped");
@@ -243,9 +251,10 @@ fn monitor_health_names_each_failure() {
     let s = setup(60, Some("boot-1"));
     h.engine.alerts().monitor_check(&h.call(SEP_14), &s).unwrap();
     h.engine.alerts().liveness_peek(&h.call(SEP_14)).unwrap();
-    h.engine.alerts().monitor_commit(&h.call(SEP_14), &s, "t").unwrap();
+    h.engine.alerts().monitor_commit(&h.call(SEP_14), &s, "t", 0).unwrap();
     let status = |setup: &MonitorSetup, now: u64| {
-        h.engine.alerts().monitor_status(&h.scope, setup, now).unwrap()
+        let status = h.engine.alerts().monitor_status(&h.scope, setup, now).unwrap();
+        (status.healthy, status.reason)
     };
     assert_eq!(status(&s, SEP_14 + 1000), (true, "fresh".into()));
     assert_eq!(status(&setup(60, Some("boot-2")), SEP_14), (false, "boot-mismatch".into()));
@@ -268,30 +277,31 @@ fn monitor_health_names_each_failure() {
 #[test]
 fn liveness_reads_alive_then_unknown() {
     let h = hermit(None);
-    assert_eq!(h.engine.alerts().liveness_read(&h.scope, SEP_14).unwrap(), (false, None));
+    let read = |now: u64| {
+        let read = h.engine.alerts().liveness_read(&h.scope, now).unwrap();
+        (read.state == "alive", read.age_s)
+    };
+    assert_eq!(read(SEP_14), (false, None));
     h.engine.alerts().liveness_peek(&h.call(SEP_14)).unwrap();
-    assert_eq!(
-        h.engine.alerts().liveness_read(&h.scope, SEP_14 + 600_000).unwrap(),
-        (true, Some(600))
-    );
-    assert_eq!(
-        h.engine.alerts().liveness_read(&h.scope, SEP_14 + 601_000).unwrap(),
-        (false, Some(601))
-    );
+    assert_eq!(read(SEP_14 + 600_000), (true, Some(600)));
+    assert_eq!(read(SEP_14 + 601_000), (false, Some(601)));
 }
 
 #[test]
 fn injection_alerts_are_damped_once_per_file_version() {
     let h = hermit(None);
-    assert_eq!(h.engine.alerts().injection_check(&h.scope, "9c04be1f").unwrap(), (false, None));
+    let check = |hash: &str| {
+        let read = h.engine.alerts().injection_check(&h.scope, hash).unwrap();
+        (read.announced, read.stored_hash)
+    };
+    assert_eq!(check("9c04be1f"), (false, None));
     h.engine.alerts().injection_record(&h.call(SEP_14), "9c04be1f", None).unwrap();
-    let announced = h.engine.alerts().injection_check(&h.scope, "9c04be1f").unwrap();
-    assert_eq!(announced, (true, Some("9c04be1f".into())));
-    assert!(!h.engine.alerts().injection_check(&h.scope, "0badf00d").unwrap().0, "edited file");
+    assert_eq!(check("9c04be1f"), (true, Some("9c04be1f".into())));
+    assert!(!check("0badf00d").0, "edited file");
     let stamp = Some("2026-09-14T11:20:00+02:00");
     h.engine.alerts().injection_record(&h.call(SEP_14), "0badf00d", stamp).unwrap();
-    assert!(!h.engine.alerts().injection_check(&h.scope, "9c04be1f").unwrap().0);
-    assert!(h.engine.alerts().injection_check(&h.scope, "0badf00d").unwrap().0);
+    assert!(!check("9c04be1f").0);
+    assert!(check("0badf00d").0);
     let bad = h.engine.alerts().injection_record(&h.call(SEP_14), "9C04BE1F", None);
     assert!(bad.as_ref().is_err_and(Error::is_invalid));
     let files = h.engine.alerts().heartbeat_files(&h.scope).unwrap();
@@ -305,11 +315,13 @@ fn injection_alerts_are_damped_once_per_file_version() {
 /// A scope with an idle runtime and a queued task, and its token.
 fn queued(h: &Hermit) -> String {
     h.import(1);
-    h.engine.alerts().next_task_token(&h.scope, true).unwrap().unwrap()
+    h.configure("Europe/Berlin", true);
+    h.engine.alerts().next_task_token(&h.scope).unwrap().token.unwrap()
 }
 
 fn ack(h: &Hermit, token: &str, now: u64) -> Value {
-    h.engine.alerts().next_task_ack(&h.call(now), true, "Europe/Berlin", token).unwrap().to_json()
+    h.configure("Europe/Berlin", true);
+    h.engine.alerts().next_task_ack(&h.call(now), token).unwrap().to_json()
 }
 
 type Change = fn(&Hermit);
@@ -317,7 +329,7 @@ type Change = fn(&Hermit);
 fn set(h: &Hermit, fields: &[(&str, Value)]) {
     let sets: Vec<(String, Value)> =
         fields.iter().map(|(k, v)| ((*k).to_owned(), v.clone())).collect();
-    h.engine.alerts().runtime_set(&h.call(SEP_14), "UTC", &sets, &[]).unwrap();
+    h.engine.alerts().runtime_set(&h.call(SEP_14), &sets, &[]).unwrap();
 }
 
 fn queue(h: &Hermit, text: &str) {
@@ -409,9 +421,10 @@ fn next_task_ack_parks_an_unchanged_idle_session_once() {
     assert_eq!(keys.last().map(|k| k.as_str()), Some("waiting_since"), "new keys appended");
     let again = ack(&h, &token, SEP_14 + 1000);
     assert_eq!(again["reason"], "not-idle", "never parked twice");
-    let disabled = h.engine.alerts().next_task_ack(&h.call(SEP_14), false, "UTC", &token).unwrap();
+    h.configure("UTC", false);
+    let disabled = h.engine.alerts().next_task_ack(&h.call(SEP_14), &token).unwrap();
     assert_eq!(disabled.to_json()["reason"], "disabled");
-    assert_eq!(h.engine.alerts().next_task_token(&h.scope, false).unwrap(), Err("disabled"));
+    assert_eq!(h.engine.alerts().next_task_token(&h.scope).unwrap().reason, Some("disabled"));
     h.verify();
 }
 
@@ -460,7 +473,7 @@ fn corrupt_files_are_quarantined_and_rebuilt_from_the_log() {
     // The store already holds a runtime: the corrupt file is rebuilt from it.
     h.engine
         .alerts()
-        .runtime_set(&h.call(SEP_14), "UTC", &[("session_state".into(), json!("idle"))], &[])
+        .runtime_set(&h.call(SEP_14), &[("session_state".into(), json!("idle"))], &[])
         .unwrap();
     let out = h.import(SEP_14);
     assert_eq!(out["files"], json!(["heartbeat-liveness.json", "NEXT-TASK.md"]), "{out}");
@@ -556,6 +569,7 @@ impl BudgetModel {
 
 fn run_budget_model(ops: &[BudgetOp]) -> Result<(), proptest::test_runner::TestCaseError> {
     let h = hermit(None);
+    h.configure(MODEL_TZ, false);
     let mut model = BudgetModel::default();
     for op in ops {
         match *op {
@@ -568,7 +582,7 @@ fn run_budget_model(ops: &[BudgetOp]) -> Result<(), proptest::test_runner::TestC
                     spend: f64::from(spend),
                     cap: 50.0,
                 };
-                h.engine.alerts().budget_record(&h.call(at), MODEL_TZ, &input).unwrap();
+                h.engine.alerts().budget_record(&h.call(at), &input).unwrap();
                 model.alerts.entry(model_key(level, period, at)).or_insert((period, spend, false));
                 model.reap(at);
             }
@@ -584,7 +598,7 @@ fn run_budget_model(ops: &[BudgetOp]) -> Result<(), proptest::test_runner::TestC
             }
             BudgetOp::Reap { hours } => {
                 let at = SEP_14 + hours * HOUR_MS;
-                h.engine.alerts().budget_reap(&h.call(at), MODEL_TZ).unwrap();
+                h.engine.alerts().budget_reap(&h.call(at)).unwrap();
                 model.reap(at);
             }
         }
@@ -671,7 +685,7 @@ fn a_record_never_grows_the_budget_file_past_the_file_bound() {
         spend: 45.0,
         cap: 50.0,
     };
-    let err = h.engine.alerts().budget_record(&h.call(SEP_14), "UTC", &input).unwrap_err();
+    let err = h.engine.alerts().budget_record(&h.call(SEP_14), &input).unwrap_err();
     assert!(err.is_invalid(), "{err:?}");
     assert_eq!(h.alerts().len(), 1, "nothing recorded");
     let out = tempfile::tempdir().unwrap();
@@ -687,18 +701,18 @@ fn a_record_never_grows_the_budget_file_past_the_file_bound() {
 #[test]
 fn a_mirror_never_overwrites_a_file_changed_after_its_adoption() {
     let h = hermit(None);
-    let wait = std::time::Duration::from_secs(5);
     let runtime = h.dir.join("state/runtime.json");
     let cycle = |now: u64, during: &dyn Fn()| {
-        let (mirror, _) = h.engine.proposals().mirror_begin(&h.call(now), &h.dir, wait).unwrap();
-        h.engine.alerts().heartbeat_mirror_adopt(&h.call(now), &mirror).unwrap();
-        during();
-        h.engine.alerts().liveness_peek(&h.call(now)).unwrap();
-        h.engine.alerts().heartbeat_mirror_end(mirror, &h.scope).unwrap();
+        let call = h.call(now);
+        let outcome = h.engine.mirrored(&call, &Layout::Hermit, &h.dir, |engine| {
+            during();
+            engine.alerts().liveness_peek(&call)
+        });
+        assert!(outcome.unwrap().mirror.unwrap().conflicts.is_empty());
     };
     h.engine
         .alerts()
-        .runtime_set(&h.call(SEP_14), "UTC", &[("session_state".into(), json!("idle"))], &[])
+        .runtime_set(&h.call(SEP_14), &[("session_state".into(), json!("idle"))], &[])
         .unwrap();
     cycle(SEP_14, &|| {});
     let ours = std::fs::read_to_string(&runtime).unwrap();

@@ -1,4 +1,5 @@
-//! The mirror under a lock-less legacy writer, for every layout: a seeded interleaving of
+//! The mirror under a lock-less legacy writer, for every layout (the hermit state directory's
+//! three at once): a seeded interleaving of
 //! mirrored calls with a writer that reads a layout's file, waits, and writes it back with its
 //! own change (a stale read, then a write), before, during or after a call. At the end, after
 //! one more mirrored call, no change hookstate acknowledged and no change the legacy writer made
@@ -118,6 +119,11 @@ fn race(case: &mut dyn Case, seed: u64) {
         lost.len()
     );
     assert!(lost.is_empty(), "{name} seed {seed} lost: {lost:?}");
+}
+
+/// A seeded index below `len` (0 when `len` is 0).
+fn index(rng: &mut Rng, len: usize) -> usize {
+    usize::try_from(rng.next() % (len.max(1) as u64)).unwrap_or(0)
 }
 
 fn read_file(path: PathBuf) -> Option<Vec<u8>> {
@@ -318,6 +324,184 @@ impl Case for Observer {
                 .unwrap();
         if file["buffer"].as_array().map_or(0, Vec::len) != state.buffer.len() {
             lost.push("the file does not hold the store's window".into());
+        }
+        lost
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// hermit: hookstate queues, resolves and nudges micro-proposals and ticks the alert ladder over
+// the whole state directory; the legacy writer is `proposal.ts` without a lock: it reads the
+// queue, then writes that read back with its own queued entry (or without an entry it
+// resolved), and appends its ledger line to the ledger as it is then.
+
+/// The legacy writer's ids: another date than hookstate's, as two writers' ids never collide once
+/// the mirror adopted their ledger lines.
+const HERMIT_LEGACY_DATE: &str = "19990101";
+
+struct Hermit {
+    /// The state directory the scope names (its `config.json` dates hookstate's ids).
+    home: tempfile::TempDir,
+    /// Ids hookstate queued (acknowledged).
+    acked: std::collections::BTreeSet<String>,
+    /// Ids the legacy writer queued.
+    outside: std::collections::BTreeSet<String>,
+    /// Ids resolved, by either side.
+    resolved: std::collections::BTreeSet<String>,
+    /// The ledger lines the legacy writer appended.
+    lines: Vec<String>,
+    counter: u64,
+}
+
+impl Hermit {
+    fn new() -> Hermit {
+        let home = tempfile::tempdir().unwrap();
+        std::fs::write(home.path().join("config.json"), "{\"timezone\":\"UTC\"}\n").unwrap();
+        Hermit {
+            home,
+            acked: Default::default(),
+            outside: Default::default(),
+            resolved: Default::default(),
+            lines: Vec::new(),
+            counter: 0,
+        }
+    }
+
+    fn scope(&self) -> String {
+        hookstate_engine::schema::hermit::scope_of(self.home.path().to_str().unwrap())
+    }
+
+    fn pending(engine: &Engine, scope: &str) -> Vec<String> {
+        let queue = engine.proposals().pending(scope).unwrap().pending;
+        queue.iter().map(|e| e["id"].as_str().unwrap_or_default().to_owned()).collect()
+    }
+
+    fn ledger_line(kind: &str, id: &str, extra: &str) -> String {
+        format!(
+            "{{\"ts\":\"1999-01-01T00:00:00Z\",\"type\":\"{kind}\",\"micro_id\":\"{id}\",{extra}\
+             \"question\":\"legacy {id}\"}}"
+        )
+    }
+}
+
+impl Case for Hermit {
+    fn name(&self) -> &'static str {
+        "hermit"
+    }
+    fn layout(&self) -> Layout {
+        Layout::Hermit
+    }
+    fn call(&self, now_ms: u64) -> Call {
+        Call { scope: self.scope(), actor: Actor::default(), idem_key: None, now_ms }
+    }
+    fn mutate(&mut self, engine: &Engine, now_ms: u64, rng: &mut Rng) -> Result<Outcome> {
+        let call = self.call(now_ms);
+        self.counter += 1;
+        let pending = Hermit::pending(engine, &call.scope);
+        let pick = |rng: &mut Rng| pending.get(index(rng, pending.len())).cloned();
+        match rng.next() % 5 {
+            0 | 1 => {
+                let payload = format!("{{\"question\":\"hookstate {}?\"}}", self.counter);
+                let input = hookstate_engine::parse_micro_input(&payload)?;
+                let out = engine.proposals().queue_micro(&call, &input)?;
+                let id = out.result["id"].as_str().unwrap_or_default().to_owned();
+                if out.refusal.is_none() {
+                    self.acked.insert(id);
+                }
+                Ok(out)
+            }
+            2 if !pending.is_empty() => {
+                let id = pick(rng).unwrap_or_default();
+                let input = hookstate_engine::ResolveInput {
+                    id: id.clone(),
+                    action: "approved".into(),
+                    answer: None,
+                    channel: None,
+                };
+                let out = engine.proposals().micro_resolve(&call, &input)?;
+                if out.refusal.is_none() {
+                    self.resolved.insert(id);
+                }
+                Ok(out)
+            }
+            3 if !pending.is_empty() => {
+                engine.proposals().micro_nudge(&call, &pick(rng).unwrap_or_default())
+            }
+            _ => {
+                let input = hookstate_engine::parse_tick_input("{\"firing\":[]}").unwrap();
+                engine.alerts().tick(&call, &input)
+            }
+        }
+    }
+    fn read(&self, dir: &Path) -> Option<Vec<u8>> {
+        read_file(dir.join("state/micro-proposals.json"))
+    }
+    fn write(&mut self, dir: &Path, read: Option<&[u8]>, _: u64, rng: &mut Rng) {
+        let mut queue: serde_json::Value = read
+            .and_then(|b| serde_json::from_slice(b).ok())
+            .unwrap_or_else(|| serde_json::json!({ "pending": [] }));
+        let entries = queue["pending"].as_array_mut().unwrap();
+        self.counter += 1;
+        let line = if rng.next().is_multiple_of(3) && !entries.is_empty() {
+            // `micro resolve`: the entry leaves the queue it read, the ledger gets its line.
+            let entry = entries.remove(index(rng, entries.len()));
+            let id = entry["id"].as_str().unwrap().to_owned();
+            self.resolved.insert(id.clone());
+            Hermit::ledger_line("micro-resolved", &id, "\"action\":\"rejected\",")
+        } else {
+            // `queue-micro`: its entry joins the queue it read.
+            let id = format!("MP-{HERMIT_LEGACY_DATE}-{}", self.counter);
+            entries.push(serde_json::json!({
+                "id": id, "tier": 1, "status": "pending", "follow_up_count": 0,
+                "ts": "1999-01-01T00:00:00Z", "question": format!("legacy {id}"),
+            }));
+            self.outside.insert(id.clone());
+            Hermit::ledger_line("micro-queued", &id, "\"tier\":1,")
+        };
+        let state = dir.join("state");
+        std::fs::create_dir_all(&state).unwrap();
+        let text = serde_json::to_string_pretty(&queue).unwrap() + "\n";
+        std::fs::write(state.join("micro-proposals.json"), text).unwrap();
+        // `appendJsonlLine`: the line goes after whatever the ledger holds now.
+        let mut ledger = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(state.join("proposal-metrics.jsonl"))
+            .unwrap();
+        std::io::Write::write_all(&mut ledger, format!("{line}\n").as_bytes()).unwrap();
+        self.lines.push(line);
+    }
+    fn lost(&self, engine: &Engine, dir: &Path) -> Vec<String> {
+        let scope = self.scope();
+        let store: std::collections::BTreeSet<String> =
+            Hermit::pending(engine, &scope).into_iter().collect();
+        let file: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join("state/micro-proposals.json")).unwrap())
+                .unwrap();
+        let in_file: std::collections::BTreeSet<String> = file["pending"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["id"].as_str().unwrap().to_owned())
+            .collect();
+        let mut lost = Vec::new();
+        for id in self.acked.iter().chain(&self.outside).filter(|id| !self.resolved.contains(*id)) {
+            if !store.contains(id) || !in_file.contains(id) {
+                let whose = if self.acked.contains(id) { "acknowledged" } else { "outside" };
+                lost.push(format!("the {whose} entry {id}"));
+            }
+        }
+        for id in self.resolved.iter().filter(|id| store.contains(*id) || in_file.contains(*id)) {
+            lost.push(format!("the resolve of {id} (the entry came back)"));
+        }
+        let ledger = engine.proposals().ledger(&scope).unwrap();
+        for line in self.lines.iter().filter(|l| !ledger.contains(l)) {
+            lost.push(format!("the outside ledger line {line}"));
+        }
+        let file_ledger =
+            std::fs::read_to_string(dir.join("state/proposal-metrics.jsonl")).unwrap();
+        if file_ledger.lines().collect::<Vec<_>>() != ledger {
+            lost.push("the ledger file does not hold the store's ledger".into());
         }
         lost
     }
@@ -563,6 +747,13 @@ fn moonshine_mirror_loses_nothing_to_a_stale_web_writer() {
     }
 }
 
+#[test]
+fn hermit_mirror_loses_nothing_to_a_stale_proposal_ts() {
+    for seed in 1..=3 {
+        race(&mut Hermit::new(), seed);
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // hermit-session: hookstate merges runtime.json fields and observes rows; the legacy writer
 // (a stale `updateRuntimeField`, a stale `appendFileSync`) sets its own fields and appends
@@ -578,14 +769,20 @@ struct SessionRuntime {
     /// Each field's last acknowledged (or written) value, by who wrote it.
     fields: std::collections::BTreeMap<String, u64>,
     counter: u64,
+    /// The layout: the session's own, or the whole hermit directory (where the heartbeat
+    /// layout keeps the file).
+    layout: Layout,
 }
 
 impl Case for SessionRuntime {
     fn name(&self) -> &'static str {
-        "hermit-session runtime.json"
+        match self.layout {
+            Layout::HermitSession => "hermit-session runtime.json",
+            _ => "hermit runtime.json",
+        }
     }
     fn layout(&self) -> Layout {
-        Layout::HermitSession
+        self.layout.clone()
     }
     fn call(&self, now_ms: u64) -> Call {
         session_call(now_ms)
@@ -646,7 +843,7 @@ impl Case for SessionObservations {
         "hermit-session observations.jsonl"
     }
     fn layout(&self) -> Layout {
-        Layout::HermitSession
+        Layout::Hermit
     }
     fn call(&self, now_ms: u64) -> Call {
         session_call(now_ms)
@@ -695,7 +892,9 @@ impl Case for SessionObservations {
 #[test]
 fn hermit_session_mirror_loses_nothing_to_a_stale_legacy_writer() {
     for seed in 1..=3 {
-        race(&mut SessionRuntime { fields: Default::default(), counter: 0 }, seed);
+        for layout in [Layout::HermitSession, Layout::Hermit] {
+            race(&mut SessionRuntime { fields: Default::default(), counter: 0, layout }, seed);
+        }
         race(&mut SessionObservations { rows: Vec::new(), counter: 0 }, seed);
     }
 }

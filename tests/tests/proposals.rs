@@ -9,10 +9,11 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use hookstate_engine::proposals::layout::{read_hermit_files, INDEX_FILE, LEDGER_FILE, QUEUE_FILE};
-use hookstate_engine::proposals::props::{parse_create, Move, MoveInput};
-use hookstate_engine::proposals::{hermit_scope, parse_micro_input, ResolveInput};
+use hookstate_engine::proposals::{parse_micro_input, ResolveInput};
+use hookstate_engine::schema::hermit::scope_of as hermit_scope;
 use hookstate_engine::schema::Actor;
-use hookstate_engine::{Call, Engine, Error, OpenOptions};
+use hookstate_engine::{parse_create, Move, MoveInput};
+use hookstate_engine::{Call, Engine, Layout, OpenOptions};
 use serde_json::Value;
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/legacy");
@@ -77,9 +78,16 @@ impl Hermit {
         )
     }
 
+    /// Sets the state directory's `config.timezone`, which dates MP and PROP ids.
+    fn zone(&self, tz: &str) {
+        let config = serde_json::json!({ "timezone": tz }).to_string();
+        std::fs::write(self.dir.join("config.json"), config).unwrap();
+    }
+
     fn queue(&self, now_ms: u64, tz: &str, json: &str) -> Value {
         let input = parse_micro_input(json).unwrap();
-        self.engine.proposals().queue_micro(&self.call(now_ms), tz, &input).unwrap().to_json()
+        self.zone(tz);
+        self.engine.proposals().queue_micro(&self.call(now_ms), &input).unwrap().to_json()
     }
 
     fn resolve(&self, id: &str, action: &str, answer: Option<&str>) -> Value {
@@ -163,11 +171,8 @@ fn real_prop_files_and_index_round_trip_byte_for_byte() {
 impl Hermit {
     fn create(&self, now_ms: u64, stdin: &str) -> Value {
         let input = parse_create(stdin).unwrap();
-        self.engine
-            .proposals()
-            .create(&self.call(now_ms), "America/New_York", &input)
-            .unwrap()
-            .to_json()
+        self.zone("America/New_York");
+        self.engine.proposals().create(&self.call(now_ms), &input).unwrap().to_json()
     }
 
     fn prop_move(&self, id: &str, action: Move, expect: Option<&str>) -> Value {
@@ -178,11 +183,8 @@ impl Hermit {
             decision: Some("Decided on @now.".into()),
             session: None,
         };
-        self.engine
-            .proposals()
-            .move_status(&self.call(NOV_29_22H), "America/New_York", &input)
-            .unwrap()
-            .to_json()
+        self.zone("America/New_York");
+        self.engine.proposals().move_status(&self.call(NOV_29_22H), &input).unwrap().to_json()
     }
 
     fn ledger_tail(&self) -> String {
@@ -274,7 +276,7 @@ fn the_spec_example_imports_but_says_it_will_not_round_trip() {
 fn a_corrupt_or_linked_queue_file_is_refused_and_nothing_is_written() {
     let h = hermit(Some("hermit-corrupt"));
     let err = read_hermit_files(&h.dir).unwrap_err();
-    assert!(matches!(&err, Error::Invalid(m) if m.contains("corrupt")), "{err}");
+    assert!(err.is_invalid() && err.to_string().contains("corrupt"), "{err}");
     assert_eq!(h.engine.head().unwrap().seq, 0);
     let linked = hermit(Some("hermit"));
     let state = linked.dir.join("state");
@@ -451,33 +453,35 @@ fn hazard_interleaved_enqueues_lose_an_entry_naively_but_not_here() {
     let other =
         Engine::open(&fresh._tmp.path().join("state.redb"), OpenOptions::default()).unwrap();
     let input = |q: &str| parse_micro_input(&format!("{{\"question\":\"{q}\"}}")).unwrap();
-    let tz = "America/New_York";
-    let first =
-        fresh.engine.proposals().queue_micro(&fresh.call(NOV_29_22H), tz, &input("from A?"));
-    let second = other.proposals().queue_micro(&fresh.call(NOV_29_22H), tz, &input("from B?"));
+    fresh.zone("America/New_York");
+    let first = fresh.engine.proposals().queue_micro(&fresh.call(NOV_29_22H), &input("from A?"));
+    let second = other.proposals().queue_micro(&fresh.call(NOV_29_22H), &input("from B?"));
     let ids = [first.unwrap().to_json()["id"].clone(), second.unwrap().to_json()["id"].clone()];
     assert_eq!(ids, ["MP-20261129-4", "MP-20261129-5"]);
     let queue = fresh.engine.proposals().queue(&fresh.scope).unwrap();
     assert_eq!(queue.entries.len(), 4, "both entries kept beside the fixture's two");
 }
 
-/// The end of a mirrored proposals call writes each file only over the bytes the call adopted:
+/// The end of a mirrored proposals call writes each file only over the bytes the call saw:
 /// what an unmigrated `proposal.ts` writes during the call (the queue, a ledger line, a PROP
-/// file, the index) is kept as written, and the next mirrored call adopts it (the queue file
-/// replaces the queue, as if that write had come after this call's; the ledger loses no line).
+/// file, the index) is kept as written, and the next mirrored call adopts it (the queue merged
+/// per entry, so its entry joins the call's; the ledger loses no line).
 #[test]
 fn a_mirror_never_overwrites_proposals_files_changed_during_the_call() {
     let h = hermit(Some("hermit"));
     h.import();
-    let wait = std::time::Duration::from_secs(5);
     let state = h.dir.join("state");
     let prop = h.dir.join("proposals/PROP-001-cache-dependency-install-step-ci-165046.md");
     let files = [state.join(QUEUE_FILE), state.join(LEDGER_FILE), state.join(INDEX_FILE), prop];
+    h.zone("UTC");
     let cycle = |now: u64, during: &dyn Fn()| {
-        let (mirror, _) = h.engine.proposals().mirror_begin(&h.call(now), &h.dir, wait).unwrap();
-        during();
-        h.queue(now, "UTC", &format!("{{\"question\":\"Asked at {now}?\"}}"));
-        h.engine.proposals().mirror_end(mirror, &h.scope).unwrap();
+        let call = h.call(now);
+        let input = parse_micro_input(&format!("{{\"question\":\"Asked at {now}?\"}}")).unwrap();
+        let outcome = h.engine.mirrored(&call, &Layout::Hermit, &h.dir, |engine| {
+            during();
+            engine.proposals().queue_micro(&call, &input)
+        });
+        outcome.unwrap();
     };
     cycle(NOV_29_22H, &|| {});
     // What the unmigrated script writes while the next call runs.

@@ -225,7 +225,7 @@ fn the_heartbeats_runtime_writes_and_the_sessions_share_one_runtime_json() {
     let h = Hermit::new(None);
     let call = h.call(NOW);
     let alerts = h.engine.alerts();
-    alerts.runtime_set(&call, "UTC", &[("watchdog".into(), serde_json::json!(1))], &[]).unwrap();
+    alerts.runtime_set(&call, &[("watchdog".into(), serde_json::json!(1))], &[]).unwrap();
     assert_eq!(write(&h, NOW + 1, &merge(&[("cost_usd", "3")])), "OK|runtime");
     let heartbeat = alerts.runtime(&h.scope).unwrap().unwrap();
     assert_eq!(
@@ -462,5 +462,31 @@ fn a_marker_the_store_removes_is_removed_from_the_directory() {
     let outcome = h.mirrored(NOW + 60_002, |e| e.session().runtime_get(&h.scope));
     let report = outcome.mirror.unwrap();
     assert!(report.removed.is_empty() && report.written.is_empty(), "{report:?}");
+    h.engine.verify().unwrap();
+}
+
+#[test]
+fn a_marker_removed_outside_is_adopted_while_the_store_holds_what_the_mirror_saw() {
+    let h = mirrored_hermit();
+    std::fs::remove_file(h.dir.join("state/operator-turn-open.json")).unwrap();
+    let outcome = h.mirrored(NOW + 60_000, |e| e.session().markers(&h.scope, NOW + 60_000));
+    let report = outcome.mirror.unwrap();
+    assert!(report.conflicts.is_empty() && report.written.is_empty(), "{report:?}");
+    assert!(!h.dir.join("state/operator-turn-open.json").exists(), "not written back");
+    let status = h.engine.session().markers(&h.scope, NOW).unwrap();
+    assert!(say(&status).contains("\"turn_open\":false"), "{}", say(&status));
+    // Removed outside while the store wrote a newer marker (a call without the mirror): the
+    // store's marker is kept, written back, and the conflict reported.
+    let now = NOW + 60_001;
+    h.engine.session().record_operator_action(&h.call(now), true, "").unwrap();
+    std::fs::remove_file(h.dir.join("state/last-operator-action.json")).unwrap();
+    let outcome = h.mirrored(now + 1, |e| e.session().runtime_get(&h.scope));
+    let report = outcome.mirror.unwrap();
+    assert_eq!(report.conflicts.len(), 1, "{report:?}");
+    assert_eq!(report.conflicts[0].file, "state/last-operator-action.json");
+    assert_eq!(
+        h.file("state/last-operator-action.json"),
+        "{\"at\":\"2026-09-14T08:16:02.119Z\"}\n"
+    );
     h.engine.verify().unwrap();
 }

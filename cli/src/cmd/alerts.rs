@@ -1,92 +1,68 @@
-//! The `alerts` verbs: drop-ins for `heartbeat.ts alert-state` (`tick`), precheck's tick count
-//! (`count-tick`), and a read of the alert state (`list`).
+//! The `alerts` verbs of the ladder: drop-ins for `heartbeat.ts alert-state` (`tick`),
+//! precheck's tick count (`count-tick`), and a read of the alert state (`list`).
 //!
 //! With `--format verdict`, `tick` prints upstream's one JSON line, and a rejected payload its
-//! INDETERMINATE line (exit 1 only for unparseable JSON). Does not decide anything.
+//! INDETERMINATE line (exit 1 only for unparseable JSON); the engine writes both lines. Does
+//! not decide anything.
 
-use hookstate_engine::alerts::ladder::{indeterminate, parse_tick_input, TickClock};
-use hookstate_engine::proposals::layout::read_timezone;
+use hookstate_engine::{check_time, parse_tick_input, tick_line, tick_rejected, Rejection};
 use serde_json::Value;
 
-use crate::args::{AlertsArgs, AlertsVerb, Cli, Format};
-use crate::cmd::proposals::{hermit_target, writer};
-use crate::cmd::{call_in, now_ms, open, Access};
+use crate::args::{AlertsArgs, AlertsVerb, Cli, Format, Layout};
+use crate::cmd::hermit::hermit_scope;
+use crate::cmd::{call_in, mutate, open, warn_conflicts, Access};
 use crate::exit::CliError;
 use crate::input::read_stdin;
 use crate::output::{print, print_raw};
 
-/// The fields of upstream's stdout line, in its order (the rest of the result is hookstate's).
-const VERDICT_FIELDS: [&str; 5] =
-    ["appended", "notifications", "self_eval_proposals", "heartbeat_result", "monitoring_lines"];
-
 pub(crate) fn run(cli: &Cli, args: &AlertsArgs) -> Result<(), CliError> {
-    let (scope, dir) = hermit_target(cli, args.dir.as_deref())?;
+    let scope = hermit_scope(cli, args.dir.as_deref())?;
     match args.verb {
         AlertsVerb::List => {
             let state = open(cli, Access::Read)?.alerts().state(&scope)?;
             print(Format::Json, &Value::Object(state))
         }
         AlertsVerb::CountTick => {
-            let writer = writer(cli, &scope)?;
-            let outcome =
-                writer.engine.alerts().count_tick(&call_in(cli, "alerts-count-tick", &scope))?;
-            if let Some(mirror) = writer.mirror {
-                writer.engine.proposals().alerts_mirror_end(mirror, &scope)?;
-            }
+            let call = call_in(cli, "alerts-count-tick", &scope);
+            let engine = open(cli, Access::Write)?;
+            let outcome = mutate(cli, &engine, &call, Layout::HermitAlerts, |engine| {
+                engine.alerts().count_tick(&call)
+            })?;
+            warn_conflicts(&outcome);
             print(Format::Json, &outcome.to_json())
         }
-        AlertsVerb::Tick => tick(cli, &scope, &dir),
+        AlertsVerb::Tick => tick(cli, &scope),
         // The heartbeat half's verbs run in `heartbeat.rs`; `cmd::run` sends them there.
         _ => Err(CliError::Usage("not an alert-state verb".into())),
     }
 }
 
-fn tick(cli: &Cli, scope: &str, dir: &std::path::Path) -> Result<(), CliError> {
-    let timezone = read_timezone(dir)?;
-    let now = cli.now_ms.unwrap_or_else(now_ms);
+fn tick(cli: &Cli, scope: &str) -> Result<(), CliError> {
+    let call = call_in(cli, "alerts-tick", scope);
+    let verdict = cli.format == Format::Verdict;
     // Stdin is read and checked before the store is opened, so bad input leaves it untouched.
     let parsed = match read_stdin() {
         Ok(text) => parse_tick_input(&text),
-        Err(CliError::Invalid(_)) if cli.format == Format::Verdict => {
-            Err(hookstate_engine::alerts::ladder::Rejection {
-                reason: "invalid-json".into(),
-                unparseable: true,
-            })
-        }
+        Err(CliError::Invalid(_)) if verdict => Err(Rejection::unreadable()),
         Err(err) => return Err(err),
     };
     let input = match parsed {
         Ok(input) => input,
-        Err(rejection) if cli.format == Format::Verdict => {
-            let clock = TickClock::at(now, &timezone)?;
-            print_raw(&indeterminate(&rejection.reason, &clock).to_string())?;
-            if rejection.unparseable {
-                return Err(CliError::Invalid("alerts tick: invalid payload JSON".into()));
-            }
-            return Ok(());
+        Err(rejection) if verdict => {
+            let rejected = tick_rejected(scope, call.now_ms, &rejection)?;
+            print_raw(&rejected.line)?;
+            return if rejected.fails { Err(rejection.error().into()) } else { Ok(()) };
         }
-        Err(rejection) => {
-            return Err(CliError::Invalid(format!(
-                "alerts tick: payload rejected ({})",
-                rejection.reason
-            )))
-        }
+        Err(rejection) => return Err(rejection.error().into()),
     };
-    hookstate_engine::alerts::heartbeat_rules::check_time(now)?;
-    let writer = writer(cli, scope)?;
-    let outcome =
-        writer.engine.alerts().tick(&call_in(cli, "alerts-tick", scope), &timezone, &input)?;
-    if let Some(mirror) = writer.mirror {
-        writer.engine.proposals().alerts_mirror_end(mirror, scope)?;
-    }
-    if cli.format == Format::Verdict {
-        let mut line = serde_json::Map::new();
-        for field in VERDICT_FIELDS {
-            if let Some(value) = outcome.result.get(field) {
-                line.insert(field.into(), value.clone());
-            }
-        }
-        return print_raw(&Value::Object(line).to_string());
+    check_time(call.now_ms)?;
+    let engine = open(cli, Access::Write)?;
+    let outcome = mutate(cli, &engine, &call, Layout::HermitAlerts, |engine| {
+        engine.alerts().tick(&call, &input)
+    })?;
+    warn_conflicts(&outcome);
+    if verdict {
+        return print_raw(&tick_line(&outcome));
     }
     print(cli.format, &outcome.to_json())
 }

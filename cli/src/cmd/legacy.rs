@@ -5,15 +5,14 @@
 
 use std::path::Path;
 
-use hookstate_engine::alerts::layout_alerts::{self as hermit_alerts, AlertFile};
-use hookstate_engine::alerts::layout_heartbeat as heartbeat;
 use hookstate_engine::observer::layout as observer;
-use hookstate_engine::proposals::layout as hermit;
+use hookstate_engine::schema::hermit::SCOPE_PREFIX;
 use hookstate_engine::signals::layout as loopd;
+use hookstate_engine::{read_heartbeat_files, read_hermit_alerts, read_hermit_files, AlertFile};
 use serde_json::json;
 
 use crate::args::{Cli, ExportArgs, ImportArgs, Layout};
-use crate::cmd::proposals::hermit_target;
+use crate::cmd::hermit::hermit_scope as hermit_target;
 use crate::cmd::{call, call_in, open, Access};
 use crate::exit::CliError;
 use crate::output::print;
@@ -23,17 +22,21 @@ fn file_name(layout: Layout, name: Option<&String>) -> &str {
         (Some(name), _) => name,
         (None, Layout::Loopd) => loopd::STORE_FILE_DEFAULT,
         (None, Layout::Observer | Layout::Moonshine) => observer::STATE_FILE_DEFAULT,
-        (None, Layout::HermitProposals) => hermit::QUEUE_FILE,
-        (None, Layout::HermitAlerts) => hermit_alerts::ALERT_STATE_FILE,
-        (None, Layout::HermitHeartbeat) => hookstate_engine::alerts::heartbeat::BUDGET_FILE,
-        (None, Layout::HermitSession) => "",
+        // The hermit layouts name no one file: a directory's files are theirs.
+        (
+            None,
+            Layout::HermitProposals
+            | Layout::HermitAlerts
+            | Layout::HermitHeartbeat
+            | Layout::HermitSession,
+        ) => "",
     }
 }
 
 /// The hermit scope of an import: `--scope hermit:<dir>` when given, else the import's own
 /// directory.
-fn hermit_scope(cli: &Cli, dir: &Path) -> Result<(String, std::path::PathBuf), CliError> {
-    if cli.scope.starts_with(hookstate_engine::proposals::SCOPE_PREFIX) {
+fn hermit_scope(cli: &Cli, dir: &Path) -> Result<String, CliError> {
+    if cli.scope.starts_with(SCOPE_PREFIX) {
         hermit_target(cli, None)
     } else {
         hermit_target(cli, Some(dir))
@@ -43,21 +46,19 @@ fn hermit_scope(cli: &Cli, dir: &Path) -> Result<(String, std::path::PathBuf), C
 /// Imports `state/alert-state.json`: a corrupt file is quarantined beside itself and refused
 /// (exit 3) before the store is opened.
 fn import_alerts(cli: &Cli, args: &ImportArgs) -> Result<(), CliError> {
-    let (scope, _) = hermit_scope(cli, &args.from)?;
+    let scope = hermit_scope(cli, &args.from)?;
     let call = call_in(cli, "import", &scope);
-    let (state, round_trip) = match hermit_alerts::read_hermit_alerts(&args.from, call.now_ms)? {
+    let (state, round_trip) = match read_hermit_alerts(&args.from, call.now_ms)? {
         AlertFile::Found { state, round_trip } => (state, round_trip),
         AlertFile::Missing => {
             return Err(CliError::Invalid(format!(
-                "{}/state/{} does not exist",
+                "{}/state/alert-state.json does not exist",
                 args.from.display(),
-                hermit_alerts::ALERT_STATE_FILE
             )))
         }
         AlertFile::Quarantined { to, why } => {
             return Err(CliError::Invalid(format!(
-                "{} is corrupt ({why}); quarantined as state/{to}, store unchanged",
-                hermit_alerts::ALERT_STATE_FILE
+                "alert-state.json is corrupt ({why}); quarantined as state/{to}, store unchanged"
             )))
         }
     };
@@ -78,11 +79,11 @@ pub(crate) fn import(cli: &Cli, args: &ImportArgs) -> Result<(), CliError> {
     // Legacy files are read and checked before the store is opened, so a bad file leaves the
     // store byte-identical.
     let hermit = match args.layout {
-        Layout::HermitProposals => Some(hermit::read_hermit_files(from)?),
+        Layout::HermitProposals => Some(read_hermit_files(from)?),
         _ => None,
     };
     let beat = match args.layout {
-        Layout::HermitHeartbeat => Some(heartbeat::read_heartbeat_files(from)?),
+        Layout::HermitHeartbeat => Some(read_heartbeat_files(from)?),
         _ => None,
     };
     let engine = open(cli, Access::Write)?;
@@ -93,12 +94,12 @@ pub(crate) fn import(cli: &Cli, args: &ImportArgs) -> Result<(), CliError> {
         Layout::HermitAlerts => return Err(CliError::Usage("imported above".into())),
         Layout::HermitSession => return Err(CliError::Usage("the session layout's own".into())),
         Layout::HermitProposals => {
-            let (scope, _) = hermit_scope(cli, from)?;
+            let scope = hermit_scope(cli, from)?;
             let files = hermit.ok_or_else(|| CliError::Usage("no hermit files read".into()))?;
             engine.proposals().import(&call_in(cli, "import", &scope), files)?
         }
         Layout::HermitHeartbeat => {
-            let (scope, _) = hermit_scope(cli, from)?;
+            let scope = hermit_scope(cli, from)?;
             let files = beat.ok_or_else(|| CliError::Usage("no heartbeat files read".into()))?;
             engine.alerts().import_heartbeat(&call_in(cli, "import", &scope), from, files)?
         }
@@ -128,14 +129,14 @@ pub(crate) fn export(cli: &Cli, args: &ExportArgs) -> Result<(), CliError> {
             out
         }
         Layout::HermitProposals => {
-            let (scope, _) = hermit_target(cli, None)?;
+            let scope = hermit_target(cli, None)?;
             let mut out = engine.proposals().export(&scope, to)?;
             out.insert("layout".into(), "hermit-proposals".into());
             out.insert("scope".into(), json!(scope));
             out
         }
         Layout::HermitAlerts => {
-            let (scope, _) = hermit_target(cli, None)?;
+            let scope = hermit_target(cli, None)?;
             let mut out = engine.alerts().export_alerts(&scope, to)?;
             out.insert("layout".into(), "hermit-alerts".into());
             out.insert("scope".into(), json!(scope));
@@ -143,7 +144,7 @@ pub(crate) fn export(cli: &Cli, args: &ExportArgs) -> Result<(), CliError> {
         }
         Layout::HermitSession => return Err(CliError::Usage("the session layout's own".into())),
         Layout::HermitHeartbeat => {
-            let (scope, _) = hermit_target(cli, None)?;
+            let scope = hermit_target(cli, None)?;
             let mut out = engine.alerts().export_heartbeat(&scope, to)?;
             out.insert("layout".into(), "hermit-heartbeat".into());
             out.insert("scope".into(), json!(scope));

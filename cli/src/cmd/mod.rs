@@ -8,6 +8,7 @@ mod demo;
 mod docs;
 mod feedback;
 mod heartbeat;
+mod hermit;
 mod hook;
 mod hookkit;
 mod legacy;
@@ -154,8 +155,11 @@ pub(crate) fn layout(cli: &Cli, layout: Layout) -> Option<hookstate_engine::Layo
             file: file(hookstate_engine::observer::layout::STATE_FILE_DEFAULT),
         }),
         Layout::Moonshine => Some(hookstate_engine::Layout::Moonshine),
-        Layout::HermitSession => Some(hookstate_engine::Layout::HermitSession),
-        _ => None,
+        // Every hermit verb keeps the whole state directory: its files share one scope.
+        Layout::HermitProposals
+        | Layout::HermitAlerts
+        | Layout::HermitHeartbeat
+        | Layout::HermitSession => Some(hookstate_engine::Layout::Hermit),
     }
 }
 
@@ -173,19 +177,57 @@ pub(crate) fn mutate(
     }
 }
 
-/// Prints an outcome (its verdict line with `--format verdict`, when it has one), warns on
-/// stderr of each mirror conflict, and turns a refusal into exit 1.
+/// Prints an outcome (its verdict line, or lines, with `--format verdict`, when it has one),
+/// warns on stderr of each mirror conflict, and turns a refusal into exit 1, except with
+/// `--format verdict` for a refusal upstream prints as its verdict with exit 0.
 pub(crate) fn finish(cli: &Cli, outcome: &Outcome) -> Result<(), CliError> {
     let value = outcome.to_json();
     match (cli.format, value.get("verdict").and_then(serde_json::Value::as_str)) {
+        (Format::Verdict, Some(line)) if line.contains('\n') => {
+            for line in line.lines() {
+                print_raw(&one_line(line))?;
+            }
+        }
         (Format::Verdict, Some(line)) => print_raw(&one_line(line))?,
         _ => print(cli.format, &value)?,
     }
+    refused(cli, outcome)
+}
+
+/// [`finish`] for a verb of an upstream script: with `--format verdict`, a result without a
+/// verdict line (the replay of a verb whose events do not carry it) prints upstream's
+/// `ERROR|unexpected`.
+pub(crate) fn finish_script(cli: &Cli, outcome: &Outcome) -> Result<(), CliError> {
+    if cli.format == Format::Verdict
+        && !outcome.to_json().get("verdict").is_some_and(|v| v.is_string())
+    {
+        print_raw("ERROR|unexpected")?;
+        return refused(cli, outcome);
+    }
+    finish(cli, outcome)
+}
+
+/// Warns of the mirror's conflicts, and turns a refusal into exit 1 (but one upstream prints
+/// with exit 0, under `--format verdict`).
+fn refused(cli: &Cli, outcome: &Outcome) -> Result<(), CliError> {
     warn_conflicts(outcome);
     match &outcome.refusal {
-        Some(refusal) => Err(CliError::Refused(refusal.message.clone())),
-        None => Ok(()),
+        Some(refusal) if !(cli.format == Format::Verdict && refusal.verdict_ok) => {
+            Err(CliError::Refused(refusal.message.clone()))
+        }
+        _ => Ok(()),
     }
+}
+
+/// Prints a read's result: `{"ok": true, ...its fields}`, or its verdict line with `--format
+/// verdict` when it has one.
+pub(crate) fn print_read(cli: &Cli, read: &impl serde::Serialize) -> Result<(), CliError> {
+    let mut out = serde_json::Map::new();
+    out.insert("ok".into(), true.into());
+    if let Ok(serde_json::Value::Object(fields)) = serde_json::to_value(read) {
+        out.extend(fields);
+    }
+    print(cli.format, &serde_json::Value::Object(out))
 }
 
 /// One stderr line per record a mirrored call could not adopt.

@@ -95,8 +95,11 @@ fn call_verb(
         return finish(cli, &verb(&engine)?);
     };
     let engine = open(cli, Access::Write)?;
+    // Every hermit verb keeps the whole state directory: its files share one scope.
+    let layout = crate::cmd::layout(cli, crate::args::Layout::HermitSession)
+        .unwrap_or(hookstate_engine::Layout::Hermit);
     let mut kept = None;
-    let outcome = engine.mirrored(call, &hookstate_engine::Layout::HermitSession, dir, |e| {
+    let outcome = engine.mirrored(call, &layout, dir, |e| {
         let answer = verb(e)?;
         let outcome = answer.outcome.clone();
         kept = Some(answer);

@@ -1,36 +1,30 @@
-//! The heartbeat half of the `alerts` domain (claude-code-hermit): budget alerts (create-only,
-//! reaped by period, marked notified only by an explicit call), the heartbeat monitor's runtime
-//! record (start-check, start-commit, stop, health), liveness peeks, the injection alert, and
-//! the next-task ack as a compare-and-swap over `runtime.json` and `sessions/NEXT-TASK.md`.
+//! Pure rules of the heartbeat half of the `alerts` domain (claude-code-hermit): budget alerts
+//! (create-only, reaped by period, marked notified only by an explicit call), the heartbeat
+//! monitor's runtime record (start-check, start-commit, stop), liveness peeks, the injection
+//! alert, runtime fields, and the next-task ack as a compare-and-swap over `runtime.json` and
+//! `sessions/NEXT-TASK.md`.
 //!
 //! Every legacy file is one document holding its exact text (`heartbeat.file`, id = file name);
-//! decisions parse it, and writes render it back in the file's own layout. Does not read files or
-//! config; `legacy::heartbeat` does.
+//! decisions parse it, and writes render it back in the file's own layout. No IO, no clock, no
+//! store: `api.rs` reads the documents and calls these.
 
-use hookstate_schema::heartbeat::{FileDoc, HeartbeatEvent, NextTaskRevDoc};
-use hookstate_schema::{Body, ViewKey};
-use serde_json::{json, Map, Value};
-
-use super::Alerts;
-use crate::kernel::call::fields;
-use crate::kernel::call::Call;
-use crate::kernel::call::Outcome;
-use crate::kernel::call::Plan;
-use crate::kernel::call::Refusal;
-use crate::kernel::compat::stamp::{local_stamp, stamp_ms, stamp_s, zone};
-use crate::kernel::doc::{doc_key, get_doc, put_doc, read_doc};
-use crate::kernel::error::{Error, Result};
-use crate::kernel::storage::ReadTxn;
-use crate::kernel::view::ViewAccess;
+use hookstate_schema::heartbeat::HeartbeatEvent;
+use hookstate_schema::Body;
+use serde::Serialize;
+use serde_json::{Map, Value};
 
 use super::heartbeat_rules as rules;
+use crate::kernel::call::{fields, Plan, Refusal};
+use crate::kernel::compat::stamp::stamp_ms;
+use crate::kernel::error::{Error, Result};
 use rules::{BudgetInput, Layout, MonitorSetup, INTERVAL_S_MAX};
 
 /// Document kind of one legacy file (id: the file name).
 pub(crate) const FILE_KIND: &str = "heartbeat.file";
 /// Document kind of the next-task revision (id [`REV_ID`]).
 pub(crate) const REV_KIND: &str = "heartbeat.nextrev";
-const REV_ID: &str = "rev";
+/// The one id of the next-task revision document.
+pub(crate) const REV_ID: &str = "rev";
 /// `state/budget-alerts.json`: cost-tracker's budget alerts.
 pub const BUDGET_FILE: &str = "budget-alerts.json";
 /// `state/telemetry-alert.json`: report-export's and the watchdog's alerts.
@@ -74,73 +68,131 @@ pub fn is_layout_file(file: &str) -> bool {
     file == NEXT_TASK_FILE || STATE_FILES.contains(&file)
 }
 
-fn tracks_next_task(file: &str) -> bool {
+/// Whether a file is one the next-task token covers (its changes bump the revision).
+pub(crate) fn tracks_next_task(file: &str) -> bool {
     file == RUNTIME_FILE || file == NEXT_TASK_FILE
 }
 
-fn file_key(scope: &str, file: &str) -> ViewKey {
-    doc_key(scope, FILE_KIND, file)
-}
-
-/// The stored text of a file in a decision.
-pub(crate) fn read_file(txn: &dyn ReadTxn, scope: &str, file: &str) -> Result<Option<String>> {
-    Ok(read_doc::<FileDoc>(txn, scope, FILE_KIND, file)?.map(|d| d.text))
-}
-
-fn read_object(txn: &dyn ReadTxn, scope: &str, file: &str) -> Result<Option<Map<String, Value>>> {
-    match read_file(txn, scope, file)? {
-        Some(text) => rules::parse_object(file, &text)
-            .map(Some)
-            .map_err(|e| Error::Corrupt(format!("stored {file}: {e}"))),
-        None => Ok(None),
-    }
-}
-
-fn read_rev(txn: &dyn ReadTxn, scope: &str) -> Result<u64> {
-    Ok(read_doc::<NextTaskRevDoc>(txn, scope, REV_KIND, REV_ID)?.map_or(0, |d| d.rev))
-}
-
-fn event(body: HeartbeatEvent) -> Body {
+pub(crate) fn event(body: HeartbeatEvent) -> Body {
     Body::Heartbeat(body)
 }
 
-fn written(file: &str, text: String, why: &str) -> Body {
+pub(crate) fn written(file: &str, text: String, why: &str) -> Body {
     event(HeartbeatEvent::FileWritten { file: file.into(), text, why: why.into() })
 }
 
-fn removed(file: &str, why: &str) -> Body {
+pub(crate) fn removed(file: &str, why: &str) -> Body {
     event(HeartbeatEvent::FileRemoved { file: file.into(), why: why.into() })
 }
 
-fn verdict(line: String, extra: Value) -> Map<String, Value> {
+/// A verb's typed result with its upstream verdict line first.
+#[derive(Serialize)]
+struct Verdict<'a, T: Serialize> {
+    verdict: &'a str,
+    #[serde(flatten)]
+    result: T,
+}
+
+/// The result fields of a verb: its verdict line, then the fields of `result`.
+pub(crate) fn answer<T: Serialize>(line: &str, result: T) -> Map<String, Value> {
+    serde_json::to_value(Verdict { verdict: line, result }).map(fields).unwrap_or_default()
+}
+
+/// A result of no fields but its verdict.
+#[derive(Serialize)]
+pub(crate) struct Nothing {}
+
+/// The fields of a result that names one alert key.
+#[derive(Serialize)]
+struct Key<'a> {
+    key: &'a str,
+}
+
+/// A budget record: the key, whether it was created, its `notified`, the keys reaped.
+#[derive(Serialize)]
+struct Recorded<'a> {
+    key: &'a str,
+    created: bool,
+    notified: Value,
+    reaped: &'a [String],
+}
+
+/// A mark: the key, marked.
+#[derive(Serialize)]
+struct Marked<'a> {
+    key: &'a str,
+    marked: bool,
+}
+
+/// A start-check that found the monitor fresh.
+#[derive(Serialize)]
+struct Fresh<'a> {
+    fresh: bool,
+    reason: &'a str,
+    interval: u64,
+}
+
+/// A start-check that re-arms: its lines.
+#[derive(Serialize)]
+struct Rearm<'a> {
+    fresh: bool,
+    reason: &'a str,
+    interval: u64,
+    command: &'a str,
+    lines: &'a [String],
+}
+
+/// A start-commit.
+#[derive(Serialize)]
+struct Committed<'a> {
+    live: bool,
+    started_at: &'a str,
+    interval: u64,
+}
+
+/// An ack, parked or not (and why not).
+#[derive(Serialize)]
+struct Parked<'a> {
+    parked: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<&'a str>,
+}
+
+pub(crate) fn verdict(line: String, extra: Value) -> Map<String, Value> {
     let mut out = Map::new();
     out.insert("verdict".into(), Value::String(line));
     out.extend(fields(extra));
     out
 }
 
-fn refusal(reason: &'static str, message: String, line: String, extra: Value) -> Plan {
-    let details = verdict(line, extra);
-    Plan { refusal: Some(Refusal { reason, message, details }), ..Plan::default() }
+/// A refusal whose verdict line upstream prints with exit 0.
+pub(crate) fn refusal<T: Serialize>(
+    reason: &'static str,
+    message: String,
+    line: &str,
+    extra: T,
+) -> Plan {
+    let details = Value::Object(answer(line, extra));
+    Plan { refusal: Some(Refusal::new(reason, message, details).verdict_ok()), ..Plan::default() }
 }
 
-fn done(events: Vec<Body>, result: Map<String, Value>) -> Plan {
+pub(crate) fn done(events: Vec<Body>, result: Map<String, Value>) -> Plan {
     Plan { events, result, ..Plan::default() }
 }
 
-fn alerts_of(map: &Map<String, Value>) -> Map<String, Value> {
+pub(crate) fn alerts_of(map: &Map<String, Value>) -> Map<String, Value> {
     match map.get("alerts") {
         Some(Value::Object(alerts)) => alerts.clone(),
         _ => Map::new(),
     }
 }
 
-fn seed_object() -> Map<String, Value> {
+pub(crate) fn seed_object() -> Map<String, Value> {
     serde_json::from_str(ALERTS_SEED).unwrap_or_default()
 }
 
 /// Decides a budget record: create the key when absent (never reset it), and reap past periods.
-fn decide_record(
+pub(crate) fn decide_record(
     budget: Option<(&Map<String, Value>, Layout)>,
     input: &BudgetInput,
     now_ms: u64,
@@ -158,8 +210,8 @@ fn decide_record(
     let reaped = rules::stale_budget_keys(&alerts, now_ms, timezone)?;
     if created {
         if alerts.len() >= rules::ALERT_ENTRIES_MAX {
-            let max = rules::ALERT_ENTRIES_MAX;
-            return Err(Error::invalid(format!("{BUDGET_FILE} holds {max} alerts already")));
+            let (count, max) = (alerts.len() + 1, rules::ALERT_ENTRIES_MAX);
+            return Err(Error::TooMany { what: "budget alerts", count, max });
         }
         let entry = Value::Object(rules::budget_entry(input, stamp_ms(now_ms)));
         // The file as the events leave it must stay one that import and the mirror can read.
@@ -180,27 +232,27 @@ fn decide_record(
     let notified =
         alerts.get(&key).and_then(|e| e.get("notified")).cloned().unwrap_or(false.into());
     let line = format!("OK|{}|{key}", if created { "created" } else { "exists" });
-    let extra = json!({ "key": key, "created": created, "notified": notified, "reaped": reaped });
-    Ok(done(events, verdict(line, extra)))
+    let result = Recorded { key: &key, created, notified, reaped: &reaped };
+    Ok(done(events, answer(&line, result)))
 }
 
 /// Decides a mark-notified: only an existing, not yet notified key is marked; the first mark
 /// wins and every later one is refused, so a key is announced at most once.
-fn decide_mark(budget: Option<&Map<String, Value>>, key: &str) -> Plan {
+pub(crate) fn decide_mark(budget: Option<&Map<String, Value>>, key: &str) -> Plan {
     let alerts = budget.map(alerts_of).unwrap_or_default();
     // markAlertNotified's `entry && !entry.notified`: only an alert object can be marked, and a
     // truthy `notified` of any type is marked already.
     let Some(entry) = alerts.get(key).filter(|e| e.is_object()) else {
         let message = format!("no budget alert {key}");
-        return refusal("not_found", message, "NONE|no-match".into(), json!({ "key": key }));
+        return refusal("not_found", message, "NONE|no-match", Key { key });
     };
     if entry.get("notified").is_some_and(rules::truthy) {
         let message = format!("budget alert {key} was already marked notified");
         let line = format!("NOOP|already-notified|{key}");
-        return refusal("already_notified", message, line, json!({ "key": key }));
+        return refusal("already_notified", message, &line, Key { key });
     }
     let events = vec![event(HeartbeatEvent::BudgetNotified { key: key.into() })];
-    done(events, verdict(format!("OK|notified|{key}"), json!({ "key": key, "marked": true })))
+    done(events, answer(&format!("OK|notified|{key}"), Marked { key, marked: true }))
 }
 
 fn monitor_lines(
@@ -225,7 +277,7 @@ fn monitor_lines(
 
 /// Decides a start-check: FRESH when the registered monitor is healthy (and not disabled);
 /// otherwise REARM: delete the liveness record and stamp `armed_at` into the runtime record.
-fn decide_check(
+pub(crate) fn decide_check(
     runtime: Option<&Map<String, Value>>,
     liveness: Option<&Map<String, Value>>,
     setup: &MonitorSetup,
@@ -234,8 +286,8 @@ fn decide_check(
     let (healthy, reason) = rules::monitor_health(runtime, liveness, setup, now_ms);
     let interval = setup.interval_s;
     if healthy && reason != "disabled" {
-        let extra = json!({ "fresh": true, "reason": reason, "interval": interval });
-        return done(Vec::new(), verdict(format!("FRESH|interval={interval}"), extra));
+        let result = Fresh { fresh: true, reason: &reason, interval };
+        return done(Vec::new(), answer(&format!("FRESH|interval={interval}"), result));
     }
     let lines = monitor_lines(runtime, &reason, setup);
     let mut next = runtime.cloned().unwrap_or_default();
@@ -246,16 +298,14 @@ fn decide_check(
     }
     let text = rules::render_object(&next, Layout::Pretty);
     events.push(written(MONITOR_FILE, text, "monitor start-check"));
-    let extra = json!({
-        "fresh": false, "reason": reason, "interval": interval, "command": setup.command,
-        "lines": lines,
-    });
-    done(events, verdict(lines.join("\n"), extra))
+    let command = setup.command.as_str();
+    let result = Rearm { fresh: false, reason: &reason, interval, command, lines: &lines };
+    done(events, answer(&lines.join("\n"), result))
 }
 
 /// Decides a start-commit: overwrite the runtime record with the registration; `started_at` is
 /// the liveness peek when it is no earlier than `armed_at` floored to the second, else now.
-fn decide_commit(
+pub(crate) fn decide_commit(
     runtime: Option<&Map<String, Value>>,
     liveness: Option<&Map<String, Value>>,
     setup: &MonitorSetup,
@@ -283,27 +333,21 @@ fn decide_commit(
     } else {
         "DEAD|liveness-absent".to_owned()
     };
-    let extra = json!({ "live": live, "started_at": started, "interval": setup.interval_s });
-    done(events, verdict(line, extra))
+    let result = Committed { live, started_at: &started, interval: setup.interval_s };
+    done(events, answer(&line, result))
 }
 
 /// The document a next-task ack or token reads: runtime, whether the queue exists, its text.
-struct NextTaskView {
-    runtime: Option<Map<String, Value>>,
-    queue: Option<String>,
-    rev: u64,
+pub(crate) struct NextTaskView {
+    pub(crate) runtime: Option<Map<String, Value>>,
+    pub(crate) queue: Option<String>,
+    pub(crate) rev: u64,
 }
 
-fn read_next_task(txn: &dyn ReadTxn, scope: &str) -> Result<NextTaskView> {
-    Ok(NextTaskView {
-        runtime: read_object(txn, scope, RUNTIME_FILE)?,
-        queue: read_file(txn, scope, NEXT_TASK_FILE)?,
-        rev: read_rev(txn, scope)?,
-    })
-}
-
-/// The token of a next-task view, or why none is issued.
-fn token_of(view: &NextTaskView, enabled: bool) -> std::result::Result<String, &'static str> {
+pub(crate) fn token_of(
+    view: &NextTaskView,
+    enabled: bool,
+) -> std::result::Result<String, &'static str> {
     let queued = view.queue.as_deref().is_some_and(|q| !q.is_empty());
     if let Some(reason) = rules::next_task_block(enabled, view.runtime.as_ref(), queued) {
         return Err(reason);
@@ -313,9 +357,10 @@ fn token_of(view: &NextTaskView, enabled: bool) -> std::result::Result<String, &
 }
 
 fn not_parked(reason: &'static str) -> Plan {
-    let line = json!({ "parked": false, "reason": reason }).to_string();
+    let parked = Parked { parked: false, reason: Some(reason) };
+    let line = serde_json::to_string(&parked).unwrap_or_default();
     let message = format!("not parked: {reason}");
-    refusal(reason_code(reason), message, line, json!({ "parked": false, "reason": reason }))
+    refusal(reason_code(reason), message, &line, parked)
 }
 
 fn reason_code(reason: &str) -> &'static str {
@@ -329,400 +374,50 @@ fn reason_code(reason: &str) -> &'static str {
 
 /// Decides an ack: park only if the gate still holds and the token matches the current queue,
 /// runtime and revision.
-fn decide_ack(view: &NextTaskView, enabled: bool, token: &str, stamps: (String, String)) -> Plan {
+pub(crate) fn decide_ack(
+    view: &NextTaskView,
+    enabled: bool,
+    token: &str,
+    stamps: (String, String),
+) -> Plan {
     match token_of(view, enabled) {
         Err(reason) => not_parked(reason),
         Ok(current) if current != token => not_parked("changed"),
         Ok(_) => {
             let (waiting_since, updated_at) = stamps;
             let body = HeartbeatEvent::NextTaskParked { waiting_since, updated_at };
-            let line = json!({ "parked": true }).to_string();
-            done(vec![event(body)], verdict(line, json!({ "parked": true })))
+            let parked = Parked { parked: true, reason: None };
+            let line = serde_json::to_string(&parked).unwrap_or_default();
+            done(vec![event(body)], answer(&line, parked))
         }
     }
 }
 
-fn check_field(name: &str) -> Result<()> {
+pub(crate) fn check_field(name: &str) -> Result<()> {
     rules::check_stamp("runtime field name", name)
 }
 
 /// Parses `FIELD=JSON` (a value that is not JSON is taken as a string).
 ///
 /// # Errors
-/// [`Error::Invalid`] for a missing `=` or a bad field name.
+/// [`Error::BadInput`] for a missing `=` or a bad field name.
 pub fn parse_runtime_set(arg: &str) -> Result<(String, Value)> {
     let (name, raw) = arg
         .split_once('=')
-        .ok_or_else(|| Error::invalid(format!("runtime set {arg:?} is not FIELD=VALUE")))?;
+        .ok_or_else(|| Error::bad(format!("runtime set {arg:?}"), "is not FIELD=VALUE"))?;
     check_field(name)?;
     let value = serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.to_owned()));
     crate::kernel::value::validate_json("runtime value", &value.to_string())?;
     Ok((name.to_owned(), value))
 }
 
-impl Alerts<'_> {
-    fn heartbeat_write(
-        &self,
-        call: &Call,
-        decide: impl Fn(&dyn ReadTxn) -> Result<Plan>,
-    ) -> Result<Outcome> {
-        hookstate_schema::validate_scope(&call.scope)?;
-        rules::check_time(call.now_ms)?;
-        self.k.write(call, decide)
-    }
-
-    /// `cost-tracker` budget check for one threshold crossing: creates the alert key of the
-    /// current period (in `timezone`) unless it exists (an existing key is never reset), and reaps
-    /// the keys of past periods, in one transaction.
-    ///
-    /// # Errors
-    /// [`Error::Invalid`] for bad input or zone; store errors.
-    pub fn budget_record(
-        &self,
-        call: &Call,
-        timezone: &str,
-        input: &BudgetInput,
-    ) -> Result<Outcome> {
-        rules::check_budget(input)?;
-        zone(timezone)?;
-        self.heartbeat_write(call, |txn| {
-            let layout = read_file(txn, &call.scope, BUDGET_FILE)?.map(|t| rules::layout_of(&t));
-            let budget = read_object(txn, &call.scope, BUDGET_FILE)?;
-            let stored = budget.as_ref().zip(layout);
-            decide_record(stored, input, call.now_ms, timezone)
-        })
-    }
-
-    /// `cost-tracker --mark-budget-notified KEY`, after a confirmed send: sets `notified` in the
-    /// same transaction that checks it, so a concurrent record or reap can neither lose the mark
-    /// nor let a second marker win. Refused (`not_found`, `already_notified`) otherwise.
-    ///
-    /// # Errors
-    /// [`Error::Invalid`] for a bad key; store errors.
-    pub fn budget_mark(&self, call: &Call, key: &str) -> Result<Outcome> {
-        rules::check_stamp("alert key", key)?;
-        self.heartbeat_write(call, |txn| {
-            Ok(decide_mark(read_object(txn, &call.scope, BUDGET_FILE)?.as_ref(), key))
-        })
-    }
-
-    /// Removes the budget alerts of past periods.
-    ///
-    /// # Errors
-    /// [`Error::Invalid`] for a bad zone; store errors.
-    pub fn budget_reap(&self, call: &Call, timezone: &str) -> Result<Outcome> {
-        zone(timezone)?;
-        self.heartbeat_write(call, |txn| {
-            let alerts = read_object(txn, &call.scope, BUDGET_FILE)?.map(|b| alerts_of(&b));
-            let stale =
-                rules::stale_budget_keys(&alerts.unwrap_or_default(), call.now_ms, timezone)?;
-            let events = stale
-                .iter()
-                .map(|k| event(HeartbeatEvent::BudgetReaped { key: k.clone() }))
-                .collect();
-            let line = format!("OK|reaped={}", stale.len());
-            Ok(done(events, verdict(line, json!({ "reaped": stale }))))
-        })
-    }
-
-    /// `readMergedAlerts`: the `alerts` of the budget, telemetry and doctor files in one map.
-    ///
-    /// # Errors
-    /// Store errors.
-    pub fn budget_alerts(&self, scope: &str) -> Result<Map<String, Value>> {
-        hookstate_schema::validate_scope(scope)?;
-        let txn = self.k.begin_read()?;
-        let mut merged = Map::new();
-        for file in ALERT_FILES {
-            if let Some(map) = read_object(&*txn, scope, file)? {
-                merged.extend(alerts_of(&map));
-            }
-        }
-        Ok(merged)
-    }
-
-    /// `heartbeat.ts start-check`: FRESH, or REARM with its lines (deletes the liveness record and
-    /// stamps `armed_at` into `{...previous}`).
-    ///
-    /// # Errors
-    /// Store errors.
-    pub fn monitor_check(&self, call: &Call, setup: &MonitorSetup) -> Result<Outcome> {
-        check_setup(setup)?;
-        self.heartbeat_write(call, |txn| {
-            let runtime = read_object(txn, &call.scope, MONITOR_FILE)?;
-            let liveness = read_object(txn, &call.scope, LIVENESS_FILE)?;
-            Ok(decide_check(runtime.as_ref(), liveness.as_ref(), setup, call.now_ms))
-        })
-    }
-
-    /// `heartbeat.ts start-commit`: writes the registration; `OK|registered|interval=N` when a
-    /// liveness record exists, else `DEAD|liveness-absent` (the registration is written either
-    /// way, as upstream does). The caller polls [`Engine::heartbeat_liveness`] first.
-    ///
-    /// # Errors
-    /// [`Error::Invalid`] for a bad task id; store errors.
-    pub fn monitor_commit(
-        &self,
-        call: &Call,
-        setup: &MonitorSetup,
-        task_id: &str,
-    ) -> Result<Outcome> {
-        check_setup(setup)?;
-        rules::check_stamp("task id", task_id)?;
-        self.heartbeat_write(call, |txn| {
-            let runtime = read_object(txn, &call.scope, MONITOR_FILE)?;
-            let liveness = read_object(txn, &call.scope, LIVENESS_FILE)?;
-            Ok(decide_commit(runtime.as_ref(), liveness.as_ref(), setup, task_id, call.now_ms))
-        })
-    }
-
-    /// The skill's stop: the runtime record becomes `{}` and the liveness record is deleted.
-    ///
-    /// # Errors
-    /// Store errors.
-    pub fn monitor_stop(&self, call: &Call) -> Result<Outcome> {
-        self.heartbeat_write(call, |txn| {
-            let mut events = vec![written(MONITOR_FILE, "{}\n".into(), "monitor stop")];
-            if read_file(txn, &call.scope, LIVENESS_FILE)?.is_some() {
-                events.push(removed(LIVENESS_FILE, "monitor stop"));
-            }
-            Ok(done(events, verdict("OK|stopped".into(), json!({ "stopped": true }))))
-        })
-    }
-
-    /// `heartbeatHealth` of the registered monitor (read-only): `(healthy, reason)`.
-    ///
-    /// # Errors
-    /// Store errors.
-    pub fn monitor_status(
-        &self,
-        scope: &str,
-        setup: &MonitorSetup,
-        now_ms: u64,
-    ) -> Result<(bool, String)> {
-        hookstate_schema::validate_scope(scope)?;
-        let txn = self.k.begin_read()?;
-        let runtime = read_object(&*txn, scope, MONITOR_FILE)?;
-        let liveness = read_object(&*txn, scope, LIVENESS_FILE)?;
-        Ok(rules::monitor_health(runtime.as_ref(), liveness.as_ref(), setup, now_ms))
-    }
-
-    /// The liveness record (read-only), `None` when absent.
-    ///
-    /// # Errors
-    /// Store errors.
-    pub fn liveness(&self, scope: &str) -> Result<Option<Map<String, Value>>> {
-        hookstate_schema::validate_scope(scope)?;
-        read_object(&*self.k.begin_read()?, scope, LIVENESS_FILE)
-    }
-
-    /// `lib/liveness.ts` on the liveness record: `(alive, age_s)`; alive when the last peek is
-    /// at most [`rules::LIVENESS_FRESH_S`] old. A stale or absent record is unknown, never dead.
-    ///
-    /// # Errors
-    /// Store errors.
-    pub fn liveness_read(&self, scope: &str, now_ms: u64) -> Result<(bool, Option<u64>)> {
-        let age = rules::peek_age_s(self.liveness(scope)?.as_ref(), now_ms);
-        Ok((age.is_some_and(|a| a <= rules::LIVENESS_FRESH_S), age))
-    }
-
-    /// One `heartbeat-monitor.sh` poll: writes `{"last_peek_at":"<UTC, whole seconds>"}`.
-    ///
-    /// # Errors
-    /// Store errors.
-    pub fn liveness_peek(&self, call: &Call) -> Result<Outcome> {
-        let stamp = stamp_s(call.now_ms);
-        let mut map = Map::new();
-        map.insert("last_peek_at".into(), stamp.clone().into());
-        let text = rules::render_object(&map, Layout::Compact);
-        self.heartbeat_write(call, |_| {
-            let events = vec![written(LIVENESS_FILE, text.clone(), "liveness peek")];
-            Ok(done(events, verdict(format!("OK|peek|{stamp}"), json!({ "last_peek_at": stamp }))))
-        })
-    }
-
-    /// The skill's ALERT branch: overwrites the injection alert with `{hash, announced_at}`
-    /// (default: now, toISOString), in the stored file's layout (compact when new).
-    ///
-    /// # Errors
-    /// [`Error::Invalid`] for a bad hash or stamp; store errors.
-    pub fn injection_record(
-        &self,
-        call: &Call,
-        hash: &str,
-        announced_at: Option<&str>,
-    ) -> Result<Outcome> {
-        rules::check_hash(hash)?;
-        rules::check_time(call.now_ms)?;
-        let stamp = announced_at.map_or_else(|| stamp_ms(call.now_ms), str::to_owned);
-        rules::check_stamp("announced_at", &stamp)?;
-        let mut map = Map::new();
-        map.insert("hash".into(), hash.into());
-        map.insert("announced_at".into(), stamp.clone().into());
-        self.heartbeat_write(call, |txn| {
-            let layout = read_file(txn, &call.scope, INJECTION_FILE)?
-                .map_or(Layout::Compact, |t| rules::layout_of(&t));
-            let events = vec![written(
-                INJECTION_FILE,
-                rules::render_object(&map, layout),
-                "injection record",
-            )];
-            let extra = json!({ "hash": hash, "announced_at": stamp });
-            Ok(done(events, verdict(format!("OK|recorded|{hash}"), extra)))
-        })
-    }
-
-    /// The precheck's damping (read-only): whether `hash` is the announced one.
-    ///
-    /// # Errors
-    /// [`Error::Invalid`] for a bad hash; store errors.
-    pub fn injection_check(&self, scope: &str, hash: &str) -> Result<(bool, Option<String>)> {
-        rules::check_hash(hash)?;
-        hookstate_schema::validate_scope(scope)?;
-        let stored = read_object(&*self.k.begin_read()?, scope, INJECTION_FILE)?;
-        let stored = stored.and_then(|m| m.get("hash").and_then(Value::as_str).map(str::to_owned));
-        Ok((stored.as_deref() == Some(hash), stored))
-    }
-
-    /// Per-field merge into `runtime.json` (pretty, `updated_at` re-stamped with localISOStamp in
-    /// `timezone`), as `writeRuntimeJson` does; `unset` fields are deleted.
-    ///
-    /// # Errors
-    /// [`Error::Invalid`] for bad fields, too many fields or a bad zone; store errors.
-    pub fn runtime_set(
-        &self,
-        call: &Call,
-        timezone: &str,
-        sets: &[(String, Value)],
-        unset: &[String],
-    ) -> Result<Outcome> {
-        if sets.len() + unset.len() > RUNTIME_FIELDS_MAX {
-            return Err(Error::invalid(format!("more than {RUNTIME_FIELDS_MAX} runtime fields")));
-        }
-        for name in unset {
-            check_field(name)?;
-        }
-        let updated_at = local_stamp(call.now_ms, timezone)?;
-        self.heartbeat_write(call, |txn| {
-            let mut runtime = read_object(txn, &call.scope, RUNTIME_FILE)?.unwrap_or_default();
-            for (name, value) in sets {
-                runtime.insert(name.clone(), value.clone());
-            }
-            for name in unset {
-                runtime.shift_remove(name);
-            }
-            runtime.insert("updated_at".into(), updated_at.clone().into());
-            let text = rules::render_object(&runtime, Layout::Pretty);
-            check_size(RUNTIME_FILE, &text)?;
-            let extra = json!({ "runtime": runtime });
-            Ok(done(
-                vec![written(RUNTIME_FILE, text, "runtime set")],
-                verdict("OK|runtime".into(), extra),
-            ))
-        })
-    }
-
-    /// The stored `runtime.json` object (read-only).
-    ///
-    /// # Errors
-    /// Store errors.
-    pub fn runtime(&self, scope: &str) -> Result<Option<Map<String, Value>>> {
-        hookstate_schema::validate_scope(scope)?;
-        read_object(&*self.k.begin_read()?, scope, RUNTIME_FILE)
-    }
-
-    /// `proposal.ts next-task`: queues `sessions/NEXT-TASK.md`, exclusively unless `replace`.
-    ///
-    /// # Errors
-    /// [`Error::Invalid`] for an empty or oversized text; store errors.
-    pub fn next_task_queue(&self, call: &Call, text: &str, replace: bool) -> Result<Outcome> {
-        if text.is_empty() {
-            return Err(Error::invalid("the next task is empty"));
-        }
-        check_size(NEXT_TASK_FILE, text)?;
-        self.heartbeat_write(call, |txn| {
-            if !replace && read_file(txn, &call.scope, NEXT_TASK_FILE)?.is_some() {
-                let message = "sessions/NEXT-TASK.md is already queued".to_owned();
-                let line = "ERROR|next-task-exists".to_owned();
-                return Ok(refusal("next_task_exists", message, line, Value::Null));
-            }
-            let events = vec![written(NEXT_TASK_FILE, text.to_owned(), "next-task queue")];
-            Ok(done(events, verdict("OK|queued".into(), json!({ "bytes": text.len() }))))
-        })
-    }
-
-    /// session-start's consumption of the queued task: deletes it.
-    ///
-    /// # Errors
-    /// Store errors.
-    pub fn next_task_consume(&self, call: &Call) -> Result<Outcome> {
-        self.heartbeat_write(call, |txn| {
-            let Some(text) = read_file(txn, &call.scope, NEXT_TASK_FILE)? else {
-                let message = "no next task is queued".to_owned();
-                return Ok(refusal("queue_missing", message, "NONE|no-queue".into(), Value::Null));
-            };
-            let events = vec![removed(NEXT_TASK_FILE, "next-task consume")];
-            Ok(done(events, verdict("OK|consumed".into(), json!({ "text": text }))))
-        })
-    }
-
-    /// The tick's `ack_next_task` token for the current queue and runtime (read-only), or why
-    /// none is issued (`disabled`, `not-idle`, `queue-missing`). `enabled` is `config.always_on
-    /// && config.escalation == "conservative"`.
-    ///
-    /// # Errors
-    /// Store errors.
-    pub fn next_task_token(
-        &self,
-        scope: &str,
-        enabled: bool,
-    ) -> Result<std::result::Result<String, &'static str>> {
-        hookstate_schema::validate_scope(scope)?;
-        Ok(token_of(&read_next_task(&*self.k.begin_read()?, scope)?, enabled))
-    }
-
-    /// `heartbeat.ts ack-next-task`: parks the idle session (`waiting`, `conservative_pickup`,
-    /// `waiting_since`, `updated_at` re-stamped) only if the queue, the runtime and their revision
-    /// are what the token was issued for; checked and applied in one write transaction.
-    ///
-    /// # Errors
-    /// [`Error::Invalid`] for a bad token or zone; store errors.
-    pub fn next_task_ack(
-        &self,
-        call: &Call,
-        enabled: bool,
-        timezone: &str,
-        token: &str,
-    ) -> Result<Outcome> {
-        rules::check_stamp("token", token)?;
-        let stamps = (stamp_ms(call.now_ms), local_stamp(call.now_ms, timezone)?);
-        self.heartbeat_write(call, |txn| {
-            let view = read_next_task(txn, &call.scope)?;
-            Ok(decide_ack(&view, enabled, token, stamps.clone()))
-        })
-    }
-
-    /// Every stored file of the layout in a scope, `(name, text)`, in layout order (read-only).
-    ///
-    /// # Errors
-    /// Store errors.
-    pub fn heartbeat_files(&self, scope: &str) -> Result<Vec<(String, Option<String>)>> {
-        hookstate_schema::validate_scope(scope)?;
-        let txn = self.k.begin_read()?;
-        let mut out = Vec::new();
-        for file in STATE_FILES.iter().chain(std::iter::once(&NEXT_TASK_FILE)) {
-            out.push(((*file).to_owned(), read_file(&*txn, scope, file)?));
-        }
-        Ok(out)
-    }
-}
-
-fn check_size(file: &str, text: &str) -> Result<()> {
+pub(crate) fn check_size(file: &str, text: &str) -> Result<()> {
     if text.len() > FILE_BYTES_MAX {
-        return Err(Error::invalid(format!(
-            "{file} would be {} bytes, limit is {FILE_BYTES_MAX}",
-            text.len()
-        )));
+        return Err(Error::TooLarge {
+            what: file.to_owned(),
+            len: text.len(),
+            max: FILE_BYTES_MAX,
+        });
     }
     Ok(())
 }
@@ -731,187 +426,20 @@ fn check_size(file: &str, text: &str) -> Result<()> {
 /// a command without control characters and within the value limit, a short boot id.
 ///
 /// # Errors
-/// [`Error::Invalid`] naming the broken rule.
+/// [`Error::OutOfRange`] for the interval, [`Error::BadInput`] for the command or boot id.
 pub fn check_setup(setup: &MonitorSetup) -> Result<()> {
     if !(1..=INTERVAL_S_MAX).contains(&setup.interval_s) {
-        return Err(Error::invalid(format!("interval must be 1 to {INTERVAL_S_MAX} seconds")));
+        let (what, value, max) = ("interval", setup.interval_s, INTERVAL_S_MAX);
+        return Err(Error::OutOfRange { what, value, min: 1, max, unit: " s" });
     }
     let command = &setup.command;
     if command.len() > crate::kernel::limits::VALUE_BYTES_MAX
         || command.chars().any(char::is_control)
     {
-        return Err(Error::invalid("the monitor command is too long or holds control characters"));
+        return Err(Error::bad("the monitor command", "is too long or holds control characters"));
     }
     if let Some(boot) = &setup.boot_id {
         rules::check_stamp("boot id", boot)?;
     }
     Ok(())
-}
-
-/// Every row `apply` may touch for a heartbeat event.
-pub(crate) fn touched_keys(scope: &str, event: &HeartbeatEvent) -> Vec<ViewKey> {
-    let rev = doc_key(scope, REV_KIND, REV_ID);
-    match event {
-        HeartbeatEvent::FileAdopted { file, .. }
-        | HeartbeatEvent::FileWritten { file, .. }
-        | HeartbeatEvent::FileRemoved { file, .. } => {
-            let mut keys = vec![file_key(scope, file)];
-            if tracks_next_task(file) {
-                keys.push(rev);
-            }
-            keys
-        }
-        HeartbeatEvent::BudgetCreated { .. }
-        | HeartbeatEvent::BudgetNotified { .. }
-        | HeartbeatEvent::BudgetReaped { .. } => vec![file_key(scope, BUDGET_FILE)],
-        HeartbeatEvent::NextTaskParked { .. } => vec![file_key(scope, RUNTIME_FILE), rev],
-    }
-}
-
-fn bump_rev(views: &mut dyn ViewAccess, scope: &str) {
-    let key = doc_key(scope, REV_KIND, REV_ID);
-    let rev = get_doc::<NextTaskRevDoc>(views, &key).unwrap_or_default().rev;
-    put_doc(views, key, &NextTaskRevDoc { rev: rev.saturating_add(1) });
-}
-
-fn stored_object(views: &dyn ViewAccess, key: &ViewKey) -> Option<(Map<String, Value>, Layout)> {
-    let doc = get_doc::<FileDoc>(views, key)?;
-    let map = serde_json::from_str::<Map<String, Value>>(&doc.text).ok()?;
-    Some((map, rules::layout_of(&doc.text)))
-}
-
-/// Changes the `alerts` object of the budget file (a new file is the pretty alert-state seed).
-fn edit_alerts(
-    views: &mut dyn ViewAccess,
-    scope: &str,
-    edit: impl FnOnce(&mut Map<String, Value>),
-) {
-    let key = file_key(scope, BUDGET_FILE);
-    let (mut top, layout) =
-        stored_object(views, &key).unwrap_or_else(|| (seed_object(), Layout::Pretty));
-    let mut alerts = alerts_of(&top);
-    edit(&mut alerts);
-    top.insert("alerts".into(), Value::Object(alerts));
-    put_doc(views, key, &FileDoc { text: rules::render_object(&top, layout) });
-}
-
-/// Applies a heartbeat event to the views.
-pub(crate) fn apply(views: &mut dyn ViewAccess, scope: &str, event: &HeartbeatEvent) {
-    match event {
-        HeartbeatEvent::FileAdopted { file, text }
-        | HeartbeatEvent::FileWritten { file, text, .. } => {
-            put_doc(views, file_key(scope, file), &FileDoc { text: text.clone() });
-            if tracks_next_task(file) {
-                bump_rev(views, scope);
-            }
-        }
-        HeartbeatEvent::FileRemoved { file, .. } => {
-            views.delete(&file_key(scope, file));
-            if tracks_next_task(file) {
-                bump_rev(views, scope);
-            }
-        }
-        HeartbeatEvent::BudgetCreated { key, entry } => {
-            let entry = serde_json::from_str(entry).unwrap_or(Value::Null);
-            edit_alerts(views, scope, |alerts| {
-                if !alerts.get(key).is_some_and(rules::truthy) {
-                    alerts.insert(key.clone(), entry);
-                }
-            });
-        }
-        HeartbeatEvent::BudgetNotified { key } => edit_alerts(views, scope, |alerts| {
-            if let Some(Value::Object(entry)) = alerts.get_mut(key) {
-                entry.insert("notified".into(), Value::Bool(true));
-            }
-        }),
-        HeartbeatEvent::BudgetReaped { key } => edit_alerts(views, scope, |alerts| {
-            alerts.shift_remove(key);
-        }),
-        HeartbeatEvent::NextTaskParked { waiting_since, updated_at } => {
-            let key = file_key(scope, RUNTIME_FILE);
-            let mut runtime = stored_object(views, &key).map(|(m, _)| m).unwrap_or_default();
-            runtime.insert("session_state".into(), "waiting".into());
-            runtime.insert("waiting_reason".into(), "conservative_pickup".into());
-            runtime.insert("waiting_since".into(), waiting_since.clone().into());
-            runtime.insert("updated_at".into(), updated_at.clone().into());
-            put_doc(views, key, &FileDoc { text: rules::render_object(&runtime, Layout::Pretty) });
-            bump_rev(views, scope);
-        }
-    }
-}
-
-/// The result fields a heartbeat event stands for (`hookstate log`'s body), with the verdict line
-/// of the verb whose last event it is, where the event alone carries it.
-pub(crate) fn render(event: &HeartbeatEvent) -> Map<String, Value> {
-    let (line, extra) = match event {
-        HeartbeatEvent::FileAdopted { file, text } => {
-            return fields(json!({ "file": file, "bytes": text.len() }));
-        }
-        HeartbeatEvent::FileWritten { file, why, text } => match why.as_str() {
-            "liveness peek" => {
-                let stamp = written_field(text, "last_peek_at");
-                (format!("OK|peek|{stamp}"), json!({ "last_peek_at": stamp }))
-            }
-            "injection record" => {
-                let (hash, at) = (written_field(text, "hash"), written_field(text, "announced_at"));
-                (format!("OK|recorded|{hash}"), json!({ "hash": hash, "announced_at": at }))
-            }
-            "runtime set" => ("OK|runtime".to_owned(), Value::Null),
-            "monitor stop" => ("OK|stopped".to_owned(), json!({ "stopped": true })),
-            "next-task queue" => ("OK|queued".to_owned(), json!({ "bytes": text.len() })),
-            _ => return fields(json!({ "file": file, "why": why })),
-        },
-        HeartbeatEvent::FileRemoved { file, why } => match why.as_str() {
-            "monitor stop" => ("OK|stopped".to_owned(), json!({ "stopped": true })),
-            "next-task consume" => ("OK|consumed".to_owned(), Value::Null),
-            _ => return fields(json!({ "file": file, "removed": true, "why": why })),
-        },
-        HeartbeatEvent::BudgetCreated { key, .. } => {
-            (format!("OK|created|{key}"), json!({ "key": key, "created": true, "notified": false }))
-        }
-        HeartbeatEvent::BudgetNotified { key } => {
-            (format!("OK|notified|{key}"), json!({ "key": key, "marked": true, "notified": true }))
-        }
-        HeartbeatEvent::BudgetReaped { key } => {
-            ("OK|reaped=1".to_owned(), json!({ "key": key, "reaped": [key] }))
-        }
-        HeartbeatEvent::NextTaskParked { waiting_since, .. } => (
-            json!({ "parked": true }).to_string(),
-            json!({ "parked": true, "waiting_since": waiting_since }),
-        ),
-    };
-    verdict(line, extra)
-}
-
-/// A string field of a written file's object, empty when it has none.
-fn written_field(text: &str, field: &str) -> String {
-    serde_json::from_str::<Map<String, Value>>(text)
-        .ok()
-        .and_then(|m| m.get(field).and_then(Value::as_str).map(str::to_owned))
-        .unwrap_or_default()
-}
-
-/// The replayed result of a heartbeat call (an idempotent repeat) from all of its events: a
-/// budget record is its created key with the keys it reaped, a reap the count of its keys (a
-/// record that found its key and only reaped replays as that reap: no event names the key);
-/// otherwise the call's last event stands for it (start-check and start-commit, whose lines the
-/// events do not carry, replay without a verdict).
-pub(crate) fn render_call(events: &[&HeartbeatEvent]) -> Map<String, Value> {
-    let reaped: Vec<&String> = events
-        .iter()
-        .filter_map(|e| match e {
-            HeartbeatEvent::BudgetReaped { key } => Some(key),
-            _ => None,
-        })
-        .collect();
-    let created = events.iter().find(|e| matches!(e, HeartbeatEvent::BudgetCreated { .. }));
-    if let Some(created) = created {
-        let mut out = render(created);
-        out.insert("reaped".into(), json!(reaped));
-        return out;
-    }
-    if !reaped.is_empty() && reaped.len() == events.len() {
-        return verdict(format!("OK|reaped={}", reaped.len()), json!({ "reaped": reaped }));
-    }
-    events.last().map(|e| render(e)).unwrap_or_default()
 }

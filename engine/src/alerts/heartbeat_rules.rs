@@ -3,6 +3,7 @@
 //!
 //! No IO, no clock (time comes in as UTC ms), no redb.
 
+use hookstate_schema::proposals::frontmatter;
 use serde_json::{Map, Value};
 
 use crate::kernel::compat::js::{js_number, js_round};
@@ -46,13 +47,10 @@ pub const TIME_MS_MAX: u64 = 253_402_300_799_999;
 /// Checks a call's time: at most [`TIME_MS_MAX`].
 ///
 /// # Errors
-/// [`Error::Invalid`] for a later time.
+/// [`Error::TimeOutOfRange`] for a later time: past the four-digit years of the legacy stamps.
 pub fn check_time(at_ms: u64) -> Result<()> {
     if at_ms > TIME_MS_MAX {
-        return Err(Error::invalid(format!(
-            "time {at_ms} ms is after 9999-12-31T23:59:59.999Z ({TIME_MS_MAX} ms), past the \
-             four-digit years of the legacy stamps"
-        )));
+        return Err(Error::TimeOutOfRange { ms: at_ms });
     }
     Ok(())
 }
@@ -61,7 +59,7 @@ pub fn check_time(at_ms: u64) -> Result<()> {
 /// week of the ISO year, thisWeekKey) or `YYYY-MM` (thisMonthYYYYMM). `None` for another period.
 ///
 /// # Errors
-/// [`Error::Invalid`] for a bad zone or time.
+/// [`Error::BadTimeZone`] for a bad zone, [`Error::TimeOutOfRange`] for a bad time.
 pub fn period_key(period: &str, at_ms: u64, timezone: &str) -> Result<Option<String>> {
     let local = utc(at_ms)?.with_timezone(&zone(timezone)?);
     Ok(match period {
@@ -93,12 +91,12 @@ pub(crate) fn layout_of(text: &str) -> Layout {
 /// Parses a legacy JSON file as an ordered object.
 ///
 /// # Errors
-/// [`Error::Invalid`] when the text is not one JSON object.
+/// [`Error::LegacyFile`] when the text is not one JSON object.
 pub(crate) fn parse_object(file: &str, text: &str) -> Result<Map<String, Value>> {
     match serde_json::from_str(text) {
         Ok(Value::Object(map)) => Ok(map),
-        Ok(_) => Err(Error::invalid(format!("{file} is not a JSON object"))),
-        Err(e) => Err(Error::invalid(format!("{file} is not JSON: {e}"))),
+        Ok(_) => Err(Error::legacy(file, "is not a JSON object")),
+        Err(e) => Err(Error::legacy(file, format!("is not JSON: {e}"))),
     }
 }
 
@@ -131,25 +129,29 @@ pub struct BudgetInput {
 /// Checks a budget record's input.
 ///
 /// # Errors
-/// [`Error::Invalid`] naming the broken rule.
+/// [`Error::NotOneOf`] for a level, period or action outside its set, [`Error::BadInput`] for
+/// an amount out of range.
 pub fn check_budget(input: &BudgetInput) -> Result<()> {
-    let one_of = |what: &str, value: &str, allowed: &[&str]| {
+    let one_of = |what: &'static str, value: &str, allowed: &'static [&'static str]| {
         if allowed.contains(&value) {
             Ok(())
         } else {
-            Err(Error::invalid(format!("--{what} must be one of: {}", allowed.join(", "))))
+            Err(Error::NotOneOf { what, value: value.to_owned(), allowed })
         }
     };
-    one_of("level", &input.level, &LEVELS)?;
-    one_of("period", &input.period, &PERIODS)?;
-    one_of("action", &input.action, &ACTIONS)?;
+    one_of("--level", &input.level, &LEVELS)?;
+    one_of("--period", &input.period, &PERIODS)?;
+    one_of("--action", &input.action, &ACTIONS)?;
     for (what, x) in [("spend", input.spend), ("cap", input.cap)] {
         if !x.is_finite() || !(0.0..=MONEY_MAX).contains(&x) {
-            return Err(Error::invalid(format!("--{what} {x} is not within 0..={MONEY_MAX}")));
+            return Err(Error::bad(
+                format!("--{what} {x}"),
+                format!("is not within 0..={MONEY_MAX}"),
+            ));
         }
     }
     if input.cap <= 0.0 {
-        return Err(Error::invalid("--cap must be above 0"));
+        return Err(Error::bad("--cap", "must be above 0"));
     }
     Ok(())
 }
@@ -180,7 +182,7 @@ pub(crate) fn budget_entry(input: &BudgetInput, ts: String) -> Map<String, Value
 /// removes a key a caller may record again, which would announce it twice.
 ///
 /// # Errors
-/// [`Error::Invalid`] for a bad zone or time.
+/// [`Error::BadTimeZone`] for a bad zone, [`Error::TimeOutOfRange`] for a bad time.
 pub fn stale_budget_keys(
     alerts: &Map<String, Value>,
     at_ms: u64,
@@ -309,16 +311,15 @@ pub(crate) fn peek_age_s(liveness: Option<&Map<String, Value>>, now_ms: u64) -> 
 /// Checks an injection hash: 8 lowercase hex digits.
 ///
 /// # Errors
-/// [`Error::Invalid`] otherwise.
+/// [`Error::BadInput`] otherwise.
 pub fn check_hash(hash: &str) -> Result<()> {
     let ok = hash.len() == INJECTION_HASH_HEX
         && hash.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
     if ok {
         Ok(())
     } else {
-        Err(Error::invalid(format!(
-            "hash {hash:?} is not {INJECTION_HASH_HEX} lowercase hex digits"
-        )))
+        let why = format!("is not {INJECTION_HASH_HEX} lowercase hex digits");
+        Err(Error::bad(format!("hash {hash:?}"), why))
     }
 }
 
@@ -326,12 +327,11 @@ pub fn check_hash(hash: &str) -> Result<()> {
 /// characters, not empty.
 ///
 /// # Errors
-/// [`Error::Invalid`] otherwise.
+/// [`Error::BadInput`] otherwise.
 pub fn check_stamp(what: &str, text: &str) -> Result<()> {
     if text.is_empty() || text.len() > STAMP_BYTES_MAX || text.chars().any(char::is_control) {
-        return Err(Error::invalid(format!(
-            "{what} must be 1 to {STAMP_BYTES_MAX} bytes without control characters"
-        )));
+        let why = format!("must be 1 to {STAMP_BYTES_MAX} bytes without control characters");
+        return Err(Error::bad(what, why));
     }
     Ok(())
 }
@@ -375,6 +375,39 @@ pub(crate) fn truthy(value: &Value) -> bool {
         Value::String(s) => !s.is_empty(),
         Value::Array(_) | Value::Object(_) => true,
     }
+}
+
+/// A PROP file's frontmatter value as a string: a bare word, or a JSON string decoded.
+pub(crate) fn fm_str(text: &str, key: &str) -> Option<String> {
+    let (lines, _) = frontmatter(text)?;
+    let raw = lines.into_iter().find(|(k, _)| k == key).map(|(_, raw)| raw)?;
+    if raw == "null" {
+        return None;
+    }
+    if raw.starts_with('"') || raw.starts_with('[') {
+        if let Ok(value) = serde_json::from_str::<Value>(&raw) {
+            return value.as_str().map(str::to_owned);
+        }
+    }
+    Some(raw)
+}
+
+/// A counter as JavaScript reads it: any integral number (`40` and `40.0` are one number to
+/// `JSON.parse`); anything else is `None`.
+pub(crate) fn js_int(value: Option<&Value>) -> Option<i64> {
+    const I64_BOUND: f64 = 9_223_372_036_854_775_807.0;
+    let value = value?;
+    if let Some(i) = value.as_i64() {
+        return Some(i);
+    }
+    let x = value.as_f64().filter(|x| x.fract() == 0.0 && x.abs() < I64_BOUND)?;
+    #[expect(clippy::cast_possible_truncation, reason = "integral and within i64")]
+    Some(x as i64)
+}
+
+/// A counter, 0 when it is not an integral number.
+pub(crate) fn num(value: Option<&Value>) -> i64 {
+    js_int(value).unwrap_or(0)
 }
 
 #[cfg(test)]

@@ -1,416 +1,48 @@
-//! The alert-ladder half of the `alerts` domain (claude-code-hermit heartbeat): precheck's tick counter and the alert
-//! ladder of `state/alert-state.json` (`heartbeat.ts alert-state`): new keys fire, counts 2–5
-//! repeat, count 6 suppresses with a one-time notice, silence above, two clean ticks resolve, a
-//! daily digest of suppressed entries, frozen prefixes when a structured source is unreadable,
-//! and the every-20-ticks self-evaluation.
+//! Pure rules of the alert ladder (claude-code-hermit heartbeat, `heartbeat.ts alert-state`):
+//! new keys fire, counts 2–5 repeat, count 6 suppresses with a one-time notice, silence above,
+//! two clean ticks resolve, a daily digest of suppressed entries, frozen prefixes when a
+//! structured source is unreadable, and the every-20-ticks self-evaluation; and the structured
+//! items derived from the proposals queue and PROP documents of the same scope.
 //!
-//! The whole tick runs inside one write transaction over the stored document, so overlapping
-//! ticks and tick counts are serialised and no field is lost. The structured keys
-//! (`micro-proposal-pending:`, `proposal-pending:`) are derived from the proposals domain's
-//! documents of the same scope in that transaction. Decisions are pure functions over JSON maps
-//! (key order kept, as JS object spreads keep it). Does not read or write legacy files;
-//! `layout_alerts.rs` does.
+//! Decisions are pure functions over JSON maps (key order kept, as JS object spreads keep it).
+//! No IO, no clock, no store: `api.rs` runs a tick in one write transaction over the stored
+//! document, so overlapping ticks and tick counts are serialised and no field is lost.
 
 use std::collections::HashSet;
 
-use hookstate_schema::alerts::{AlertStateDoc, AlertsEvent};
-use hookstate_schema::proposals::{
-    frontmatter, PropDoc, QueueDoc, PROP_KIND, QUEUE_ID, QUEUE_KIND,
-};
-use hookstate_schema::{Body, ViewKey};
+use hookstate_schema::proposals::{PropDoc, QueueDoc};
+use serde::Serialize;
 use serde_json::{json, Map, Value};
 
-use super::Alerts;
+use super::heartbeat_rules::{check_time, fm_str, js_int, num, truthy};
+use super::self_eval::{self_evaluate, PropFacts, SelfEvalInput};
+use super::tick_input::{
+    canonical_keys, is_reserved, is_structured, resolve_firing, scrub_ids, FiringItem, TickInput,
+    DOCTOR_PREFIX, MICRO_PREFIX, PROPOSAL_PREFIX, STALE_KEY,
+};
 use crate::kernel::call::fields;
-use crate::kernel::call::Call;
-use crate::kernel::call::Outcome;
-use crate::kernel::call::Plan;
-use crate::kernel::doc::{doc_key, get_doc, put_doc, read_doc};
-use crate::kernel::error::{Error, Result};
-use crate::kernel::view::ViewAccess;
+use crate::kernel::compat::stamp::{stamp_ms, zoned};
+use crate::kernel::error::Result;
 
 /// Document kind of the alert state (id [`STATE_ID`]).
 pub(crate) const STATE_KIND: &str = "alerts.state";
 /// The one id of the alert-state document in a hermit scope.
 pub(crate) const STATE_ID: &str = "state";
-/// Firing entries one tick may carry: a checklist is a few dozen items.
-pub const FIRING_ITEMS_MAX: usize = 256;
-/// The sources a payload's `unreadable` may name (so it holds at most this many).
-pub const UNREADABLE_SOURCES: [&str; 3] =
-    ["micro-proposals.json", "proposals/", "sessions/SHELL.md"];
 /// The alert state after a tick plus the tick's result, as one event carries them (the event
 /// limit less room for names): about 250 alerts of a 100-character text.
 pub const TICK_BYTES_MAX: usize = crate::kernel::limits::VALUE_BYTES_MAX;
-/// Checklist items (`HEARTBEAT.md` lines) one tick may name.
-pub const CHECKLIST_ITEMS_MAX: usize = 256;
-/// Longest alert text, key, item or session id: a channel message line, with room to spare.
-pub const ALERT_TEXT_BYTES_MAX: usize = 4096;
 /// The count whose fire sets `suppressed` and sends the one-time notice (the sixth observation).
 pub const SUPPRESS_AT_COUNT: i64 = 6;
 /// Clean ticks after which an entry is dropped.
 pub const RESOLVE_AFTER_CLEAN_TICKS: i64 = 2;
 /// Self-evaluation runs when `total_ticks` is a multiple of this.
 pub const SELF_EVAL_EVERY_TICKS: i64 = 20;
-/// Clean (or noisy) passes after which self-evaluation proposes a change.
-pub const SELF_EVAL_TICKS_THRESHOLD: i64 = 20;
-/// Distinct sessions an entry must have been evaluated in before it is proposed.
-pub const SELF_EVAL_SESSIONS_THRESHOLD: i64 = 3;
-/// A checklist longer than this is itself a self-evaluation entry (`checklist-weight`).
-pub const CHECKLIST_ITEMS_RECOMMENDED_MAX: usize = 10;
-/// The micro-proposal structured prefix.
-pub const MICRO_PREFIX: &str = "micro-proposal-pending:";
-/// The proposal structured prefix.
-pub const PROPOSAL_PREFIX: &str = "proposal-pending:";
-/// The stale-session key.
-pub const STALE_KEY: &str = "stale-session";
-/// Legacy doctor residue, purged on every tick.
-pub const DOCTOR_PREFIX: &str = "doctor:";
-/// The self-evaluation entry of an over-long checklist.
-pub const WEIGHT_KEY: &str = "checklist-weight";
-const ITEM_KEY_CHARS: usize = 8;
 /// `Number.MAX_SAFE_INTEGER`: larger integers print as the double JavaScript reads them as.
 const JS_SAFE_INTEGER_MAX: u64 = 9_007_199_254_740_991;
-const CUSTOM_KEY_CHARS: usize = 100;
 const DECISION_READ_FAILURE: &str = "I can't read the record of decisions waiting on you — some \
     may be pending without showing up. It needs a repair before I can see them again.";
 const SHELL_READ_FAILURE: &str = "I can't read my own session notes right now, so I can't tell \
     whether the current session has gone quiet. It needs a repair before I can check again.";
-
-/// One firing alert: its key, its file text and, when different, its channel text.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FiringItem {
-    /// The alert key.
-    pub key: String,
-    /// The text monitoring lines show.
-    pub text: String,
-    /// The id-free text for the operator channel.
-    pub channel_text: Option<String>,
-}
-
-/// One entry of the payload's `firing` array.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct RawFiring {
-    key: Option<String>,
-    item: Option<String>,
-    text: String,
-}
-
-/// A validated `alerts tick` payload: upstream's `firing`, plus what upstream reads from files
-/// the store does not hold (the checklist, the session id, stale-session) and the structured
-/// sources' overrides.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct TickInput {
-    firing: Vec<RawFiring>,
-    checklist: Option<Vec<String>>,
-    micro: Option<Vec<FiringItem>>,
-    proposals: Option<Vec<FiringItem>>,
-    stale_session: Option<String>,
-    session_id: Option<String>,
-    micro_unreadable: bool,
-    proposals_unreadable: bool,
-    shell_unreadable: bool,
-}
-
-/// Why a payload was rejected: upstream's INDETERMINATE reason.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Rejection {
-    /// `invalid-json`, `missing-or-malformed-firing`, `unresolvable-firing`, or
-    /// `malformed-<field>` for hookstate's own fields.
-    pub reason: String,
-    /// Only an unparseable payload exits 1 upstream.
-    pub unparseable: bool,
-}
-
-fn reject(reason: &str) -> Rejection {
-    Rejection { reason: reason.to_owned(), unparseable: false }
-}
-
-/// `checklist:<first 8 alnum>` of a checklist item (list marker and `[ ]` box stripped).
-#[must_use]
-pub fn item_key(item: &str) -> Option<String> {
-    slug(item, ITEM_KEY_CHARS).map(|s| format!("checklist:{s}"))
-}
-
-/// `custom:<first 100 alnum>`: the fallback key of a free-form firing entry.
-#[must_use]
-pub fn custom_key(text: &str) -> Option<String> {
-    slug(text, CUSTOM_KEY_CHARS).map(|s| format!("custom:{s}"))
-}
-
-fn strip_marker(text: &str) -> &str {
-    let Some(rest) = text.strip_prefix(['-', '*', '+']) else {
-        return text;
-    };
-    let rest = rest.trim_start();
-    let mut chars = rest.chars();
-    if chars.next() == Some('[') {
-        if let (Some(mark), Some(']')) = (chars.next(), chars.next()) {
-            if mark != '\n' && mark != '\r' {
-                return chars.as_str().trim_start();
-            }
-        }
-    }
-    rest
-}
-
-fn slug(text: &str, max: usize) -> Option<String> {
-    let out: String = strip_marker(text)
-        .to_lowercase()
-        .chars()
-        .filter(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
-        .take(max)
-        .collect();
-    (!out.is_empty()).then_some(out)
-}
-
-/// Whether a key is one of the file-backed structured keys.
-#[must_use]
-pub fn is_structured(key: &str) -> bool {
-    key.starts_with(MICRO_PREFIX) || key.starts_with(PROPOSAL_PREFIX)
-}
-
-fn is_reserved(key: &str) -> bool {
-    is_structured(key) || key == STALE_KEY || key.starts_with(DOCTOR_PREFIX)
-}
-
-fn is_word(c: char) -> bool {
-    c.is_ascii_alphanumeric() || c == '_'
-}
-
-/// The length of an internal id (`PROP-<digits>`, `MP-<word or dash chars>`, `S-<digits>` at a
-/// word end) starting at the front of `rest`, if one does.
-fn id_len(rest: &str) -> Option<usize> {
-    let run = |tail: &str, ok: fn(char) -> bool| -> usize {
-        tail.chars().take_while(|c| ok(*c)).map(char::len_utf8).sum()
-    };
-    for (prefix, ok) in [
-        ("PROP-", (|c: char| c.is_ascii_digit()) as fn(char) -> bool),
-        ("MP-", |c: char| is_word(c) || c == '-'),
-    ] {
-        if let Some(tail) = rest.strip_prefix(prefix) {
-            let n = run(tail, ok);
-            if n > 0 {
-                return Some(prefix.len() + n);
-            }
-        }
-    }
-    let tail = rest.strip_prefix("S-")?;
-    let n = run(tail, |c| c.is_ascii_digit());
-    let after = tail[n..].chars().next();
-    (n > 0 && !after.is_some_and(is_word)).then_some(2 + n)
-}
-
-/// Removes internal ids (PROP-NNN, MP-…, S-NNN) from channel text, collapses the whitespace
-/// runs the removal leaves and trims.
-#[must_use]
-pub fn scrub_ids(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut prev: Option<char> = None;
-    let mut i = 0;
-    while let Some(c) = text[i..].chars().next() {
-        if !prev.is_some_and(is_word) {
-            if let Some(n) = id_len(&text[i..]) {
-                prev = text[i..i + n].chars().last();
-                i += n;
-                continue;
-            }
-        }
-        out.push(c);
-        prev = Some(c);
-        i += c.len_utf8();
-    }
-    let mut collapsed = String::with_capacity(out.len());
-    let mut run = String::new();
-    for c in out.chars() {
-        if c.is_whitespace() {
-            run.push(c);
-            continue;
-        }
-        if run.chars().count() >= 2 {
-            collapsed.push(' ');
-        } else {
-            collapsed.push_str(&run);
-        }
-        run.clear();
-        collapsed.push(c);
-    }
-    collapsed.push_str(&run);
-    collapsed.trim().to_owned()
-}
-
-fn check_len(what: &str, text: &str) -> std::result::Result<(), Rejection> {
-    if text.len() > ALERT_TEXT_BYTES_MAX {
-        return Err(reject(&format!("malformed-{what}")));
-    }
-    Ok(())
-}
-
-fn nonempty_str(value: Option<&Value>) -> Option<String> {
-    value.and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_owned)
-}
-
-fn parse_firing(raw: Option<&Value>) -> std::result::Result<Vec<RawFiring>, Rejection> {
-    let malformed = || reject("missing-or-malformed-firing");
-    let entries = raw.and_then(Value::as_array).ok_or_else(malformed)?;
-    if entries.len() > FIRING_ITEMS_MAX {
-        return Err(malformed());
-    }
-    let mut out = Vec::with_capacity(entries.len());
-    for entry in entries {
-        let map = entry.as_object().ok_or_else(malformed)?;
-        let text = map.get("text").and_then(Value::as_str).ok_or_else(malformed)?.to_owned();
-        let key = nonempty_str(map.get("key"));
-        let item = nonempty_str(map.get("item"));
-        if key.is_none() && item.is_none() {
-            return Err(malformed());
-        }
-        for part in [Some(&text), key.as_ref(), item.as_ref()].into_iter().flatten() {
-            check_len("firing", part)?;
-        }
-        out.push(RawFiring { key, item, text });
-    }
-    Ok(out)
-}
-
-fn parse_strings(
-    map: &Map<String, Value>,
-    field: &str,
-    max: usize,
-) -> std::result::Result<Option<Vec<String>>, Rejection> {
-    let bad = || reject(&format!("malformed-{field}"));
-    let Some(value) = map.get(field).filter(|v| !v.is_null()) else {
-        return Ok(None);
-    };
-    let list = value.as_array().filter(|l| l.len() <= max).ok_or_else(bad)?;
-    let mut out = Vec::with_capacity(list.len());
-    for entry in list {
-        let text = entry.as_str().ok_or_else(bad)?;
-        check_len(field, text)?;
-        out.push(text.to_owned());
-    }
-    Ok(Some(out))
-}
-
-fn parse_items(
-    map: &Map<String, Value>,
-    field: &str,
-    prefix: &str,
-) -> std::result::Result<Option<Vec<FiringItem>>, Rejection> {
-    let bad = || reject(&format!("malformed-{field}"));
-    let Some(value) = map.get(field).filter(|v| !v.is_null()) else {
-        return Ok(None);
-    };
-    let list = value.as_array().filter(|l| l.len() <= FIRING_ITEMS_MAX).ok_or_else(bad)?;
-    let mut out = Vec::with_capacity(list.len());
-    for entry in list {
-        let entry = entry.as_object().ok_or_else(bad)?;
-        let key = nonempty_str(entry.get("key")).filter(|k| k.starts_with(prefix));
-        let text = entry.get("text").and_then(Value::as_str);
-        let (Some(key), Some(text)) = (key, text) else {
-            return Err(bad());
-        };
-        let channel_text = entry.get("channelText").and_then(Value::as_str).map(str::to_owned);
-        for part in
-            [Some(&key), Some(&text.to_owned()), channel_text.as_ref()].into_iter().flatten()
-        {
-            check_len(field, part)?;
-        }
-        out.push(FiringItem { key, text: text.to_owned(), channel_text });
-    }
-    Ok(Some(out))
-}
-
-/// Parses and validates an `alerts tick` payload as upstream's `alert-state` does (a malformed
-/// `firing` rejects the whole tick rather than reading as "nothing fired"), plus hookstate's
-/// fields: `checklist` (the `HEARTBEAT.md` items), `session_id` (SHELL.md's `**ID:**`),
-/// `stale_session` (the stale-session text, when it fires), `micro` and `proposals` (structured
-/// items replacing the store's derivation) and `unreadable` (sources to treat as unreadable:
-/// `micro-proposals.json`, `proposals/`, `sessions/SHELL.md`).
-///
-/// # Errors
-/// A [`Rejection`] with upstream's reason.
-pub fn parse_tick_input(text: &str) -> std::result::Result<TickInput, Rejection> {
-    // Upstream parses `buf.trim()`: JavaScript's whitespace, not Rust's (found by fuzzing).
-    let value: Value = serde_json::from_str(crate::kernel::compat::js_trim(text))
-        .map_err(|_| Rejection { reason: "invalid-json".into(), unparseable: true })?;
-    let map = value.as_object().ok_or_else(|| reject("missing-or-malformed-firing"))?;
-    let firing = parse_firing(map.get("firing"))?;
-    let checklist = parse_strings(map, "checklist", CHECKLIST_ITEMS_MAX)?;
-    let unreadable =
-        parse_strings(map, "unreadable", UNREADABLE_SOURCES.len())?.unwrap_or_default();
-    let mut input = TickInput {
-        firing,
-        checklist,
-        micro: parse_items(map, "micro", MICRO_PREFIX)?,
-        proposals: parse_items(map, "proposals", PROPOSAL_PREFIX)?,
-        ..TickInput::default()
-    };
-    for source in &unreadable {
-        match source.as_str() {
-            "micro-proposals.json" => input.micro_unreadable = true,
-            "proposals/" => input.proposals_unreadable = true,
-            "sessions/SHELL.md" => input.shell_unreadable = true,
-            _ => return Err(reject("malformed-unreadable")),
-        }
-    }
-    for (field, slot) in
-        [("stale_session", &mut input.stale_session), ("session_id", &mut input.session_id)]
-    {
-        match map.get(field) {
-            None | Some(Value::Null) => {}
-            Some(Value::String(s)) if s.len() <= ALERT_TEXT_BYTES_MAX => *slot = Some(s.clone()),
-            Some(_) => return Err(reject(&format!("malformed-{field}"))),
-        }
-    }
-    if resolve_firing(&input).is_none() {
-        return Err(reject("unresolvable-firing"));
-    }
-    Ok(input)
-}
-
-fn canonical_keys(input: &TickInput) -> Option<HashSet<String>> {
-    input.checklist.as_ref().map(|items| items.iter().filter_map(|i| item_key(i)).collect())
-}
-
-fn entry_key(entry: &RawFiring, canonical: &HashSet<String>) -> Option<String> {
-    if let Some(key) = &entry.key {
-        if key == "waiting-timeout" || key.starts_with("custom:") || is_reserved(key) {
-            return Some(key.clone());
-        }
-    }
-    if let Some(derived) = entry.item.as_deref().and_then(item_key) {
-        if canonical.contains(&derived) {
-            return Some(derived);
-        }
-    }
-    if let Some(key) = entry.key.as_ref().filter(|k| canonical.contains(*k)) {
-        return Some(key.clone());
-    }
-    let fallback = entry.item.as_deref().or(entry.key.as_deref()).unwrap_or(&entry.text);
-    custom_key(fallback)
-}
-
-/// The model's firing entries with their keys resolved against the checklist, deduplicated
-/// (first wins); `None` when there is no checklist and an entry has no key.
-fn resolve_firing(input: &TickInput) -> Option<Vec<FiringItem>> {
-    let canonical = canonical_keys(input);
-    if canonical.is_none() && input.firing.iter().any(|e| e.key.is_none()) {
-        return None;
-    }
-    let mut seen = HashSet::new();
-    let mut out = Vec::new();
-    for entry in &input.firing {
-        let key = match &canonical {
-            None => entry.key.clone(),
-            Some(canonical) => entry_key(entry, canonical),
-        };
-        let Some(key) = key else { continue };
-        if seen.insert(key.clone()) {
-            out.push(FiringItem { key, text: entry.text.clone(), channel_text: None });
-        }
-    }
-    Some(out)
-}
 
 /// The clock of one tick, in `config.timezone`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -427,17 +59,14 @@ impl TickClock {
     /// The clock at `now_ms` in `timezone`.
     ///
     /// # Errors
-    /// [`Error::Invalid`] for an unknown zone or a time after year 9999.
+    /// [`crate::Error::BadTimeZone`] for an unknown zone, [`crate::Error::TimeOutOfRange`] for a time after
+    /// year 9999.
     pub fn at(now_ms: u64, timezone: &str) -> Result<TickClock> {
-        crate::alerts::heartbeat_rules::check_time(now_ms)?;
-        let ms = i64::try_from(now_ms).unwrap_or(i64::MAX);
-        let now_iso = chrono::DateTime::from_timestamp_millis(ms)
-            .map(|t| t.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string())
-            .ok_or_else(|| Error::invalid(format!("time {now_ms} ms is out of range")))?;
+        check_time(now_ms)?;
         Ok(TickClock {
-            now_iso,
-            today: crate::kernel::compat::stamp::zoned(now_ms, timezone, "%Y-%m-%d")?,
-            hhmm: crate::kernel::compat::stamp::zoned(now_ms, timezone, "%H:%M")?,
+            now_iso: stamp_ms(now_ms),
+            today: zoned(now_ms, timezone, "%Y-%m-%d")?,
+            hhmm: zoned(now_ms, timezone, "%H:%M")?,
         })
     }
 }
@@ -448,21 +77,6 @@ fn entry_map(text: &str) -> Map<String, Value> {
         Ok(Value::Object(map)) => map,
         _ => Map::new(),
     }
-}
-
-/// A PROP file's frontmatter value as a string: a bare word, or a JSON string decoded.
-fn fm_str(text: &str, key: &str) -> Option<String> {
-    let (lines, _) = frontmatter(text)?;
-    let raw = lines.into_iter().find(|(k, _)| k == key).map(|(_, raw)| raw)?;
-    if raw == "null" {
-        return None;
-    }
-    if raw.starts_with('"') || raw.starts_with('[') {
-        if let Ok(value) = serde_json::from_str::<Value>(&raw) {
-            return value.as_str().map(str::to_owned);
-        }
-    }
-    Some(raw)
 }
 
 /// A structured source's items, or `None` when it could not be read (its prefix is frozen).
@@ -553,35 +167,6 @@ fn js_string(value: Option<&Value>) -> String {
         },
         Some(other) => other.to_string(),
     }
-}
-
-/// JS truthiness of a JSON value.
-fn truthy(value: &Value) -> bool {
-    match value {
-        Value::Null => false,
-        Value::Bool(b) => *b,
-        Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0),
-        Value::String(s) => !s.is_empty(),
-        Value::Array(_) | Value::Object(_) => true,
-    }
-}
-
-/// A counter as JavaScript reads it: any integral number (`40` and `40.0` are one number to
-/// `JSON.parse`); anything else is `None`.
-fn js_int(value: Option<&Value>) -> Option<i64> {
-    const I64_BOUND: f64 = 9_223_372_036_854_775_807.0;
-    let value = value?;
-    if let Some(i) = value.as_i64() {
-        return Some(i);
-    }
-    let x = value.as_f64().filter(|x| x.fract() == 0.0 && x.abs() < I64_BOUND)?;
-    #[expect(clippy::cast_possible_truncation, reason = "integral and within i64")]
-    Some(x as i64)
-}
-
-/// A counter, 0 when it is not an integral number.
-fn num(value: Option<&Value>) -> i64 {
-    js_int(value).unwrap_or(0)
 }
 
 fn channel_label(key: &str, text: &str, channel: Option<&str>) -> String {
@@ -719,155 +304,6 @@ fn digest(out: &mut Classified, prev: Value, structured_read_ok: bool, today: &s
     last
 }
 
-/// A PROP file as self-evaluation reads it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct PropFacts {
-    self_eval_key: Option<String>,
-    source: Option<String>,
-    status: Option<String>,
-}
-
-pub(crate) fn prop_facts(props: &[(String, PropDoc)]) -> Vec<PropFacts> {
-    props
-        .iter()
-        .map(|(_, doc)| PropFacts {
-            self_eval_key: fm_str(&doc.text, "self_eval_key"),
-            source: fm_str(&doc.text, "source"),
-            status: doc.status.clone(),
-        })
-        .collect()
-}
-
-/// The entry of `key` prepared for a pass (upstream `upsert`); the caller stores it back.
-fn upsert(
-    self_eval: &Map<String, Value>,
-    text: &str,
-    key: &str,
-    today: &str,
-) -> Map<String, Value> {
-    let mut entry = self_eval.get(key).and_then(Value::as_object).cloned().unwrap_or_default();
-    entry.insert("text".into(), json!(text));
-    if !entry.get("first_observed").is_some_and(Value::is_string) {
-        entry.insert("first_observed".into(), json!(today));
-    }
-    for counter in ["clean_ticks", "noise_ticks", "sessions_seen"] {
-        let value = num(entry.get(counter));
-        entry.insert(counter.into(), json!(value));
-    }
-    let proposed = entry.get("proposed") == Some(&Value::Bool(true));
-    entry.insert("proposed".into(), json!(proposed));
-    entry
-}
-
-fn mark_session(entry: &mut Map<String, Value>, session: Option<&str>) {
-    let Some(session) = session else { return };
-    if entry.get("last_session_id").and_then(Value::as_str) != Some(session) {
-        let seen = num(entry.get("sessions_seen")) + 1;
-        entry.insert("sessions_seen".into(), json!(seen));
-        entry.insert("last_session_id".into(), json!(session));
-    }
-}
-
-fn bump(entry: &mut Map<String, Value>, counter: &str) {
-    let value = num(entry.get(counter)) + 1;
-    entry.insert(counter.into(), json!(value));
-}
-
-/// Inputs of one self-evaluation pass.
-struct SelfEvalInput<'a> {
-    checklist: &'a [String],
-    session: Option<&'a str>,
-    alerts: &'a Map<String, Value>,
-    props: &'a [PropFacts],
-    today: &'a str,
-}
-
-/// One self-evaluation pass (upstream `runSelfEval`): per checklist item a clean or firing pass,
-/// the checklist-weight entry, dismissed-proposal noise, and the entries crossing a threshold.
-fn self_evaluate(self_eval: &mut Map<String, Value>, input: &SelfEvalInput<'_>) -> Vec<Value> {
-    let mut fired = HashSet::new();
-    for item in input.checklist {
-        let Some(key) = item_key(item) else { continue };
-        let mut entry = upsert(self_eval, item, &key, input.today);
-        entry.shift_remove("alert_text");
-        let in_interval = entry.shift_remove("fired_since_self_eval") == Some(Value::Bool(true));
-        let alert_firing =
-            input.alerts.get(&key).is_some_and(|a| num(a.get("consecutive_clean")) == 0);
-        if in_interval || alert_firing {
-            fired.insert(key.clone());
-            entry.insert("clean_ticks".into(), json!(0));
-        } else {
-            bump(&mut entry, "clean_ticks");
-        }
-        mark_session(&mut entry, input.session);
-        self_eval.insert(key, Value::Object(entry));
-    }
-    if input.checklist.len() > CHECKLIST_ITEMS_RECOMMENDED_MAX {
-        let text = format!("Checklist weight: {} items", input.checklist.len());
-        let mut entry = upsert(self_eval, &text, WEIGHT_KEY, input.today);
-        bump(&mut entry, "clean_ticks");
-        mark_session(&mut entry, input.session);
-        self_eval.insert(WEIGHT_KEY.into(), Value::Object(entry));
-    } else {
-        self_eval.shift_remove(WEIGHT_KEY);
-    }
-    for prop in input.props {
-        let Some(key) = &prop.self_eval_key else { continue };
-        let Some(Value::Object(entry)) = self_eval.get_mut(key) else { continue };
-        let status = prop.status.as_deref();
-        let proposed = entry.get("proposed") == Some(&Value::Bool(true));
-        if prop.source.as_deref() == Some("auto-detected")
-            && status == Some("dismissed")
-            && proposed
-        {
-            entry.insert("proposed".into(), json!(false));
-            entry.insert("clean_ticks".into(), json!(0));
-        }
-        if !fired.contains(key) {
-            continue;
-        }
-        match status {
-            Some("accepted" | "resolved") => {
-                entry.insert("noise_ticks".into(), json!(0));
-            }
-            Some("dismissed") => bump(entry, "noise_ticks"),
-            _ => {}
-        }
-    }
-    proposals_due(self_eval)
-}
-
-fn proposals_due(self_eval: &mut Map<String, Value>) -> Vec<Value> {
-    let mut proposals = Vec::new();
-    for (key, entry) in self_eval.iter_mut() {
-        let Value::Object(entry) = entry else { continue };
-        let (clean, noise) = (num(entry.get("clean_ticks")), num(entry.get("noise_ticks")));
-        let sessions = num(entry.get("sessions_seen"));
-        if entry.get("proposed") == Some(&Value::Bool(true))
-            || sessions < SELF_EVAL_SESSIONS_THRESHOLD
-        {
-            continue;
-        }
-        let kind = if noise >= SELF_EVAL_TICKS_THRESHOLD {
-            "noisy"
-        } else if clean >= SELF_EVAL_TICKS_THRESHOLD {
-            if key == WEIGHT_KEY {
-                "weight"
-            } else {
-                "clean"
-            }
-        } else {
-            continue;
-        };
-        entry.insert("proposed".into(), json!(true));
-        proposals.push(json!({
-            "key": key, "kind": kind, "clean_ticks": clean, "noise_ticks": noise,
-            "sessions_seen": sessions,
-        }));
-    }
-    proposals
-}
-
 /// What the store holds for one tick's decision.
 pub(crate) struct TickSources {
     /// The stored alert-state object (the seed template when absent).
@@ -940,14 +376,28 @@ pub(crate) fn decide_tick(
     state.insert("last_clean_eval_at".into(), clean_eval);
     state.insert("last_digest_date".into(), out.last_digest_date);
     state.insert("structured_read_failure_notified_date".into(), failure_date);
-    let result = json!({
-        "appended": 0,
-        "notifications": out.notifications,
-        "self_eval_proposals": proposals_due,
-        "heartbeat_result": result_kind,
-        "monitoring_lines": out.monitoring_lines,
-    });
-    (state, fields(result))
+    let result = TickResult {
+        appended: 0,
+        notifications: &out.notifications,
+        self_eval_proposals: &proposals_due,
+        heartbeat_result: result_kind,
+        reason: None,
+        monitoring_lines: &out.monitoring_lines,
+    };
+    (state, serde_json::to_value(result).map(fields).unwrap_or_default())
+}
+
+/// Upstream's `alert-update` line: what a tick appended (always 0: the caller appends the
+/// monitoring lines), notified, proposed and concluded.
+#[derive(Serialize)]
+struct TickResult<'a> {
+    appended: u64,
+    notifications: &'a [String],
+    self_eval_proposals: &'a [Value],
+    heartbeat_result: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<&'a str>,
+    monitoring_lines: &'a [String],
 }
 
 /// The previous alerts without doctor residue, split into those this tick classifies and those
@@ -1029,164 +479,61 @@ fn read_failure_date(
 /// Upstream's INDETERMINATE line for a rejected payload: nothing was written.
 #[must_use]
 pub fn indeterminate(reason: &str, clock: &TickClock) -> Value {
-    json!({
-        "appended": 0,
-        "notifications": [],
-        "self_eval_proposals": [],
-        "heartbeat_result": "INDETERMINATE",
-        "reason": reason,
-        "monitoring_lines": [format!(
-            "[{}] Heartbeat: evaluation indeterminate ({reason}) — state untouched.",
-            clock.hhmm
-        )],
-    })
+    let line = format!(
+        "[{}] Heartbeat: evaluation indeterminate ({reason}) — state untouched.",
+        clock.hhmm
+    );
+    let result = TickResult {
+        appended: 0,
+        notifications: &[],
+        self_eval_proposals: &[],
+        heartbeat_result: "INDETERMINATE",
+        reason: Some(reason),
+        monitoring_lines: &[line],
+    };
+    serde_json::to_value(result).unwrap_or(Value::Null)
 }
 
-/// The stored alert-state object of a scope, the seed template when absent.
-pub(crate) fn read_state(
-    txn: &dyn crate::kernel::storage::ReadTxn,
-    scope: &str,
-) -> Result<Option<Map<String, Value>>> {
-    let Some(doc) = read_doc::<AlertStateDoc>(txn, scope, STATE_KIND, STATE_ID)? else {
-        return Ok(None);
-    };
-    match serde_json::from_str(&doc.state) {
-        Ok(Value::Object(map)) => Ok(Some(map)),
-        _ => Err(Error::Corrupt(format!("alert state of {scope} is not a JSON object"))),
+/// Parses `state/alert-state.json` as upstream's reader does: anything but one JSON object is
+/// corrupt.
+///
+/// # Errors
+/// Why the bytes are corrupt.
+pub fn parse_alert_state(bytes: &[u8]) -> std::result::Result<Map<String, Value>, String> {
+    let text = std::str::from_utf8(bytes).map_err(|_| "not UTF-8".to_owned())?;
+    match serde_json::from_str(text) {
+        Ok(Value::Object(map)) => Ok(map),
+        Ok(_) => Err("not a JSON object".into()),
+        Err(e) => Err(e.to_string()),
     }
+}
+
+/// The alert-state file's bytes: `JSON.stringify(state, null, 2) + "\n"` (numbers as
+/// JavaScript prints them).
+///
+/// # Errors
+/// [`crate::Error::Corrupt`] if the value does not serialise (it always does).
+pub fn render_alert_state(state: &Map<String, Value>) -> Result<String> {
+    let text = crate::kernel::compat::js::pretty(&Value::Object(state.clone()));
+    if text.is_empty() {
+        return Err(crate::kernel::error::Error::Corrupt("alert state does not serialise".into()));
+    }
+    Ok(text + "\n")
 }
 
 /// The seed template of a new alert state.
 pub(crate) fn seed() -> Map<String, Value> {
-    match serde_json::from_str(&AlertStateDoc::default().state) {
+    match serde_json::from_str(&hookstate_schema::alerts::AlertStateDoc::default().state) {
         Ok(Value::Object(map)) => map,
         _ => Map::new(),
-    }
-}
-
-impl Alerts<'_> {
-    /// One evaluation tick (`heartbeat.ts alert-state`): reads the alert state, derives the
-    /// structured keys from the scope's micro-proposal queue and PROP files (unless the payload
-    /// gives or disowns them), runs the ladder and self-evaluation, and appends the new state,
-    /// all in one write transaction.
-    ///
-    /// # Errors
-    /// [`Error::Invalid`] for an unknown zone or a state over the event limit; store errors.
-    pub fn tick(&self, call: &Call, timezone: &str, input: &TickInput) -> Result<Outcome> {
-        hookstate_schema::validate_scope(&call.scope)?;
-        let clock = TickClock::at(call.now_ms, timezone)?;
-        self.k.write(call, |txn| {
-            let state = read_state(txn, &call.scope)?.unwrap_or_else(seed);
-            let props = crate::kernel::doc::read_docs::<PropDoc>(txn, &call.scope, PROP_KIND)?;
-            let micro = match (&input.micro, input.micro_unreadable) {
-                (_, true) => None,
-                (Some(items), false) => Some(items.clone()),
-                (None, false) => Some(
-                    read_doc::<QueueDoc>(txn, &call.scope, QUEUE_KIND, QUEUE_ID)?
-                        .map(|q| micro_items(&q))
-                        .unwrap_or_default(),
-                ),
-            };
-            let proposals = match (&input.proposals, input.proposals_unreadable) {
-                (_, true) => None,
-                (Some(items), false) => Some(items.clone()),
-                (None, false) => Some(proposal_items(&props)),
-            };
-            let sources = TickSources { state, micro, proposals, props: prop_facts(&props) };
-            let (state, result) = decide_tick(sources, input, &clock);
-            let file = super::layout_alerts::render_alert_state(&state)?.len();
-            let file_max = super::layout_alerts::ALERT_STATE_FILE_BYTES_MAX;
-            if file > file_max {
-                return Err(Error::invalid(format!(
-                    "the alert state after this tick would be a {file}-byte alert-state.json, \
-                     more than the {file_max} bytes import and the mirror read; the tick was not \
-                     applied"
-                )));
-            }
-            let (state, result) =
-                (Value::Object(state).to_string(), Value::Object(result).to_string());
-            let bytes = state.len() + result.len();
-            if bytes > TICK_BYTES_MAX {
-                return Err(Error::invalid(format!(
-                    "the alert state and result after this tick would take {bytes} bytes, more \
-                     than the {TICK_BYTES_MAX} one event holds; the tick was not applied"
-                )));
-            }
-            let event = AlertsEvent::Ticked { state, result };
-            Ok(Plan {
-                result: render(&event),
-                events: vec![Body::Alerts(event)],
-                ..Plan::default()
-            })
-        })
-    }
-
-    /// precheck's tick count: `total_ticks` plus one, in one write transaction.
-    ///
-    /// # Errors
-    /// Store errors.
-    pub fn count_tick(&self, call: &Call) -> Result<Outcome> {
-        hookstate_schema::validate_scope(&call.scope)?;
-        self.k.write(call, |txn| {
-            let state = read_state(txn, &call.scope)?.unwrap_or_else(seed);
-            let total_ticks = num(state.get("total_ticks")).saturating_add(1);
-            let event = AlertsEvent::TickCounted { total_ticks };
-            Ok(Plan {
-                result: render(&event),
-                events: vec![Body::Alerts(event)],
-                ..Plan::default()
-            })
-        })
-    }
-
-    /// The alert-state object of a scope (the seed template when there is none), read-only.
-    ///
-    /// # Errors
-    /// Store errors; [`Error::Corrupt`] for a stored state that is not an object.
-    pub fn state(&self, scope: &str) -> Result<Map<String, Value>> {
-        hookstate_schema::validate_scope(scope)?;
-        Ok(read_state(&*self.k.begin_read()?, scope)?.unwrap_or_else(seed))
-    }
-}
-
-/// Every row `apply` may touch for an alerts event.
-pub(crate) fn touched_keys(scope: &str) -> Vec<ViewKey> {
-    vec![doc_key(scope, STATE_KIND, STATE_ID)]
-}
-
-/// Applies an alerts event to the views.
-pub(crate) fn apply(views: &mut dyn ViewAccess, scope: &str, event: &AlertsEvent) {
-    let key = doc_key(scope, STATE_KIND, STATE_ID);
-    let state = match event {
-        AlertsEvent::TickCounted { total_ticks } => {
-            let doc = get_doc::<AlertStateDoc>(views, &key).unwrap_or_default();
-            let mut state = match serde_json::from_str(&doc.state) {
-                Ok(Value::Object(map)) => map,
-                _ => seed(),
-            };
-            state.insert("total_ticks".into(), json!(total_ticks));
-            Value::Object(state).to_string()
-        }
-        AlertsEvent::Ticked { state, .. } | AlertsEvent::StateImported { state } => state.clone(),
-    };
-    put_doc(views, key, &AlertStateDoc { state });
-}
-
-/// The result fields an alerts event stands for.
-pub(crate) fn render(event: &AlertsEvent) -> Map<String, Value> {
-    match event {
-        AlertsEvent::TickCounted { total_ticks } => fields(json!({ "total_ticks": total_ticks })),
-        AlertsEvent::Ticked { result, .. } => match serde_json::from_str(result) {
-            Ok(Value::Object(map)) => map,
-            _ => Map::new(),
-        },
-        AlertsEvent::StateImported { .. } => fields(json!({ "imported": true })),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::alerts::self_eval::WEIGHT_KEY;
+    use crate::alerts::tick_input::{custom_key, item_key, parse_tick_input};
 
     #[test]
     fn a_payload_is_trimmed_as_javascript_trims_it() {

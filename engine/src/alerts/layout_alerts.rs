@@ -1,34 +1,34 @@
-//! claude-code-hermit's `state/alert-state.json`: read (a corrupt file is quarantined as
-//! `alert-state.json.corrupt-<ms>` inside the state directory, as upstream's tri-state reader
-//! does, never read as empty), imported as an event, and written back as
-//! `JSON.stringify(state, null, 2) + "\n"` with every key in its order, mode 0600.
+//! claude-code-hermit's `state/alert-state.json` (layout `hermit-alerts`): read (a corrupt file
+//! is quarantined as `alert-state.json.corrupt-<ms>` inside the state directory, as upstream's
+//! tri-state reader does, never read as empty), imported as an event, written back as
+//! `JSON.stringify(state, null, 2) + "\n"` with every key in its order, mode 0600, and mirrored
+//! (`AlertsLayout`: merged field by field, alerts per key).
 //!
-//! The `--mirror` cycle of a state directory (`legacy::hermit`) adopts and rewrites this file
-//! with the proposal files. Does not run the ladder; `alerts` does.
+//! Does not run the ladder; `ladder.rs` does.
 
 use std::path::Path;
 
-use hookstate_schema::alerts::AlertsEvent;
+use hookstate_schema::alerts::{AlertStateDoc, AlertsEvent};
 use hookstate_schema::Body;
 use serde_json::{json, Map, Value};
 
-use super::ladder::{read_state, STATE_ID, STATE_KIND};
-use super::Alerts;
-use crate::kernel::call::fields;
-use crate::kernel::call::Call;
-use crate::kernel::call::Outcome;
-use crate::kernel::call::Plan;
-use crate::kernel::call::Refusal;
+use super::api::{read_state, Alerts, ALERT_STATE_FILE_BYTES_MAX};
+use super::config::STATE_DIR;
+use super::ladder::{parse_alert_state, render_alert_state, seed, STATE_ID, STATE_KIND};
+use super::merge::{merge_object, Fields};
+use crate::kernel::call::{fields, Call, Conflict, Outcome, Plan, Refusal};
 use crate::kernel::doc::read_doc;
 use crate::kernel::error::{Error, Result};
+use crate::kernel::storage::ReadTxn;
+use crate::legacy::mirror::{Adoption, Change, Layout, RelPath};
 use crate::legacy::root::Root;
-use crate::proposals::layout::STATE_DIR;
 
 /// The alert-state file's name under `state/`.
 pub const ALERT_STATE_FILE: &str = "alert-state.json";
-/// The alert state is carried whole by one event, so it is bounded like an event's value.
-pub const ALERT_STATE_FILE_BYTES_MAX: usize = crate::kernel::limits::VALUE_BYTES_MAX;
 const QUARANTINE_SUFFIX: &str = ".corrupt-";
+/// How the alert state's fields merge: alerts and self-evaluation entries per key, the tick
+/// count as a counter.
+const STATE_FIELDS: Fields = Fields { maps: &["alerts", "self_eval"], counters: &["total_ticks"] };
 
 /// What the state directory's alert-state file held.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,31 +50,6 @@ pub enum AlertFile {
         /// Why it was corrupt.
         why: String,
     },
-}
-
-/// Parses the file as upstream's reader does: anything but one JSON object is corrupt.
-///
-/// # Errors
-/// Why the bytes are corrupt.
-pub fn parse_alert_state(bytes: &[u8]) -> std::result::Result<Map<String, Value>, String> {
-    let text = std::str::from_utf8(bytes).map_err(|_| "not UTF-8".to_owned())?;
-    match serde_json::from_str(text) {
-        Ok(Value::Object(map)) => Ok(map),
-        Ok(_) => Err("not a JSON object".into()),
-        Err(e) => Err(e.to_string()),
-    }
-}
-
-/// The file's bytes: `JSON.stringify(state, null, 2) + "\n"` (numbers as JavaScript prints them).
-///
-/// # Errors
-/// [`Error::Corrupt`] if the value does not serialise (it always does).
-pub fn render_alert_state(state: &Map<String, Value>) -> Result<String> {
-    let text = crate::kernel::compat::js::pretty(&Value::Object(state.clone()));
-    if text.is_empty() {
-        return Err(Error::Corrupt("alert state does not serialise".into()));
-    }
-    Ok(text + "\n")
 }
 
 /// Reads the alert-state file of the opened `state/` directory; a corrupt file is renamed to
@@ -112,24 +87,16 @@ impl Alerts<'_> {
     /// already holds one.
     ///
     /// # Errors
-    /// [`Error::Invalid`] when the state is over the event limit; store errors.
+    /// [`Error::EventTooLarge`] when the state is over the event limit; store errors.
     pub fn import_alerts(&self, call: &Call, state: &str, round_trip: bool) -> Result<Outcome> {
         hookstate_schema::validate_scope(&call.scope)?;
         let event = Body::Alerts(AlertsEvent::StateImported { state: state.to_owned() });
         let result = fields(json!({ "layout": "hermit-alerts", "round_trip": round_trip }));
         self.k.write(call, |txn| {
-            let held = read_doc::<hookstate_schema::alerts::AlertStateDoc>(
-                txn,
-                &call.scope,
-                STATE_KIND,
-                STATE_ID,
-            )?;
+            let held = read_doc::<AlertStateDoc>(txn, &call.scope, STATE_KIND, STATE_ID)?;
             if held.is_some() {
-                let refusal = Refusal {
-                    reason: "already_imported",
-                    message: "this scope already holds an alert state".into(),
-                    details: Map::new(),
-                };
+                let message = "this scope already holds an alert state".to_owned();
+                let refusal = Refusal::new("already_imported", message, Value::Null);
                 return Ok(Plan { refusal: Some(refusal), ..Plan::default() });
             }
             Ok(Plan { events: vec![event.clone()], result: result.clone(), ..Plan::default() })
@@ -149,7 +116,7 @@ impl Alerts<'_> {
             .subdir(STATE_DIR, true)?
             .ok_or_else(|| Error::NoStore { path: dir.join(STATE_DIR) })?;
         let left = held.is_none() && root.list()?.iter().any(|f| f == ALERT_STATE_FILE);
-        let state = held.unwrap_or_else(super::ladder::seed);
+        let state = held.unwrap_or_else(seed);
         if !left {
             root.write(ALERT_STATE_FILE, render_alert_state(&state)?.as_bytes())?;
         }
@@ -159,12 +126,65 @@ impl Alerts<'_> {
     }
 }
 
-/// The alert-state file's text for a mirror, when the scope holds an alert state.
-pub(crate) fn mirror_text(
-    txn: &dyn crate::kernel::storage::ReadTxn,
-    scope: &str,
-) -> Result<Option<String>> {
-    read_state(txn, scope)?.map(|state| render_alert_state(&state)).transpose()
+/// `state/alert-state.json` as a mirrored layout: a changed file is merged field by field (alerts
+/// and self-evaluation entries per key, the tick count as a counter); a corrupt one is
+/// quarantined and written again from the store.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct AlertsLayout;
+
+impl Layout for AlertsLayout {
+    fn name(&self) -> &'static str {
+        "hermit-alerts"
+    }
+
+    fn files(&self, _: &dyn ReadTxn, _: &Call, _: &Root) -> Result<Vec<RelPath>> {
+        Ok(vec![RelPath::new(&[STATE_DIR, ALERT_STATE_FILE])?])
+    }
+
+    fn max_bytes(&self, _: &RelPath) -> usize {
+        ALERT_STATE_FILE_BYTES_MAX
+    }
+
+    fn render(&self, txn: &dyn ReadTxn, call: &Call, _: &RelPath) -> Result<Option<Vec<u8>>> {
+        let state = read_state(txn, &call.scope)?;
+        Ok(state.map(|s| render_alert_state(&s)).transpose()?.map(String::into_bytes))
+    }
+
+    fn adopt(&self, txn: &dyn ReadTxn, call: &Call, changes: &[Change]) -> Result<Adoption> {
+        let mut adoption = Adoption::default();
+        for change in changes {
+            let Ok(file) = parse_alert_state(&change.now) else {
+                adoption.quarantine.push(change.path.clone());
+                continue;
+            };
+            // A baseline that does not parse (torn by a power cut) is read as never seen.
+            let base = change.base.as_deref().and_then(|b| parse_alert_state(b).ok());
+            let merged = match read_state(txn, &call.scope)? {
+                // Nothing in the store yet: the file is adopted whole, as an import would.
+                None => file,
+                Some(store) => {
+                    let (merged, conflicts) =
+                        merge_object(base.as_ref(), &file, &store, STATE_FIELDS);
+                    adoption.conflicts.extend(conflicts.into_iter().map(|record| {
+                        Conflict {
+                        file: change.path.display(),
+                        record,
+                        why: "changed in the file and in the store since the mirror last wrote it"
+                            .into(),
+                    }
+                    }));
+                    if merged == store {
+                        continue;
+                    }
+                    merged
+                }
+            };
+            let state = Value::Object(merged).to_string();
+            let event = Body::Alerts(AlertsEvent::StateImported { state });
+            adoption.events.push((call.scope.clone(), event));
+        }
+        Ok(adoption)
+    }
 }
 
 #[cfg(test)]

@@ -1,122 +1,42 @@
 //! claude-code-hermit's heartbeat files (layout `hermit-heartbeat`): `state/budget-alerts.json`,
 //! `telemetry-alert.json`, `doctor-alerts.json`, `heartbeat-monitor.runtime.json`,
 //! `heartbeat-liveness.json`, `injection-alert.json`, `runtime.json` and `sessions/NEXT-TASK.md`,
-//! adopted as their exact text and written back byte for byte; the config fields the heartbeat
-//! verbs read; and the `--mirror` adoption of these files on top of the hermit mirror lock.
+//! adopted as their exact text and written back byte for byte; and mirrored
+//! (`HeartbeatLayout`): a JSON file merged field by field (an alert file's alerts per key),
+//! `NEXT-TASK.md` whole, and a file's removal adopted (session-start consumes the queued task,
+//! start-check clears the liveness record).
 //!
 //! A JSON file that does not parse is quarantined as `<file>.corrupt-<ms>` (a rename inside its
 //! directory, as upstream's tri-state reader does) and rebuilt from the log, never adopted and
-//! never silently replaced. Does not decide heartbeat rules; `heartbeat` does.
+//! never silently replaced. Does not decide heartbeat rules; `heartbeat.rs` does.
 
 use std::path::Path;
 
-use hookstate_schema::heartbeat::HeartbeatEvent;
+use hookstate_schema::heartbeat::{FileDoc, HeartbeatEvent, NextTaskRevDoc};
 use hookstate_schema::Body;
 use serde_json::{json, Map, Value};
 
-use super::heartbeat::{is_layout_file, ALERT_FILES, FILE_BYTES_MAX, NEXT_TASK_FILE, STATE_FILES};
+use super::api::{read_file, Alerts};
+use super::config::STATE_DIR;
+use super::heartbeat::{is_layout_file, ALERT_FILES, FILE_BYTES_MAX, FILE_KIND, NEXT_TASK_FILE};
+use super::heartbeat::{REV_ID, REV_KIND, STATE_FILES};
 use super::heartbeat_rules as rules;
-use super::Alerts;
-use crate::kernel::call::fields;
-use crate::kernel::call::Call;
-use crate::kernel::call::Outcome;
-use crate::kernel::call::Plan;
+use super::merge::{merge_object, Fields};
+use crate::kernel::call::{fields, Call, Conflict, Outcome, Plan};
+use crate::kernel::doc::{read_doc, read_docs};
 use crate::kernel::error::{Error, Result};
+use crate::kernel::storage::ReadTxn;
+use crate::legacy::mirror::{merge, Adoption, Change, Layout, Merge, RelPath};
 use crate::legacy::root::Root;
-use crate::legacy::sidecar::{changed_outside, digest, read_sidecar, write_mirror, write_sidecar};
-use crate::proposals::layout::{Mirror, MIRROR_STAMP, MIRROR_STAMP_BYTES_MAX, STATE_DIR};
 
 /// The sessions subdirectory of a hermit state directory.
 pub const SESSIONS_DIR: &str = "sessions";
 /// The quarantine suffix: `<file>.corrupt-<epoch ms>`.
 pub const QUARANTINE_INFIX: &str = ".corrupt-";
-const CONFIG_FILE: &str = "config.json";
-
-/// What the heartbeat verbs read from `config.json`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HeartbeatConfig {
-    /// `timezone` (default UTC).
-    pub timezone: String,
-    /// `always_on === true && escalation === "conservative"`: the next-task ack is enabled.
-    pub next_task_ack: bool,
-    /// `heartbeat.enabled === false`.
-    pub heartbeat_disabled: bool,
-    /// `heartbeat.every` as whole seconds, when it is a string `<n>s|m|h` (upstream's
-    /// `parseDuration`: any case, spaces allowed before the unit); otherwise the default.
-    pub every_s: Option<u64>,
-    /// `state/.boot-id`, trimmed, when it exists and is a short single line.
-    pub boot_id: Option<String>,
-}
-
-/// The boot id file under `state/` (upstream's `readBootId`).
-pub const BOOT_ID_FILE: &str = ".boot-id";
-
-fn read_boot_id(dir: &Path) -> Result<Option<String>> {
-    let Some(state) = open_sub(dir, STATE_DIR, false)? else {
-        return Ok(None);
-    };
-    let Some(bytes) = state.read(BOOT_ID_FILE, rules::STAMP_BYTES_MAX + 1).or_else(|e| {
-        if e.is_invalid() {
-            Ok(None)
-        } else {
-            Err(e)
-        }
-    })?
-    else {
-        return Ok(None);
-    };
-    let text = String::from_utf8(bytes).unwrap_or_default();
-    let id = text.trim();
-    Ok(rules::check_stamp("boot id", id).ok().map(|()| id.to_owned()))
-}
-
-/// `heartbeatInterval`'s `parseDuration` in seconds: a string `<digits><spaces><s|m|h>` (any
-/// case, trimmed); anything else (a number, a day unit, a fraction) is `None`, the default.
-fn duration_s(value: &Value) -> Option<u64> {
-    let text = value.as_str()?.trim();
-    let unit = text.chars().last()?;
-    let scale = match unit.to_ascii_lowercase() {
-        's' => 1,
-        'm' => 60,
-        'h' => 3600,
-        _ => return None,
-    };
-    let digits = text[..text.len() - unit.len_utf8()].trim_end_matches(char::is_whitespace);
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    digits.parse::<u64>().ok()?.checked_mul(scale)
-}
-
-/// Reads the heartbeat settings of `DIR/config.json` (defaults when absent).
-///
-/// # Errors
-/// An unsafe or missing directory; [`Error::Invalid`] for a config that is not a JSON object.
-pub fn read_config(dir: &Path) -> Result<HeartbeatConfig> {
-    let root = Root::open(dir, false)?;
-    let config = match root.read(CONFIG_FILE, crate::proposals::layout::CONFIG_FILE_BYTES_MAX)? {
-        Some(bytes) => match serde_json::from_slice(&bytes) {
-            Ok(Value::Object(map)) => map,
-            _ => return Err(Error::invalid(format!("{CONFIG_FILE} is not a JSON object"))),
-        },
-        None => Map::new(),
-    };
-    let timezone = config
-        .get("timezone")
-        .and_then(Value::as_str)
-        .filter(|tz| !tz.is_empty())
-        .unwrap_or("UTC")
-        .to_owned();
-    let heartbeat = config.get("heartbeat");
-    Ok(HeartbeatConfig {
-        timezone,
-        next_task_ack: config.get("always_on") == Some(&Value::Bool(true))
-            && config.get("escalation").and_then(Value::as_str) == Some("conservative"),
-        heartbeat_disabled: heartbeat.and_then(|h| h.get("enabled")) == Some(&Value::Bool(false)),
-        every_s: heartbeat.and_then(|h| h.get("every")).and_then(duration_s),
-        boot_id: read_boot_id(dir)?,
-    })
-}
+/// How an alert file's fields merge: its alerts per key.
+const ALERT_FIELDS: Fields = Fields { maps: &["alerts"], counters: &[] };
+/// How any other heartbeat file's fields merge.
+const PLAIN_FIELDS: Fields = Fields { maps: &[], counters: &[] };
 
 fn subdir_of(file: &str) -> &'static str {
     if file == NEXT_TASK_FILE {
@@ -159,7 +79,8 @@ fn open_sub(dir: &Path, sub: &str, create: bool) -> Result<Option<Root>> {
 /// parse is set aside for quarantine; an oversized file or a non-UTF-8 queue is refused.
 ///
 /// # Errors
-/// [`Error::Invalid`] for an oversized file or a queue that is not UTF-8; unsafe paths.
+/// [`Error::TooLarge`] for an oversized file, [`Error::LegacyFile`] for a queue that is not
+/// UTF-8; unsafe paths.
 pub fn read_heartbeat_files(dir: &Path) -> Result<HeartbeatFiles> {
     let mut files = HeartbeatFiles { good: Vec::new(), corrupt: Vec::new() };
     for file in STATE_FILES.iter().chain(std::iter::once(&NEXT_TASK_FILE)) {
@@ -171,7 +92,7 @@ pub fn read_heartbeat_files(dir: &Path) -> Result<HeartbeatFiles> {
         };
         match corrupt_reason(file, &bytes) {
             Some(why) if *file == NEXT_TASK_FILE => {
-                return Err(Error::invalid(format!("{SESSIONS_DIR}/{file} is {why}")));
+                return Err(Error::legacy(format!("{SESSIONS_DIR}/{file}"), why));
             }
             Some(why) => files.corrupt.push(((*file).to_owned(), why)),
             None => {
@@ -187,7 +108,7 @@ impl Alerts<'_> {
     /// Writes the stored text of a quarantined `file` back under `root` when the scope holds
     /// one. Returns whether it did.
     fn rewrite_stored(&self, root: &Root, scope: &str, file: &str) -> Result<bool> {
-        let stored = super::heartbeat::read_file(&*self.k.begin_read()?, scope, file)?;
+        let stored = read_file(&*self.k.begin_read()?, scope, file)?;
         if let Some(text) = &stored {
             root.write(file, text.as_bytes())?;
         }
@@ -265,110 +186,6 @@ impl Alerts<'_> {
         }
         Ok(fields(json!({ "files": written, "left": left })))
     }
-
-    /// Inside a hermit mirror (its lock held): adopts what other writers did to the heartbeat
-    /// files since hookstate last wrote them (a changed file is adopted, a corrupt one
-    /// quarantined, a deleted one removed), in one transaction.
-    ///
-    /// # Errors
-    /// Unsafe paths; IO and store errors.
-    pub fn heartbeat_mirror_adopt(
-        &self,
-        call: &Call,
-        mirror: &Mirror,
-    ) -> Result<Map<String, Value>> {
-        hookstate_schema::validate_scope(&call.scope)?;
-        let (mut events, mut quarantined, mut known) = (Vec::new(), Vec::new(), Vec::new());
-        for file in STATE_FILES.iter().chain(std::iter::once(&NEXT_TASK_FILE)) {
-            let root = open_sub(mirror.dir(), subdir_of(file), true)?
-                .ok_or_else(|| Error::NoStore { path: mirror.dir().join(subdir_of(file)) })?;
-            let bytes = root.read(file, FILE_BYTES_MAX)?;
-            let sidecar = read_sidecar(&root, file)?;
-            match bytes {
-                Some(bytes) if changed_outside(Some(&bytes), sidecar.as_ref()) => {
-                    if corrupt_reason(file, &bytes).is_some() {
-                        let target = format!("{file}{QUARANTINE_INFIX}{}", call.now_ms);
-                        root.rename_new(file, &target)?;
-                        quarantined.push(target);
-                    } else {
-                        let text = String::from_utf8(bytes).unwrap_or_default();
-                        known.push((root, (*file).to_owned(), text.clone()));
-                        let file = (*file).to_owned();
-                        events.push(Body::Heartbeat(HeartbeatEvent::FileAdopted { file, text }));
-                    }
-                }
-                None if sidecar.is_some()
-                    && super::heartbeat::read_file(&*self.k.begin_read()?, &call.scope, file)?
-                        .is_some() =>
-                {
-                    let (file, why) = ((*file).to_owned(), "mirror adopt".to_owned());
-                    events.push(Body::Heartbeat(HeartbeatEvent::FileRemoved { file, why }));
-                }
-                _ => {}
-            }
-        }
-        let adopted = events.len();
-        if !events.is_empty() {
-            let adopt = call.without_idem_key();
-            let outcome =
-                self.k.write(&adopt, |_| Ok(Plan { events: events.clone(), ..Plan::default() }))?;
-            // The store now knows these bytes: the end of the call may replace them, but not
-            // bytes another writer puts there after this point.
-            for (root, file, text) in known {
-                write_sidecar(&root, &file, text.as_bytes(), outcome.head.seq)?;
-            }
-        }
-        Ok(fields(json!({ "adopted": adopted, "quarantined": quarantined })))
-    }
-
-    /// Ends a mirrored alerts call: writes the heartbeat files of `scope` (with their sidecars),
-    /// then, only when the proposals files are mirrored already (their stamp exists), rewrites
-    /// them through [`Engine::mirror_end`]; otherwise it releases the lock and leaves them alone,
-    /// so an alerts call never replaces a queue or ledger that was never imported.
-    ///
-    /// # Errors
-    /// Unsafe paths; IO and store errors.
-    pub fn heartbeat_mirror_end(&self, mirror: Mirror, scope: &str) -> Result<()> {
-        self.heartbeat_mirror_write(&mirror, scope)?;
-        let stamped = match open_sub(mirror.dir(), STATE_DIR, false)? {
-            Some(state) => state.read(MIRROR_STAMP, MIRROR_STAMP_BYTES_MAX)?.is_some(),
-            None => false,
-        };
-        if stamped {
-            crate::proposals::Proposals::new(self.k).mirror_end(mirror, scope)
-        } else {
-            drop(mirror);
-            Ok(())
-        }
-    }
-
-    /// Inside a hermit mirror: writes the stored heartbeat files of `scope` with their sidecars,
-    /// and removes the layout's files the scope no longer holds; but only files as hookstate last
-    /// wrote them (or already holding the stored text, whose sidecar is then brought up to date).
-    /// A file another writer changed after this call's adoption (the writers that do not take the
-    /// lock) is left as it is, for the next call to adopt, never overwritten with an older copy.
-    fn heartbeat_mirror_write(&self, mirror: &Mirror, scope: &str) -> Result<()> {
-        let head = self.k.head()?.seq;
-        for (file, text) in self.heartbeat_files(scope)? {
-            let root = open_sub(mirror.dir(), subdir_of(&file), true)?
-                .ok_or_else(|| Error::NoStore { path: mirror.dir().join(subdir_of(&file)) })?;
-            let bytes = root.read(&file, FILE_BYTES_MAX)?;
-            let sidecar = read_sidecar(&root, &file)?;
-            let ours = !changed_outside(bytes.as_deref(), sidecar.as_ref());
-            match text {
-                Some(text) if bytes.as_deref() == Some(text.as_bytes()) => {
-                    let stale = sidecar.is_none_or(|s| s.hash != digest(text.as_bytes()));
-                    if stale {
-                        write_sidecar(&root, &file, text.as_bytes(), head)?;
-                    }
-                }
-                Some(text) if ours => write_mirror(&root, &file, text.as_bytes(), head)?,
-                None if ours => root.remove(&file)?,
-                _ => {}
-            }
-        }
-        Ok(())
-    }
 }
 
 /// Whether `name` is a quarantined copy of one of the layout's files.
@@ -377,6 +194,123 @@ pub fn is_quarantine(name: &str) -> bool {
     name.split_once(QUARANTINE_INFIX).is_some_and(|(file, ms)| {
         is_layout_file(file) && !ms.is_empty() && ms.bytes().all(|b| b.is_ascii_digit())
     })
+}
+
+/// The heartbeat files as a mirrored layout.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct HeartbeatLayout;
+
+impl Layout for HeartbeatLayout {
+    fn name(&self) -> &'static str {
+        "hermit-heartbeat"
+    }
+
+    fn files(&self, _: &dyn ReadTxn, _: &Call, _: &Root) -> Result<Vec<RelPath>> {
+        STATE_FILES
+            .iter()
+            .chain(std::iter::once(&NEXT_TASK_FILE))
+            .map(|file| RelPath::new(&[subdir_of(file), file]))
+            .collect()
+    }
+
+    fn max_bytes(&self, _: &RelPath) -> usize {
+        FILE_BYTES_MAX
+    }
+
+    fn render(&self, txn: &dyn ReadTxn, call: &Call, path: &RelPath) -> Result<Option<Vec<u8>>> {
+        Ok(read_file(txn, &call.scope, path.name())?.map(String::into_bytes))
+    }
+
+    fn adopt(&self, txn: &dyn ReadTxn, call: &Call, changes: &[Change]) -> Result<Adoption> {
+        let mut adoption = Adoption::default();
+        for change in changes {
+            let file = path_file(&change.path);
+            let store = read_file(txn, &call.scope, &file)?;
+            let base = change.base.as_deref().and_then(|b| std::str::from_utf8(b).ok());
+            let event = if change.removed {
+                // Removed outside: adopted while the store still holds what the mirror saw.
+                (store.is_some() && store.as_deref() == base).then(|| HeartbeatEvent::FileRemoved {
+                    file: file.clone(),
+                    why: "mirror adopt".into(),
+                })
+            } else if corrupt_reason(&file, &change.now).is_some() {
+                adoption.quarantine.push(change.path.clone());
+                None
+            } else {
+                let text = String::from_utf8_lossy(&change.now).into_owned();
+                adopted(&file, base, &text, store.as_deref(), &change.path, &mut adoption)
+            };
+            if let Some(event) = event {
+                adoption.events.push((call.scope.clone(), Body::Heartbeat(event)));
+            }
+        }
+        Ok(adoption)
+    }
+
+    fn removable(&self, _: &RelPath) -> bool {
+        true
+    }
+
+    /// A file the scope no longer holds was removed by a verb (a consume, a stop, a re-arm)
+    /// when the scope holds any heartbeat record; a store that holds none never knew the files.
+    fn removes(&self, txn: &dyn ReadTxn, call: &Call, path: &RelPath, _: &[u8]) -> Result<bool> {
+        if read_file(txn, &call.scope, path.name())?.is_some() {
+            return Ok(false);
+        }
+        let held = read_docs::<FileDoc>(txn, &call.scope, FILE_KIND)?;
+        let rev = read_doc::<NextTaskRevDoc>(txn, &call.scope, REV_KIND, REV_ID)?;
+        Ok(!held.is_empty() || rev.is_some())
+    }
+}
+
+fn path_file(path: &RelPath) -> String {
+    path.name().to_owned()
+}
+
+/// The event adopting a sound changed file: the file whole when the store holds none, else the
+/// merge (field by field for JSON, whole for the queued task).
+fn adopted(
+    file: &str,
+    base: Option<&str>,
+    text: &str,
+    store: Option<&str>,
+    path: &RelPath,
+    adoption: &mut Adoption,
+) -> Option<HeartbeatEvent> {
+    let adopt = |text: String| Some(HeartbeatEvent::FileAdopted { file: file.to_owned(), text });
+    let Some(store) = store else {
+        return adopt(text.to_owned());
+    };
+    let conflict = |record: String| Conflict {
+        file: path.display(),
+        record,
+        why: "changed in the file and in the store since the mirror last wrote it".into(),
+    };
+    if file == NEXT_TASK_FILE {
+        return match merge(base.as_ref(), Some(&text), Some(&store)) {
+            Merge::Outside(_) => adopt(text.to_owned()),
+            Merge::Both { .. } => {
+                adoption.conflicts.push(conflict(file.to_owned()));
+                None
+            }
+            Merge::Same | Merge::Dropped(_) => None,
+        };
+    }
+    let object = |t: &str| rules::parse_object(file, t).ok();
+    let (Some(file_map), Some(store_map)) = (object(text), object(store)) else {
+        return None;
+    };
+    let kinds = if ALERT_FILES.contains(&file) { ALERT_FIELDS } else { PLAIN_FIELDS };
+    let (merged, conflicts) =
+        merge_object(base.and_then(object).as_ref(), &file_map, &store_map, kinds);
+    adoption.conflicts.extend(conflicts.into_iter().map(conflict));
+    if merged == store_map {
+        None
+    } else if merged == file_map {
+        adopt(text.to_owned())
+    } else {
+        adopt(rules::render_object(&merged, rules::layout_of(text)))
+    }
 }
 
 #[cfg(test)]
@@ -394,22 +328,5 @@ mod tests {
         assert!(is_quarantine("runtime.json.corrupt-1789377123554"));
         assert!(!is_quarantine("runtime.json.corrupt-"));
         assert!(!is_quarantine("other.json.corrupt-1"));
-    }
-
-    #[test]
-    fn durations_read_as_upstream_parse_duration() {
-        // parseDuration: /^(\d+)\s*([smh])$/i on the trimmed string; anything else → default.
-        assert_eq!(duration_s(&json!("30m")), Some(1800));
-        assert_eq!(duration_s(&json!("2h")), Some(7200));
-        assert_eq!(duration_s(&json!(" 45s ")), Some(45));
-        assert_eq!(duration_s(&json!("5 m")), Some(300));
-        assert_eq!(duration_s(&json!("5\tM")), Some(300));
-        assert_eq!(duration_s(&json!("2H")), Some(7200));
-        assert_eq!(duration_s(&json!(90)), None, "a number is not a duration upstream");
-        assert_eq!(duration_s(&json!("1d")), None, "no day unit upstream");
-        assert_eq!(duration_s(&json!("soon")), None);
-        assert_eq!(duration_s(&json!("m")), None);
-        assert_eq!(duration_s(&json!("1.5m")), None);
-        assert_eq!(duration_s(&json!("-5m")), None);
     }
 }

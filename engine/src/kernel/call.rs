@@ -48,13 +48,22 @@ pub struct Refusal {
     pub message: String,
     /// Details for the JSON result.
     pub details: Map<String, Value>,
+    /// The refusal is an answer the upstream script prints as its verdict with exit 0
+    /// (`DUPLICATE|…`, `NONE|no-match`): with `--format verdict` the call succeeds.
+    pub verdict_ok: bool,
 }
 
 impl Refusal {
     /// A refusal with its details given as a JSON object (anything else means no details).
     #[must_use]
     pub fn new(reason: &'static str, message: String, details: Value) -> Refusal {
-        Refusal { reason, message, details: fields(details) }
+        Refusal { reason, message, details: fields(details), verdict_ok: false }
+    }
+
+    /// The same refusal, marked as an answer upstream prints with exit 0.
+    #[must_use]
+    pub fn verdict_ok(self) -> Refusal {
+        Refusal { verdict_ok: true, ..self }
     }
 }
 

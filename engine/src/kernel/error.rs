@@ -105,6 +105,13 @@ pub enum Error {
         /// Its id, and where it was looked for.
         id: String,
     },
+    /// Input an upstream script refuses, with that script's own message, kept verbatim because
+    /// callers match it (`Error: "question" is required`); nothing was written.
+    #[error("{message}")]
+    Upstream {
+        /// Upstream's message.
+        message: String,
+    },
     /// An id broke the id rules; nothing was written.
     #[error(transparent)]
     BadId(#[from] hookstate_schema::IdError),
@@ -191,18 +198,6 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
-    /// A mirrored legacy file was changed outside at a key the store also changed since the
-    /// mirror last wrote it; nothing was adopted.
-    #[error(
-        "mirror {path} changed key {key:?}, which the store changed after the last mirror \
-             write; export or import to settle it"
-    )]
-    MirrorConflict {
-        /// The mirrored file.
-        path: PathBuf,
-        /// The first conflicting key.
-        key: String,
-    },
     /// A commit failed earlier in this process; the engine refuses further writes until reopened.
     #[error("engine refused the write: an earlier commit failed")]
     Poisoned,
@@ -233,16 +228,17 @@ impl Error {
                 | Error::BadTimeZone { .. }
                 | Error::TimeOutOfRange { .. }
                 | Error::NotFound { .. }
+                | Error::Upstream { .. }
                 | Error::BadId(_)
         )
     }
 
-    pub(crate) fn invalid(message: impl Into<String>) -> Self {
-        Error::Invalid(message.into())
-    }
-
     pub(crate) fn bad(what: impl Into<String>, why: impl Into<String>) -> Self {
         Error::BadInput { what: what.into(), why: why.into() }
+    }
+
+    pub(crate) fn upstream(message: impl Into<String>) -> Self {
+        Error::Upstream { message: message.into() }
     }
 
     pub(crate) fn legacy(file: impl Into<String>, why: impl Into<String>) -> Self {

@@ -91,8 +91,10 @@ pub(crate) struct Change {
     /// writer that read the file some writes ago wrote back one of these plus its own change, so
     /// a layout can find the version it read.
     pub(crate) history: Vec<Vec<u8>>,
-    /// What the file holds now.
+    /// What the file holds now (empty when `removed`).
     pub(crate) now: Vec<u8>,
+    /// The file is gone since the baseline (handed over only for [`Layout::removable`] files).
+    pub(crate) removed: bool,
 }
 
 /// What a layout adopts from the changed files of one call.
@@ -127,6 +129,12 @@ pub(crate) trait Layout: Sync {
     /// [`Error::Invalid`] for a file the layout refuses whole (a corrupt multi-record file),
     /// which fails the call with every file and the store unchanged.
     fn adopt(&self, txn: &dyn ReadTxn, call: &Call, changes: &[Change]) -> Result<Adoption>;
+    /// Whether the absence of `path` is a state of its record (a queued task consumed, a
+    /// liveness record cleared) rather than a loss: a removal since the baseline is then handed
+    /// to `adopt` (a change with `removed` set). Any other file deleted outside is rewritten.
+    fn removable(&self, _path: &RelPath) -> bool {
+        false
+    }
     /// Whether the file at `path`, holding `now` and rendering to nothing, must be removed: the
     /// store consumed what it asked for (a one-shot request whose absence its upstream reader
     /// takes for the answer). The mirror removes it only while it still holds the bytes the call
@@ -139,6 +147,42 @@ pub(crate) trait Layout: Sync {
         _now: &[u8],
     ) -> Result<bool> {
         Ok(false)
+    }
+}
+
+/// A layout without some of its files, composed beside a layout that keeps them (two domains
+/// whose layouts both name a file whose row they share): it lists, renders and adopts every
+/// other file as the layout does.
+pub(crate) struct Without {
+    /// The layout.
+    pub(crate) inner: Box<dyn Layout>,
+    /// The files (as `a/b`) left to the other layout.
+    pub(crate) files: &'static [&'static str],
+}
+
+impl Layout for Without {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+    fn files(&self, txn: &dyn ReadTxn, call: &Call, root: &Root) -> Result<Vec<RelPath>> {
+        let mut files = self.inner.files(txn, call, root)?;
+        files.retain(|path| !self.files.contains(&path.display().as_str()));
+        Ok(files)
+    }
+    fn max_bytes(&self, path: &RelPath) -> usize {
+        self.inner.max_bytes(path)
+    }
+    fn render(&self, txn: &dyn ReadTxn, call: &Call, path: &RelPath) -> Result<Option<Vec<u8>>> {
+        self.inner.render(txn, call, path)
+    }
+    fn adopt(&self, txn: &dyn ReadTxn, call: &Call, changes: &[Change]) -> Result<Adoption> {
+        self.inner.adopt(txn, call, changes)
+    }
+    fn removable(&self, path: &RelPath) -> bool {
+        self.inner.removable(path)
+    }
+    fn removes(&self, txn: &dyn ReadTxn, call: &Call, path: &RelPath, now: &[u8]) -> Result<bool> {
+        self.inner.removes(txn, call, path, now)
     }
 }
 
@@ -214,18 +258,22 @@ fn adopt(
 ) -> Result<()> {
     let mut changes: Vec<Vec<Change>> = vec![Vec::new(); layouts.len()];
     for file in seen {
-        // A deleted file is rewritten, not adopted as a deletion.
-        let Some(now) = &file.now else { continue };
-        if file.base.as_ref() != Some(now) {
-            let layout = layouts[file.layout];
-            let max = layout.max_bytes(&file.path);
-            let history = read_history(meta, layout.name(), &file.path, max)?;
-            let change = Change {
-                path: file.path.clone(),
-                base: file.base.clone(),
-                history,
-                now: now.clone(),
-            };
+        let (path, base) = (file.path.clone(), file.base.clone());
+        let layout = layouts[file.layout];
+        let Some(now) = &file.now else {
+            // A deleted file is rewritten, not adopted as a deletion, unless its absence is a
+            // state the layout adopts.
+            if base.is_some() && layout.removable(&path) {
+                let removed =
+                    Change { path, base, history: Vec::new(), now: Vec::new(), removed: true };
+                changes[file.layout].push(removed);
+            }
+            continue;
+        };
+        if base.as_ref() != Some(now) {
+            let max = layout.max_bytes(&path);
+            let history = read_history(meta, layout.name(), &path, max)?;
+            let change = Change { path, base, history, now: now.clone(), removed: false };
             changes[file.layout].push(change);
         }
     }
@@ -257,7 +305,11 @@ fn adopt(
     }
     for (layout, changed) in layouts.iter().zip(&changes) {
         for change in changed {
-            write_base(meta, layout.name(), &change.path, &change.now)?;
+            if change.removed {
+                remove_base(meta, layout.name(), &change.path)?;
+            } else {
+                write_base(meta, layout.name(), &change.path, &change.now)?;
+            }
         }
     }
     Ok(())
@@ -426,6 +478,15 @@ fn write_base(meta: &Root, layout: &str, path: &RelPath, bytes: &[u8]) -> Result
     }
     dir.rename_unsynced(name, &older(1))?;
     dir.write_unsynced(name, bytes)
+}
+
+/// Removes a baseline (the file it stood for is gone, and its absence adopted).
+fn remove_base(meta: &Root, layout: &str, path: &RelPath) -> Result<()> {
+    let base = base_path(layout, path)?;
+    match parent_of(meta, &base, false)? {
+        Some(dir) => dir.remove(base.name()),
+        None => Ok(()),
+    }
 }
 
 /// Renames a corrupt file aside as `<name>.corrupt-<ms>`, never over an earlier quarantine.

@@ -10,4 +10,3 @@ pub mod durable;
 pub mod json;
 pub mod mirror;
 pub mod root;
-pub(crate) mod sidecar;

@@ -152,6 +152,7 @@ impl Observer<'_> {
                         doc.pending_version
                     ),
                     details,
+                    verdict_ok: false,
                 };
                 return Ok(Plan { refusal: Some(refusal), ..Plan::default() });
             }

@@ -1,32 +1,22 @@
-//! The micro-proposal half of the `proposals` domain: the queue (queue with dedup on the
-//! exact question among pending entries, resolve, nudge, brief-cycle), `MP-YYYYMMDD-N` ids
-//! allocated inside the write transaction, answer resolution, and the proposal ledger as a
-//! projection of the log.
+//! Pure rules of the micro-proposal queue: the `queue-micro` payload, `MP-YYYYMMDD-N` ids, answer
+//! resolution and `on_resolve` rendering, the decisions of queue (dedup on the exact question
+//! among pending entries), resolve, nudge and brief-cycle, and the ledger line each event stands
+//! for.
 //!
-//! Every verdict line upstream's `proposal.ts` prints is in the result's `verdict` field.
-//! Decisions are pure functions over the queue document. Does not read config or legacy files;
-//! `layout.rs` does.
+//! Every verdict line upstream's `proposal.ts` prints is in the result's `verdict` field. No IO,
+//! no clock (time comes in as stamps), no store: `api.rs` reads the queue and calls these.
 
-use hookstate_schema::proposals::{MpSeqDoc, ProposalsEvent, QueueDoc, QUEUE_ID, QUEUE_KIND};
-use hookstate_schema::{Body, ViewKey};
-use serde::Deserialize;
-use serde_json::{json, Map, Value};
+use hookstate_schema::proposals::{ProposalsEvent, QueueDoc};
+use hookstate_schema::Body;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 
-use super::Proposals;
-use crate::kernel::call::fields;
-use crate::kernel::call::Call;
-use crate::kernel::call::Outcome;
-use crate::kernel::call::Plan;
-use crate::kernel::call::Refusal;
-use crate::kernel::compat::stamp::{stamp_s, zoned};
-use crate::kernel::doc::{doc_key, get_doc, put_doc, read_doc};
+use crate::kernel::call::{fields, Plan, Refusal};
+use crate::kernel::compat::stamp::zoned;
 use crate::kernel::error::{Error, Result};
-use crate::kernel::view::ViewAccess;
 
 /// Document kind of the MP counter of one date (id: `YYYYMMDD`).
 pub(crate) const MP_SEQ_KIND: &str = "proposals.mpseq";
-/// The scope prefix of a hermit state directory: `hermit:<abs state dir>`.
-pub const SCOPE_PREFIX: &str = "hermit:";
 /// Fewest answer labels an entry with options has (channel-responder rules).
 pub const OPTIONS_MIN: usize = 2;
 /// Most answer labels an entry has (channel-responder rules).
@@ -62,16 +52,43 @@ pub struct MicroInput {
     pub on_resolve: Option<String>,
 }
 
-/// The scope of a hermit state directory.
-#[must_use]
-pub fn hermit_scope(dir: &str) -> String {
-    format!("{SCOPE_PREFIX}{dir}")
+/// What `micro resolve` was asked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolveInput {
+    /// The MP id.
+    pub id: String,
+    /// approved, rejected, answered or expired.
+    pub action: String,
+    /// The operator's answer, resolved against the entry's options.
+    pub answer: Option<String>,
+    /// The channel the answer came from.
+    pub channel: Option<String>,
+}
+
+/// A result struct as the fields of the caller's JSON object.
+pub(crate) fn to_fields<T: Serialize>(value: &T) -> Map<String, Value> {
+    serde_json::to_value(value).map(fields).unwrap_or_default()
+}
+
+/// A refusal whose verdict line upstream prints with exit 0.
+pub(crate) fn answer_refusal(reason: &'static str, message: String, details: Value) -> Refusal {
+    Refusal::new(reason, message, details).verdict_ok()
+}
+
+/// `{"verdict": line}`: the details of a refusal that carries only its verdict.
+#[derive(Serialize)]
+struct VerdictOnly<'a> {
+    verdict: &'a str,
+}
+
+fn verdict_details(line: &str) -> Value {
+    serde_json::to_value(VerdictOnly { verdict: line }).unwrap_or(Value::Null)
 }
 
 /// `todayYMD(tz)` without dashes: the MP id's date part.
 ///
 /// # Errors
-/// [`Error::Invalid`] for a time zone that is not an IANA name.
+/// [`Error::BadTimeZone`] for a zone that is not an IANA name.
 pub fn mp_date(at_ms: u64, timezone: &str) -> Result<String> {
     zoned(at_ms, timezone, "%Y%m%d")
 }
@@ -89,36 +106,41 @@ pub(crate) fn parse_mp_id(id: &str) -> Option<(&str, u64)> {
     digits.parse().ok().map(|n| (date, n))
 }
 
-fn check_text(what: &str, text: &str, max: usize) -> Result<()> {
+pub(crate) fn check_text(what: &str, text: &str, max: usize) -> Result<()> {
     if text.len() > max {
-        return Err(Error::invalid(format!("{what} is {} bytes, limit is {max}", text.len())));
+        return Err(Error::TooLarge { what: what.into(), len: text.len(), max });
     }
     Ok(())
 }
 
 /// Parses and checks a `queue-micro` payload: a question is required, options are 2–4 labels,
-/// the tier an integer. Returns `(tier, question, options, on_resolve, ask)`.
+/// the tier an integer.
 ///
 /// # Errors
-/// [`Error::Invalid`] naming the broken rule.
+/// [`Error::Upstream`] with upstream's message for a payload that is not JSON or has no
+/// question; [`Error::OutOfRange`], [`Error::Empty`], [`Error::TooLarge`] or
+/// [`Error::BadInput`] naming the broken rule.
 pub fn parse_micro_input(text: &str) -> Result<MicroInput> {
     let input: MicroInput = serde_json::from_str(crate::kernel::compat::js_trim(text))
-        .map_err(|e| Error::invalid(format!("Invalid JSON: {e}")))?;
+        .map_err(|e| Error::upstream(format!("Invalid JSON: {e}")))?;
     let question = input.question.as_deref().unwrap_or_default();
     if question.is_empty() {
-        return Err(Error::invalid("Error: \"question\" is required"));
+        return Err(Error::upstream("Error: \"question\" is required"));
     }
     check_text("question", question, QUESTION_BYTES_MAX)?;
     if let Some(options) = &input.options {
         if !(OPTIONS_MIN..=OPTIONS_MAX).contains(&options.len()) {
-            return Err(Error::invalid(format!(
-                "options holds {} labels, expected {OPTIONS_MIN} to {OPTIONS_MAX}",
-                options.len()
-            )));
+            return Err(Error::OutOfRange {
+                what: "options labels",
+                value: options.len() as u64,
+                min: OPTIONS_MIN as u64,
+                max: OPTIONS_MAX as u64,
+                unit: "",
+            });
         }
         for label in options {
             if label.trim().is_empty() {
-                return Err(Error::invalid("an option label is empty"));
+                return Err(Error::Empty { what: "an option label".into() });
             }
             check_text("option label", label, LABEL_BYTES_MAX)?;
         }
@@ -128,10 +150,40 @@ pub fn parse_micro_input(text: &str) -> Result<MicroInput> {
     }
     if let Some(tier) = &input.tier {
         if !tier.is_null() && tier.as_i64().is_none() {
-            return Err(Error::invalid(format!("tier {tier} is not an integer")));
+            return Err(Error::bad(format!("tier {tier}"), "is not an integer"));
         }
     }
     Ok(input)
+}
+
+/// Checks a `micro resolve` request: the id, the action, the answer and channel lengths.
+///
+/// # Errors
+/// [`Error::Upstream`] for a missing or flag-shaped id, [`Error::NotOneOf`] for an unknown
+/// action, [`Error::TooLarge`].
+pub(crate) fn check_resolve(input: &ResolveInput) -> Result<()> {
+    check_mp_id(&input.id)?;
+    if !ACTIONS.contains(&input.action.as_str()) {
+        let value = input.action.clone();
+        return Err(Error::NotOneOf { what: "--action", value, allowed: &ACTIONS });
+    }
+    for (what, text) in [("answer", &input.answer), ("channel", &input.channel)] {
+        if let Some(text) = text {
+            check_text(what, text, LABEL_BYTES_MAX)?;
+        }
+    }
+    Ok(())
+}
+
+/// Checks an MP id argument as upstream does: present and not flag-shaped.
+///
+/// # Errors
+/// [`Error::Upstream`] with upstream's message, [`Error::TooLarge`].
+pub(crate) fn check_mp_id(id: &str) -> Result<()> {
+    if id.is_empty() || id.starts_with('-') {
+        return Err(Error::upstream(format!("Missing <MP-id> — got {id:?} in its place")));
+    }
+    check_text("MP id", id, LABEL_BYTES_MAX)
 }
 
 /// One queue entry, parsed from its JSON text.
@@ -142,15 +194,15 @@ pub(crate) fn entry_map(text: &str) -> Map<String, Value> {
     }
 }
 
-fn entry_str<'a>(entry: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
+pub(crate) fn entry_str<'a>(entry: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
     entry.get(key).and_then(Value::as_str)
 }
 
-fn is_pending(entry: &Map<String, Value>) -> bool {
+pub(crate) fn is_pending(entry: &Map<String, Value>) -> bool {
     entry_str(entry, "status") == Some("pending")
 }
 
-fn follow_ups(entry: &Map<String, Value>) -> i64 {
+pub(crate) fn follow_ups(entry: &Map<String, Value>) -> i64 {
     entry.get("follow_up_count").and_then(Value::as_i64).unwrap_or(0)
 }
 
@@ -216,15 +268,10 @@ pub fn render_on_resolve(template: &str, label: &str) -> String {
     template.replace("{answer}", &value)
 }
 
-fn verdict_result(verdict: String, extra: Value) -> Map<String, Value> {
-    let mut out = Map::new();
-    out.insert("verdict".into(), Value::String(verdict));
-    out.extend(fields(extra));
-    out
-}
-
-fn refusal(reason: &'static str, message: String, verdict: String) -> Refusal {
-    Refusal { reason, message, details: verdict_result(verdict, Value::Null) }
+/// `queue-micro`'s duplicate: the refusal carries the verdict, the result the pending id.
+#[derive(Serialize)]
+struct Duplicate<'a> {
+    id: &'a str,
 }
 
 /// Decides a queue call: a duplicate of a pending question, or a new entry with id
@@ -240,23 +287,23 @@ pub(crate) fn decide_queue(
     for text in &queue.entries {
         let entry = entry_map(text);
         if is_pending(&entry) && entry_str(&entry, "question") == Some(question.as_str()) {
-            let id = entry_str(&entry, "id").unwrap_or_default().to_owned();
-            let verdict = format!("DUPLICATE|{id}");
+            let id = entry_str(&entry, "id").unwrap_or_default();
+            let verdict = verdict_details(&format!("DUPLICATE|{id}"));
             let message = format!("the question is already pending as {id}");
-            let mut plan =
-                Plan { refusal: Some(refusal("duplicate", message, verdict)), ..Plan::default() };
-            plan.result.insert("id".into(), Value::String(id));
-            return Ok(plan);
+            let refusal = answer_refusal("duplicate", message, verdict);
+            let result = to_fields(&Duplicate { id });
+            return Ok(Plan { refusal: Some(refusal), result, ..Plan::default() });
         }
     }
     if queue.entries.len() >= QUEUE_ENTRIES_MAX {
-        return Err(Error::invalid(format!("the queue holds {QUEUE_ENTRIES_MAX} entries already")));
+        let count = queue.entries.len() + 1;
+        return Err(Error::TooMany { what: "queue entries", count, max: QUEUE_ENTRIES_MAX });
     }
     let ask = input.on_resolve.is_some();
     let tier = if ask { 1 } else { input.tier.as_ref().and_then(Value::as_i64).unwrap_or(1) };
     let id = format!("{MP_PREFIX}{date}-{next}");
     let event = ProposalsEvent::MicroQueued {
-        id: id.clone(),
+        id,
         tier,
         question,
         options: input.options.clone(),
@@ -273,22 +320,39 @@ fn find(queue: &QueueDoc, id: &str) -> Option<Map<String, Value>> {
 }
 
 fn no_match() -> Plan {
-    let verdict = "NONE|no-match".to_owned();
-    let refusal = refusal("no_match", "no queued micro-proposal has that id".into(), verdict);
+    let message = "no queued micro-proposal has that id".to_owned();
+    let refusal = answer_refusal("no_match", message, verdict_details("NONE|no-match"));
     Plan { refusal: Some(refusal), ..Plan::default() }
 }
 
-/// What `micro resolve` was asked.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ResolveInput {
-    /// The MP id.
-    pub id: String,
-    /// approved, rejected, answered or expired.
-    pub action: String,
-    /// The operator's answer, resolved against the entry's options.
-    pub answer: Option<String>,
-    /// The channel the answer came from.
-    pub channel: Option<String>,
+/// An answer refused: the verdict line with the candidates or the labels.
+#[derive(Serialize)]
+struct AnswerRefused<'a> {
+    verdict: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    candidates: Option<&'a [String]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    options: Option<&'a [String]>,
+}
+
+/// The refusal of an answer that resolves to no single label. Upstream has no verdict for it,
+/// so it fails in verdict mode too.
+fn answer_refused(error: &AnswerError) -> Plan {
+    let (reason, token, message, labels) = match error {
+        AnswerError::Ambiguous(c) => {
+            ("ambiguous_answer", "ambiguous-answer", "matches several options", c)
+        }
+        AnswerError::NoMatch(l) => ("unknown_answer", "unknown-answer", "matches none of", l),
+    };
+    let list = Value::from(labels.clone()).to_string();
+    let details = AnswerRefused {
+        verdict: format!("ERROR|{token}|{list}"),
+        candidates: matches!(error, AnswerError::Ambiguous(_)).then_some(labels.as_slice()),
+        options: matches!(error, AnswerError::NoMatch(_)).then_some(labels.as_slice()),
+    };
+    let message = format!("the answer {message}: {}", labels.join(", "));
+    let details = serde_json::to_value(details).unwrap_or(Value::Null);
+    Plan { refusal: Some(Refusal::new(reason, message, details)), ..Plan::default() }
 }
 
 /// Decides a resolve: no match, a refused answer, or the removal with the rendered `on_resolve`.
@@ -301,22 +365,7 @@ pub(crate) fn decide_resolve(queue: &QueueDoc, input: &ResolveInput, ts: String)
     let answer = match input.answer.as_deref().map(|a| resolve_answer(options.as_deref(), a)) {
         None => None,
         Some(Ok(label)) => Some(label),
-        Some(Err(AnswerError::Ambiguous(candidates))) => {
-            let list = Value::from(candidates.clone()).to_string();
-            let verdict = format!("ERROR|ambiguous-answer|{list}");
-            let message = format!("the answer matches several options: {}", candidates.join(", "));
-            let mut refusal = refusal("ambiguous_answer", message, verdict);
-            refusal.details.insert("candidates".into(), Value::from(candidates));
-            return Plan { refusal: Some(refusal), ..Plan::default() };
-        }
-        Some(Err(AnswerError::NoMatch(labels))) => {
-            let list = Value::from(labels.clone()).to_string();
-            let verdict = format!("ERROR|unknown-answer|{list}");
-            let message = format!("the answer matches none of: {}", labels.join(", "));
-            let mut refusal = refusal("unknown_answer", message, verdict);
-            refusal.details.insert("options".into(), Value::from(labels));
-            return Plan { refusal: Some(refusal), ..Plan::default() };
-        }
+        Some(Err(error)) => return answer_refused(&error),
     };
     let on_resolve = match (entry_str(&entry, "on_resolve"), &answer) {
         (Some(template), Some(label)) => Value::String(render_on_resolve(template, label)),
@@ -358,25 +407,46 @@ fn brief_row(entry: &Map<String, Value>, count: Option<i64>) -> Value {
     Value::Object(row)
 }
 
+/// One brief-cycle pass, as upstream's JSON line lists it.
+#[derive(Serialize, Default)]
+struct Cycle {
+    new: Vec<Value>,
+    renudged: Vec<Value>,
+    expired: Vec<Value>,
+    dropped: Vec<Value>,
+}
+
+/// An expired entry as the brief-cycle line lists it.
+#[derive(Serialize)]
+struct Expired {
+    id: Value,
+    question: Value,
+}
+
+/// The result of a brief-cycle: its verdict line and the same pass as an object.
+#[derive(Serialize)]
+struct CycleResult<'a> {
+    verdict: String,
+    cycle: &'a Cycle,
+}
+
 /// Decides one brief-cycle pass: drop non-pending entries, expire count ≥ 2, bump 1 → 2 and
 /// 0 → 1. The verdict is upstream's JSON line.
 pub(crate) fn decide_brief_cycle(queue: &QueueDoc, ts: &str) -> Plan {
-    let (mut fresh, mut renudged, mut expired, mut dropped) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut cycle = Cycle::default();
     let mut events = Vec::new();
     for text in &queue.entries {
         let entry = entry_map(text);
         let id = entry.get("id").cloned().unwrap_or(Value::Null);
         let id_text = id.as_str().unwrap_or_default().to_owned();
         if !is_pending(&entry) {
-            dropped.push(id);
+            cycle.dropped.push(id);
             events.push(ProposalsEvent::MicroDropped { id: id_text });
             continue;
         }
         let count = follow_ups(&entry);
         if count >= EXPIRE_AT_COUNT {
             let question = entry.get("question").cloned().unwrap_or(Value::Null);
-            expired.push(json!({ "id": id, "question": question }));
             events.push(ProposalsEvent::MicroResolved {
                 id: id_text,
                 action: "expired".into(),
@@ -385,294 +455,144 @@ pub(crate) fn decide_brief_cycle(queue: &QueueDoc, ts: &str) -> Plan {
                 ts: ts.to_owned(),
                 channel: None,
             });
+            let expired = Expired { id, question };
+            cycle.expired.push(serde_json::to_value(expired).unwrap_or(Value::Null));
         } else if count == 1 {
-            renudged.push(brief_row(&entry, Some(EXPIRE_AT_COUNT)));
+            cycle.renudged.push(brief_row(&entry, Some(EXPIRE_AT_COUNT)));
             events.push(ProposalsEvent::MicroNudged { id: id_text, count: EXPIRE_AT_COUNT });
         } else {
-            fresh.push(brief_row(&entry, None));
+            cycle.new.push(brief_row(&entry, None));
             events.push(ProposalsEvent::MicroNudged { id: id_text, count: 1 });
         }
     }
-    let line =
-        json!({ "new": fresh, "renudged": renudged, "expired": expired, "dropped": dropped });
-    let result = verdict_result(line.to_string(), json!({ "cycle": line }));
+    let line = serde_json::to_string(&cycle).unwrap_or_default();
+    let result = to_fields(&CycleResult { verdict: line, cycle: &cycle });
     Plan { events: events.into_iter().map(Body::Proposals).collect(), result, ..Plan::default() }
 }
 
-fn read_queue(txn: &dyn crate::kernel::storage::ReadTxn, scope: &str) -> Result<QueueDoc> {
-    Ok(read_doc(txn, scope, QUEUE_KIND, QUEUE_ID)?.unwrap_or_default())
+/// The result of a queued entry.
+#[derive(Serialize)]
+struct Queued<'a> {
+    verdict: String,
+    id: &'a str,
+    tier: i64,
+    ts: &'a str,
 }
 
-fn check_mp_id(id: &str) -> Result<()> {
-    if id.is_empty() || id.starts_with('-') {
-        return Err(Error::invalid(format!("Missing <MP-id> — got {id:?} in its place")));
-    }
-    check_text("MP id", id, LABEL_BYTES_MAX)
+/// The result of a resolved entry (a fresh call adds `on_resolve`).
+#[derive(Serialize)]
+struct Resolved<'a> {
+    verdict: String,
+    id: &'a str,
+    action: &'a str,
+    answer: Option<&'a str>,
+    channel: Option<&'a str>,
 }
 
-impl Proposals<'_> {
-    /// Queues a micro-proposal (`proposal.ts queue-micro`): a duplicate of a pending question is
-    /// refused with `DUPLICATE|<id>`; otherwise the entry gets the next `MP-<date>-N` of the date
-    /// in `timezone`, allocated in this transaction.
-    ///
-    /// # Errors
-    /// [`Error::Invalid`] for a bad payload or time zone; store errors.
-    pub fn queue_micro(&self, call: &Call, timezone: &str, input: &MicroInput) -> Result<Outcome> {
-        hookstate_schema::validate_scope(&call.scope)?;
-        let date = mp_date(call.now_ms, timezone)?;
-        let ts = stamp_s(call.now_ms);
-        self.k.write(call, |txn| {
-            let queue = read_queue(txn, &call.scope)?;
-            let next =
-                read_doc::<MpSeqDoc>(txn, &call.scope, MP_SEQ_KIND, &date)?.map_or(0, |d| d.next);
-            decide_queue(&queue, next, &date, input, ts.clone())
-        })
-    }
+/// The result of a nudge.
+#[derive(Serialize)]
+struct Nudged<'a> {
+    verdict: String,
+    id: &'a str,
+    follow_up_count: i64,
+}
 
-    /// Resolves a micro-proposal: the entry leaves the queue and the ledger gets its
-    /// `micro-resolved` line in the same commit; the result carries the rendered `on_resolve`.
-    ///
-    /// # Errors
-    /// [`Error::Invalid`] for a bad id, action or answer length; store errors.
-    pub fn micro_resolve(&self, call: &Call, input: &ResolveInput) -> Result<Outcome> {
-        hookstate_schema::validate_scope(&call.scope)?;
-        check_mp_id(&input.id)?;
-        if !ACTIONS.contains(&input.action.as_str()) {
-            return Err(Error::invalid(format!("--action must be one of: {}", ACTIONS.join(", "))));
+/// The result fields a queue event stands for, with its upstream verdict line; `None` for the
+/// other proposals events.
+pub(crate) fn render_micro(event: &ProposalsEvent) -> Option<Map<String, Value>> {
+    Some(match event {
+        ProposalsEvent::MicroQueued { id, tier, ts, .. } => {
+            to_fields(&Queued { verdict: format!("QUEUED|{id}"), id, tier: *tier, ts })
         }
-        for (what, text) in [("answer", &input.answer), ("channel", &input.channel)] {
-            if let Some(text) = text {
-                check_text(what, text, LABEL_BYTES_MAX)?;
-            }
-        }
-        let ts = stamp_s(call.now_ms);
-        self.k.write(call, |txn| {
-            Ok(decide_resolve(&read_queue(txn, &call.scope)?, input, ts.clone()))
-        })
-    }
-
-    /// Nudges a micro-proposal: its `follow_up_count` plus one.
-    ///
-    /// # Errors
-    /// [`Error::Invalid`] for a bad id; store errors.
-    pub fn micro_nudge(&self, call: &Call, id: &str) -> Result<Outcome> {
-        hookstate_schema::validate_scope(&call.scope)?;
-        check_mp_id(id)?;
-        self.k.write(call, |txn| Ok(decide_nudge(&read_queue(txn, &call.scope)?, id)))
-    }
-
-    /// One brief-cycle pass over the queue.
-    ///
-    /// # Errors
-    /// Store errors.
-    pub fn brief_cycle(&self, call: &Call) -> Result<Outcome> {
-        hookstate_schema::validate_scope(&call.scope)?;
-        let ts = stamp_s(call.now_ms);
-        self.k.write(call, |txn| Ok(decide_brief_cycle(&read_queue(txn, &call.scope)?, &ts)))
-    }
-
-    /// The queue of a hermit scope (read-only).
-    ///
-    /// # Errors
-    /// Store errors.
-    pub fn queue(&self, scope: &str) -> Result<QueueDoc> {
-        hookstate_schema::validate_scope(scope)?;
-        read_queue(&*self.k.begin_read()?, scope)
-    }
-}
-
-/// The ledger line an event stands for, if any: compact JSON with `ts` first, as upstream's
-/// `JSON.stringify` writes it.
-#[must_use]
-pub fn ledger_line(event: &ProposalsEvent) -> Option<String> {
-    let mut line = Map::new();
-    match event {
-        ProposalsEvent::MicroQueued { id, tier, question, ask, ts, .. } => {
-            line.insert("ts".into(), json!(ts));
-            line.insert("type".into(), json!("micro-queued"));
-            line.insert("micro_id".into(), json!(id));
-            line.insert("tier".into(), json!(tier));
-            line.insert("question".into(), json!(question));
-            if *ask {
-                line.insert("kind".into(), json!("ask"));
-            }
-        }
-        ProposalsEvent::MicroResolved { id, action, question, answer, ts, .. } => {
-            line.insert("ts".into(), json!(ts));
-            line.insert("type".into(), json!("micro-resolved"));
-            line.insert("micro_id".into(), json!(id));
-            line.insert("action".into(), json!(action));
-            line.insert("question".into(), json!(question));
-            if let Some(answer) = answer {
-                line.insert("answer".into(), json!(answer));
-            }
-        }
-        ProposalsEvent::LedgerLineImported { line } => return Some(line.clone()),
-        other => return super::props::ledger_fields(other).map(|m| Value::Object(m).to_string()),
-    }
-    Some(Value::Object(line).to_string())
-}
-
-/// The MP id a ledger line queues, if it is a `micro-queued` line.
-fn queued_id(line: &str) -> Option<String> {
-    let value: Value = serde_json::from_str(line).ok()?;
-    if value.get("type")?.as_str()? != "micro-queued" {
-        return None;
-    }
-    value.get("micro_id")?.as_str().map(str::to_owned)
-}
-
-/// The proposal a ledger line records a response for, if it is a `responded` line.
-fn responded_id(line: &str) -> Option<String> {
-    let value: Value = serde_json::from_str(line).ok()?;
-    if value.get("type")?.as_str()? != "responded" {
-        return None;
-    }
-    value.get("proposal_id")?.as_str().map(str::to_owned)
-}
-
-fn seq_key(scope: &str, id: &str) -> Option<ViewKey> {
-    parse_mp_id(id).map(|(date, _)| doc_key(scope, MP_SEQ_KIND, date))
-}
-
-/// Every row `apply` may touch for a proposals event.
-pub(crate) fn touched_keys(scope: &str, event: &ProposalsEvent) -> Vec<ViewKey> {
-    let queue = doc_key(scope, QUEUE_KIND, QUEUE_ID);
-    match event {
-        ProposalsEvent::MicroQueued { id, .. } => {
-            let mut keys = vec![queue];
-            keys.extend(seq_key(scope, id));
-            keys
-        }
-        ProposalsEvent::LedgerLineImported { line } => {
-            let seq = queued_id(line).and_then(|id| seq_key(scope, &id));
-            let prop = responded_id(line).and_then(|id| super::props::prop_key(scope, &id));
-            seq.into_iter().chain(prop).collect()
-        }
-        ProposalsEvent::MicroResolved { .. }
-        | ProposalsEvent::MicroNudged { .. }
-        | ProposalsEvent::MicroDropped { .. }
-        | ProposalsEvent::QueueImported { .. } => vec![queue],
-        other => super::props::touched_keys(scope, other),
-    }
-}
-
-fn bump_seq(views: &mut dyn ViewAccess, scope: &str, id: &str) {
-    let (Some(key), Some((_, n))) = (seq_key(scope, id), parse_mp_id(id)) else {
-        return;
-    };
-    let current = get_doc::<MpSeqDoc>(views, &key).unwrap_or_default();
-    put_doc(views, key, &MpSeqDoc { next: current.next.max(n.saturating_add(1)) });
-}
-
-fn new_entry(event: &ProposalsEvent) -> String {
-    let ProposalsEvent::MicroQueued { id, tier, question, options, on_resolve, ts, .. } = event
-    else {
-        return String::new();
-    };
-    let mut entry = Map::new();
-    entry.insert("id".into(), json!(id));
-    entry.insert("tier".into(), json!(tier));
-    entry.insert("status".into(), json!("pending"));
-    entry.insert("follow_up_count".into(), json!(0));
-    entry.insert("ts".into(), json!(ts));
-    entry.insert("question".into(), json!(question));
-    if let Some(options) = options {
-        entry.insert("options".into(), json!(options));
-    }
-    if let Some(template) = on_resolve {
-        entry.insert("on_resolve".into(), json!(template));
-    }
-    Value::Object(entry).to_string()
-}
-
-fn position(entries: &[String], id: &str, skip_pending: bool) -> Option<usize> {
-    entries.iter().position(|text| {
-        let entry = entry_map(text);
-        entry_str(&entry, "id") == Some(id) && !(skip_pending && is_pending(&entry))
+        ProposalsEvent::MicroResolved { id, action, answer, channel, .. } => to_fields(&Resolved {
+            verdict: format!("RESOLVED|{id}|{action}"),
+            id,
+            action,
+            answer: answer.as_deref(),
+            channel: channel.as_deref(),
+        }),
+        ProposalsEvent::MicroNudged { id, count } => to_fields(&Nudged {
+            verdict: format!("NUDGED|{id}|{count}"),
+            id,
+            follow_up_count: *count,
+        }),
+        _ => return None,
     })
 }
 
-fn load_queue(views: &dyn ViewAccess, key: &ViewKey) -> QueueDoc {
-    get_doc::<QueueDoc>(views, key).unwrap_or_default()
+/// The result fields of a queue event (the PROP events render in `props.rs`).
+fn render(event: &ProposalsEvent) -> Map<String, Value> {
+    render_micro(event).unwrap_or_default()
 }
 
-/// Applies a proposals event to the views.
-pub(crate) fn apply(views: &mut dyn ViewAccess, scope: &str, event: &ProposalsEvent) {
-    let key = doc_key(scope, QUEUE_KIND, QUEUE_ID);
+/// The `micro-queued` ledger line of a queued entry: compact JSON with `ts` first.
+#[derive(Serialize)]
+struct QueuedLine<'a> {
+    ts: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    micro_id: &'a str,
+    tier: i64,
+    question: &'a str,
+    #[serde(rename = "kind", skip_serializing_if = "Option::is_none")]
+    ask: Option<&'static str>,
+}
+
+/// The `micro-resolved` ledger line of an entry that left the queue.
+#[derive(Serialize)]
+struct ResolvedLine<'a> {
+    ts: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    micro_id: &'a str,
+    action: &'a str,
+    question: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    answer: Option<&'a str>,
+}
+
+/// The ledger line a queue event stands for: compact JSON with `ts` first, as upstream's
+/// `JSON.stringify` writes it. `None` for other events.
+pub(crate) fn micro_ledger_line(event: &ProposalsEvent) -> Option<String> {
     match event {
-        ProposalsEvent::MicroQueued { id, .. } => {
-            let mut queue = load_queue(views, &key);
-            queue.entries.push(new_entry(event));
-            put_doc(views, key.clone(), &queue);
-            bump_seq(views, scope, id);
+        ProposalsEvent::MicroQueued { id, tier, question, ask, ts, .. } => {
+            let line = QueuedLine {
+                ts,
+                kind: "micro-queued",
+                micro_id: id,
+                tier: *tier,
+                question,
+                ask: ask.then_some("ask"),
+            };
+            serde_json::to_string(&line).ok()
         }
-        ProposalsEvent::MicroResolved { id, .. } | ProposalsEvent::MicroDropped { id } => {
-            let skip_pending = matches!(event, ProposalsEvent::MicroDropped { .. });
-            let mut queue = load_queue(views, &key);
-            if let Some(index) = position(&queue.entries, id, skip_pending) {
-                queue.entries.remove(index);
-            }
-            put_doc(views, key.clone(), &queue);
+        ProposalsEvent::MicroResolved { id, action, question, answer, ts, .. } => {
+            let line = ResolvedLine {
+                ts,
+                kind: "micro-resolved",
+                micro_id: id,
+                action,
+                question,
+                answer: answer.as_deref(),
+            };
+            serde_json::to_string(&line).ok()
         }
-        ProposalsEvent::MicroNudged { id, count } => {
-            let mut queue = load_queue(views, &key);
-            if let Some(index) = position(&queue.entries, id, false) {
-                let mut entry = entry_map(&queue.entries[index]);
-                entry.insert("follow_up_count".into(), json!(count));
-                queue.entries[index] = Value::Object(entry).to_string();
-            }
-            put_doc(views, key.clone(), &queue);
-        }
-        ProposalsEvent::QueueImported { top, entries } => {
-            put_doc(views, key.clone(), &QueueDoc { top: top.clone(), entries: entries.clone() });
-        }
-        ProposalsEvent::LedgerLineImported { line } => {
-            if let Some(id) = queued_id(line) {
-                bump_seq(views, scope, &id);
-            }
-            if let Some(id) = responded_id(line) {
-                super::props::mark_responded(views, scope, &id);
-            }
-        }
-        other => super::props::apply(views, scope, other),
+        _ => None,
     }
 }
 
-/// The result fields a proposals event stands for, with its upstream verdict line.
-pub(crate) fn render(event: &ProposalsEvent) -> Map<String, Value> {
-    match event {
-        ProposalsEvent::MicroQueued { id, tier, ts, .. } => {
-            verdict_result(format!("QUEUED|{id}"), json!({ "id": id, "tier": tier, "ts": ts }))
-        }
-        ProposalsEvent::MicroResolved { id, action, answer, channel, .. } => verdict_result(
-            format!("RESOLVED|{id}|{action}"),
-            json!({ "id": id, "action": action, "answer": answer, "channel": channel }),
-        ),
-        ProposalsEvent::MicroNudged { id, count } => verdict_result(
-            format!("NUDGED|{id}|{count}"),
-            json!({ "id": id, "follow_up_count": count }),
-        ),
-        ProposalsEvent::MicroDropped { id } => fields(json!({ "id": id, "dropped": true })),
-        ProposalsEvent::QueueImported { entries, .. } => {
-            fields(json!({ "entries": entries.len() }))
-        }
-        ProposalsEvent::LedgerLineImported { line } => fields(json!({ "line": line })),
-        ProposalsEvent::PropImported { file, .. } | ProposalsEvent::PropWritten { file, .. } => {
-            fields(json!({ "file": file }))
-        }
-        ProposalsEvent::PropCreated { id, .. } => verdict_result(id.clone(), json!({ "id": id })),
-        ProposalsEvent::PropResponded { id, action, .. } => {
-            verdict_result("OK".into(), json!({ "id": id, "action": action }))
-        }
-        ProposalsEvent::PropResolved { id, .. } => verdict_result("OK".into(), json!({ "id": id })),
-        ProposalsEvent::IndexImported { updated } => fields(json!({ "updated": updated })),
-    }
+/// A ledger line's `type` and the id it names (`micro_id`, else `proposal_id`).
+pub(crate) fn line_kind(line: &str) -> Option<(String, String)> {
+    let value: Value = serde_json::from_str(line).ok()?;
+    let kind = value.get("type")?.as_str()?.to_owned();
+    let id = value.get("micro_id").or_else(|| value.get("proposal_id"))?.as_str()?.to_owned();
+    Some((kind, id))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernel::compat::stamp::stamp_s;
 
     fn labels(list: &[&str]) -> Vec<String> {
         list.iter().map(|s| (*s).to_owned()).collect()
@@ -756,5 +676,25 @@ mod tests {
         assert_eq!(parse_mp_id("MP-2026112-3"), None);
         assert_eq!(parse_mp_id("MP-20261129-"), None);
         assert_eq!(parse_mp_id("PROP-001"), None);
+    }
+
+    #[test]
+    fn ledger_lines_are_upstreams_compact_json_with_ts_first() {
+        let queued = ProposalsEvent::MicroQueued {
+            id: "MP-20261129-4".into(),
+            tier: 1,
+            question: "Ship?".into(),
+            options: None,
+            on_resolve: Some("/x {answer}".into()),
+            ask: true,
+            ts: "2026-11-29T22:00:00Z".into(),
+        };
+        assert_eq!(
+            micro_ledger_line(&queued).unwrap(),
+            "{\"ts\":\"2026-11-29T22:00:00Z\",\"type\":\"micro-queued\",\"micro_id\":\
+             \"MP-20261129-4\",\"tier\":1,\"question\":\"Ship?\",\"kind\":\"ask\"}"
+        );
+        let line = micro_ledger_line(&queued).unwrap();
+        assert_eq!(line_kind(&line), Some(("micro-queued".into(), "MP-20261129-4".into())));
     }
 }

@@ -1,32 +1,22 @@
-//! The `proposals` domain (claude-code-hermit): the micro-proposal queue ([`micro`]), PROP
-//! proposals and their index ([`props`]), the ledger as a projection of the log, and the legacy
-//! layout `hermit-proposals` ([`layout`]).
+//! The `proposals` domain (claude-code-hermit): the micro-proposal queue (`micro.rs`), PROP
+//! proposals and their index (`props.rs`) and status moves (`moves.rs`), the ledger as a projection of the log
+//! (`project.rs`), the handle `engine.proposals()` (`api.rs`), and the legacy layout
+//! `hermit-proposals` with its mirror (`layout.rs`, merged by `merge.rs`).
 //!
 //! Every verdict line upstream's `proposal.ts` prints is in the result's `verdict` field.
 //! Decisions are pure functions over the queue and PROP documents. Does not read other domains'
 //! rows.
 
+pub mod api;
 pub mod layout;
+pub(crate) mod merge;
 pub mod micro;
+pub mod moves;
 pub mod project;
 pub mod props;
 
-use crate::kernel::write::Kernel;
-
-pub use micro::{
-    hermit_scope, mp_date, parse_micro_input, render_on_resolve, resolve_answer, AnswerError,
-    MicroInput, ResolveInput, SCOPE_PREFIX,
-};
-pub use props::{parse_create, slugify, CreateInput, Move, MoveInput, PatchInput};
-
-/// claude-code-hermit's proposals on an open store: `engine.proposals()`.
-#[derive(Clone, Copy)]
-pub struct Proposals<'a> {
-    k: &'a Kernel,
-}
-
-impl<'a> Proposals<'a> {
-    pub(crate) fn new(k: &'a Kernel) -> Self {
-        Proposals { k }
-    }
-}
+pub use api::{IndexRead, LedgerRead, ListRead, Proposals, QueueRead, ResolveIdRead};
+pub use layout::{read_hermit_files, HermitFiles};
+pub use micro::{parse_micro_input, MicroInput, ResolveInput};
+pub use moves::{Move, MoveInput, PatchInput};
+pub use props::{parse_create, CreateInput, CreateRefused};

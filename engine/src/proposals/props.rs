@@ -1,25 +1,20 @@
-//! PROP proposals of the `proposals` domain: create with `PROP-NNN-<slug>-<HHMMSS>` ids (NNN
-//! allocated inside the write transaction), status moves as compare-and-swap on the current
-//! status, `responded` recorded once, and the index view.
+//! Pure rules of PROP proposals: create with `PROP-NNN-<slug>-<HHMMSS>` ids (NNN one more than
+//! every PROP of the scope), the frontmatter as upstream reads and writes it, the index as
+//! upstream's rebuild writes it, `resolve-id`, and the ledger line and result of each PROP event
+//! (the status moves are `moves.rs`).
 //!
 //! A PROP file is kept whole as its text; frontmatter edits are line-level, as upstream's
-//! `patchFrontmatter` makes them, so an export writes every byte back. Does not read or write
-//! files; `layout.rs` does.
+//! `patchFrontmatter` makes them, so an export writes every byte back. No IO, no clock, no
+//! store: `api.rs` reads the PROP documents and calls these.
 
-use hookstate_schema::proposals::{frontmatter, IndexDoc, PropDoc, ProposalsEvent, PROP_KIND};
-use hookstate_schema::{Body, ViewKey};
+use hookstate_schema::proposals::{frontmatter, PropDoc, ProposalsEvent};
+use hookstate_schema::Body;
+use serde::Serialize;
 use serde_json::{json, Map, Value};
 
-use super::Proposals;
-use crate::kernel::call::fields;
-use crate::kernel::call::Call;
-use crate::kernel::call::Outcome;
-use crate::kernel::call::Plan;
-use crate::kernel::call::Refusal;
-use crate::kernel::compat::stamp::{stamp_ms, stamp_s, zoned, zoned_stamp};
-use crate::kernel::doc::{doc_key, get_doc, put_doc, read_doc, read_docs};
+use super::micro::{answer_refusal, to_fields};
+use crate::kernel::call::{fields, Plan};
 use crate::kernel::error::{Error, Result};
-use crate::kernel::view::ViewAccess;
 
 /// Document kind of the index stamp (id [`INDEX_ID`]).
 pub(crate) const INDEX_KIND: &str = "proposals.index";
@@ -43,7 +38,8 @@ const STOPWORDS: [&str; 16] = [
     "are",
 ];
 const CATEGORIES: [&str; 5] = ["improvement", "routine", "capability", "constraint", "bug"];
-const DECISION_HEADING: &str = "## Operator Decision";
+/// The heading of the section decisions are appended to.
+pub(crate) const DECISION_HEADING: &str = "## Operator Decision";
 
 /// Upstream's `slugify`: ASCII only, lowercase, non-alphanumeric runs as one separator,
 /// stopwords dropped unless that empties it, 5 tokens, 40 chars at a word boundary, `proposal`
@@ -109,7 +105,7 @@ fn fm_get(text: &str, key: &str) -> Option<Value> {
 
 /// Sets `key` line-level: an existing `key:` line is replaced in place, a new key goes before
 /// the closing `---`.
-fn fm_set(text: &str, key: &str, value: &Value) -> Option<String> {
+pub(crate) fn fm_set(text: &str, key: &str, value: &Value) -> Option<String> {
     let (_, close) = frontmatter(text)?;
     let line = format!("{key}: {}", fm_scalar(value));
     let head = &text[..close];
@@ -152,11 +148,11 @@ pub(crate) fn prop_doc(file: &str, text: &str) -> PropDoc {
 /// Checks a PROP file name: `PROP-<digits>…​.md`, a plain name.
 ///
 /// # Errors
-/// [`Error::Invalid`].
+/// [`Error::BadInput`], [`Error::BadId`].
 pub fn check_prop_file(file: &str) -> Result<()> {
     let stem = file.strip_suffix(".md").unwrap_or_default();
     if prop_number(stem).is_none() {
-        return Err(Error::invalid(format!("{file:?} is not a PROP-NNN….md name")));
+        return Err(Error::bad(format!("{file:?}"), "is not a PROP-NNN….md name"));
     }
     hookstate_schema::validate_id("PROP file", stem).map_err(Error::from)
 }
@@ -189,12 +185,34 @@ fn header(head: &str, key: &str) -> Option<String> {
         .filter(|v| !v.is_empty())
 }
 
+/// Why `create`'s stdin was refused: upstream's `ERROR|<token>` token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CreateRefused(pub &'static str);
+
+impl CreateRefused {
+    /// Upstream's verdict line, which it prints with exit 0.
+    #[must_use]
+    pub fn verdict(&self) -> String {
+        format!("ERROR|{}", self.0)
+    }
+}
+
+impl std::fmt::Display for CreateRefused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "create: {}", self.0)
+    }
+}
+
 /// Parses `create`'s stdin; the error is upstream's `ERROR|<token>` token.
 ///
 /// # Errors
 /// The token: missing-separator, empty-body, missing-title, invalid-category, invalid-tags,
 /// invalid-related-sessions.
-pub fn parse_create(stdin: &str) -> std::result::Result<CreateInput, &'static str> {
+pub fn parse_create(stdin: &str) -> std::result::Result<CreateInput, CreateRefused> {
+    create_input(stdin).map_err(CreateRefused)
+}
+
+fn create_input(stdin: &str) -> std::result::Result<CreateInput, &'static str> {
     let mut offset = 0;
     let mut sep = None;
     for line in stdin.split_inclusive('\n') {
@@ -260,10 +278,18 @@ fn render_new(id: &str, input: &CreateInput, created: &str) -> String {
     format!("---\n{}\n---\n# Proposal: {id} — {}\n\n{body}\n", lines.join("\n"), input.title)
 }
 
-fn error_plan(reason: &'static str, token: String, message: String) -> Plan {
-    let mut details = Map::new();
-    details.insert("verdict".into(), Value::String(format!("ERROR|{token}")));
-    Plan { refusal: Some(Refusal { reason, message, details }), ..Plan::default() }
+/// A refusal with upstream's `ERROR|<token>` verdict, which it prints with exit 0.
+pub(crate) fn error_plan(reason: &'static str, token: String, message: String) -> Plan {
+    let details = json!({ "verdict": format!("ERROR|{token}") });
+    Plan { refusal: Some(answer_refusal(reason, message, details)), ..Plan::default() }
+}
+
+/// The result of a create.
+#[derive(Serialize)]
+struct Created<'a> {
+    verdict: &'a str,
+    id: &'a str,
+    file: String,
 }
 
 /// Decides a create: the next NNN over every PROP of the scope, the first free suffix.
@@ -300,317 +326,8 @@ pub(crate) fn decide_create(
             ts,
         },
     ];
-    let result = fields(json!({ "verdict": id, "id": id, "file": format!("{id}.md") }));
+    let result = to_fields(&Created { verdict: &id, id: &id, file: format!("{id}.md") });
     Plan { events: events.into_iter().map(Body::Proposals).collect(), result, ..Plan::default() }
-}
-
-/// A status move.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Move {
-    /// proposed or deferred → accepted.
-    Accept,
-    /// proposed → deferred.
-    Defer,
-    /// proposed or deferred → dismissed.
-    Dismiss,
-    /// accepted → resolved.
-    Resolve,
-}
-
-impl Move {
-    /// The move that ends in `status`, if any.
-    fn to(status: &str) -> Option<Move> {
-        [Move::Accept, Move::Defer, Move::Dismiss, Move::Resolve]
-            .into_iter()
-            .find(|m| m.target() == status)
-    }
-
-    fn target(self) -> &'static str {
-        match self {
-            Move::Accept => "accepted",
-            Move::Defer => "deferred",
-            Move::Dismiss => "dismissed",
-            Move::Resolve => "resolved",
-        }
-    }
-
-    fn action(self) -> &'static str {
-        match self {
-            Move::Accept => "accept",
-            Move::Defer => "defer",
-            Move::Dismiss => "dismiss",
-            Move::Resolve => "resolve",
-        }
-    }
-
-    fn legal_from(self) -> &'static [&'static str] {
-        match self {
-            Move::Accept | Move::Dismiss => &["proposed", "deferred"],
-            Move::Defer => &["proposed"],
-            Move::Resolve => &["accepted"],
-        }
-    }
-
-    /// The frontmatter keys set to `@now` (spec §2.3's table).
-    fn dated_keys(self) -> &'static [&'static str] {
-        match self {
-            Move::Accept => &["accepted_date"],
-            Move::Defer => &["deferred_date"],
-            Move::Dismiss => &["dismissed_date", "resolved_date"],
-            Move::Resolve => &["resolved_date"],
-        }
-    }
-}
-
-/// What a status move was asked.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MoveInput {
-    /// The full PROP id, or its file name.
-    pub id: String,
-    /// The move.
-    pub action: Move,
-    /// Compare-and-swap: the status the caller saw; the move is refused if it changed.
-    pub expect: Option<String>,
-    /// The Operator Decision line to append (idempotent).
-    pub decision: Option<String>,
-    /// `accepted_in_session` for an accept.
-    pub session: Option<String>,
-}
-
-/// Appends `line` at the end of the Operator Decision section unless it already ends with it.
-fn append_decision(text: &str, line: &str) -> Option<String> {
-    let lines: Vec<&str> = text.split('\n').collect();
-    let heading = lines.iter().position(|l| l.trim_end() == DECISION_HEADING)?;
-    let end = lines[heading + 1..]
-        .iter()
-        .position(|l| l.starts_with("## "))
-        .map_or(lines.len(), |i| heading + 1 + i);
-    let last = (heading + 1..end).rev().find(|&i| !lines[i].trim().is_empty());
-    if last.is_some_and(|i| lines[i].trim() == line.trim()) {
-        return Some(text.to_owned());
-    }
-    let at = last.map_or(heading + 1, |i| i + 1);
-    let mut out: Vec<&str> = lines.clone();
-    out.insert(at, line);
-    Some(out.join("\n"))
-}
-
-/// The file after a move: the status, the dated keys, `responded` and `accepted_in_session`
-/// set line-level, and the decision line appended once; a refusal plan when the file's shape
-/// does not allow it: `(reason, verdict token, message)`.
-fn moved_text(
-    text: &str,
-    input: &MoveInput,
-    now_zoned: &str,
-) -> std::result::Result<String, [&'static str; 3]> {
-    let mut text = text.to_owned();
-    let mut sets: Vec<(&str, Value)> = vec![("status", json!(input.action.target()))];
-    sets.extend(input.action.dated_keys().iter().map(|k| (*k, json!(now_zoned))));
-    if input.action != Move::Resolve {
-        sets.push(("responded", json!(true)));
-    }
-    if let (Move::Accept, Some(session)) = (input.action, &input.session) {
-        sets.push(("accepted_in_session", json!(session)));
-    }
-    for (key, value) in &sets {
-        text = fm_set(&text, key, value).ok_or([
-            "bad_frontmatter",
-            "frontmatter-terminator-missing",
-            "the frontmatter has no closing ---",
-        ])?;
-    }
-    if let Some(line) = &input.decision {
-        text = append_decision(&text, &line.replace("@now", now_zoned)).ok_or([
-            "no_section",
-            "no-operator-decision-section",
-            "the file has no Operator Decision section",
-        ])?;
-    }
-    Ok(text)
-}
-
-/// The proposal a move or patch acts on and its current status, or the refusal: no such
-/// proposal, or (compare-and-swap) a status other than the one the caller saw.
-fn checked_status<'a>(
-    doc: Option<&'a PropDoc>,
-    expect: Option<&String>,
-) -> std::result::Result<(&'a PropDoc, String), Box<Plan>> {
-    let Some(doc) = doc else {
-        let token = "no-such-proposal".into();
-        return Err(Box::new(error_plan("no_such_proposal", token, "no such proposal".into())));
-    };
-    let current = doc.status.clone().unwrap_or_default();
-    if let Some(expected) = expect.filter(|e| **e != current) {
-        let message = format!("the status is {current}, not {expected}");
-        let token = format!("status-moved:{current}");
-        return Err(Box::new(error_plan("status_moved", token, message)));
-    }
-    Ok((doc, current))
-}
-
-/// Decides a status move as a compare-and-swap on the current status.
-pub(crate) fn decide_move(
-    doc: Option<&PropDoc>,
-    input: &MoveInput,
-    now_zoned: &str,
-    now: (String, String),
-) -> Plan {
-    let (doc, current) = match checked_status(doc, input.expect.as_ref()) {
-        Ok(checked) => checked,
-        Err(refusal) => return *refusal,
-    };
-    let target = input.action.target();
-    if !input.action.legal_from().contains(&current.as_str()) {
-        let message = format!("{current} cannot move to {target}");
-        return error_plan("illegal_move", format!("illegal-move:{current}->{target}"), message);
-    }
-    let text = match moved_text(&doc.text, input, now_zoned) {
-        Ok(text) => text,
-        Err([reason, token, message]) => return error_plan(reason, token.into(), message.into()),
-    };
-    let id = doc.file.trim_end_matches(".md").to_owned();
-    let (updated, ts) = now;
-    let mut events = vec![ProposalsEvent::PropWritten { file: doc.file.clone(), text, updated }];
-    match input.action {
-        Move::Resolve => events.push(ProposalsEvent::PropResolved { id: id.clone(), ts }),
-        action if !(doc.responded || doc.responded_logged) => {
-            events.push(ProposalsEvent::PropResponded {
-                id: id.clone(),
-                action: action.action().into(),
-                ts,
-            })
-        }
-        _ => {}
-    }
-    let first = events.len() > 1;
-    let result = fields(json!({
-        "verdict": format!("OK|{id}"), "id": id, "status": target, "ledger_event": first,
-    }));
-    Plan { events: events.into_iter().map(Body::Proposals).collect(), result, ..Plan::default() }
-}
-
-/// What `patch` was asked: `--set key=value` pairs (and stdin `Set:` lines), a decision line.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PatchInput {
-    /// The PROP file name (with or without `.md`).
-    pub file: String,
-    /// `key=value` pairs, in order.
-    pub sets: Vec<String>,
-    /// The Operator Decision line to append (idempotent).
-    pub decision: Option<String>,
-    /// Compare-and-swap: the status the caller saw.
-    pub expect: Option<String>,
-}
-
-/// A `--set` value as upstream's `parseSetValue` reads it, with `@now` expanded.
-fn set_value(raw: &str, now_zoned: &str) -> Value {
-    let raw = raw.replace("@now", now_zoned);
-    match raw.as_str() {
-        "true" => Value::Bool(true),
-        "false" => Value::Bool(false),
-        "null" => Value::Null,
-        _ => number(&raw).unwrap_or(Value::String(raw)),
-    }
-}
-
-/// `^-?\d+(\.\d+)?$` as a JSON number, else `None`.
-fn number(raw: &str) -> Option<Value> {
-    let unsigned = raw.strip_prefix('-').unwrap_or(raw);
-    let (whole, fraction) = match unsigned.split_once('.') {
-        Some((w, f)) => (w, Some(f)),
-        None => (unsigned, None),
-    };
-    let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
-    if !digits(whole) || fraction.is_some_and(|f| !digits(f)) {
-        return None;
-    }
-    match fraction {
-        None => raw.parse::<i64>().ok().map(Value::from),
-        Some(_) => {
-            raw.parse::<f64>().ok().and_then(serde_json::Number::from_f64).map(Value::Number)
-        }
-    }
-}
-
-fn patch_key_ok(key: &str) -> bool {
-    let mut chars = key.chars();
-    chars.next().is_some_and(|c| c.is_ascii_lowercase() || c == '_')
-        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
-}
-
-/// Decides a `patch`: line-level frontmatter sets and a decision line, refused with upstream's
-/// tokens; a `status` change must be a legal move from the current status (compare-and-swap
-/// with `expect`). Records no ledger line: upstream's skills call `event` for that.
-pub(crate) fn decide_patch(
-    doc: Option<&PropDoc>,
-    input: &PatchInput,
-    now_zoned: &str,
-    updated: String,
-) -> Plan {
-    let (doc, current) = match checked_status(doc, input.expect.as_ref()) {
-        Ok(checked) => checked,
-        Err(refusal) => return *refusal,
-    };
-    let mut text = doc.text.clone();
-    for pair in &input.sets {
-        let Some((key, raw)) = pair.split_once('=') else {
-            return error_plan("invalid_set", "invalid-set".into(), format!("{pair:?} is not k=v"));
-        };
-        if !patch_key_ok(key) {
-            return error_plan("invalid_key", format!("invalid-key:{key}"), "bad key".into());
-        }
-        let value = set_value(raw, now_zoned);
-        if let Some(target) = value.as_str().filter(|_| key == "status") {
-            let legal =
-                Move::to(target).is_some_and(|m| m.legal_from().contains(&current.as_str()));
-            if target != current && !legal {
-                let token = format!("illegal-move:{current}->{target}");
-                return error_plan("illegal_move", token, "illegal status move".into());
-            }
-        }
-        let Some(next) = fm_set(&text, key, &value) else {
-            let message = "the frontmatter has no closing ---".to_owned();
-            return error_plan("bad_frontmatter", "frontmatter-terminator-missing".into(), message);
-        };
-        text = next;
-    }
-    if let Some(line) = &input.decision {
-        let Some(next) = append_decision(&text, &line.replace("@now", now_zoned)) else {
-            let message = "the file has no Operator Decision section".to_owned();
-            return error_plan("no_section", "no-operator-decision-section".into(), message);
-        };
-        text = next;
-    }
-    let id = doc.file.trim_end_matches(".md").to_owned();
-    let event = ProposalsEvent::PropWritten { file: doc.file.clone(), text, updated };
-    let result = fields(json!({ "verdict": format!("OK|{id}"), "id": id }));
-    Plan { events: vec![Body::Proposals(event)], result, ..Plan::default() }
-}
-
-/// `event responded|resolved`: a `responded` line is recorded once per proposal (a repeat is
-/// `OK` and records nothing); a `resolved` line every time, as upstream.
-pub(crate) fn decide_event(
-    doc: Option<&PropDoc>,
-    id: &str,
-    action: Option<&str>,
-    ts: String,
-) -> Plan {
-    let ok = |events: Vec<ProposalsEvent>| {
-        let recorded = !events.is_empty();
-        let result = fields(json!({ "verdict": "OK", "id": id, "recorded": recorded }));
-        Plan {
-            events: events.into_iter().map(Body::Proposals).collect(),
-            result,
-            ..Plan::default()
-        }
-    };
-    match action {
-        None => ok(vec![ProposalsEvent::PropResolved { id: id.into(), ts }]),
-        Some(_) if doc.is_some_and(|d| d.responded_logged) => ok(Vec::new()),
-        Some(action) => {
-            ok(vec![ProposalsEvent::PropResponded { id: id.into(), action: action.into(), ts }])
-        }
-    }
 }
 
 /// The index file (`proposals-index.json`) as upstream's rebuild writes it, with its quirk:
@@ -678,211 +395,10 @@ pub fn resolve_id(props: &[(String, PropDoc)], input: &str) -> String {
     }
 }
 
-pub(crate) fn read_props(
-    txn: &dyn crate::kernel::storage::ReadTxn,
-    scope: &str,
-) -> Result<Vec<(String, PropDoc)>> {
-    read_docs(txn, scope, PROP_KIND)
-}
-
-impl Proposals<'_> {
-    /// Creates a proposal: `PROP-NNN-<slug>-<HHMMSS>` with NNN one more than every PROP of the
-    /// scope, allocated in this transaction, and its `created` ledger line.
-    ///
-    /// # Errors
-    /// [`Error::Invalid`] for an unknown zone or an oversized body; store errors.
-    pub fn create(&self, call: &Call, timezone: &str, input: &CreateInput) -> Result<Outcome> {
-        hookstate_schema::validate_scope(&call.scope)?;
-        let created = zoned_stamp(call.now_ms, timezone)?;
-        let hhmmss = zoned(call.now_ms, timezone, "%H%M%S")?;
-        if input.body.len() + input.title.len() > PROP_FILE_BYTES_MAX {
-            return Err(Error::invalid(format!(
-                "the proposal is over {PROP_FILE_BYTES_MAX} bytes"
-            )));
-        }
-        let now = (stamp_ms(call.now_ms), stamp_s(call.now_ms));
-        self.k.write(call, |txn| {
-            let props = read_props(txn, &call.scope)?;
-            Ok(decide_create(&props, input, &created, &hhmmss, now.clone()))
-        })
-    }
-
-    /// Moves a proposal's status (accept, defer, dismiss, resolve) as a compare-and-swap;
-    /// the first response records one `responded` ledger line, a resolve a `resolved` line.
-    ///
-    /// # Errors
-    /// [`Error::Invalid`] for a bad id or zone; store errors.
-    pub fn move_status(&self, call: &Call, timezone: &str, input: &MoveInput) -> Result<Outcome> {
-        hookstate_schema::validate_scope(&call.scope)?;
-        let stem = input.id.trim_end_matches(".md").to_owned();
-        check_prop_file(&format!("{stem}.md"))?;
-        let now_zoned = zoned_stamp(call.now_ms, timezone)?;
-        let now = (stamp_ms(call.now_ms), stamp_s(call.now_ms));
-        self.k.write(call, |txn| {
-            let doc: Option<PropDoc> = read_doc(txn, &call.scope, PROP_KIND, &stem)?;
-            Ok(decide_move(doc.as_ref(), input, &now_zoned, now.clone()))
-        })
-    }
-
-    /// `event responded` (with an action: accept, defer or dismiss) or `event resolved` (no
-    /// action) for a PROP id; see [`decide_event`]. Malformed input is refused with upstream's
-    /// `ERROR|<token>` verdict.
-    ///
-    /// # Errors
-    /// Store errors.
-    pub fn event(
-        &self,
-        call: &Call,
-        kind: &str,
-        id: Option<&str>,
-        action: Option<&str>,
-    ) -> Result<Outcome> {
-        hookstate_schema::validate_scope(&call.scope)?;
-        let refused = |token: String| {
-            let plan = error_plan("invalid_event", token.clone(), format!("event: {token}"));
-            let txn = self.k.begin_read()?;
-            self.k.answer_read(&*txn, plan)
-        };
-        match (kind, action) {
-            ("responded", None) => return refused("missing-action".into()),
-            ("resolved", Some(_)) => return refused("action-not-allowed:resolved".into()),
-            ("responded" | "resolved", _) => {}
-            (other, _) => return refused(format!("unknown-event-type:{other}")),
-        }
-        let Some(id) = id else {
-            return refused("missing-id".into());
-        };
-        if !id.starts_with("PROP-") || hookstate_schema::validate_id("PROP id", id).is_err() {
-            return refused(format!("invalid-id:{id}"));
-        }
-        if let Some(action) = action {
-            if !["accept", "defer", "dismiss"].contains(&action) {
-                return refused(format!("invalid-action:{action}"));
-            }
-        }
-        let ts = stamp_s(call.now_ms);
-        self.k.write(call, |txn| {
-            let doc: Option<PropDoc> = read_doc(txn, &call.scope, PROP_KIND, id)?;
-            Ok(decide_event(doc.as_ref(), id, action, ts.clone()))
-        })
-    }
-
-    /// `patch`: frontmatter sets and a decision line on one PROP; see [`PatchInput`].
-    ///
-    /// # Errors
-    /// [`Error::Invalid`] for an unknown zone; store errors.
-    pub fn patch(&self, call: &Call, timezone: &str, input: &PatchInput) -> Result<Outcome> {
-        hookstate_schema::validate_scope(&call.scope)?;
-        let stem = input.file.trim_end_matches(".md").to_owned();
-        let now_zoned = zoned_stamp(call.now_ms, timezone)?;
-        let updated = stamp_ms(call.now_ms);
-        self.k.write(call, |txn| {
-            let doc: Option<PropDoc> = if check_prop_file(&format!("{stem}.md")).is_ok() {
-                read_doc(txn, &call.scope, PROP_KIND, &stem)?
-            } else {
-                None
-            };
-            Ok(decide_patch(doc.as_ref(), input, &now_zoned, updated.clone()))
-        })
-    }
-
-    /// `resolve-id` over a scope's PROPs (read-only); see [`resolve_id`].
-    ///
-    /// # Errors
-    /// Store errors.
-    pub fn resolve_id(&self, scope: &str, input: &str) -> Result<String> {
-        hookstate_schema::validate_scope(scope)?;
-        Ok(resolve_id(&read_props(&*self.k.begin_read()?, scope)?, input))
-    }
-
-    /// The index of a scope's proposals, as `proposals-index.json` holds it (read-only).
-    ///
-    /// # Errors
-    /// Store errors.
-    pub fn index(&self, scope: &str) -> Result<Value> {
-        hookstate_schema::validate_scope(scope)?;
-        let txn = self.k.begin_read()?;
-        let index: IndexDoc = read_doc(&*txn, scope, INDEX_KIND, INDEX_ID)?.unwrap_or_default();
-        Ok(render_index(&read_props(&*txn, scope)?, &index.updated))
-    }
-}
-
-/// Every PROP document of a scope by id, in name order.
-pub(crate) type Props = Vec<(String, PropDoc)>;
-
-/// Every PROP document of a scope, in name order, and the index stamp when there is one.
-pub(crate) fn prop_state(
-    txn: &dyn crate::kernel::storage::ReadTxn,
-    scope: &str,
-) -> Result<(Props, Option<IndexDoc>)> {
-    Ok((read_props(txn, scope)?, read_doc(txn, scope, INDEX_KIND, INDEX_ID)?))
-}
-
-/// Rows a PROP event touches.
-pub(crate) fn touched_keys(scope: &str, event: &ProposalsEvent) -> Vec<ViewKey> {
-    match event {
-        ProposalsEvent::PropImported { file, .. } => {
-            vec![doc_key(scope, PROP_KIND, file.trim_end_matches(".md"))]
-        }
-        ProposalsEvent::PropWritten { file, .. } => vec![
-            doc_key(scope, PROP_KIND, file.trim_end_matches(".md")),
-            doc_key(scope, INDEX_KIND, INDEX_ID),
-        ],
-        ProposalsEvent::IndexImported { .. } => vec![doc_key(scope, INDEX_KIND, INDEX_ID)],
-        ProposalsEvent::PropResponded { id, .. } => prop_key(scope, id).into_iter().collect(),
-        _ => Vec::new(),
-    }
-}
-
-/// The key of a PROP document, when `id` is a valid id (ledger lines come from outside).
-pub(crate) fn prop_key(scope: &str, id: &str) -> Option<ViewKey> {
-    hookstate_schema::validate_id("PROP id", id).ok().map(|()| doc_key(scope, PROP_KIND, id))
-}
-
-/// Marks a PROP as having its `responded` line, when the PROP is known.
-pub(crate) fn mark_responded(views: &mut dyn ViewAccess, scope: &str, id: &str) {
-    let Some(key) = prop_key(scope, id) else {
-        return;
-    };
-    if let Some(mut doc) = get_doc::<PropDoc>(views, &key) {
-        doc.responded_logged = true;
-        put_doc(views, key, &doc);
-    }
-}
-
-/// A PROP document for new text, keeping what the log recorded about it.
-fn rewritten(views: &dyn ViewAccess, key: &ViewKey, file: &str, text: &str) -> PropDoc {
-    let logged = get_doc::<PropDoc>(views, key).is_some_and(|d| d.responded_logged);
-    PropDoc { responded_logged: logged, ..prop_doc(file, text) }
-}
-
-/// Applies a PROP event.
-pub(crate) fn apply(views: &mut dyn ViewAccess, scope: &str, event: &ProposalsEvent) {
-    match event {
-        ProposalsEvent::PropImported { file, text } => {
-            let key = doc_key(scope, PROP_KIND, file.trim_end_matches(".md"));
-            let doc = rewritten(views, &key, file, text);
-            put_doc(views, key, &doc);
-        }
-        ProposalsEvent::PropWritten { file, text, updated } => {
-            let key = doc_key(scope, PROP_KIND, file.trim_end_matches(".md"));
-            let doc = rewritten(views, &key, file, text);
-            put_doc(views, key, &doc);
-            let index = doc_key(scope, INDEX_KIND, INDEX_ID);
-            put_doc(views, index, &IndexDoc { updated: updated.clone() });
-        }
-        ProposalsEvent::IndexImported { updated } => {
-            let index = doc_key(scope, INDEX_KIND, INDEX_ID);
-            put_doc(views, index, &IndexDoc { updated: updated.clone() });
-        }
-        ProposalsEvent::PropResponded { id, .. } => mark_responded(views, scope, id),
-        _ => {}
-    }
-}
-
-/// The ledger line of a PROP event, if any.
-pub(crate) fn ledger_fields(event: &ProposalsEvent) -> Option<Map<String, Value>> {
-    Some(fields(match event {
+/// The ledger line a PROP event stands for (`created`, `responded`, `resolved`): compact JSON
+/// with `ts` first. `None` for other events.
+pub(crate) fn prop_ledger_line(event: &ProposalsEvent) -> Option<String> {
+    let line = match event {
         ProposalsEvent::PropCreated { id, source, category, tags, ts } => json!({
             "ts": ts, "type": "created", "proposal_id": id, "source": source,
             "category": category, "tags": tags,
@@ -894,7 +410,43 @@ pub(crate) fn ledger_fields(event: &ProposalsEvent) -> Option<Map<String, Value>
             json!({ "ts": ts, "type": "resolved", "proposal_id": id })
         }
         _ => return None,
-    }))
+    };
+    Some(line.to_string())
+}
+
+/// The result of a created PROP (its verdict is the id).
+#[derive(Serialize)]
+struct CreatedEvent<'a> {
+    verdict: &'a str,
+    id: &'a str,
+}
+
+/// The result of a recorded `responded` or `resolved` line.
+#[derive(Serialize)]
+struct EventLine<'a> {
+    verdict: &'static str,
+    id: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    action: Option<&'a str>,
+}
+
+/// The result fields a PROP event stands for, with its verdict line; `None` for the queue's
+/// events.
+pub(crate) fn render_prop(event: &ProposalsEvent) -> Option<Map<String, Value>> {
+    Some(match event {
+        ProposalsEvent::PropImported { file, .. } | ProposalsEvent::PropWritten { file, .. } => {
+            fields(json!({ "file": file }))
+        }
+        ProposalsEvent::PropCreated { id, .. } => to_fields(&CreatedEvent { verdict: id, id }),
+        ProposalsEvent::PropResponded { id, action, .. } => {
+            to_fields(&EventLine { verdict: "OK", id, action: Some(action) })
+        }
+        ProposalsEvent::PropResolved { id, .. } => {
+            to_fields(&EventLine { verdict: "OK", id, action: None })
+        }
+        ProposalsEvent::IndexImported { updated } => fields(json!({ "updated": updated })),
+        _ => return None,
+    })
 }
 
 #[cfg(test)]
@@ -934,11 +486,11 @@ mod tests {
         let ok = parse_create("Title: T\nTags: [\"a\"]\n---\n\nbody\n\n").unwrap();
         assert_eq!((ok.title.as_str(), ok.body.as_str(), ok.tags.len()), ("T", "body", 1));
         assert_eq!(ok.category, "improvement");
-        assert_eq!(parse_create("Title: T\nbody"), Err("missing-separator"));
-        assert_eq!(parse_create("Title: T\n---\n \n"), Err("empty-body"));
-        assert_eq!(parse_create("Source: x\n---\nb"), Err("missing-title"));
-        assert_eq!(parse_create("Title: T\nCategory: misc\n---\nb"), Err("invalid-category"));
-        assert_eq!(parse_create("Title: T\nTags: ci\n---\nb"), Err("invalid-tags"));
+        assert_eq!(create_input("Title: T\nbody"), Err("missing-separator"));
+        assert_eq!(create_input("Title: T\n---\n \n"), Err("empty-body"));
+        assert_eq!(create_input("Source: x\n---\nb"), Err("missing-title"));
+        assert_eq!(create_input("Title: T\nCategory: misc\n---\nb"), Err("invalid-category"));
+        assert_eq!(create_input("Title: T\nTags: ci\n---\nb"), Err("invalid-tags"));
     }
 
     #[test]
@@ -973,31 +525,8 @@ mod tests {
             let _ = resolve_id(&[], &text);
             let doc = prop_doc("PROP-001-x-000000.md", &text);
             let _ = render_index(&[("PROP-001-x-000000".into(), doc)], "");
-            let _ = append_decision(&text, &title);
+            let _ = crate::proposals::moves::append_decision(&text, &title);
             let _ = fm_set(&text, "status", &json!(title));
         }
-    }
-
-    #[test]
-    fn set_values_parse_as_upstream_and_now_expands() {
-        let now = "2026-11-29T17:00:00-05:00";
-        assert_eq!(set_value("true", now), json!(true));
-        assert_eq!(set_value("null", now), Value::Null);
-        assert_eq!(set_value("3", now), json!(3));
-        assert_eq!(set_value("-1.5", now), json!(-1.5));
-        assert_eq!(set_value("1.", now), json!("1."));
-        assert_eq!(set_value("S-045", now), json!("S-045"));
-        assert_eq!(set_value("@now", now), json!(now));
-        assert!(patch_key_ok("accepted_in_session"));
-        assert!(!patch_key_ok("Status") && !patch_key_ok("a-b") && !patch_key_ok(""));
-    }
-
-    #[test]
-    fn decision_lines_append_once_at_the_section_end() {
-        let text = "---\na: 1\n---\n# P\n\n## Operator Decision\n";
-        let once = append_decision(text, "Accepted.").unwrap();
-        assert_eq!(once, "---\na: 1\n---\n# P\n\n## Operator Decision\nAccepted.\n");
-        assert_eq!(append_decision(&once, "Accepted.").unwrap(), once);
-        assert!(append_decision("---\n---\nno section\n", "x").is_none());
     }
 }

@@ -227,7 +227,8 @@ fn plan_of(decision: Decision) -> (Plan, Verdict, Exit, Exit) {
             let exit = match failed_json(&decided.verdict) {
                 Some(reason) if plan.events.is_empty() => {
                     let details = json!({ "error": reason, "verdict": decided.verdict.lines });
-                    plan.refusal = Some(Refusal::new("refused", reason, details));
+                    // Upstream prints it with exit 0.
+                    plan.refusal = Some(Refusal::new("refused", reason, details).verdict_ok());
                     Exit::Refused
                 }
                 _ => Exit::Ok,
@@ -236,8 +237,10 @@ fn plan_of(decision: Decision) -> (Plan, Verdict, Exit, Exit) {
             (plan, decided.verdict, verdict_exit, exit)
         }
         Err(r) => {
-            let plan = Plan { refusal: Some(refusal(&r)), ..Plan::default() };
             let verdict_exit = verdict_exit(&r.verdict, Some(r.class));
+            let refused = refusal(&r);
+            let refused = if verdict_exit == Exit::Ok { refused.verdict_ok() } else { refused };
+            let plan = Plan { refusal: Some(refused), ..Plan::default() };
             (plan, r.verdict, verdict_exit, class_exit(r.class))
         }
     }

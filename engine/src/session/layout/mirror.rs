@@ -52,11 +52,17 @@ impl Layout for SessionLayout {
         Ok(render(txn, &call.scope, &file)?.map(String::into_bytes))
     }
 
+    /// A marker's absence is a state (no open turn, no queued close, no pause): one removed
+    /// outside is adopted as a removal.
+    fn removable(&self, path: &RelPath) -> bool {
+        matches!(kind(path), Some(SessionFile::Marker(_)))
+    }
+
     /// A marker the store removed (the turn closed, the queued close reaped, a pause cleared)
     /// is removed from the directory: its upstream readers take its absence for the answer.
     /// The store never removes any other file.
     fn removes(&self, _: &dyn ReadTxn, _: &Call, path: &RelPath, _: &[u8]) -> Result<bool> {
-        Ok(matches!(kind(path), Some(SessionFile::Marker(_))))
+        Ok(self.removable(path))
     }
 
     fn adopt(&self, txn: &dyn ReadTxn, call: &Call, changes: &[Change]) -> Result<Adoption> {
@@ -64,6 +70,12 @@ impl Layout for SessionLayout {
         let mut events = Vec::new();
         for change in changes {
             let Some(file) = kind(&change.path) else { continue };
+            if change.removed {
+                let merged = removed(txn, &call.scope, change, &file)?;
+                events.extend(merged.events);
+                adoption.conflicts.extend(merged.conflicts);
+                continue;
+            }
             let content = match files::parse(&file, &change.now) {
                 Ok(content) => content,
                 // Upstream refuses a corrupt store and never overwrites it.
@@ -84,6 +96,25 @@ impl Layout for SessionLayout {
             chunk::split(events).into_iter().map(|e| (scope.clone(), Body::Session(e))).collect();
         Ok(adoption)
     }
+}
+
+/// A marker removed outside: adopted while the store still holds what the mirror last saw.
+fn removed(txn: &dyn ReadTxn, scope: &str, change: &Change, file: &SessionFile) -> Result<Merged> {
+    let mut out = Merged::default();
+    let SessionFile::Marker(marker) = file else { return Ok(out) };
+    let Some(store) = views::marker(txn, scope, *marker)? else { return Ok(out) };
+    let base = change.base.as_deref().and_then(|b| legacy_json::parse_doc("base", b).ok());
+    if base.as_ref() == Some(&store) {
+        out.events.push(SessionEvent::MarkerRemoved { marker: *marker });
+    } else {
+        out.conflicts.push(crate::kernel::call::Conflict {
+            file: change.path.display(),
+            record: "file".into(),
+            why: "removed in the directory and changed in the store since the mirror last wrote it"
+                .into(),
+        });
+    }
+    Ok(out)
 }
 
 /// One changed file merged with the store's version of it.
