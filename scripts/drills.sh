@@ -3,7 +3,8 @@
 # HOOKSTATE_DRILL and runs the harness that targets it. Each run must FAIL and its figures line
 # must show the bug (a lost acked event, a double claim, a non-linearizable claim history, a lost
 # commit, a write outside the root, a store that does not open after a crash inside its creation,
-# a legacy file write that returned and was lost in a power cut).
+# a legacy file write that returned and was lost in a power cut, a write acknowledged on a
+# rolled-back store, a verify that passes over a branch page that misroutes lookups).
 # A bug may have several detection runs (`also`); it counts as detected only if all of them detect
 # it. Prints `bugs_planted=N bugs_detected=N detection_runs=R` and exits non-zero unless every
 # planted bug was detected.
@@ -34,7 +35,8 @@ run() {
         return 0
     fi
     echo "drill $name: NOT detected (exit $status)"
-    grep -E "^(killloop|race|powerloss|traversal|linearize|exportcrash|mirror race)" "$log" || tail -20 "$log"
+    grep -E "^(killloop|race|powerloss|traversal|linearize|exportcrash|mirror race|integrity)" \
+        "$log" || tail -20 "$log"
     return 1
 }
 
@@ -99,6 +101,14 @@ drill durability-none 'powerloss .* lost_acked=[1-9]' \
 drill export-no-dir-fsync 'exportcrash .* lost_writes=[1-9]' \
     -p hookstate-tests --features bugdrill --test integration \
     exportcrash::export_crash_at_every_step_leaves_old_or_new_files_and_keeps_returned_writes
+
+drill anchor-ignored 'integrity_rollback .* accepted=[1-9]' \
+    -p hookstate --features bugdrill --test cli \
+    integrity::a_rolled_back_store_is_refused_by_every_writer_and_marked_for_readers
+
+drill verify-scans-only 'integrity_branch .* verify_after=0' \
+    -p hookstate --features bugdrill --test cli \
+    integrity::a_damaged_branch_page_is_caught_by_verify_even_after_a_write_refreshes_its_checksum
 
 echo "bugs_planted=$planted bugs_detected=$detected detection_runs=$runs"
 [ "$planted" -eq "$detected" ]

@@ -12,10 +12,16 @@
 #
 #   scripts/fuzz-smoke.sh                  # every target, 15 s each
 #   FUZZ_SECS=60 scripts/fuzz-smoke.sh stdin_json event_decode
+#   FUZZ_RUNS=10000000 FUZZ_SECS=3600 scripts/fuzz-smoke.sh   # 10M runs each, at most an hour
+#                                                             # (scripts/soak.sh --fuzz-runs)
 set -uo pipefail
 cd "$(dirname "$0")/../fuzz"
 
 secs="${FUZZ_SECS:-15}"
+runs_arg=()
+if [ -n "${FUZZ_RUNS:-}" ]; then
+    runs_arg=(-runs="$FUZZ_RUNS")
+fi
 rss_mb=512
 timeout_secs=5
 
@@ -41,7 +47,8 @@ trap 'rm -f "$log"' EXIT
 for t in "${targets[@]}"; do
     mkdir -p "target/corpus/$t"
     cargo fuzz run "$t" "target/corpus/$t" "corpus/$t" --sanitizer=none -- \
-        -max_total_time="$secs" -rss_limit_mb="$rss_mb" -timeout="$timeout_secs" >"$log" 2>&1
+        -max_total_time="$secs" "${runs_arg[@]}" -rss_limit_mb="$rss_mb" \
+        -timeout="$timeout_secs" >"$log" 2>&1
     status=$?
     runs=$(grep -oE '^Done [0-9]+ runs' "$log" | grep -oE '[0-9]+' | tail -1)
     ooms=$(grep -c 'out-of-memory' "$log")
@@ -50,7 +57,10 @@ for t in "${targets[@]}"; do
     if [ "$status" -ne 0 ] && [ "$ooms" -eq 0 ] && [ "$timeouts" -eq 0 ]; then
         crashes=1
     fi
-    echo "fuzz $t runs=${runs:-0} crashes=$crashes ooms=$ooms timeouts=$timeouts secs=$secs"
+    elapsed=$(grep -oE 'Done [0-9]+ runs in [0-9]+ second' "$log" | grep -oE 'in [0-9]+' |
+        grep -oE '[0-9]+' | tail -1)
+    echo "fuzz $t runs=${runs:-0} crashes=$crashes ooms=$ooms timeouts=$timeouts" \
+        "secs=${elapsed:-$secs}"
     if [ "$status" -ne 0 ]; then
         failed=1
         failed_targets=$((failed_targets + 1))

@@ -1,24 +1,68 @@
 #!/usr/bin/env bash
-# The long kill -9 crash loop (RELIABILITY.md A6, tier B): the same test as the default run's
-# short version (cli/tests/killloop.rs), with a longer budget, on the release binary.
+# Long runs (RELIABILITY.md A4, A6, A8; not in the default test run), on release builds:
 #
-#   scripts/soak.sh --seconds 600 [--seed N]
+#   scripts/soak.sh --seconds 600 [--seed N]      # the kill -9 loop (cli/tests/killloop.rs) for
+#                                                 # N seconds; prints its `killloop ...` line
+#   scripts/soak.sh --powerloss-images 100000     # the power-loss simulator over seed after seed
+#                                                 # until that many disk images were checked;
+#                                                 # prints each seed's line and a total
+#   scripts/soak.sh --fuzz-runs 10000000 [TARGET...]  # every fuzz target (or those named) for
+#                                                 # that many runs (FUZZ_SECS bounds each, default
+#                                                 # a day); prints `fuzz <target> runs=...`
 #
-# Prints the test's `killloop ...` figures line; exits non-zero on any lost acknowledged event,
-# double claim, unexpected exit or failed verify.
+# Exits non-zero on any lost acknowledged event, double claim, unexpected exit, failed verify,
+# power-loss violation or fuzz finding.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-seconds=600
-seed=$(od -An -N8 -tu8 /dev/urandom | tr -d ' ')
+usage() {
+    echo "usage: scripts/soak.sh --seconds N [--seed N] | --powerloss-images N [--seed N] |" \
+        "--fuzz-runs N [TARGET...]" >&2
+    exit 64
+}
+
+seconds=""
+images=""
+fuzz_runs=""
+# 32 bits, so that `seed + 1` stays a u64 the tests parse.
+seed=$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')
 while [ $# -gt 0 ]; do
     case "$1" in
         --seconds) seconds="$2"; shift 2 ;;
+        --powerloss-images) images="$2"; shift 2 ;;
+        --fuzz-runs) fuzz_runs="$2"; shift 2; break ;;
         --seed) seed="$2"; shift 2 ;;
-        *) echo "usage: scripts/soak.sh --seconds N [--seed N]" >&2; exit 64 ;;
+        *) usage ;;
     esac
 done
 
+if [ -n "$fuzz_runs" ]; then
+    FUZZ_RUNS="$fuzz_runs" FUZZ_SECS="${FUZZ_SECS:-86400}" exec bash scripts/fuzz-smoke.sh "$@"
+fi
+
+if [ -n "$images" ]; then
+    total=0
+    runs=0
+    while [ "$total" -lt "$images" ]; do
+        line=$(HOOKSTATE_POWERLOSS_SEED="$seed" cargo test --release --locked -p hookstate-tests \
+            --test integration -- --nocapture --exact \
+            powerloss::power_loss_at_every_operation_keeps_acked_events_and_an_openable_store \
+            2>&1 | grep -E '^powerloss ' || true)
+        echo "$line"
+        case "$line" in
+            *" violations=0 "*) ;;
+            *) echo "soak powerloss: seed $seed failed" >&2; exit 1 ;;
+        esac
+        n=$(echo "$line" | grep -oE ' images=[0-9]+' | grep -oE '[0-9]+')
+        total=$((total + n))
+        runs=$((runs + 1))
+        seed=$((seed + 1))
+    done
+    echo "soak powerloss seeds=$runs images=$total violations=0"
+    exit 0
+fi
+
+[ -n "$seconds" ] || usage
 HOOKSTATE_KILL_SECS="$seconds" HOOKSTATE_KILL_SEED="$seed" \
     cargo test --release --locked -p hookstate --test cli -- --nocapture --exact \
     killloop::kill_loop_loses_no_acked_event_and_never_double_claims

@@ -208,7 +208,13 @@ fn now_ms() -> u64 {
 }
 
 fn call() -> Call {
-    Call { scope: SCOPE.into(), actor: Default::default(), idem_key: None, now_ms: now_ms() }
+    Call {
+        scope: SCOPE.into(),
+        actor: Default::default(),
+        idem_key: None,
+        fingerprint: None,
+        now_ms: now_ms(),
+    }
 }
 
 fn item_id(n: usize) -> String {

@@ -38,7 +38,9 @@ pub(crate) struct Cli {
     /// The hook or agent name recorded in the event.
     #[arg(long, global = true, help_heading = GLOBAL, hide_short_help = true, hide_env_values = true, env = "HOOKSTATE_AGENT")]
     pub(crate) agent: Option<String>,
-    /// Idempotency key: a repeated call with this key returns the first result, appends nothing.
+    /// Idempotency key: a repeated call with this key and the same verb, arguments and stdin
+    /// returns the first result and appends nothing; the same key with another request exits 3.
+    /// A key is bound for 24 hours.
     #[arg(long, global = true, help_heading = GLOBAL, hide_short_help = true)]
     pub(crate) idem_key: Option<String>,
     /// Keep the legacy files of the verb's layout in DIR current after every commit, adopting
@@ -49,6 +51,11 @@ pub(crate) struct Cli {
     /// The mirrored file's name [default: the layout's default name].
     #[arg(long, global = true, help_heading = GLOBAL, hide_short_help = true, hide_env_values = true, env = "HOOKSTATE_MIRROR_NAME", value_name = "FILE")]
     pub(crate) mirror_name: Option<String>,
+    /// A directory for a second anchor of the store's head: an append-only file per store
+    /// (make it `chattr +a`), checked and appended to like the anchor beside the store, so a copy
+    /// of an old store with its old anchor is still caught. The directory must exist.
+    #[arg(long, global = true, help_heading = GLOBAL, hide_short_help = true, hide_env_values = true, env = "HOOKSTATE_ANCHOR_DIR", value_name = "DIR")]
+    pub(crate) anchor_dir: Option<PathBuf>,
     /// Tests only: the clock, in UTC ms, that mutations record instead of the real time.
     #[arg(long, global = true, help_heading = GLOBAL, hide_short_help = true, hide_env_values = true, env = "HOOKSTATE_NOW_MS", hide = true)]
     pub(crate) now_ms: Option<u64>,
@@ -109,9 +116,17 @@ pub(crate) enum Verb {
     Hermit(crate::args_session::HermitArgs),
     /// Print events as JSON lines, filtered.
     Log(LogArgs),
-    /// Check the chain from genesis, the head anchor, and that views equal a rebuild.
-    Verify,
-    /// Recompute every view from the log (and remove temporary files killed writers left).
+    /// Check the chain from genesis, the head anchors, that views equal a rebuild and that every
+    /// row is found by its key. Opens the store read-only and never writes it, so it can check a
+    /// read-only copy (a backup).
+    Verify {
+        /// Accept a missing anchor on a store that holds events (you vouch for the store) and
+        /// write it at the head; without this a missing anchor fails.
+        #[arg(long)]
+        accept_missing_anchor: bool,
+    },
+    /// Recompute every view from the log (and remove temporary files killed writers left); also
+    /// upgrades a store of an older format.
     Rebuild,
     /// Events, scopes, queue depths, file size, head.
     Stats,
@@ -914,7 +929,7 @@ pub(crate) enum MonitorVerb {
         /// The Monitor task id.
         task_id: String,
         /// Longest wait for the first liveness peek, in ms (at most 10000).
-        #[arg(long, default_value_t = hookstate_engine::LIVENESS_WAIT_MS_MAX)]
+        #[arg(long, default_value_t = hookstate_engine::alerts::LIVENESS_WAIT_MS_MAX)]
         liveness_wait_ms: u64,
         /// What the registration is made of.
         #[command(flatten)]

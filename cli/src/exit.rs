@@ -15,7 +15,8 @@ pub(crate) const USAGE: u8 = 64;
 pub(crate) const INVALID: u8 = 3;
 /// Busy: the store stayed locked past `--wait-ms`.
 pub(crate) const BUSY: u8 = 4;
-/// Corrupt: chain broken, undecodable record, unknown format, damaged file, internal error.
+/// Corrupt: chain broken, undecodable record, unknown format, damaged file or row, an anchor
+/// that disagrees with the log, internal error.
 pub(crate) const CORRUPT: u8 = 5;
 /// IO: disk, permission, space, no store, unsafe path.
 pub(crate) const IO: u8 = 6;
@@ -29,7 +30,8 @@ Exit codes:
   3    INVALID   input rejected: schema, limit, bad id, bad stdin   fix the caller
   4    BUSY      store still locked after --wait-ms                 retry
   5    CORRUPT   chain broken, undecodable record, unknown format,  stop; run `hookstate verify`
-                 damaged file, or an internal error (a panic)
+                 damaged file or row, a head anchor that disagrees
+                 with the log (writes refused), or an internal error
   6    IO        disk, permission, space, unsafe path, no store     stop
                  (to verify, rebuild or export; reads see an empty one)
   64   USAGE     bad arguments (sysexits EX_USAGE)                  fix the call
@@ -101,16 +103,20 @@ fn engine_code(err: &EngineError) -> u8 {
         | EngineError::TimeOutOfRange { .. }
         | EngineError::NotFound { .. }
         | EngineError::Upstream { .. }
-        | EngineError::BadId(_) => INVALID,
+        | EngineError::BadId(_)
+        | EngineError::IdemKeyReused { .. } => INVALID,
         EngineError::Busy { .. } => BUSY,
         EngineError::NotAStore { .. }
         | EngineError::FormatTooNew { .. }
         | EngineError::ChainBroken { .. }
         | EngineError::AnchorMismatch { .. }
+        | EngineError::AnchorMissing { .. }
+        | EngineError::UpgradeRequired { .. }
         | EngineError::ViewMismatch { .. }
         | EngineError::Corrupt(_)
         | EngineError::StoreCorrupt(_) => CORRUPT,
         EngineError::NoStore { .. }
+        | EngineError::NoDirectory { .. }
         | EngineError::UnsafePath { .. }
         | EngineError::StoreIo(_)
         | EngineError::Store(_)

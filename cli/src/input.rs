@@ -53,5 +53,6 @@ pub(crate) fn read_stdin_text() -> Result<String, CliError> {
             "stdin is over the limit of {STDIN_BYTES_MAX} bytes"
         )));
     }
+    crate::request::record_stdin(&bytes);
     String::from_utf8(bytes).map_err(|_| CliError::Invalid("stdin is not valid UTF-8".into()))
 }

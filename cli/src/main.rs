@@ -12,11 +12,12 @@ mod drill;
 mod exit;
 mod input;
 mod output;
+mod request;
 
 use std::io::Write;
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 
 use crate::args::Cli;
 use crate::exit::CliError;
@@ -36,10 +37,16 @@ fn main() -> ExitCode {
         let _ = writeln!(std::io::stderr(), "hookstate: {line}");
         std::process::exit(i32::from(exit::CORRUPT));
     }));
-    let cli = match Cli::try_parse() {
+    let command = Cli::command();
+    let matches = match command.clone().try_get_matches() {
+        Ok(matches) => matches,
+        Err(err) => return usage_error(&err),
+    };
+    let cli = match Cli::from_arg_matches(&matches) {
         Ok(cli) => cli,
         Err(err) => return usage_error(&err),
     };
+    request::record_args(&command, &matches);
     match cmd::run(&cli) {
         Ok(()) => ExitCode::from(exit::OK),
         Err(CliError::Io { source, .. }) if source.kind() == std::io::ErrorKind::BrokenPipe => {

@@ -4,14 +4,40 @@
 
 use std::error::Error as _;
 use std::io::Write;
+use std::sync::OnceLock;
 
 use serde_json::Value;
 
 use crate::args::Format;
 use crate::exit::CliError;
 
+/// Why the store's anchors cannot be trusted, when a call found that they disagree with the log.
+static ANCHOR_MISMATCH: OnceLock<String> = OnceLock::new();
+
+/// Marks this call's results: every JSON object it prints carries an `anchor_mismatch` field,
+/// and the first one printed is preceded by one warning line on stderr (a write that is refused
+/// prints only its error). The first reason is kept.
+pub(crate) fn mark_anchor(why: &str) {
+    let _ = ANCHOR_MISMATCH.set(why.to_owned());
+}
+
 /// Prints a result in the chosen format, followed by a newline.
 pub(crate) fn print(format: Format, value: &Value) -> Result<(), CliError> {
+    static WARNED: std::sync::Once = std::sync::Once::new();
+    let marked;
+    let value = match (ANCHOR_MISMATCH.get(), value) {
+        (Some(why), Value::Object(map)) => {
+            WARNED.call_once(|| {
+                let line = format!("warning: this answer is not vouched for by the anchor: {why}");
+                let _ = writeln!(std::io::stderr(), "hookstate: {}", one_line(&line));
+            });
+            let mut map = map.clone();
+            map.insert("anchor_mismatch".into(), Value::String(why.clone()));
+            marked = Value::Object(map);
+            &marked
+        }
+        _ => value,
+    };
     let text = match format {
         Format::Json => value.to_string(),
         Format::Text => to_text(value),

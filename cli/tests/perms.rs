@@ -131,13 +131,14 @@ fn path_and_permission_attacks_are_refused_and_nothing_escapes() {
         6,
     );
 
-    // A planted anchor symlink is replaced by the atomic anchor write, never written through.
+    // A planted anchor symlink is never read or written through: it is an anchor that cannot be
+    // read, so the write is refused (exit 5, one line) and the link stays as evidence.
     tally.attacks += 1;
     let planted = mkdir(&root.join("planted"), DIR_MODE);
     std::os::unix::fs::symlink(sentinel.join("bashrc"), planted.join("state.redb.head")).unwrap();
     let (code, stderr) = call(&planted.join("state.redb"), &["kv", "put", "k", "1"], false, false);
     let anchor = std::fs::symlink_metadata(planted.join("state.redb.head")).unwrap();
-    if code != 0 || !anchor.is_file() {
+    if code != 5 || stderr.lines().count() != 1 || !anchor.file_type().is_symlink() {
         tally.problems.push(format!("planted anchor symlink: exit {code}: {stderr}"));
     }
 

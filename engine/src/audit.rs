@@ -1,4 +1,5 @@
-//! Audit: verify the chain from genesis, the anchor and the views; rebuild views from the log.
+//! Audit: verify the chain from genesis, the anchors and the views (a scan against a rebuild,
+//! and a point lookup of every row); rebuild views from the log (and upgrade an older format).
 //!
 //! Both walk the whole log once and project it into an in-memory map, so a stored view that a
 //! replay would not produce is found. Does not repair anything but views.
@@ -6,14 +7,15 @@
 use std::collections::BTreeMap;
 
 use hookstate_schema::format::{
-    self, decode_view_key, decode_view_row, encode_view_key, encode_view_row, Head,
+    self, encode_view_key, encode_view_row, Head, FORMAT_VERSION, META_FORMAT,
 };
 use hookstate_schema::{ViewKey, ViewRow};
 
+use crate::kernel::anchor::{self, AnchorState};
 use crate::kernel::error::{Error, Result};
 use crate::kernel::project::{self, Table};
 use crate::kernel::storage::ReadTxn;
-use crate::kernel::view::read_head;
+use crate::kernel::view::{decode_row, read_head, read_row};
 use crate::kernel::write::Kernel;
 
 /// What `verify` checked.
@@ -25,8 +27,14 @@ pub struct VerifyReport {
     pub head: Head,
     /// The anchor's seq, when an anchor file exists.
     pub anchor_seq: Option<u64>,
-    /// View rows compared.
+    /// The second anchor's seq, when one is kept and has a line.
+    pub second_anchor_seq: Option<u64>,
+    /// View rows compared with a rebuild, in a scan.
     pub views: u64,
+    /// View rows found by a point lookup of their key.
+    pub lookups: u64,
+    /// Whether a missing anchor was written (`accept_missing_anchor`).
+    pub re_anchored: bool,
 }
 
 /// What `rebuild` did.
@@ -38,6 +46,8 @@ pub struct RebuildReport {
     pub views: u64,
     /// Temporary files of killed writers removed from beside the store.
     pub stale_temps_removed: u32,
+    /// The format the store was upgraded to, when it was older.
+    pub upgraded_to: Option<u16>,
 }
 
 type Views = BTreeMap<ViewKey, ViewRow>;
@@ -89,8 +99,7 @@ fn compare_views(txn: &dyn ReadTxn, rebuilt: &Views) -> Result<u64> {
     expected.sort_by(|a, b| a.0.cmp(&b.0));
     let mut index = 0usize;
     txn.views_with_prefix(&[], &mut |key, row| {
-        let stored_key = decode_view_key(key).map_err(|e| Error::Corrupt(e.to_string()))?;
-        let stored_row = decode_view_row(row).map_err(|e| Error::Corrupt(e.to_string()))?;
+        let (stored_key, stored_row) = decode_row(key, row)?;
         match expected.get(index) {
             Some((bytes, want_key, want_row)) if bytes.as_slice() == key => {
                 if **want_row != stored_row {
@@ -111,53 +120,80 @@ fn compare_views(txn: &dyn ReadTxn, rebuilt: &Views) -> Result<u64> {
     Ok(index as u64)
 }
 
-/// Verifies the chain from genesis, the anchor outside the store, and that the stored views
-/// equal a rebuild of the log.
+/// Checks that every rebuilt row is found by a point lookup of its key, and equal: a scan can
+/// agree with a rebuild while a damaged branch page routes lookups past rows (the rows every
+/// reader and writer reaches by key). With `compare_views`, every stored row is then reachable.
+fn check_lookups(txn: &dyn ReadTxn, rebuilt: &Views) -> Result<u64> {
+    // The planted bug: verify trusts the scans and skips the lookups.
+    #[cfg(feature = "bugdrill")]
+    if crate::kernel::drill::is(crate::kernel::drill::Drill::VerifyScansOnly) {
+        return Ok(0);
+    }
+    let mut found = 0u64;
+    for (key, want) in rebuilt {
+        match read_row(txn, key)? {
+            Some(row) if row == *want => found += 1,
+            Some(_) => return Err(Error::ViewMismatch { key: format!("{key:?} (lookup)") }),
+            None => {
+                return Err(Error::ViewMismatch {
+                    key: format!("{key:?} (in the table but not found by a lookup of its key)"),
+                })
+            }
+        }
+    }
+    Ok(found)
+}
+
+/// What `verify` may do beyond checking.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct VerifyOptions {
+    /// A missing anchor on a store with events is accepted, and the anchor written at the head
+    /// (the operator vouches for the store); without this it is a failure.
+    pub accept_missing_anchor: bool,
+}
+
+/// Verifies the chain from genesis, the anchors outside the store, that the stored views equal
+/// a rebuild of the log, and that every rebuilt row is found by a point lookup. Writes nothing,
+/// except the anchor when `options.accept_missing_anchor` re-anchors a store.
 ///
 /// # Errors
 /// [`Error::ChainBroken`] naming the first bad seq, [`Error::AnchorMismatch`],
-/// [`Error::ViewMismatch`], [`Error::Corrupt`] and store errors.
-pub(crate) fn verify(kernel: &Kernel) -> Result<VerifyReport> {
+/// [`Error::AnchorMissing`], [`Error::ViewMismatch`], [`Error::Corrupt`] and store errors.
+pub(crate) fn verify(kernel: &Kernel, options: VerifyOptions) -> Result<VerifyReport> {
+    let anchors = kernel.read_anchors();
     let txn = kernel.begin_read()?;
     let (head, views) = replay_chain(&*txn, kernel.table(), kernel.genesis())?;
-    let anchor_seq = check_anchor(kernel, &*txn, &head)?;
+    let states = kernel.check_anchors(&*txn, &head, anchors)?;
     let compared = compare_views(&*txn, &views)?;
-    Ok(VerifyReport { events: head.seq, head, anchor_seq, views: compared })
+    let lookups = check_lookups(&*txn, &views)?;
+    let missing = states.iter().find(|(_, state)| *state == AnchorState::Missing);
+    let mut re_anchored = false;
+    if let Some((path, _)) = missing.filter(|_| head.seq > 0) {
+        if !options.accept_missing_anchor {
+            return Err(anchor::missing(path, &head));
+        }
+        re_anchored = kernel.re_anchor(&head);
+    }
+    let seq_of = |state: &AnchorState| match state {
+        AnchorState::At(seq) => Some(*seq),
+        AnchorState::Missing => None,
+    };
+    let anchor_seq = states.first().and_then(|(_, state)| seq_of(state));
+    let second_anchor_seq = states.get(1).and_then(|(_, state)| seq_of(state));
+    Ok(VerifyReport {
+        events: head.seq,
+        head,
+        anchor_seq,
+        second_anchor_seq,
+        views: compared,
+        lookups,
+        re_anchored,
+    })
 }
 
-fn check_anchor(kernel: &Kernel, txn: &dyn ReadTxn, head: &Head) -> Result<Option<u64>> {
-    let Some(text) = kernel.storage().read_anchor()? else {
-        return Ok(None);
-    };
-    let mismatch = |why: String| Error::AnchorMismatch { why };
-    let (store_id, anchored) = format::parse_anchor(&text).map_err(|e| mismatch(e.to_string()))?;
-    if store_id != *kernel.store_id() {
-        return Err(mismatch("the anchor belongs to another store".into()));
-    }
-    if anchored.seq > head.seq {
-        return Err(mismatch(format!(
-            "the anchor is at seq {} but the log ends at seq {}: the log was truncated or \
-             rolled back",
-            anchored.seq, head.seq
-        )));
-    }
-    let hash = if anchored.seq == 0 {
-        kernel.genesis()
-    } else {
-        let bytes =
-            txn.event(anchored.seq)?.ok_or_else(|| broken(anchored.seq, "event is missing"))?;
-        format::decode_event(&bytes).map_err(|e| broken(anchored.seq, &e.to_string()))?.hash
-    };
-    if hash != anchored.hash {
-        return Err(mismatch(format!(
-            "event {} differs from the anchored hash: the log was rewritten",
-            anchored.seq
-        )));
-    }
-    Ok(Some(anchored.seq))
-}
-
-/// Drops every view and recomputes it from the log, after checking the chain.
+/// Drops every view and recomputes it from the log, after checking the chain; a store of an
+/// older format is upgraded (its views rewritten in this format, its version moved) in the same
+/// transaction.
 ///
 /// # Errors
 /// [`Error::ChainBroken`] (nothing is changed then) and store errors.
@@ -166,12 +202,22 @@ pub(crate) fn rebuild(kernel: &Kernel) -> Result<RebuildReport> {
     let (head, views) = replay_chain(&*txn, kernel.table(), kernel.genesis())?;
     txn.clear_views()?;
     for (key, row) in &views {
-        txn.put_view(&encode_view_key(key), &encode_view_row(row))?;
+        let key_bytes = encode_view_key(key);
+        txn.put_view(&key_bytes, &encode_view_row(&key_bytes, row))?;
+    }
+    let upgraded = kernel.needs_upgrade();
+    if upgraded {
+        txn.put_meta(META_FORMAT, &FORMAT_VERSION.to_be_bytes())?;
     }
     if let Err(err) = txn.commit() {
         kernel.poison();
         return Err(err);
     }
     let stale_temps_removed = kernel.storage().remove_stale_temps()?;
-    Ok(RebuildReport { events: head.seq, views: views.len() as u64, stale_temps_removed })
+    Ok(RebuildReport {
+        events: head.seq,
+        views: views.len() as u64,
+        stale_temps_removed,
+        upgraded_to: upgraded.then_some(FORMAT_VERSION),
+    })
 }

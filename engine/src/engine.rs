@@ -15,7 +15,7 @@ use crate::alerts::layout_alerts::AlertsLayout;
 use crate::alerts::layout_heartbeat::HeartbeatLayout;
 use crate::alerts::project::AlertsProjection;
 use crate::alerts::Alerts;
-use crate::audit::{self, RebuildReport, VerifyReport};
+use crate::audit::{self, RebuildReport, VerifyOptions, VerifyReport};
 use crate::core::project::CoreProjection;
 use crate::core::query::Query;
 use crate::core::{self, Command};
@@ -251,7 +251,39 @@ impl Engine {
     /// [`crate::Error::ChainBroken`] naming the first bad seq, [`crate::Error::AnchorMismatch`],
     /// [`crate::Error::ViewMismatch`], [`crate::Error::Corrupt`] and store errors.
     pub fn verify(&self) -> Result<VerifyReport> {
-        audit::verify(&self.kernel)
+        audit::verify(&self.kernel, VerifyOptions::default())
+    }
+
+    /// [`Engine::verify`] with options: `accept_missing_anchor` accepts (and writes) a missing
+    /// anchor on a store with events.
+    ///
+    /// # Errors
+    /// As [`Engine::verify`].
+    pub fn verify_with(&self, options: VerifyOptions) -> Result<VerifyReport> {
+        audit::verify(&self.kernel, options)
+    }
+
+    /// What a read should be told about the anchors: the error a write would be refused with
+    /// (a log behind its anchor, an anchor of another store, an unreadable or missing anchor),
+    /// or `None` when they agree with the log.
+    ///
+    /// # Errors
+    /// Store and corruption errors of the snapshot it checks.
+    pub fn anchor_note(&self) -> Result<Option<crate::kernel::error::Error>> {
+        self.kernel.anchor_note()
+    }
+
+    /// The warning lines this handle's writes left (an anchor that could not be moved), taken
+    /// once; none once a sink is set.
+    #[must_use]
+    pub fn take_warnings(&self) -> Vec<String> {
+        self.kernel.take_warnings()
+    }
+
+    /// Hands every later warning line to `sink` as it happens (the CLI prints them on stderr);
+    /// only the first sink set is kept.
+    pub fn set_warning_sink(&self, sink: Box<dyn Fn(&str) + Send + Sync>) {
+        self.kernel.set_warning_sink(sink);
     }
 
     /// Drops every view and recomputes it from the log, after checking the chain.

@@ -5,14 +5,14 @@
 
 use std::collections::BTreeSet;
 
-use hookstate_schema::format::{self, decode_view_key, decode_view_row, Head};
+use hookstate_schema::format::{self, decode_view_key, Head};
 use hookstate_schema::{Event, ViewKey, ViewRow};
 use serde_json::{json, Value};
 
 use crate::kernel::error::{Error, Result};
 use crate::kernel::limits::LOG_EVENTS_MAX;
-use crate::kernel::view::read_head;
-use crate::kernel::write::Kernel;
+use crate::kernel::view::{decode_row, read_head};
+use crate::kernel::write::{anchor_write_failures, Kernel};
 
 /// Which events `log` returns. Every present field must match.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -64,6 +64,10 @@ pub struct Stats {
     pub queues: Vec<Value>,
     /// View rows.
     pub views: u64,
+    /// The anchor's seq as its file says (unchecked: `verify` checks it), when it parses.
+    pub anchor_seq: Option<u64>,
+    /// Anchor writes that failed after a commit, over the store's life.
+    pub anchor_write_failures: u64,
 }
 
 /// The events that match `filter`, in log order (at most [`LOG_EVENTS_MAX`]).
@@ -100,19 +104,24 @@ pub(crate) fn events(kernel: &Kernel, filter: &LogFilter) -> Result<Vec<Event>> 
 /// # Errors
 /// Corruption and store errors.
 pub(crate) fn stats(kernel: &Kernel) -> Result<Stats> {
+    let anchor_seq = kernel
+        .storage()
+        .read_anchor()
+        .ok()
+        .flatten()
+        .and_then(|text| format::parse_anchor(&text).ok().map(|(_, head)| head.seq));
     let txn = kernel.begin_read()?;
     let head = read_head(&*txn)?;
+    let anchor_write_failures = anchor_write_failures(&*txn)?;
     let mut scopes = BTreeSet::new();
     let mut queues = Vec::new();
     let mut views = 0u64;
-    txn.views_with_prefix(&[], &mut |key, row| {
+    txn.views_with_prefix(&[], &mut |key_bytes, row| {
         views += 1;
-        let key = decode_view_key(key).map_err(|e| Error::Corrupt(e.to_string()))?;
+        let key = decode_view_key(key_bytes).map_err(|e| Error::Corrupt(e.to_string()))?;
         let scope = scope_of(&key).to_owned();
         if let ViewKey::QueueMeta { queue, .. } = &key {
-            if let ViewRow::QueueMeta(meta) =
-                decode_view_row(row).map_err(|e| Error::Corrupt(e.to_string()))?
-            {
+            if let (_, ViewRow::QueueMeta(meta)) = decode_row(key_bytes, row)? {
                 queues.push(json!({
                     "scope": scope, "queue": queue, "ready": meta.ready, "claimed": meta.claimed,
                     "parked": meta.parked, "acked": meta.acked, "epoch": meta.epoch,
@@ -123,7 +132,15 @@ pub(crate) fn stats(kernel: &Kernel) -> Result<Stats> {
         Ok(true)
     })?;
     let file_bytes = std::fs::symlink_metadata(kernel.path()).map(|m| m.len()).unwrap_or(0);
-    Ok(Stats { head, file_bytes, scopes: scopes.into_iter().collect(), queues, views })
+    Ok(Stats {
+        head,
+        file_bytes,
+        scopes: scopes.into_iter().collect(),
+        queues,
+        views,
+        anchor_seq,
+        anchor_write_failures,
+    })
 }
 
 fn scope_of(key: &ViewKey) -> &str {

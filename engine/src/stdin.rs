@@ -76,7 +76,14 @@ pub fn parse_rows(text: &str) -> Result<Vec<RowInput>, String> {
         Value::Array(items) => items,
         other => vec![other],
     };
-    list.into_iter().map(|v| serde_json::from_value(v).map_err(|e| format!("row: {e}"))).collect()
+    let rows: Vec<RowInput> = list
+        .into_iter()
+        .map(|v| serde_json::from_value(v).map_err(|e| format!("row: {e}")))
+        .collect::<Result<_, _>>()?;
+    for row in &rows {
+        crate::observer::rules::check_row(row).map_err(|e| e.to_string())?;
+    }
+    Ok(rows)
 }
 
 /// Parses `observer sweep-commit`'s findings: a JSON array of [`Finding`].

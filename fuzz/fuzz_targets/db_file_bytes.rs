@@ -1,5 +1,5 @@
-//! Fuzz target `db_file_bytes`: Engine::open (integrity check on) and verify on arbitrary bytes as
-//! a store file; never panics.
+//! Fuzz target `db_file_bytes`: Engine::open (integrity check on, as verify and as rebuild open)
+//! and verify on arbitrary bytes as a store file; never panics.
 //!
 //! The check is `check_db_file_bytes` in `tests/tests/corpus_checks.rs`, which `cargo test` also
 //! runs over `fuzz/corpus/db_file_bytes/` and `fuzz/artifacts-regressions/db_file_bytes/`.

@@ -37,6 +37,39 @@ pub struct EventContent {
     pub idem_key: Option<String>,
     /// What happened.
     pub body: Body,
+    /// The request an idempotency key is bound to, on the first event of a keyed call (format 2;
+    /// absent on every other event, so their bytes are those of format 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<Request>,
+}
+
+/// The request a call with an idempotency key made: the same key with another request is refused,
+/// and a repeat of this one replays `result`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Request {
+    /// The verb the first call ran (`kv put`, `hook claim`), for the refusal's message.
+    pub verb: String,
+    /// A digest of the verb, its arguments (without the flags that do not change what it does)
+    /// and its stdin.
+    pub digest: serde_bytes::ByteArray<32>,
+    /// The first call's result fields as JSON text, replayed byte for byte by a repeat; absent
+    /// when it was over the limit the engine keeps (a repeat then renders the events).
+    #[serde(default)]
+    pub result: Option<String>,
+}
+
+impl Request {
+    /// A request record.
+    #[must_use]
+    pub fn new(verb: String, digest: [u8; 32], result: Option<String>) -> Request {
+        Request { verb, digest: serde_bytes::ByteArray::new(digest), result }
+    }
+
+    /// The digest as bytes.
+    #[must_use]
+    pub fn digest(&self) -> [u8; 32] {
+        self.digest.into_array()
+    }
 }
 
 /// One event of the log, as read back and verified.

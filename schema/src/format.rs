@@ -10,8 +10,12 @@ use serde_bytes::{ByteArray, ByteBuf};
 use crate::event::{Event, EventContent};
 use crate::view::{ViewKey, ViewRow};
 
-/// The format this build writes and the newest it reads.
-pub const FORMAT_VERSION: u16 = 1;
+/// The format this build writes and the newest it reads. Version 2 added the view row checksum,
+/// the request of a keyed call and the time of an idempotency row; a version 1 store is upgraded
+/// by `hookstate rebuild` (docs/decisions.md, "Integrity").
+pub const FORMAT_VERSION: u16 = 2;
+/// The oldest format `rebuild` upgrades; every other verb refuses an older store.
+pub const FORMAT_VERSION_UPGRADABLE: u16 = 1;
 /// Table of events: `u64 seq -> envelope bytes`.
 pub const LOG_TABLE: &str = "log";
 /// Table of view rows: `encoded ViewKey -> encoded ViewRow`.
@@ -24,10 +28,16 @@ pub const META_FORMAT: &str = "format";
 pub const META_STORE_ID: &str = "store_id";
 /// Meta key of the head (seq big-endian ‖ hash).
 pub const META_HEAD: &str = "head";
+/// Meta key of the count of anchor writes that failed after a commit (`u64`, big-endian).
+pub const META_ANCHOR_WRITE_FAILURES: &str = "anchor_write_failures";
 /// Length of a store id.
 pub const STORE_ID_BYTES: usize = 16;
 
 const EVENT_HASH_CONTEXT: &str = "hookstate event v1";
+const ROW_CHECK_CONTEXT: &str = "hookstate view row v2";
+const REQUEST_DIGEST_CONTEXT: &str = "hookstate request v1";
+/// Bytes of the checksum in front of every view row.
+pub const ROW_CHECK_BYTES: usize = 8;
 const GENESIS_HASH_CONTEXT: &str = "hookstate genesis v1";
 const ANCHOR_MAGIC: &str = "hookstate-anchor";
 
@@ -56,6 +66,9 @@ pub enum FormatError {
         /// The event's seq.
         seq: u64,
     },
+    /// A view row's checksum does not match its key and bytes.
+    #[error("view row fails its checksum")]
+    RowChecksum,
 }
 
 /// The chain head: the last event's seq and hash (seq 0 and the genesis hash when empty).
@@ -254,21 +267,56 @@ pub fn decode_view_key(bytes: &[u8]) -> Result<ViewKey, FormatError> {
     Ok(key)
 }
 
-/// Encodes a view row.
+fn row_check(key: &[u8], payload: &[u8]) -> [u8; ROW_CHECK_BYTES] {
+    let mut hasher = blake3::Hasher::new_derive_key(ROW_CHECK_CONTEXT);
+    hasher.update(&(key.len() as u64).to_be_bytes());
+    hasher.update(key);
+    hasher.update(payload);
+    let mut out = [0u8; ROW_CHECK_BYTES];
+    out.copy_from_slice(&hasher.finalize().as_bytes()[..ROW_CHECK_BYTES]);
+    out
+}
+
+/// Encodes the view row stored at the encoded key `key`: a checksum of the key and the payload,
+/// then the payload (MessagePack, named fields). The key is in the checksum, so a row copied under
+/// another key fails it too.
 ///
 /// # Panics
 /// Never in practice: encoding our own plain enums into a `Vec` cannot fail.
 #[must_use]
-pub fn encode_view_row(row: &ViewRow) -> Vec<u8> {
-    rmp_serde::to_vec_named(row).expect("encoding a plain enum into a Vec cannot fail")
+pub fn encode_view_row(key: &[u8], row: &ViewRow) -> Vec<u8> {
+    let payload =
+        rmp_serde::to_vec_named(row).expect("encoding a plain enum into a Vec cannot fail");
+    let mut out = Vec::with_capacity(ROW_CHECK_BYTES + payload.len());
+    out.extend_from_slice(&row_check(key, &payload));
+    out.extend_from_slice(&payload);
+    out
 }
 
-/// Decodes a view row.
+/// Decodes the view row stored at the encoded key `key`, checking its checksum first.
 ///
 /// # Errors
-/// [`FormatError::Undecodable`].
-pub fn decode_view_row(bytes: &[u8]) -> Result<ViewRow, FormatError> {
-    decode_whole("view row", bytes)
+/// [`FormatError::RowChecksum`] for a row whose bytes or key changed; [`FormatError::Undecodable`].
+pub fn decode_view_row(key: &[u8], bytes: &[u8]) -> Result<ViewRow, FormatError> {
+    let (check, payload) =
+        bytes.split_at_checked(ROW_CHECK_BYTES).ok_or(FormatError::RowChecksum)?;
+    if check != row_check(key, payload) {
+        return Err(FormatError::RowChecksum);
+    }
+    decode_whole("view row", payload)
+}
+
+/// The digest that binds an idempotency key to its request: the verb, then each argument (its
+/// name and values, in a fixed order) and stdin, each length-prefixed so that no two different
+/// requests give the same input.
+#[must_use]
+pub fn request_digest<'a>(parts: impl IntoIterator<Item = &'a [u8]>) -> [u8; 32] {
+    let mut hasher = blake3::Hasher::new_derive_key(REQUEST_DIGEST_CONTEXT);
+    for part in parts {
+        hasher.update(&(part.len() as u64).to_be_bytes());
+        hasher.update(part);
+    }
+    *hasher.finalize().as_bytes()
 }
 
 /// Encodes the head as 8 bytes of big-endian seq followed by the 32-byte hash.
@@ -351,7 +399,7 @@ pub fn from_hex<const N: usize>(text: &str) -> Option<[u8; N]> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::{Actor, Body, CoreEvent};
+    use crate::event::{Actor, Body, CoreEvent, Request};
 
     fn sample_content() -> EventContent {
         EventContent {
@@ -364,6 +412,7 @@ mod tests {
             },
             scope: "default".into(),
             idem_key: None,
+            request: None,
             body: Body::Core(CoreEvent::ItemClaimed {
                 queue: "q".into(),
                 item: "a".into(),
@@ -381,7 +430,7 @@ mod tests {
     fn golden_bytes_of_an_event_record() {
         let (bytes, hash) = encode_event(3, &[9u8; 32], &sample_content());
         let golden = concat!(
-            "85a17601a373657103a470726576c420090909090909090909090909090909090909090909090909",
+            "85a17602a373657103a470726576c420090909090909090909090909090909090909090909090909",
             "0909090909090909a468617368c42003c55f140faf20a894b7a81ac740ee2ac777af622a1fac3d1bca",
             "987051aad376a7636f6e74656e74c4bc85a561745f6d73cf0000019ad20f2800a56163746f7284a773",
             "657373696f6ea27331a4686f6f6bab717565756520636c61696da37069642aa56167656e74c0a57363",
@@ -394,6 +443,53 @@ mod tests {
             to_hex(&hash),
             "03c55f140faf20a894b7a81ac740ee2ac777af622a1fac3d1bca987051aad376"
         );
+    }
+
+    /// Pins the view row format (format 2): an 8-byte checksum of key and payload, then the
+    /// payload.
+    #[test]
+    fn golden_bytes_of_a_view_row() {
+        let key = encode_view_key(&ViewKey::Counter { scope: "s".into(), name: "c".into() });
+        let bytes = encode_view_row(&key, &ViewRow::Counter { value: 5 });
+        assert_eq!(to_hex(&bytes), "ac94e17d2e98e32981a7436f756e74657281a576616c756505");
+        assert_eq!(decode_view_row(&key, &bytes).unwrap(), ViewRow::Counter { value: 5 });
+    }
+
+    #[test]
+    fn a_view_row_with_any_flipped_bit_or_under_another_key_is_refused() {
+        let key = encode_view_key(&ViewKey::Record { scope: "s".into(), key: "k".into() });
+        let row = ViewRow::Record { value: "\"hello\"".into(), rev: 3 };
+        let bytes = encode_view_row(&key, &row);
+        for index in 0..bytes.len() {
+            for bit in 0..8 {
+                let mut damaged = bytes.clone();
+                damaged[index] ^= 1 << bit;
+                let decoded = decode_view_row(&key, &damaged);
+                assert!(decoded.is_err(), "flip of bit {bit} at {index} went unseen");
+            }
+        }
+        let other = encode_view_key(&ViewKey::Record { scope: "s".into(), key: "j".into() });
+        assert_eq!(decode_view_row(&other, &bytes), Err(FormatError::RowChecksum));
+        assert_eq!(decode_view_row(&key, &bytes[..4]), Err(FormatError::RowChecksum));
+    }
+
+    #[test]
+    fn a_request_rides_on_the_event_and_an_event_without_one_keeps_its_format_1_content() {
+        let plain = sample_content();
+        let mut keyed = sample_content();
+        keyed.idem_key = Some("k1".into());
+        keyed.request = Some(Request::new("kv put".into(), [4; 32], Some("{}".into())));
+        let (bytes, _) = encode_event(3, &[9u8; 32], &keyed);
+        assert_eq!(decode_event(&bytes).unwrap().content, keyed);
+        // Format 1 content had no `request` field: absent, the content bytes are unchanged.
+        assert!(!encode_content(&plain).windows(7).any(|w| w == b"request"));
+        let digests = [
+            request_digest([&b"ab"[..], b"c"]),
+            request_digest([&b"a"[..], b"bc"]),
+            request_digest([&b"abc"[..]]),
+        ];
+        assert_ne!(digests[0], digests[1], "parts are length-prefixed");
+        assert_ne!(digests[1], digests[2]);
     }
 
     #[test]
@@ -436,7 +532,11 @@ mod tests {
             content: ByteBuf::from(content_bytes),
         };
         let bytes = rmp_serde::to_vec_named(&envelope).unwrap();
-        assert!(matches!(decode_event(&bytes), Err(FormatError::TooNew { found: 2, .. })));
+        let decoded = decode_event(&bytes);
+        assert!(
+            matches!(decoded, Err(FormatError::TooNew { found, .. }) if found == FORMAT_VERSION + 1),
+            "{decoded:?}"
+        );
     }
 
     #[test]

@@ -134,10 +134,14 @@ pub struct SignalDoc {
 /// count again, so a stale PM no longer silences the session for good.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SendsDoc {
-    /// Failed sends to the PM registered at `pm_seq`.
+    /// Failed sends to the PM registered at `pm_seq`: distinct turns whose line did not reach it.
     pub failed: u32,
     /// The registration the count belongs to.
     pub pm_seq: u64,
+    /// The seq of the last turn counted as failed: a repeated report of that turn (a retried
+    /// report) is not counted again.
+    #[serde(default)]
+    pub last_failed_turn_seq: u64,
 }
 
 /// A plugin-store key kept as it was imported.

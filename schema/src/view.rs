@@ -136,6 +136,9 @@ pub enum ViewRow {
         first_seq: u64,
         /// Last seq of that call.
         last_seq: u64,
+        /// When that call ran, UTC ms: the key is bound to it until it expires.
+        #[serde(default)]
+        at_ms: u64,
     },
 }
 

@@ -8,7 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
-use hookstate_engine::alerts::layout_alerts::ALERT_STATE_FILE;
+use hookstate_engine::alerts::ALERT_STATE_FILE;
 use hookstate_engine::schema::hermit::scope_of as hermit_scope;
 use hookstate_engine::schema::Actor;
 use hookstate_engine::{parse_tick_input, read_hermit_alerts, read_hermit_files, AlertFile};
@@ -50,7 +50,13 @@ impl Hermit {
     }
 
     fn call(&self, now_ms: u64) -> Call {
-        Call { scope: self.scope.clone(), actor: Actor::default(), idem_key: None, now_ms }
+        Call {
+            scope: self.scope.clone(),
+            actor: Actor::default(),
+            idem_key: None,
+            fingerprint: None,
+            now_ms,
+        }
     }
 
     fn tick(&self, payload: &Value, now_ms: u64) -> Value {

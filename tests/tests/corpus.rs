@@ -91,7 +91,7 @@ fn corpus_legacy_import() {
 /// replay reaches each kind's write-back check and not only its error paths.
 #[test]
 fn legacy_import_seeds_reach_every_parser() {
-    use hookstate_engine::legacy_files::{parse_legacy, LegacyFile};
+    use hookstate_engine::{parse_legacy, LegacyFile};
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus/legacy_import");
     let mut accepted = vec![0_usize; LegacyFile::ALL.len()];
     for path in inputs(&dir) {

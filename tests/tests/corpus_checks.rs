@@ -10,11 +10,11 @@ use std::fs;
 use std::os::unix::fs::PermissionsExt;
 
 use hookstate_engine::feedback::{self as feedback_rules, Input};
-use hookstate_engine::legacy_files::{parse_legacy, LegacyFile};
 use hookstate_engine::limits::{STDIN_BYTES_MAX, VALUE_BYTES_MAX};
-use hookstate_engine::stdin::{
+use hookstate_engine::{
     parse_findings, parse_hook_payload, parse_patch_stdin, parse_rows, parse_stop_payload,
 };
+use hookstate_engine::{parse_legacy, LegacyFile};
 use hookstate_engine::{validate_json, Call, Command, Engine, OpenOptions};
 use hookstate_schema::format::{self, FormatError, FORMAT_VERSION};
 use hookstate_schema::id::{ID_BYTES_MAX, SCOPE_BYTES_MAX};
@@ -205,15 +205,21 @@ pub(crate) fn check_db_file_bytes(data: &[u8]) {
         .expect("make the temporary directory private");
     let path = dir.path().join("state.redb");
     fs::write(&path, data).expect("write the store file");
-    let options = OpenOptions {
-        wait_ms: 100,
-        create: false,
-        check_integrity: true,
-        read_only: false,
-        absent_is_empty: false,
-    };
-    if let Ok(engine) = Engine::open(&path, options) {
-        let _ = engine.verify();
+    // `verify`'s own open (read-only, redb's check on a copy-on-write view), then `rebuild`'s
+    // (a writer with redb's check); a missing anchor is accepted so every check runs.
+    let accept = hookstate_engine::VerifyOptions { accept_missing_anchor: true };
+    for read_only in [true, false] {
+        let options = OpenOptions {
+            wait_ms: 100,
+            create: false,
+            check_integrity: true,
+            read_only,
+            absent_is_empty: false,
+            anchor_dir: None,
+        };
+        if let Ok(engine) = Engine::open(&path, options) {
+            let _ = engine.verify_with(accept);
+        }
     }
 }
 
@@ -249,6 +255,7 @@ fn stdin_call(scope: &str) -> Call {
             agent: None,
         },
         idem_key: None,
+        fingerprint: None,
         now_ms: 1_700_000_000_000,
     }
 }
@@ -275,9 +282,8 @@ pub(crate) fn verb_stdin_verdict(data: &[u8]) -> Option<(usize, bool)> {
     // accepts `1e999` there, which `Value` refuses as out of f64 range (found by fuzzing).
     let is_json = || serde_json::from_str::<&RawValue>(text).is_ok();
     // What upstream's `JSON.parse(stdin.trim())` would parse.
-    let is_trimmed_json = || {
-        serde_json::from_str::<&RawValue>(hookstate_engine::kernel::compat::js_trim(text)).is_ok()
-    };
+    let is_trimmed_json =
+        || serde_json::from_str::<&RawValue>(hookstate_engine::js_trim(text)).is_ok();
     let accepted = match verb {
         "hook-payload" => {
             let ok = parse_hook_payload(text).is_ok();

@@ -18,7 +18,7 @@
 
 use std::collections::BTreeMap;
 
-use hookstate_engine::legacy::durable::{self, DirOps};
+use hookstate_engine::durable::{self, DirOps};
 use hookstate_engine::{Error, Result};
 
 use crate::powerloss::Rng;

@@ -30,7 +30,7 @@ fn copy_dir(from: &Path, to: &Path) {
 
 fn call(now_ms: u64) -> Call {
     let scope = format!("moonshine:{PROJECT}");
-    Call { scope, actor: Actor::default(), idem_key: None, now_ms }
+    Call { scope, actor: Actor::default(), idem_key: None, fingerprint: None, now_ms }
 }
 
 /// The end of a mirrored feedback call writes a file only over the bytes the call adopted: the

@@ -119,6 +119,7 @@ fn call(now: u64, session: Option<String>) -> Call {
         scope: SCOPE.into(),
         actor: Actor { session, ..Actor::default() },
         idem_key: None,
+        fingerprint: None,
         now_ms: now,
     }
 }

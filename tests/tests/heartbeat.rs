@@ -8,10 +8,10 @@
 
 use std::path::{Path, PathBuf};
 
-use hookstate_engine::alerts::heartbeat::{NEXT_TASK_FILE, STATE_FILES};
-use hookstate_engine::alerts::heartbeat_rules::monitor_command;
-use hookstate_engine::alerts::layout_heartbeat::read_heartbeat_files;
+use hookstate_engine::alerts::monitor_command;
+use hookstate_engine::alerts::read_heartbeat_files;
 use hookstate_engine::alerts::{BudgetInput, MonitorSetup};
+use hookstate_engine::alerts::{NEXT_TASK_FILE, STATE_FILES};
 use hookstate_engine::schema::hermit::scope_of as hermit_scope;
 use hookstate_engine::schema::Actor;
 use hookstate_engine::{Call, Engine, Error, Layout, LogFilter, OpenOptions};
@@ -56,7 +56,13 @@ fn hermit(fixture: Option<&str>) -> Hermit {
 
 impl Hermit {
     fn call(&self, now_ms: u64) -> Call {
-        Call { scope: self.scope.clone(), actor: Actor::default(), idem_key: None, now_ms }
+        Call {
+            scope: self.scope.clone(),
+            actor: Actor::default(),
+            idem_key: None,
+            fingerprint: None,
+            now_ms,
+        }
     }
 
     /// Writes the state directory's `config.json`: its time zone, and whether the next-task
@@ -504,7 +510,7 @@ fn corrupt_files_are_quarantined_and_rebuilt_from_the_log() {
 fn oversized_files_are_refused_before_anything_is_written() {
     let h = hermit(None);
     std::fs::create_dir_all(h.dir.join("sessions")).unwrap();
-    let big = "x".repeat(hookstate_engine::alerts::heartbeat::FILE_BYTES_MAX + 1);
+    let big = "x".repeat(hookstate_engine::alerts::FILE_BYTES_MAX + 1);
     std::fs::write(h.dir.join("sessions").join(NEXT_TASK_FILE), big).unwrap();
     assert!(read_heartbeat_files(&h.dir).as_ref().is_err_and(Error::is_invalid));
     std::fs::write(h.dir.join("sessions").join(NEXT_TASK_FILE), b"\xff\xfe").unwrap();
@@ -542,9 +548,7 @@ const MODEL_TZ: &str = "America/New_York";
 
 fn model_key(level: usize, period: usize, at: u64) -> String {
     let (level, period) = (["warn", "breach"][level], ["daily", "weekly", "monthly"][period]);
-    let key = hookstate_engine::alerts::heartbeat_rules::period_key(period, at, MODEL_TZ)
-        .unwrap()
-        .unwrap();
+    let key = hookstate_engine::alerts::period_key(period, at, MODEL_TZ).unwrap().unwrap();
     format!("budget-{level}:{period}:{key}")
 }
 
@@ -559,8 +563,7 @@ impl BudgetModel {
     fn reap(&mut self, at: u64) {
         self.alerts.retain(|key, (period, _, _)| {
             let period = ["daily", "weekly", "monthly"][*period];
-            let current =
-                hookstate_engine::alerts::heartbeat_rules::period_key(period, at, MODEL_TZ);
+            let current = hookstate_engine::alerts::period_key(period, at, MODEL_TZ);
             // Only an older period goes; a later one (a clock ahead recorded it) stays.
             key.rsplit(':').next().unwrap() >= current.unwrap().unwrap().as_str()
         });
@@ -672,7 +675,7 @@ fn falsy_budget_entries_are_no_alerts_and_truthy_marks_are_marks() {
 fn a_record_never_grows_the_budget_file_past_the_file_bound() {
     let h = hermit(None);
     std::fs::create_dir_all(h.dir.join("state")).unwrap();
-    let pad = "x".repeat(hookstate_engine::alerts::heartbeat::FILE_BYTES_MAX - 200);
+    let pad = "x".repeat(hookstate_engine::alerts::FILE_BYTES_MAX - 200);
     let file = format!(
         "{{\n  \"alerts\": {{\n    \"note\": {{\n      \"kind\": \"other\",\n      \"text\": \"{pad}\"\n    }}\n  }}\n}}\n"
     );

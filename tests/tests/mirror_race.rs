@@ -165,7 +165,7 @@ impl Case for Loopd {
     }
     fn call(&self, now_ms: u64) -> Call {
         let scope = hookstate_engine::signals::bundle_scope(&self.bundle);
-        Call { scope, actor: Actor::default(), idem_key: None, now_ms }
+        Call { scope, actor: Actor::default(), idem_key: None, fingerprint: None, now_ms }
     }
     fn mutate(&mut self, engine: &Engine, now_ms: u64, rng: &mut Rng) -> Result<Outcome> {
         let call = self.call(now_ms);
@@ -255,7 +255,13 @@ impl Case for Observer {
         Layout::Observer { file: "claude-management.json".into() }
     }
     fn call(&self, now_ms: u64) -> Call {
-        Call { scope: "observer:race".into(), actor: Actor::default(), idem_key: None, now_ms }
+        Call {
+            scope: "observer:race".into(),
+            actor: Actor::default(),
+            idem_key: None,
+            fingerprint: None,
+            now_ms,
+        }
     }
     fn mutate(&mut self, engine: &Engine, now_ms: u64, rng: &mut Rng) -> Result<Outcome> {
         let call = self.call(now_ms);
@@ -392,7 +398,13 @@ impl Case for Hermit {
         Layout::Hermit
     }
     fn call(&self, now_ms: u64) -> Call {
-        Call { scope: self.scope(), actor: Actor::default(), idem_key: None, now_ms }
+        Call {
+            scope: self.scope(),
+            actor: Actor::default(),
+            idem_key: None,
+            fingerprint: None,
+            now_ms,
+        }
     }
     fn mutate(&mut self, engine: &Engine, now_ms: u64, rng: &mut Rng) -> Result<Outcome> {
         let call = self.call(now_ms);
@@ -568,7 +580,7 @@ impl Case for Moonshine {
     fn call(&self, now_ms: u64) -> Call {
         let scope = format!("moonshine:{MOONSHINE_PROJECT}");
         let actor = Actor { session: Some("hs".into()), ..Actor::default() };
-        Call { scope, actor, idem_key: None, now_ms }
+        Call { scope, actor, idem_key: None, fingerprint: None, now_ms }
     }
     fn mutate(&mut self, engine: &Engine, now_ms: u64, rng: &mut Rng) -> Result<Outcome> {
         use hookstate_engine::feedback::{ClaimAsk, DrainAsk, Pass};
@@ -762,7 +774,13 @@ fn hermit_mirror_loses_nothing_to_a_stale_proposal_ts() {
 const SESSION_SCOPE: &str = "hermit:/race/.claude-code-hermit";
 
 fn session_call(now_ms: u64) -> Call {
-    Call { scope: SESSION_SCOPE.into(), actor: Actor::default(), idem_key: None, now_ms }
+    Call {
+        scope: SESSION_SCOPE.into(),
+        actor: Actor::default(),
+        idem_key: None,
+        fingerprint: None,
+        now_ms,
+    }
 }
 
 struct SessionRuntime {

@@ -391,6 +391,7 @@ fn run(ops: &[Op]) -> Result<(), TestCaseError> {
             scope: "model".into(),
             actor: Actor { session, ..Actor::default() },
             idem_key: None,
+            fingerprint: None,
             now_ms: model.now,
         };
         let outcome = engine.execute(&call, &command).unwrap();

@@ -16,7 +16,13 @@ const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/legacy/obs
 const SCOPE: &str = "observer:s1";
 
 fn call() -> Call {
-    Call { scope: SCOPE.into(), actor: Actor::default(), idem_key: None, now_ms: 1 }
+    Call {
+        scope: SCOPE.into(),
+        actor: Actor::default(),
+        idem_key: None,
+        fingerprint: None,
+        now_ms: 1,
+    }
 }
 
 fn engine(dir: &Path) -> Engine {

@@ -194,6 +194,7 @@ fn options(create: bool) -> OpenOptions {
         check_integrity: !create,
         read_only: false,
         absent_is_empty: false,
+        anchor_dir: None,
     }
 }
 
@@ -241,6 +242,8 @@ enum Fault {
 /// creation, the errors the engine returned, and whether anything panicked.
 struct RunResult {
     disk: Arc<Mutex<Disk>>,
+    /// The head anchor the run left beside the store (written after each commit returned).
+    anchor: Option<Vec<u8>>,
     acked: Vec<(u64, [u8; 32])>,
     ops: u64,
     errors: Vec<hookstate_engine::Error>,
@@ -278,6 +281,7 @@ fn run(seed: u64, fault: Fault) -> RunResult {
                 scope: "sim".into(),
                 actor: Actor::default(),
                 idem_key: None,
+                fingerprint: None,
                 now_ms: 1_000 * n,
             };
             match engine.execute(&call, &command(&mut rng, n)) {
@@ -297,7 +301,8 @@ fn run(seed: u64, fault: Fault) -> RunResult {
         drop(engine);
     }));
     let ops = disk.lock().unwrap().ops - created_ops;
-    RunResult { disk, acked, ops, errors, panicked: workload.is_err() }
+    let anchor = std::fs::read(scratch.path().join("sim.redb.head")).ok();
+    RunResult { disk, anchor, acked, ops, errors, panicked: workload.is_err() }
 }
 
 /// The disk images a cut can leave: variant 0 keeps no unsynced operation, the last keeps all,
@@ -324,15 +329,20 @@ fn image(durable: &[u8], pending: &[Op], variant: u64, rng: &mut Rng) -> Vec<u8>
     image
 }
 
-/// Opens one image and checks it; `Err` names the violation.
-fn check(image: Vec<u8>, acked: &[(u64, [u8; 32])]) -> Result<(), String> {
+/// Opens one image beside the anchor the run left and checks it (the anchor lags or matches
+/// every image: it is written only after a commit returned); `Err` names the violation.
+fn check(image: Vec<u8>, anchor: Option<&[u8]>, acked: &[(u64, [u8; 32])]) -> Result<(), String> {
     let scratch = tempfile::tempdir().unwrap();
+    if let Some(anchor) = anchor {
+        std::fs::write(scratch.path().join("sim.redb.head"), anchor).unwrap();
+    }
     let disk = Disk { durable: image.clone(), current: image, ..Disk::default() };
     let backend = SimBackend(Arc::new(Mutex::new(disk)));
     let engine =
         Engine::open_with_backend(&scratch.path().join("sim.redb"), backend, options(false))
             .map_err(|e| format!("unopenable: {e}"))?;
-    engine.verify().map_err(|e| format!("verify: {e}"))?;
+    // Lost events first: an image that lost a commit also fails `verify` (its anchor, moved
+    // after that commit, is ahead of its log), and the loss is the finding.
     let events = engine.log(&LogFilter::default()).map_err(|e| format!("log: {e}"))?;
     for (seq, hash) in acked {
         let found = events.iter().find(|e| e.seq == *seq);
@@ -340,6 +350,7 @@ fn check(image: Vec<u8>, acked: &[(u64, [u8; 32])]) -> Result<(), String> {
             return Err(format!("acked event {seq} lost"));
         }
     }
+    engine.verify().map_err(|e| format!("verify: {e}"))?;
     Ok(())
 }
 
@@ -357,13 +368,14 @@ fn power_loss_at_every_operation_keeps_acked_events_and_an_openable_store() {
     let (mut images, mut acked_checked) = (0u64, 0u64);
     let mut violations: Vec<String> = Vec::new();
     for crash_at in 1..=total_ops {
-        let RunResult { disk, acked, panicked, .. } = run(seed, Fault::Crash(crash_at));
+        let RunResult { disk, anchor, acked, panicked, .. } = run(seed, Fault::Crash(crash_at));
         assert!(!panicked, "crash at op {crash_at} panicked");
         let (durable, pending) = disk.lock().unwrap().crashed.clone().unwrap();
         for variant in 0..IMAGES_PER_CRASH {
             images += 1;
             acked_checked += acked.len() as u64;
-            if let Err(why) = check(image(&durable, &pending, variant, &mut rng), &acked) {
+            let image = image(&durable, &pending, variant, &mut rng);
+            if let Err(why) = check(image, anchor.as_deref(), &acked) {
                 violations.push(format!("crash at op {crash_at} image {variant}: {why}"));
             }
         }
@@ -411,7 +423,7 @@ fn io_errors_at_every_operation_never_panic_and_leave_a_verifying_store() {
                 }
             }
             let image = result.disk.lock().unwrap().current.clone();
-            if let Err(why) = check(image, &result.acked) {
+            if let Err(why) = check(image, result.anchor.as_deref(), &result.acked) {
                 failures.push(format!("errno {errno} at op {k}: {why}"));
             }
         }
@@ -457,7 +469,7 @@ fn power_loss_during_creation_leaves_no_store_or_an_openable_one() {
     let mut violations = Vec::new();
     if atomic {
         images += 1;
-        if let Err(why) = check(published, &[]) {
+        if let Err(why) = check(published, None, &[]) {
             violations.push(format!("published image: {why}"));
         }
     }
@@ -472,7 +484,8 @@ fn power_loss_during_creation_leaves_no_store_or_an_openable_one() {
             if atomic {
                 // The temporary file was never linked: the store's path holds nothing.
                 no_store += 1;
-            } else if let Err(why) = check(image(&durable, &pending, variant, &mut rng), &[]) {
+            } else if let Err(why) = check(image(&durable, &pending, variant, &mut rng), None, &[])
+            {
                 violations.push(format!("crash at op {crash_at} image {variant}: {why}"));
             }
         }

@@ -8,8 +8,8 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use hookstate_engine::proposals::layout::{read_hermit_files, INDEX_FILE, LEDGER_FILE, QUEUE_FILE};
 use hookstate_engine::proposals::{parse_micro_input, ResolveInput};
+use hookstate_engine::proposals::{read_hermit_files, INDEX_FILE, LEDGER_FILE, QUEUE_FILE};
 use hookstate_engine::schema::hermit::scope_of as hermit_scope;
 use hookstate_engine::schema::Actor;
 use hookstate_engine::{parse_create, Move, MoveInput};
@@ -61,7 +61,13 @@ fn hermit(fixture: Option<&str>) -> Hermit {
 
 impl Hermit {
     fn call(&self, now_ms: u64) -> Call {
-        Call { scope: self.scope.clone(), actor: Actor::default(), idem_key: None, now_ms }
+        Call {
+            scope: self.scope.clone(),
+            actor: Actor::default(),
+            idem_key: None,
+            fingerprint: None,
+            now_ms,
+        }
     }
 
     fn import(&self) -> Value {

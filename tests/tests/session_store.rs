@@ -71,7 +71,8 @@ impl Hermit {
     }
 
     fn call(&self, now_ms: u64) -> Call {
-        Call { scope: self.scope.clone(), actor: Actor::default(), idem_key: None, now_ms }
+        let scope = self.scope.clone();
+        Call { scope, actor: Actor::default(), idem_key: None, fingerprint: None, now_ms }
     }
 
     fn words(list: &[&str]) -> Vec<String> {

@@ -7,14 +7,14 @@
 use std::path::{Path, PathBuf};
 
 use hookstate_engine::schema::Actor;
-use hookstate_engine::signals::layout::{lexical_join, resolve_bundle};
 use hookstate_engine::signals::{bundle_scope, TurnInput};
+use hookstate_engine::signals::{lexical_join, resolve_bundle};
 use hookstate_engine::{Call, Engine, Error, LogFilter, OpenOptions};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/legacy/loopd");
 
 fn call(scope: &str, now_ms: u64) -> Call {
-    Call { scope: scope.into(), actor: Actor::default(), idem_key: None, now_ms }
+    Call { scope: scope.into(), actor: Actor::default(), idem_key: None, fingerprint: None, now_ms }
 }
 
 fn engine(dir: &Path) -> Engine {
@@ -103,7 +103,7 @@ fn failed_sends_cap_per_pm_and_a_newer_pm_clears_it() {
     for _ in 0..2 {
         assert_eq!(sends_to(&engine, &scope, "r1", bundle).as_deref(), Some("pm-old"));
         let seq = engine.head().unwrap().seq;
-        engine.signals().delivered(&call(&scope, 2), "r1", seq, false).unwrap();
+        engine.signals().delivered(&call(&scope, 2), bundle, "r1", seq, false).unwrap();
     }
     assert_eq!(sends_to(&engine, &scope, "r1", bundle), None, "two failures: silent");
     assert_eq!(sends_to(&engine, &scope, "r2", bundle).as_deref(), Some("pm-old"), "per session");
@@ -112,6 +112,41 @@ fn failed_sends_cap_per_pm_and_a_newer_pm_clears_it() {
     let pm = engine.signals().pm(&scope).unwrap().unwrap();
     assert_eq!(pm.current.session, "pm-new");
     assert_eq!(pm.history.iter().map(|e| e.session.as_str()).collect::<Vec<_>>(), ["pm-old"]);
+    engine.verify().unwrap();
+}
+
+/// Issue 13, item 8: a delivery report must name a turn the session signalled in the bundle (not
+/// the PM's registration, not another session's turn, not a session that never signalled), the
+/// bundle must be absolute, and one failed turn reported twice (a retried report) counts once, so
+/// a single retry cannot silence a role agent.
+#[test]
+fn delivery_reports_name_a_real_turn_and_a_retried_failure_counts_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine(dir.path());
+    let bundle = "/b/shop";
+    let scope = bundle_scope(bundle);
+    let pm_seq = engine.signals().register_pm(&call(&scope, 1), bundle, "pm").unwrap().head.seq;
+    let other = engine.signals().turn(&call(&scope, 1), &turn("r2", bundle)).unwrap().head.seq;
+    let delivered = |session: &str, seq: u64| {
+        engine.signals().delivered(&call(&scope, 2), bundle, session, seq, false)
+    };
+    let never = delivered("r1", other).unwrap_err();
+    assert!(matches!(never, hookstate_engine::Error::NotFound { .. }), "{never}");
+    assert_eq!(sends_to(&engine, &scope, "r1", bundle).as_deref(), Some("pm"));
+    let seq = engine.head().unwrap().seq;
+    for wrong in [pm_seq, other, seq + 5] {
+        let err = delivered("r1", wrong).unwrap_err();
+        assert!(matches!(err, hookstate_engine::Error::BadInput { .. }), "{wrong}: {err}");
+    }
+    let relative = engine.signals().delivered(&call(&scope, 2), "b/shop", "r1", seq, false);
+    assert!(relative.unwrap_err().is_invalid());
+    delivered("r1", seq).unwrap();
+    delivered("r1", seq).unwrap();
+    assert_eq!(
+        sends_to(&engine, &scope, "r1", bundle).as_deref(),
+        Some("pm"),
+        "one failed turn reported twice is one failure"
+    );
     engine.verify().unwrap();
 }
 
@@ -176,7 +211,7 @@ fn export_then_import_reproduces_the_state() {
     let scope = bundle_scope("/b/shop");
     first.signals().register_pm(&call(&scope, 1_000), "/b/shop", "pm").unwrap();
     first.signals().turn(&call(&scope, 2_000), &turn("r1", "/b/shop")).unwrap();
-    first.signals().delivered(&call(&scope, 3_000), "r1", 2, true).unwrap();
+    first.signals().delivered(&call(&scope, 3_000), "/b/shop", "r1", 2, true).unwrap();
     let out = dir.path().join("out");
     first.signals().export(&out, "s.json").unwrap();
     let second = engine(&dir.path().join("two"));

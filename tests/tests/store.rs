@@ -16,7 +16,7 @@ const VIEWS: TableDefinition<&[u8], &[u8]> = TableDefinition::new(VIEWS_TABLE);
 const META: TableDefinition<&str, &[u8]> = TableDefinition::new(META_TABLE);
 
 fn call(now_ms: u64) -> Call {
-    Call { scope: "t".into(), actor: Actor::default(), idem_key: None, now_ms }
+    Call { scope: "t".into(), actor: Actor::default(), idem_key: None, fingerprint: None, now_ms }
 }
 
 fn put(engine: &Engine, n: u64) {
@@ -45,6 +45,7 @@ fn open(path: &Path) -> Result<Engine, Error> {
             check_integrity: true,
             read_only: false,
             absent_is_empty: false,
+            anchor_dir: None,
         },
     )
 }
@@ -344,6 +345,7 @@ fn a_read_of_a_store_left_needing_repair_still_answers() {
         check_integrity: false,
         read_only: true,
         absent_is_empty: false,
+        anchor_dir: None,
     };
     let engine = Engine::open(&copy, options).unwrap();
     let value = engine.query("t", &hookstate_engine::Query::KvGet { key: "k1".into() }, 0).unwrap();

@@ -215,8 +215,11 @@ const PART_ARROWS: [(&str, &str); 7] = [
 ];
 
 /// File arrows allowed against the parts: `Engine::mirrored` composes the layouts of several
-/// domains for one mirrored directory and hands them to the one protocol (docs/decisions.md).
-const FILE_ARROWS: [(&str, &str); 1] = [("engine.rs", "legacy/mirror.rs")];
+/// domains for one mirrored directory and hands them to the one protocol (docs/decisions.md);
+/// lib.rs re-exports the durable-replace steps for the export crash simulator (only with the
+/// `testing` feature).
+const FILE_ARROWS: [(&str, &str); 2] =
+    [("engine.rs", "legacy/mirror.rs"), ("lib.rs", "legacy/durable.rs")];
 
 fn domain_of(file: &str) -> Option<&str> {
     (part_of(file) == "domains").then(|| file.split('/').next().unwrap_or(file))
@@ -329,4 +332,52 @@ fn no_grown_fuzz_corpus_is_tracked() {
         "libFuzzer-named inputs tracked under fuzz/: {:?}",
         &grown[..grown.len().min(5)]
     );
+}
+
+/// The public namespaces of the engine crate: one per domain (its `mod.rs` a curated list of
+/// re-exports over private submodules). Everything else lib.rs declares is private, and what
+/// callers use of it is re-exported by name.
+const PUBLIC_MODULES: [&str; 6] =
+    ["alerts", "feedback", "observer", "proposals", "session", "signals"];
+
+#[test]
+fn lib_rs_is_a_table_of_contents_and_domains_keep_their_submodules_private() {
+    let src = workspace().join("engine/src");
+    let lib = fs::read_to_string(src.join("lib.rs")).unwrap();
+    let mut public = Vec::new();
+    for line in code_of(&lib).lines().map(str::trim) {
+        if let Some(name) = line.strip_prefix("pub mod ").and_then(|l| l.strip_suffix(';')) {
+            assert!(PUBLIC_MODULES.contains(&name), "lib.rs makes `{name}` public");
+            public.push(name.to_owned());
+        }
+        assert!(!line.starts_with("pub(crate) mod"), "lib.rs: {line}");
+    }
+    for name in &public {
+        let text = fs::read_to_string(src.join(name).join("mod.rs")).unwrap();
+        for line in code_of(&text).lines().map(str::trim) {
+            assert!(!line.starts_with("pub mod "), "{name}/mod.rs exposes a submodule: {line}");
+        }
+    }
+    // The CLI reaches the engine only through those names: never a path below a namespace.
+    let mut files = Vec::new();
+    rust_files(&workspace().join("cli/src"), &mut files);
+    for file in files {
+        let code = code_of(&fs::read_to_string(&file).unwrap());
+        for name in &public {
+            let deep = format!("hookstate_engine::{name}::");
+            for (at, _) in code.match_indices(&deep) {
+                let rest = &code[at + deep.len()..];
+                let next: String =
+                    rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+                let is_module = next.chars().next().is_some_and(char::is_lowercase)
+                    && rest[next.len()..].starts_with("::");
+                assert!(
+                    !is_module,
+                    "{}: {deep}{next}:: reaches below the curated API",
+                    file.display()
+                );
+            }
+        }
+    }
+    println!("tidy lib public={public:?}");
 }

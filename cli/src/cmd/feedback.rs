@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use hookstate_engine::feedback::{self, ClaimAsk, DrainAsk, Input, Pass, StopAsk, TickAsk};
 use hookstate_engine::feedback::{MoonshineImport, TickOff};
-use hookstate_engine::stdin::parse_stop_payload;
+use hookstate_engine::parse_stop_payload;
 use hookstate_engine::{Call, Engine, MirrorReport, Outcome};
 use serde::Serialize;
 

@@ -7,9 +7,9 @@
 
 use std::path::Path;
 
-use hookstate_engine::signals::layout::{is_bundle_root, resolve_bundle};
 use hookstate_engine::signals::{bundle_scope, TurnInput};
-use hookstate_engine::stdin::{parse_hook_payload, HookPayload};
+use hookstate_engine::signals::{is_bundle_root, resolve_bundle};
+use hookstate_engine::{parse_hook_payload, HookPayload};
 use serde_json::json;
 
 use crate::args::{Cli, Format, HookVerb, Layout};

@@ -6,7 +6,7 @@
 //! Never exits 2: a refusal or an empty queue prints nothing and exits 0, errors keep their
 //! non-blocking codes. Does not hold queue or set rules; the engine's core commands do.
 
-use hookstate_engine::stdin::{parse_hook_payload, parse_stop_payload};
+use hookstate_engine::{parse_hook_payload, parse_stop_payload};
 use hookstate_engine::{Command, Engine};
 use serde_json::{json, Value};
 

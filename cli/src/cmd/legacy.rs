@@ -5,9 +5,9 @@
 
 use std::path::Path;
 
-use hookstate_engine::observer::layout as observer;
+use hookstate_engine::observer;
 use hookstate_engine::schema::hermit::SCOPE_PREFIX;
-use hookstate_engine::signals::layout as loopd;
+use hookstate_engine::signals as loopd;
 use hookstate_engine::{read_heartbeat_files, read_hermit_alerts, read_hermit_files, AlertFile};
 use serde_json::json;
 

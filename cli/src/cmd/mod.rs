@@ -65,7 +65,7 @@ pub(crate) fn run(cli: &Cli) -> Result<(), CliError> {
         Verb::Export(args) => legacy::export(cli, args),
         Verb::Init => ops::init(cli),
         Verb::Log(args) => ops::log(cli, args),
-        Verb::Verify => ops::verify(cli),
+        Verb::Verify { accept_missing_anchor } => ops::verify(cli, *accept_missing_anchor),
         Verb::Rebuild => ops::rebuild(cli),
         Verb::Stats => ops::stats(cli),
         Verb::Demo(args) => demo::run(args),
@@ -128,20 +128,34 @@ pub(crate) enum Access {
     Read,
     /// Reads that write outside the store (an export): read-only, and an absent store is an error.
     Export,
-    /// verify and rebuild: redb's full integrity check on open.
+    /// rebuild: redb's full integrity check on open, as a writer.
     Audit,
+    /// verify: redb's full integrity check on a view of the file; the file is never written.
+    Verify,
 }
 
-/// Opens the store for `access`.
+/// Opens the store for `access`. Warnings of its writes go to stderr as they happen; when the
+/// anchors disagree with the log, one line says so on stderr and every JSON result is marked
+/// (`anchor_mismatch`): a read is still answered, a write is refused by the engine.
 pub(crate) fn open(cli: &Cli, access: Access) -> Result<Engine, CliError> {
     let options = OpenOptions {
         wait_ms: cli.wait_ms,
         create: access == Access::Write,
-        check_integrity: access == Access::Audit,
-        read_only: matches!(access, Access::Read | Access::Export),
+        check_integrity: matches!(access, Access::Audit | Access::Verify),
+        read_only: matches!(access, Access::Read | Access::Export | Access::Verify),
         absent_is_empty: access == Access::Read,
+        anchor_dir: cli.anchor_dir.clone(),
     };
-    Ok(Engine::open(&db_path(cli)?, options)?)
+    let engine = Engine::open(&db_path(cli)?, options)?;
+    engine.set_warning_sink(Box::new(|line| {
+        let _ = writeln!(std::io::stderr(), "hookstate: {}", one_line(line));
+    }));
+    if matches!(access, Access::Read | Access::Export | Access::Write) {
+        if let Some(problem) = engine.anchor_note()? {
+            crate::output::mark_anchor(&problem.to_string());
+        }
+    }
+    Ok(engine)
 }
 
 /// The engine's layout for a CLI layout, with `--mirror-name` for the one-file layouts.
@@ -149,10 +163,10 @@ pub(crate) fn layout(cli: &Cli, layout: Layout) -> Option<hookstate_engine::Layo
     let file = |default: &str| cli.mirror_name.clone().unwrap_or_else(|| default.to_owned());
     match layout {
         Layout::Loopd => Some(hookstate_engine::Layout::Loopd {
-            file: file(hookstate_engine::signals::layout::STORE_FILE_DEFAULT),
+            file: file(hookstate_engine::signals::STORE_FILE_DEFAULT),
         }),
         Layout::Observer => Some(hookstate_engine::Layout::Observer {
-            file: file(hookstate_engine::observer::layout::STATE_FILE_DEFAULT),
+            file: file(hookstate_engine::observer::STATE_FILE_DEFAULT),
         }),
         Layout::Moonshine => Some(hookstate_engine::Layout::Moonshine),
         // Every hermit verb keeps the whole state directory: its files share one scope.
@@ -267,6 +281,7 @@ pub(crate) fn call_in(cli: &Cli, hook: &str, scope: &str) -> Call {
             agent: cli.agent.clone(),
         },
         idem_key: cli.idem_key.clone(),
+        fingerprint: cli.idem_key.as_ref().and_then(|_| crate::request::fingerprint()),
         now_ms: cli.now_ms.unwrap_or_else(now_ms),
     }
 }

@@ -5,7 +5,7 @@
 //! inbox; the caller does and passes what it read.
 
 use hookstate_engine::observer::SweepRead;
-use hookstate_engine::stdin::{parse_findings, parse_rows};
+use hookstate_engine::{parse_findings, parse_rows};
 use serde_json::json;
 
 use crate::args::{Cli, Layout, ObserverVerb, PendingVerb};

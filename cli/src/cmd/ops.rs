@@ -3,7 +3,7 @@
 //! verify and rebuild open with redb's integrity check. Does not change events.
 
 use hookstate_engine::schema::format::to_hex;
-use hookstate_engine::{event_to_json, LogFilter};
+use hookstate_engine::{event_to_json, LogFilter, VerifyOptions};
 use serde_json::json;
 
 use crate::args::{Cli, Format, LogArgs};
@@ -64,15 +64,16 @@ pub(crate) fn log(cli: &Cli, args: &LogArgs) -> Result<(), CliError> {
         .map_err(|source| CliError::Io { op: "write stdout".into(), source })
 }
 
-pub(crate) fn verify(cli: &Cli) -> Result<(), CliError> {
-    let engine = open(cli, Access::Audit)?;
-    match engine.verify() {
+pub(crate) fn verify(cli: &Cli, accept_missing_anchor: bool) -> Result<(), CliError> {
+    let engine = open(cli, Access::Verify)?;
+    match engine.verify_with(VerifyOptions { accept_missing_anchor }) {
         Ok(report) => print(
             cli.format,
             &json!({
                 "ok": true, "events": report.events, "seq": report.head.seq,
                 "hash": to_hex(&report.head.hash), "anchor_seq": report.anchor_seq,
-                "views": report.views,
+                "second_anchor_seq": report.second_anchor_seq, "views": report.views,
+                "lookups": report.lookups, "re_anchored": report.re_anchored,
             }),
         ),
         Err(err) => {
@@ -97,6 +98,7 @@ pub(crate) fn rebuild(cli: &Cli) -> Result<(), CliError> {
         &json!({
             "ok": true, "events": report.events, "views": report.views,
             "stale_temps_removed": report.stale_temps_removed,
+            "upgraded_to_format": report.upgraded_to,
         }),
     )
 }
@@ -112,7 +114,8 @@ pub(crate) fn stats(cli: &Cli) -> Result<(), CliError> {
             "ok": true, "path": engine.path(), "exists": engine.exists(), "events": stats.head.seq,
             "head": { "seq": stats.head.seq, "hash": hash },
             "file_bytes": stats.file_bytes, "scopes": stats.scopes, "views": stats.views,
-            "queues": stats.queues,
+            "queues": stats.queues, "anchor": { "path": engine.anchor_path(), "seq": stats.anchor_seq },
+            "anchor_write_failures": stats.anchor_write_failures,
         }),
     )
 }

@@ -6,7 +6,7 @@
 //! mirrored over the whole state directory. Does not decide anything: the engine sets each
 //! verdict line, and which refusals upstream prints with exit 0.
 
-use hookstate_engine::stdin::parse_patch_stdin;
+use hookstate_engine::parse_patch_stdin;
 use hookstate_engine::{parse_create, parse_micro_input, CreateInput, MicroInput};
 use hookstate_engine::{Engine, Move, MoveInput, Outcome, PatchInput, ResolveInput};
 

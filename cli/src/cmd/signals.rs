@@ -31,7 +31,7 @@ pub(crate) fn run(cli: &Cli, verb: &SignalsVerb) -> Result<(), CliError> {
             let call = call_in(cli, "signals-delivered", &scope);
             let engine = open(cli, Access::Write)?;
             let outcome = mutate(cli, &engine, &call, Layout::Loopd, |engine| {
-                engine.signals().delivered(&call, session, *turn_seq, !failed)
+                engine.signals().delivered(&call, bundle, session, *turn_seq, !failed)
             })?;
             finish(cli, &outcome)
         }

@@ -36,7 +36,7 @@ use crate::kernel::storage::ReadTxn;
 use crate::kernel::write::Kernel;
 
 /// The alert-state file is carried whole by one event, so it is bounded like an event's value.
-pub const ALERT_STATE_FILE_BYTES_MAX: usize = crate::kernel::limits::VALUE_BYTES_MAX;
+pub(crate) const ALERT_STATE_FILE_BYTES_MAX: usize = crate::kernel::limits::VALUE_BYTES_MAX;
 /// The fields of upstream's tick line, in its order (the rest of the result is hookstate's).
 const TICK_LINE_FIELDS: [&str; 5] =
     ["appended", "notifications", "self_eval_proposals", "heartbeat_result", "monitoring_lines"];

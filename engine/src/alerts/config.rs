@@ -14,13 +14,13 @@ use crate::kernel::error::{Error, Result};
 use crate::legacy::root::Root;
 
 /// The config file of a hermit state directory.
-pub const CONFIG_FILE: &str = "config.json";
+pub(crate) const CONFIG_FILE: &str = "config.json";
 /// The hermit config file is a few routines and settings.
-pub const CONFIG_FILE_BYTES_MAX: usize = 1024 * 1024;
+pub(crate) const CONFIG_FILE_BYTES_MAX: usize = 1024 * 1024;
 /// The boot id file under `state/` (upstream's `readBootId`).
-pub const BOOT_ID_FILE: &str = ".boot-id";
+pub(crate) const BOOT_ID_FILE: &str = ".boot-id";
 /// The state subdirectory of a hermit state directory.
-pub const STATE_DIR: &str = "state";
+pub(crate) const STATE_DIR: &str = "state";
 /// The zone of a config without one.
 const DEFAULT_TIMEZONE: &str = "UTC";
 
@@ -118,7 +118,7 @@ pub(crate) fn read_config(dir: &Path) -> Result<HeartbeatConfig> {
 ///
 /// # Errors
 /// As `read_config`: [`Error::LegacyFile`] for a bad config; and [`Error::BadInput`] for a scope that is not `hermit:<abs dir>`.
-pub fn scope_config(scope: &str) -> Result<HeartbeatConfig> {
+pub(crate) fn scope_config(scope: &str) -> Result<HeartbeatConfig> {
     read_config(state_dir(scope)?)
 }
 

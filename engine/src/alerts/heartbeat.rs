@@ -26,19 +26,19 @@ pub(crate) const REV_KIND: &str = "heartbeat.nextrev";
 /// The one id of the next-task revision document.
 pub(crate) const REV_ID: &str = "rev";
 /// `state/budget-alerts.json`: cost-tracker's budget alerts.
-pub const BUDGET_FILE: &str = "budget-alerts.json";
+pub(crate) const BUDGET_FILE: &str = "budget-alerts.json";
 /// `state/telemetry-alert.json`: report-export's and the watchdog's alerts.
-pub const TELEMETRY_FILE: &str = "telemetry-alert.json";
+pub(crate) const TELEMETRY_FILE: &str = "telemetry-alert.json";
 /// `state/doctor-alerts.json`: doctor-check's alerts.
-pub const DOCTOR_FILE: &str = "doctor-alerts.json";
+pub(crate) const DOCTOR_FILE: &str = "doctor-alerts.json";
 /// `state/heartbeat-monitor.runtime.json`: the monitor registration.
-pub const MONITOR_FILE: &str = "heartbeat-monitor.runtime.json";
+pub(crate) const MONITOR_FILE: &str = "heartbeat-monitor.runtime.json";
 /// `state/heartbeat-liveness.json`: the monitor's last peek.
-pub const LIVENESS_FILE: &str = "heartbeat-liveness.json";
+pub(crate) const LIVENESS_FILE: &str = "heartbeat-liveness.json";
 /// `state/injection-alert.json`: the announced injection hash.
-pub const INJECTION_FILE: &str = "injection-alert.json";
+pub(crate) const INJECTION_FILE: &str = "injection-alert.json";
 /// `state/runtime.json`: the session lifecycle.
-pub const RUNTIME_FILE: &str = "runtime.json";
+pub(crate) const RUNTIME_FILE: &str = "runtime.json";
 /// `sessions/NEXT-TASK.md`: the queued next task.
 pub const NEXT_TASK_FILE: &str = "NEXT-TASK.md";
 /// The layout's files under `state/`.
@@ -52,19 +52,20 @@ pub const STATE_FILES: [&str; 7] = [
     RUNTIME_FILE,
 ];
 /// The alert files `readMergedAlerts` combines.
-pub const ALERT_FILES: [&str; 3] = [BUDGET_FILE, TELEMETRY_FILE, DOCTOR_FILE];
+pub(crate) const ALERT_FILES: [&str; 3] = [BUDGET_FILE, TELEMETRY_FILE, DOCTOR_FILE];
 /// Largest legacy file of this layout: every one is a small object; the bound keeps each event
 /// under the event limit.
 pub const FILE_BYTES_MAX: usize = crate::kernel::limits::VALUE_BYTES_MAX;
 /// Fields `runtime set` changes at once.
-pub const RUNTIME_FIELDS_MAX: usize = 64;
+pub(crate) const RUNTIME_FIELDS_MAX: usize = 64;
 /// The seed of a new alerts file (alert-state's template).
 const ALERTS_SEED: &str =
     "{\"alerts\":{},\"last_digest_date\":null,\"self_eval\":{},\"total_ticks\":0}";
 
+#[cfg(test)]
 /// Whether `file` is one of this layout's files.
 #[must_use]
-pub fn is_layout_file(file: &str) -> bool {
+pub(crate) fn is_layout_file(file: &str) -> bool {
     file == NEXT_TASK_FILE || STATE_FILES.contains(&file)
 }
 
@@ -427,7 +428,7 @@ pub(crate) fn check_size(file: &str, text: &str) -> Result<()> {
 ///
 /// # Errors
 /// [`Error::OutOfRange`] for the interval, [`Error::BadInput`] for the command or boot id.
-pub fn check_setup(setup: &MonitorSetup) -> Result<()> {
+pub(crate) fn check_setup(setup: &MonitorSetup) -> Result<()> {
     if !(1..=INTERVAL_S_MAX).contains(&setup.interval_s) {
         let (what, value, max) = ("interval", setup.interval_s, INTERVAL_S_MAX);
         return Err(Error::OutOfRange { what, value, min: 1, max, unit: " s" });

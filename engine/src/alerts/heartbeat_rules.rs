@@ -11,38 +11,38 @@ use crate::kernel::compat::stamp::{parse_offset_ms, utc, zone};
 use crate::kernel::error::{Error, Result};
 
 /// A liveness peek fresher than this reads as alive (upstream `LIVENESS_FRESH_SECS`).
-pub const LIVENESS_FRESH_S: u64 = 600;
+pub(crate) const LIVENESS_FRESH_S: u64 = 600;
 /// The monitor is fresh while its last peek is within this many intervals (upstream: 3×).
-pub const MONITOR_FRESH_INTERVALS: u64 = 3;
+pub(crate) const MONITOR_FRESH_INTERVALS: u64 = 3;
 /// A registration without a trusted peek stays healthy this long after `started_at`. Upstream's
 /// `STARTUP_GRACE_SECS` lives in a revision not in the index; this is our value.
-pub const STARTUP_GRACE_S: u64 = 120;
+pub(crate) const STARTUP_GRACE_S: u64 = 120;
 /// The poll interval when `heartbeat.every` is not given: upstream's 30 minutes.
-pub const INTERVAL_S_DEFAULT: u64 = 30 * 60;
+pub(crate) const INTERVAL_S_DEFAULT: u64 = 30 * 60;
 /// Longest poll interval accepted: a week (upstream floors at 1 s and sets no ceiling).
-pub const INTERVAL_S_MAX: u64 = 7 * 24 * 60 * 60;
+pub(crate) const INTERVAL_S_MAX: u64 = 7 * 24 * 60 * 60;
 /// start-commit waits at most this long for the first liveness peek (upstream: 10 s).
 pub const LIVENESS_WAIT_MS_MAX: u64 = 10_000;
 /// Pause between two looks for the first liveness peek.
-pub const LIVENESS_POLL_MS: u64 = 100;
+pub(crate) const LIVENESS_POLL_MS: u64 = 100;
 /// Budget alert levels.
-pub const LEVELS: [&str; 2] = ["warn", "breach"];
+pub(crate) const LEVELS: [&str; 2] = ["warn", "breach"];
 /// Budget periods.
-pub const PERIODS: [&str; 3] = ["daily", "weekly", "monthly"];
+pub(crate) const PERIODS: [&str; 3] = ["daily", "weekly", "monthly"];
 /// Budget actions.
-pub const ACTIONS: [&str; 2] = ["alert", "pause"];
+pub(crate) const ACTIONS: [&str; 2] = ["alert", "pause"];
 /// Largest spend or cap accepted, in USD: far above any plausible budget.
-pub const MONEY_MAX: f64 = 1e9;
+pub(crate) const MONEY_MAX: f64 = 1e9;
 /// Entries one alerts file may hold; the reap keeps budget files to a handful.
-pub const ALERT_ENTRIES_MAX: usize = 1000;
+pub(crate) const ALERT_ENTRIES_MAX: usize = 1000;
 /// The injection hash: the first 8 hex digits of sha256(HEARTBEAT.md).
-pub const INJECTION_HASH_HEX: usize = 8;
+pub(crate) const INJECTION_HASH_HEX: usize = 8;
 /// Longest free-form stamp or id argument (`announced_at`, task id, boot id).
-pub const STAMP_BYTES_MAX: usize = 128;
+pub(crate) const STAMP_BYTES_MAX: usize = 128;
 
 /// The last millisecond of year 9999 (9999-12-31T23:59:59.999Z): past it toISOString writes a
 /// six-digit `+0YYYYY` year, and the legacy stamps and period keys have four-digit years.
-pub const TIME_MS_MAX: u64 = 253_402_300_799_999;
+pub(crate) const TIME_MS_MAX: u64 = 253_402_300_799_999;
 
 /// Checks a call's time: at most [`TIME_MS_MAX`].
 ///
@@ -183,7 +183,7 @@ pub(crate) fn budget_entry(input: &BudgetInput, ts: String) -> Map<String, Value
 ///
 /// # Errors
 /// [`Error::BadTimeZone`] for a bad zone, [`Error::TimeOutOfRange`] for a bad time.
-pub fn stale_budget_keys(
+pub(crate) fn stale_budget_keys(
     alerts: &Map<String, Value>,
     at_ms: u64,
     timezone: &str,

@@ -30,13 +30,13 @@ pub(crate) const STATE_KIND: &str = "alerts.state";
 pub(crate) const STATE_ID: &str = "state";
 /// The alert state after a tick plus the tick's result, as one event carries them (the event
 /// limit less room for names): about 250 alerts of a 100-character text.
-pub const TICK_BYTES_MAX: usize = crate::kernel::limits::VALUE_BYTES_MAX;
+pub(crate) const TICK_BYTES_MAX: usize = crate::kernel::limits::VALUE_BYTES_MAX;
 /// The count whose fire sets `suppressed` and sends the one-time notice (the sixth observation).
-pub const SUPPRESS_AT_COUNT: i64 = 6;
+pub(crate) const SUPPRESS_AT_COUNT: i64 = 6;
 /// Clean ticks after which an entry is dropped.
-pub const RESOLVE_AFTER_CLEAN_TICKS: i64 = 2;
+pub(crate) const RESOLVE_AFTER_CLEAN_TICKS: i64 = 2;
 /// Self-evaluation runs when `total_ticks` is a multiple of this.
-pub const SELF_EVAL_EVERY_TICKS: i64 = 20;
+pub(crate) const SELF_EVAL_EVERY_TICKS: i64 = 20;
 /// `Number.MAX_SAFE_INTEGER`: larger integers print as the double JavaScript reads them as.
 const JS_SAFE_INTEGER_MAX: u64 = 9_007_199_254_740_991;
 const DECISION_READ_FAILURE: &str = "I can't read the record of decisions waiting on you — some \
@@ -46,7 +46,7 @@ const SHELL_READ_FAILURE: &str = "I can't read my own session notes right now, s
 
 /// The clock of one tick, in `config.timezone`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TickClock {
+pub(crate) struct TickClock {
     /// toISOString of now.
     pub now_iso: String,
     /// todayYMD.
@@ -61,7 +61,7 @@ impl TickClock {
     /// # Errors
     /// [`crate::Error::BadTimeZone`] for an unknown zone, [`crate::Error::TimeOutOfRange`] for a time after
     /// year 9999.
-    pub fn at(now_ms: u64, timezone: &str) -> Result<TickClock> {
+    pub(crate) fn at(now_ms: u64, timezone: &str) -> Result<TickClock> {
         check_time(now_ms)?;
         Ok(TickClock {
             now_iso: stamp_ms(now_ms),
@@ -478,7 +478,7 @@ fn read_failure_date(
 
 /// Upstream's INDETERMINATE line for a rejected payload: nothing was written.
 #[must_use]
-pub fn indeterminate(reason: &str, clock: &TickClock) -> Value {
+pub(crate) fn indeterminate(reason: &str, clock: &TickClock) -> Value {
     let line = format!(
         "[{}] Heartbeat: evaluation indeterminate ({reason}) — state untouched.",
         clock.hhmm
@@ -499,7 +499,7 @@ pub fn indeterminate(reason: &str, clock: &TickClock) -> Value {
 ///
 /// # Errors
 /// Why the bytes are corrupt.
-pub fn parse_alert_state(bytes: &[u8]) -> std::result::Result<Map<String, Value>, String> {
+pub(crate) fn parse_alert_state(bytes: &[u8]) -> std::result::Result<Map<String, Value>, String> {
     let text = std::str::from_utf8(bytes).map_err(|_| "not UTF-8".to_owned())?;
     match serde_json::from_str(text) {
         Ok(Value::Object(map)) => Ok(map),
@@ -513,7 +513,7 @@ pub fn parse_alert_state(bytes: &[u8]) -> std::result::Result<Map<String, Value>
 ///
 /// # Errors
 /// [`crate::Error::Corrupt`] if the value does not serialise (it always does).
-pub fn render_alert_state(state: &Map<String, Value>) -> Result<String> {
+pub(crate) fn render_alert_state(state: &Map<String, Value>) -> Result<String> {
     let text = crate::kernel::compat::js::pretty(&Value::Object(state.clone()));
     if text.is_empty() {
         return Err(crate::kernel::error::Error::Corrupt("alert state does not serialise".into()));

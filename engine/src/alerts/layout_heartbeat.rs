@@ -18,7 +18,9 @@ use serde_json::{json, Map, Value};
 
 use super::api::{read_file, Alerts};
 use super::config::STATE_DIR;
-use super::heartbeat::{is_layout_file, ALERT_FILES, FILE_BYTES_MAX, FILE_KIND, NEXT_TASK_FILE};
+#[cfg(test)]
+use super::heartbeat::is_layout_file;
+use super::heartbeat::{ALERT_FILES, FILE_BYTES_MAX, FILE_KIND, NEXT_TASK_FILE};
 use super::heartbeat::{REV_ID, REV_KIND, STATE_FILES};
 use super::heartbeat_rules as rules;
 use super::merge::{merge_object, Fields};
@@ -30,9 +32,9 @@ use crate::legacy::mirror::{merge, Adoption, Change, Layout, Merge, RelPath};
 use crate::legacy::root::Root;
 
 /// The sessions subdirectory of a hermit state directory.
-pub const SESSIONS_DIR: &str = "sessions";
+pub(crate) const SESSIONS_DIR: &str = "sessions";
 /// The quarantine suffix: `<file>.corrupt-<epoch ms>`.
-pub const QUARANTINE_INFIX: &str = ".corrupt-";
+pub(crate) const QUARANTINE_INFIX: &str = ".corrupt-";
 /// How an alert file's fields merge: its alerts per key.
 const ALERT_FIELDS: Fields = Fields { maps: &["alerts"], counters: &[] };
 /// How any other heartbeat file's fields merge.
@@ -188,9 +190,10 @@ impl Alerts<'_> {
     }
 }
 
+#[cfg(test)]
 /// Whether `name` is a quarantined copy of one of the layout's files.
 #[must_use]
-pub fn is_quarantine(name: &str) -> bool {
+pub(crate) fn is_quarantine(name: &str) -> bool {
     name.split_once(QUARANTINE_INFIX).is_some_and(|(file, ms)| {
         is_layout_file(file) && !ms.is_empty() && ms.bytes().all(|b| b.is_ascii_digit())
     })

@@ -9,25 +9,28 @@
 //! Reads the proposals queue and PROP documents of the same scope (for the structured alert
 //! keys) through the kernel's typed documents, never through the proposals domain.
 
-pub mod api;
-pub mod config;
-pub mod heartbeat;
-pub mod heartbeat_rules;
-pub mod ladder;
-pub mod layout_alerts;
-pub mod layout_heartbeat;
+pub(crate) mod api;
+pub(crate) mod config;
+pub(crate) mod heartbeat;
+pub(crate) mod heartbeat_rules;
+pub(crate) mod ladder;
+pub(crate) mod layout_alerts;
+pub(crate) mod layout_heartbeat;
 pub(crate) mod merge;
-pub mod monitor;
-pub mod project;
-pub mod self_eval;
-pub mod tick_input;
+pub(crate) mod monitor;
+pub(crate) mod project;
+pub(crate) mod self_eval;
+pub(crate) mod tick_input;
 
 pub use api::{check_next_task, tick_line, tick_rejected, Alerts, TickRejected, TokenRead};
 pub use config::HeartbeatConfig;
 pub use heartbeat::parse_runtime_set;
+pub use heartbeat::{FILE_BYTES_MAX, NEXT_TASK_FILE, STATE_FILES};
 pub use heartbeat_rules::{
     check_budget, check_hash, check_stamp, check_time, BudgetInput, MonitorSetup,
 };
+pub use heartbeat_rules::{monitor_command, period_key, LIVENESS_WAIT_MS_MAX};
+pub use layout_alerts::ALERT_STATE_FILE;
 pub use layout_alerts::{read_hermit_alerts, AlertFile};
 pub use layout_heartbeat::{read_heartbeat_files, HeartbeatFiles};
 pub use monitor::{

@@ -13,13 +13,13 @@ use super::heartbeat_rules::{fm_str, num};
 use super::tick_input::item_key;
 
 /// Clean (or noisy) passes after which self-evaluation proposes a change.
-pub const SELF_EVAL_TICKS_THRESHOLD: i64 = 20;
+pub(crate) const SELF_EVAL_TICKS_THRESHOLD: i64 = 20;
 /// Distinct sessions an entry must have been evaluated in before it is proposed.
-pub const SELF_EVAL_SESSIONS_THRESHOLD: i64 = 3;
+pub(crate) const SELF_EVAL_SESSIONS_THRESHOLD: i64 = 3;
 /// A checklist longer than this is itself a self-evaluation entry (`checklist-weight`).
-pub const CHECKLIST_ITEMS_RECOMMENDED_MAX: usize = 10;
+pub(crate) const CHECKLIST_ITEMS_RECOMMENDED_MAX: usize = 10;
 /// The self-evaluation entry of an over-long checklist.
-pub const WEIGHT_KEY: &str = "checklist-weight";
+pub(crate) const WEIGHT_KEY: &str = "checklist-weight";
 
 /// A PROP file as self-evaluation reads it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -12,28 +12,28 @@ use serde_json::{Map, Value};
 use crate::kernel::error::Error;
 
 /// Firing entries one tick may carry: a checklist is a few dozen items.
-pub const FIRING_ITEMS_MAX: usize = 256;
+pub(crate) const FIRING_ITEMS_MAX: usize = 256;
 /// The sources a payload's `unreadable` may name (so it holds at most this many).
-pub const UNREADABLE_SOURCES: [&str; 3] =
+pub(crate) const UNREADABLE_SOURCES: [&str; 3] =
     ["micro-proposals.json", "proposals/", "sessions/SHELL.md"];
 /// Checklist items (`HEARTBEAT.md` lines) one tick may name.
-pub const CHECKLIST_ITEMS_MAX: usize = 256;
+pub(crate) const CHECKLIST_ITEMS_MAX: usize = 256;
 /// Longest alert text, key, item or session id: a channel message line, with room to spare.
-pub const ALERT_TEXT_BYTES_MAX: usize = 4096;
+pub(crate) const ALERT_TEXT_BYTES_MAX: usize = 4096;
 /// The micro-proposal structured prefix.
-pub const MICRO_PREFIX: &str = "micro-proposal-pending:";
+pub(crate) const MICRO_PREFIX: &str = "micro-proposal-pending:";
 /// The proposal structured prefix.
-pub const PROPOSAL_PREFIX: &str = "proposal-pending:";
+pub(crate) const PROPOSAL_PREFIX: &str = "proposal-pending:";
 /// The stale-session key.
-pub const STALE_KEY: &str = "stale-session";
+pub(crate) const STALE_KEY: &str = "stale-session";
 /// Legacy doctor residue, purged on every tick.
-pub const DOCTOR_PREFIX: &str = "doctor:";
+pub(crate) const DOCTOR_PREFIX: &str = "doctor:";
 const ITEM_KEY_CHARS: usize = 8;
 const CUSTOM_KEY_CHARS: usize = 100;
 
 /// One firing alert: its key, its file text and, when different, its channel text.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FiringItem {
+pub(crate) struct FiringItem {
     /// The alert key.
     pub key: String,
     /// The text monitoring lines show.
@@ -97,13 +97,13 @@ fn reject(reason: &str) -> Rejection {
 
 /// `checklist:<first 8 alnum>` of a checklist item (list marker and `[ ]` box stripped).
 #[must_use]
-pub fn item_key(item: &str) -> Option<String> {
+pub(crate) fn item_key(item: &str) -> Option<String> {
     slug(item, ITEM_KEY_CHARS).map(|s| format!("checklist:{s}"))
 }
 
 /// `custom:<first 100 alnum>`: the fallback key of a free-form firing entry.
 #[must_use]
-pub fn custom_key(text: &str) -> Option<String> {
+pub(crate) fn custom_key(text: &str) -> Option<String> {
     slug(text, CUSTOM_KEY_CHARS).map(|s| format!("custom:{s}"))
 }
 
@@ -135,7 +135,7 @@ fn slug(text: &str, max: usize) -> Option<String> {
 
 /// Whether a key is one of the file-backed structured keys.
 #[must_use]
-pub fn is_structured(key: &str) -> bool {
+pub(crate) fn is_structured(key: &str) -> bool {
     key.starts_with(MICRO_PREFIX) || key.starts_with(PROPOSAL_PREFIX)
 }
 
@@ -173,7 +173,7 @@ fn id_len(rest: &str) -> Option<usize> {
 /// Removes internal ids (PROP-NNN, MP-…, S-NNN) from channel text, collapses the whitespace
 /// runs the removal leaves and trims.
 #[must_use]
-pub fn scrub_ids(text: &str) -> String {
+pub(crate) fn scrub_ids(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut prev: Option<char> = None;
     let mut i = 0;

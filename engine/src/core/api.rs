@@ -4,7 +4,7 @@
 //!
 //! Does not print or touch legacy files.
 
-use hookstate_schema::format::{self, decode_view_row};
+use hookstate_schema::format;
 use hookstate_schema::{validate_id, Body, Item, QueueMeta, ViewKey, ViewRow};
 
 use crate::kernel::call::{Call, Outcome, Plan};
@@ -12,7 +12,7 @@ use crate::kernel::error::{Error, Result};
 use crate::kernel::limits::{APPEND_EVENT_COUNT_MAX, DELIVERIES_MAX, LEASE_MS_MAX, LIST_ROWS_MAX};
 use crate::kernel::storage::ReadTxn;
 use crate::kernel::value::validate_json;
-use crate::kernel::view::read_row;
+use crate::kernel::view::{decode_row, read_row};
 use crate::kernel::write::{validate_call, Kernel};
 
 use super::rules::{self, Claimer, Command, Decision};
@@ -130,8 +130,7 @@ pub(crate) fn queue_items(
 ) -> Result<Vec<(String, Item)>> {
     let mut items = Vec::new();
     txn.views_with_prefix(&format::item_prefix(scope, queue), &mut |key, row| {
-        let key = format::decode_view_key(key).map_err(|e| Error::Corrupt(e.to_string()))?;
-        let row = decode_view_row(row).map_err(|e| Error::Corrupt(e.to_string()))?;
+        let (key, row) = decode_row(key, row)?;
         if let (ViewKey::Item { item, .. }, ViewRow::Item(data)) = (key, row) {
             items.push((item, data));
         }

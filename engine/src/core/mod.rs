@@ -4,9 +4,9 @@
 //!
 //! Does not touch legacy files; the core primitives have no legacy layout.
 
-pub mod api;
-pub mod project;
-pub mod query;
-pub mod rules;
+pub(crate) mod api;
+pub(crate) mod project;
+pub(crate) mod query;
+pub(crate) mod rules;
 
 pub use rules::{Command, Expect};

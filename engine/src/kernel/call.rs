@@ -18,8 +18,21 @@ pub struct Call {
     pub actor: Actor,
     /// A repeated call with the same key returns the first call's result and appends nothing.
     pub idem_key: Option<String>,
+    /// What the call asks, for an idempotency key to be bound to: the same key with another
+    /// fingerprint is refused. `None` binds nothing (an engine caller without a request to show).
+    pub fingerprint: Option<Fingerprint>,
     /// Now, in UTC ms (injected so tests control time).
     pub now_ms: u64,
+}
+
+/// The fingerprint of a request: its verb and a digest of the verb, its arguments (without the
+/// flags that do not change what it does) and its stdin (`format::request_digest`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fingerprint {
+    /// The verb, for messages (`kv put`, `hook claim`).
+    pub verb: String,
+    /// The digest.
+    pub digest: [u8; 32],
 }
 
 impl Call {
@@ -34,7 +47,7 @@ impl Call {
     /// replay row behind, so the verb itself would be skipped as a repeat.
     #[must_use]
     pub fn without_idem_key(&self) -> Call {
-        Call { idem_key: None, ..self.clone() }
+        Call { idem_key: None, fingerprint: None, ..self.clone() }
     }
 }
 

@@ -4,14 +4,14 @@
 //! Adding a domain adds no view-key variant: it names its own row kinds (`signals.pm`, ...).
 //! Does not decide or project anything itself.
 
-use hookstate_schema::format::{decode_view_key, decode_view_row, doc_prefix};
+use hookstate_schema::format::{decode_view_key, doc_prefix};
 use hookstate_schema::{ViewKey, ViewRow};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use crate::kernel::error::{Error, Result};
 use crate::kernel::storage::ReadTxn;
-use crate::kernel::view::{read_row, ViewAccess};
+use crate::kernel::view::{decode_row, read_row, ViewAccess};
 
 /// The key of one document.
 pub(crate) fn doc_key(scope: &str, kind: &str, id: &str) -> ViewKey {
@@ -45,8 +45,7 @@ pub(crate) fn read_docs<T: DeserializeOwned>(
 ) -> Result<Vec<(String, T)>> {
     let mut out = Vec::new();
     txn.views_with_prefix(&doc_prefix(scope, kind), &mut |key, row| {
-        let key = decode_view_key(key).map_err(|e| Error::Corrupt(e.to_string()))?;
-        let row = decode_view_row(row).map_err(|e| Error::Corrupt(e.to_string()))?;
+        let (key, row) = decode_row(key, row)?;
         if let (ViewKey::Doc { id, .. }, ViewRow::Doc { json }) = (&key, row) {
             out.push((id.clone(), decode(&key, &json)?));
         }
@@ -71,8 +70,7 @@ pub(crate) fn scan_docs<T: DeserializeOwned>(
         return Ok(out);
     }
     txn.views_with_prefix(&prefix, &mut |key, row| {
-        let key = decode_view_key(key).map_err(|e| Error::Corrupt(e.to_string()))?;
-        let row = decode_view_row(row).map_err(|e| Error::Corrupt(e.to_string()))?;
+        let (key, row) = decode_row(key, row)?;
         if let (ViewKey::Doc { id, .. }, ViewRow::Doc { json }) = (&key, row) {
             out.push((id.clone(), decode(&key, &json)?));
         }
@@ -105,11 +103,11 @@ pub(crate) fn read_docs_all_scopes<T: DeserializeOwned>(
     kind: &str,
 ) -> Result<Vec<(String, String, T)>> {
     let mut out = Vec::new();
-    txn.views_with_prefix(&hookstate_schema::format::doc_prefix_all(), &mut |key, row| {
-        let key = decode_view_key(key).map_err(|e| Error::Corrupt(e.to_string()))?;
+    txn.views_with_prefix(&hookstate_schema::format::doc_prefix_all(), &mut |key_bytes, row| {
+        let key = decode_view_key(key_bytes).map_err(|e| Error::Corrupt(e.to_string()))?;
         if let ViewKey::Doc { scope, kind: found, id } = &key {
             if found == kind {
-                let row = decode_view_row(row).map_err(|e| Error::Corrupt(e.to_string()))?;
+                let (_, row) = decode_row(key_bytes, row)?;
                 if let ViewRow::Doc { json } = row {
                     out.push((scope.clone(), id.clone(), decode(&key, &json)?));
                 }

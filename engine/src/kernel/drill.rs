@@ -36,6 +36,14 @@ pub enum Drill {
     /// `export-no-dir-fsync`: a legacy file replace returns without the directory fsync after
     /// its rename (caught by the export crash simulator as a write that returned and was lost).
     ExportNoDirFsync,
+    /// `anchor-ignored`: the write path neither checks the anchors before it writes nor respects
+    /// them after its commit, as writers did before issue 13 (caught by the rollback drill as a
+    /// write acknowledged on a rolled-back store, and an anchor laundered).
+    AnchorIgnored,
+    /// `verify-scans-only`: `verify` compares a scan of the views with a rebuild and skips the
+    /// point lookups (caught by the branch-damage test as a verify that passes while lookups
+    /// miss rows).
+    VerifyScansOnly,
     /// `mirror-blind-write`: the mirror writes a file back without checking that it still holds
     /// the bytes the call saw (caught by the mirror race test as an outside change lost).
     MirrorBlindWrite,
@@ -43,13 +51,15 @@ pub enum Drill {
 
 impl Drill {
     /// Every drill with its name in [`DRILL_ENV`].
-    pub const ALL: [(Drill, &'static str); 7] = [
+    pub const ALL: [(Drill, &'static str); 9] = [
         (Drill::AckBeforeCommit, "ack-before-commit"),
         (Drill::CasSeparateRead, "cas-separate-read"),
         (Drill::DurabilityNone, "durability-none"),
         (Drill::NaivePathJoin, "naive-path-join"),
         (Drill::NonAtomicCreate, "non-atomic-create"),
         (Drill::ExportNoDirFsync, "export-no-dir-fsync"),
+        (Drill::AnchorIgnored, "anchor-ignored"),
+        (Drill::VerifyScansOnly, "verify-scans-only"),
         (Drill::MirrorBlindWrite, "mirror-blind-write"),
     ];
 }

@@ -169,6 +169,47 @@ pub enum Error {
         /// What disagrees.
         why: String,
     },
+    /// The store holds events but its anchor file is absent: a rollback or a swapped file cannot
+    /// be ruled out, so writes are refused until an operator re-anchors it.
+    #[error(
+        "head anchor missing: {path} is absent but the store holds {seq} events, so a rollback \
+         cannot be ruled out; once the store is trusted run `hookstate verify \
+         --accept-missing-anchor`"
+    )]
+    AnchorMissing {
+        /// Where the anchor should be.
+        path: PathBuf,
+        /// The log's head seq.
+        seq: u64,
+    },
+    /// An idempotency key was used again for another request: nothing was done.
+    #[error(
+        "idempotency key {key:?} was first used for `{verb}` with other arguments or stdin; a \
+         key names one request, use a new key"
+    )]
+    IdemKeyReused {
+        /// The key.
+        key: String,
+        /// The verb of the first request.
+        verb: String,
+    },
+    /// The store was written by an older format that this build reads only to upgrade it.
+    #[error(
+        "store format {found} is older than this build's ({supported}): run `hookstate rebuild` \
+         once to upgrade it (it recomputes the views from the log; the log is unchanged)"
+    )]
+    UpgradeRequired {
+        /// Version found.
+        found: u16,
+        /// Version this build writes.
+        supported: u16,
+    },
+    /// A directory named by the caller (an import's source, a mirror) does not exist.
+    #[error("no directory at {path}")]
+    NoDirectory {
+        /// The path looked at.
+        path: PathBuf,
+    },
     /// A stored view differs from the view rebuilt from the log.
     #[error("view {key} differs from a rebuild of the log")]
     ViewMismatch {
@@ -230,6 +271,7 @@ impl Error {
                 | Error::NotFound { .. }
                 | Error::Upstream { .. }
                 | Error::BadId(_)
+                | Error::IdemKeyReused { .. }
         )
     }
 

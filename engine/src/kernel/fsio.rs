@@ -1,14 +1,11 @@
 //! Safe file-system helpers every part shares: the modes hookstate creates files and
-//! directories with, durable directory creation, the private-directory check and random bytes.
+//! directories with, the private-directory check and random bytes (`walk` opens paths).
 //!
 //! Does not know the store's files or the legacy layouts; `store::dir` and `legacy::root` build
 //! on these.
 
-use std::fs::DirBuilder;
-use std::os::unix::fs::DirBuilderExt;
 use std::path::Path;
 
-use rustix::fs::{Mode, OFlags};
 use rustix::io::Errno;
 
 use crate::kernel::error::{Error, Result};
@@ -23,33 +20,6 @@ const UNSAFE_DIR_BITS: u32 = 0o022;
 /// An IO error from a raw errno.
 pub(crate) fn io_err(op: &'static str, path: &Path, errno: Errno) -> Error {
     Error::io(op, path, std::io::Error::from(errno))
-}
-
-/// Creates `path` and its missing ancestors (mode 0700), then makes each new directory's entry
-/// durable by an fsync of its parent, so that files synced inside it later cannot vanish with
-/// it in a power cut.
-pub(crate) fn create_dirs_durably(path: &Path) -> Result<()> {
-    // The directories about to be created, deepest first.
-    let missing: Vec<&Path> = path
-        .ancestors()
-        .take_while(|p| !p.as_os_str().is_empty() && std::fs::symlink_metadata(p).is_err())
-        .collect();
-    DirBuilder::new()
-        .recursive(true)
-        .mode(DIR_MODE)
-        .create(path)
-        .map_err(|e| Error::io("create directory", path, e))?;
-    for created in missing.iter().rev() {
-        let parent = match created.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p,
-            _ => Path::new("."),
-        };
-        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
-        let dir = rustix::fs::open(parent, flags, Mode::empty())
-            .map_err(|e| io_err("open directory", parent, e))?;
-        rustix::fs::fsync(&dir).map_err(|e| io_err("fsync directory", parent, e))?;
-    }
-    Ok(())
 }
 
 /// Refuses a directory that is not owned by the effective user or is writable by others.

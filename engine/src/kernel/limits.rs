@@ -40,6 +40,27 @@ pub const LOCK_BACKOFF_US_MAX: u64 = 2_000;
 /// (redb refuses a reader while a writer's open has the recovery flag set). Past this, the reader
 /// opens for writing itself, which repairs a store a killed writer left needing repair.
 pub const READ_ONLY_REPAIR_WAIT_MS: u64 = 200;
+/// How long a reader waits for redb's header lock before it reads the header without it: longer
+/// than a healthy writer holds it (a header write, or the fsync of an open or a close), short
+/// enough that a reading hook never stalls behind a writer that was stopped holding it.
+pub const READ_HEADER_WAIT_MS: u64 = 50;
+/// Times a reader reads the header again after a read without the lock raced a header write.
+pub const READ_TORN_RETRIES: u32 = 8;
+/// How long a read that finds the store needing a repair (a killed writer, nobody repairing)
+/// waits for the write lock to repair it itself; a writer holding the lock repairs it instead.
+pub const READ_REPAIR_LOCK_WAIT_MS: u64 = 50;
+/// How long an idempotency key stays bound to its first request: far longer than any retry of a
+/// hook delivery (bounded by a hook's timeout, minutes), short enough that a key reused days later
+/// is a new request, not a replay of a stale answer.
+pub const IDEM_KEY_TTL_MS: u64 = 24 * 60 * 60 * 1000;
+/// The first result of a keyed call kept in its first event for replays: a result above this
+/// (a result carrying a large value) is not kept, and a replay renders the events instead.
+pub const STORED_RESULT_BYTES_MAX: usize = VALUE_BYTES_MAX + 8 * 1024;
+/// Age after which one of our temporary files (beside the store, or in a legacy directory) is a
+/// leftover of a killed writer: no live writer keeps one for more than a second or two.
+pub const STALE_TEMP_SECS: u64 = 600;
+/// Directory entries one leftover scan looks at, so the scan's cost has a bound.
+pub const STALE_TEMP_SCAN_MAX: usize = 10_000;
 /// The anchor file is one short line.
 pub const ANCHOR_BYTES_MAX: usize = 256;
 /// Conflicts one mirrored call reports; more are not listed.
@@ -53,4 +74,6 @@ const _: () = assert!(LEASE_MS_DEFAULT <= LEASE_MS_MAX);
 const _: () = assert!(DELIVERIES_DEFAULT <= DELIVERIES_MAX);
 const _: () = assert!(WAIT_MS_DEFAULT <= WAIT_MS_MAX);
 const _: () = assert!(LOCK_BACKOFF_US_MIN <= LOCK_BACKOFF_US_MAX);
+const _: () = assert!(READ_HEADER_WAIT_MS <= WAIT_MS_DEFAULT);
+const _: () = assert!(READ_REPAIR_LOCK_WAIT_MS <= WAIT_MS_DEFAULT);
 const _: () = assert!((EVENT_BYTES_MAX as u64) * (APPEND_EVENT_COUNT_MAX as u64) <= 64 << 20);

@@ -1,13 +1,15 @@
 //! The kernel every domain stands on: the write-path values ([`call`]), the write path itself
-//! ([`write`]), view access and the overlay ([`view`]), typed documents ([`doc`]), the one
-//! projection trait ([`project`]), the storage traits ([`storage`]), errors, limits, JSON value
-//! checks, safe file-system helpers, and the upstream-compatible spellings (JavaScript numbers,
+//! ([`write`]), the anchor's rules ([`anchor`]), view access and the overlay ([`view`]), typed
+//! documents ([`doc`]), the one projection trait ([`project`]), the storage traits
+//! ([`storage`]), errors, limits, JSON value checks, safe file-system helpers and paths checked
+//! from the root ([`walk`]), and the upstream-compatible spellings (JavaScript numbers,
 //! timestamps).
 //!
 //! Knows no domain and no backend: domains import the kernel, never the other way round.
 
+pub(crate) mod anchor;
 pub(crate) mod call;
-pub mod compat;
+pub(crate) mod compat;
 pub(crate) mod doc;
 #[cfg(feature = "bugdrill")]
 pub mod drill;
@@ -16,6 +18,7 @@ pub(crate) mod fsio;
 pub mod limits;
 pub(crate) mod project;
 pub(crate) mod storage;
-pub mod value;
+pub(crate) mod value;
 pub(crate) mod view;
+pub(crate) mod walk;
 pub(crate) mod write;

@@ -8,6 +8,7 @@
 use hookstate_schema::{Body, Event, ViewKey, ViewRow, BODY_VARIANTS};
 use serde_json::{Map, Value};
 
+use crate::kernel::limits::IDEM_KEY_TTL_MS;
 use crate::kernel::view::ViewAccess;
 
 /// What a domain's events do to the views, and what they stand for in a result.
@@ -39,17 +40,26 @@ pub(crate) fn touched_keys(table: &Table, event: &Event) -> Vec<ViewKey> {
 }
 
 /// Applies one event: its domain's projection, then its idempotency row (the first and last seq
-/// of the call that carried the key).
+/// of the call that carried the key, and its time). A key whose binding expired starts over with
+/// the call that reuses it.
 pub(crate) fn apply(table: &Table, views: &mut dyn ViewAccess, event: &Event) {
     table[event.content.body.variant_index()].apply(views, event);
     if let Some(idem) = &event.content.idem_key {
         let key = idem_key(&event.content.scope, idem);
-        let first_seq = match views.get(&key) {
-            Some(ViewRow::Idem { first_seq, .. }) => *first_seq,
-            _ => event.seq,
+        let now = event.content.at_ms;
+        let (first_seq, at_ms) = match views.get(&key) {
+            Some(ViewRow::Idem { first_seq, at_ms, .. }) if !idem_expired(*at_ms, now) => {
+                (*first_seq, *at_ms)
+            }
+            _ => (event.seq, now),
         };
-        views.put(key, ViewRow::Idem { first_seq, last_seq: event.seq });
+        views.put(key, ViewRow::Idem { first_seq, last_seq: event.seq, at_ms });
     }
+}
+
+/// Whether a key first used at `first_ms` is free again at `now_ms` ([`IDEM_KEY_TTL_MS`]).
+pub(crate) fn idem_expired(first_ms: u64, now_ms: u64) -> bool {
+    now_ms.saturating_sub(first_ms) >= IDEM_KEY_TTL_MS
 }
 
 /// The result fields one event stands for.

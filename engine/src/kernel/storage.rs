@@ -7,6 +7,8 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
+use hookstate_schema::format::STORE_ID_BYTES;
+
 use crate::kernel::error::Result;
 
 /// Called with each event's seq and record; returns whether to go on.
@@ -57,8 +59,24 @@ pub(crate) trait Storage: Send + Sync {
     fn anchor_path(&self) -> PathBuf;
     /// The anchor's text, if there is one.
     fn read_anchor(&self) -> Result<Option<String>>;
-    /// Replaces the anchor atomically.
-    fn write_anchor(&self, text: &str) -> Result<()>;
+    /// Where the second anchor of the store `store_id` lives, when one is kept (an append-only
+    /// file in a directory the store's writer cannot rewrite).
+    fn second_anchor_path(&self, _store_id: &[u8; STORE_ID_BYTES]) -> Option<PathBuf> {
+        None
+    }
+    /// The second anchor's last line, if it has one.
+    fn read_second_anchor(&self, _store_id: &[u8; STORE_ID_BYTES]) -> Result<Option<String>> {
+        Ok(None)
+    }
+    /// Moves the anchors under the anchor lock: `next` maps each anchor's current text to the
+    /// text to write (`None`: leave it). The anchor beside the store is replaced atomically, the
+    /// second one appended to. Returns `false`, having done nothing, when another writer holds
+    /// the lock (it is moving them; an anchor may lag, never lead).
+    fn update_anchors(
+        &self,
+        store_id: &[u8; STORE_ID_BYTES],
+        next: &mut dyn FnMut(Option<&str>) -> Option<String>,
+    ) -> Result<bool>;
     /// Removes what killed writers left beside the store; returns how many were removed.
     fn remove_stale_temps(&self) -> Result<u32>;
     /// Takes the single write transaction, waiting at most until `deadline`.

@@ -7,7 +7,9 @@
 
 use std::collections::BTreeMap;
 
-use hookstate_schema::format::{decode_head, decode_view_row, encode_view_key, Head, META_HEAD};
+use hookstate_schema::format::{
+    decode_head, decode_view_key, decode_view_row, encode_view_key, Head, META_HEAD,
+};
 use hookstate_schema::{ViewKey, ViewRow};
 
 use crate::kernel::error::{Error, Result};
@@ -88,13 +90,28 @@ pub(crate) fn read_head(txn: &dyn ReadTxn) -> Result<Head> {
     decode_head(&bytes).map_err(|e| Error::Corrupt(e.to_string()))
 }
 
-/// One stored view row.
+/// One stored view row, checked against its checksum: a damaged row is an error, never served.
 ///
 /// # Errors
-/// [`Error::Corrupt`] when the row does not decode; store errors.
+/// [`Error::Corrupt`] when the row fails its checksum or does not decode; store errors.
 pub(crate) fn read_row(txn: &dyn ReadTxn, key: &ViewKey) -> Result<Option<ViewRow>> {
-    let Some(bytes) = txn.view(&encode_view_key(key))? else {
+    let key_bytes = encode_view_key(key);
+    let Some(bytes) = txn.view(&key_bytes)? else {
         return Ok(None);
     };
-    decode_view_row(&bytes).map(Some).map_err(|e| Error::Corrupt(format!("view {key:?}: {e}")))
+    decode_view_row(&key_bytes, &bytes)
+        .map(Some)
+        .map_err(|e| Error::Corrupt(format!("view {key:?}: {e}")))
+}
+
+/// Decodes a stored row met in a scan (its key and its checked value).
+///
+/// # Errors
+/// [`Error::Corrupt`] when the key does not decode or the row fails its checksum or does not
+/// decode.
+pub(crate) fn decode_row(key: &[u8], row: &[u8]) -> Result<(ViewKey, ViewRow)> {
+    let view_key = decode_view_key(key).map_err(|e| Error::Corrupt(format!("view key: {e}")))?;
+    let view_row =
+        decode_view_row(key, row).map_err(|e| Error::Corrupt(format!("view {view_key:?}: {e}")))?;
+    Ok((view_key, view_row))
 }

@@ -1,23 +1,28 @@
-//! The write path every mutation of every domain runs, as one transaction: replay an idempotent
-//! repeat, or decide a [`Plan`] on the rows the decision reads, append its events, project them
-//! through the engine's table, move the head, commit, and move the anchor forward.
+//! The write path every mutation of every domain runs, as one transaction: check the anchor
+//! against the log, replay an idempotent repeat (or refuse a key reused for another request), or
+//! decide a [`Plan`] on the rows the decision reads, append its events, project them through the
+//! engine's table, move the head, commit, and move the anchors forward.
 //!
 //! [`Kernel`] is what domains stand on: it holds the storage (behind the `Storage` trait), the
 //! projection table and the store's identity. Does not know any domain or any backend.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use hookstate_schema::event::Request;
 use hookstate_schema::format::{
     self, encode_head, encode_view_key, encode_view_row, genesis_hash, Head, FORMAT_VERSION,
-    META_FORMAT, META_HEAD, META_STORE_ID, STORE_ID_BYTES,
+    FORMAT_VERSION_UPGRADABLE, META_ANCHOR_WRITE_FAILURES, META_FORMAT, META_HEAD, META_STORE_ID,
+    STORE_ID_BYTES,
 };
 use hookstate_schema::{validate_id, validate_scope, Body, Event, EventContent};
 
+use crate::kernel::anchor::{self, AnchorState, Identity};
 use crate::kernel::call::{Call, Outcome, Plan};
 use crate::kernel::error::{Error, Result};
-use crate::kernel::limits::EVENT_BYTES_MAX;
+use crate::kernel::limits::{EVENT_BYTES_MAX, STORED_RESULT_BYTES_MAX};
 use crate::kernel::project::{self, Table};
 use crate::kernel::storage::{ReadTxn, Storage, WriteTxn};
 use crate::kernel::view::{read_head, read_row, Overlay};
@@ -28,12 +33,20 @@ pub(crate) struct Kernel {
     storage: Box<dyn Storage>,
     table: &'static Table,
     store_id: [u8; STORE_ID_BYTES],
+    format: u16,
     wait: Duration,
     poisoned: AtomicBool,
+    warnings: Mutex<Vec<String>>,
+    warning_sink: OnceLock<WarningSink>,
 }
 
+/// Where a caller wants warning lines to go as they happen (the CLI: stderr).
+pub(crate) type WarningSink = Box<dyn Fn(&str) + Send + Sync>;
+
 impl Kernel {
-    /// A kernel over `storage`, checking that it holds a hookstate store this build can read.
+    /// A kernel over `storage`, checking that it holds a hookstate store this build can read
+    /// (an older format opens too, but only `rebuild` may use it: every other call is refused
+    /// with [`Error::UpgradeRequired`]).
     ///
     /// # Errors
     /// [`Error::NotAStore`], [`Error::FormatTooNew`], store errors.
@@ -42,8 +55,36 @@ impl Kernel {
         table: &'static Table,
         wait: Duration,
     ) -> Result<Kernel> {
-        let store_id = read_identity(&*storage)?;
-        Ok(Kernel { storage, table, store_id, wait, poisoned: AtomicBool::new(false) })
+        let (store_id, format) = read_identity(&*storage)?;
+        Ok(Kernel {
+            storage,
+            table,
+            store_id,
+            format,
+            wait,
+            poisoned: AtomicBool::new(false),
+            warnings: Mutex::new(Vec::new()),
+            warning_sink: OnceLock::new(),
+        })
+    }
+
+    /// Refuses a store of an older format (only `rebuild` upgrades one).
+    fn current(&self) -> Result<()> {
+        if self.format < FORMAT_VERSION {
+            return Err(Error::UpgradeRequired { found: self.format, supported: FORMAT_VERSION });
+        }
+        Ok(())
+    }
+
+    /// Whether the store has an older format, which `rebuild` upgrades.
+    pub(crate) fn needs_upgrade(&self) -> bool {
+        self.format < FORMAT_VERSION
+    }
+
+    /// The lines to print on stderr about this handle's writes (an anchor that could not be
+    /// moved), taken once.
+    pub(crate) fn take_warnings(&self) -> Vec<String> {
+        self.warnings.lock().map(|mut w| std::mem::take(&mut *w)).unwrap_or_default()
     }
 
     /// The storage behind this kernel.
@@ -54,11 +95,6 @@ impl Kernel {
     /// The projection table.
     pub(crate) fn table(&self) -> &'static Table {
         self.table
-    }
-
-    /// The store's identity (its genesis is derived from it).
-    pub(crate) fn store_id(&self) -> &[u8; STORE_ID_BYTES] {
-        &self.store_id
     }
 
     /// The genesis hash of this store (the `prev` of seq 1).
@@ -77,16 +113,85 @@ impl Kernel {
     }
 
     /// Opens a read snapshot.
+    ///
+    /// # Errors
+    /// [`Error::UpgradeRequired`] for an older store; store errors.
     pub(crate) fn begin_read(&self) -> Result<Box<dyn ReadTxn + '_>> {
+        self.current()?;
         self.storage.begin_read()
     }
 
-    /// Takes the write transaction, waiting at most the store's wait.
+    /// Takes the write transaction, waiting at most the store's wait. For writes that append no
+    /// event (a rebuild, a counter in the metadata): events go through [`Kernel::write`].
     pub(crate) fn begin_write(&self) -> Result<Box<dyn WriteTxn + '_>> {
         if self.poisoned.load(Ordering::SeqCst) {
             return Err(Error::Poisoned);
         }
         self.storage.begin_write(Instant::now() + self.wait)
+    }
+
+    /// The identity an anchor must carry.
+    pub(crate) fn identity(&self) -> Identity<'_> {
+        Identity { store_id: &self.store_id, genesis: self.genesis() }
+    }
+
+    /// Reads both anchors (the one beside the store, and the second one when kept): read before
+    /// any snapshot they are checked against, so that they can only lag it.
+    pub(crate) fn read_anchors(&self) -> Vec<(PathBuf, Result<Option<String>>)> {
+        let mut out = vec![(self.storage.anchor_path(), self.storage.read_anchor())];
+        if let Some(path) = self.storage.second_anchor_path(&self.store_id) {
+            out.push((path, self.storage.read_second_anchor(&self.store_id)));
+        }
+        out
+    }
+
+    /// Checks anchors read by [`Kernel::read_anchors`] against the log as `txn` sees it.
+    ///
+    /// # Errors
+    /// As [`anchor::check`], for the first anchor that fails.
+    pub(crate) fn check_anchors(
+        &self,
+        txn: &dyn ReadTxn,
+        head: &Head,
+        anchors: Vec<(PathBuf, Result<Option<String>>)>,
+    ) -> Result<Vec<(PathBuf, AnchorState)>> {
+        anchors
+            .into_iter()
+            .map(|(path, read)| {
+                anchor::check(self.identity(), txn, head, &path, read).map(|state| (path, state))
+            })
+            .collect()
+    }
+
+    /// What a call that only reads should be told about the anchors, if anything: the error a
+    /// write would be refused with.
+    ///
+    /// # Errors
+    /// Store and corruption errors of the snapshot itself.
+    pub(crate) fn anchor_note(&self) -> Result<Option<Error>> {
+        if !self.storage.exists() {
+            return Ok(None);
+        }
+        let anchors = self.read_anchors();
+        let txn = self.begin_read()?;
+        let head = read_head(&*txn)?;
+        Ok(self.anchor_gate(&*txn, &head, anchors).err())
+    }
+
+    /// The anchor check a write must pass: every anchor agrees with the log, and none is missing
+    /// once the log holds events.
+    fn anchor_gate(
+        &self,
+        txn: &dyn ReadTxn,
+        head: &Head,
+        anchors: Vec<(PathBuf, Result<Option<String>>)>,
+    ) -> Result<()> {
+        for (path, state) in self.check_anchors(txn, head, anchors)? {
+            if state == AnchorState::Missing && head.seq > 0 {
+                return Err(anchor::missing(&path, head));
+            }
+        }
+        Ok(())
     }
 
     /// Refuses every later write of this handle (after a failed commit).
@@ -117,7 +222,18 @@ impl Kernel {
         } else {
             None
         };
+        self.current()?;
         let mut txn = self.storage.begin_write(Instant::now() + self.wait)?;
+        let head = read_head(&*txn)?;
+        // The planted bug: the writer neither checks the anchors nor respects them after commit.
+        #[cfg(feature = "bugdrill")]
+        let ignore_anchor = crate::kernel::drill::is(crate::kernel::drill::Drill::AnchorIgnored);
+        #[cfg(not(feature = "bugdrill"))]
+        let ignore_anchor = false;
+        if !ignore_anchor {
+            let anchors = self.read_anchors();
+            self.anchor_gate(&*txn, &head, anchors)?;
+        }
         if let Some(outcome) = self.replay_idempotent(&*txn, call)? {
             return Ok(outcome);
         }
@@ -128,13 +244,14 @@ impl Kernel {
         };
         #[cfg(not(feature = "bugdrill"))]
         let plan = decide(&*txn)?;
-        let mut head = read_head(&*txn)?;
+        let mut head = head;
+        let mut request = self.request_of(call, &plan);
         for body in &plan.events {
-            head = self.append_one(&mut *txn, head, call, &call.scope, body)?;
+            head = self.append_one(&mut *txn, head, call, &call.scope, body, request.take())?;
         }
         for (scope, body) in &plan.scoped_events {
             validate_scope(scope)?;
-            head = self.append_one(&mut *txn, head, call, scope, body)?;
+            head = self.append_one(&mut *txn, head, call, scope, body, request.take())?;
         }
         let appended = (plan.events.len() + plan.scoped_events.len()) as u64;
         let outcome = Outcome {
@@ -153,9 +270,19 @@ impl Kernel {
                 self.poisoned.store(true, Ordering::SeqCst);
                 return Err(err);
             }
-            self.write_anchor(&head);
+            self.move_anchors(&head, ignore_anchor);
         }
         Ok(outcome)
+    }
+
+    /// The request a keyed call's first event carries: its fingerprint, and its result fields
+    /// when they fit [`STORED_RESULT_BYTES_MAX`].
+    fn request_of(&self, call: &Call, plan: &Plan) -> Option<Request> {
+        let fingerprint = call.fingerprint.as_ref().filter(|_| call.idem_key.is_some())?;
+        let result = serde_json::to_string(&plan.result)
+            .ok()
+            .filter(|text| text.len() <= STORED_RESULT_BYTES_MAX);
+        Some(Request::new(fingerprint.verb.clone(), fingerprint.digest, result))
     }
 
     /// An answer decided on a read snapshot, for a call that turned out to append nothing.
@@ -171,16 +298,68 @@ impl Kernel {
         })
     }
 
-    /// Moves the anchor forward when it is behind. Failure is not an error: the anchor may lag
-    /// the log (verify reports it), it must only never lead.
-    fn write_anchor(&self, head: &Head) {
-        let current = self.storage.read_anchor().ok().flatten();
-        let behind = current
-            .and_then(|text| format::parse_anchor(&text).ok())
-            .is_none_or(|(id, anchored)| id != self.store_id || anchored.seq < head.seq);
-        if behind {
-            let _ = self.storage.write_anchor(&format::format_anchor(&self.store_id, head));
+    /// Moves the anchors forward after a commit. Failure is not the call's error (the commit
+    /// stands and the anchor may lag, it must only never lead): it is one warning line and one
+    /// more in the store's count of failed anchor writes (`stats`).
+    fn move_anchors(&self, head: &Head, ignore_anchor: bool) {
+        let store_id = self.store_id;
+        let moved = self.storage.update_anchors(&store_id, &mut |current| match ignore_anchor {
+            true => Some(format::format_anchor(&store_id, head)),
+            false => anchor::advance(current, &store_id, head),
+        });
+        if let Err(err) = moved {
+            let line = format!(
+                "warning: the head anchor was not moved to seq {} ({}): verify will see it lag",
+                head.seq,
+                error_chain(&err)
+            );
+            self.warn(line);
+            let _ = self.count_anchor_failure();
         }
+    }
+
+    /// Writes a missing anchor at `head` (`verify --accept-missing-anchor`); `false`, with a
+    /// warning, when it could not.
+    pub(crate) fn re_anchor(&self, head: &Head) -> bool {
+        let store_id = self.store_id;
+        let moved = self
+            .storage
+            .update_anchors(&store_id, &mut |current| anchor::advance(current, &store_id, head));
+        match moved {
+            Ok(true) => true,
+            Ok(false) => {
+                self.warn("warning: another writer held the anchor lock; run verify again".into());
+                false
+            }
+            Err(err) => {
+                self.warn(format!("warning: the anchor was not written ({})", error_chain(&err)));
+                false
+            }
+        }
+    }
+
+    /// Hands warnings to `sink` from now on, as they happen (only the first sink is kept).
+    pub(crate) fn set_warning_sink(&self, sink: WarningSink) {
+        let _ = self.warning_sink.set(sink);
+    }
+
+    fn warn(&self, line: String) {
+        match self.warning_sink.get() {
+            Some(sink) => sink(&line),
+            None => {
+                if let Ok(mut warnings) = self.warnings.lock() {
+                    warnings.push(line);
+                }
+            }
+        }
+    }
+
+    /// Adds one to the store's count of anchor writes that failed (a metadata-only commit).
+    fn count_anchor_failure(&self) -> Result<()> {
+        let mut txn = self.begin_write()?;
+        let count = anchor_write_failures(&*txn)?.saturating_add(1);
+        txn.put_meta(META_ANCHOR_WRITE_FAILURES, &count.to_be_bytes())?;
+        txn.commit()
     }
 
     fn append_one(
@@ -190,18 +369,23 @@ impl Kernel {
         call: &Call,
         scope: &str,
         body: &Body,
+        request: Option<Request>,
     ) -> Result<Head> {
         let seq = head.seq + 1;
+        let kept = request.as_ref().and_then(|r| r.result.as_ref()).map_or(0, String::len);
         let content = EventContent {
             at_ms: call.now_ms,
             actor: call.actor.clone(),
             scope: scope.to_owned(),
             idem_key: call.idem_key.clone(),
             body: body.clone(),
+            request,
         };
         let (record, hash) = format::encode_event(seq, &head.hash, &content);
-        if record.len() > EVENT_BYTES_MAX {
-            return Err(Error::EventTooLarge { len: record.len(), max: EVENT_BYTES_MAX });
+        // A kept result is bounded on its own; the event limit is for what the event says.
+        if record.len().saturating_sub(kept) > EVENT_BYTES_MAX {
+            let len = record.len().saturating_sub(kept);
+            return Err(Error::EventTooLarge { len, max: EVENT_BYTES_MAX });
         }
         txn.append_event(seq, &record)?;
         let event = Event { seq, prev: head.hash, hash, content };
@@ -224,32 +408,80 @@ impl Kernel {
         for (key, row) in overlay.changes() {
             let key_bytes = encode_view_key(key);
             match row {
-                Some(row) => txn.put_view(&key_bytes, &encode_view_row(row))?,
+                Some(row) => txn.put_view(&key_bytes, &encode_view_row(&key_bytes, row))?,
                 None => txn.delete_view(&key_bytes)?,
             }
         }
         Ok(())
     }
 
+    /// The answer to a repeat of a keyed call: the first call's result, replayed, when the key
+    /// is bound to this very request; a refusal when it is bound to another; `None` for a key
+    /// never used in this scope, or one whose binding expired (`IDEM_KEY_TTL_MS`).
     fn replay_idempotent(&self, txn: &dyn ReadTxn, call: &Call) -> Result<Option<Outcome>> {
         let Some(idem) = &call.idem_key else {
             return Ok(None);
         };
         let key = project::idem_key(&call.scope, idem);
-        let Some(ViewRow::Idem { first_seq, last_seq }) = read_row(txn, &key)? else {
+        let Some(ViewRow::Idem { first_seq, last_seq, at_ms }) = read_row(txn, &key)? else {
             return Ok(None);
         };
-        let mut bodies = Vec::new();
-        let mut head = Head { seq: 0, hash: [0; 32] };
+        if project::idem_expired(at_ms, call.now_ms) {
+            return Ok(None);
+        }
+        let mut events = Vec::new();
         txn.events(first_seq, last_seq, &mut |seq, bytes| {
             let event = format::decode_event(bytes)
                 .map_err(|e| Error::ChainBroken { seq, why: e.to_string() })?;
-            bodies.push(event.content.body);
-            head = Head { seq: event.seq, hash: event.hash };
+            events.push(event);
             Ok(true)
         })?;
-        let result = project::render_call(self.table, &bodies);
+        let Some(last) = events.last() else {
+            return Err(Error::Corrupt(format!("idempotency row {key:?} names no event")));
+        };
+        let head = Head { seq: last.seq, hash: last.hash };
+        let first = events.first().and_then(|e| e.content.request.as_ref());
+        if let (Some(first), Some(now)) = (first, &call.fingerprint) {
+            if first.digest() != now.digest {
+                return Err(Error::IdemKeyReused { key: idem.clone(), verb: first.verb.clone() });
+            }
+        }
+        let kept = first
+            .and_then(|r| r.result.as_deref())
+            .and_then(|text| serde_json::from_str::<serde_json::Map<_, _>>(text).ok());
+        let result = match kept {
+            Some(result) => result,
+            None => {
+                let bodies: Vec<Body> = events.into_iter().map(|e| e.content.body).collect();
+                project::render_call(self.table, &bodies)
+            }
+        };
         Ok(Some(Outcome { result, refusal: None, head, appended: 0, replayed: true, mirror: None }))
+    }
+}
+
+/// An error with its causes, on one line.
+fn error_chain(err: &Error) -> String {
+    let mut text = err.to_string();
+    let mut source = std::error::Error::source(err);
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+/// The store's count of anchor writes that failed.
+///
+/// # Errors
+/// [`Error::Corrupt`] for a count that is not 8 bytes; store errors.
+pub(crate) fn anchor_write_failures(txn: &dyn ReadTxn) -> Result<u64> {
+    match txn.meta(META_ANCHOR_WRITE_FAILURES)? {
+        None => Ok(0),
+        Some(bytes) => <[u8; 8]>::try_from(bytes.as_slice())
+            .map(u64::from_be_bytes)
+            .map_err(|_| Error::Corrupt("the anchor write failure count is not 8 bytes".into())),
     }
 }
 
@@ -283,7 +515,7 @@ pub(crate) fn initial_meta(store_id: &[u8; STORE_ID_BYTES]) -> Vec<(&'static str
     ]
 }
 
-fn read_identity(storage: &dyn Storage) -> Result<[u8; STORE_ID_BYTES]> {
+fn read_identity(storage: &dyn Storage) -> Result<([u8; STORE_ID_BYTES], u16)> {
     let txn = storage.begin_read()?;
     let path = storage.path();
     let not_ours = |why: &str| Error::NotAStore { path: path.clone(), why: why.into() };
@@ -294,6 +526,10 @@ fn read_identity(storage: &dyn Storage) -> Result<[u8; STORE_ID_BYTES]> {
     if found > FORMAT_VERSION {
         return Err(Error::FormatTooNew { found, supported: FORMAT_VERSION });
     }
+    if found < FORMAT_VERSION_UPGRADABLE {
+        return Err(not_ours("format version 0"));
+    }
     let id = txn.meta(META_STORE_ID)?.ok_or_else(|| not_ours("no store id"))?;
-    id.as_slice().try_into().map_err(|_| not_ours("bad store id"))
+    let id = id.as_slice().try_into().map_err(|_| not_ours("bad store id"))?;
+    Ok((id, found))
 }

@@ -8,6 +8,9 @@
 //! any step the target holds its old bytes or its new bytes, whole; once a replace returns, the
 //! new bytes survive a crash. Does not pick names or check them; `Root` does.
 
+// Public for the export crash simulator (`testing` feature), which replays these steps.
+#![cfg_attr(not(feature = "testing"), allow(unreachable_pub))]
+
 use crate::kernel::error::Result;
 
 /// The directory operations a replace and a directory creation use, relative to one directory.
@@ -52,6 +55,7 @@ pub trait DirOps {
     fn make_dir(&mut self, name: &str) -> Result<bool>;
 }
 
+#[cfg(any(test, feature = "testing"))]
 /// Replaces (or creates) `name` in `dir` with `bytes` through the temp file `temp`; on an error
 /// the temp file is removed (best effort) and the target is untouched.
 ///

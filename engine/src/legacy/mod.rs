@@ -7,6 +7,6 @@
 //! into paths.
 
 pub mod durable;
-pub mod json;
-pub mod mirror;
-pub mod root;
+pub(crate) mod json;
+pub(crate) mod mirror;
+pub(crate) mod root;

@@ -16,7 +16,9 @@ use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
 
 use crate::kernel::error::{Error, Result};
-use crate::kernel::fsio::{check_private_dir, create_dirs_durably, DIR_MODE, FILE_MODE};
+use crate::kernel::fsio::{check_private_dir, DIR_MODE, FILE_MODE};
+use crate::kernel::limits::{STALE_TEMP_SCAN_MAX, STALE_TEMP_SECS};
+use crate::kernel::walk;
 use crate::legacy::durable::{self, DirOps};
 
 /// Longest file name: `NAME_MAX` on Linux file systems.
@@ -24,6 +26,15 @@ pub(crate) const FILE_NAME_BYTES_MAX: usize = 255;
 /// Most entries one directory listing returns; a bigger legacy directory is refused.
 pub(crate) const DIR_ENTRIES_MAX: usize = 100_000;
 const TEMP_PREFIX: &str = ".hookstate-tmp-";
+/// Random bytes in a temporary name (hex, after [`TEMP_PREFIX`]).
+const TEMP_RANDOM_BYTES: usize = 8;
+
+/// Whether `name` is one of our temporary names: [`TEMP_PREFIX`] and 16 hex digits.
+fn is_temp_name(name: &str) -> bool {
+    name.strip_prefix(TEMP_PREFIX).is_some_and(|hex| {
+        hex.len() == TEMP_RANDOM_BYTES * 2 && hex.bytes().all(|b| b.is_ascii_hexdigit())
+    })
+}
 /// The mode a new legacy file is created with when its upstream writer leaves the mode to the
 /// umask (Node's `writeFileSync`, Bun's writes, a shell `>` redirect): 0666 less the umask, 0644
 /// under the usual 022, so a HUD or script running as another user reads it as before.
@@ -98,15 +109,59 @@ fn io_err(op: &'static str, path: &Path, errno: Errno) -> Error {
 }
 
 impl Root {
-    /// Opens `path` as a root, creating it (mode 0700) when `create` is set and it is absent.
-    /// Refuses a symlink, a non-directory, and a directory not owned by us or writable by others.
+    /// Opens `path` as a root, creating it (and its missing parents, mode 0700) when `create` is
+    /// set and it is absent. Every component is checked from the root (`kernel::walk`: no
+    /// symlink another user could have planted); refuses a symlink as the root itself, a
+    /// non-directory, and a directory not owned by us or writable by others.
     pub(crate) fn open(path: &Path, create: bool) -> Result<Root> {
-        if create && std::fs::symlink_metadata(path).is_err() {
-            create_dirs_durably(path)?;
+        let dir = walk::open_dir(path, create, walk::LastLink::Refused)?;
+        let root = Root::checked(dir, path.to_path_buf())?;
+        if create {
+            root.remove_stale_temps();
         }
-        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let dir = rustix::fs::open(path, flags, Mode::empty()).map_err(|e| refusal(path, e))?;
-        Root::checked(dir, path.to_path_buf())
+        Ok(root)
+    }
+
+    /// Removes the temporary files killed writers left in this directory
+    /// (`.hookstate-tmp-<16 hex>` older than [`STALE_TEMP_SECS`]; at most
+    /// [`STALE_TEMP_SCAN_MAX`] entries looked at). Best effort: a call that owns the directory
+    /// (an export, a mirrored call) runs it when it opens the directory for writing.
+    pub(crate) fn remove_stale_temps(&self) -> u32 {
+        let Ok(listing) = rustix::fs::openat(
+            &self.dir,
+            ".",
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) else {
+            return 0;
+        };
+        let Ok(entries) = rustix::fs::Dir::read_from(&listing) else {
+            return 0;
+        };
+        let now = std::time::SystemTime::now();
+        let mut removed = 0;
+        for entry in entries.take(STALE_TEMP_SCAN_MAX).flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if !is_temp_name(&name) {
+                continue;
+            }
+            let Ok(stat) = rustix::fs::statat(&self.dir, name.as_str(), AtFlags::SYMLINK_NOFOLLOW)
+            else {
+                continue;
+            };
+            let modified = std::time::UNIX_EPOCH
+                + std::time::Duration::from_secs(u64::try_from(stat.st_mtime).unwrap_or(0));
+            let stale =
+                now.duration_since(modified).is_ok_and(|age| age.as_secs() > STALE_TEMP_SECS);
+            let file = FileType::from_raw_mode(stat.st_mode) == FileType::RegularFile;
+            if stale
+                && file
+                && rustix::fs::unlinkat(&self.dir, name.as_str(), AtFlags::empty()).is_ok()
+            {
+                removed += 1;
+            }
+        }
+        removed
     }
 
     fn checked(dir: OwnedFd, path: PathBuf) -> Result<Root> {
@@ -133,7 +188,13 @@ impl Root {
         }
         let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         match rustix::fs::openat(&self.dir, name, flags, Mode::empty()) {
-            Ok(dir) => Root::checked(dir, path).map(Some),
+            Ok(dir) => {
+                let root = Root::checked(dir, path)?;
+                if create {
+                    root.remove_stale_temps();
+                }
+                Ok(Some(root))
+            }
             Err(Errno::NOENT) => Ok(None),
             Err(other) => Err(refusal(&path, other)),
         }
@@ -202,7 +263,9 @@ impl Root {
         still: impl FnOnce(&Root) -> Result<bool>,
     ) -> Result<bool> {
         check_name(name)?;
-        let suffix = hookstate_schema::format::to_hex(&crate::kernel::fsio::random_bytes::<8>()?);
+        let suffix = hookstate_schema::format::to_hex(&crate::kernel::fsio::random_bytes::<
+            TEMP_RANDOM_BYTES,
+        >()?);
         let temp = format!("{TEMP_PREFIX}{suffix}");
         let mode = match rustix::fs::statat(&self.dir, name, AtFlags::SYMLINK_NOFOLLOW) {
             Ok(stat) if FileType::from_raw_mode(stat.st_mode) == FileType::RegularFile => {
@@ -219,7 +282,9 @@ impl Root {
     /// baselines). Never writes the target's old inode.
     pub(crate) fn write_unsynced(&self, name: &str, bytes: &[u8]) -> Result<()> {
         check_name(name)?;
-        let suffix = hookstate_schema::format::to_hex(&crate::kernel::fsio::random_bytes::<8>()?);
+        let suffix = hookstate_schema::format::to_hex(&crate::kernel::fsio::random_bytes::<
+            TEMP_RANDOM_BYTES,
+        >()?);
         let temp = format!("{TEMP_PREFIX}{suffix}");
         let mut ops = RootOps { root: self, mode: TempMode::New(FILE_MODE) };
         let mut file = ops.create_new(&temp)?;
@@ -404,7 +469,7 @@ fn refusal(path: &Path, errno: Errno) -> Error {
             path: path.to_path_buf(),
             why: "is a symlink or not a directory".into(),
         },
-        Errno::NOENT => Error::NoStore { path: path.to_path_buf() },
+        Errno::NOENT => Error::NoDirectory { path: path.to_path_buf() },
         other => io_err("open", path, other),
     }
 }

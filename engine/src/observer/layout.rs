@@ -26,7 +26,7 @@ use crate::legacy::mirror::{merge, Adoption, Change, Layout, Merge, RelPath};
 use crate::legacy::root::Root;
 
 /// The largest observer state file: 60 clipped rows, 1000 keys and a pending text fit easily.
-pub const STATE_FILE_BYTES_MAX: usize = 1024 * 1024;
+pub(crate) const STATE_FILE_BYTES_MAX: usize = 1024 * 1024;
 /// Default name of the exported observer state file.
 pub const STATE_FILE_DEFAULT: &str = "claude-management.json";
 /// The style of an export whose state was never imported: 2-space JSON with a final newline.

@@ -6,10 +6,11 @@
 //! Decisions are pure functions over the one observer document of a scope. Does not call models
 //! or read the inbox file; the caller passes its length.
 
-pub mod api;
-pub mod layout;
-pub mod project;
-pub mod rules;
+pub(crate) mod api;
+pub(crate) mod layout;
+pub(crate) mod project;
+pub(crate) mod rules;
 
 pub use api::Observer;
+pub use layout::STATE_FILE_DEFAULT;
 pub use rules::{Finding, RowInput, SweepRead};

@@ -35,9 +35,9 @@ use crate::kernel::write::Kernel;
 use crate::legacy::root::Root;
 
 /// The hermit config file is a few routines and settings.
-pub const CONFIG_FILE_BYTES_MAX: usize = 1024 * 1024;
+pub(crate) const CONFIG_FILE_BYTES_MAX: usize = 1024 * 1024;
 /// The config file of a hermit state directory, read for its `timezone`.
-pub const CONFIG_FILE: &str = "config.json";
+pub(crate) const CONFIG_FILE: &str = "config.json";
 /// The zone of a config without one.
 const DEFAULT_TIMEZONE: &str = "UTC";
 

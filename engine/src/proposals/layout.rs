@@ -31,13 +31,13 @@ use crate::legacy::mirror::{Adoption, Change, Layout, RelPath};
 use crate::legacy::root::Root;
 
 /// The queue file: [`QUEUE_ENTRIES_MAX`] entries of a few KiB each.
-pub const QUEUE_FILE_BYTES_MAX: usize = 8 * 1024 * 1024;
+pub(crate) const QUEUE_FILE_BYTES_MAX: usize = 8 * 1024 * 1024;
 /// The ledger grows for the life of a hermit; beyond this, rotate it before importing.
-pub const LEDGER_FILE_BYTES_MAX: usize = 64 * 1024 * 1024;
+pub(crate) const LEDGER_FILE_BYTES_MAX: usize = 64 * 1024 * 1024;
 /// Ledger lines one import adopts.
-pub const LEDGER_LINES_MAX: usize = 200_000;
+pub(crate) const LEDGER_LINES_MAX: usize = 200_000;
 /// The state subdirectory of a hermit state directory.
-pub const STATE_DIR: &str = "state";
+pub(crate) const STATE_DIR: &str = "state";
 /// The queue file's name under `state/`.
 pub const QUEUE_FILE: &str = "micro-proposals.json";
 /// The ledger file's name under `state/`.
@@ -45,9 +45,9 @@ pub const LEDGER_FILE: &str = "proposal-metrics.jsonl";
 /// The index file's name under `state/`.
 pub const INDEX_FILE: &str = "proposals-index.json";
 /// The PROP files' directory.
-pub const PROPOSALS_DIR: &str = "proposals";
+pub(crate) const PROPOSALS_DIR: &str = "proposals";
 /// The index: a row of a few hundred bytes per proposal.
-pub const INDEX_FILE_BYTES_MAX: usize = 16 * 1024 * 1024;
+pub(crate) const INDEX_FILE_BYTES_MAX: usize = 16 * 1024 * 1024;
 
 fn corrupt(why: &str) -> Error {
     Error::legacy(QUEUE_FILE, format!("is corrupt ({why}); refusing it, repair it first"))
@@ -59,7 +59,7 @@ fn corrupt(why: &str) -> Error {
 ///
 /// # Errors
 /// [`Error::LegacyFile`] naming why the file is corrupt.
-pub fn parse_queue(bytes: &[u8]) -> Result<QueueDoc> {
+pub(crate) fn parse_queue(bytes: &[u8]) -> Result<QueueDoc> {
     let text = std::str::from_utf8(bytes).map_err(|_| corrupt("not UTF-8"))?;
     let value: Value = serde_json::from_str(text).map_err(|e| corrupt(&e.to_string()))?;
     let Value::Object(mut top) = value else {
@@ -103,7 +103,7 @@ fn parse_queue_verbatim(bytes: &[u8]) -> Result<QueueDoc> {
 ///
 /// # Errors
 /// [`Error::Corrupt`] when a stored entry is not JSON.
-pub fn render_queue(queue: &QueueDoc) -> Result<String> {
+pub(crate) fn render_queue(queue: &QueueDoc) -> Result<String> {
     if let Some(text) = &queue.verbatim {
         return Ok(text.clone());
     }

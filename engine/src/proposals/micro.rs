@@ -18,20 +18,20 @@ use crate::kernel::error::{Error, Result};
 /// Document kind of the MP counter of one date (id: `YYYYMMDD`).
 pub(crate) const MP_SEQ_KIND: &str = "proposals.mpseq";
 /// Fewest answer labels an entry with options has (channel-responder rules).
-pub const OPTIONS_MIN: usize = 2;
+pub(crate) const OPTIONS_MIN: usize = 2;
 /// Most answer labels an entry has (channel-responder rules).
-pub const OPTIONS_MAX: usize = 4;
+pub(crate) const OPTIONS_MAX: usize = 4;
 /// Longest question: a channel message line, with room to spare.
-pub const QUESTION_BYTES_MAX: usize = 4096;
+pub(crate) const QUESTION_BYTES_MAX: usize = 4096;
 /// Longest answer label, `on_resolve` template and channel name.
-pub const LABEL_BYTES_MAX: usize = 1024;
+pub(crate) const LABEL_BYTES_MAX: usize = 1024;
 /// Entries the queue may hold: brief-cycle expires entries after two briefs, so a longer queue
 /// means a runaway producer.
-pub const QUEUE_ENTRIES_MAX: usize = 1000;
+pub(crate) const QUEUE_ENTRIES_MAX: usize = 1000;
 /// The follow-up count at which brief-cycle expires an entry.
-pub const EXPIRE_AT_COUNT: i64 = 2;
+pub(crate) const EXPIRE_AT_COUNT: i64 = 2;
 /// The actions `micro resolve` accepts.
-pub const ACTIONS: [&str; 4] = ["approved", "rejected", "answered", "expired"];
+pub(crate) const ACTIONS: [&str; 4] = ["approved", "rejected", "answered", "expired"];
 const MP_PREFIX: &str = "MP-";
 const MP_DATE_DIGITS: usize = 8;
 
@@ -89,7 +89,7 @@ fn verdict_details(line: &str) -> Value {
 ///
 /// # Errors
 /// [`Error::BadTimeZone`] for a zone that is not an IANA name.
-pub fn mp_date(at_ms: u64, timezone: &str) -> Result<String> {
+pub(crate) fn mp_date(at_ms: u64, timezone: &str) -> Result<String> {
     zoned(at_ms, timezone, "%Y%m%d")
 }
 
@@ -208,7 +208,7 @@ pub(crate) fn follow_ups(entry: &Map<String, Value>) -> i64 {
 
 /// Why an answer was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AnswerError {
+pub(crate) enum AnswerError {
     /// Several labels start with the answer.
     Ambiguous(Vec<String>),
     /// No label matches (or a number out of range, or not yes/no without options).
@@ -221,7 +221,7 @@ pub enum AnswerError {
 ///
 /// # Errors
 /// [`AnswerError`] with the candidates (ambiguous) or the labels (no match).
-pub fn resolve_answer(
+pub(crate) fn resolve_answer(
     options: Option<&[String]>,
     answer: &str,
 ) -> std::result::Result<String, AnswerError> {
@@ -258,7 +258,7 @@ pub fn resolve_answer(
 /// Renders `on_resolve` with the answer: inside a quoted `"{answer}"` the label is escaped;
 /// elsewhere a single-word label goes bare and a multi-word label is double-quoted.
 #[must_use]
-pub fn render_on_resolve(template: &str, label: &str) -> String {
+pub(crate) fn render_on_resolve(template: &str, label: &str) -> String {
     let escaped = label.replace('\\', "\\\\").replace('"', "\\\"");
     if template.contains("\"{answer}\"") {
         return template.replace("\"{answer}\"", &format!("\"{escaped}\""));

@@ -7,16 +7,17 @@
 //! Decisions are pure functions over the queue and PROP documents. Does not read other domains'
 //! rows.
 
-pub mod api;
-pub mod layout;
+pub(crate) mod api;
+pub(crate) mod layout;
 pub(crate) mod merge;
-pub mod micro;
-pub mod moves;
-pub mod project;
-pub mod props;
+pub(crate) mod micro;
+pub(crate) mod moves;
+pub(crate) mod project;
+pub(crate) mod props;
 
 pub use api::{IndexRead, LedgerRead, ListRead, Proposals, QueueRead, ResolveIdRead};
 pub use layout::{read_hermit_files, HermitFiles};
+pub use layout::{INDEX_FILE, LEDGER_FILE, QUEUE_FILE};
 pub use micro::{parse_micro_input, MicroInput, ResolveInput};
 pub use moves::{Move, MoveInput, PatchInput};
 pub use props::{parse_create, CreateInput, CreateRefused};

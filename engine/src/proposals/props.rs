@@ -21,13 +21,13 @@ pub(crate) const INDEX_KIND: &str = "proposals.index";
 /// The one id of the index document.
 pub(crate) const INDEX_ID: &str = "index";
 /// A PROP file: a page of markdown; far larger means a runaway writer.
-pub const PROP_FILE_BYTES_MAX: usize = 32 * 1024;
+pub(crate) const PROP_FILE_BYTES_MAX: usize = 32 * 1024;
 /// PROP files one scope may hold (bounds the index rebuild).
-pub const PROPS_MAX: usize = 10_000;
+pub(crate) const PROPS_MAX: usize = 10_000;
 /// Slug tokens kept (upstream `slugify`).
-pub const SLUG_TOKENS_MAX: usize = 5;
+pub(crate) const SLUG_TOKENS_MAX: usize = 5;
 /// Slug length at a word boundary (upstream `slugify`).
-pub const SLUG_CHARS_MAX: usize = 40;
+pub(crate) const SLUG_CHARS_MAX: usize = 40;
 /// Zero-padding of NNN.
 const NUMBER_DIGITS: usize = 3;
 const SUFFIX_LETTERS: &str = "abcdefghijklmnopqrstuvwxyz";
@@ -45,7 +45,7 @@ pub(crate) const DECISION_HEADING: &str = "## Operator Decision";
 /// stopwords dropped unless that empties it, 5 tokens, 40 chars at a word boundary, `proposal`
 /// when empty.
 #[must_use]
-pub fn slugify(title: &str) -> String {
+pub(crate) fn slugify(title: &str) -> String {
     let ascii: String = title.chars().filter(char::is_ascii).collect::<String>().to_lowercase();
     let spaced: String =
         ascii.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { ' ' }).collect();
@@ -68,7 +68,7 @@ pub fn slugify(title: &str) -> String {
 /// A frontmatter scalar as `md-write` writes it: bare when it matches
 /// `^[A-Za-z0-9][\w./:+-]*$`, otherwise JSON-quoted; arrays as compact JSON.
 #[must_use]
-pub fn fm_scalar(value: &Value) -> String {
+pub(crate) fn fm_scalar(value: &Value) -> String {
     match value {
         Value::String(s) => {
             let mut chars = s.chars();
@@ -149,7 +149,7 @@ pub(crate) fn prop_doc(file: &str, text: &str) -> PropDoc {
 ///
 /// # Errors
 /// [`Error::BadInput`], [`Error::BadId`].
-pub fn check_prop_file(file: &str) -> Result<()> {
+pub(crate) fn check_prop_file(file: &str) -> Result<()> {
     let stem = file.strip_suffix(".md").unwrap_or_default();
     if prop_number(stem).is_none() {
         return Err(Error::bad(format!("{file:?}"), "is not a PROP-NNN….md name"));
@@ -368,7 +368,7 @@ pub(crate) fn render_index(props: &[(String, PropDoc)], updated: &str) -> Value 
 /// alike). Verdict: `MATCH|<file>`, `AMBIGUOUS|[{"file","title"}]`, `NONE|not-a-prop-id` or
 /// `NONE|no-match`.
 #[must_use]
-pub fn resolve_id(props: &[(String, PropDoc)], input: &str) -> String {
+pub(crate) fn resolve_id(props: &[(String, PropDoc)], input: &str) -> String {
     let wanted = input.trim().trim_end_matches(".md").to_lowercase();
     if let Some((_, doc)) = props.iter().find(|(stem, _)| stem.to_lowercase() == wanted) {
         return format!("MATCH|{}", doc.file);

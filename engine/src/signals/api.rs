@@ -4,6 +4,7 @@
 //!
 //! Does not resolve bundles or touch files; `layout.rs` does.
 
+use hookstate_schema::format;
 use hookstate_schema::signals::{PmDoc, SendsDoc, SignalDoc, SignalsEvent};
 use hookstate_schema::{validate_id, Body};
 use serde_json::{json, Value};
@@ -14,6 +15,7 @@ use crate::kernel::call::{fields, Call, Outcome, Plan};
 use crate::kernel::compat::stamp::stamp_ms;
 use crate::kernel::doc::{read_doc, read_docs};
 use crate::kernel::error::{Error, Result};
+use crate::kernel::storage::ReadTxn;
 use crate::kernel::write::Kernel;
 
 /// loopd's signals on an open store: `engine.signals()`.
@@ -100,22 +102,29 @@ impl Signals<'_> {
         })
     }
 
-    /// Records whether the line of the turn at `turn_seq` reached the PM.
+    /// Records whether the line of the turn at `turn_seq` of `session` in `bundle` reached the
+    /// PM. The turn must be one `hook turn-complete` recorded for that session in that bundle.
     ///
     /// # Errors
-    /// [`Error::Invalid`] for a bad session; store errors.
+    /// [`Error::BadInput`] for a relative bundle or a seq that is not a turn of the session;
+    /// [`Error::NotFound`] for a session that never signalled in the bundle; bad ids; store
+    /// errors.
     pub fn delivered(
         &self,
         call: &Call,
+        bundle: &str,
         session: &str,
         turn_seq: u64,
         delivered: bool,
     ) -> Result<Outcome> {
         validate_id("session", session)?;
+        check_path("bundle", bundle)?;
+        let scope = call.scope.clone();
         let event = SignalsEvent::DeliveryRecorded { session: session.into(), turn_seq, delivered };
         let result =
             fields(json!({ "session": session, "turn_seq": turn_seq, "delivered": delivered }));
-        self.k.write(call, |_| {
+        self.k.write(call, |txn| {
+            check_turn(txn, &scope, session, turn_seq)?;
             Ok(Plan {
                 events: vec![Body::Signals(event.clone())],
                 result: result.clone(),
@@ -123,6 +132,33 @@ impl Signals<'_> {
             })
         })
     }
+}
+
+/// Checks that `turn_seq` is a turn `session` signalled in `scope` (the seq `hook turn-complete`
+/// printed), not any other event.
+fn check_turn(txn: &dyn ReadTxn, scope: &str, session: &str, turn_seq: u64) -> Result<()> {
+    let latest: Option<SignalDoc> = read_doc(txn, scope, SIGNAL_KIND, session)?;
+    if latest.is_none() {
+        let id = format!("{session} (it never signalled a turn in this bundle)");
+        return Err(Error::NotFound { what: "session", id });
+    }
+    let bytes = txn.event(turn_seq)?;
+    let event = bytes
+        .map(|bytes| {
+            format::decode_event(&bytes)
+                .map_err(|e| Error::ChainBroken { seq: turn_seq, why: e.to_string() })
+        })
+        .transpose()?;
+    let is_turn = event.is_some_and(|event| {
+        event.content.scope == scope
+            && matches!(&event.content.body,
+                Body::Signals(SignalsEvent::TurnSignaled { session: s, .. }) if s == session)
+    });
+    if !is_turn {
+        let what = format!("--turn-seq {turn_seq}");
+        return Err(Error::bad(what, format!("is not a turn of session {session} in this bundle")));
+    }
+    Ok(())
 }
 
 impl Signals<'_> {

@@ -34,11 +34,11 @@ use crate::legacy::mirror::{merge, Adoption, Change, Layout, Merge, RelPath};
 use crate::legacy::root::Root;
 
 /// The vendor's size limit of one plugin-store file.
-pub const STORE_FILE_BYTES_MAX: usize = 4 * 1024 * 1024;
+pub(crate) const STORE_FILE_BYTES_MAX: usize = 4 * 1024 * 1024;
 /// Keys one plugin-store file may hold.
-pub const STORE_KEYS_MAX: usize = 20_000;
+pub(crate) const STORE_KEYS_MAX: usize = 20_000;
 /// The git pointer files read while resolving a bundle are one short line each.
-pub const POINTER_FILE_BYTES_MAX: usize = 4096;
+pub(crate) const POINTER_FILE_BYTES_MAX: usize = 4096;
 /// Default name of the exported plugin-store file.
 pub const STORE_FILE_DEFAULT: &str = "loopd.json";
 const PM_PREFIX: &str = "loopd.pm.";

@@ -5,10 +5,11 @@
 //! Decisions are pure functions over documents already read. Does not resolve bundles or touch
 //! files; `layout.rs` does.
 
-pub mod api;
-pub mod layout;
-pub mod project;
-pub mod rules;
+pub(crate) mod api;
+pub(crate) mod layout;
+pub(crate) mod project;
+pub(crate) mod rules;
 
 pub use api::Signals;
+pub use layout::{is_bundle_root, lexical_join, resolve_bundle, STORE_FILE_DEFAULT};
 pub use rules::{bundle_scope, turn_line, TurnInput};

@@ -160,10 +160,12 @@ fn apply_delivery(
         get_doc::<PmDoc>(views, &doc_key(scope, PM_KIND, PM_ID)).map_or(0, |pm| pm.current.seq);
     let sends_key = doc_key(scope, SENDS_KIND, session);
     let failed = match get_doc::<SendsDoc>(views, &sends_key) {
+        // The same failed turn reported again (a retried report) counts once.
+        Some(sends) if sends.pm_seq == pm_seq && sends.last_failed_turn_seq >= turn_seq => return,
         Some(sends) if sends.pm_seq == pm_seq => sends.failed.saturating_add(1),
         _ => 1,
     };
-    put_doc(views, sends_key, &SendsDoc { failed, pm_seq });
+    put_doc(views, sends_key, &SendsDoc { failed, pm_seq, last_failed_turn_seq: turn_seq });
 }
 
 /// The result fields a signals event stands for.

@@ -23,17 +23,17 @@ pub(crate) const STYLE_KIND: &str = "signals.style";
 /// The one id of the style document.
 pub(crate) const STYLE_ID: &str = "style";
 /// The scope of what belongs to the plugin-store file as a whole.
-pub const STORE_SCOPE: &str = "loopd";
+pub(crate) const STORE_SCOPE: &str = "loopd";
 /// The scope prefix of a bundle: `loopd:<bundle root>`.
-pub const BUNDLE_SCOPE_PREFIX: &str = "loopd:";
+pub(crate) const BUNDLE_SCOPE_PREFIX: &str = "loopd:";
 /// Failed sends after which a session stops sending to the same PM (upstream's cap).
-pub const FAILED_SENDS_MAX: u32 = 2;
+pub(crate) const FAILED_SENDS_MAX: u32 = 2;
 /// PM registrations kept in the history.
-pub const PM_HISTORY_MAX: usize = 32;
+pub(crate) const PM_HISTORY_MAX: usize = 32;
 /// Longest reason text.
-pub const REASON_BYTES_MAX: usize = 256;
+pub(crate) const REASON_BYTES_MAX: usize = 256;
 /// Longest path (bundle, cwd) accepted from a payload.
-pub const PATH_BYTES_MAX: usize = 4096;
+pub(crate) const PATH_BYTES_MAX: usize = 4096;
 
 /// What a finished turn reports.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -106,8 +106,8 @@ mod tests {
 
     #[test]
     fn send_rules_table() {
-        let two_failed = SendsDoc { failed: 2, pm_seq: 5 };
-        let one_failed = SendsDoc { failed: 1, pm_seq: 5 };
+        let two_failed = SendsDoc { failed: 2, pm_seq: 5, last_failed_turn_seq: 9 };
+        let one_failed = SendsDoc { failed: 1, pm_seq: 5, last_failed_turn_seq: 7 };
         assert!(!may_send(None, None, "r"), "no PM: nothing is sent");
         assert!(!may_send(Some(&pm("r", 5)), None, "r"), "the PM itself is not sent to");
         assert!(may_send(Some(&pm("p", 5)), None, "r"));

@@ -9,25 +9,40 @@ use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io::{Read, Write};
 use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
 
 use crate::kernel::error::{Error, Result};
-use crate::kernel::fsio::{
-    check_private_dir, create_dirs_durably, io_err, random_bytes, FILE_MODE,
-};
-use crate::kernel::limits::ANCHOR_BYTES_MAX;
+use crate::kernel::fsio::{check_private_dir, io_err, random_bytes, FILE_MODE};
+use crate::kernel::limits::{ANCHOR_BYTES_MAX, STALE_TEMP_SCAN_MAX, STALE_TEMP_SECS};
+use crate::kernel::walk;
 
 /// The anchor file is the store file's name with this suffix, beside it.
 pub(crate) const ANCHOR_SUFFIX: &str = ".head";
 const TEMP_NAME_RANDOM_BYTES: usize = 8;
-/// Age after which a temporary file beside the store is a leftover of a killed writer.
-pub(crate) const STALE_TEMP_SECS: u64 = 600;
-/// Directory entries a leftover scan looks at.
-const STALE_TEMP_SCAN_MAX: usize = 10_000;
+
 const TEMP_PURPOSES: [&str; 2] = ["create", "head"];
+
+/// The store file's name in `path`, refusing a path that names a directory: one that ends with a
+/// separator, `.` or `..` (`Path::file_name` would silently drop a trailing `/`).
+fn store_name(path: &Path) -> Result<OsString> {
+    let bytes = path.as_os_str().as_bytes();
+    let last = bytes.rsplit(|b| *b == b'/').next().unwrap_or_default();
+    let bad = |why: &str| Error::bad(format!("store path {}", path.display()), why);
+    if bytes.ends_with(b"/") {
+        return Err(bad("ends with a slash: name the store file, not a directory"));
+    }
+    if last == b"." || last == b".." {
+        return Err(bad("ends with '.' or '..': name the store file, not a directory"));
+    }
+    match path.file_name() {
+        Some(name) if !name.is_empty() => Ok(name.to_os_string()),
+        _ => Err(bad("has no file name")),
+    }
+}
 
 /// Whether `name` is one of our temporary names: `<prefix>.<purpose>-<16 hex>`.
 fn is_temp_name(name: &str, prefix: &str) -> bool {
@@ -49,28 +64,20 @@ pub(crate) struct StoreDir {
 }
 
 impl StoreDir {
-    /// Opens the directory of `path`, creating it (mode 0700) when `create` is set, and checks
-    /// that it is owned by us and not writable by others.
+    /// Opens the directory of `path`, creating it (mode 0700) when `create` is set, with every
+    /// component checked from the root (`kernel::walk`), and checks that it is owned by us and
+    /// not writable by others.
     pub(crate) fn open(path: &Path, create: bool) -> Result<Self> {
-        let name = path
-            .file_name()
-            .filter(|n| !n.is_empty())
-            .ok_or_else(|| {
-                Error::bad(format!("store path {}", path.display()), "has no file name")
-            })?
-            .to_os_string();
+        let name = store_name(path)?;
         let dir_path = match path.parent() {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
             _ => PathBuf::from("."),
         };
-        if create && !dir_path.exists() {
-            create_dirs_durably(&dir_path)?;
-        }
-        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
-        let dir = rustix::fs::open(&dir_path, flags, Mode::empty()).map_err(|e| match e {
-            Errno::NOENT => Error::NoStore { path: path.to_path_buf() },
-            other => io_err("open directory", &dir_path, other),
-        })?;
+        let dir =
+            walk::open_dir(&dir_path, create, walk::LastLink::Trusted).map_err(|e| match e {
+                Error::NoDirectory { .. } => Error::NoStore { path: path.to_path_buf() },
+                other => other,
+            })?;
         let stat = rustix::fs::fstat(&dir).map_err(|e| io_err("stat", &dir_path, e))?;
         check_private_dir(&dir_path, stat.st_uid, stat.st_mode)?;
         Ok(StoreDir { dir, dir_path, name })
@@ -186,6 +193,17 @@ impl StoreDir {
             .map_err(|_| Error::AnchorMismatch { why: "anchor file is not UTF-8".into() })
     }
 
+    /// Takes the anchor lock (an advisory lock on the directory) without waiting: `None` when
+    /// another writer holds it. Every anchor move reads, compares and writes under it, so two
+    /// writers finishing at once never move an anchor backwards. Released when dropped.
+    pub(crate) fn lock_anchors(&self) -> Result<Option<AnchorLock<'_>>> {
+        match rustix::fs::flock(&self.dir, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => Ok(Some(AnchorLock { dir: self })),
+            Err(Errno::WOULDBLOCK | Errno::INTR) => Ok(None),
+            Err(other) => Err(io_err("lock", &self.dir_path, other)),
+        }
+    }
+
     /// Replaces the anchor file atomically: temp file, write, fsync, rename. The directory is not
     /// fsynced: a lost rename leaves an older anchor, which is allowed to lag but never to lead.
     pub(crate) fn write_anchor(&self, text: &str) -> Result<()> {
@@ -249,6 +267,17 @@ impl StoreDir {
 
     fn unsafe_path(&self, why: &str) -> Error {
         Error::UnsafePath { path: self.path(), why: why.into() }
+    }
+}
+
+/// The anchor lock of a store directory, held until dropped.
+pub(crate) struct AnchorLock<'a> {
+    dir: &'a StoreDir,
+}
+
+impl Drop for AnchorLock<'_> {
+    fn drop(&mut self) {
+        let _ = rustix::fs::flock(&self.dir.dir, rustix::fs::FlockOperation::Unlock);
     }
 }
 

@@ -3,14 +3,18 @@
 //!
 //! Does not know the domains or the legacy files; the kernel sees only the `Storage` trait.
 
+mod bounded;
 mod dir;
 mod redb;
+mod scratch;
+mod second_anchor;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use hookstate_schema::format::STORE_ID_BYTES;
+use hookstate_schema::format::{genesis_hash, Head, STORE_ID_BYTES};
 
+use crate::kernel::anchor;
 use crate::kernel::error::{Error, Result};
 use crate::kernel::fsio::random_bytes;
 use crate::kernel::limits::WAIT_MS_MAX;
@@ -19,12 +23,13 @@ use crate::kernel::write::initial_meta;
 
 use self::dir::StoreDir;
 use self::redb::RedbStore;
+use self::second_anchor::SecondAnchor;
 
 #[cfg(feature = "testing")]
 pub use self::redb::Backend;
 
 /// How to open a store.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OpenOptions {
     /// Longest wait for the write transaction (and for an exclusive opener), in ms.
     pub wait_ms: u64,
@@ -38,6 +43,9 @@ pub struct OpenOptions {
     /// held in memory, initialised as a new store is, instead of failing with
     /// [`Error::NoStore`]. Nothing is created on disk; `Engine::exists` says which it was.
     pub absent_is_empty: bool,
+    /// A directory for a second anchor (`HOOKSTATE_ANCHOR_DIR`): one append-only file per store,
+    /// checked and moved like the anchor beside the store. It must exist.
+    pub anchor_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for OpenOptions {
@@ -48,6 +56,7 @@ impl Default for OpenOptions {
             check_integrity: false,
             read_only: false,
             absent_is_empty: false,
+            anchor_dir: None,
         }
     }
 }
@@ -71,10 +80,12 @@ impl OpenOptions {
     }
 }
 
-/// A redb store file and the directory it lives in.
+/// A redb store file, the directory it lives in, and the second anchor's directory when one is
+/// kept.
 struct FileStore {
     db: RedbStore,
     dir: StoreDir,
+    second: Option<SecondAnchor>,
 }
 
 impl Storage for FileStore {
@@ -87,8 +98,29 @@ impl Storage for FileStore {
     fn read_anchor(&self) -> Result<Option<String>> {
         self.dir.read_anchor()
     }
-    fn write_anchor(&self, text: &str) -> Result<()> {
-        self.dir.write_anchor(text)
+    fn second_anchor_path(&self, store_id: &[u8; STORE_ID_BYTES]) -> Option<PathBuf> {
+        self.second.as_ref().map(|second| second.path(store_id))
+    }
+    fn read_second_anchor(&self, store_id: &[u8; STORE_ID_BYTES]) -> Result<Option<String>> {
+        self.second.as_ref().map_or(Ok(None), |second| second.read_last(store_id))
+    }
+    fn update_anchors(
+        &self,
+        store_id: &[u8; STORE_ID_BYTES],
+        next: &mut dyn FnMut(Option<&str>) -> Option<String>,
+    ) -> Result<bool> {
+        let Some(_lock) = self.dir.lock_anchors()? else {
+            return Ok(false);
+        };
+        let first = self.dir.read_anchor().and_then(|current| {
+            next(current.as_deref()).map_or(Ok(()), |text| self.dir.write_anchor(&text))
+        });
+        let second = self.second.as_ref().map_or(Ok(()), |second| {
+            second.read_last(store_id).and_then(|current| {
+                next(current.as_deref()).map_or(Ok(()), |text| second.append(store_id, &text))
+            })
+        });
+        first.and(second).map(|()| true)
     }
     fn remove_stale_temps(&self) -> Result<u32> {
         self.dir.remove_stale_temps()
@@ -114,28 +146,36 @@ pub(crate) fn open(path: &Path, options: OpenOptions) -> Result<Box<dyn Storage>
         Err(Error::NoStore { .. }) if empty_if_absent => return empty(path),
         other => other?,
     };
+    let second = options.anchor_dir.as_deref().map(SecondAnchor::open).transpose()?;
     let file = match dir.open_store(options.read_only)? {
         Some(file) => file,
         None if options.create => {
-            create_store(&dir)?;
+            create_store(&dir, second.as_ref())?;
             dir.open_store(false)?.ok_or_else(|| Error::NoStore { path: dir.path() })?
         }
         None if empty_if_absent => return empty(&dir.path()),
         None => return Err(Error::NoStore { path: dir.path() }),
     };
-    let db = match options.read_only {
-        true => match RedbStore::open_read_only(&file, wait)? {
+    let db = match (options.read_only, options.check_integrity) {
+        // verify: redb's full check on a view of the file, which is never written.
+        (true, true) => RedbStore::open_view(&file, wait, true)?,
+        // A read never writes and never waits for a writer: a file a killed writer left
+        // needing repair is repaired in a view, not on disk.
+        (true, false) => match RedbStore::open_read_only(&file, wait)? {
             Some(db) => db,
-            // The file needs a repair only a writer does: open it as one (this writes).
-            None => {
-                let writable =
-                    dir.open_store(false)?.ok_or_else(|| Error::NoStore { path: dir.path() })?;
-                RedbStore::open(&writable, false, wait)?
-            }
+            None => RedbStore::open_view(&file, wait, false)?,
         },
-        false => RedbStore::open(&file, options.check_integrity, wait)?,
+        (false, _) => {
+            let db = RedbStore::open(&file, options.check_integrity, wait)?;
+            // A writer owns the directory: what killed writers left there goes (best effort;
+            // `rebuild`, which opens with the integrity check, removes them itself and reports).
+            if !options.check_integrity {
+                let _ = dir.remove_stale_temps();
+            }
+            db
+        }
     };
-    Ok(Box::new(FileStore { db, dir }))
+    Ok(Box::new(FileStore { db, dir, second }))
 }
 
 /// The stand-in for an absent store that a read sees: an empty store in memory, initialised as
@@ -167,7 +207,11 @@ impl Storage for EmptyStore {
     fn read_anchor(&self) -> Result<Option<String>> {
         Ok(None)
     }
-    fn write_anchor(&self, _: &str) -> Result<()> {
+    fn update_anchors(
+        &self,
+        _: &[u8; STORE_ID_BYTES],
+        _: &mut dyn FnMut(Option<&str>) -> Option<String>,
+    ) -> Result<bool> {
         Err(Error::NoStore { path: self.path.clone() })
     }
     fn remove_stale_temps(&self) -> Result<u32> {
@@ -193,11 +237,17 @@ pub(crate) fn open_on_backend(
     options: OpenOptions,
 ) -> Result<Box<dyn Storage>> {
     let dir = StoreDir::open(path, true)?;
-    let meta = initial_meta(&random_bytes::<STORE_ID_BYTES>()?);
+    let second = options.anchor_dir.as_deref().map(SecondAnchor::open).transpose()?;
+    let store_id = random_bytes::<STORE_ID_BYTES>()?;
+    let meta = initial_meta(&store_id);
     let meta: Vec<(&str, &[u8])> = meta.iter().map(|(k, v)| (*k, v.as_slice())).collect();
+    let fresh = options.create && backend.len().is_ok_and(|len| len == 0);
     let meta = options.create.then_some(&meta[..]);
     let db = RedbStore::on_backend(backend, meta, options.check_integrity)?;
-    Ok(Box::new(FileStore { db, dir }))
+    if fresh {
+        anchor_genesis(&dir, second.as_ref(), &store_id);
+    }
+    Ok(Box::new(FileStore { db, dir, second }))
 }
 
 /// Whether a new store is made in a temporary file that is published at the store's path only
@@ -212,33 +262,54 @@ pub fn creation_is_atomic() -> bool {
     true
 }
 
-fn new_meta() -> Result<Vec<(&'static str, Vec<u8>)>> {
-    Ok(initial_meta(&random_bytes::<STORE_ID_BYTES>()?))
-}
-
-fn create_store(dir: &StoreDir) -> Result<()> {
+fn create_store(dir: &StoreDir, second: Option<&SecondAnchor>) -> Result<()> {
+    let store_id = random_bytes::<STORE_ID_BYTES>()?;
+    let meta = initial_meta(&store_id);
+    let meta: Vec<(&str, &[u8])> = meta.iter().map(|(k, v)| (*k, v.as_slice())).collect();
     // The planted bug: redb creates the store in place, so a crash or a concurrent opener sees a
     // half-made (or empty) store file.
     #[cfg(feature = "bugdrill")]
     if !creation_is_atomic() {
-        let meta = new_meta()?;
-        let meta: Vec<(&str, &[u8])> = meta.iter().map(|(k, v)| (*k, v.as_slice())).collect();
         drop(RedbStore::create_in(dir.create_in_place()?, &meta)?);
         return Ok(());
     }
     let (file, temp) = dir.create_temp("create")?;
     let keep = file.try_clone().map_err(|e| Error::io("duplicate handle of", dir.path(), e));
     let created = keep.and_then(|keep| {
-        let meta = new_meta()?;
-        let meta: Vec<(&str, &[u8])> = meta.iter().map(|(k, v)| (*k, v.as_slice())).collect();
         drop(RedbStore::create_in(file, &meta)?);
         keep.sync_all().map_err(|e| Error::io("fsync", dir.path(), e))
     });
     match created {
-        Ok(()) => dir.publish_store(&temp).map(|_| ()),
+        Ok(()) => {
+            if dir.publish_store(&temp)? {
+                anchor_genesis(dir, second, &store_id);
+            }
+            Ok(())
+        }
         Err(err) => {
             let _ = dir.remove(&temp);
             Err(err)
+        }
+    }
+}
+
+/// Writes the new store's anchor at seq 0 (best effort: the first commit writes it too) unless
+/// an anchor is already there, which is kept: an anchor of another store beside a new store file
+/// means the old one was removed, and writes are refused until an operator says otherwise.
+fn anchor_genesis(dir: &StoreDir, second: Option<&SecondAnchor>, store_id: &[u8; STORE_ID_BYTES]) {
+    let head = Head { seq: 0, hash: genesis_hash(store_id) };
+    if let Ok(Some(_lock)) = dir.lock_anchors() {
+        if let Ok(current) = dir.read_anchor() {
+            if let Some(text) = anchor::advance(current.as_deref(), store_id, &head) {
+                let _ = dir.write_anchor(&text);
+            }
+        }
+        if let Some(second) = second {
+            if let Ok(current) = second.read_last(store_id) {
+                if let Some(text) = anchor::advance(current.as_deref(), store_id, &head) {
+                    let _ = second.append(store_id, &text);
+                }
+            }
         }
     }
 }

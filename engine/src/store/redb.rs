@@ -1,4 +1,5 @@
-//! The redb backend: the only module that imports redb.
+//! The redb backend: with the two backends beside it (`bounded`, `scratch`), the only code that
+//! imports redb.
 //!
 //! Opens files handed to it (already opened safely by `store::dir`), in `MultiWriter` mode with
 //! `Durability::Immediate`, and converts every redb error into `Error` here. Does not choose
@@ -10,13 +11,12 @@ use std::time::{Duration, Instant};
 
 use hookstate_schema::format::{LOG_TABLE, META_TABLE, VIEWS_TABLE};
 use std::ops::Bound;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use redb::backends::FileBackend;
 use redb::{
-    BackendError, ConcurrencyMode, Database, Durability, ReadableDatabase, ReadableTable,
-    StorageBackend, TableDefinition, TransactionError,
+    ConcurrencyMode, Database, Durability, ReadableDatabase, ReadableTable, StorageBackend,
+    TableDefinition, TransactionError,
 };
 
 /// The storage seam a test backend implements (for the `testing` feature's
@@ -24,14 +24,11 @@ use redb::{
 #[cfg(feature = "testing")]
 pub use redb::StorageBackend as Backend;
 
-/// The IO error type of redb's `StorageBackend` (without its `experimental-api-5` feature).
-type BackendIoError = std::io::Error;
-
 use crate::kernel::error::{Error, Result};
-use crate::kernel::limits::{
-    CACHE_BYTES, LOCK_BACKOFF_US_MAX, LOCK_BACKOFF_US_MIN, READ_ONLY_REPAIR_WAIT_MS,
-};
+use crate::kernel::limits::{CACHE_BYTES, READ_ONLY_REPAIR_WAIT_MS, READ_TORN_RETRIES};
 use crate::kernel::storage::{EventVisitor, ReadTxn, RowVisitor, WriteTxn};
+use crate::store::bounded::{backoff, bounded, convert, REDB_HEADER_LOCK_END};
+use crate::store::scratch::ScratchBackend;
 
 const LOG: TableDefinition<u64, &[u8]> = TableDefinition::new(LOG_TABLE);
 const VIEWS: TableDefinition<&[u8], &[u8]> = TableDefinition::new(VIEWS_TABLE);
@@ -49,112 +46,13 @@ enum Db {
     /// An empty store in memory, the stand-in for an absent store that a read sees: written once
     /// when it is initialised, never after.
     Empty(Database),
-}
-
-/// redb's file backend with every blocking lock turned into a bounded wait. In multi-writer mode
-/// redb's open takes the writer lock blocking, so a writer that stalls (a hook stopped with
-/// SIGSTOP) would hang every later opener; here the wait ends after `wait` and the call reports
-/// busy instead.
-#[derive(Debug)]
-struct BoundedBackend {
-    inner: FileBackend,
-    wait: Duration,
-    timed_out: Arc<AtomicBool>,
-}
-
-impl BoundedBackend {
-    fn wait_for(
-        &self,
-        mut try_lock: impl FnMut() -> std::result::Result<bool, BackendError>,
-    ) -> std::result::Result<(), BackendError> {
-        let deadline = Instant::now() + self.wait;
-        let mut attempt = 0;
-        loop {
-            if try_lock()? {
-                return Ok(());
-            }
-            if Instant::now() >= deadline {
-                self.timed_out.store(true, Ordering::SeqCst);
-                return Err(BackendError::Io(std::io::Error::new(
-                    std::io::ErrorKind::WouldBlock,
-                    "lock wait timed out",
-                )));
-            }
-            thread::sleep(backoff(attempt));
-            attempt += 1;
-        }
-    }
-}
-
-impl StorageBackend for BoundedBackend {
-    fn len(&self) -> std::result::Result<u64, BackendIoError> {
-        self.inner.len()
-    }
-    fn read(&self, offset: u64, out: &mut [u8]) -> std::result::Result<(), BackendIoError> {
-        self.inner.read(offset, out)
-    }
-    fn set_len(&self, len: u64) -> std::result::Result<(), BackendIoError> {
-        self.inner.set_len(len)
-    }
-    fn sync_data(&self) -> std::result::Result<(), BackendIoError> {
-        #[cfg(feature = "bugdrill")]
-        if crate::kernel::drill::is(crate::kernel::drill::Drill::DurabilityNone) {
-            return Ok(());
-        }
-        self.inner.sync_data()
-    }
-    fn write(&self, offset: u64, data: &[u8]) -> std::result::Result<(), BackendIoError> {
-        self.inner.write(offset, data)
-    }
-    fn close(&self) -> std::result::Result<(), BackendIoError> {
-        self.inner.close()
-    }
-    fn try_lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> LockResult<bool> {
-        self.inner.try_lock_range(start, end)
-    }
-    fn try_lock_shared_range(&self, start: Bound<u64>, end: Bound<u64>) -> LockResult<bool> {
-        self.inner.try_lock_shared_range(start, end)
-    }
-    fn lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> LockResult<()> {
-        self.wait_for(|| self.inner.try_lock_range(start, end))
-    }
-    fn lock_shared_range(&self, start: Bound<u64>, end: Bound<u64>) -> LockResult<()> {
-        self.wait_for(|| self.inner.try_lock_shared_range(start, end))
-    }
-    fn unlock_range(&self, start: Bound<u64>, end: Bound<u64>) -> LockResult<()> {
-        self.inner.unlock_range(start, end)
-    }
-    fn query_lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> LockResult<bool> {
-        self.inner.query_lock_range(start, end)
-    }
-}
-
-type LockResult<T> = std::result::Result<T, BackendError>;
-
-fn convert(err: impl Into<redb::Error>) -> Error {
-    let err: redb::Error = err.into();
-    match err {
-        redb::Error::Corrupted(_)
-        | redb::Error::UpgradeRequired(_)
-        | redb::Error::TableTypeMismatch { .. }
-        | redb::Error::TableIsMultimap(_)
-        | redb::Error::TableIsNotMultimap(_)
-        | redb::Error::TypeDefinitionChanged { .. }
-        | redb::Error::TableDoesNotExist(_) => Error::StoreCorrupt(Box::new(err)),
-        // redb reports a file that is not a database ("magic number mismatch") as invalid data,
-        // and a read past the end of a truncated file as an unexpected end of file: both are a
-        // damaged store, not a failing disk.
-        redb::Error::Io(ref io)
-            if matches!(
-                io.kind(),
-                std::io::ErrorKind::InvalidData | std::io::ErrorKind::UnexpectedEof
-            ) =>
-        {
-            Error::StoreCorrupt(Box::new(err))
-        }
-        redb::Error::Io(_) | redb::Error::PreviousIo => Error::StoreIo(Box::new(err)),
-        other => Error::Store(Box::new(other)),
-    }
+    /// `verify`'s view: the file through a copy-on-write overlay (`store::scratch`), checked by
+    /// redb's full integrity check, with a reader's transaction on the real file pinning the
+    /// pages it reads. Never writes the file.
+    Scratch {
+        db: Database,
+        _pin: Option<(redb::ReadOnlyDatabase, redb::ReadTransaction)>,
+    },
 }
 
 fn builder(check_integrity: bool) -> redb::Builder {
@@ -164,11 +62,6 @@ fn builder(check_integrity: bool) -> redb::Builder {
         .set_check_integrity_on_open(check_integrity)
         .set_cache_size(CACHE_BYTES);
     builder
-}
-
-fn backoff(attempt: u32) -> Duration {
-    let us = LOCK_BACKOFF_US_MIN.saturating_mul(1u64 << attempt.min(8)).min(LOCK_BACKOFF_US_MAX);
-    Duration::from_micros(us)
 }
 
 fn waited_ms(start: Instant) -> u64 {
@@ -219,7 +112,7 @@ impl RedbStore {
     /// redb takes while opening, ends after `wait` with [`Error::Busy`].
     pub(crate) fn open(file: &File, check_integrity: bool, wait: Duration) -> Result<Self> {
         let start = Instant::now();
-        let (backend, timed_out) = bounded(file, wait)?;
+        let (backend, timed_out, _) = bounded(file, wait, false)?;
         match builder(check_integrity).create_with_backend(backend) {
             Ok(db) => Ok(RedbStore { db: Db::Write(db) }),
             Err(_) if timed_out.load(Ordering::SeqCst) => {
@@ -243,9 +136,9 @@ impl RedbStore {
         // The planted bug: once the store exists (a real store is created, synced and published
         // before any drill can touch it), commits return without a sync.
         #[cfg(feature = "bugdrill")]
-        let skip = Arc::new(AtomicBool::new(false));
+        let skip = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         #[cfg(feature = "bugdrill")]
-        let backend = drill::NoSync { inner: backend, skip: Arc::clone(&skip) };
+        let backend = drill::NoSync { inner: backend, skip: std::sync::Arc::clone(&skip) };
         let store = match meta {
             Some(meta) if backend.len().map_err(|e| convert(redb::StorageError::from(e)))? == 0 => {
                 RedbStore::create_on(backend, meta)
@@ -263,18 +156,20 @@ impl RedbStore {
         store
     }
 
-    /// Opens an existing database file for reading only: a reader's locks, never a write.
+    /// Opens an existing database file for reading only: a reader's locks, never a write, and
+    /// never a wait for a writer (see [`BoundedBackend`]).
     ///
-    /// redb refuses a read-only open while the file's recovery flag is set: for a moment while
-    /// another process is opening it for writing, and for good after a writer was killed before
-    /// its clean close. The refusal is retried for at most [`READ_ONLY_REPAIR_WAIT_MS`] (bounded
-    /// by `wait`); `Ok(None)` then means the file needs a repair that only a writer can do.
+    /// redb refuses a read-only open while the file's recovery flag is set without a live writer:
+    /// for a moment while another process is opening it for writing, and for good after a writer
+    /// was killed before its clean close. The refusal is retried for at most
+    /// [`READ_ONLY_REPAIR_WAIT_MS`] (bounded by `wait`); `Ok(None)` then means the file needs a
+    /// repair that only a writer can do.
     pub(crate) fn open_read_only(file: &File, wait: Duration) -> Result<Option<Self>> {
         let start = Instant::now();
         let repair_wait = wait.min(Duration::from_millis(READ_ONLY_REPAIR_WAIT_MS));
-        let mut attempt = 0;
+        let (mut attempt, mut torn) = (0, 0);
         loop {
-            let (backend, timed_out) = bounded(file, wait)?;
+            let (backend, timed_out, lockless) = bounded(file, wait, true)?;
             match builder(false).open_read_only_with_backend(backend) {
                 Ok(db) => return Ok(Some(RedbStore { db: Db::Read(db) })),
                 Err(_) if timed_out.load(Ordering::SeqCst) => {
@@ -285,21 +180,17 @@ impl RedbStore {
                     attempt += 1;
                 }
                 Err(redb::DatabaseError::RepairAborted) => return Ok(None),
+                // A header read without its lock raced a header write: read it again.
+                Err(redb::DatabaseError::Storage(redb::StorageError::Corrupted(_)))
+                    if lockless.load(Ordering::SeqCst) && torn < READ_TORN_RETRIES =>
+                {
+                    torn += 1;
+                    thread::sleep(backoff(torn));
+                }
                 Err(other) => return Err(convert(other)),
             }
         }
     }
-}
-
-fn bounded(file: &File, wait: Duration) -> Result<(BoundedBackend, Arc<AtomicBool>)> {
-    let clone = file.try_clone().map_err(|e| Error::io("duplicate handle of", "", e))?;
-    let timed_out = Arc::new(AtomicBool::new(false));
-    let backend = BoundedBackend {
-        inner: FileBackend::new(clone).map_err(convert)?,
-        wait,
-        timed_out: Arc::clone(&timed_out),
-    };
-    Ok((backend, timed_out))
 }
 
 impl RedbStore {
@@ -332,12 +223,59 @@ impl RedbStore {
     /// Opens a read snapshot.
     pub(crate) fn begin_read(&self) -> Result<Box<dyn ReadTxn + '_>> {
         let txn = match &self.db {
-            Db::Write(db) | Db::Empty(db) => db.begin_read(),
+            Db::Write(db) | Db::Empty(db) | Db::Scratch { db, .. } => db.begin_read(),
             Db::Read(db) => db.begin_read(),
         }
         .map_err(convert)?;
         Ok(Box::new(RedbRead { txn }))
     }
+}
+
+impl RedbStore {
+    /// Opens `file` through a copy-on-write view (`store::scratch`), so nothing is ever written
+    /// to the file: a reader's transaction on the real file first (it pins the pages of the
+    /// commit read next and of every later one), then the header, read once under redb's shared
+    /// header lock, then redb's open on the view, with its full integrity check when
+    /// `check_integrity` (verify). A file that needs a repair (a killed writer) is repaired in the
+    /// view only: this is how a read serves such a file without writing it.
+    ///
+    /// # Errors
+    /// [`Error::StoreCorrupt`] for a page that fails its checksum; IO and store errors.
+    pub(crate) fn open_view(file: &File, wait: Duration, check_integrity: bool) -> Result<Self> {
+        // A file that needs a repair has no live writer, so nothing moves its pages meanwhile.
+        let pin = match RedbStore::open_read_only(file, wait)? {
+            Some(RedbStore { db: Db::Read(db) }) => {
+                let txn = db.begin_read().map_err(convert)?;
+                Some((db, txn))
+            }
+            _ => None,
+        };
+        let header = read_header(file)?;
+        let view = file.try_clone().map_err(|e| Error::io("duplicate handle of", "", e))?;
+        let scratch =
+            ScratchBackend::new(view, &header).map_err(|e| convert(redb::StorageError::from(e)))?;
+        let mut builder = Database::builder();
+        builder.set_check_integrity_on_open(check_integrity).set_cache_size(CACHE_BYTES);
+        let db = builder.create_with_backend(scratch).map_err(convert)?;
+        Ok(RedbStore { db: Db::Scratch { db, _pin: pin } })
+    }
+}
+
+/// The header bytes of `file`, read under redb's shared header lock (taken within
+/// [`READ_HEADER_WAIT_MS`], else read without it, as a reader does).
+fn read_header(file: &File) -> Result<Vec<u8>> {
+    use std::os::unix::fs::FileExt;
+    let (backend, _, _) = bounded(file, Duration::ZERO, true)?;
+    let (start, end) = (Bound::Included(0), Bound::Excluded(REDB_HEADER_LOCK_END));
+    backend.lock_shared_range(start, end).map_err(|e| convert(redb::StorageError::from(e)))?;
+    let mut header = vec![0u8; usize::try_from(REDB_HEADER_LOCK_END).unwrap_or(0)];
+    let read = file.read_exact_at(&mut header, 0);
+    let _ = backend.unlock_range(start, end);
+    read.map_err(|e| match e.kind() {
+        std::io::ErrorKind::UnexpectedEof => convert(redb::StorageError::from(e)),
+        _ => Error::io("read", "", e),
+    })?;
+    Ok(header)
 }
 
 struct RedbRead {

@@ -5,7 +5,7 @@
 //!
 //! Pure: no IO, no clock.
 
-pub mod js;
+pub(crate) mod js;
 pub(crate) mod stamp;
 pub(crate) mod text;
 
