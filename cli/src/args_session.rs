@@ -148,7 +148,8 @@ pub(crate) enum MarkerVerb {
     /// The Stop pipeline: the operator turn ends (operator-turn-open.json removed).
     TurnClose,
     /// The readers: the open turn (60-minute TTL), the pause in force, whether the queued close
-    /// should be drained and the drain cooldown expired.
+    /// should be drained, and whether the drain cooldown expired (the routine poll's 30 minutes,
+    /// and the heartbeat precheck's by heartbeat.every).
     Status,
     /// setPause: operator writes operator-pause.json; watchdog and budget auto-pause.json (a
     /// budget pause never replaces an active watchdog pause).
@@ -170,4 +171,6 @@ pub(crate) enum MarkerVerb {
     },
     /// stampDrainCooldown: a pending-close drain nudge was emitted.
     DrainStamp,
+    /// proposal.ts patch --request-compact: compact-requested.json (proposal-resolve).
+    CompactRequest,
 }

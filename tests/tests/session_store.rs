@@ -268,19 +268,15 @@ fn the_first_mirrored_call_adopts_the_directory_as_an_import_would() {
 
 const TASK: &str = "tasks/T-20260914-081502.md";
 
-/// A legacy `task.ts` write: the record read from `bytes`, a Progress entry appended.
+/// A legacy `task.ts` write: the record read from `bytes` with a Progress entry appended, as
+/// upstream's `append` places it (the section's text, trimmed, then the entry).
 fn task_entry(bytes: &[u8], text: &str, at: &str) -> String {
-    use hookstate_engine::session::layout::{self, Content, SessionFile};
-    use hookstate_engine::session::rules::task_doc::apply_edit;
-    let file = SessionFile::Task { path: TASK.trim_start_matches("tasks/").into() };
-    let Content::Task(mut task) = layout::parse(&file, bytes).unwrap() else { panic!() };
-    let edit = hookstate_engine::schema::session::TaskEdit::Append {
-        section: "Progress".into(),
-        actor: "legacy".into(),
-        text: text.into(),
-    };
-    apply_edit(&mut task, at, &edit);
-    layout::render(&Content::Task(task))
+    let record = String::from_utf8(bytes.to_vec()).unwrap();
+    let end = record.find("\n\n## Decisions").unwrap();
+    let written = format!("{}\n- {at} legacy: {text}{}", &record[..end], &record[end..]);
+    let file = hookstate_engine::session::SessionFile::Task { path: TASK[6..].into() };
+    hookstate_engine::session::parse_file(&file, written.as_bytes()).unwrap();
+    written
 }
 
 /// A legacy writer's whole-object rewrite of a JSON file with one key set.
@@ -303,12 +299,12 @@ fn outside_writes_are_adopted_per_record() {
     let mut ledger = read("state/observations.jsonl");
     ledger.extend_from_slice(b"{\"ts\":\"2026-09-14T08:16:00Z\",\"pattern\":\"outside\"}\n");
     let task = task_entry(&read(TASK), "outside entry", "2026-09-14T08:16:00.000Z");
-    let shell = hookstate_engine::session::rules::shell::append_to_section(
-        &h.file("sessions/SHELL.md"),
-        "Findings",
-        "- outside finding",
-    )
-    .unwrap();
+    // `appendToSection`: the line at the Findings section's end, before the blank line.
+    let shell = h.file("sessions/SHELL.md").replacen(
+        "nightly\n\n## Changed",
+        "nightly\n- outside finding\n\n## Changed",
+        1,
+    );
     let writes = [
         ("state/runtime.json", runtime.into_bytes()),
         ("state/conversations.json", conversations.into_bytes()),
@@ -488,6 +484,51 @@ fn a_marker_removed_outside_is_adopted_while_the_store_holds_what_the_mirror_saw
     assert_eq!(
         h.file("state/last-operator-action.json"),
         "{\"at\":\"2026-09-14T08:16:02.119Z\"}\n"
+    );
+    h.engine.verify().unwrap();
+}
+
+#[test]
+fn the_marker_writers_and_readers_on_the_store() {
+    let h = Hermit::new(None);
+    std::fs::write(
+        h.dir.join("config.json"),
+        "{\"timezone\":\"Europe/Berlin\",\"heartbeat\":{\"every\":\"40m\"}}\n",
+    )
+    .unwrap();
+    let session = h.engine.session();
+    assert_eq!(say(&session.compact_request(&h.call(NOW)).unwrap()), "OK|compact");
+    assert_eq!(say(&session.stamp_drain(&h.call(NOW)).unwrap()), "OK|drain");
+    // A 40-minute heartbeat gives the precheck min(30, 40 / 2) = 20 minutes, the routine poll
+    // 30: at 10 minutes neither expired, at 25 only the precheck's.
+    let status = |at: u64| -> serde_json::Value {
+        serde_json::from_str(&say(&session.markers(&h.scope, at).unwrap())).unwrap()
+    };
+    let at_20 = status(NOW + 20 * 60_000);
+    assert_eq!(
+        (
+            at_20["drain_cooldown_expired"].as_bool(),
+            at_20["precheck_drain_cooldown_expired"].as_bool()
+        ),
+        (Some(false), Some(false))
+    );
+    let at_40 = status(NOW + 40 * 60_000);
+    assert_eq!(at_40["precheck_drain_cooldown_expired"], true);
+    let pause = hookstate_engine::session::PauseInput {
+        reason: "watchdog".into(),
+        by: "hermit-watchdog".into(),
+        until: Some("2h".into()),
+    };
+    assert_eq!(say(&session.pause(&h.call(NOW), &pause).unwrap()), "OK|pause");
+    let budget = hookstate_engine::session::PauseInput { reason: "budget".into(), ..pause };
+    assert_eq!(say(&session.pause(&h.call(NOW), &budget).unwrap()), "NOOP|watchdog");
+    assert_eq!(status(NOW)["paused"]["reason"], "watchdog");
+    let out = h._tmp.path().join("export");
+    session.export(&h.scope, &out).unwrap();
+    let compact = std::fs::read_to_string(out.join("state/compact-requested.json")).unwrap();
+    assert_eq!(
+        compact,
+        "{\"requested_at\":\"2026-09-14T10:15:02+02:00\",\"reason\":\"proposal-resolve\"}\n"
     );
     h.engine.verify().unwrap();
 }

@@ -293,6 +293,9 @@ fn marker(cli: &Cli, args: &HermitArgs, verb: &MarkerVerb) -> Result<(), CliErro
             call_verb(cli, &call, false, |e| e.session().unpause(&call, which))
         }
         MarkerVerb::DrainStamp => call_verb(cli, &call, false, |e| e.session().stamp_drain(&call)),
+        MarkerVerb::CompactRequest => {
+            call_verb(cli, &call, false, |e| e.session().compact_request(&call))
+        }
     }
 }
 

@@ -17,7 +17,6 @@ use serde_json::{json, Map, Value};
 
 use super::rules::verdict::{Class, Decision, Refusal as SessionRefusal, Stream, Verdict};
 use super::rules::{archive::Compact, chunk};
-use super::views::SCOPE_PREFIX;
 use crate::kernel::call::{Call, Outcome, Plan, Refusal};
 use crate::kernel::compat::stamp;
 use crate::kernel::error::{Error, Result};
@@ -75,7 +74,12 @@ pub(crate) struct Config {
     pub(crate) escalation: Option<String>,
     /// `compact`, over the defaults.
     pub(crate) compact: Compact,
+    /// `heartbeat.every` in minutes (`<n> s|m|h`; 30 when unset or unreadable, upstream's 1800 s).
+    pub(crate) heartbeat_every_minutes: f64,
 }
+
+/// The heartbeat's interval when `config.heartbeat.every` does not say: upstream's 1800 s.
+const HEARTBEAT_EVERY_MS_DEFAULT: u64 = 1_800_000;
 
 /// `config.json` is a page of settings.
 const CONFIG_BYTES_MAX: usize = 256 * 1024;
@@ -92,7 +96,7 @@ pub fn hermit_scope(dir: &Path) -> Result<(String, PathBuf)> {
         .or_else(|_| std::path::absolute(dir))
         .map_err(|e| Error::bad(format!("state directory {}", dir.display()), e.to_string()))?;
     let text = abs.to_str().ok_or_else(|| Error::bad("state directory", "is not UTF-8"))?;
-    Ok((format!("{SCOPE_PREFIX}{text}"), abs.clone()))
+    Ok((hookstate_schema::hermit::scope_of(text), abs.clone()))
 }
 
 /// The state directory of a hermit scope.
@@ -100,9 +104,9 @@ pub fn hermit_scope(dir: &Path) -> Result<(String, PathBuf)> {
 /// # Errors
 /// [`Error::BadInput`] for a scope that is not `hermit:<abs dir>`.
 pub fn scope_dir(scope: &str) -> Result<PathBuf> {
-    match scope.strip_prefix(SCOPE_PREFIX) {
-        Some(dir) if dir.starts_with('/') => Ok(PathBuf::from(dir)),
-        _ => Err(Error::bad(format!("scope {scope:?}"), "is not hermit:<abs state dir>")),
+    match hookstate_schema::hermit::dir_of(scope) {
+        Some(dir) => Ok(PathBuf::from(dir)),
+        None => Err(Error::bad(format!("scope {scope:?}"), "is not hermit:<abs state dir>")),
     }
 }
 
@@ -138,7 +142,14 @@ pub(crate) fn config(scope: &str) -> Result<Config> {
             *slot = n;
         }
     }
-    Ok(Config { timezone, escalation: text("escalation"), compact })
+    let every = value.get("heartbeat").and_then(|h| h.get("every")?.as_str().map(str::to_owned));
+    let every_ms = every
+        .as_deref()
+        .and_then(super::rules::runtime::parse_duration)
+        .unwrap_or(HEARTBEAT_EVERY_MS_DEFAULT);
+    #[expect(clippy::cast_precision_loss, reason = "minutes of an interval, far below 2^53")]
+    let heartbeat_every_minutes = every_ms as f64 / 60_000.0;
+    Ok(Config { timezone, escalation: text("escalation"), compact, heartbeat_every_minutes })
 }
 
 /// `sessions/.status.json`'s `operator_turns` (0 when absent).

@@ -186,6 +186,7 @@ impl Session<'_> {
     /// # Errors
     /// Store errors.
     pub fn markers(&self, scope: &str, now_ms: u64) -> Result<Answer> {
+        let every = config(scope)?.heartbeat_every_minutes;
         self.read(scope, |txn| {
             let marker = |m| views::marker(txn, scope, m);
             let turn = markers::turn_open(marker(Marker::OperatorTurnOpen)?.as_ref(), now_ms);
@@ -205,14 +206,13 @@ impl Session<'_> {
                 last.as_ref(),
                 now_ms,
             );
-            let drain_cooldown = marker(Marker::PendingCloseDrain)?;
-            let cooled = markers::drain_cooldown_expired(
-                drain_cooldown.as_ref(),
-                now_ms,
-                markers::DRAIN_COOLDOWN_MINUTES,
-            );
+            let stamp = marker(Marker::PendingCloseDrain)?;
+            let cooled = |minutes| markers::drain_cooldown_expired(stamp.as_ref(), now_ms, minutes);
+            let routine = cooled(markers::DRAIN_COOLDOWN_MINUTES);
+            let precheck = cooled(markers::precheck_cooldown_minutes(every));
             Ok(said(json!({ "turn_open": turn, "paused": pause, "pending_close_drain_due": drain,
-                            "drain_cooldown_expired": cooled })))
+                            "drain_cooldown_expired": routine,
+                            "precheck_drain_cooldown_expired": precheck })))
         })
     }
 
@@ -267,6 +267,19 @@ impl Session<'_> {
                 None => Vec::new(),
             };
             Ok(Ok(Decided { events, verdict: Verdict::line("OK|unpause") }))
+        })
+    }
+
+    /// `proposal.ts patch --request-compact`'s `compact-requested.json` (`proposal-resolve`,
+    /// zonedISOStamp, compact).
+    ///
+    /// # Errors
+    /// [`Error::BadTimeZone`]; store errors.
+    pub fn compact_request(&self, call: &Call) -> Result<Answer> {
+        let event =
+            markers::compact_request_after_resolve(call.now_ms, &config(&call.scope)?.timezone)?;
+        self.decide(call, |_| {
+            Ok(Ok(Decided { events: vec![event.clone()], verdict: Verdict::line("OK|compact") }))
         })
     }
 

@@ -8,17 +8,21 @@
 //! transaction, `project` the projection of the domain's events onto its rows, `layout` the
 //! `hermit-session` codec and its mirror layout. The contract of every verb is docs/session.md.
 
-pub mod api;
+pub(crate) mod api;
 mod api_archive;
 mod api_ledgers;
 mod api_tasks;
-pub mod layout;
+#[cfg(test)]
+mod fixture_tests;
+pub(crate) mod layout;
 pub(crate) mod project;
-pub mod rules;
+pub(crate) mod rules;
 pub(crate) mod views;
 
 pub use api::{hermit_scope, scope_dir, Answer, Exit, Session};
 pub use api_archive::{PauseInput, PAUSE_REASONS};
 pub use api_ledgers::{CheckResult, RuntimeWrite};
 pub use api_tasks::{conversation_reads_stdin, task_reads_stdin};
+pub use layout::files::{kind_of, path_of, Content, SessionFile};
+pub use layout::files::{parse as parse_file, render as render_file};
 pub use rules::verdict::{Stream, Verdict};

@@ -59,9 +59,9 @@ enum JsonFile {
 
 fn json_file(file: &str) -> JsonFile {
     match super::layout::files::kind_of(file) {
-        Some(super::layout::SessionFile::Runtime) => JsonFile::Runtime,
-        Some(super::layout::SessionFile::Conversations) => JsonFile::Conversations,
-        Some(super::layout::SessionFile::Marker(marker)) => JsonFile::Marker(marker),
+        Some(super::layout::files::SessionFile::Runtime) => JsonFile::Runtime,
+        Some(super::layout::files::SessionFile::Conversations) => JsonFile::Conversations,
+        Some(super::layout::files::SessionFile::Marker(marker)) => JsonFile::Marker(marker),
         _ => JsonFile::Other,
     }
 }

@@ -22,9 +22,6 @@ use crate::kernel::doc::{doc_key, read_doc, scan_docs};
 use crate::kernel::error::{Error, Result};
 use crate::kernel::storage::ReadTxn;
 
-/// The scope of a hermit: `hermit:<abs state dir>` (the proposals and alerts domains' scope).
-pub(crate) const SCOPE_PREFIX: &str = "hermit:";
-
 /// The heartbeat domain's row kind for its files; `runtime.json` is one of them (shared).
 pub(crate) const RUNTIME_KIND: &str = "heartbeat.file";
 /// The id of `runtime.json`'s row.

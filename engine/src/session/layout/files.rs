@@ -15,19 +15,19 @@ use crate::legacy::json as legacy_json;
 use crate::session::rules::task_doc::is_task_id;
 
 /// A marker or small state file: far below this.
-pub const MARKER_BYTES_MAX: usize = 64 * 1024;
+pub(crate) const MARKER_BYTES_MAX: usize = 64 * 1024;
 /// `runtime.json`: about twenty fields.
-pub const RUNTIME_BYTES_MAX: usize = 256 * 1024;
+pub(crate) const RUNTIME_BYTES_MAX: usize = 256 * 1024;
 /// `conversations.json`: a few hundred bytes per binding, at most `OBJECT_KEYS_MAX` bindings.
-pub const CONVERSATIONS_BYTES_MAX: usize = 1024 * 1024;
+pub(crate) const CONVERSATIONS_BYTES_MAX: usize = 1024 * 1024;
 /// A JSONL ledger grows for the life of a hermit; beyond this, prune or rotate it first.
-pub const LEDGER_BYTES_MAX: usize = 64 * 1024 * 1024;
+pub(crate) const LEDGER_BYTES_MAX: usize = 64 * 1024 * 1024;
 /// A task record: a page of frontmatter and a body of short entries.
-pub const TASK_BYTES_MAX: usize = 256 * 1024;
+pub(crate) const TASK_BYTES_MAX: usize = 256 * 1024;
 /// `SHELL.md`, a report or the template: a session's notes.
-pub const TEXT_BYTES_MAX: usize = 1024 * 1024;
+pub(crate) const TEXT_BYTES_MAX: usize = 1024 * 1024;
 /// Directory levels under `tasks/` an import descends (readers scan `tasks/**`).
-pub const TASK_DEPTH_MAX: usize = 8;
+pub(crate) const TASK_DEPTH_MAX: usize = 8;
 
 /// One file of the layout, by its path under the state directory.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -57,7 +57,7 @@ pub enum SessionFile {
 }
 
 /// Every marker with its file name under `state/`.
-pub const MARKERS: [(Marker, &str); 11] = [
+pub(crate) const MARKERS: [(Marker, &str); 11] = [
     (Marker::LastOperatorAction, "last-operator-action.json"),
     (Marker::OperatorTurnOpen, "operator-turn-open.json"),
     (Marker::PendingClose, "pending-close.json"),
@@ -138,13 +138,13 @@ pub fn path_of(file: &SessionFile) -> String {
 
 /// Where a task lives when nothing else is known: `tasks/<id>.md` (where `task.ts` writes it).
 #[must_use]
-pub fn task_file(id: &str) -> SessionFile {
+pub(crate) fn task_file(id: &str) -> SessionFile {
     SessionFile::Task { path: format!("{id}.md") }
 }
 
 /// The byte bound of a file kind.
 #[must_use]
-pub fn bytes_max(file: &SessionFile) -> usize {
+pub(crate) fn bytes_max(file: &SessionFile) -> usize {
     match file {
         SessionFile::Runtime => RUNTIME_BYTES_MAX,
         SessionFile::Conversations => CONVERSATIONS_BYTES_MAX,

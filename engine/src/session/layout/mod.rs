@@ -3,11 +3,8 @@
 //! import and export (`io.rs`), and the layout as the one mirror protocol keeps it (`mirror.rs`,
 //! with its per-record merges in `merge.rs`).
 
-pub mod files;
-pub mod io;
+pub(crate) mod files;
+pub(crate) mod io;
 mod merge;
 pub(crate) mod mirror;
-pub mod task;
-
-pub use files::{bytes_max, kind_of, parse, path_of, render, task_file, Content, SessionFile};
-pub use files::{MARKERS, TASK_DEPTH_MAX};
+pub(crate) mod task;

@@ -12,7 +12,7 @@ use crate::kernel::error::{Error, Result};
 use crate::session::rules::task_doc::{clean, is_valid};
 
 /// The frontmatter keys in `encodeTask`'s order.
-pub const KEYS: [&str; 34] = [
+pub(crate) const KEYS: [&str; 34] = [
     "id",
     "type",
     "title",
@@ -117,7 +117,7 @@ fn values(t: &TaskDoc) -> [String; 34] {
 
 /// `encodeTask`: the file's text.
 #[must_use]
-pub fn render(t: &TaskDoc) -> String {
+pub(crate) fn render(t: &TaskDoc) -> String {
     let lines: Vec<String> = KEYS.iter().zip(values(t)).map(|(k, v)| format!("{k}: {v}")).collect();
     format!("---\n{}\n---\n{}", lines.join("\n"), t.body)
 }
@@ -294,7 +294,7 @@ fn decode(text: &str) -> Option<TaskDoc> {
 /// [`Error::LegacyFile`] naming the file: not UTF-8, not a valid record (upstream's
 /// `invalid-record`, which fails every `task.ts` verb there), a basename that is not its id, or a
 /// record that `encodeTask` would not write back byte for byte.
-pub fn parse(name: &str, bytes: &[u8]) -> Result<TaskDoc> {
+pub(crate) fn parse(name: &str, bytes: &[u8]) -> Result<TaskDoc> {
     let bad = |why: &str| Error::legacy(name, why);
     let text = std::str::from_utf8(bytes).map_err(|_| bad("is not UTF-8"))?;
     let task = decode(text)

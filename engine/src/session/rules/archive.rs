@@ -19,25 +19,26 @@ use crate::kernel::error::Result;
 use crate::legacy::json as legacy_json;
 
 /// Zero-padding of `S-NNN`.
-pub const SESSION_DIGITS: usize = 3;
+pub(crate) const SESSION_DIGITS: usize = 3;
 /// The synthetic payload `recover` archives an interrupted `archiving` transition with.
-pub const RECOVER_BLOCKER: &str = "Recovered from interrupted archiving transition — pre-crash \
+pub(crate) const RECOVER_BLOCKER: &str =
+    "Recovered from interrupted archiving transition — pre-crash \
                                    close payload was not persisted; status inferred as partial.";
 /// The note a pre-upgrade transition (no `transition_mode`) adds.
-pub const LEGACY_NOTE: &str =
+pub(crate) const LEGACY_NOTE: &str =
     "Recovered via legacy transition marker (pre-upgrade); treated as full close.";
 
 /// `compact` settings (`resolveCompactConfig`: 30/20/30/15 unless `config.compact` says).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Compact {
+pub(crate) struct Compact {
     /// Monitoring lines above which the section rolls up.
-    pub monitoring_threshold: u64,
+    pub(crate) monitoring_threshold: u64,
     /// Monitoring lines kept.
-    pub monitoring_keep: u64,
+    pub(crate) monitoring_keep: u64,
     /// Session Summary lines above which the section rolls up.
-    pub summary_threshold: u64,
+    pub(crate) summary_threshold: u64,
     /// Session Summary lines kept.
-    pub summary_keep: u64,
+    pub(crate) summary_keep: u64,
 }
 
 impl Default for Compact {
@@ -53,36 +54,36 @@ impl Default for Compact {
 
 /// What an archive reads besides the payload.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Hermit<'a> {
+pub(crate) struct Hermit<'a> {
     /// `state/runtime.json`.
-    pub runtime: Option<&'a JsonDoc>,
+    pub(crate) runtime: Option<&'a JsonDoc>,
     /// `sessions/SHELL.md`.
-    pub shell: Option<&'a str>,
+    pub(crate) shell: Option<&'a str>,
     /// The session report names held (`S-045-REPORT.md`, …).
-    pub reports: &'a [String],
+    pub(crate) reports: &'a [String],
     /// `templates/SHELL.md.template`.
-    pub template: Option<&'a str>,
+    pub(crate) template: Option<&'a str>,
     /// `state/pending-close.json` exists.
-    pub pending_close: bool,
+    pub(crate) pending_close: bool,
     /// The absolute `sessions/` directory (upstream prints `report_path` under it).
-    pub sessions_dir: &'a str,
+    pub(crate) sessions_dir: &'a str,
     /// `config.timezone`, `UTC` when unset.
-    pub timezone: &'a str,
+    pub(crate) timezone: &'a str,
     /// `config.escalation` as written.
-    pub escalation: Option<&'a str>,
+    pub(crate) escalation: Option<&'a str>,
     /// `config.compact`.
-    pub compact: Compact,
+    pub(crate) compact: Compact,
     /// The measured `(cost_usd, tokens)` of the session's cost-log window, when available.
-    pub measured_cost: Option<(f64, f64)>,
+    pub(crate) measured_cost: Option<(f64, f64)>,
     /// `.status.json`'s `operator_turns`, or 0.
-    pub operator_turns: f64,
+    pub(crate) operator_turns: f64,
     /// `session-diff.json`'s changed files as `(file, status)`.
-    pub changed_files: &'a [(String, String)],
+    pub(crate) changed_files: &'a [(String, String)],
 }
 
 /// `parseArgs`: the verb, then `--key=value` (or bare `--key`) flags, a later one winning.
 #[must_use]
-pub fn parse_args(args: &[String]) -> (String, Map<String, Value>) {
+pub(crate) fn parse_args(args: &[String]) -> (String, Map<String, Value>) {
     let verb = args.first().cloned().unwrap_or_default();
     let mut flags = Map::new();
     for arg in args.iter().skip(1) {
@@ -102,7 +103,7 @@ pub fn parse_args(args: &[String]) -> (String, Map<String, Value>) {
 
 /// The `NNN` of `S-NNN-REPORT.md`.
 #[must_use]
-pub fn report_number(name: &str) -> Option<u64> {
+pub(crate) fn report_number(name: &str) -> Option<u64> {
     let digits = name.strip_prefix("S-")?.strip_suffix("-REPORT.md")?;
     (!digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()))
         .then(|| digits.parse().unwrap_or(u64::MAX))
@@ -110,14 +111,14 @@ pub fn report_number(name: &str) -> Option<u64> {
 
 /// `nextSessionId`: one past the highest report, three digits at least.
 #[must_use]
-pub fn next_session_id(reports: &[String]) -> String {
+pub(crate) fn next_session_id(reports: &[String]) -> String {
     let max = reports.iter().filter_map(|r| report_number(r)).max().unwrap_or(0);
     format!("S-{:0SESSION_DIGITS$}", max.saturating_add(1))
 }
 
 /// `resolveSessionId`: `runtime.json`'s non-empty `session_id`, else the next one.
 #[must_use]
-pub fn resolve_session_id(runtime: Option<&JsonDoc>, reports: &[String]) -> String {
+pub(crate) fn resolve_session_id(runtime: Option<&JsonDoc>, reports: &[String]) -> String {
     runtime
         .and_then(|r| legacy_json::str_field(r, "session_id"))
         .filter(|s| !s.is_empty())
@@ -249,7 +250,7 @@ pub(super) fn shell_reset(
 ///
 /// # Errors
 /// [`crate::kernel::error::Error`] for a bad zone or time; refusals are verdicts.
-pub fn decide_archive(
+pub(crate) fn decide_archive(
     h: &Hermit<'_>,
     mode: Option<&str>,
     stdin: &str,
@@ -301,7 +302,7 @@ pub fn decide_archive(
 ///
 /// # Errors
 /// [`crate::kernel::error::Error`] for a bad zone or time; refusals are verdicts.
-pub fn decide_open(h: &Hermit<'_>, stdin: &str, now_ms: u64) -> Result<Decided> {
+pub(crate) fn decide_open(h: &Hermit<'_>, stdin: &str, now_ms: u64) -> Result<Decided> {
     let payload = report::parse_payload(stdin);
     let session_id = resolve_session_id(h.runtime, h.reports);
     let mut text = match (h.shell, h.template) {
@@ -348,7 +349,7 @@ fn replace_session_id(text: &str, id: &str) -> String {
 
 /// The report `recover` looks for: `transition_target`, else `<session id>-REPORT.md`.
 #[must_use]
-pub fn recover_target(runtime: Option<&JsonDoc>, reports: &[String]) -> String {
+pub(crate) fn recover_target(runtime: Option<&JsonDoc>, reports: &[String]) -> String {
     let id = resolve_session_id(runtime, reports);
     runtime
         .and_then(|r| legacy_json::str_field(r, "transition_target"))

@@ -9,10 +9,10 @@ use hookstate_schema::session::{JsonDoc, LineFile, SessionEvent};
 
 /// The most text one event carries: well under the event limit (`EVENT_BYTES_MAX`, 72 KiB),
 /// leaving room for the event's names and the record's envelope.
-pub const PART_BYTES_MAX: usize = 48 * 1024;
+pub(crate) const PART_BYTES_MAX: usize = 48 * 1024;
 
 /// Positions one `LinesDropped` event names at most (each is at most 9 bytes encoded).
-pub const POSITIONS_MAX: usize = 4096;
+pub(crate) const POSITIONS_MAX: usize = 4096;
 
 /// `text` in parts of at most [`PART_BYTES_MAX`] bytes, cut at character boundaries.
 fn text_parts(text: &str) -> Vec<String> {
@@ -75,7 +75,7 @@ fn texts(text: &str, make: impl Fn(String, bool) -> SessionEvent) -> Vec<Session
 
 /// Every event as events that each fit the event limit.
 #[must_use]
-pub fn split(events: Vec<SessionEvent>) -> Vec<SessionEvent> {
+pub(crate) fn split(events: Vec<SessionEvent>) -> Vec<SessionEvent> {
     let mut out = Vec::with_capacity(events.len());
     for event in events {
         match event {

@@ -17,11 +17,11 @@ use crate::legacy::json as legacy_json;
 
 /// Bindings one store holds: as many keys as the legacy JSON codec reads back (a hermit has a
 /// handful of chats).
-pub const BINDINGS_MAX: usize = crate::legacy::json::OBJECT_KEYS_MAX;
+pub(crate) const BINDINGS_MAX: usize = crate::legacy::json::OBJECT_KEYS_MAX;
 /// `update --status` values.
-pub const STATUSES: [&str; 4] = ["running", "idle", "parked", "unknown"];
+pub(crate) const STATUSES: [&str; 4] = ["running", "idle", "parked", "unknown"];
 /// The options `bind` takes (after `-` became `_`).
-pub const BIND_OPTIONS: [&str; 3] = ["session_name", "session_id", "worktree"];
+pub(crate) const BIND_OPTIONS: [&str; 3] = ["session_name", "session_id", "worktree"];
 
 fn refuse(token: &str, class: Class) -> Refusal {
     error_line(token, class, 1)
@@ -32,7 +32,7 @@ fn refuse(token: &str, class: Class) -> Refusal {
 ///
 /// # Errors
 /// `invalid-options`.
-pub fn parse_options(args: &[String]) -> Result<Vec<(String, String)>, Refusal> {
+pub(crate) fn parse_options(args: &[String]) -> Result<Vec<(String, String)>, Refusal> {
     let mut out: Vec<(String, String)> = Vec::new();
     for pair in args.chunks(2) {
         let name = pair[0].strip_prefix("--").map(|n| n.replace('-', "_"));
@@ -68,7 +68,7 @@ fn truthy(value: Option<&Value>) -> bool {
 ///
 /// # Errors
 /// `invalid-key`, `not-found`.
-pub fn lookup(store: &JsonDoc, key: &str) -> Decision {
+pub(crate) fn lookup(store: &JsonDoc, key: &str) -> Decision {
     check_key(key)?;
     match record(store, key).filter(|r| !r.is_null()) {
         Some(r) => Ok(Decided { events: Vec::new(), verdict: Verdict::json(&js::object_order(r)) }),
@@ -78,7 +78,7 @@ pub fn lookup(store: &JsonDoc, key: &str) -> Decision {
 
 /// `list`: the whole store as compact JSON.
 #[must_use]
-pub fn list(store: &JsonDoc) -> Decided {
+pub(crate) fn list(store: &JsonDoc) -> Decided {
     let value = js::object_order(legacy_json::to_value(store));
     Decided { events: Vec::new(), verdict: Verdict::json(&value) }
 }
@@ -88,7 +88,7 @@ pub fn list(store: &JsonDoc) -> Decided {
 ///
 /// # Errors
 /// `invalid-options`, `invalid-key`, `invalid-binding`, `already-bound`, `invalid-store`.
-pub fn decide_bind(
+pub(crate) fn decide_bind(
     store: &JsonDoc,
     key: &str,
     options: &[(String, String)],
@@ -123,7 +123,7 @@ pub fn decide_bind(
 /// # Errors
 /// `invalid-status`, `invalid-muted`, `invalid-generation`, `invalid-binding`, `invalid-card`,
 /// `operation-failed` (a `--card` that is not JSON), `invalid-options`.
-pub fn update_fields(
+pub(crate) fn update_fields(
     options: &[(String, String)],
 ) -> Result<(Vec<(String, String)>, u64), Refusal> {
     let mut sets = Vec::new();
@@ -179,7 +179,7 @@ fn card(value: &str) -> Result<String, Refusal> {
 /// # Errors
 /// Those of [`update_fields`], then `invalid-key`, `not-found`, `invalid-store` (a record that
 /// is not an object, or whose `generation` is not an integer).
-pub fn decide_update(
+pub(crate) fn decide_update(
     store: &JsonDoc,
     key: &str,
     options: &[(String, String)],
@@ -211,7 +211,7 @@ fn truthy_ref(value: &Value) -> bool {
 ///
 /// # Errors
 /// `invalid-key`.
-pub fn decide_unbind(key: &str) -> Decision {
+pub(crate) fn decide_unbind(key: &str) -> Decision {
     check_key(key)?;
     let event = SessionEvent::ConversationUnbound { key: key.to_owned() };
     Ok(Decided { events: vec![event], verdict: Verdict::line(format!("OK|{key}")) })
@@ -222,7 +222,7 @@ pub fn decide_unbind(key: &str) -> Decision {
 ///
 /// # Errors
 /// `operation-failed` for a null record (upstream throws reading its `status`).
-pub fn decide_prune(store: &JsonDoc, agents: &str) -> Decision {
+pub(crate) fn decide_prune(store: &JsonDoc, agents: &str) -> Decision {
     let done = |events| Ok(Decided { events, verdict: Verdict::line("OK|prune") });
     let Ok(Value::Array(agents)) = serde_json::from_str::<Value>(agents) else {
         return done(Vec::new());
@@ -257,7 +257,7 @@ fn set_field(map: &mut Map<String, Value>, key: &str, raw: &str) {
 
 /// The store after `event`: every record re-serialised as `JSON.stringify` writes it, the
 /// change applied, the file pretty. Events of other kinds leave it as it is.
-pub fn apply(store: &mut JsonDoc, event: &SessionEvent) {
+pub(crate) fn apply(store: &mut JsonDoc, event: &SessionEvent) {
     let normalise = |store: &mut JsonDoc| {
         store.style = Style::Pretty;
         for (_, raw) in &mut store.fields {

@@ -16,15 +16,15 @@ use crate::kernel::compat::stamp;
 use crate::kernel::compat::text as js;
 
 /// `DEFAULT_TIMEOUT_S`: a check's command timeout when `--timeout-s` is not given.
-pub const TIMEOUT_S_DEFAULT: u64 = 30;
+pub(crate) const TIMEOUT_S_DEFAULT: u64 = 30;
 /// `MAX_TIMEOUT_S`.
-pub const TIMEOUT_S_MAX: u64 = 300;
+pub(crate) const TIMEOUT_S_MAX: u64 = 300;
 /// `list` shows every pending row and this many of the last settled ones.
-pub const SETTLED_ROWS_LISTED: usize = 10;
+pub(crate) const SETTLED_ROWS_LISTED: usize = 10;
 /// Without a schedule, a check is late a day after `due`.
-pub const LATE_AFTER_MS: i64 = 86_400_000;
+pub(crate) const LATE_AFTER_MS: i64 = 86_400_000;
 /// The verdicts a `verdict` call may record.
-pub const VERDICTS: [&str; 3] = ["held", "broken", "indeterminate"];
+pub(crate) const VERDICTS: [&str; 3] = ["held", "broken", "indeterminate"];
 
 fn fail(message: &str, class: Class) -> Refusal {
     stderr_message(message, class)
@@ -32,7 +32,7 @@ fn fail(message: &str, class: Class) -> Refusal {
 
 /// `readRows`: every non-blank line that parses as a JSON object, in order.
 #[must_use]
-pub fn rows(file: &LineFile) -> Vec<Map<String, Value>> {
+pub(crate) fn rows(file: &LineFile) -> Vec<Map<String, Value>> {
     file.lines
         .iter()
         .filter(|l| !js::trim(l).is_empty())
@@ -43,15 +43,17 @@ pub fn rows(file: &LineFile) -> Vec<Map<String, Value>> {
         .collect()
 }
 
-/// `heldClaim` (lib/tasks.ts): some line is a row with this id in state `held`.
+/// `heldClaim` (lib/tasks.ts): some line is a row with this id in state `held` (the store keeps
+/// [`held_ids`] for it).
+#[cfg(test)]
 #[must_use]
-pub fn held(file: &LineFile, id: &str) -> bool {
+pub(crate) fn held(file: &LineFile, id: &str) -> bool {
     rows(file).iter().any(|r| r.get("id").and_then(Value::as_str) == Some(id) && state(r) == "held")
 }
 
 /// The ids of the rows in state `held`, sorted, each once (what `heldClaim` looks for).
 #[must_use]
-pub fn held_ids(file: &LineFile) -> Vec<String> {
+pub(crate) fn held_ids(file: &LineFile) -> Vec<String> {
     let mut ids: Vec<String> = rows(file)
         .iter()
         .filter(|r| state(r) == "held")
@@ -68,7 +70,7 @@ fn state(row: &Map<String, Value>) -> &str {
 
 /// `flagValue(args, name)`: the argument after the first `name`.
 #[must_use]
-pub fn flag_value<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
+pub(crate) fn flag_value<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
     let at = args.iter().position(|a| a == name)?;
     args.get(at + 1).map(String::as_str)
 }
@@ -77,7 +79,7 @@ pub fn flag_value<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
 ///
 /// # Errors
 /// `invalid-key`.
-pub fn chat_flag(args: &[String]) -> Result<Option<String>, Refusal> {
+pub(crate) fn chat_flag(args: &[String]) -> Result<Option<String>, Refusal> {
     if !args.iter().any(|a| a == "--chat") {
         return Ok(None);
     }
@@ -91,13 +93,13 @@ pub fn chat_flag(args: &[String]) -> Result<Option<String>, Refusal> {
 
 /// What `add` was given besides the row's id and the call's time.
 #[derive(Debug, Clone, PartialEq)]
-pub struct AddInput<'a> {
+pub(crate) struct AddInput<'a> {
     /// The arguments after the directory.
-    pub args: &'a [String],
+    pub(crate) args: &'a [String],
     /// A fresh `crypto.randomUUID()`.
-    pub uuid: &'a str,
+    pub(crate) uuid: &'a str,
     /// The next `later-check` fire after now (toISOString), when the routine is enabled.
-    pub next_fire: Option<String>,
+    pub(crate) next_fire: Option<String>,
 }
 
 /// `later.ts add --claim --due --origin operator|hermit [--cmd] [--chat] [--session]
@@ -105,7 +107,7 @@ pub struct AddInput<'a> {
 ///
 /// # Errors
 /// `invalid-key`, `invalid add arguments`, `--timeout-s must be an integer between 1 and 300`.
-pub fn decide_add(input: &AddInput<'_>, now_ms: u64) -> Decision {
+pub(crate) fn decide_add(input: &AddInput<'_>, now_ms: u64) -> Decision {
     let args = input.args;
     let claim = flag_value(args, "--claim").filter(|c| !c.is_empty());
     let cmd = flag_value(args, "--cmd");
@@ -153,7 +155,7 @@ pub fn decide_add(input: &AddInput<'_>, now_ms: u64) -> Decision {
 ///
 /// # Errors
 /// `invalid-key`.
-pub fn list(file: &LineFile, args: &[String]) -> Decision {
+pub(crate) fn list(file: &LineFile, args: &[String]) -> Decision {
     let chat = chat_flag(args)?;
     let visible: Vec<Map<String, Value>> = rows(file)
         .into_iter()
@@ -183,7 +185,7 @@ pub fn list(file: &LineFile, args: &[String]) -> Decision {
 /// `later.ts due`: `WAKE` when an open task carries a result and a check, or a pending row is
 /// due; else `SKIP`.
 #[must_use]
-pub fn due(file: &LineFile, tasks: &[TaskDoc], now_ms: u64) -> Verdict {
+pub(crate) fn due(file: &LineFile, tasks: &[TaskDoc], now_ms: u64) -> Verdict {
     let now = i64::try_from(now_ms).unwrap_or(i64::MAX);
     let filled = |v: &Option<String>| v.as_deref().is_some_and(|s| !s.is_empty());
     let task_due =
@@ -201,7 +203,7 @@ pub fn due(file: &LineFile, tasks: &[TaskDoc], now_ms: u64) -> Verdict {
 /// `isLate`: checked at or after the second scheduled fire after `due` (when the routine has
 /// fires), else more than a day after `due`.
 #[must_use]
-pub fn is_late(due: &str, now_ms: u64, second_fire_ms: Option<u64>) -> bool {
+pub(crate) fn is_late(due: &str, now_ms: u64, second_fire_ms: Option<u64>) -> bool {
     let now = i64::try_from(now_ms).unwrap_or(i64::MAX);
     match second_fire_ms {
         Some(second) => now >= i64::try_from(second).unwrap_or(i64::MAX),
@@ -211,7 +213,7 @@ pub fn is_late(due: &str, now_ms: u64, second_fire_ms: Option<u64>) -> bool {
 
 /// What a `check` found: the injection scan's class, or the command's result.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CheckOutcome {
+pub(crate) enum CheckOutcome {
     /// `scanForInjection` flagged the claim or the command.
     Injection(String),
     /// The command ran (`exit` null for a row without `cmd`).
@@ -257,7 +259,7 @@ fn patch(row: &Map<String, Value>, sets: Vec<(&str, Value)>) -> SessionEvent {
 ///
 /// # Errors
 /// `unknown verb`, `invalid-key`, `unknown id`, `invalid verdict arguments`, `reason required`.
-pub fn decide_settle(
+pub(crate) fn decide_settle(
     verb: &str,
     file: &LineFile,
     args: &[String],
@@ -324,7 +326,7 @@ pub fn decide_settle(
 /// The ledger after a `HypothesisPatched` event: the first row with the id, when pending, gets
 /// the fields assigned; every parseable line is re-serialised, blank and unparseable lines are
 /// dropped, one row per line.
-pub fn apply_patch(file: &mut LineFile, id: &str, sets: &[(String, String)]) {
+pub(crate) fn apply_patch(file: &mut LineFile, id: &str, sets: &[(String, String)]) {
     let mut lines: Vec<String> = Vec::new();
     let mut found = false;
     for line in file.lines.iter().filter(|l| !js::trim(l).is_empty()) {

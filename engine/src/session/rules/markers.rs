@@ -16,17 +16,17 @@ use crate::kernel::error::Result;
 use crate::legacy::json as legacy_json;
 
 /// `TURN_OPEN_TTL_MS`: an open-turn marker older than this is orphaned (its Stop never ran).
-pub const TURN_OPEN_TTL_MS: i64 = 60 * 60 * 1000;
+pub(crate) const TURN_OPEN_TTL_MS: i64 = 60 * 60 * 1000;
 /// `AUTO_CLOSE_LULL_MINUTES`: operator silence that lets the daily close run now.
-pub const AUTO_CLOSE_LULL_MINUTES: f64 = 10.0;
+pub(crate) const AUTO_CLOSE_LULL_MINUTES: f64 = 10.0;
 /// `PENDING_CLOSE_DRAIN_COOLDOWN_MINUTES`: the routine poll's backoff between drain nudges.
-pub const DRAIN_COOLDOWN_MINUTES: f64 = 30.0;
+pub(crate) const DRAIN_COOLDOWN_MINUTES: f64 = 30.0;
 /// A queued close older than this is not trusted without an operator clock.
-pub const PENDING_CLOSE_TRUST_HOURS: f64 = 24.0;
+pub(crate) const PENDING_CLOSE_TRUST_HOURS: f64 = 24.0;
 /// `MAX_SNOOZE_MS`: ten years.
-pub const SNOOZE_MS_MAX: f64 = 10.0 * 365.0 * 86_400_000.0;
+pub(crate) const SNOOZE_MS_MAX: f64 = 10.0 * 365.0 * 86_400_000.0;
 /// The prompts hermit injects itself (tmux send-keys): not operator activity.
-pub const INJECTED_EXACT: [&str; 5] = [
+pub(crate) const INJECTED_EXACT: [&str; 5] = [
     "/claude-code-hermit:heartbeat run",
     "/claude-code-hermit:heartbeat start",
     "/claude-code-hermit:heartbeat stop",
@@ -34,7 +34,7 @@ pub const INJECTED_EXACT: [&str; 5] = [
     "/claude-code-hermit:session-close --shutdown",
 ];
 /// Trimmed-prompt prefixes that are scheduler or harness traffic, not the operator.
-pub const ROUTINE_PREFIXES: [&str; 8] = [
+pub(crate) const ROUTINE_PREFIXES: [&str; 8] = [
     "<channel",
     "<task-notification",
     "HEARTBEAT_ERROR: ",
@@ -56,7 +56,7 @@ fn write(marker: Marker, doc: JsonDoc) -> SessionEvent {
 /// `isRoutinePrompt`: routine, scheduler and injected prompts, which do not count as operator
 /// activity (`<task-notification` as legacy-layout §2.10 lists it).
 #[must_use]
-pub fn is_routine_prompt(prompt: &str) -> bool {
+pub(crate) fn is_routine_prompt(prompt: &str) -> bool {
     let t = js::trim(prompt);
     prompt.starts_with("[hermit-routine:")
         || INJECTED_EXACT.contains(&t)
@@ -72,7 +72,7 @@ fn at_doc(now_ms: u64) -> JsonDoc {
 /// `record-operator-action.ts [--force]`: with `--force`, or a kept prompt, both markers; with no
 /// prompt (SessionStart), the action clock only when it is absent. Prints nothing.
 #[must_use]
-pub fn record_operator_action(
+pub(crate) fn record_operator_action(
     prompt: Option<&str>,
     force: bool,
     clock_present: bool,
@@ -94,7 +94,7 @@ pub fn record_operator_action(
 
 /// The Stop pipeline closes the turn.
 #[must_use]
-pub fn close_turn() -> SessionEvent {
+pub(crate) fn close_turn() -> SessionEvent {
     SessionEvent::MarkerRemoved { marker: Marker::OperatorTurnOpen }
 }
 
@@ -109,21 +109,19 @@ fn now_i64(now_ms: u64) -> i64 {
 /// `operatorTurnOpen`: the marker is between 0 and [`TURN_OPEN_TTL_MS`] old (absent, malformed
 /// or future-dated reads as closed).
 #[must_use]
-pub fn turn_open(marker: Option<&JsonDoc>, now_ms: u64) -> bool {
+pub(crate) fn turn_open(marker: Option<&JsonDoc>, now_ms: u64) -> bool {
     at_ms(marker, "at").is_some_and(|at| (0..=TURN_OPEN_TTL_MS).contains(&(now_i64(now_ms) - at)))
 }
 
 /// How `session-archive` read `runtime.json` (its tri-state reader).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RuntimeRead<'a> {
+pub(crate) enum RuntimeRead<'a> {
     /// Read and parsed.
     Ok(&'a JsonDoc),
     /// No file.
     Missing,
     /// Bytes that are not a JSON object.
     Corrupt,
-    /// A read error (a healthy file that could not be read).
-    IoError,
 }
 
 /// `session-archive auto-close-decision`: `noop` (reaping a stale queued close), `close-now` or
@@ -131,7 +129,7 @@ pub enum RuntimeRead<'a> {
 ///
 /// # Errors
 /// [`crate::kernel::error::Error`] for a bad zone or time.
-pub fn auto_close_decision(
+pub(crate) fn auto_close_decision(
     runtime: &RuntimeRead<'_>,
     last_action: Option<&JsonDoc>,
     pending_present: bool,
@@ -153,9 +151,9 @@ pub fn auto_close_decision(
         say(events, json!({ "ok": true, "decision": "noop", "resting": resting, "reason": reason }))
     };
     let doc = match runtime {
-        RuntimeRead::Corrupt | RuntimeRead::IoError => {
-            let kind = if *runtime == RuntimeRead::Corrupt { "corrupt" } else { "ioerror" };
-            let reason = format!("runtime unreadable ({kind})");
+        // Upstream also reads an I/O error here ("ioerror"); the store's read fails the call.
+        RuntimeRead::Corrupt => {
+            let reason = "runtime unreadable (corrupt)".to_owned();
             return Ok(say(
                 Vec::new(),
                 json!({ "ok": true, "decision": "noop", "reason": reason }),
@@ -217,7 +215,7 @@ fn doc_of(fields: Vec<(&str, String)>) -> JsonDoc {
 /// `drainCooldownExpired`: no drain nudge within `cooldown_minutes` (absent, malformed or
 /// future-dated reads as expired).
 #[must_use]
-pub fn drain_cooldown_expired(
+pub(crate) fn drain_cooldown_expired(
     marker: Option<&JsonDoc>,
     now_ms: u64,
     cooldown_minutes: f64,
@@ -231,7 +229,7 @@ pub fn drain_cooldown_expired(
 /// The precheck's cooldown for a heartbeat every `every_minutes` (legacy-layout §2.9): 30 min
 /// below a 30-minute heartbeat, else `min(30, every / 2)`.
 #[must_use]
-pub fn precheck_cooldown_minutes(every_minutes: f64) -> f64 {
+pub(crate) fn precheck_cooldown_minutes(every_minutes: f64) -> f64 {
     if every_minutes < DRAIN_COOLDOWN_MINUTES {
         DRAIN_COOLDOWN_MINUTES
     } else {
@@ -241,7 +239,7 @@ pub fn precheck_cooldown_minutes(every_minutes: f64) -> f64 {
 
 /// `stampDrainCooldown`.
 #[must_use]
-pub fn stamp_drain(now_ms: u64) -> SessionEvent {
+pub(crate) fn stamp_drain(now_ms: u64) -> SessionEvent {
     write(
         Marker::PendingCloseDrain,
         doc_of(vec![("last_emitted_at", legacy_json::string(&stamp::stamp_ms(now_ms)))]),
@@ -251,7 +249,7 @@ pub fn stamp_drain(now_ms: u64) -> SessionEvent {
 /// `pendingCloseDrainDue`: a queued close, a closeable session, and either an operator lull
 /// past [`AUTO_CLOSE_LULL_MINUTES`] or (no valid clock) a queued close under a day old.
 #[must_use]
-pub fn pending_close_drain_due(
+pub(crate) fn pending_close_drain_due(
     pending: Option<&JsonDoc>,
     runtime: Option<&JsonDoc>,
     last_action: Option<&JsonDoc>,
@@ -276,7 +274,7 @@ pub fn pending_close_drain_due(
 ///
 /// # Errors
 /// [`crate::kernel::error::Error`] for a bad zone or time.
-pub fn compact_request_after_archive(now_ms: u64, timezone: &str) -> Result<SessionEvent> {
+pub(crate) fn compact_request_after_archive(now_ms: u64, timezone: &str) -> Result<SessionEvent> {
     let at = legacy_json::string(&stamp::local_stamp(now_ms, timezone)?);
     Ok(write(
         Marker::CompactRequested,
@@ -288,7 +286,7 @@ pub fn compact_request_after_archive(now_ms: u64, timezone: &str) -> Result<Sess
 ///
 /// # Errors
 /// [`crate::kernel::error::Error`] for a bad zone or time.
-pub fn compact_request_after_resolve(now_ms: u64, timezone: &str) -> Result<SessionEvent> {
+pub(crate) fn compact_request_after_resolve(now_ms: u64, timezone: &str) -> Result<SessionEvent> {
     let at = legacy_json::string(&stamp::zoned_stamp(now_ms, timezone)?);
     let fields = vec![("requested_at", at), ("reason", legacy_json::string("proposal-resolve"))];
     Ok(write(Marker::CompactRequested, doc(fields, Style::Compact)))
@@ -298,7 +296,7 @@ pub fn compact_request_after_resolve(now_ms: u64, timezone: &str) -> Result<Sess
 ///
 /// # Errors
 /// [`crate::kernel::error::Error`] for a bad zone or time.
-pub fn clear_request(now_ms: u64, timezone: &str) -> Result<SessionEvent> {
+pub(crate) fn clear_request(now_ms: u64, timezone: &str) -> Result<SessionEvent> {
     let at = legacy_json::string(&stamp::local_stamp(now_ms, timezone)?);
     Ok(write(
         Marker::ClearRequested,
@@ -308,13 +306,13 @@ pub fn clear_request(now_ms: u64, timezone: &str) -> Result<SessionEvent> {
 
 /// A pause flag as read: active, with who set it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Pause {
+pub(crate) struct Pause {
     /// `operator` | `watchdog` | `budget` (as written).
-    pub reason: Option<String>,
+    pub(crate) reason: Option<String>,
     /// `paused_until`, when set.
-    pub until: Option<String>,
+    pub(crate) until: Option<String>,
     /// Which file holds it.
-    pub marker: Marker,
+    pub(crate) marker: Marker,
 }
 
 /// `isPaused` for one flag: `paused: true`, and `paused_until` absent, unparseable or ahead.
@@ -333,7 +331,7 @@ fn active(flag: Option<&JsonDoc>, marker: Marker, now_ms: u64) -> Option<Pause> 
 /// The pause in force: the operator's flag first, then the automatic one, then the legacy
 /// `pause.json`; `None` when none is active.
 #[must_use]
-pub fn paused(
+pub(crate) fn paused(
     operator: Option<&JsonDoc>,
     auto: Option<&JsonDoc>,
     legacy: Option<&JsonDoc>,
@@ -347,7 +345,7 @@ pub fn paused(
 /// `setPause`: `operator` writes `operator-pause.json`; `watchdog` and `budget` write
 /// `auto-pause.json`, where a budget pause never replaces an active watchdog pause.
 #[must_use]
-pub fn set_pause(
+pub(crate) fn set_pause(
     reason: &str,
     by: &str,
     until: Option<&str>,
@@ -371,13 +369,13 @@ pub fn set_pause(
 
 /// `clearPause`: the flag file is removed.
 #[must_use]
-pub fn clear_pause(marker: Marker) -> SessionEvent {
+pub(crate) fn clear_pause(marker: Marker) -> SessionEvent {
     SessionEvent::MarkerRemoved { marker }
 }
 
 /// `parseSnoozeDuration`: `<n>[.<d>] s|m|h|d` in ms, positive and at most [`SNOOZE_MS_MAX`].
 #[must_use]
-pub fn parse_snooze(text: &str) -> Option<u64> {
+pub(crate) fn parse_snooze(text: &str) -> Option<u64> {
     let t = js::trim(text);
     let unit = t.chars().last()?;
     let scale = match unit.to_ascii_lowercase() {

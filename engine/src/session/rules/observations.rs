@@ -17,17 +17,15 @@ use crate::kernel::compat::text as js;
 use crate::legacy::json as legacy_json;
 
 /// The sources `observations.ts` writes (model-authored labels).
-pub const CLI_SOURCES: [&str; 5] = [
+pub(crate) const CLI_SOURCES: [&str; 5] = [
     "quick-deferral",
     "reflect-noticed",
     "skill-correction",
     "skill-preference",
     "skill-preference-applied",
 ];
-/// The sources only their computing scripts write.
-pub const DETERMINISTIC_SOURCES: [&str; 3] = ["cost-spike", "behavior-digest", "startup-drift"];
 /// The sources whose rows may carry an `origin`.
-pub const ORIGIN_SOURCES: [&str; 5] = [
+pub(crate) const ORIGIN_SOURCES: [&str; 5] = [
     "reflect-noticed",
     "skill-correction",
     "skill-preference",
@@ -35,15 +33,15 @@ pub const ORIGIN_SOURCES: [&str; 5] = [
     "startup-drift",
 ];
 /// The origins.
-pub const ORIGINS: [&str; 2] = ["own-work", "external-content"];
+pub(crate) const ORIGINS: [&str; 2] = ["own-work", "external-content"];
 /// `MAX_PATTERN`: the grouping key's longest length, in UTF-16 units.
-pub const PATTERN_UNITS_MAX: usize = 200;
+pub(crate) const PATTERN_UNITS_MAX: usize = 200;
 /// `RETENTION_DAYS`: a row younger than this is fresh.
-pub const RETENTION_DAYS: u64 = 30;
+pub(crate) const RETENTION_DAYS: u64 = 30;
 const DAY_MS: u64 = 86_400_000;
 
 /// `appendFileSync(file, line + "\n")`: a torn last line is continued, as the file system does.
-pub fn append(file: &mut LineFile, line: &str) {
+pub(crate) fn append(file: &mut LineFile, line: &str) {
     if file.lines.is_empty() {
         file.lines.push(String::new());
     }
@@ -55,7 +53,7 @@ pub fn append(file: &mut LineFile, line: &str) {
 
 /// The usage line a mis-invocation prints on stderr (exit 1).
 #[must_use]
-pub fn usage() -> Refusal {
+pub(crate) fn usage() -> Refusal {
     let line = format!(
         "Usage: bun observations.ts observe <hermit-state-dir> <{}> \
          [--origin=own-work|external-content]\n       <label on stdin>",
@@ -67,13 +65,13 @@ pub fn usage() -> Refusal {
 
 /// `flagEq(args, "origin")`: the value of the first `--origin=…`.
 #[must_use]
-pub fn origin_flag(args: &[String]) -> Option<&str> {
+pub(crate) fn origin_flag(args: &[String]) -> Option<&str> {
     args.iter().find_map(|a| a.strip_prefix("--origin="))
 }
 
 /// The `session_id` a row records: `runtime.json`'s, or `unknown` (H `resolveSessionId`).
 #[must_use]
-pub fn session_id(runtime: Option<&JsonDoc>) -> String {
+pub(crate) fn session_id(runtime: Option<&JsonDoc>) -> String {
     runtime
         .and_then(|r| legacy_json::str_field(r, "session_id"))
         .filter(|s| !s.is_empty())
@@ -85,7 +83,7 @@ pub fn session_id(runtime: Option<&JsonDoc>) -> String {
 /// # Errors
 /// `empty-pattern`, `multiline-pattern`, `pattern-too-long:<n>`, `origin-not-allowed:<source>`,
 /// `invalid-origin:<origin>` (printed `ERROR|…`, exit 0).
-pub fn row(
+pub(crate) fn row(
     source: &str,
     label: &str,
     session: &str,
@@ -127,7 +125,7 @@ pub fn row(
 ///
 /// # Errors
 /// `invalid-source:<s>` and those of [`row`], each printed `ERROR|…` with exit 0.
-pub fn decide_observe(
+pub(crate) fn decide_observe(
     source: &str,
     args: &[String],
     label: &str,
@@ -156,7 +154,7 @@ fn pattern_key(value: &Value) -> Option<String> {
 /// Which of `lines` (the ledger's non-blank lines) the prune keeps: unparseable lines and a
 /// JSON `null` (reading its `ts` throws upstream), fresh rows, and every row of a fresh pattern.
 #[must_use]
-pub fn kept(lines: &[&str], cutoff: &str) -> Vec<bool> {
+pub(crate) fn kept(lines: &[&str], cutoff: &str) -> Vec<bool> {
     let parsed: Vec<Result<Value, ()>> =
         lines.iter().map(|l| serde_json::from_str::<Value>(l).map_err(|_| ())).collect();
     let fresh = |v: &Value| v.get("ts").and_then(Value::as_str).is_some_and(|ts| ts >= cutoff);
@@ -177,29 +175,30 @@ pub fn kept(lines: &[&str], cutoff: &str) -> Vec<bool> {
 /// and its index among that event's lines, so positions follow the file's order and a projection
 /// names a new line's row from its event alone.
 #[must_use]
-pub fn position(seq: u64, index: usize) -> u64 {
+pub(crate) fn position(seq: u64, index: usize) -> u64 {
     (seq << LINE_INDEX_BITS) | u64::try_from(index).unwrap_or(0)
 }
 
 /// Bits of a position that number the lines of one event: an event is far smaller than 2^20
 /// bytes, so it never carries 2^20 lines.
-pub const LINE_INDEX_BITS: u32 = 20;
+pub(crate) const LINE_INDEX_BITS: u32 = 20;
 
 /// A ledger kept as one row per line: its newline-terminated lines by position, in file order,
 /// and the unterminated tail. A projection holds only the rows an event touches; the rules and
 /// the tests hold the whole ledger.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Lines {
+pub(crate) struct Lines {
     /// `(position, line)`, ascending.
-    pub lines: Vec<(u64, String)>,
+    pub(crate) lines: Vec<(u64, String)>,
     /// The text after the last newline.
-    pub tail: String,
+    pub(crate) tail: String,
 }
 
 impl Lines {
     /// A ledger read from a file's lines (as [`LineFile`] splits them), written by event `seq`.
+    #[cfg(test)]
     #[must_use]
-    pub fn of_file(file: &LineFile, seq: u64) -> Lines {
+    pub(crate) fn of_file(file: &LineFile, seq: u64) -> Lines {
         let mut out = Lines::default();
         out.push_file(file, seq);
         out
@@ -215,7 +214,7 @@ impl Lines {
 
     /// The file's text.
     #[must_use]
-    pub fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         let mut out = String::new();
         for (_, line) in &self.lines {
             out.push_str(line);
@@ -226,7 +225,7 @@ impl Lines {
     }
 
     /// Applies one observations event appended at `seq`.
-    pub fn apply(&mut self, event: &SessionEvent, seq: u64) {
+    pub(crate) fn apply(&mut self, event: &SessionEvent, seq: u64) {
         match event {
             SessionEvent::LineAppended { line, .. } => {
                 let text = format!("{}{line}", std::mem::take(&mut self.tail));
@@ -267,7 +266,7 @@ fn blank(line: &str) -> bool {
 /// rewritten only when something is dropped, and a rewrite drops the blank lines too and ends
 /// the last kept line with a newline.
 #[must_use]
-pub fn decide_prune(ledger: &Lines, now_ms: u64) -> Decided {
+pub(crate) fn decide_prune(ledger: &Lines, now_ms: u64) -> Decided {
     let cutoff = stamp::stamp_ms(now_ms.saturating_sub(RETENTION_DAYS * DAY_MS));
     let mut considered: Vec<(Option<u64>, &str)> = ledger
         .lines

@@ -34,14 +34,13 @@ fn with(mut object: Map<String, Value>, extra: Value) -> Value {
 ///
 /// # Errors
 /// [`crate::kernel::error::Error`] for a bad zone or time; refusals are verdicts.
-pub fn decide_recover(
+pub(crate) fn decide_recover(
     h: &Hermit<'_>,
     read: &RuntimeRead<'_>,
     target_text: Option<&str>,
     now_ms: u64,
 ) -> Result<Decided> {
     let runtime = match read {
-        RuntimeRead::IoError => return Ok(failed("runtime-ioerror")),
         RuntimeRead::Corrupt => {
             let event = SessionEvent::FileQuarantined {
                 file: "state/runtime.json".into(),

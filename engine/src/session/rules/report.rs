@@ -13,7 +13,7 @@ use crate::kernel::compat::js::{number_string as js_string, parse_number};
 use crate::kernel::compat::text as js;
 
 /// The payload keys `parsePayload` recognises, in its matching order.
-pub const PAYLOAD_KEYS: [&str; 9] = [
+pub(crate) const PAYLOAD_KEYS: [&str; 9] = [
     "Status",
     "Blockers",
     "Lessons",
@@ -25,33 +25,33 @@ pub const PAYLOAD_KEYS: [&str; 9] = [
     "Task",
 ];
 /// `contentLines`: at most this many digest lines per list.
-pub const DIGEST_ITEMS_MAX: usize = 6;
+pub(crate) const DIGEST_ITEMS_MAX: usize = 6;
 /// `contentLines`: a longer line is clipped (UTF-16 units).
-pub const DIGEST_UNITS_MAX: usize = 150;
+pub(crate) const DIGEST_UNITS_MAX: usize = 150;
 /// The statuses a report may carry.
-pub const STATUSES: [&str; 3] = ["completed", "partial", "blocked"];
+pub(crate) const STATUSES: [&str; 3] = ["completed", "partial", "blocked"];
 /// `resolveEscalation`'s values.
-pub const ESCALATIONS: [&str; 3] = ["conservative", "balanced", "autonomous"];
+pub(crate) const ESCALATIONS: [&str; 3] = ["conservative", "balanced", "autonomous"];
 
 /// A parsed payload: the keys in the order first seen, and the `## Plan` capture.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Payload {
+pub(crate) struct Payload {
     /// `(key, value)`, values trimmed, `none` read as empty.
-    pub fields: Vec<(String, String)>,
+    pub(crate) fields: Vec<(String, String)>,
     /// Everything after a `## Plan` line, trimmed (absent when empty).
-    pub plan: Option<String>,
+    pub(crate) plan: Option<String>,
 }
 
 impl Payload {
     /// A key's value (`payload[key] || ''`).
     #[must_use]
-    pub fn get(&self, key: &str) -> &str {
+    pub(crate) fn get(&self, key: &str) -> &str {
         self.fields.iter().find(|(k, _)| k == key).map_or("", |(_, v)| v.as_str())
     }
 
     /// Whether nothing was recognised (`payload-unparseable`).
     #[must_use]
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.fields.is_empty() && self.plan.is_none()
     }
 }
@@ -69,7 +69,7 @@ fn key_value<'a>(line: &'a str, key: &str) -> Option<&'a str> {
 
 /// `parsePayload`.
 #[must_use]
-pub fn parse_payload(stdin: &str) -> Payload {
+pub(crate) fn parse_payload(stdin: &str) -> Payload {
     let mut fields: Vec<(String, String)> = Vec::new();
     let mut current: Option<usize> = None;
     let mut plan = None;
@@ -110,7 +110,7 @@ pub fn parse_payload(stdin: &str) -> Payload {
 
 /// `normalizeStatus`: the status, and the note a value outside the three earns.
 #[must_use]
-pub fn normalise_status(raw: &str) -> (String, Option<String>) {
+pub(crate) fn normalise_status(raw: &str) -> (String, Option<String>) {
     let v = js::trim(raw).to_lowercase();
     if STATUSES.contains(&v.as_str()) {
         return (v, None);
@@ -145,7 +145,7 @@ fn cost_at(text: &str) -> Option<(&str, &str)> {
 
 /// The session's cost: measured, else the payload's `Cost: $N (M tokens)` line, else zero.
 #[must_use]
-pub fn cost(payload: &Payload, measured: Option<(f64, f64)>) -> (f64, f64) {
+pub(crate) fn cost(payload: &Payload, measured: Option<(f64, f64)>) -> (f64, f64) {
     if let Some(measured) = measured {
         return measured;
     }
@@ -161,7 +161,7 @@ pub fn cost(payload: &Payload, measured: Option<(f64, f64)>) -> (f64, f64) {
 
 /// `formatDuration`.
 #[must_use]
-pub fn format_duration(ms: i64) -> String {
+pub(crate) fn format_duration(ms: i64) -> String {
     #[expect(clippy::cast_precision_loss, reason = "a session's milliseconds")]
     let minutes = crate::kernel::compat::js::math_round(ms as f64 / 60_000.0).max(0.0);
     #[expect(
@@ -180,7 +180,7 @@ pub fn format_duration(ms: i64) -> String {
 
 /// `yamlArray`.
 #[must_use]
-pub fn yaml_array(items: &[String]) -> String {
+pub(crate) fn yaml_array(items: &[String]) -> String {
     let bare = |s: &str| {
         let mut chars = s.chars();
         chars.next().is_some_and(|c| c.is_ascii_alphanumeric())
@@ -195,7 +195,7 @@ pub fn yaml_array(items: &[String]) -> String {
 
 /// `contentLines`: a section's digest lines.
 #[must_use]
-pub fn content_lines(text: &str) -> Vec<String> {
+pub(crate) fn content_lines(text: &str) -> Vec<String> {
     text.split('\n')
         .map(|l| {
             let l = js::trim(l);
@@ -221,7 +221,7 @@ pub fn content_lines(text: &str) -> Vec<String> {
 /// `extractTags`: the text after `**Tags:**` (and any whitespace, newlines included, as
 /// upstream's `\s*` takes them) to the end of its line, placeholders stripped, split on commas.
 #[must_use]
-pub fn tags(shell: &str) -> Vec<String> {
+pub(crate) fn tags(shell: &str) -> Vec<String> {
     let Some(at) = shell.find("**Tags:**") else { return Vec::new() };
     let rest = js::trim_start(&shell[at + "**Tags:**".len()..]);
     let line = rest.split(is_terminator).next().unwrap_or_default();
@@ -231,7 +231,7 @@ pub fn tags(shell: &str) -> Vec<String> {
 
 /// `extractProposalIds`: every distinct `PROP-[a-z0-9][a-z0-9-]*` (any case), first seen first.
 #[must_use]
-pub fn proposal_ids(shell: &str) -> Vec<String> {
+pub(crate) fn proposal_ids(shell: &str) -> Vec<String> {
     let bytes = shell.as_bytes();
     let mut out: Vec<String> = Vec::new();
     let mut i = 0;
@@ -259,7 +259,7 @@ pub fn proposal_ids(shell: &str) -> Vec<String> {
 
 /// `**Started:** YYYY-MM-DD HH:MM`, when SHELL.md has it.
 #[must_use]
-pub fn started(shell: &str) -> Option<&str> {
+pub(crate) fn started(shell: &str) -> Option<&str> {
     let at = shell.find("**Started:**")?;
     let rest = js::trim_start(&shell[at + "**Started:**".len()..]);
     let stamp = rest.get(..16)?;
@@ -275,27 +275,27 @@ pub fn started(shell: &str) -> Option<&str> {
 
 /// What `buildReport` writes a report from.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ReportInput<'a> {
+pub(crate) struct ReportInput<'a> {
     /// `S-NNN`.
-    pub session_id: &'a str,
+    pub(crate) session_id: &'a str,
     /// `idle`, `close` or `auto`.
-    pub mode: &'a str,
+    pub(crate) mode: &'a str,
     /// The payload.
-    pub payload: &'a Payload,
+    pub(crate) payload: &'a Payload,
     /// SHELL.md before the reset.
-    pub shell: &'a str,
+    pub(crate) shell: &'a str,
     /// zonedISOStamp of now in `config.timezone`.
-    pub date: &'a str,
+    pub(crate) date: &'a str,
     /// `formatDuration` of the session, `0m` without a Started line.
-    pub duration: &'a str,
+    pub(crate) duration: &'a str,
     /// `(cost_usd, tokens)` (see [`cost`]).
-    pub cost: (f64, f64),
+    pub(crate) cost: (f64, f64),
     /// `config.escalation`, when one of [`ESCALATIONS`].
-    pub escalation: &'a str,
+    pub(crate) escalation: &'a str,
     /// `.status.json`'s `operator_turns`, or 0.
-    pub operator_turns: f64,
+    pub(crate) operator_turns: f64,
     /// `session-diff.json`'s `changed_files` as `(file, status)`.
-    pub changed_files: &'a [(String, String)],
+    pub(crate) changed_files: &'a [(String, String)],
 }
 
 fn merge_diff(changed: &str, files: &[(String, String)]) -> String {
@@ -317,7 +317,7 @@ fn quoted(text: &str) -> String {
 }
 
 /// The placeholders of an empty report section (`buildReport`).
-pub const PLACEHOLDERS: [(&str, &str); 7] = [
+pub(crate) const PLACEHOLDERS: [(&str, &str); 7] = [
     ("Overview", "<!-- One-line task description -->"),
     ("Changed", "<!-- Files modified/created/deleted -->"),
     (
@@ -331,7 +331,7 @@ pub const PLACEHOLDERS: [(&str, &str); 7] = [
     ("Next Start Point", "<!-- Exactly what the next session should do first -->"),
 ];
 /// The Completed section, always a placeholder.
-pub const COMPLETED: &str = "## Completed\n<!-- What was accomplished (narrative). Durable \
+pub(crate) const COMPLETED: &str = "## Completed\n<!-- What was accomplished (narrative). Durable \
                              outputs must also be listed under ## Artifacts. -->";
 
 /// The values a report shows, gathered from the payload and SHELL.md.
@@ -399,7 +399,7 @@ fn section(heading: &str, text: &str) -> String {
 
 /// `buildReport`: the report's text.
 #[must_use]
-pub fn render(r: &ReportInput<'_>) -> String {
+pub(crate) fn render(r: &ReportInput<'_>) -> String {
     let s = gather(r);
     let mut sections =
         vec![format!("# Session Report: {}", r.session_id), section("Overview", &s.task)];
@@ -422,7 +422,7 @@ pub fn render(r: &ReportInput<'_>) -> String {
 /// `recoveredReportCost`: the `cost_usd` a written report's frontmatter holds (as the shared
 /// frontmatter parser reads it), 0 when it does not read as a finite number.
 #[must_use]
-pub fn report_cost(text: &str) -> f64 {
+pub(crate) fn report_cost(text: &str) -> f64 {
     let Some(end) = text.strip_prefix("---").and_then(|rest| rest.find("\n---")) else {
         return 0.0;
     };

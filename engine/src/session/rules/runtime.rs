@@ -16,10 +16,10 @@ use crate::kernel::error::{Error, Result};
 use crate::legacy::json as legacy_json;
 
 /// Fields one merge may write: `runtime.json` has about twenty.
-pub const MERGE_FIELDS_MAX: usize = 64;
+pub(crate) const MERGE_FIELDS_MAX: usize = 64;
 /// The fields only the lifecycle moves write; a generic merge that names one is refused, so the
 /// transition table cannot be bypassed (upstream's model edits `session_state` by hand).
-pub const LIFECYCLE_FIELDS: [&str; 6] = [
+pub(crate) const LIFECYCLE_FIELDS: [&str; 6] = [
     "session_state",
     "session_id",
     "transition",
@@ -28,12 +28,12 @@ pub const LIFECYCLE_FIELDS: [&str; 6] = [
     "transition_mode",
 ];
 /// The fields an archive's last step clears.
-pub const TRANSITION_FIELDS: [&str; 4] =
+pub(crate) const TRANSITION_FIELDS: [&str; 4] =
     ["transition", "transition_target", "transition_started_at", "transition_mode"];
 
 /// `session-archive archive --mode=`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ArchiveMode {
+pub(crate) enum ArchiveMode {
     /// Between tasks: the next session id is pre-assigned, a compaction is requested.
     Idle,
     /// The operator closes the session.
@@ -45,7 +45,7 @@ pub enum ArchiveMode {
 impl ArchiveMode {
     /// Parses `idle`, `close`, `auto`.
     #[must_use]
-    pub fn parse(text: &str) -> Option<ArchiveMode> {
+    pub(crate) fn parse(text: &str) -> Option<ArchiveMode> {
         match text {
             "idle" => Some(ArchiveMode::Idle),
             "close" => Some(ArchiveMode::Close),
@@ -56,7 +56,7 @@ impl ArchiveMode {
 
     /// The mode's name.
     #[must_use]
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             ArchiveMode::Idle => "idle",
             ArchiveMode::Close => "close",
@@ -67,7 +67,7 @@ impl ArchiveMode {
 
 /// A lifecycle move.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Move {
+pub(crate) enum Move {
     /// `hermit-start` on a missing file: the seed document.
     Seed {
         /// `tmux` | `docker` | `interactive`.
@@ -129,18 +129,18 @@ pub enum Move {
 
 /// Where `runtime.json` stands, as the table reads it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct State {
+pub(crate) struct State {
     /// The file exists.
-    pub present: bool,
+    pub(crate) present: bool,
     /// `session_state`, when a string.
-    pub session_state: Option<String>,
+    pub(crate) session_state: Option<String>,
     /// `transition`, when truthy (a non-empty string).
-    pub transition: Option<String>,
+    pub(crate) transition: Option<String>,
 }
 
 /// Reads the table's view of a document.
 #[must_use]
-pub fn state(doc: Option<&JsonDoc>) -> State {
+pub(crate) fn state(doc: Option<&JsonDoc>) -> State {
     let field = |key| doc.and_then(|d| legacy_json::str_field(d, key)).filter(|s| !s.is_empty());
     State {
         present: doc.is_some(),
@@ -163,7 +163,7 @@ fn refuse(reason: &str) -> Refusal {
 /// `runtime-exists`, `transition-in-progress`, `not-archiving`, `not-cleaning`,
 /// `no-interrupted-transition`, `not-idle`, `not-waiting`, `not-in-progress`,
 /// `lifecycle-field:<key>`.
-pub fn allowed(state: &State, mv: &Move) -> std::result::Result<(), String> {
+pub(crate) fn allowed(state: &State, mv: &Move) -> std::result::Result<(), String> {
     let session = state.session_state.as_deref();
     let transition = state.transition.as_deref();
     let fail = |reason: &str| Err(reason.to_owned());
@@ -203,7 +203,7 @@ pub fn allowed(state: &State, mv: &Move) -> std::result::Result<(), String> {
 
 /// `parseDuration`: `<digits> s|m|h` (any case, spaces between) in ms; `None` otherwise.
 #[must_use]
-pub fn parse_duration(text: &str) -> Option<u64> {
+pub(crate) fn parse_duration(text: &str) -> Option<u64> {
     let text = js::trim(text);
     let unit = text.chars().last()?;
     let scale = match unit.to_ascii_lowercase() {
@@ -355,7 +355,7 @@ fn timed_out(doc: Option<&JsonDoc>, timeout_ms: u64, now_ms: u64) -> bool {
 ///
 /// # Errors
 /// [`crate::kernel::error::Error`] for a bad zone, time or merge; the refusal is `Ok(Err(_))`.
-pub fn decide(
+pub(crate) fn decide(
     doc: Option<&JsonDoc>,
     mv: &Move,
     expect_updated_at: Option<&str>,
@@ -408,7 +408,7 @@ fn check_merge(sets: &[(String, String)], unset: &[String]) -> Result<()> {
 /// The document after a `RuntimeChanged` event: upstream's `Object.assign` (set in place, new
 /// keys appended), the deletions, `updated_at` stamped, every value re-serialised as
 /// `JSON.stringify(obj, null, 2)` writes the whole object.
-pub fn apply(doc: &mut Option<JsonDoc>, event: &SessionEvent) {
+pub(crate) fn apply(doc: &mut Option<JsonDoc>, event: &SessionEvent) {
     let SessionEvent::RuntimeChanged { sets, unset, updated_at, .. } = event else { return };
     let mut current = doc.take().unwrap_or(JsonDoc { fields: Vec::new(), style: Style::Pretty });
     let whole = js::object_order(legacy_json::to_value(&current));

@@ -15,19 +15,19 @@ use crate::kernel::compat::text as js;
 
 /// `shell-append --section` names and their headings (`monitoring` and `blockers` are the newer
 /// Hn revision's).
-pub const SECTIONS: [(&str, &str); 4] = [
+pub(crate) const SECTIONS: [(&str, &str); 4] = [
     ("findings", "Findings"),
     ("progress", "Progress Log"),
     ("monitoring", "Monitoring"),
     ("blockers", "Blockers"),
 ];
 /// `closeReset`'s template when `templates/SHELL.md.template` is missing.
-pub const FALLBACK_TEMPLATE: &str = "# Active Session\n\n## Session Info\n\
+pub(crate) const FALLBACK_TEMPLATE: &str = "# Active Session\n\n## Session Info\n\
     - **ID:** S-NNN (assigned on close)\n- **Started:** YYYY-MM-DD HH:MM\n- **Tags:** \n\
     - **Tasks Completed:** 0\n- **Session Mode:** \n\n## Task\n\n## Progress Log\n\n\
     ## Blockers\n\n## Findings\n\n## Changed\n\n## Monitoring\n\n## Session Summary\n";
 /// The bodies `idleReset` puts in the sections it empties.
-pub const IDLE_BODIES: [(&str, &str); 5] = [
+pub(crate) const IDLE_BODIES: [(&str, &str); 5] = [
     ("Task", "\n<!-- Awaiting next task -->\n\n"),
     (
         "Progress Log",
@@ -54,7 +54,7 @@ fn is_terminator(c: char) -> bool {
 /// `findSection`: the body span `[start, end)` of the first line `## <heading>` (trailing spaces
 /// and tabs allowed), ending before the next `\n## ` or at the end.
 #[must_use]
-pub fn find_section(content: &str, heading: &str) -> Option<(usize, usize)> {
+pub(crate) fn find_section(content: &str, heading: &str) -> Option<(usize, usize)> {
     let needle = format!("## {heading}");
     let mut from = 0;
     while let Some(i) = content[from..].find(&needle).map(|i| from + i) {
@@ -77,7 +77,7 @@ pub fn find_section(content: &str, heading: &str) -> Option<(usize, usize)> {
 
 /// `extractSection` (md-write): the body with one leading line break removed.
 #[must_use]
-pub fn extract_section(content: &str, heading: &str) -> Option<String> {
+pub(crate) fn extract_section(content: &str, heading: &str) -> Option<String> {
     let (start, end) = find_section(content, heading)?;
     let body = &content[start..end];
     let body = body.strip_prefix("\r\n").or_else(|| body.strip_prefix('\n')).unwrap_or(body);
@@ -86,14 +86,14 @@ pub fn extract_section(content: &str, heading: &str) -> Option<String> {
 
 /// `session-archive`'s `extractSection`: the body trimmed, empty when the section is missing.
 #[must_use]
-pub fn section_text(content: &str, heading: &str) -> String {
+pub(crate) fn section_text(content: &str, heading: &str) -> String {
     extract_section(content, heading).map(|b| js::trim(&b).to_owned()).unwrap_or_default()
 }
 
 /// `replaceSectionInPlace`: the body replaced by `body` (which carries its own leading newline);
 /// the text unchanged when the heading is missing.
 #[must_use]
-pub fn replace_section(content: &str, heading: &str, body: &str) -> String {
+pub(crate) fn replace_section(content: &str, heading: &str, body: &str) -> String {
     match find_section(content, heading) {
         Some((start, end)) => format!("{}{body}{}", &content[..start], &content[end..]),
         None => content.to_owned(),
@@ -103,7 +103,7 @@ pub fn replace_section(content: &str, heading: &str, body: &str) -> String {
 /// `appendToSection`: `line` at the section's end, one newline before it, the blank line before
 /// the next heading kept; `None` when the heading is missing.
 #[must_use]
-pub fn append_to_section(content: &str, heading: &str, line: &str) -> Option<String> {
+pub(crate) fn append_to_section(content: &str, heading: &str, line: &str) -> Option<String> {
     let (_, end) = find_section(content, heading)?;
     let before = content[..end].trim_end_matches('\n');
     let after = content[end..].trim_start_matches('\n');
@@ -114,7 +114,7 @@ pub fn append_to_section(content: &str, heading: &str, line: &str) -> Option<Str
 /// `firstContentLine`: the first trimmed line that is not empty or a `<!--` placeholder,
 /// clipped to `units` UTF-16 units (0: unclipped).
 #[must_use]
-pub fn first_content_line(section: &str, units: usize) -> String {
+pub(crate) fn first_content_line(section: &str, units: usize) -> String {
     for line in section.split('\n') {
         let trimmed = js::trim(line);
         if trimmed.is_empty() || trimmed.starts_with("<!--") {
@@ -127,7 +127,7 @@ pub fn first_content_line(section: &str, units: usize) -> String {
 
 /// `stripPlaceholders`: `<!-- … -->` comments removed, then trimmed.
 #[must_use]
-pub fn strip_placeholders(text: &str) -> String {
+pub(crate) fn strip_placeholders(text: &str) -> String {
     let mut out = String::new();
     let mut rest = text;
     while let Some(open) = rest.find("<!--") {
@@ -148,7 +148,7 @@ pub fn strip_placeholders(text: &str) -> String {
 ///
 /// # Errors
 /// The four tokens, printed `ERROR|…` with exit 0.
-pub fn decide_append(shell: Option<&str>, section: Option<&str>, stdin: &str) -> Decision {
+pub(crate) fn decide_append(shell: Option<&str>, section: Option<&str>, stdin: &str) -> Decision {
     let line = js::trim(stdin);
     let Some((_, heading)) = SECTIONS.iter().find(|(name, _)| Some(*name) == section) else {
         return Err(error_line("unknown-section", Class::Invalid, 0));
@@ -170,7 +170,7 @@ pub fn decide_append(shell: Option<&str>, section: Option<&str>, stdin: &str) ->
 /// The Monitoring lines of an alerts tick, appended in order until the first failure: the
 /// events, how many landed, and upstream's error string (`append_error`).
 #[must_use]
-pub fn monitoring_lines(
+pub(crate) fn monitoring_lines(
     shell: Option<&str>,
     lines: &[String],
 ) -> (Vec<SessionEvent>, usize, Option<String>) {
@@ -192,7 +192,7 @@ pub fn monitoring_lines(
 
 /// The Findings line `proposal.ts create` appends: `- <id>: <findings summary or title>`.
 #[must_use]
-pub fn findings_line(id: &str, findings: &str, title: &str) -> SessionEvent {
+pub(crate) fn findings_line(id: &str, findings: &str, title: &str) -> SessionEvent {
     let text = if findings.is_empty() { title } else { findings };
     SessionEvent::ShellAppended { section: "Findings".into(), line: format!("- {id}: {text}") }
 }
@@ -277,7 +277,7 @@ fn read_earlier<'a>(content: &[&'a str]) -> Earlier<'a> {
 /// `compactSection`: above `threshold` content lines, all but the last `keep` roll up into one
 /// `[Earlier] N alerts, N self-evals, N entries (first — last)` line, merged with an earlier one.
 #[must_use]
-pub fn compact_section(body: &str, threshold: u64, keep: u64) -> String {
+pub(crate) fn compact_section(body: &str, threshold: u64, keep: u64) -> String {
     let content: Vec<&str> = body
         .split('\n')
         .filter(|l| !js::trim(l).is_empty() && !js::trim(l).starts_with("<!--"))
@@ -348,7 +348,7 @@ fn tasks_completed(text: &str) -> Option<(usize, usize, u64)> {
 /// `idleReset`: Tasks Completed +1, the five work sections emptied, Monitoring compacted, and a
 /// `**S-NNN** (date): task — status ($cost)` line added to the (compacted) Session Summary.
 #[must_use]
-pub fn idle_reset(shell: &str, reset: &ShellReset) -> String {
+pub(crate) fn idle_reset(shell: &str, reset: &ShellReset) -> String {
     let ShellReset::Idle {
         session_id,
         date,
@@ -385,7 +385,7 @@ pub fn idle_reset(shell: &str, reset: &ShellReset) -> String {
 
 /// `closeReset`: the template (or upstream's fallback) with the old Blockers carried over.
 #[must_use]
-pub fn close_reset(shell: &str, template: Option<&str>) -> String {
+pub(crate) fn close_reset(shell: &str, template: Option<&str>) -> String {
     let template = template.unwrap_or(FALLBACK_TEMPLATE);
     let blockers = section_text(shell, "Blockers");
     if blockers.is_empty() {
@@ -396,7 +396,7 @@ pub fn close_reset(shell: &str, template: Option<&str>) -> String {
 }
 
 /// The file after an event (`None`: no file).
-pub fn apply(shell: &mut Option<String>, event: &SessionEvent) {
+pub(crate) fn apply(shell: &mut Option<String>, event: &SessionEvent) {
     match event {
         SessionEvent::ShellAppended { section, line } => {
             if let Some(next) = shell.as_deref().and_then(|s| append_to_section(s, section, line)) {

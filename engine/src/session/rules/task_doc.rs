@@ -11,18 +11,18 @@ use crate::kernel::compat::stamp;
 use crate::kernel::compat::text as js;
 
 /// The suffixes `allocateTaskId` tries after the bare id, in order.
-pub const ID_SUFFIXES: &str = "0123456789abcdefghijklmnopqrstuvwxyz";
+pub(crate) const ID_SUFFIXES: &str = "0123456789abcdefghijklmnopqrstuvwxyz";
 /// `handle` keeps this many characters of the slugged title.
-pub const HANDLE_CHARS_MAX: usize = 32;
+pub(crate) const HANDLE_CHARS_MAX: usize = 32;
 /// A conversation key's chat-id half: at most this many characters (`checkKey`).
-pub const KEY_CHAT_CHARS_MAX: usize = 128;
+pub(crate) const KEY_CHAT_CHARS_MAX: usize = 128;
 /// The body of a new record: the five sections, empty.
-pub const NEW_BODY: &str =
+pub(crate) const NEW_BODY: &str =
     "## Progress\n\n## Decisions\n\n## Approvals\n\n## Lessons\n\n## Outcome\n";
 
 /// `TASK_ID`: `^T-\d{8}-\d{6}(-[a-z0-9])?$`.
 #[must_use]
-pub fn is_task_id(id: &str) -> bool {
+pub(crate) fn is_task_id(id: &str) -> bool {
     let b = id.as_bytes();
     let digits = |r: std::ops::Range<usize>| b[r].iter().all(u8::is_ascii_digit);
     let base = b.len() >= 17 && b.starts_with(b"T-") && digits(2..10) && b[10] == b'-';
@@ -36,13 +36,13 @@ pub fn is_task_id(id: &str) -> bool {
 
 /// `SLUG`: `^[\w.:~+@;=-]+$`.
 #[must_use]
-pub fn is_slug(text: &str) -> bool {
+pub(crate) fn is_slug(text: &str) -> bool {
     !text.is_empty() && text.chars().all(|c| js::is_word(c) || ".:~+@;=-".contains(c))
 }
 
 /// `checkKey`: `^[\w-]+:[\w.~+@;=-]{1,128}$`.
 #[must_use]
-pub fn is_conversation_key(key: &str) -> bool {
+pub(crate) fn is_conversation_key(key: &str) -> bool {
     let Some((source, chat)) = key.split_once(':') else {
         return false;
     };
@@ -55,13 +55,13 @@ pub fn is_conversation_key(key: &str) -> bool {
 
 /// `validRequester`: `operator` or a conversation key.
 #[must_use]
-pub fn is_requester(text: &str) -> bool {
+pub(crate) fn is_requester(text: &str) -> bool {
     text == "operator" || is_conversation_key(text)
 }
 
 /// `clean`: every run of CR and LF becomes one space.
 #[must_use]
-pub fn clean(text: &str) -> String {
+pub(crate) fn clean(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut in_break = false;
     for c in text.chars() {
@@ -80,7 +80,7 @@ pub fn clean(text: &str) -> String {
 
 /// `iso`: `^\d{4}-\d\d-\d\dT` and a time `Date.parse` reads (see [`stamp::parse`]).
 #[must_use]
-pub fn is_iso(text: &str) -> bool {
+pub(crate) fn is_iso(text: &str) -> bool {
     let b = text.as_bytes();
     b.len() > 10
         && b[..4].iter().all(u8::is_ascii_digit)
@@ -94,7 +94,7 @@ pub fn is_iso(text: &str) -> bool {
 
 /// `validateTask`: the record invariants checked on every decode and encode.
 #[must_use]
-pub fn is_valid(t: &TaskDoc) -> bool {
+pub(crate) fn is_valid(t: &TaskDoc) -> bool {
     let required = [
         &t.id,
         &t.kind,
@@ -134,7 +134,7 @@ pub fn is_valid(t: &TaskDoc) -> bool {
 
 /// The task records a decision reads, as lookups: the store answers them from its index rows
 /// (so a verb reads the rows it needs, not every record), a list of records by scanning.
-pub trait Tasks {
+pub(crate) trait Tasks {
     /// The record with this id, open or closed.
     fn by_id(&self, id: &str) -> Option<TaskDoc>;
     /// The open record holding this `dedupe_key`.
@@ -175,11 +175,11 @@ impl Tasks for Vec<TaskDoc> {
 
 /// A hermit's records with one more (a record being opened or changed), as a decision sees them
 /// before its events are applied.
-pub struct With<'a> {
+pub(crate) struct With<'a> {
     /// The records as stored.
-    pub base: &'a dyn Tasks,
+    pub(crate) base: &'a dyn Tasks,
     /// The record that replaces (or joins) the stored one of its id.
-    pub task: &'a TaskDoc,
+    pub(crate) task: &'a TaskDoc,
 }
 
 impl Tasks for With<'_> {
@@ -222,7 +222,7 @@ impl Tasks for With<'_> {
 /// A new open record: the required strings, every nullable field null, tags
 /// `["task", <requester>]`, no claims, `result_rev` 0, the five empty sections.
 #[must_use]
-pub fn fresh(
+pub(crate) fn fresh(
     id: String,
     title: String,
     now: &str,
@@ -271,7 +271,7 @@ pub fn fresh(
 }
 
 /// The nullable slot of a field; `None` for the two required strings (`summary`, `status`).
-pub fn slot(t: &mut TaskDoc, field: TaskField) -> Option<&mut Option<String>> {
+pub(crate) fn slot(t: &mut TaskDoc, field: TaskField) -> Option<&mut Option<String>> {
     Some(match field {
         TaskField::Summary | TaskField::Status => return None,
         TaskField::ClosedAt => &mut t.closed_at,
@@ -295,7 +295,7 @@ pub fn slot(t: &mut TaskDoc, field: TaskField) -> Option<&mut Option<String>> {
 /// `append`: `- <at> <actor>: <text>` at the end of section `## <section>` (added after the body,
 /// trimmed, when its heading is absent), exactly as upstream's string arithmetic places it.
 #[must_use]
-pub fn append_entry(body: &str, section: &str, actor: &str, text: &str, at: &str) -> String {
+pub(crate) fn append_entry(body: &str, section: &str, actor: &str, text: &str, at: &str) -> String {
     let heading = format!("## {section}\n");
     let mut body = body.to_owned();
     if !body.contains(&heading) {
@@ -309,7 +309,7 @@ pub fn append_entry(body: &str, section: &str, actor: &str, text: &str, at: &str
 }
 
 /// Applies one edit in place.
-pub fn apply_edit(t: &mut TaskDoc, at: &str, edit: &TaskEdit) {
+pub(crate) fn apply_edit(t: &mut TaskDoc, at: &str, edit: &TaskEdit) {
     match edit {
         TaskEdit::Set { field: TaskField::Summary, value } => {
             t.summary = value.clone().unwrap_or_default();
@@ -333,7 +333,7 @@ pub fn apply_edit(t: &mut TaskDoc, at: &str, edit: &TaskEdit) {
 /// `-` dropped, [`HANDLE_CHARS_MAX`] characters, `task` when empty; then `-2`, `-3`, … until no
 /// open record holds it.
 #[must_use]
-pub fn handle_for(title: &str, tasks: &dyn Tasks) -> String {
+pub(crate) fn handle_for(title: &str, tasks: &dyn Tasks) -> String {
     let mut slug = String::new();
     for c in title.to_lowercase().chars() {
         if c.is_ascii_lowercase() || c.is_ascii_digit() {
@@ -362,7 +362,7 @@ pub fn handle_for(title: &str, tasks: &dyn Tasks) -> String {
 /// `allocateTaskId`: `T-YYYYMMDD-HHMMSS` from the toISOString `now`, then the first free
 /// suffix; `None` (upstream's `id-collision`) when all 37 are taken.
 #[must_use]
-pub fn allocate_id(tasks: &dyn Tasks, now_iso: &str) -> Option<String> {
+pub(crate) fn allocate_id(tasks: &dyn Tasks, now_iso: &str) -> Option<String> {
     let date = now_iso.get(0..10)?.replace('-', "");
     let time = now_iso.get(11..19)?.replace(':', "");
     let base = format!("T-{date}-{time}");
@@ -374,7 +374,7 @@ pub fn allocate_id(tasks: &dyn Tasks, now_iso: &str) -> Option<String> {
 
 /// `isRunnable`: open, resident, no result and not waiting.
 #[must_use]
-pub fn is_runnable(t: &TaskDoc) -> bool {
+pub(crate) fn is_runnable(t: &TaskDoc) -> bool {
     t.status == "open" && t.owner == "resident" && t.result.is_none() && !waiting(t)
 }
 
@@ -386,7 +386,7 @@ fn waiting(t: &TaskDoc) -> bool {
 /// `taskListing`: `closed`, or `late`, `unconfirmed` / `waiting on <x>`, `queued`; `open` when
 /// none applies.
 #[must_use]
-pub fn listing(t: &TaskDoc, tasks: &dyn Tasks, now_ms: u64) -> Vec<String> {
+pub(crate) fn listing(t: &TaskDoc, tasks: &dyn Tasks, now_ms: u64) -> Vec<String> {
     if t.status == "closed" {
         return vec!["closed".into()];
     }
@@ -412,14 +412,15 @@ pub fn listing(t: &TaskDoc, tasks: &dyn Tasks, now_ms: u64) -> Vec<String> {
     labels
 }
 
-/// `readTasks`' order: `opened_at`, then `id`.
-pub fn sort(tasks: &mut [TaskDoc]) {
+/// `readTasks`' order: `opened_at`, then `id` (the store's index rows keep it).
+#[cfg(test)]
+pub(crate) fn sort(tasks: &mut [TaskDoc]) {
     tasks.sort_by(order);
 }
 
 /// `nextQueued`: the first runnable record, in [`sort`] order.
 #[must_use]
-pub fn next_queued(tasks: &dyn Tasks) -> Option<TaskDoc> {
+pub(crate) fn next_queued(tasks: &dyn Tasks) -> Option<TaskDoc> {
     tasks.runnable(1).into_iter().next()
 }
 

@@ -56,7 +56,7 @@ impl Work {
 
 /// `/^(.+):\s+(.+)$/` on a cleaned line: the last `:` followed by whitespace, split there.
 #[must_use]
-pub fn split_approval(text: &str) -> Option<(String, String)> {
+pub(crate) fn split_approval(text: &str) -> Option<(String, String)> {
     let terminator = |c: char| matches!(c, '\n' | '\r' | '\u{2028}' | '\u{2029}');
     for (i, _) in text.match_indices(':').collect::<Vec<_>>().into_iter().rev() {
         let (who, rest) = (&text[..i], &text[i + 1..]);
@@ -216,7 +216,7 @@ fn next_queued(tasks: &dyn Tasks, changed: &TaskDoc) -> Value {
 /// `invalid-card`, `missing-<flag>`, `invalid-approval`, `stall-needs-status-and-next`,
 /// `invalid-closed-by`, `approver-required`, `stale-result`, `empty-reason`,
 /// `check-needs-evidence`, `invalid-record`, `invalid-verb`.
-pub fn decide_change(
+pub(crate) fn decide_change(
     tasks: &dyn Tasks,
     call: &TaskCall,
     input: &str,

@@ -6,7 +6,7 @@ use serde_json::Value;
 use super::decide_change;
 use crate::session::rules::task_doc::apply_edit;
 use crate::session::rules::tasks::{decide_open, parse_args, TurnInputs};
-use crate::session::rules::Decision;
+use crate::session::rules::verdict::Decision;
 
 const NOW: u64 = 1_789_373_702_118; // 2026-09-14T08:15:02.118Z
 

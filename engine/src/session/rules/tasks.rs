@@ -17,13 +17,13 @@ use crate::kernel::compat::text as js;
 use crate::legacy::json as legacy_json;
 
 /// Rows `list` prints (upstream's default `--limit`).
-pub const LIST_ROWS_DEFAULT: usize = 20;
+pub(crate) const LIST_ROWS_DEFAULT: usize = 20;
 /// An `in_flight` execution older than this reads as `unknown`, and a turn binding older than
 /// this is not extended (upstream's `HOUR`).
-pub const TURN_STALE_MS: u64 = 3_600_000;
+pub(crate) const TURN_STALE_MS: u64 = 3_600_000;
 
 /// The verbs `task.ts` accepts, with their allowed flags (`standup` is parsed, not built).
-pub const VERBS: [(&str, &[&str]); 7] = [
+pub(crate) const VERBS: [(&str, &[&str]); 7] = [
     (
         "open",
         &[
@@ -49,14 +49,14 @@ pub const VERBS: [(&str, &[&str]); 7] = [
     ("standup", &["json", "days"]),
 ];
 /// Flags that take no value.
-pub const BOOLEAN_FLAGS: [&str; 7] =
+pub(crate) const BOOLEAN_FLAGS: [&str; 7] =
     ["decision", "clear-waiting", "result-stdin", "reason-stdin", "open", "all", "json"];
 /// The verbs that name a task id before their flags.
-pub const ID_VERBS: [&str; 4] = ["note", "block", "close", "cancel"];
+pub(crate) const ID_VERBS: [&str; 4] = ["note", "block", "close", "cancel"];
 
 /// One parsed flag.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Flag {
+pub(crate) enum Flag {
     /// A boolean flag, present.
     On,
     /// A flag with its value.
@@ -67,19 +67,19 @@ pub enum Flag {
 
 /// A parsed `task.ts` call.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TaskCall {
+pub(crate) struct TaskCall {
     /// The verb.
-    pub verb: String,
+    pub(crate) verb: String,
     /// The task id of `note`, `block`, `close`, `cancel`.
-    pub id: Option<String>,
+    pub(crate) id: Option<String>,
     /// The flags by name (without `--`).
-    pub flags: BTreeMap<String, Flag>,
+    pub(crate) flags: BTreeMap<String, Flag>,
 }
 
 impl TaskCall {
     /// `flag()`: a flag's value when it has one.
     #[must_use]
-    pub fn value(&self, name: &str) -> Option<&str> {
+    pub(crate) fn value(&self, name: &str) -> Option<&str> {
         match self.flags.get(name) {
             Some(Flag::Value(v)) => Some(v),
             _ => None,
@@ -88,7 +88,7 @@ impl TaskCall {
 
     /// `name in flags`.
     #[must_use]
-    pub fn has(&self, name: &str) -> bool {
+    pub(crate) fn has(&self, name: &str) -> bool {
         self.flags.contains_key(name)
     }
 
@@ -96,7 +96,7 @@ impl TaskCall {
     ///
     /// # Errors
     /// The refusal.
-    pub fn required(&self, name: &str) -> Result<String, Refusal> {
+    pub(crate) fn required(&self, name: &str) -> Result<String, Refusal> {
         match self.value(name).map(js::trim) {
             Some(v) if !v.is_empty() => Ok(doc::clean(v)),
             _ => Err(task_error(format!("missing-{name}"), Class::Invalid)),
@@ -108,7 +108,7 @@ impl TaskCall {
     ///
     /// # Errors
     /// The refusal.
-    pub fn date(&self, name: &str) -> Result<Option<String>, Refusal> {
+    pub(crate) fn date(&self, name: &str) -> Result<Option<String>, Refusal> {
         match self.value(name) {
             None | Some("") => Ok(None),
             Some(v) if is_iso(v) => Ok(stamp::date_normalise(v)),
@@ -118,7 +118,7 @@ impl TaskCall {
 
     /// The `--claim` values, in order.
     #[must_use]
-    pub fn claims(&self) -> Vec<String> {
+    pub(crate) fn claims(&self) -> Vec<String> {
         match self.flags.get("claim") {
             Some(Flag::List(v)) => v.clone(),
             _ => Vec::new(),
@@ -130,7 +130,7 @@ impl TaskCall {
 ///
 /// # Errors
 /// `invalid-verb`, `invalid-id`, `invalid-flag`, `missing-<flag>`, `duplicate-flag`.
-pub fn parse_args(verb: &str, args: &[String]) -> Result<TaskCall, Refusal> {
+pub(crate) fn parse_args(verb: &str, args: &[String]) -> Result<TaskCall, Refusal> {
     let Some((_, allowed)) = VERBS.iter().find(|(v, _)| *v == verb) else {
         return Err(task_error("invalid-verb", Class::Usage));
     };
@@ -178,13 +178,13 @@ pub fn parse_args(verb: &str, args: &[String]) -> Result<TaskCall, Refusal> {
 /// What `bindTaskTurn` reads besides the task id: `execution.json`, the current binding, and the
 /// `observed_at` of the session's last non-subagent cost row.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct TurnInputs {
+pub(crate) struct TurnInputs {
     /// `state/execution.json`, when present.
-    pub execution: Option<JsonDoc>,
+    pub(crate) execution: Option<JsonDoc>,
     /// `state/task-turn.json`, when present.
-    pub binding: Option<JsonDoc>,
+    pub(crate) binding: Option<JsonDoc>,
     /// The last cost row's `observed_at` for the execution's session.
-    pub last_observed_at: Option<String>,
+    pub(crate) last_observed_at: Option<String>,
 }
 
 fn raw_value(doc: &JsonDoc, key: &str) -> Option<Value> {
@@ -205,7 +205,7 @@ fn truthy(value: Option<&Value>) -> bool {
 /// record, or the empty record when it is missing, of an unknown state or without an ISO `at`;
 /// an `in_flight` state older than [`TURN_STALE_MS`] reads as `unknown`.
 #[must_use]
-pub fn read_execution(execution: Option<&JsonDoc>, now_ms: u64) -> Map<String, Value> {
+pub(crate) fn read_execution(execution: Option<&JsonDoc>, now_ms: u64) -> Map<String, Value> {
     let mut out = Map::new();
     for key in ["state", "turn_id", "at", "source", "cc_session_id", "reason"] {
         out.insert(key.into(), if key == "state" { json!("unknown") } else { Value::Null });
@@ -238,7 +238,7 @@ fn read_binding(binding: Option<&JsonDoc>) -> Option<(Value, String, Vec<String>
 /// `bindTaskTurn`: after a write that carried progress, `task-turn.json` binds the execution's
 /// session to the task (extending a fresh binding of the same session).
 #[must_use]
-pub fn bind_turn(id: &str, inputs: &TurnInputs, now_ms: u64) -> Option<SessionEvent> {
+pub(crate) fn bind_turn(id: &str, inputs: &TurnInputs, now_ms: u64) -> Option<SessionEvent> {
     let execution = read_execution(inputs.execution.as_ref(), now_ms);
     let session = execution.get("cc_session_id").filter(|v| truthy(Some(v)))?.clone();
     let previous = read_binding(inputs.binding.as_ref());
@@ -278,7 +278,7 @@ fn open_digest(task: &TaskDoc, tasks: &dyn Tasks, created: bool, now_ms: u64) ->
 ///
 /// # Errors
 /// `card-on-helper-task`, `invalid-card`.
-pub fn card_edits(owner: &str, card: Option<&str>) -> Result<Vec<TaskEdit>, Refusal> {
+pub(crate) fn card_edits(owner: &str, card: Option<&str>) -> Result<Vec<TaskEdit>, Refusal> {
     let Some(card) = card else { return Ok(Vec::new()) };
     if owner != "resident" {
         return Err(task_error("card-on-helper-task", Class::Invalid));
@@ -324,7 +324,12 @@ fn open_checks(call: &TaskCall) -> Result<(String, Option<String>, String), Refu
 /// Upstream's tokens: `missing-requester`, `invalid-requester`, `invalid-conversation`,
 /// `invalid-owner`, `missing-title`, `id-collision`, `missing-done`, `invalid-due`,
 /// `card-on-helper-task`, `invalid-card`, `invalid-record`.
-pub fn decide_open(tasks: &dyn Tasks, call: &TaskCall, turn: &TurnInputs, now_ms: u64) -> Decision {
+pub(crate) fn decide_open(
+    tasks: &dyn Tasks,
+    call: &TaskCall,
+    turn: &TurnInputs,
+    now_ms: u64,
+) -> Decision {
     let (requester, conversation, owner) = open_checks(call)?;
     let dedupe = call.value("dedupe-key").map(str::to_owned);
     let existing =
@@ -378,7 +383,7 @@ type Field = fn(&TaskDoc) -> Option<&str>;
 /// the labels' lookups. `execution` is `readExecution`'s value (see [`read_execution`]; the
 /// session-registry fallback is the caller's).
 #[must_use]
-pub fn list(
+pub(crate) fn list(
     candidates: &[TaskDoc],
     tasks: &dyn Tasks,
     call: &TaskCall,

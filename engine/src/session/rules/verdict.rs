@@ -44,7 +44,7 @@ impl Verdict {
 
 /// How hookstate classes a refusal for its own exit table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Class {
+pub(crate) enum Class {
     /// A lost compare-and-swap, an illegal move, a held key, a stale revision (exit 1).
     Refused,
     /// Input the rules reject: a bad value, an empty text, an unknown id (exit 3).
@@ -55,30 +55,30 @@ pub enum Class {
 
 /// A decision that appends nothing: upstream's error token, the line it prints, its class.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Refusal {
+pub(crate) struct Refusal {
     /// Upstream's token (`stale-result`, `already-bound`, `empty-pattern`, ...).
-    pub token: String,
+    pub(crate) token: String,
     /// What upstream prints for it.
-    pub verdict: Verdict,
+    pub(crate) verdict: Verdict,
     /// hookstate's class.
-    pub class: Class,
+    pub(crate) class: Class,
 }
 
 /// A decision that goes through: the events, in order, and the verdict.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Decided {
+pub(crate) struct Decided {
     /// The events to append in one transaction (none for a read or a no-op).
-    pub events: Vec<SessionEvent>,
+    pub(crate) events: Vec<SessionEvent>,
     /// What upstream prints.
-    pub verdict: Verdict,
+    pub(crate) verdict: Verdict,
 }
 
 /// A decision's outcome.
-pub type Decision = std::result::Result<Decided, Refusal>;
+pub(crate) type Decision = std::result::Result<Decided, Refusal>;
 
 /// A refusal printed as `task.ts` prints it: the token on stderr (upstream exits 2).
 #[must_use]
-pub fn task_error(token: impl Into<String>, class: Class) -> Refusal {
+pub(crate) fn task_error(token: impl Into<String>, class: Class) -> Refusal {
     let token = token.into();
     let verdict = Verdict { lines: vec![token.clone()], stream: Stream::Stderr, upstream_exit: 2 };
     Refusal { token, verdict, class }
@@ -86,7 +86,7 @@ pub fn task_error(token: impl Into<String>, class: Class) -> Refusal {
 
 /// A refusal printed on stdout as `ERROR|<token>` with upstream's exit code.
 #[must_use]
-pub fn error_line(token: impl Into<String>, class: Class, upstream_exit: u8) -> Refusal {
+pub(crate) fn error_line(token: impl Into<String>, class: Class, upstream_exit: u8) -> Refusal {
     let token = token.into();
     let verdict =
         Verdict { lines: vec![format!("ERROR|{token}")], stream: Stream::Stdout, upstream_exit };
@@ -95,7 +95,7 @@ pub fn error_line(token: impl Into<String>, class: Class, upstream_exit: u8) -> 
 
 /// A refusal printed on stderr as a message with exit 1 (`later.ts`).
 #[must_use]
-pub fn stderr_message(message: impl Into<String>, class: Class) -> Refusal {
+pub(crate) fn stderr_message(message: impl Into<String>, class: Class) -> Refusal {
     let message = message.into();
     let verdict =
         Verdict { lines: vec![message.clone()], stream: Stream::Stderr, upstream_exit: 1 };
