@@ -5,8 +5,8 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use hookstate_engine::feedback::{HEARTBEAT_INTERVAL_S_DEFAULT, STALE_DELIVERED_MS_DEFAULT};
 use hookstate_engine::limits::{DELIVERIES_DEFAULT, LEASE_MS_DEFAULT, WAIT_MS_DEFAULT};
+use hookstate_engine::{HEARTBEAT_INTERVAL_S_DEFAULT, STALE_DELIVERED_MS_DEFAULT};
 
 /// The heading of the options every verb takes: `--help` lists them under it, `-h` leaves them out.
 const GLOBAL: &str = "Global options";
@@ -929,7 +929,7 @@ pub(crate) enum MonitorVerb {
         /// The Monitor task id.
         task_id: String,
         /// Longest wait for the first liveness peek, in ms (at most 10000).
-        #[arg(long, default_value_t = hookstate_engine::alerts::LIVENESS_WAIT_MS_MAX)]
+        #[arg(long, default_value_t = hookstate_engine::LIVENESS_WAIT_MS_MAX)]
         liveness_wait_ms: u64,
         /// What the registration is made of.
         #[command(flatten)]

@@ -41,6 +41,18 @@ use crate::signals::layout::LoopdLayout;
 use crate::signals::project::SignalsProjection;
 use crate::signals::Signals;
 use crate::store::{self, OpenOptions};
+use hookstate_schema::feedback::FileKind;
+
+use crate::alerts::heartbeat_rules as rules;
+use crate::alerts::ladder::{parse_alert_state, render_alert_state};
+use crate::alerts::layout_alerts::ALERT_STATE_FILE;
+use crate::feedback::layout as moonshine;
+use crate::kernel::error::Error;
+use crate::observer::layout as observer;
+use crate::proposals::api::parse_config_timezone;
+use crate::proposals::layout as hermit;
+use crate::proposals::props::{check_prop_file, prop_doc};
+use crate::signals::layout as loopd;
 
 /// The projection of each event body variant, in `Body::variant_index` order.
 static PROJECTIONS: Table = [
@@ -119,6 +131,30 @@ impl Layout {
 /// `state/runtime.json`, as the mirror names it.
 const RUNTIME: &str = "state/runtime.json";
 
+/// Where a store lives, and whether its anchors agree with its log ([`Engine::location`]).
+#[derive(Debug)]
+pub struct Location {
+    /// The store file (or the address of a remote store).
+    pub path: std::path::PathBuf,
+    /// The anchor file beside it.
+    pub anchor_path: std::path::PathBuf,
+    /// Whether the store exists.
+    pub exists: bool,
+    /// The error a write would be refused with because of the anchors, if any.
+    pub anchor_problem: Option<crate::kernel::error::Error>,
+}
+
+/// Checks a call and a core command against every id rule and limit without touching a store, so
+/// a caller can refuse bad input before opening anything. Returns the command with its JSON
+/// values normalized, as [`Engine::execute`] runs it.
+///
+/// # Errors
+/// [`crate::Error::OutOfRange`], [`crate::Error::BadId`] and the other bad-input variants,
+/// naming the first broken rule.
+pub fn check(call: &Call, command: &Command) -> Result<Command> {
+    core::api::check(call, command)
+}
+
 /// An open store.
 pub struct Engine {
     kernel: Kernel,
@@ -172,33 +208,22 @@ impl Engine {
         Ok(Engine { kernel: Kernel::new(storage, &PROJECTIONS, wait)? })
     }
 
-    /// The store file's path.
-    #[must_use]
-    pub fn path(&self) -> std::path::PathBuf {
-        self.kernel.path()
-    }
-
-    /// Whether the store exists: `false` only for the empty stand-in that
-    /// [`OpenOptions::absent_is_empty`] gives a read of an absent store.
-    #[must_use]
-    pub fn exists(&self) -> bool {
-        self.kernel.storage().exists()
-    }
-
-    /// The anchor file's path.
-    #[must_use]
-    pub fn anchor_path(&self) -> std::path::PathBuf {
-        self.kernel.storage().anchor_path()
-    }
-
-    /// Checks a call and a core command against every id rule and limit without touching a
-    /// store, so a caller can refuse bad input before opening anything. Returns the command with
-    /// its JSON values normalized, as [`Engine::execute`] runs it.
+    /// Where the store lives and what its anchors say: its path, its anchor's path, whether it
+    /// exists (`false` only for the empty stand-in that [`OpenOptions::absent_is_empty`] gives a
+    /// read of an absent store), and the error a write would be refused with when an anchor
+    /// disagrees with the log (a log behind its anchor, an anchor of another store, an
+    /// unreadable or missing anchor), so that a read can say so.
     ///
     /// # Errors
-    /// [`crate::Error::Invalid`] naming the first broken rule.
-    pub fn check(call: &Call, command: &Command) -> Result<Command> {
-        core::api::check(call, command)
+    /// Store and corruption errors of the snapshot the anchor check reads.
+    pub fn location(&self) -> Result<Location> {
+        let storage = self.kernel.storage();
+        Ok(Location {
+            path: storage.path(),
+            anchor_path: storage.anchor_path(),
+            exists: storage.exists(),
+            anchor_problem: self.kernel.anchor_note()?,
+        })
     }
 
     /// The current head.
@@ -244,40 +269,15 @@ impl Engine {
         query::stats(&self.kernel)
     }
 
-    /// Verifies the chain from genesis, the anchor outside the store, and that the stored views
-    /// equal a rebuild of the log.
+    /// Verifies the chain from genesis, the anchors outside the store, and that the stored
+    /// views equal a rebuild of the log; `options.accept_missing_anchor` accepts (and writes) a
+    /// missing anchor on a store with events. Reads only: never changes a byte of the store.
     ///
     /// # Errors
     /// [`crate::Error::ChainBroken`] naming the first bad seq, [`crate::Error::AnchorMismatch`],
     /// [`crate::Error::ViewMismatch`], [`crate::Error::Corrupt`] and store errors.
-    pub fn verify(&self) -> Result<VerifyReport> {
-        audit::verify(&self.kernel, VerifyOptions::default())
-    }
-
-    /// [`Engine::verify`] with options: `accept_missing_anchor` accepts (and writes) a missing
-    /// anchor on a store with events.
-    ///
-    /// # Errors
-    /// As [`Engine::verify`].
-    pub fn verify_with(&self, options: VerifyOptions) -> Result<VerifyReport> {
+    pub fn verify(&self, options: VerifyOptions) -> Result<VerifyReport> {
         audit::verify(&self.kernel, options)
-    }
-
-    /// What a read should be told about the anchors: the error a write would be refused with
-    /// (a log behind its anchor, an anchor of another store, an unreadable or missing anchor),
-    /// or `None` when they agree with the log.
-    ///
-    /// # Errors
-    /// Store and corruption errors of the snapshot it checks.
-    pub fn anchor_note(&self) -> Result<Option<crate::kernel::error::Error>> {
-        self.kernel.anchor_note()
-    }
-
-    /// The warning lines this handle's writes left (an anchor that could not be moved), taken
-    /// once; none once a sink is set.
-    #[must_use]
-    pub fn take_warnings(&self) -> Vec<String> {
-        self.kernel.take_warnings()
     }
 
     /// Hands every later warning line to `sink` as it happens (the CLI prints them on stderr);
@@ -375,4 +375,123 @@ pub fn event_to_json(event: &Event) -> Value {
     out.insert("prev".into(), json!(format::to_hex(&event.prev)));
     out.insert("hash".into(), json!(format::to_hex(&event.hash)));
     Value::Object(out)
+}
+
+// Every legacy file parser behind one entry point (the fuzz target `legacy_import` and its
+// corpus replay run the very parser an import runs, with nothing opened or written).
+
+/// The name the PROP-file parser is given: the import checks names apart, before reading.
+const PROP_FILE_NAME: &str = "PROP-001-fuzz.md";
+
+/// One kind of legacy file an import reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LegacyFile {
+    /// loopd's plugin store (`loopd.json`).
+    LoopdStore,
+    /// The observer's state (`claude-management.json`).
+    ObserverState,
+    /// A moonshine comment (`.feedback/<id>.json`).
+    MoonshineComment,
+    /// A moonshine `control.json`, `address.json`, `heartbeat.json` or `adapter.json`.
+    MoonshineFile(FileKind),
+    /// hermit's `state/micro-proposals.json`.
+    HermitQueue,
+    /// hermit's `state/proposal-metrics.jsonl`.
+    HermitLedger,
+    /// hermit's `state/proposals-index.json` (with no PROP files beside it).
+    HermitIndex,
+    /// A hermit `proposals/PROP-*.md` (its frontmatter).
+    PropFile,
+    /// hermit's `config.json` (its `timezone`).
+    HermitConfig,
+    /// hermit's `state/alert-state.json`.
+    HermitAlertState,
+    /// One of hermit's heartbeat JSON files (`budget-alerts.json`, `runtime.json`, …): kept as
+    /// its exact text; a verb that changes it re-renders it in the layout it found.
+    HeartbeatFile,
+}
+
+impl LegacyFile {
+    /// Every kind, in a fixed order (the fuzz target picks one by its first byte).
+    pub const ALL: [LegacyFile; 14] = [
+        LegacyFile::LoopdStore,
+        LegacyFile::ObserverState,
+        LegacyFile::MoonshineComment,
+        LegacyFile::MoonshineFile(FileKind::Control),
+        LegacyFile::MoonshineFile(FileKind::Address),
+        LegacyFile::MoonshineFile(FileKind::Heartbeat),
+        LegacyFile::MoonshineFile(FileKind::Adapter),
+        LegacyFile::HermitQueue,
+        LegacyFile::HermitLedger,
+        LegacyFile::HermitIndex,
+        LegacyFile::PropFile,
+        LegacyFile::HermitConfig,
+        LegacyFile::HermitAlertState,
+        LegacyFile::HeartbeatFile,
+    ];
+}
+
+/// What a legacy file parsed to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LegacyParse {
+    /// Records the import turns the file into (keys, entries, lines, 1 for a single document).
+    pub records: usize,
+    /// The bytes an export writes back for what was parsed, where the layout has an export;
+    /// `None` for files only read (the index, a PROP file's frontmatter, `config.json`).
+    pub written_back: Option<Vec<u8>>,
+}
+
+/// Parses `bytes` as a legacy file of `kind`, exactly as an import does.
+///
+/// # Errors
+/// [`Error::Invalid`] for a file the import refuses; [`Error::Corrupt`] where a parsed file does
+/// not render.
+pub fn parse_legacy(kind: LegacyFile, bytes: &[u8]) -> Result<LegacyParse> {
+    let one = |written_back: Option<Vec<u8>>| LegacyParse { records: 1, written_back };
+    match kind {
+        LegacyFile::LoopdStore => {
+            let parsed = loopd::parse_store(loopd::STORE_FILE_DEFAULT, bytes)?;
+            let records = parsed.events.len();
+            Ok(LegacyParse { records, written_back: Some(parsed.rendered.into_bytes()) })
+        }
+        LegacyFile::ObserverState => {
+            let (state, style, _) = observer::parse_state(observer::STATE_FILE_DEFAULT, bytes)?;
+            Ok(one(Some(observer::render(&state, style)?.into_bytes())))
+        }
+        LegacyFile::MoonshineComment => Ok(one(Some(moonshine::parse_comment_file(bytes)?))),
+        LegacyFile::MoonshineFile(file) => Ok(one(Some(moonshine::parse_other_file(file, bytes)?))),
+        LegacyFile::HermitQueue => {
+            let queue = hermit::parse_queue(bytes)?;
+            let records = queue.entries.len();
+            Ok(LegacyParse {
+                records,
+                written_back: Some(hermit::render_queue(&queue)?.into_bytes()),
+            })
+        }
+        LegacyFile::HermitLedger => {
+            let lines = hermit::parse_ledger(bytes)?;
+            let written_back = Some(hermit::render_ledger(&lines).into_bytes());
+            Ok(LegacyParse { records: lines.len(), written_back })
+        }
+        LegacyFile::HermitIndex => hermit::parse_index(bytes, &[]).map(|_| one(None)),
+        LegacyFile::PropFile => {
+            check_prop_file(PROP_FILE_NAME)?;
+            let text = std::str::from_utf8(bytes)
+                .map_err(|_| Error::legacy(PROP_FILE_NAME, "is not UTF-8"))?;
+            prop_doc(PROP_FILE_NAME, text);
+            Ok(one(None))
+        }
+        LegacyFile::HermitConfig => parse_config_timezone(bytes).map(|_| one(None)),
+        LegacyFile::HermitAlertState => {
+            let state =
+                parse_alert_state(bytes).map_err(|why| Error::legacy(ALERT_STATE_FILE, why))?;
+            Ok(one(Some(render_alert_state(&state)?.into_bytes())))
+        }
+        LegacyFile::HeartbeatFile => {
+            let text = std::str::from_utf8(bytes)
+                .map_err(|_| Error::legacy("the heartbeat file", "is not UTF-8"))?;
+            let map = rules::parse_object("the heartbeat file", text)?;
+            Ok(one(Some(rules::render_object(&map, rules::layout_of(text)).into_bytes())))
+        }
+    }
 }

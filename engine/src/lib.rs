@@ -5,34 +5,66 @@
 //! callers may use is the list below. Does not print, read arguments or exit; the `hookstate`
 //! binary does.
 
-pub mod alerts;
+mod alerts;
 mod audit;
 mod core;
 mod engine;
-pub mod feedback;
+mod feedback;
 mod kernel;
 mod legacy;
-mod legacy_files;
-pub mod observer;
-pub mod proposals;
+mod observer;
+mod proposals;
 mod query;
-pub mod session;
-pub mod signals;
-mod stdin;
+mod session;
+mod signals;
 mod store;
 
+// Claude-code-hermit heartbeat state: `engine.alerts()`.
 pub use crate::alerts::{
     check_budget, check_hash, check_liveness_wait, check_next_task, check_stamp, check_time,
-    monitor_setup, parse_runtime_set, parse_tick_input, read_heartbeat_files, read_hermit_alerts,
-    tick_line, tick_rejected, AlertFile, Alerts, BudgetInput, HeartbeatFiles, InjectionRead,
-    LivenessRead, MonitorArgs, MonitorSetup, MonitorStatus, Rejection, TickInput, TickRejected,
-    TokenRead,
+    monitor_command, monitor_setup, parse_runtime_set, parse_tick_input, period_key,
+    read_heartbeat_files, read_hermit_alerts, tick_line, tick_rejected, AlertFile, Alerts,
+    BudgetInput, HeartbeatConfig, HeartbeatFiles, InjectionRead, LivenessRead, MonitorArgs,
+    MonitorSetup, MonitorStatus, Rejection, TickInput, TickRejected, TokenRead, ALERT_STATE_FILE,
+    FILE_BYTES_MAX as HEARTBEAT_FILE_BYTES_MAX, LIVENESS_WAIT_MS_MAX, NEXT_TASK_FILE,
+    STATE_FILES as HEARTBEAT_STATE_FILES,
 };
+// The moonshine inbox: `engine.feedback()`.
+pub use crate::feedback::{
+    check as check_feedback, check_comment_id, enabled as moonshine_enabled, moonshine_home,
+    project_of, scope_for, ClaimAsk, Claimed, CommentView, DrainAsk, Drained, Exported, Feedback,
+    Imported, ImportedProject, Input as FeedbackInput, Listing, MoonshineImport, Pass, ReplyVia,
+    Stop, StopAsk, Tick, TickAsk, TickClaim, TickOff, COMMENTS_MAX, COMMENT_BYTES_MAX,
+    HEARTBEAT_INTERVAL_S_DEFAULT, INTERVAL_S_MAX, KILL_SWITCH_OFF, MODES, MOONSHINE_HOME_DEFAULT,
+    REPLY_BYTES_MAX, STALE_DELIVERED_MS_DEFAULT, STALE_MS_MAX, TARGET_KINDS,
+};
+// Claude-management's observer: `engine.observer()`.
+pub use crate::observer::{
+    parse_findings, parse_rows, Finding, Observer, RowInput, SweepRead,
+    STATE_FILE_DEFAULT as OBSERVER_FILE_DEFAULT,
+};
+// Claude-code-hermit proposals: `engine.proposals()`.
+pub use crate::proposals::{
+    parse_create, parse_micro_input, parse_patch_stdin, read_hermit_files, CreateInput,
+    CreateRefused, HermitFiles, IndexRead, LedgerRead, ListRead, MicroInput, Move, MoveInput,
+    PatchInput, Proposals, QueueRead, ResolveIdRead, ResolveInput, INDEX_FILE, LEDGER_FILE,
+    QUEUE_FILE,
+};
+// Claude-code-hermit session state: `engine.session()`, and the `hermit-session` codec.
+pub use crate::session::{
+    conversation_reads_stdin, hermit_scope, kind_of as session_file_kind,
+    parse_file as parse_session_file, path_of as session_file_path,
+    render_file as render_session_file, scope_dir as hermit_dir, task_reads_stdin,
+    Answer as SessionAnswer, CheckResult, Content as SessionContent, Exit as SessionExit,
+    PauseInput, RuntimeWrite, Session, SessionFile, Stream as VerdictStream,
+    Verdict as SessionVerdict, PAUSE_REASONS,
+};
+// Loopd's signals: `engine.signals()`.
 pub use crate::audit::{RebuildReport, VerifyOptions, VerifyReport};
 pub use crate::core::query::Query;
 pub use crate::core::{Command, Expect};
 pub use crate::engine::event_to_json;
-pub use crate::engine::{Engine, Layout};
+pub use crate::engine::{check, parse_legacy, Engine, Layout, LegacyFile, LegacyParse, Location};
 pub use crate::kernel::call::{Call, Conflict, Fingerprint, MirrorReport, Outcome, Refusal};
 pub use crate::kernel::compat::js_trim;
 pub use crate::kernel::error::{Error, Result};
@@ -40,17 +72,13 @@ pub use crate::kernel::limits;
 pub use crate::kernel::value::validate_json;
 #[cfg(feature = "testing")]
 pub use crate::legacy::durable;
-pub use crate::legacy_files::{parse_legacy, LegacyFile};
-pub use crate::proposals::{
-    parse_create, parse_micro_input, read_hermit_files, CreateInput, CreateRefused, HermitFiles,
-    IndexRead, LedgerRead, ListRead, MicroInput, Move, MoveInput, PatchInput, Proposals, QueueRead,
-    ResolveIdRead, ResolveInput,
+pub use crate::signals::{
+    bundle_scope, is_bundle_root, lexical_join, resolve_bundle, turn_line, Signals, TurnInput,
+    STORE_FILE_DEFAULT as LOOPD_FILE_DEFAULT,
 };
+
+pub use crate::kernel::hook::{parse_hook_payload, parse_stop_payload, HookPayload, StopPayload};
 pub use crate::query::{LogFilter, Stats};
-pub use crate::stdin::{
-    parse_findings, parse_hook_payload, parse_patch_stdin, parse_rows, parse_stop_payload,
-    HookPayload,
-};
 #[cfg(feature = "testing")]
 pub use crate::store::Backend;
 pub use crate::store::{creation_is_atomic, OpenOptions};

@@ -6,57 +6,32 @@
 //!
 //! Does not start processes; `cli/tests/alerts.rs` races real ones.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use hookstate_engine::alerts::ALERT_STATE_FILE;
-use hookstate_engine::schema::hermit::scope_of as hermit_scope;
-use hookstate_engine::schema::Actor;
-use hookstate_engine::{parse_tick_input, read_hermit_alerts, read_hermit_files, AlertFile};
-use hookstate_engine::{Call, Engine, Layout, OpenOptions, ResolveInput};
+use hookstate_engine::Layout;
+use hookstate_engine::ALERT_STATE_FILE;
+use hookstate_engine::{parse_tick_input, read_hermit_alerts, AlertFile};
+use hookstate_engine::{read_hermit_files, ResolveInput};
 use serde_json::{json, Value};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/legacy");
 /// 2026-11-29T21:50:47Z: 16:50 on the 29th in New York, when upstream ran its four ticks.
 const NOV_29_2150: u64 = 1_795_989_047_000;
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &to.join(entry.file_name()));
-        } else {
-            std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
-        }
-    }
-}
+/// The shared hermit harness (a state directory beside a fresh store), with this file's helpers.
+struct Hermit(hookstate_testkit::Hermit);
 
-struct Hermit {
-    tmp: tempfile::TempDir,
-    dir: PathBuf,
-    engine: Engine,
-    scope: String,
+impl std::ops::Deref for Hermit {
+    type Target = hookstate_testkit::Hermit;
+    fn deref(&self) -> &hookstate_testkit::Hermit {
+        &self.0
+    }
 }
 
 impl Hermit {
     /// A store and a copy of the fixture `name` (never the fixture itself).
     fn new(name: &str) -> Hermit {
-        let tmp = tempfile::tempdir().unwrap();
-        let dir = tmp.path().join("h");
-        copy_dir(&Path::new(FIXTURES).join(name), &dir);
-        let engine = Engine::open(&tmp.path().join("state.redb"), OpenOptions::default()).unwrap();
-        let scope = hermit_scope(dir.to_str().unwrap());
-        Hermit { tmp, dir, engine, scope }
-    }
-
-    fn call(&self, now_ms: u64) -> Call {
-        Call {
-            scope: self.scope.clone(),
-            actor: Actor::default(),
-            idem_key: None,
-            fingerprint: None,
-            now_ms,
-        }
+        Hermit(hookstate_testkit::Hermit::new(Path::new(FIXTURES), Some(name)))
     }
 
     fn tick(&self, payload: &Value, now_ms: u64) -> Value {
@@ -106,7 +81,7 @@ fn upstream_four_ticks_reproduce_the_real_alert_state_byte_for_byte() {
     }
     assert_eq!(lines[1][0], "[16:50] Heartbeat: resolved — CI red");
     assert_eq!(h.export(), fixture_bytes("hermit"), "the ladder reproduces upstream's file");
-    h.engine.verify().unwrap();
+    h.engine.verify(Default::default()).unwrap();
 }
 
 #[test]
@@ -163,7 +138,7 @@ fn ticks_keep_precheck_fields_and_foreign_keys_in_place_and_date_in_the_configur
     assert_eq!(micro["consecutive_clean"], 1, "its queue entry is gone from the store");
     h.engine.alerts().count_tick(&h.call(2)).unwrap();
     assert_eq!(h.engine.alerts().state(&h.scope).unwrap()["total_ticks"], 362);
-    h.engine.verify().unwrap();
+    h.engine.verify(Default::default()).unwrap();
 }
 
 #[test]
@@ -197,7 +172,7 @@ fn structured_keys_follow_the_proposals_of_the_same_scope() {
     let state = h.engine.alerts().state(&h.scope).unwrap();
     assert_eq!(state["alerts"]["proposal-pending:PROP-002"], frozen);
     assert_eq!(state["last_clean_eval_at"], Value::Null);
-    h.engine.verify().unwrap();
+    h.engine.verify(Default::default()).unwrap();
 }
 
 /// The end of a mirrored alerts call writes `alert-state.json` only over bytes the call saw:

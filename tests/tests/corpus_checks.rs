@@ -9,11 +9,11 @@
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 
-use hookstate_engine::feedback::{self as feedback_rules, Input};
 use hookstate_engine::limits::{STDIN_BYTES_MAX, VALUE_BYTES_MAX};
-use hookstate_engine::{
-    parse_findings, parse_hook_payload, parse_patch_stdin, parse_rows, parse_stop_payload,
-};
+use hookstate_engine::parse_patch_stdin;
+use hookstate_engine::{check_feedback, FeedbackInput as Input, COMMENT_BYTES_MAX};
+use hookstate_engine::{parse_findings, parse_rows};
+use hookstate_engine::{parse_hook_payload, parse_stop_payload};
 use hookstate_engine::{parse_legacy, LegacyFile};
 use hookstate_engine::{validate_json, Call, Command, Engine, OpenOptions};
 use hookstate_schema::format::{self, FormatError, FORMAT_VERSION};
@@ -218,7 +218,7 @@ pub(crate) fn check_db_file_bytes(data: &[u8]) {
             anchor_dir: None,
         };
         if let Ok(engine) = Engine::open(&path, options) {
-            let _ = engine.verify_with(accept);
+            let _ = engine.verify(accept);
         }
     }
 }
@@ -344,9 +344,9 @@ pub(crate) fn verb_stdin_verdict(data: &[u8]) -> Option<(usize, bool)> {
             } else {
                 (text, "a comment")
             };
-            let ok = feedback_rules::check(&call, &Input::Add { target, comment }).is_ok();
+            let ok = check_feedback(&call, &Input::Add { target, comment }).is_ok();
             if ok {
-                assert!(comment.len() <= feedback_rules::COMMENT_BYTES_MAX, "comment cap");
+                assert!(comment.len() <= COMMENT_BYTES_MAX, "comment cap");
                 assert!(validate_json("target", target).is_ok(), "target is not valid JSON");
             }
             ok
@@ -404,7 +404,7 @@ fn check_value_command(verb: &str, text: &str) -> bool {
         },
         _ => Command::ListAppend { list: "l".into(), row: text.to_owned(), cap: LIST_CAP },
     };
-    let ok = Engine::check(&call, &command).is_ok();
+    let ok = hookstate_engine::check(&call, &command).is_ok();
     if ok {
         match validate_json("value", text) {
             Ok(value) => assert!(value.len() <= VALUE_BYTES_MAX, "value over the cap"),

@@ -7,8 +7,8 @@
 //! stale token never records a reply, a dismissal is never overwritten and a reply never lost.
 //! Does not test legacy files or processes.
 
-use hookstate_engine::feedback::ClaimAsk;
 use hookstate_engine::schema::Actor;
+use hookstate_engine::ClaimAsk;
 use hookstate_engine::{Call, Engine, OpenOptions, Outcome};
 use proptest::prelude::*;
 
@@ -178,7 +178,7 @@ fn run(ops: &[Op]) -> Result<(), TestCaseError> {
             }
         };
         prop_assert_eq!(got, want, "step {} {:?}", step, op);
-        let report = engine.verify();
+        let report = engine.verify(Default::default());
         prop_assert!(report.is_ok(), "verify after step {step}: {report:?}");
     }
     let listed = engine.feedback().list(SCOPE).unwrap();

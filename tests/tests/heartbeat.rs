@@ -6,15 +6,14 @@
 //!
 //! Does not start processes; `cli/tests/heartbeat.rs` races real ones.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use hookstate_engine::alerts::monitor_command;
-use hookstate_engine::alerts::read_heartbeat_files;
-use hookstate_engine::alerts::{BudgetInput, MonitorSetup};
-use hookstate_engine::alerts::{NEXT_TASK_FILE, STATE_FILES};
-use hookstate_engine::schema::hermit::scope_of as hermit_scope;
-use hookstate_engine::schema::Actor;
-use hookstate_engine::{Call, Engine, Error, Layout, LogFilter, OpenOptions};
+use hookstate_engine::monitor_command;
+use hookstate_engine::read_heartbeat_files;
+use hookstate_engine::{BudgetInput, MonitorSetup};
+use hookstate_engine::{Error, Layout, LogFilter};
+use hookstate_engine::{HEARTBEAT_STATE_FILES as STATE_FILES, NEXT_TASK_FILE};
+use hookstate_testkit::copy_dir as copy_tree;
 use serde_json::{json, Value};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/legacy");
@@ -23,48 +22,21 @@ const SEP_14: u64 = 1_789_377_123_554;
 const DAY_MS: u64 = 86_400_000;
 const HOUR_MS: u64 = 3_600_000;
 
-struct Hermit {
-    _tmp: tempfile::TempDir,
-    dir: PathBuf,
-    engine: Engine,
-    scope: String,
-}
+/// The shared hermit harness (a state directory beside a fresh store), with this file's helpers.
+struct Hermit(hookstate_testkit::Hermit);
 
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        if entry.file_type().unwrap().is_dir() {
-            copy_tree(&entry.path(), &to.join(entry.file_name()));
-        } else {
-            std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
-        }
+impl std::ops::Deref for Hermit {
+    type Target = hookstate_testkit::Hermit;
+    fn deref(&self) -> &hookstate_testkit::Hermit {
+        &self.0
     }
 }
 
 fn hermit(fixture: Option<&str>) -> Hermit {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("h");
-    match fixture {
-        Some(name) => copy_tree(&Path::new(FIXTURES).join(name), &dir),
-        None => std::fs::create_dir_all(&dir).unwrap(),
-    }
-    let engine = Engine::open(&tmp.path().join("state.redb"), OpenOptions::default()).unwrap();
-    let scope = hermit_scope(dir.to_str().unwrap());
-    Hermit { _tmp: tmp, dir, engine, scope }
+    Hermit(hookstate_testkit::Hermit::new(Path::new(FIXTURES), fixture))
 }
 
 impl Hermit {
-    fn call(&self, now_ms: u64) -> Call {
-        Call {
-            scope: self.scope.clone(),
-            actor: Actor::default(),
-            idem_key: None,
-            fingerprint: None,
-            now_ms,
-        }
-    }
-
     /// Writes the state directory's `config.json`: its time zone, and whether the next-task
     /// ack is enabled (`always_on` with conservative escalation).
     fn configure(&self, tz: &str, ack: bool) {
@@ -94,7 +66,7 @@ impl Hermit {
     }
 
     fn verify(&self) {
-        self.engine.verify().unwrap();
+        self.engine.verify(Default::default()).unwrap();
     }
 }
 
@@ -510,7 +482,7 @@ fn corrupt_files_are_quarantined_and_rebuilt_from_the_log() {
 fn oversized_files_are_refused_before_anything_is_written() {
     let h = hermit(None);
     std::fs::create_dir_all(h.dir.join("sessions")).unwrap();
-    let big = "x".repeat(hookstate_engine::alerts::FILE_BYTES_MAX + 1);
+    let big = "x".repeat(hookstate_engine::HEARTBEAT_FILE_BYTES_MAX + 1);
     std::fs::write(h.dir.join("sessions").join(NEXT_TASK_FILE), big).unwrap();
     assert!(read_heartbeat_files(&h.dir).as_ref().is_err_and(Error::is_invalid));
     std::fs::write(h.dir.join("sessions").join(NEXT_TASK_FILE), b"\xff\xfe").unwrap();
@@ -548,7 +520,7 @@ const MODEL_TZ: &str = "America/New_York";
 
 fn model_key(level: usize, period: usize, at: u64) -> String {
     let (level, period) = (["warn", "breach"][level], ["daily", "weekly", "monthly"][period]);
-    let key = hookstate_engine::alerts::period_key(period, at, MODEL_TZ).unwrap().unwrap();
+    let key = hookstate_engine::period_key(period, at, MODEL_TZ).unwrap().unwrap();
     format!("budget-{level}:{period}:{key}")
 }
 
@@ -563,7 +535,7 @@ impl BudgetModel {
     fn reap(&mut self, at: u64) {
         self.alerts.retain(|key, (period, _, _)| {
             let period = ["daily", "weekly", "monthly"][*period];
-            let current = hookstate_engine::alerts::period_key(period, at, MODEL_TZ);
+            let current = hookstate_engine::period_key(period, at, MODEL_TZ);
             // Only an older period goes; a later one (a clock ahead recorded it) stays.
             key.rsplit(':').next().unwrap() >= current.unwrap().unwrap().as_str()
         });
@@ -675,7 +647,7 @@ fn falsy_budget_entries_are_no_alerts_and_truthy_marks_are_marks() {
 fn a_record_never_grows_the_budget_file_past_the_file_bound() {
     let h = hermit(None);
     std::fs::create_dir_all(h.dir.join("state")).unwrap();
-    let pad = "x".repeat(hookstate_engine::alerts::FILE_BYTES_MAX - 200);
+    let pad = "x".repeat(hookstate_engine::HEARTBEAT_FILE_BYTES_MAX - 200);
     let file = format!(
         "{{\n  \"alerts\": {{\n    \"note\": {{\n      \"kind\": \"other\",\n      \"text\": \"{pad}\"\n    }}\n  }}\n}}\n"
     );

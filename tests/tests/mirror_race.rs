@@ -112,7 +112,7 @@ fn race(case: &mut dyn Case, seed: u64) {
     let call = case.call(now_ms);
     engine.mirrored(&call, &layout, &dir, |engine| case.mutate(engine, now_ms, &mut rng)).unwrap();
     let lost = case.lost(&engine, &dir);
-    engine.verify().unwrap();
+    engine.verify(Default::default()).unwrap();
     println!(
         "mirror race {name} seed={seed} rounds={} legacy_writes={writes} kept={kept} conflicts={conflicts} lost={}",
         rounds(),
@@ -164,7 +164,7 @@ impl Case for Loopd {
         Layout::Loopd { file: "loopd.json".into() }
     }
     fn call(&self, now_ms: u64) -> Call {
-        let scope = hookstate_engine::signals::bundle_scope(&self.bundle);
+        let scope = hookstate_engine::bundle_scope(&self.bundle);
         Call { scope, actor: Actor::default(), idem_key: None, fingerprint: None, now_ms }
     }
     fn mutate(&mut self, engine: &Engine, now_ms: u64, rng: &mut Rng) -> Result<Outcome> {
@@ -177,7 +177,7 @@ impl Case for Loopd {
             return Ok(out);
         }
         let session = format!("role-{}", rng.next() % 3);
-        let turn = hookstate_engine::signals::TurnInput {
+        let turn = hookstate_engine::TurnInput {
             session: session.clone(),
             bundle: self.bundle.clone(),
             cwd: self.bundle.clone(),
@@ -208,7 +208,7 @@ impl Case for Loopd {
     }
     fn lost(&self, engine: &Engine, dir: &Path) -> Vec<String> {
         let mut lost = Vec::new();
-        let scope = hookstate_engine::signals::bundle_scope(&self.bundle);
+        let scope = hookstate_engine::bundle_scope(&self.bundle);
         let pm = engine.signals().pm(&scope).unwrap().map(|p| p.current.session);
         if pm != self.pm {
             lost.push(format!("the PM registration {:?} (store: {pm:?})", self.pm));
@@ -274,7 +274,7 @@ impl Case for Observer {
             return engine.observer().turn(&call, Some("sub"));
         }
         let text = format!("hs-{}", self.counter);
-        let row = hookstate_engine::observer::RowInput {
+        let row = hookstate_engine::RowInput {
             kind: "user".into(),
             text: Some(text.clone()),
             name: None,
@@ -583,7 +583,7 @@ impl Case for Moonshine {
         Call { scope, actor, idem_key: None, fingerprint: None, now_ms }
     }
     fn mutate(&mut self, engine: &Engine, now_ms: u64, rng: &mut Rng) -> Result<Outcome> {
-        use hookstate_engine::feedback::{ClaimAsk, DrainAsk, Pass};
+        use hookstate_engine::{ClaimAsk, DrainAsk, Pass};
         let call = self.call(now_ms);
         let fb = engine.feedback();
         if !self.listening {
@@ -809,7 +809,7 @@ impl Case for SessionRuntime {
         self.counter += 1;
         let key = format!("hs_k{}", rng.next() % 4);
         let sets = vec![(key.clone(), self.counter.to_string())];
-        let write = hookstate_engine::session::RuntimeWrite::Merge {
+        let write = hookstate_engine::RuntimeWrite::Merge {
             sets,
             unset: Vec::new(),
             expect_updated_at: None,

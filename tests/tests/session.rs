@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use hookstate_engine::session::{self as layout, SessionFile};
+use hookstate_engine::SessionFile;
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/legacy");
 
@@ -30,7 +30,7 @@ fn fixture(case: &str) -> Vec<(String, SessionFile, Vec<u8>)> {
     found
         .into_iter()
         .map(|(rel, path)| {
-            let kind = layout::kind_of(&rel)
+            let kind = hookstate_engine::session_file_kind(&rel)
                 .unwrap_or_else(|| panic!("{case}/{rel} is not a layout file"));
             (rel, kind, std::fs::read(path).unwrap())
         })
@@ -46,9 +46,14 @@ fn every_fixture_file_round_trips_byte_for_byte() {
         .collect();
     assert_eq!(kinds.len(), 8, "every kind is covered: {kinds:?}");
     for (rel, kind, bytes) in &found {
-        let content = layout::parse_file(kind, bytes).unwrap_or_else(|e| panic!("{rel}: {e}"));
-        assert_eq!(layout::render_file(&content).as_bytes(), bytes.as_slice(), "{rel}");
-        assert_eq!(layout::path_of(kind), *rel);
+        let content = hookstate_engine::parse_session_file(kind, bytes)
+            .unwrap_or_else(|e| panic!("{rel}: {e}"));
+        assert_eq!(
+            hookstate_engine::render_session_file(&content).as_bytes(),
+            bytes.as_slice(),
+            "{rel}"
+        );
+        assert_eq!(hookstate_engine::session_file_path(kind), *rel);
     }
 }
 
@@ -57,7 +62,7 @@ fn every_hostile_file_is_refused_with_its_path() {
     let found = fixture("hermit-session-hostile");
     assert!(found.len() >= 10);
     for (rel, kind, bytes) in &found {
-        let message = layout::parse_file(kind, bytes)
+        let message = hookstate_engine::parse_session_file(kind, bytes)
             .err()
             .unwrap_or_else(|| panic!("{rel} was adopted"))
             .to_string();

@@ -8,8 +8,8 @@
 use std::path::{Path, PathBuf};
 
 use hookstate_engine::schema::Actor;
-use hookstate_engine::session::{Answer, Exit, RuntimeWrite};
 use hookstate_engine::{Call, Engine, Layout, OpenOptions};
+use hookstate_engine::{RuntimeWrite, SessionAnswer as Answer, SessionExit as Exit};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/legacy");
 /// 2026-09-14T08:15:02.118Z, the fixtures' morning.
@@ -66,7 +66,7 @@ impl Hermit {
             Some(name) => copy_dir(&Path::new(FIXTURES).join(name), &dir),
             None => std::fs::create_dir_all(&dir).unwrap(),
         }
-        let scope = hookstate_engine::session::hermit_scope(&dir).unwrap().0;
+        let scope = hookstate_engine::hermit_scope(&dir).unwrap().0;
         Hermit { _tmp: tmp, engine, dir, scope }
     }
 
@@ -116,7 +116,7 @@ fn import_then_export_is_byte_for_byte_on_the_fixtures() {
     h.engine.session().import(&h.call(NOW + 1), &h.dir).unwrap();
     h.engine.session().export(&h.scope, &out).unwrap();
     assert_eq!(files(&out), before);
-    h.engine.verify().unwrap();
+    h.engine.verify(Default::default()).unwrap();
 }
 
 #[test]
@@ -218,7 +218,7 @@ fn the_runtime_transition_table_through_the_write_path() {
     );
     assert_eq!(runtime["transition"], serde_json::Value::Null);
     assert_eq!(runtime["cost_usd"], 1.5, "a merged field survives every move");
-    h.engine.verify().unwrap();
+    h.engine.verify(Default::default()).unwrap();
 }
 
 #[test]
@@ -234,7 +234,7 @@ fn the_heartbeats_runtime_writes_and_the_sessions_share_one_runtime_json() {
         (Some(1), Some(3))
     );
     assert_eq!(h.runtime()["watchdog"], 1);
-    h.engine.verify().unwrap();
+    h.engine.verify(Default::default()).unwrap();
 }
 
 /// A hermit whose directory the first mirrored call adopted (the fixtures' files).
@@ -263,7 +263,7 @@ fn the_first_mirrored_call_adopts_the_directory_as_an_import_would() {
     let out = h._tmp.path().join("export");
     h.engine.session().export(&h.scope, &out).unwrap();
     assert_eq!(files(&out), files(&h.dir), "the store holds what the directory holds");
-    h.engine.verify().unwrap();
+    h.engine.verify(Default::default()).unwrap();
 }
 
 const TASK: &str = "tasks/T-20260914-081502.md";
@@ -274,8 +274,8 @@ fn task_entry(bytes: &[u8], text: &str, at: &str) -> String {
     let record = String::from_utf8(bytes.to_vec()).unwrap();
     let end = record.find("\n\n## Decisions").unwrap();
     let written = format!("{}\n- {at} legacy: {text}{}", &record[..end], &record[end..]);
-    let file = hookstate_engine::session::SessionFile::Task { path: TASK[6..].into() };
-    hookstate_engine::session::parse_file(&file, written.as_bytes()).unwrap();
+    let file = hookstate_engine::SessionFile::Task { path: TASK[6..].into() };
+    hookstate_engine::parse_session_file(&file, written.as_bytes()).unwrap();
     written
 }
 
@@ -333,7 +333,7 @@ fn outside_writes_are_adopted_per_record() {
         assert!(exported == *bytes, "{rel}: the store does not hold the outside write");
         assert!(std::fs::read(h.dir.join(rel)).unwrap() == *bytes, "{rel} was rewritten");
     }
-    h.engine.verify().unwrap();
+    h.engine.verify(Default::default()).unwrap();
 }
 
 #[test]
@@ -371,7 +371,7 @@ fn a_stale_rewrite_never_reverts_an_acknowledged_change() {
     assert_eq!(report.conflicts[0].record, "T-20260914-081502");
     let task = h.file(TASK);
     assert!(task.contains("acknowledged entry") && !task.contains("legacy entry"), "{task}");
-    h.engine.verify().unwrap();
+    h.engine.verify(Default::default()).unwrap();
 }
 
 #[test]
@@ -395,7 +395,7 @@ fn a_corrupt_file_is_quarantined_and_the_stores_version_written_back() {
     let filter =
         hookstate_engine::LogFilter { kind: Some("file_quarantined".into()), ..Default::default() };
     assert_eq!(h.engine.log(&filter).unwrap().len(), 2);
-    h.engine.verify().unwrap();
+    h.engine.verify(Default::default()).unwrap();
 }
 
 #[test]
@@ -424,7 +424,7 @@ fn a_deleted_file_is_rewritten_and_a_refused_verb_writes_nothing() {
     assert_eq!(outcome.refusal.as_ref().map(|r| r.reason), Some("invalid"));
     assert_eq!(outcome.mirror.unwrap().written, ["sessions/SHELL.md"]);
     assert_eq!(h.file("sessions/SHELL.md"), shell);
-    h.engine.verify().unwrap();
+    h.engine.verify(Default::default()).unwrap();
 }
 
 #[test]
@@ -459,7 +459,7 @@ fn a_marker_the_store_removes_is_removed_from_the_directory() {
     let outcome = h.mirrored(NOW + 60_002, |e| e.session().runtime_get(&h.scope));
     let report = outcome.mirror.unwrap();
     assert!(report.removed.is_empty() && report.written.is_empty(), "{report:?}");
-    h.engine.verify().unwrap();
+    h.engine.verify(Default::default()).unwrap();
 }
 
 #[test]
@@ -485,7 +485,7 @@ fn a_marker_removed_outside_is_adopted_while_the_store_holds_what_the_mirror_saw
         h.file("state/last-operator-action.json"),
         "{\"at\":\"2026-09-14T08:16:02.119Z\"}\n"
     );
-    h.engine.verify().unwrap();
+    h.engine.verify(Default::default()).unwrap();
 }
 
 #[test]
@@ -514,13 +514,13 @@ fn the_marker_writers_and_readers_on_the_store() {
     );
     let at_40 = status(NOW + 40 * 60_000);
     assert_eq!(at_40["precheck_drain_cooldown_expired"], true);
-    let pause = hookstate_engine::session::PauseInput {
+    let pause = hookstate_engine::PauseInput {
         reason: "watchdog".into(),
         by: "hermit-watchdog".into(),
         until: Some("2h".into()),
     };
     assert_eq!(say(&session.pause(&h.call(NOW), &pause).unwrap()), "OK|pause");
-    let budget = hookstate_engine::session::PauseInput { reason: "budget".into(), ..pause };
+    let budget = hookstate_engine::PauseInput { reason: "budget".into(), ..pause };
     assert_eq!(say(&session.pause(&h.call(NOW), &budget).unwrap()), "NOOP|watchdog");
     assert_eq!(status(NOW)["paused"]["reason"], "watchdog");
     let out = h._tmp.path().join("export");
@@ -530,5 +530,5 @@ fn the_marker_writers_and_readers_on_the_store() {
         compact,
         "{\"requested_at\":\"2026-09-14T10:15:02+02:00\",\"reason\":\"proposal-resolve\"}\n"
     );
-    h.engine.verify().unwrap();
+    h.engine.verify(Default::default()).unwrap();
 }

@@ -98,7 +98,7 @@ fn chain_broken_at(result: Result<hookstate_engine::VerifyReport, Error>) -> u64
 #[test]
 fn verify_passes_on_a_clean_store_and_counts_everything() {
     let (_dir, path) = store_with(12);
-    let report = open(&path).unwrap().verify().unwrap();
+    let report = open(&path).unwrap().verify(Default::default()).unwrap();
     assert_eq!(report.events, 12);
     assert_eq!(report.anchor_seq, Some(12));
     assert_eq!(report.views, 3);
@@ -108,14 +108,14 @@ fn verify_passes_on_a_clean_store_and_counts_everything() {
 fn rewritten_event_with_its_old_hash_is_found_at_its_seq() {
     let (_dir, path) = store_with(8);
     rewrite_event(&path, 5, false);
-    assert_eq!(chain_broken_at(open(&path).unwrap().verify()), 5);
+    assert_eq!(chain_broken_at(open(&path).unwrap().verify(Default::default())), 5);
 }
 
 #[test]
 fn rewritten_and_rehashed_event_breaks_the_next_link() {
     let (_dir, path) = store_with(8);
     rewrite_event(&path, 5, true);
-    assert_eq!(chain_broken_at(open(&path).unwrap().verify()), 6);
+    assert_eq!(chain_broken_at(open(&path).unwrap().verify(Default::default())), 6);
 }
 
 #[test]
@@ -132,7 +132,7 @@ fn rewritten_last_event_with_a_moved_head_is_caught_by_the_anchor() {
     }
     txn.commit().unwrap();
     drop(db);
-    let result = open(&path).unwrap().verify();
+    let result = open(&path).unwrap().verify(Default::default());
     assert!(matches!(result, Err(Error::AnchorMismatch { .. })), "{result:?}");
 }
 
@@ -148,7 +148,7 @@ fn rollback_to_an_older_copy_is_caught_by_the_anchor() {
         }
     }
     std::fs::copy(&old, &path).unwrap();
-    let result = open(&path).unwrap().verify();
+    let result = open(&path).unwrap().verify(Default::default());
     match result {
         Err(Error::AnchorMismatch { why }) => assert!(why.contains("seq 6"), "{why}"),
         other => panic!("rollback went unseen: {other:?}"),
@@ -168,10 +168,10 @@ fn deleted_view_row_is_found_and_rebuild_restores_it() {
     txn.commit().unwrap();
     drop(db);
     let engine = open(&path).unwrap();
-    assert!(matches!(engine.verify(), Err(Error::ViewMismatch { .. })));
+    assert!(matches!(engine.verify(Default::default()), Err(Error::ViewMismatch { .. })));
     let rebuilt = engine.rebuild().unwrap();
     assert_eq!((rebuilt.events, rebuilt.views), (4, 3));
-    engine.verify().unwrap();
+    engine.verify(Default::default()).unwrap();
 }
 
 #[test]
@@ -211,7 +211,9 @@ fn flipped_file_bytes_never_panic_and_never_verify_wrongly() {
         let case_path = case_dir.path().join("state.redb");
         std::fs::write(&case_path, &bytes).unwrap();
         std::fs::write(case_dir.path().join("state.redb.head"), &anchor).unwrap();
-        let outcome = std::panic::catch_unwind(|| open(&case_path).and_then(|e| e.verify()));
+        let outcome = std::panic::catch_unwind(|| {
+            open(&case_path).and_then(|e| e.verify(Default::default()))
+        });
         match outcome {
             Ok(Ok(report)) => {
                 assert_eq!(report.events, 30, "case {case}: a flip lost events yet verified");
@@ -304,7 +306,7 @@ fn idempotency_key_replays_the_first_result_and_appends_once() {
     assert_eq!(again.head, first.head);
     assert_eq!(again.result["token"], first.result["token"]);
     assert_eq!(engine.head().unwrap().seq, 2, "the replay appended nothing");
-    engine.verify().unwrap();
+    engine.verify(Default::default()).unwrap();
 }
 
 #[test]

@@ -3,7 +3,7 @@
 //! Each builds an engine command or query from its arguments, runs it, and prints the result.
 //! A refusal prints its JSON result and exits 1. Does not hold rules.
 
-use hookstate_engine::{Command, Engine, Expect, Outcome, Query};
+use hookstate_engine::{Command, Expect, Outcome, Query};
 
 use crate::args::{Cli, CounterVerb, KvVerb, ListVerb, QueueVerb, SetVerb, ValueSource};
 use crate::cmd::{call, now_ms, open, Access};
@@ -46,7 +46,7 @@ fn bare_word_hint(value: &str) -> Result<(), CliError> {
 
 fn execute(cli: &Cli, hook: &str, command: &Command) -> Result<(), CliError> {
     let call = call(cli, hook);
-    Engine::check(&call, command)?;
+    hookstate_engine::check(&call, command)?;
     let engine = open(cli, Access::Write)?;
     #[cfg(feature = "bugdrill")]
     let drilled = crate::drill::install(cli.format);

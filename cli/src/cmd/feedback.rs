@@ -7,10 +7,10 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use hookstate_engine::feedback::{self, ClaimAsk, DrainAsk, Input, Pass, StopAsk, TickAsk};
-use hookstate_engine::feedback::{MoonshineImport, TickOff};
 use hookstate_engine::parse_stop_payload;
 use hookstate_engine::{Call, Engine, MirrorReport, Outcome};
+use hookstate_engine::{ClaimAsk, DrainAsk, FeedbackInput as Input, Pass, StopAsk, TickAsk};
+use hookstate_engine::{MoonshineImport, TickOff};
 use serde::Serialize;
 
 use crate::args::{Cli, DrainArgs, ExportArgs, FeedbackArgs, FeedbackVerb, HookVerb, ImportArgs};
@@ -28,7 +28,10 @@ fn kill_switch() -> Option<String> {
 }
 
 fn home(given: Option<&PathBuf>) -> PathBuf {
-    feedback::moonshine_home(given.map(PathBuf::as_path), std::env::var_os("HOME").as_deref())
+    hookstate_engine::moonshine_home(
+        given.map(PathBuf::as_path),
+        std::env::var_os("HOME").as_deref(),
+    )
 }
 
 fn drain_ask(pass: Pass, drain: &DrainArgs, interval_s: u64) -> DrainAsk {
@@ -60,9 +63,12 @@ pub(crate) fn run(cli: &Cli, args: &FeedbackArgs) -> Result<(), CliError> {
     if let FeedbackVerb::Tick { drain, interval_s, moonshine_home } = &args.verb {
         return tick(cli, args, drain, *interval_s, moonshine_home.as_ref());
     }
-    let scope = feedback::scope_for(args.project.as_deref(), &cli.scope).ok_or_else(|| {
-        CliError::Usage("give --project P (or --scope moonshine:P) for this feedback verb".into())
-    })?;
+    let scope =
+        hookstate_engine::scope_for(args.project.as_deref(), &cli.scope).ok_or_else(|| {
+            CliError::Usage(
+                "give --project P (or --scope moonshine:P) for this feedback verb".into(),
+            )
+        })?;
     match &args.verb {
         FeedbackVerb::List => {
             return print_ok(cli, &open(cli, Access::Read)?.feedback().list(&scope)?)
@@ -93,7 +99,7 @@ pub(crate) fn run(cli: &Cli, args: &FeedbackArgs) -> Result<(), CliError> {
     // Bad input is refused before the store is opened (or created).
     let input = input(&args.verb, &comment, claim.as_ref())
         .ok_or_else(|| CliError::Usage("not a feedback mutation".into()))?;
-    feedback::check(&call, &input)?;
+    hookstate_engine::check_feedback(&call, &input)?;
     let engine = open(cli, Access::Write)?;
     let outcome = mutate(cli, &engine, &call, Layout::Moonshine, |engine| {
         mutation(engine, &call, &args.verb, &comment, claim.as_ref())
@@ -114,7 +120,7 @@ fn hook_name(verb: &FeedbackVerb) -> &'static str {
     }
 }
 
-/// The input [`feedback::check`] checks for a mutating verb; `None` for the others.
+/// The input [`hookstate_engine::check`] checks for a mutating verb; `None` for the others.
 fn input<'a>(
     verb: &'a FeedbackVerb,
     comment: &'a str,
@@ -170,7 +176,7 @@ fn tick(
     interval_s: u64,
     moonshine_home: Option<&PathBuf>,
 ) -> Result<(), CliError> {
-    if !feedback::enabled(kill_switch().as_deref()) {
+    if !hookstate_engine::moonshine_enabled(kill_switch().as_deref()) {
         return print_json(cli, &TickOff::ANSWER);
     }
     let ask = TickAsk {
@@ -179,7 +185,7 @@ fn tick(
         home: home(moonshine_home),
     };
     let call = call(cli, "feedback-tick");
-    feedback::check(&call, &Input::Drain(&ask.drain))?;
+    hookstate_engine::check_feedback(&call, &Input::Drain(&ask.drain))?;
     let tick = open(cli, Access::Write)?.feedback().tick(&call, &ask, cli.mirror.as_deref())?;
     print_json(cli, &tick)?;
     warn(tick.mirror.as_ref());
@@ -196,7 +202,7 @@ pub(crate) fn hook(cli: &Cli, verb: &HookVerb) -> Result<(), CliError> {
     let HookVerb::Stop { drain, moonshine_home, reply_via } = verb else {
         return Err(CliError::Usage("not the Stop hook".into()));
     };
-    if !feedback::enabled(kill_switch().as_deref()) {
+    if !hookstate_engine::moonshine_enabled(kill_switch().as_deref()) {
         return Ok(());
     }
     let payload = parse_stop_payload(&read_stdin()?).map_err(CliError::Invalid)?;
@@ -211,16 +217,16 @@ pub(crate) fn hook(cli: &Cli, verb: &HookVerb) -> Result<(), CliError> {
     let mut call = call(cli, "Stop");
     call.actor.session = payload.session_id.clone().or_else(|| cli.session.clone());
     let via = match reply_via {
-        ReplyVia::Hookstate => feedback::ReplyVia::Hookstate,
-        ReplyVia::Files => feedback::ReplyVia::Files,
+        ReplyVia::Hookstate => hookstate_engine::ReplyVia::Hookstate,
+        ReplyVia::Files => hookstate_engine::ReplyVia::Files,
     };
     let ask = StopAsk {
-        drain: drain_ask(Pass::Stop, drain, feedback::HEARTBEAT_INTERVAL_S_DEFAULT),
+        drain: drain_ask(Pass::Stop, drain, hookstate_engine::HEARTBEAT_INTERVAL_S_DEFAULT),
         home: home(moonshine_home.as_ref()),
         via,
         command: command_for_model(cli),
     };
-    feedback::check(&call, &Input::Drain(&ask.drain))?;
+    hookstate_engine::check_feedback(&call, &Input::Drain(&ask.drain))?;
     let idle = match &cli.mirror {
         None => open(cli, Access::Read)?.feedback().stop_idle(&call, &ask)?,
         Some(_) => None,

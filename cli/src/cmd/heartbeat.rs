@@ -9,9 +9,9 @@
 
 use hookstate_engine::{
     check_budget, check_hash, check_liveness_wait, check_next_task, check_stamp, check_time,
-    monitor_setup, parse_runtime_set, BudgetInput, Call, Engine, MonitorArgs, MonitorSetup,
-    Outcome,
+    monitor_setup, parse_runtime_set, BudgetInput, MonitorArgs, MonitorSetup,
 };
+use hookstate_engine::{Call, Engine, Outcome};
 use serde_json::{json, Value};
 
 use crate::args::{

@@ -7,8 +7,8 @@
 
 use std::path::Path;
 
-use hookstate_engine::signals::{bundle_scope, TurnInput};
-use hookstate_engine::signals::{is_bundle_root, resolve_bundle};
+use hookstate_engine::{bundle_scope, TurnInput};
+use hookstate_engine::{is_bundle_root, resolve_bundle};
 use hookstate_engine::{parse_hook_payload, HookPayload};
 use serde_json::json;
 

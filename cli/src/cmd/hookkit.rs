@@ -6,8 +6,8 @@
 //! Never exits 2: a refusal or an empty queue prints nothing and exits 0, errors keep their
 //! non-blocking codes. Does not hold queue or set rules; the engine's core commands do.
 
+use hookstate_engine::Command;
 use hookstate_engine::{parse_hook_payload, parse_stop_payload};
-use hookstate_engine::{Command, Engine};
 use serde_json::{json, Value};
 
 use crate::args::{Cli, HookVerb};
@@ -44,7 +44,7 @@ fn claim(cli: &Cli, queue: &str, lease_ms: u64) -> Result<(), CliError> {
     call.actor.session = Some(session.clone());
     let command =
         Command::QueueClaim { queue: queue.to_owned(), item: None, holder: session, lease_ms };
-    Engine::check(&call, &command)?;
+    hookstate_engine::check(&call, &command)?;
     let outcome = open(cli, Access::Write)?.execute(&call, &command)?;
     let result = Value::Object(outcome.result);
     if outcome.refusal.is_some() || result["claimed"] != true {
@@ -76,7 +76,7 @@ fn once(cli: &Cli, set: &str, say: Option<&str>) -> Result<(), CliError> {
     }
     let call = call(cli, "hook-once");
     let command = Command::SetAdd { set: set.to_owned(), member: payload.session_id };
-    Engine::check(&call, &command)?;
+    hookstate_engine::check(&call, &command)?;
     let outcome = open(cli, Access::Write)?.execute(&call, &command)?;
     match (outcome.result.get("added"), say) {
         (Some(Value::Bool(true)), Some(text)) => print_raw(text),

@@ -5,10 +5,9 @@
 
 use std::path::Path;
 
-use hookstate_engine::observer;
+use hookstate_engine::read_hermit_files;
 use hookstate_engine::schema::hermit::SCOPE_PREFIX;
-use hookstate_engine::signals as loopd;
-use hookstate_engine::{read_heartbeat_files, read_hermit_alerts, read_hermit_files, AlertFile};
+use hookstate_engine::{read_heartbeat_files, read_hermit_alerts, AlertFile};
 use serde_json::json;
 
 use crate::args::{Cli, ExportArgs, ImportArgs, Layout};
@@ -20,8 +19,8 @@ use crate::output::print;
 fn file_name(layout: Layout, name: Option<&String>) -> &str {
     match (name, layout) {
         (Some(name), _) => name,
-        (None, Layout::Loopd) => loopd::STORE_FILE_DEFAULT,
-        (None, Layout::Observer | Layout::Moonshine) => observer::STATE_FILE_DEFAULT,
+        (None, Layout::Loopd) => hookstate_engine::LOOPD_FILE_DEFAULT,
+        (None, Layout::Observer | Layout::Moonshine) => hookstate_engine::OBSERVER_FILE_DEFAULT,
         // The hermit layouts name no one file: a directory's files are theirs.
         (
             None,

@@ -151,7 +151,7 @@ pub(crate) fn open(cli: &Cli, access: Access) -> Result<Engine, CliError> {
         let _ = writeln!(std::io::stderr(), "hookstate: {}", one_line(line));
     }));
     if matches!(access, Access::Read | Access::Export | Access::Write) {
-        if let Some(problem) = engine.anchor_note()? {
+        if let Some(problem) = engine.location()?.anchor_problem {
             crate::output::mark_anchor(&problem.to_string());
         }
     }
@@ -163,10 +163,10 @@ pub(crate) fn layout(cli: &Cli, layout: Layout) -> Option<hookstate_engine::Layo
     let file = |default: &str| cli.mirror_name.clone().unwrap_or_else(|| default.to_owned());
     match layout {
         Layout::Loopd => Some(hookstate_engine::Layout::Loopd {
-            file: file(hookstate_engine::signals::STORE_FILE_DEFAULT),
+            file: file(hookstate_engine::LOOPD_FILE_DEFAULT),
         }),
         Layout::Observer => Some(hookstate_engine::Layout::Observer {
-            file: file(hookstate_engine::observer::STATE_FILE_DEFAULT),
+            file: file(hookstate_engine::OBSERVER_FILE_DEFAULT),
         }),
         Layout::Moonshine => Some(hookstate_engine::Layout::Moonshine),
         // Every hermit verb keeps the whole state directory: its files share one scope.

@@ -4,7 +4,7 @@
 //! Parses arguments and stdin into one engine call per verb. Does not call a model or read the
 //! inbox; the caller does and passes what it read.
 
-use hookstate_engine::observer::SweepRead;
+use hookstate_engine::SweepRead;
 use hookstate_engine::{parse_findings, parse_rows};
 use serde_json::json;
 

@@ -14,11 +14,10 @@ use crate::output::{one_line, print};
 pub(crate) fn init(cli: &Cli) -> Result<(), CliError> {
     let engine = open(cli, Access::Write)?;
     let head = engine.head()?;
+    let path = engine.location()?.path;
     print(
         cli.format,
-        &json!({
-            "ok": true, "path": engine.path(), "seq": head.seq, "hash": to_hex(&head.hash),
-        }),
+        &json!({ "ok": true, "path": path, "seq": head.seq, "hash": to_hex(&head.hash) }),
     )
 }
 
@@ -66,7 +65,7 @@ pub(crate) fn log(cli: &Cli, args: &LogArgs) -> Result<(), CliError> {
 
 pub(crate) fn verify(cli: &Cli, accept_missing_anchor: bool) -> Result<(), CliError> {
     let engine = open(cli, Access::Verify)?;
-    match engine.verify_with(VerifyOptions { accept_missing_anchor }) {
+    match engine.verify(VerifyOptions { accept_missing_anchor }) {
         Ok(report) => print(
             cli.format,
             &json!({
@@ -106,15 +105,16 @@ pub(crate) fn rebuild(cli: &Cli) -> Result<(), CliError> {
 pub(crate) fn stats(cli: &Cli) -> Result<(), CliError> {
     let engine = open(cli, Access::Read)?;
     let stats = engine.stats()?;
+    let at = engine.location()?;
     // An absent store has no hash of its own: its stand-in's genesis is not the store's.
-    let hash = engine.exists().then(|| to_hex(&stats.head.hash));
+    let hash = at.exists.then(|| to_hex(&stats.head.hash));
     print(
         cli.format,
         &json!({
-            "ok": true, "path": engine.path(), "exists": engine.exists(), "events": stats.head.seq,
+            "ok": true, "path": at.path, "exists": at.exists, "events": stats.head.seq,
             "head": { "seq": stats.head.seq, "hash": hash },
             "file_bytes": stats.file_bytes, "scopes": stats.scopes, "views": stats.views,
-            "queues": stats.queues, "anchor": { "path": engine.anchor_path(), "seq": stats.anchor_seq },
+            "queues": stats.queues, "anchor": { "path": at.anchor_path, "seq": stats.anchor_seq },
             "anchor_write_failures": stats.anchor_write_failures,
         }),
     )

@@ -6,9 +6,9 @@
 //! mirrored over the whole state directory. Does not decide anything: the engine sets each
 //! verdict line, and which refusals upstream prints with exit 0.
 
-use hookstate_engine::parse_patch_stdin;
-use hookstate_engine::{parse_create, parse_micro_input, CreateInput, MicroInput};
-use hookstate_engine::{Engine, Move, MoveInput, Outcome, PatchInput, ResolveInput};
+use hookstate_engine::{parse_create, parse_micro_input, parse_patch_stdin};
+use hookstate_engine::{CreateInput, MicroInput, Move, MoveInput, PatchInput, ResolveInput};
+use hookstate_engine::{Engine, Outcome};
 
 use crate::args::{Cli, Format, Layout, MicroVerb, MoveArgs, ProposalsArgs, ProposalsVerb};
 use crate::cmd::hermit::hermit_scope;

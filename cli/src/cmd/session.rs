@@ -7,9 +7,9 @@
 
 use std::path::{Path, PathBuf};
 
-use hookstate_engine::session::{
-    self, conversation_reads_stdin, hermit_scope, task_reads_stdin, Answer, CheckResult, Exit,
-    PauseInput, RuntimeWrite, Stream,
+use hookstate_engine::{
+    conversation_reads_stdin, hermit_dir, hermit_scope, task_reads_stdin, CheckResult, PauseInput,
+    RuntimeWrite, SessionAnswer as Answer, SessionExit as Exit, VerdictStream as Stream,
 };
 use hookstate_engine::{Call, Engine};
 use serde_json::Value;
@@ -29,7 +29,7 @@ const DEFAULT_DIR: &str = ".claude-code-hermit";
 fn scope(cli: &Cli, args: &HermitArgs, dir: Option<&Path>) -> Result<String, CliError> {
     let dir = match (dir, args.dir.as_deref()) {
         (Some(dir), _) | (None, Some(dir)) => dir.to_path_buf(),
-        (None, None) if session::scope_dir(&cli.scope).is_ok() => return Ok(cli.scope.clone()),
+        (None, None) if hermit_dir(&cli.scope).is_ok() => return Ok(cli.scope.clone()),
         (None, None) => PathBuf::from(DEFAULT_DIR),
     };
     Ok(hermit_scope(&dir)?.0)
@@ -301,7 +301,7 @@ fn marker(cli: &Cli, args: &HermitArgs, verb: &MarkerVerb) -> Result<(), CliErro
 
 /// `import --layout hermit-session --from <state dir>`.
 pub(crate) fn import(cli: &Cli, args: &ImportArgs) -> Result<(), CliError> {
-    let scope = if session::scope_dir(&cli.scope).is_ok() {
+    let scope = if hermit_dir(&cli.scope).is_ok() {
         cli.scope.clone()
     } else {
         hermit_scope(&args.from)?.0
@@ -313,7 +313,7 @@ pub(crate) fn import(cli: &Cli, args: &ImportArgs) -> Result<(), CliError> {
 
 /// `export --layout hermit-session --to <dir>` of `--scope hermit:<dir>`.
 pub(crate) fn export(cli: &Cli, args: &ExportArgs) -> Result<(), CliError> {
-    session::scope_dir(&cli.scope)?;
+    hermit_dir(&cli.scope)?;
     let mut out = open(cli, Access::Export)?.session().export(&cli.scope, &args.to)?;
     out.insert("ok".into(), true.into());
     out.insert("scope".into(), cli.scope.clone().into());

@@ -2,7 +2,7 @@
 //!
 //! Does not resolve bundles; `--bundle` names the scope.
 
-use hookstate_engine::signals::bundle_scope;
+use hookstate_engine::bundle_scope;
 use hookstate_engine::{event_to_json, LogFilter};
 use serde_json::{json, Value};
 

@@ -15,6 +15,7 @@ pub(crate) mod doc;
 pub mod drill;
 pub(crate) mod error;
 pub(crate) mod fsio;
+pub(crate) mod hook;
 pub mod limits;
 pub(crate) mod project;
 pub(crate) mod storage;

@@ -8,7 +8,7 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use hookstate_schema::event::Request;
@@ -36,7 +36,6 @@ pub(crate) struct Kernel {
     format: u16,
     wait: Duration,
     poisoned: AtomicBool,
-    warnings: Mutex<Vec<String>>,
     warning_sink: OnceLock<WarningSink>,
 }
 
@@ -63,7 +62,6 @@ impl Kernel {
             format,
             wait,
             poisoned: AtomicBool::new(false),
-            warnings: Mutex::new(Vec::new()),
             warning_sink: OnceLock::new(),
         })
     }
@@ -79,12 +77,6 @@ impl Kernel {
     /// Whether the store has an older format, which `rebuild` upgrades.
     pub(crate) fn needs_upgrade(&self) -> bool {
         self.format < FORMAT_VERSION
-    }
-
-    /// The lines to print on stderr about this handle's writes (an anchor that could not be
-    /// moved), taken once.
-    pub(crate) fn take_warnings(&self) -> Vec<String> {
-        self.warnings.lock().map(|mut w| std::mem::take(&mut *w)).unwrap_or_default()
     }
 
     /// The storage behind this kernel.
@@ -343,14 +335,11 @@ impl Kernel {
         let _ = self.warning_sink.set(sink);
     }
 
+    /// Hands a warning line to the sink; without one the line is dropped (the failure it tells
+    /// of is also counted by `stats`).
     fn warn(&self, line: String) {
-        match self.warning_sink.get() {
-            Some(sink) => sink(&line),
-            None => {
-                if let Ok(mut warnings) = self.warnings.lock() {
-                    warnings.push(line);
-                }
-            }
+        if let Some(sink) = self.warning_sink.get() {
+            sink(&line);
         }
     }
 

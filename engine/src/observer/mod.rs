@@ -13,4 +13,4 @@ pub(crate) mod rules;
 
 pub use api::Observer;
 pub use layout::STATE_FILE_DEFAULT;
-pub use rules::{Finding, RowInput, SweepRead};
+pub use rules::{parse_findings, parse_rows, Finding, RowInput, SweepRead};

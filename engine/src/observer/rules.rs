@@ -230,6 +230,35 @@ pub(crate) fn merge_findings(
     Ok((kept, pending))
 }
 
+/// Parses `observer append`'s rows: one row object, or an array of them.
+///
+/// # Errors
+/// The message for text that is not JSON or a row that does not fit [`RowInput`].
+pub fn parse_rows(text: &str) -> Result<Vec<RowInput>, String> {
+    let value: Value = serde_json::from_str(text).map_err(|e| format!("stdin is not JSON: {e}"))?;
+    let list = match value {
+        Value::Array(items) => items,
+        other => vec![other],
+    };
+    let rows: Vec<RowInput> = list
+        .into_iter()
+        .map(|v| serde_json::from_value(v).map_err(|e| format!("row: {e}")))
+        .collect::<Result<_, _>>()?;
+    for row in &rows {
+        check_row(row).map_err(|e| e.to_string())?;
+    }
+    Ok(rows)
+}
+
+/// Parses `observer sweep-commit`'s findings: a JSON array of [`Finding`].
+///
+/// # Errors
+/// The message for anything else.
+pub fn parse_findings(text: &str) -> Result<Vec<Finding>, String> {
+    serde_json::from_str(text)
+        .map_err(|e| format!("findings must be a JSON array of findings: {e}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -19,5 +19,5 @@ pub use api::{IndexRead, LedgerRead, ListRead, Proposals, QueueRead, ResolveIdRe
 pub use layout::{read_hermit_files, HermitFiles};
 pub use layout::{INDEX_FILE, LEDGER_FILE, QUEUE_FILE};
 pub use micro::{parse_micro_input, MicroInput, ResolveInput};
-pub use moves::{Move, MoveInput, PatchInput};
+pub use moves::{parse_patch_stdin, Move, MoveInput, PatchInput};
 pub use props::{parse_create, CreateInput, CreateRefused};

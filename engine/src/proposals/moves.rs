@@ -405,6 +405,24 @@ pub(crate) fn reachable(from: Option<&str>, to: Option<&str>) -> bool {
     reached.iter().any(|r| r == to)
 }
 
+/// `Set: key=value` lines and the first non-empty `Decision: <line>` of `proposals patch
+/// --stdin`. Never fails: other lines are ignored.
+#[must_use]
+pub fn parse_patch_stdin(text: &str) -> (Vec<String>, Option<String>) {
+    let sets = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("Set:"))
+        .map(|rest| rest.trim_start_matches([' ', '\t']).to_owned())
+        .collect();
+    let decision = text
+        .lines()
+        .find_map(|l| l.strip_prefix("Decision:"))
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(str::to_owned);
+    (sets, decision)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

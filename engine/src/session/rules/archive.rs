@@ -358,5 +358,4 @@ pub(crate) fn recover_target(runtime: Option<&JsonDoc>, reports: &[String]) -> S
 }
 
 #[cfg(test)]
-#[path = "archive_tests.rs"]
 pub(crate) mod tests;

@@ -348,5 +348,4 @@ pub(crate) fn apply_patch(file: &mut LineFile, id: &str, sets: &[(String, String
 }
 
 #[cfg(test)]
-#[path = "hypotheses_tests.rs"]
 mod tests;

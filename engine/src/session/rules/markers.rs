@@ -397,5 +397,4 @@ pub(crate) fn parse_snooze(text: &str) -> Option<u64> {
 }
 
 #[cfg(test)]
-#[path = "markers_tests.rs"]
 mod tests;

@@ -444,5 +444,4 @@ pub(crate) fn report_cost(text: &str) -> f64 {
 }
 
 #[cfg(test)]
-#[path = "report_tests.rs"]
 mod tests;

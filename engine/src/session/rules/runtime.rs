@@ -428,5 +428,4 @@ pub(crate) fn apply(doc: &mut Option<JsonDoc>, event: &SessionEvent) {
 }
 
 #[cfg(test)]
-#[path = "runtime_tests.rs"]
 mod tests;

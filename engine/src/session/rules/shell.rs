@@ -419,7 +419,6 @@ pub(crate) fn apply(shell: &mut Option<String>, event: &SessionEvent) {
 }
 
 #[cfg(test)]
-#[path = "shell_tests.rs"]
 pub(crate) mod tests;
 
 /// Test fixtures shared with the archive tests.

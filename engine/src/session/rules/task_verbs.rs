@@ -289,5 +289,4 @@ mod tests {
 }
 
 #[cfg(test)]
-#[path = "task_verbs_tests.rs"]
 mod verb_tests;
