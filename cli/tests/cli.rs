@@ -699,6 +699,46 @@ fn loopd_mirror_writes_through_adopts_outside_changes_and_reports_a_conflict_onc
     store.run(&["verify"]).expect(0);
 }
 
+/// Issue 11's loopd loss: a legacy writer that read `loopd.json` before a newer PM registered,
+/// then wrote its stale copy back with a key of its own, was adopted as a new registration of the
+/// old PM (the acknowledged one reverted). The PM's registration stamp orders them: the stale
+/// copy's older PM is a reported conflict, its own key is adopted.
+#[test]
+fn regression_11_a_stale_loopd_rewrite_never_reverts_an_acknowledged_pm() {
+    let store = Store::new();
+    let (bundle, cwd) = loopd_layout(store.dir.path());
+    let mirror = store.dir.path().join("mirror");
+    let m = mirror.to_str().unwrap();
+    let db = store.db();
+    let start = |s: &str, now: &str| {
+        let payload = format!("{{\"session_id\":\"{s}\",\"cwd\":\"{bundle}\"}}");
+        run_with(&db, &["--now-ms", now, "--mirror", m, "hook", "session-start"], &payload).0
+    };
+    assert_eq!(start("pm-old", "1789377123000"), 0);
+    let stale: Value = serde_json::from_slice(&std::fs::read(mirror.join("loopd.json")).unwrap())
+        .unwrap();
+    assert_eq!(start("pm-new", "1789377124000"), 0);
+    let mut rewrite = stale.as_object().unwrap().clone();
+    rewrite.insert("legacy.own".into(), serde_json::json!(7));
+    std::fs::write(mirror.join("loopd.json"), serde_json::to_vec(&rewrite).unwrap()).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_hookstate"))
+        .args(["--db", db.to_str().unwrap(), "--mirror", m, "signals", "pm", "--bundle", &bundle])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    // A read does not adopt; the next mirrored write (a role session's turn) does.
+    let turn = format!("{{\"session_id\":\"role-1\",\"cwd\":\"{cwd}\",\"duration_ms\":1}}");
+    let args = ["--now-ms", "1789377125000", "--mirror", m, "hook", "turn-complete"];
+    assert_eq!(run_with(&db, &args, &turn).0, 0);
+    let pm = store.run(&["signals", "pm", "--bundle", &bundle]).expect(0).json();
+    assert_eq!(pm["pm"]["current"]["session"], "pm-new", "the acknowledged PM stays: {pm}");
+    let file: Value =
+        serde_json::from_slice(&std::fs::read(mirror.join("loopd.json")).unwrap()).unwrap();
+    assert_eq!(file["legacy.own"], 7, "the outside key is adopted and written back");
+    assert_eq!(file[format!("loopd.pm.{bundle}")]["sessionId"], "pm-new");
+    store.run(&["verify"]).expect(0);
+}
+
 #[test]
 fn observer_mirror_adopts_a_state_written_outside() {
     let store = Store::new();
