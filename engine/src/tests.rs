@@ -1,6 +1,7 @@
 //! Row-cost tests: the hot verbs read the rows they need, whatever the history. A store is
-//! wrapped so that every view row a transaction reads (a point read, or a row met in a scan)
-//! is counted, and a verb's count on a deep store is held to its count on a shallow one.
+//! wrapped so that every view row and every event a transaction reads (a point read, or one met
+//! in a scan) is counted, and a verb's count on a deep store is held to its count on a shallow
+//! one.
 //!
 //! Test-only; knows the domains only through the engine's handles.
 
@@ -11,6 +12,7 @@ use std::time::Instant;
 
 use hookstate_schema::feedback::{FeedbackEvent, FileKind, JsonDoc, Style};
 use hookstate_schema::format::STORE_ID_BYTES;
+use hookstate_schema::proposals::ProposalsEvent;
 use hookstate_schema::{Body, CoreEvent};
 
 use crate::engine::Engine;
@@ -38,10 +40,15 @@ macro_rules! read_methods {
             self.inner.meta(key)
         }
         fn event(&self, seq: u64) -> Result<Option<Vec<u8>>> {
+            self.rows.fetch_add(1, Ordering::Relaxed);
             self.inner.event(seq)
         }
         fn events(&self, from: u64, to: u64, visit: &mut EventVisitor<'_>) -> Result<()> {
-            self.inner.events(from, to, visit)
+            let rows = &self.rows;
+            self.inner.events(from, to, &mut |seq, bytes| {
+                rows.fetch_add(1, Ordering::Relaxed);
+                visit(seq, bytes)
+            })
         }
         fn view(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
             self.rows.fetch_add(1, Ordering::Relaxed);
@@ -262,4 +269,42 @@ fn an_idle_stop_hook_reads_no_addressed_comment_of_a_listening_project() {
     let none = stop_rows(0, 0, 0);
     let history = stop_rows(0, 0, 2_000);
     assert_eq!(history, none, "the Stop hook read {history} rows beside 2,000 addressed comments");
+}
+
+fn micro_queued(scope: &str, n: usize) -> (String, Body) {
+    let event = ProposalsEvent::MicroQueued {
+        id: format!("MP-20260101-{n}"),
+        tier: 1,
+        question: "Move the nightly job?".into(),
+        options: None,
+        on_resolve: None,
+        ask: false,
+        ts: "2026-01-01T00:00:00Z".into(),
+    };
+    (scope.to_owned(), Body::Proposals(event))
+}
+
+/// The rows and events reading one hermit directory's ledger costs beside `others` ledger lines
+/// of other directories.
+fn ledger_reads(others: usize) -> (usize, u64) {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, rows) = counted(&dir.path().join("s.redb"));
+    let mine = "hermit:/work/a/.claude-code-hermit";
+    let mut events: Vec<_> = (1..=3).map(|n| micro_queued(mine, n)).collect();
+    // 100 lines per other directory: one directory's queue is rewritten by each of its events.
+    events.extend(
+        (0..others).map(|n| micro_queued(&format!("hermit:/work/b{}/.hermit", n / 100), n % 100)),
+    );
+    engine.append_unchecked(&call("s"), &events).unwrap();
+    rows.store(0, Ordering::Relaxed);
+    let lines = engine.proposals().ledger(mine).unwrap().len();
+    (lines, rows.load(Ordering::Relaxed))
+}
+
+#[test]
+fn a_hermit_ledger_is_read_from_its_own_events_not_the_whole_log() {
+    let (lines, alone) = ledger_reads(0);
+    let (same, beside) = ledger_reads(1_000);
+    assert_eq!((lines, same), (3, 3), "three micro-queued lines");
+    assert_eq!(beside, alone, "the ledger read {beside} rows beside 1,000 other lines");
 }

@@ -21,7 +21,7 @@ use super::micro::{check_mp_id, check_resolve, decide_brief_cycle, decide_nudge}
 use super::micro::{decide_queue, decide_resolve, mp_date, MicroInput, ResolveInput, MP_SEQ_KIND};
 use super::moves::{check_event, decide_event, decide_move, decide_patch, event_refused};
 use super::moves::{MoveInput, PatchInput};
-use super::project::ledger_line;
+use super::project::{ledger_line, LEDGER_KIND};
 use super::props::PROP_FILE_BYTES_MAX;
 use super::props::{check_prop_file, decide_create, render_index, resolve_id};
 use super::props::{CreateInput, INDEX_ID, INDEX_KIND};
@@ -30,7 +30,6 @@ use crate::kernel::compat::stamp::{stamp_ms, stamp_s, zoned, zoned_stamp};
 use crate::kernel::doc::{read_doc, read_docs};
 use crate::kernel::error::{Error, Result};
 use crate::kernel::storage::ReadTxn;
-use crate::kernel::view::read_head;
 use crate::kernel::write::Kernel;
 use crate::legacy::root::Root;
 
@@ -111,20 +110,30 @@ pub(crate) fn read_index(txn: &dyn ReadTxn, scope: &str) -> Result<Option<IndexD
     read_doc(txn, scope, INDEX_KIND, INDEX_ID)
 }
 
-/// The ledger of a scope, rendered from its events in log order.
+/// The ledger of a scope, rendered from its events in log order: the ledger index names them,
+/// so the cost grows with the scope's ledger, not with the log.
 pub(crate) fn ledger_lines(txn: &dyn ReadTxn, scope: &str) -> Result<Vec<String>> {
-    let head = read_head(txn)?;
     let mut lines = Vec::new();
-    txn.events(1, head.seq, &mut |seq, bytes| {
+    for (id, _) in read_docs::<bool>(txn, scope, LEDGER_KIND)? {
+        let seq: u64 = id
+            .parse()
+            .map_err(|_| Error::Corrupt(format!("ledger index of {scope}: bad seq {id:?}")))?;
+        let bytes = txn
+            .event(seq)?
+            .ok_or_else(|| Error::Corrupt(format!("ledger index of {scope} names seq {seq}")))?;
         let event =
-            decode_event(bytes).map_err(|e| Error::ChainBroken { seq, why: e.to_string() })?;
-        if event.content.scope == scope {
-            if let Body::Proposals(body) = &event.content.body {
+            decode_event(&bytes).map_err(|e| Error::ChainBroken { seq, why: e.to_string() })?;
+        match &event.content.body {
+            Body::Proposals(body) if event.content.scope == scope => {
                 lines.extend(ledger_line(body));
             }
+            _ => {
+                return Err(Error::Corrupt(format!(
+                    "ledger index of {scope} names seq {seq}, another scope's or domain's event"
+                )))
+            }
         }
-        Ok(true)
-    })?;
+    }
     Ok(lines)
 }
 

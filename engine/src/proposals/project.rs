@@ -26,7 +26,11 @@ pub(crate) struct ProposalsProjection;
 impl Projection for ProposalsProjection {
     fn touched_keys(&self, event: &Event) -> Vec<ViewKey> {
         match &event.content.body {
-            Body::Proposals(body) => touched_keys(&event.content.scope, body),
+            Body::Proposals(body) => {
+                let mut keys = touched_keys(&event.content.scope, body);
+                keys.extend(ledger_key(&event.content.scope, event.seq, body));
+                keys
+            }
             _ => Vec::new(),
         }
     }
@@ -34,6 +38,9 @@ impl Projection for ProposalsProjection {
     fn apply(&self, views: &mut dyn ViewAccess, event: &Event) {
         if let Body::Proposals(body) = &event.content.body {
             apply(views, &event.content.scope, body);
+            if let Some(key) = ledger_key(&event.content.scope, event.seq, body) {
+                put_doc(views, key, &true);
+            }
         }
     }
 
@@ -43,6 +50,17 @@ impl Projection for ProposalsProjection {
             _ => Map::new(),
         }
     }
+}
+
+/// Row kind of the ledger index (id: the seq of an event that stands for a ledger line, 20
+/// digits): the ledger file is rendered from these events, not from a walk of the whole log.
+pub(crate) const LEDGER_KIND: &str = "proposals.ledger";
+/// Digits of a zero-padded `u64`, so ids sort as the numbers do.
+const SEQ_DIGITS: usize = 20;
+
+/// The ledger index row of an event that stands for a ledger line.
+fn ledger_key(scope: &str, seq: u64, event: &ProposalsEvent) -> Option<ViewKey> {
+    ledger_line(event).map(|_| doc_key(scope, LEDGER_KIND, &format!("{seq:0w$}", w = SEQ_DIGITS)))
 }
 
 /// The ledger line an event stands for, if any: compact JSON with `ts` first, as upstream's
