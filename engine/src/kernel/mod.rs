@@ -8,6 +8,7 @@
 //! Knows no domain and no backend: domains import the kernel, never the other way round.
 
 pub(crate) mod anchor;
+pub(crate) mod batch;
 pub(crate) mod call;
 pub(crate) mod compat;
 pub(crate) mod doc;
