@@ -25,7 +25,7 @@ pub(crate) const PERSISTENT_K: [usize; 5] = [1, 2, 4, 8, 16];
 /// CLI processes through the server per round.
 pub(crate) const CLI_K: [usize; 4] = [1, 2, 4, 8];
 /// Items each persistent round drains (times BENCH_SCALE).
-pub(crate) const PERSISTENT_ITEMS: usize = 4000;
+pub(crate) const PERSISTENT_ITEMS: usize = 1000;
 /// Items each CLI round drains (times BENCH_SCALE): as many as the direct rounds.
 pub(crate) const CLI_ITEMS: usize = 200;
 /// How long the server may take to say it listens.

@@ -116,19 +116,15 @@ test("an idempotency key replays the first answer", async () => {
 
 test("stdin is sent when the verb asks for it", async () => {
   const hs = await connect({ db });
-  const stdin = JSON.stringify({ session_id: "s-node", hook_event_name: "SessionStart" });
-  const put = await hs.call(["kv", "put", "payload", "-"], { stdin: '{"from":"stdin"}' });
-  if (put.exit === 0) {
-    const got = await hs.call(["kv", "get", "payload"]);
-    assert.deepEqual(got.result.value, { from: "stdin" });
-  } else {
-    // kv put takes its value as an argument; a verb that reads stdin is the observer's append.
-    const rows = await hs.call(["--scope", "observer:s-node", "observer", "append"], {
-      stdin: JSON.stringify([{ kind: "note", text: stdin }]),
-    });
-    assert.equal(rows.exit, 0, rows.stderr);
-  }
-  hs.close();
+  const put = await hs.call(["kv", "put", "payload", "--stdin"], { stdin: '{"from":"stdin"}' });
+  assert.equal(put.exit, 0, put.stderr);
+  const got = await hs.call(["kv", "get", "payload"]);
+  assert.deepEqual(got.result.value, { from: "stdin" });
+  // Without stdin to give, the client closes and nothing is written.
+  await assert.rejects(hs.run(["kv", "put", "other", "--stdin"]), /reads stdin/);
+  const after = await connect({ db });
+  assert.equal((await after.call(["kv", "get", "other"])).result.found, false);
+  after.close();
 });
 
 test("usage errors and refusals are replies, protocol errors are ServeErrors", async () => {
