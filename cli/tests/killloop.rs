@@ -13,6 +13,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -31,6 +32,8 @@ const SERVER_LIFE_MS_MIN: u64 = 100;
 const SERVER_LIFE_MS_MAX: u64 = 1500;
 /// How long the supervisor waits for a server's counters before its kill.
 const STATS_WAIT_MS: u64 = 500;
+/// How often the supervisor looks at its stop flag while a server lives, in ms.
+const SUPERVISOR_TICK_MS: u64 = 20;
 /// Concurrent workers, each running one process at a time.
 const WORKERS: u64 = 8;
 /// Share of invocations that get SIGKILL, in percent.
@@ -479,17 +482,17 @@ fn kill_loop_mixed_direct_and_served_loses_nothing() {
 
 /// What the server supervisor of a served kill loop did.
 #[derive(Debug, Default)]
-struct ServerTally {
-    starts: u64,
-    kills: u64,
+pub(crate) struct ServerTally {
+    pub(crate) starts: u64,
+    pub(crate) kills: u64,
     /// Starts that did not end in serving (an exit before the kill, other than by it).
-    failed_starts: Vec<String>,
+    pub(crate) failed_starts: Vec<String>,
     /// The last server's exit on SIGTERM (`Some(0)` when it stopped cleanly).
-    last_exit: Option<i32>,
+    pub(crate) last_exit: Option<i32>,
     /// Requests and durable commits the servers reported just before their end (a server that
     /// did not answer the question in time is not counted).
-    requests: u64,
-    commits: u64,
+    pub(crate) requests: u64,
+    pub(crate) commits: u64,
 }
 
 /// Asks the server of `db` for its counters: (requests, commits).
@@ -504,10 +507,11 @@ fn server_counts(db: &Path) -> Option<(u64, u64)> {
     }
 }
 
-/// Keeps a `hookstate serve` on `db` until `deadline`, SIGKILLing each one after a random
+/// Keeps a `hookstate serve` on `db` until `stop` is set, SIGKILLing each one after a random
 /// `SERVER_LIFE_MS_MIN..=SERVER_LIFE_MS_MAX` ms and starting the next at once; the last one is
-/// stopped with SIGTERM.
-fn supervise(db: &Path, seed: u64, deadline: Instant) -> ServerTally {
+/// stopped with SIGTERM. Also used by the served linearizability test.
+pub(crate) fn supervise(db: &Path, seed: u64, stop: &AtomicBool) -> ServerTally {
+    let deadline = || stop.load(Ordering::SeqCst);
     let mut rng = Rng(seed ^ 0x5e72_7665);
     let mut tally = ServerTally::default();
     loop {
@@ -527,7 +531,7 @@ fn supervise(db: &Path, seed: u64, deadline: Instant) -> ServerTally {
             let out = child.wait_with_output().unwrap();
             let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
             tally.failed_starts.push(format!("exit {}: {stderr}", out.status));
-            if Instant::now() >= deadline {
+            if deadline() {
                 return tally;
             }
             continue;
@@ -535,8 +539,11 @@ fn supervise(db: &Path, seed: u64, deadline: Instant) -> ServerTally {
         let life = Duration::from_millis(
             SERVER_LIFE_MS_MIN + rng.below(SERVER_LIFE_MS_MAX - SERVER_LIFE_MS_MIN + 1),
         );
-        let last = Instant::now() + life >= deadline;
-        std::thread::sleep(life.min(deadline.saturating_duration_since(Instant::now())));
+        let born = Instant::now();
+        while born.elapsed() < life && !deadline() {
+            std::thread::sleep(Duration::from_millis(SUPERVISOR_TICK_MS));
+        }
+        let last = deadline();
         if let Some((requests, commits)) = server_counts(db) {
             tally.requests += requests;
             tally.commits += commits;
@@ -561,6 +568,16 @@ fn supervise(db: &Path, seed: u64, deadline: Instant) -> ServerTally {
     }
 }
 
+/// Runs [`supervise`] on its own thread until the returned flag is set.
+pub(crate) fn start_supervisor(
+    db: &Path,
+    seed: u64,
+) -> (Arc<AtomicBool>, std::thread::JoinHandle<ServerTally>) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let (db, flag) = (db.to_path_buf(), Arc::clone(&stop));
+    (stop, std::thread::spawn(move || supervise(&db, seed, &flag)))
+}
+
 /// One kill loop: with `served` = `Some(direct)`, a supervised server runs beside the workers
 /// and workers `0..direct` never look for it.
 fn kill_loop(name: &str, budget: Duration, served: Option<u64>) {
@@ -568,12 +585,12 @@ fn kill_loop(name: &str, budget: Duration, served: Option<u64>) {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("state.redb");
     setup(&db);
-    let supervisor = served.map(|_| {
-        let (db, deadline) = (db.clone(), Instant::now() + budget);
-        std::thread::spawn(move || supervise(&db, seed, deadline))
-    });
+    let supervisor = served.map(|_| start_supervisor(&db, seed));
     let mut tally = run_workers(&db, seed, budget, served.unwrap_or(WORKERS));
-    let server = supervisor.map(|s| s.join().unwrap());
+    let server = supervisor.map(|(stop, thread)| {
+        stop.store(true, Ordering::SeqCst);
+        thread.join().unwrap()
+    });
     let verify = hookstate(&db).arg("verify").output().unwrap();
     let log = read_log(&db);
     let lost = lost_acked(&tally.ok, &log);
