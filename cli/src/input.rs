@@ -52,8 +52,7 @@ pub(crate) fn read_stdin_bytes() -> Result<Vec<u8>, CliError> {
         thread::spawn(move || {
             let mut bytes = Vec::new();
             let limit = STDIN_BYTES_MAX as u64 + 1;
-            let result =
-                std::io::stdin().lock().take(limit).read_to_end(&mut bytes).map(|_| bytes);
+            let result = std::io::stdin().lock().take(limit).read_to_end(&mut bytes).map(|_| bytes);
             let _ = tx.send(result);
         });
         match rx.recv_timeout(Duration::from_millis(STDIN_DEADLINE_MS)) {
@@ -68,8 +67,8 @@ pub(crate) fn read_stdin_bytes() -> Result<Vec<u8>, CliError> {
             op: "read stdin".into(),
             source: std::io::Error::new(*kind, text.clone()),
         }),
-        StdinRead::TimedOut => Err(CliError::Invalid(format!(
-            "stdin was not closed within {STDIN_DEADLINE_MS} ms"
-        ))),
+        StdinRead::TimedOut => {
+            Err(CliError::Invalid(format!("stdin was not closed within {STDIN_DEADLINE_MS} ms")))
+        }
     }
 }

@@ -203,14 +203,15 @@ impl Call {
         SERVED.with(|s| *s.borrow_mut() = Some(served));
         crate::output::start_call();
         crate::request::start_call(Some(self.args.clone()));
-        let exit = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            crate::run_parsed(&self.cli)
-        }))
-        .unwrap_or_else(|panic| {
-            let line = with(|s| s.panicked.take()).flatten().unwrap_or_else(|| panic_text(&*panic));
-            let _ = writeln!(crate::output::stderr(), "hookstate: {line}");
-            crate::exit::CORRUPT
-        });
+        let exit =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| crate::run_parsed(&self.cli)))
+                .unwrap_or_else(|panic| {
+                    let line = with(|s| s.panicked.take())
+                        .flatten()
+                        .unwrap_or_else(|| panic_text(&*panic));
+                    let _ = writeln!(crate::output::stderr(), "hookstate: {line}");
+                    crate::exit::CORRUPT
+                });
         let served = SERVED.with(|s| s.borrow_mut().take());
         let Some(served) = served else {
             return Ran { exit, stdout: Vec::new(), stderr: Vec::new(), stopped: None };
@@ -376,9 +377,10 @@ impl ServedCli {
     ) -> Result<(), String> {
         let named = match &cli.db {
             Some(db) => Some(db.clone()),
-            None => env.get("HOME").filter(|h| !h.is_empty()).map(|home| {
-                PathBuf::from(home).join(crate::cmd::DEFAULT_DB)
-            }),
+            None => env
+                .get("HOME")
+                .filter(|h| !h.is_empty())
+                .map(|home| PathBuf::from(home).join(crate::cmd::DEFAULT_DB)),
         };
         let Some(named) = named else {
             cli.db = Some(self.store.clone());
@@ -408,7 +410,8 @@ fn usage(err: &clap::Error) -> Parsed {
         return Parsed::NotServed("help and version are printed by the client".into());
     }
     let mut stderr = Vec::new();
-    let _ = writeln!(stderr, "hookstate: usage: {}", crate::output::one_line(&crate::usage_line(err)));
+    let _ =
+        writeln!(stderr, "hookstate: usage: {}", crate::output::one_line(&crate::usage_line(err)));
     let stderr = String::from_utf8_lossy(&stderr).into_owned();
     Parsed::Answer(Reply { id: 0, exit: crate::exit::USAGE, stdout: String::new(), stderr })
 }

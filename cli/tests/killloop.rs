@@ -663,7 +663,11 @@ fn kill_loop(name: &str, budget: Duration, served: Option<u64>) {
     }
     assert!(tally.fail > 0, "no refusal was seen");
     if let Some(server) = server {
-        assert!(server.failed_starts.is_empty(), "servers that failed: {:#?}", server.failed_starts);
+        assert!(
+            server.failed_starts.is_empty(),
+            "servers that failed: {:#?}",
+            server.failed_starts
+        );
         assert!(server.kills > 0, "no server was killed");
         assert!(server.requests > 0 && server.commits > 0, "no call went through a server");
         assert_eq!(server.last_exit, Some(0), "the last server did not stop cleanly on SIGTERM");

@@ -133,7 +133,8 @@ fn client(socket: &Path, id: usize) -> Result<(Vec<Claimed>, usize), String> {
     let mut claims = Vec::new();
     let mut errors = 0;
     for n in 0.. {
-        let run = Run { id: n, argv: argv.clone(), pid: Some(std::process::id()), ..Run::default() };
+        let run =
+            Run { id: n, argv: argv.clone(), pid: Some(std::process::id()), ..Run::default() };
         let start = Instant::now();
         let answer = client.run(&run, &mut || None, start + ANSWER_WAIT);
         let latency = start.elapsed();
@@ -314,10 +315,8 @@ pub(crate) fn rows(served: &Served, fsync_per_s: f64, direct: &[Concurrent]) {
     }
     for round in &served.cli {
         let rate = per_second(round.claims, round.elapsed);
-        let direct_rate = direct
-            .iter()
-            .find(|c| c.k == round.k)
-            .map_or(0.0, |c| per_second(c.claims, c.elapsed));
+        let direct_rate =
+            direct.iter().find(|c| c.k == round.k).map_or(0.0, |c| per_second(c.claims, c.elapsed));
         row(
             &format!("K={} CLI processes through serve", round.k),
             &format!("{rate:.0}/s"),

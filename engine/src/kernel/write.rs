@@ -257,7 +257,8 @@ impl Kernel {
             Some(plan) => Ok(plan),
             None => decide(txn),
         };
-        let outcome = self.run_call(&mut *txn, head, call, decide).map_err(|failed| failed.error)?;
+        let outcome =
+            self.run_call(&mut *txn, head, call, decide).map_err(|failed| failed.error)?;
         if outcome.appended > 0 {
             txn.put_meta(META_HEAD, &encode_head(&outcome.head))?;
             #[cfg(feature = "bugdrill")]

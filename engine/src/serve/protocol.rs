@@ -350,9 +350,11 @@ mod tests {
             pid: 1,
             db: "/s.redb".into(),
         };
-        let reply = ServerFrame::Reply(Reply { id: 3, exit: 1, stdout: "x\n".into(), ..Reply::default() });
+        let reply =
+            ServerFrame::Reply(Reply { id: 3, exit: 1, stdout: "x\n".into(), ..Reply::default() });
         let need = ServerFrame::NeedStdin { id: 3, need: "stdin".into() };
-        let error = ServerFrame::Error { id: None, error: ErrorCode::BadRequest, message: "m".into() };
+        let error =
+            ServerFrame::Error { id: None, error: ErrorCode::BadRequest, message: "m".into() };
         for frame in [hello, reply, need, error] {
             let back: ServerFrame = serde_json::from_slice(&encode(&frame)).unwrap();
             assert_eq!(back, frame);

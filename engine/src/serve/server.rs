@@ -264,7 +264,8 @@ fn bind(path: &Path) -> Result<UnixListener, Error> {
     check_socket_dir(path)?;
     match std::fs::symlink_metadata(path) {
         Ok(meta) if meta.file_type().is_socket() => {
-            std::fs::remove_file(path).map_err(|e| Error::io("remove the stale socket", path, e))?;
+            std::fs::remove_file(path)
+                .map_err(|e| Error::io("remove the stale socket", path, e))?;
         }
         Ok(_) => {
             return Err(Error::Invalid(format!(
@@ -293,7 +294,8 @@ fn check_socket_dir(path: &Path) -> Result<(), Error> {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
-    let meta = std::fs::metadata(dir).map_err(|e| Error::io("stat the socket directory", dir, e))?;
+    let meta =
+        std::fs::metadata(dir).map_err(|e| Error::io("stat the socket directory", dir, e))?;
     let me = rustix::process::geteuid().as_raw();
     if meta.uid() != me || meta.mode() & 0o022 != 0 {
         return Err(Error::UnsafePath {
@@ -316,7 +318,8 @@ fn accept_loop(
     while !shared.stopping() {
         threads.retain(|t| !t.is_finished());
         if let Some(idle) = idle_exit {
-            let quiet_us = shared.now_us().saturating_sub(shared.last_request_us.load(Ordering::SeqCst));
+            let quiet_us =
+                shared.now_us().saturating_sub(shared.last_request_us.load(Ordering::SeqCst));
             if shared.in_flight.load(Ordering::SeqCst) == 0
                 && Duration::from_micros(quiet_us) >= idle
             {
@@ -413,7 +416,11 @@ fn connection(
             Ok(payload) => payload,
             Err(FrameError::TooLarge { len, max }) => {
                 let message = format!("a request of {len} bytes is over the limit of {max}");
-                let _ = stream.send(&ServerFrame::Error { id: None, error: ErrorCode::TooLarge, message });
+                let _ = stream.send(&ServerFrame::Error {
+                    id: None,
+                    error: ErrorCode::TooLarge,
+                    message,
+                });
                 return;
             }
             Err(_) => return,
@@ -452,7 +459,12 @@ fn wait_readable(shared: &Shared, stream: &UnixStream) -> bool {
 }
 
 /// Handles one request frame; `false` when the connection must close.
-fn request(shared: &Arc<Shared>, stream: &mut Conn, payload: &[u8], jobs: &Sender<Pending>) -> bool {
+fn request(
+    shared: &Arc<Shared>,
+    stream: &mut Conn,
+    payload: &[u8],
+    jobs: &Sender<Pending>,
+) -> bool {
     let run = match decode_request(payload) {
         Ok(ClientFrame::Run(run)) => run,
         Ok(ClientFrame::Stats { id }) => {
@@ -487,7 +499,9 @@ fn request(shared: &Arc<Shared>, stream: &mut Conn, payload: &[u8], jobs: &Sende
             } else {
                 match answered.recv() {
                     Ok(Ok(reply)) => ServerFrame::Reply(Reply { id, ..reply }),
-                    Ok(Err((error, message))) => ServerFrame::Error { id: Some(id), error, message },
+                    Ok(Err((error, message))) => {
+                        ServerFrame::Error { id: Some(id), error, message }
+                    }
                     Err(_) => {
                         let message = "the writer stopped before it answered".to_owned();
                         ServerFrame::Error { id: Some(id), error: ErrorCode::CommitFailed, message }

@@ -143,7 +143,8 @@ fn commit(shared: &Shared, mut batch: Vec<Pending>) {
         }
         Err(err) => {
             shared.stop(Stop::CommitFailed);
-            let message = format!("the batch's commit failed ({err}): the call's effect is unknown");
+            let message =
+                format!("the batch's commit failed ({err}): the call's effect is unknown");
             for pending in batch {
                 let _ = pending.answer.send(Err((ErrorCode::CommitFailed, message.clone())));
             }
