@@ -217,3 +217,119 @@ fn a_second_server_names_the_first_and_exits_non_zero() {
     assert_eq!(exit, Some(0));
     assert!(!Path::new(&format!("{}.sock", db.display())).exists(), "the socket is removed");
 }
+
+/// Persistent clients hammering one server: its writes are committed in batches (the server's
+/// largest batch holds more than one call), and inside them every compare-and-swap and every
+/// idempotency key behaves as per call — no item claimed twice, each revision of a contended
+/// record won once, a key shared by every client applied once, and a refusal in a batch does not
+/// disturb the calls beside it.
+#[test]
+fn group_commit_keeps_every_compare_and_swap_and_key() {
+    use hookstate_engine::{socket_path, Answer, Client, ClientFrame, Run, ServerFrame};
+    use std::time::{Duration, Instant};
+    const CLIENTS: usize = 12;
+    const ITEMS: usize = 60;
+    const ROUNDS: usize = 10;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("state.redb");
+    for n in 0..ITEMS {
+        let out = call(&db, dir.path(), &["queue", "push", "q", &format!("i{n}")], None, true);
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+    }
+    let (server, _) = start_server(&db);
+    let socket = socket_path(&db);
+    let wait = Duration::from_secs(30);
+    let run = |client: &mut Client, id: u64, argv: &[String]| -> (u8, Value) {
+        let request = Run { id, argv: argv.to_vec(), ..Run::default() };
+        match client.run(&request, &mut || None, Instant::now() + wait).unwrap() {
+            Answer::Reply(reply) => {
+                (reply.exit, serde_json::from_str(&reply.stdout).unwrap_or(Value::Null))
+            }
+            Answer::Error { error, message } => panic!("{error:?}: {message}"),
+        }
+    };
+    let results: Vec<Vec<(String, u8, Value)>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..CLIENTS)
+            .map(|c| {
+                let (socket, run) = (&socket, &run);
+                s.spawn(move || {
+                    let mut client = Client::connect(socket, wait).unwrap();
+                    let mut seen = Vec::new();
+                    let holder = format!("c{c}");
+                    let strings = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+                    for round in 0..ROUNDS {
+                        let id = (round * 4) as u64;
+                        let claim = strings(&["queue", "claim", "q", "--holder", &holder]);
+                        let (code, v) = run(&mut client, id, &claim);
+                        seen.push(("claim".to_owned(), code, v));
+                        // Every client races for the next revision of one record.
+                        let (_, got) = run(&mut client, id + 1, &strings(&["kv", "get", "hot"]));
+                        let rev = got["rev"].as_u64().unwrap_or(0).to_string();
+                        let value = format!("{{\"c\":{c}}}");
+                        let put = strings(&["kv", "put", "hot", &value, "--expect-rev", &rev]);
+                        let (code, v) = run(&mut client, id + 2, &put);
+                        seen.push(("put".to_owned(), code, v));
+                        // One key per round, shared by every client: applied once.
+                        let key = format!("round-{round}");
+                        let add = strings(&["--idem-key", &key, "counter", "add", "c", "1"]);
+                        let (code, v) = run(&mut client, id + 3, &add);
+                        seen.push(("add".to_owned(), code, v));
+                    }
+                    seen
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let mut stats_client = Client::connect(&socket, wait).unwrap();
+    stats_client.send(&ClientFrame::Stats { id: 1 }).unwrap();
+    let ServerFrame::Stats { stats, .. } = stats_client.receive(Instant::now() + wait).unwrap()
+    else {
+        panic!("no stats");
+    };
+    drop(stats_client);
+    let (exit, _) = stop_server(server);
+    assert_eq!(exit, Some(0));
+    let all: Vec<&(String, u8, Value)> = results.iter().flatten().collect();
+    let mut items = std::collections::BTreeMap::new();
+    for (_, code, v) in all.iter().filter(|(verb, _, _)| verb == "claim") {
+        assert_eq!(*code, 0, "{v}");
+        if v["claimed"] == true {
+            *items.entry(v["item"].as_str().unwrap().to_owned()).or_insert(0) += 1;
+        }
+    }
+    let doubles: Vec<_> = items.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(doubles.is_empty(), "items claimed twice: {doubles:?}");
+    assert_eq!(items.len(), ITEMS.min(CLIENTS * ROUNDS), "every item claimed once");
+    let mut revs = std::collections::BTreeMap::new();
+    let (mut won, mut lost) = (0, 0);
+    for (_, code, v) in all.iter().filter(|(verb, _, _)| verb == "put") {
+        match code {
+            0 => {
+                won += 1;
+                *revs.entry(v["rev"].as_u64().unwrap()).or_insert(0) += 1;
+            }
+            1 => {
+                assert_eq!(v["refused"], "rev_mismatch", "{v}");
+                lost += 1;
+            }
+            other => panic!("put exit {other}: {v}"),
+        }
+    }
+    assert!(revs.values().all(|n| *n == 1), "a revision won twice: {revs:?}");
+    assert_eq!(revs.len(), won, "revisions won");
+    let adds: Vec<_> = all.iter().filter(|(verb, _, _)| verb == "add").collect();
+    assert!(adds.iter().all(|(_, code, _)| *code == 0), "{adds:?}");
+    let counter = call(&db, dir.path(), &["counter", "get", "c"], None, true);
+    let value: Value = serde_json::from_slice(&counter.stdout).unwrap();
+    assert_eq!(value["value"], ROUNDS as u64, "one add per shared key: {value}");
+    println!(
+        "group commit clients={CLIENTS} writes={} commits={} batch_max={} batch_sizes={:?} \
+         cas_won={won} cas_lost={lost}",
+        stats.writes, stats.commits, stats.batch_max, stats.batch_sizes
+    );
+    assert!(stats.batch_max > 1, "no batch held two calls: {stats:?}");
+    assert!(stats.commits < stats.writes, "every write had its own commit: {stats:?}");
+    let verify = call(&db, dir.path(), &["verify"], None, true);
+    assert_eq!(verify.status.code(), Some(0), "{verify:?}");
+}
