@@ -256,7 +256,8 @@ fn group_commit_keeps_every_compare_and_swap_and_key() {
                     let mut client = Client::connect(socket, wait).unwrap();
                     let mut seen = Vec::new();
                     let holder = format!("c{c}");
-                    let strings = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+                    let strings =
+                        |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
                     for round in 0..ROUNDS {
                         let id = (round * 4) as u64;
                         let claim = strings(&["queue", "claim", "q", "--holder", &holder]);
@@ -332,4 +333,127 @@ fn group_commit_keeps_every_compare_and_swap_and_key() {
     assert!(stats.commits < stats.writes, "every write had its own commit: {stats:?}");
     let verify = call(&db, dir.path(), &["verify"], None, true);
     assert_eq!(verify.status.code(), Some(0), "{verify:?}");
+}
+
+/// The socket's safety bounds (issue 14, deliverable 5), against a real server: a frame that
+/// announces more than the request bound is answered `too_large` and the connection closed
+/// unread; a client that starts a frame and goes silent is cut off at the request deadline;
+/// one connection past the bound is answered `busy`; and after all of it the server still
+/// answers a call.
+#[test]
+fn the_socket_bounds_its_clients_and_keeps_serving() {
+    use hookstate_engine::{
+        socket_path, Client, CONNECTIONS_MAX, REQUEST_BYTES_MAX, REQUEST_READ_MS,
+    };
+    use std::io::Read;
+    use std::os::unix::net::UnixStream;
+    use std::time::{Duration, Instant};
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("state.redb");
+    let (server, _) = start_server(&db);
+    let socket = socket_path(&db);
+    let wait = Duration::from_secs(10);
+    let hello = |stream: &mut UnixStream| -> Vec<u8> {
+        let mut header = [0u8; 4];
+        stream.read_exact(&mut header).unwrap();
+        let mut payload = vec![0u8; u32::from_be_bytes(header) as usize];
+        stream.read_exact(&mut payload).unwrap();
+        payload
+    };
+    // Too large: the header alone is enough.
+    let mut big = UnixStream::connect(&socket).unwrap();
+    big.set_read_timeout(Some(wait)).unwrap();
+    hello(&mut big);
+    let len = u32::try_from(REQUEST_BYTES_MAX + 1).unwrap();
+    big.write_all(&len.to_be_bytes()).unwrap();
+    let answer: Value = serde_json::from_slice(&hello(&mut big)).unwrap();
+    assert_eq!(answer["error"], "too_large", "{answer}");
+    let mut rest = Vec::new();
+    assert_eq!(big.read_to_end(&mut rest).unwrap(), 0, "the connection is closed");
+    // Silent mid-frame: cut off at the deadline, not before, and well before a minute.
+    let mut slow = UnixStream::connect(&socket).unwrap();
+    slow.set_read_timeout(Some(Duration::from_millis(REQUEST_READ_MS * 3))).unwrap();
+    hello(&mut slow);
+    let started = Instant::now();
+    slow.write_all(&[0, 0, 1, 0, b'{']).unwrap();
+    let mut rest = Vec::new();
+    let read = slow.read_to_end(&mut rest);
+    let took = started.elapsed();
+    assert!(read.is_ok() && rest.is_empty(), "closed without an answer: {read:?} {rest:?}");
+    assert!(took >= Duration::from_millis(REQUEST_READ_MS - 100), "cut off early: {took:?}");
+    assert!(took < Duration::from_millis(REQUEST_READ_MS * 2), "cut off late: {took:?}");
+    // The connection bound: CONNECTIONS_MAX held open, the next one is told busy.
+    let held: Vec<Client> =
+        (0..CONNECTIONS_MAX).map(|_| Client::connect(&socket, wait).unwrap()).collect();
+    let refused = Client::connect(&socket, wait).unwrap_err();
+    assert!(refused.to_string().contains("connections are open"), "{refused}");
+    drop(held);
+    // Still serving.
+    let deadline = Instant::now() + wait;
+    let client = loop {
+        match Client::connect(&socket, wait) {
+            Ok(client) => break client,
+            Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
+            Err(e) => panic!("the server stopped serving: {e}"),
+        }
+    };
+    let mut client = client;
+    let run = hookstate_engine::Run {
+        id: 5,
+        argv: vec!["kv".into(), "get".into(), "k".into()],
+        ..Default::default()
+    };
+    match client.run(&run, &mut || None, Instant::now() + wait).unwrap() {
+        hookstate_engine::Answer::Reply(reply) => assert_eq!(reply.exit, 0, "{reply:?}"),
+        other => panic!("{other:?}"),
+    }
+    drop(client);
+    let (exit, last) = stop_server(server);
+    assert_eq!(exit, Some(0));
+    assert!(last["stats"]["refused"].as_u64().unwrap() >= 1, "{last}");
+}
+
+/// A peer of another uid is refused by its credentials, before anything is read, even when the
+/// socket's mode would let it connect (the test loosens it; the server never does). Runs where
+/// the test can switch user (as root, with `setpriv`); elsewhere it says so and checks only
+/// that the socket is 0600.
+#[test]
+fn a_peer_of_another_uid_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
+    let db = dir.path().join("state.redb");
+    let (server, _) = start_server(&db);
+    let socket = hookstate_engine::socket_path(&db);
+    let mode = std::fs::metadata(&socket).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "the socket's mode");
+    let root = std::process::Command::new("id").arg("-u").output().unwrap();
+    let can_switch = String::from_utf8_lossy(&root.stdout).trim() == "0"
+        && Path::new("/usr/bin/setpriv").exists();
+    if can_switch {
+        std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o666)).unwrap();
+        // As nobody, through node: connect and print the first frame the server sends.
+        let script = format!(
+            "const s=require('net').createConnection({:?});let b=Buffer.alloc(0);\
+             s.on('data',d=>{{b=Buffer.concat([b,d]);}});s.on('close',()=>{{\
+             console.log(b.subarray(4).toString());}});",
+            socket.display().to_string()
+        );
+        let out = std::process::Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "node", "-e", &script])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        let answer: Value = serde_json::from_str(text.trim())
+            .unwrap_or_else(|e| panic!("{text:?} {:?}: {e}", String::from_utf8_lossy(&out.stderr)));
+        assert_eq!(answer["error"], "refused", "{answer}");
+        assert!(answer["message"].as_str().unwrap().contains("uid 65534"), "{answer}");
+    } else {
+        println!("peer uid: cannot switch user here; checked the socket's mode only");
+    }
+    let (exit, last) = stop_server(server);
+    assert_eq!(exit, Some(0));
+    if can_switch {
+        assert_eq!(last["stats"]["refused"], 1, "{last}");
+    }
 }
