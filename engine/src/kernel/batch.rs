@@ -13,38 +13,17 @@
 //! row) taints the batch: the writer must abort it and run its calls again one by one. Does not
 //! know what a call is for, nor any socket; `serve` does.
 
-use std::thread::{self, ThreadId};
+use std::thread;
 use std::time::Instant;
 
-use hookstate_schema::format::{encode_head, Head, META_HEAD};
+use hookstate_schema::format::{encode_head, META_HEAD};
 
+use crate::kernel::batch_state::{Batch, BatchReport};
 use crate::kernel::call::{Call, Outcome, Plan};
 use crate::kernel::error::{Error, Result};
-use crate::kernel::storage::{ReadTxn, WriteTxn};
+use crate::kernel::storage::ReadTxn;
 use crate::kernel::view::read_head;
 use crate::kernel::write::Kernel;
-
-/// The open batch: its transaction (taken out while a call runs in it), its head, and what it
-/// did so far.
-pub(crate) struct Batch {
-    /// The one thread whose writes join the batch (a server's writer).
-    owner: ThreadId,
-    /// `None` while a call runs in it, and for good once a call tainted it.
-    txn: Option<Box<dyn WriteTxn + Send>>,
-    head: Head,
-    report: BatchReport,
-}
-
-/// What a batch did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct BatchReport {
-    /// Calls that reached the write path inside the batch.
-    pub(crate) calls: u32,
-    /// Events they appended.
-    pub(crate) appended: u64,
-    /// A call failed after it wrote: the batch must not commit.
-    pub(crate) tainted: bool,
-}
 
 /// How a batch ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -9,6 +9,7 @@
 
 pub(crate) mod anchor;
 pub(crate) mod batch;
+pub(crate) mod batch_state;
 pub(crate) mod call;
 pub(crate) mod compat;
 pub(crate) mod doc;

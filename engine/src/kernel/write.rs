@@ -20,7 +20,7 @@ use hookstate_schema::format::{
 use hookstate_schema::{validate_id, validate_scope, Body, Event, EventContent};
 
 use crate::kernel::anchor::{self, AnchorState, Identity};
-use crate::kernel::batch::Batch;
+use crate::kernel::batch_state::Batch;
 use crate::kernel::call::{Call, Outcome, Plan};
 use crate::kernel::error::{Error, Result};
 use crate::kernel::limits::{EVENT_BYTES_MAX, STORED_RESULT_BYTES_MAX};
@@ -38,7 +38,7 @@ pub(crate) struct Kernel {
     wait: Duration,
     pub(super) poisoned: AtomicBool,
     warning_sink: OnceLock<WarningSink>,
-    /// The open batch of a server's writer thread, if any (`kernel::batch`).
+    /// The open batch of a server's writer thread, if any (`kernel::batch_state`).
     pub(super) batch: Mutex<Option<Batch>>,
 }
 

@@ -12,6 +12,7 @@ mod client;
 mod lock;
 mod protocol;
 mod server;
+mod shared;
 mod writer;
 
 pub use self::client::{socket_path, Answer, Client};
@@ -21,7 +22,8 @@ pub use self::protocol::{
     REPLY_BYTES_MAX, REQUEST_BYTES_MAX,
 };
 pub use self::server::{
-    serve, Handler, Job, Prepared, ServeOptions, ServeReport, Serving, StdinSource,
-    CONNECTIONS_MAX, CONNECTION_IDLE_MS, HELLO_WAIT_MS, REQUEST_READ_MS, STDIN_WAIT_MS,
+    serve, ServeOptions, ServeReport, Serving, CONNECTIONS_MAX, CONNECTION_IDLE_MS, HELLO_WAIT_MS,
+    REQUEST_READ_MS, STDIN_WAIT_MS,
 };
+pub use self::shared::{Handler, Job, Prepared, StdinSource};
 pub use self::writer::{BATCH_BYTES_MAX, BATCH_CALLS_MAX, LINGER_US_MAX};

@@ -22,8 +22,9 @@ use rustix::event::{poll, PollFd, PollFlags, Timespec};
 use super::lock;
 use super::protocol::{
     decode_request, encode, read_frame, write_frame, ClientFrame, ErrorCode, FrameError, Reply,
-    Run, ServerFrame, Stats, PROTOCOL_VERSION, REQUEST_BYTES_MAX,
+    ServerFrame, Stats, PROTOCOL_VERSION, REQUEST_BYTES_MAX,
 };
+use super::shared::{Engagement, Handler, Prepared, Shared, StdinSource, Stop};
 use super::writer::{self, Pending};
 use crate::engine::Engine;
 use crate::Error;
@@ -56,44 +57,6 @@ fn tick() -> Timespec {
 /// answer before it reads the next request).
 const QUEUE_MAX: usize = CONNECTIONS_MAX;
 
-/// How a request is run; the CLI implements it with its own dispatch.
-pub trait Handler: Send + Sync {
-    /// Runs `run` on its connection's thread, answering it when it only reads, or returns the
-    /// job the writer thread must run. `stdin` fetches the client's stdin when the verb reads it
-    /// and the request carried none.
-    fn prepare(&self, run: Run, engine: &Arc<Engine>, stdin: &mut dyn StdinSource) -> Prepared;
-}
-
-/// The client's stdin, asked for when a verb reads it.
-pub trait StdinSource {
-    /// The bytes, or `None` when the client gave none (it went away, or sent something else).
-    fn fetch(&mut self) -> Option<String>;
-}
-
-/// What the connection thread does with a request.
-pub enum Prepared {
-    /// Answered here (a read, a usage error, a refusal decided before any write).
-    Answer(Reply),
-    /// Not served: the client runs it itself.
-    NotServed(String),
-    /// The client went away before the verb could run: nothing was run, nobody to answer.
-    Abandon,
-    /// A write: the writer runs it.
-    Write(Box<dyn Job>),
-}
-
-/// A write, run by the writer thread: in a batch, or alone.
-pub trait Job: Send {
-    /// Runs the verb; its writes join the writer's open batch, if any. May run more than once
-    /// (a batch that had to be aborted runs its calls again, one by one).
-    fn run(&mut self, engine: &Arc<Engine>) -> Reply;
-    /// Whether it must run alone, outside a batch (a mirrored call writes files after its
-    /// commit).
-    fn solo(&self) -> bool;
-    /// Its size, for the batch's byte bound.
-    fn bytes(&self) -> usize;
-}
-
 /// How to serve.
 #[derive(Debug, Clone, Default)]
 pub struct ServeOptions {
@@ -121,65 +84,6 @@ pub struct ServeReport {
     pub stopped: &'static str,
     /// The counters.
     pub stats: Stats,
-}
-
-/// Why the accept loop ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Stop {
-    Running = 0,
-    Signal = 1,
-    Idle = 2,
-    CommitFailed = 3,
-}
-
-/// What the connection threads and the writer share.
-pub(crate) struct Shared {
-    pub(crate) engine: Arc<Engine>,
-    handler: Arc<dyn Handler>,
-    stop: AtomicUsize,
-    signalled: Arc<AtomicBool>,
-    pub(crate) stats: Mutex<Stats>,
-    /// Open connections.
-    open: AtomicUsize,
-    /// Requests read and not yet answered.
-    in_flight: AtomicUsize,
-    /// When the last request arrived, in µs since `epoch`.
-    last_request_us: AtomicU64,
-    /// Connections in a request, or answered within the writer's linger window: the writes
-    /// the writer may still expect for its batch.
-    pub(crate) engaged: Mutex<Vec<Arc<Engagement>>>,
-    pub(crate) epoch: Instant,
-    hello: Vec<u8>,
-}
-
-/// One connection's part in the writer's linger: in a request, or when it was last answered.
-#[derive(Default)]
-pub(crate) struct Engagement {
-    pub(crate) busy: AtomicBool,
-    pub(crate) answered_us: AtomicU64,
-}
-
-impl Shared {
-    pub(crate) fn now_us(&self) -> u64 {
-        u64::try_from(self.epoch.elapsed().as_micros()).unwrap_or(u64::MAX)
-    }
-
-    pub(crate) fn stop(&self, why: Stop) {
-        let _ = self.stop.compare_exchange(0, why as usize, Ordering::SeqCst, Ordering::SeqCst);
-    }
-
-    fn stopping(&self) -> bool {
-        if self.signalled.load(Ordering::SeqCst) {
-            self.stop(Stop::Signal);
-        }
-        self.stop.load(Ordering::SeqCst) != Stop::Running as usize
-    }
-
-    fn count(&self, f: impl FnOnce(&mut Stats)) {
-        if let Ok(mut stats) = self.stats.lock() {
-            f(&mut stats);
-        }
-    }
 }
 
 /// Serves `engine` on its socket until a signal, the idle bound or a failed commit stops it.
@@ -566,9 +470,3 @@ impl StdinSource for Fetch<'_> {
         }
     }
 }
-
-/// A reply or a protocol error for a write, as the writer hands it back.
-pub(crate) type Answered = Result<Reply, (ErrorCode, String)>;
-
-/// The end of the channel the writer answers on, for `serve::writer`.
-pub(crate) type AnswerTx = Sender<Answered>;

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError, TryRecvError};
 
 use super::protocol::{ErrorCode, Reply};
-use super::server::{AnswerTx, Job, Shared, Stop};
+use super::shared::{AnswerTx, Job, Shared, Stop};
 use crate::engine::BatchEnd;
 
 /// Calls in one batch at most: bounds the time every call of a batch waits for the others, and
