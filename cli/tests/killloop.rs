@@ -516,7 +516,7 @@ pub(crate) fn supervise(db: &Path, seed: u64, stop: &AtomicBool) -> ServerTally 
     let mut tally = ServerTally::default();
     loop {
         let mut child = hookstate(db)
-            .arg("serve")
+            .args(["serve", "--idle-exit-s", crate::served::LEFT_BEHIND_IDLE_S])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

@@ -17,6 +17,9 @@ use serde_json::Value;
 
 use crate::support::hookstate;
 
+/// Idle bound of every server a test starts: longer than any quiet spell of a test, short
+/// enough that a server a panicking test leaves running goes away soon.
+pub(crate) const LEFT_BEHIND_IDLE_S: &str = "60";
 /// The fixed clock of both runs, so that every timestamp and lease agrees.
 const NOW_MS: &str = "1767225600000";
 
@@ -128,10 +131,11 @@ fn call(db: &Path, dir: &Path, args: &[&str], stdin: Option<&str>, direct: bool)
     child.wait_with_output().unwrap()
 }
 
-/// Starts `hookstate serve` on `db` and waits for its first line.
+/// Starts `hookstate serve` on `db` and waits for its first line. A server a failed test
+/// leaves behind stops by itself after [`LEFT_BEHIND_IDLE_S`] without a request.
 fn start_server(db: &Path) -> (Child, Value) {
     let mut child = hookstate(db)
-        .arg("serve")
+        .args(["serve", "--idle-exit-s", LEFT_BEHIND_IDLE_S])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

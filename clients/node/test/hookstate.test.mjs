@@ -49,7 +49,8 @@ before(async () => {
   db = path.join(dir, "store", "state.redb");
   const init = spawnSync(bin, ["--db", db, "init"], { encoding: "utf8" });
   assert.equal(init.status, 0, `${bin} init: ${init.stderr}`);
-  server = spawn(bin, ["--db", db, "serve"], { stdio: ["ignore", "pipe", "inherit"] });
+  // A server a crashed test run leaves behind stops by itself after a minute without a request.
+  server = spawn(bin, ["--db", db, "serve", "--idle-exit-s", "60"], { stdio: ["ignore", "pipe", "inherit"] });
   const lines = readline.createInterface({ input: server.stdout });
   const first = await new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error("the server did not start")), START_WAIT_MS);
