@@ -65,9 +65,11 @@ const GLOBAL_VALUED: [&str; 11] = [
 ];
 
 /// Verbs a server never runs (they start processes, print documents, open the store in a mode
-/// of their own, or are the server).
-const LOCAL_VERBS: [&str; 11] = [
+/// of their own, or are the server; the hermit verbs take paths inside their words, which only
+/// the caller's working directory resolves).
+const LOCAL_VERBS: [&str; 12] = [
     "serve",
+    "hermit",
     "demo",
     "completions",
     "man",
@@ -249,8 +251,13 @@ fn made_up_key() -> Option<String> {
 /// failed forward reads the same bytes), at most the stdin bound, UTF-8. Anything else is left to
 /// the in-process run, which gives the same error a process gives.
 fn stdin_text() -> Option<String> {
+    use std::io::IsTerminal;
+    // A terminal reads as empty, as in-process (`input::read_stdin_text`).
+    if std::io::stdin().is_terminal() {
+        return Some(String::new());
+    }
     let bytes = crate::input::read_stdin_bytes().ok()?;
-    if bytes.is_empty() || bytes.len() > STDIN_BYTES_MAX {
+    if bytes.len() > STDIN_BYTES_MAX {
         return None;
     }
     String::from_utf8(bytes).ok()

@@ -5,6 +5,7 @@
 //! the store (and the demo's own directory).
 
 mod args;
+mod args_session;
 mod cmd;
 #[cfg(feature = "bugdrill")]
 mod drill;
@@ -61,6 +62,8 @@ pub(crate) fn run_parsed(cli: &Cli) -> u8 {
         Err(CliError::Io { source, .. }) if source.kind() == std::io::ErrorKind::BrokenPipe => {
             exit::OK
         }
+        // The verb printed upstream's verdict (stderr included); only the code is left.
+        Err(CliError::Quiet(code)) => code,
         Err(err) => {
             let _ = writeln!(output::stderr(), "hookstate: {}", output::error_line(&err));
             // Upstream's scripts exit 1 for every failure; a verdict caller relies on that. A

@@ -425,6 +425,7 @@ fn not_served(verb: &Verb) -> Option<&'static str> {
             Some("documents are printed by the client")
         }
         Verb::Serve(_) => Some("serve is not a request"),
+        Verb::Hermit(_) => Some("the hermit verbs resolve the paths in their words in-process"),
         Verb::Import(_) | Verb::Export(_) | Verb::Verify { .. } | Verb::Rebuild => {
             Some("import, export, verify and rebuild run in-process")
         }

@@ -29,6 +29,7 @@ mod perms;
 mod plugin;
 mod proposals;
 mod served;
+mod session;
 mod support;
 mod usage;
 
