@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The project's test command (README "Run the tests"; .ci/run runs exactly this).
 # Formatting, lints with warnings as errors, every test of the workspace (cargo closes each test
-# binary with "test result: ok. N passed; N failed"), then the seeded-bug drills, which build with
+# binary with "test result: ok. N passed; N failed"), then the Node client's tests (node's
+# built-in runner against a real `hookstate serve`), then the seeded-bug drills, which build with
 # the bugdrill feature and must see every planted bug caught ("bugs_planted=N bugs_detected=N"),
 # then a short fuzz smoke: every cargo-fuzz target for HOOKSTATE_FUZZ_SECS seconds (default 3;
 # 0 skips it), installing cargo-fuzz if missing (RELIABILITY.md A8, scripts/fuzz-smoke.sh).
@@ -18,6 +19,9 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 
 step "cargo test --workspace"
 cargo test --workspace --locked
+
+step "node client tests (node --test; the debug hookstate the tests built)"
+HOOKSTATE_BIN="$PWD/target/debug/hookstate" node --test clients/node/test/
 
 step "seeded-bug drills (each planted bug must be caught)"
 HOOKSTATE_KILL_SECS="${HOOKSTATE_KILL_SECS:-15}" bash scripts/drills.sh

@@ -4,9 +4,10 @@
 //! to another `hookstate` binary (an earlier build), the per-call rounds time it too, on its own
 //! store, for a before/after ratio in the same run.
 //!
-//! Owns the four sections of PERF.md it measures: the durability floor, in-process claims at one
-//! claim per durable commit, the per-call cost of the `hookstate` binary, and K concurrent
-//! per-call processes with a double-claim count. Does not assert or fail on any figure: it is a
+//! Owns the five sections of PERF.md it measures: the durability floor, in-process claims at one
+//! claim per durable commit, the per-call cost of the `hookstate` binary, K concurrent
+//! per-call processes with a double-claim count, and the same claims through `hookstate serve`
+//! (`serve/mod.rs`: persistent clients and CLI processes, the server's batch sizes). Does not assert or fail on any figure: it is a
 //! benchmark, never a test; it exits non-zero only when it cannot run at all.
 
 use std::collections::BTreeMap;
@@ -25,6 +26,8 @@ use hookstate_benches::{
 use hookstate_engine::limits::DELIVERIES_DEFAULT;
 use hookstate_engine::{Call, Command as EngineCommand, Engine, OpenOptions};
 use serde_json::Value;
+
+mod serve;
 
 /// Iterations of the raw write + fdatasync loop.
 const FSYNC_ITERS: usize = 2000;
@@ -166,7 +169,7 @@ fn main() -> BenchResult<()> {
             println!("hookstate binary: NOT FOUND ({looked}).");
             println!(
                 "  Run `cargo build --release -p hookstate` first (or set HOOKSTATE_BIN); \
-                 skipping sections 3 and 4."
+                 skipping sections 3 to 5."
             );
             None
         }
@@ -174,6 +177,7 @@ fn main() -> BenchResult<()> {
     println!();
     let mut per_call = None;
     let mut concurrent = Vec::new();
+    let mut served = None;
     if let Some(located) = &located {
         per_call = Some(per_call_cost(&located.path, scratch.path(), scale)?);
         for k in CONCURRENCY {
@@ -184,8 +188,10 @@ fn main() -> BenchResult<()> {
                 CONCURRENT_ITEMS * scale,
             )?);
         }
+        println!();
+        served = Some(serve::run(&located.path, scratch.path(), scale)?);
     }
-    summary(&floor, &in_process, located.as_ref(), per_call.as_ref(), &concurrent);
+    summary(&floor, &in_process, located.as_ref(), per_call.as_ref(), &concurrent, served.as_ref());
     Ok(())
 }
 
@@ -567,6 +573,7 @@ fn summary(
     located: Option<&Located>,
     per_call: Option<&PerCall>,
     concurrent: &[Concurrent],
+    served: Option<&serve::Served>,
 ) {
     println!();
     println!("== summary ({})", utc_now());
@@ -610,8 +617,11 @@ fn summary(
         }
     } else {
         println!(
-            "| sections 3 and 4 skipped: no hookstate binary (cargo build --release -p hookstate)"
+            "| sections 3 to 5 skipped: no hookstate binary (cargo build --release -p hookstate)"
         );
+    }
+    if let Some(served) = served {
+        serve::rows(served, floor.per_s, concurrent);
     }
     println!();
     println!("{REPRODUCE}");

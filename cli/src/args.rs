@@ -130,6 +130,11 @@ pub(crate) enum Verb {
     Rebuild,
     /// Events, scopes, queue depths, file size, head.
     Stats,
+    /// Hold the store open and answer calls on a Unix socket beside it (`<db>.sock`), committing
+    /// the writes of concurrent calls together: every `hookstate` call on this store finds the
+    /// server by itself and forwards to it, or runs in-process when there is none. One server per
+    /// store; SIGTERM or SIGINT stop it after the calls in flight (docs/protocol.md).
+    Serve(ServeArgs),
     /// Run the end-to-end demo: concurrent hookstate processes claim from one queue.
     Demo(DemoArgs),
     /// The moonshine authorship-feedback inbox of a project (scope moonshine:<project>).
@@ -355,6 +360,19 @@ pub(crate) struct LogArgs {
     /// The last N matching events.
     #[arg(long, value_name = "N", conflicts_with = "limit")]
     pub(crate) tail: Option<usize>,
+}
+
+/// `serve` options.
+#[derive(Debug, Args)]
+pub(crate) struct ServeArgs {
+    /// The socket [default: the store's path with `.sock` appended]; clients find it through
+    /// HOOKSTATE_SOCKET.
+    #[arg(long, value_name = "PATH")]
+    pub(crate) socket: Option<PathBuf>,
+    /// Stop after this many seconds without a request (a SessionStart hook can start the server
+    /// and forget it).
+    #[arg(long, value_name = "N")]
+    pub(crate) idle_exit_s: Option<u64>,
 }
 
 /// `demo` options.

@@ -105,7 +105,7 @@ fn engine_code(err: &EngineError) -> u8 {
         | EngineError::Upstream { .. }
         | EngineError::BadId(_)
         | EngineError::IdemKeyReused { .. } => INVALID,
-        EngineError::Busy { .. } => BUSY,
+        EngineError::Busy { .. } | EngineError::ServerRunning { .. } => BUSY,
         EngineError::NotAStore { .. }
         | EngineError::FormatTooNew { .. }
         | EngineError::ChainBroken { .. }

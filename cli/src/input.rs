@@ -26,26 +26,17 @@ pub(crate) fn read_stdin() -> Result<String, CliError> {
 }
 
 /// Reads stdin as [`read_stdin`] does, empty allowed (upstream's scripts read a line or a
-/// payload that may be empty); a terminal reads as empty rather than waiting for one.
+/// payload that may be empty); a terminal reads as empty rather than waiting for one. A served
+/// call reads the stdin its client sent.
 pub(crate) fn read_stdin_text() -> Result<String, CliError> {
-    use std::io::IsTerminal;
-    if std::io::stdin().is_terminal() {
-        return Ok(String::new());
-    }
-    let (tx, rx) = mpsc::channel();
-    thread::spawn(move || {
-        let mut bytes = Vec::new();
-        let limit = STDIN_BYTES_MAX as u64 + 1;
-        let result = std::io::stdin().lock().take(limit).read_to_end(&mut bytes).map(|_| bytes);
-        let _ = tx.send(result);
-    });
-    let bytes = match rx.recv_timeout(Duration::from_millis(STDIN_DEADLINE_MS)) {
-        Ok(Ok(bytes)) => bytes,
-        Ok(Err(err)) => return Err(CliError::Io { op: "read stdin".into(), source: err }),
-        Err(_) => {
-            return Err(CliError::Invalid(format!(
-                "stdin was not closed within {STDIN_DEADLINE_MS} ms"
-            )))
+    let bytes = match crate::served::stdin() {
+        Some(given) => given?,
+        None => {
+            use std::io::IsTerminal;
+            if std::io::stdin().is_terminal() {
+                return Ok(String::new());
+            }
+            read_stdin_bytes()?
         }
     };
     if bytes.len() > STDIN_BYTES_MAX {
@@ -55,4 +46,43 @@ pub(crate) fn read_stdin_text() -> Result<String, CliError> {
     }
     crate::request::record_stdin(&bytes);
     String::from_utf8(bytes).map_err(|_| CliError::Invalid("stdin is not valid UTF-8".into()))
+}
+
+/// What reading this process's stdin gave (kept: a call forwarded to a server may have read it
+/// before the call ran here).
+enum StdinRead {
+    Bytes(Vec<u8>),
+    Failed(std::io::ErrorKind, String),
+    TimedOut,
+}
+
+static STDIN: std::sync::OnceLock<StdinRead> = std::sync::OnceLock::new();
+
+/// This process's stdin, at most one byte over [`STDIN_BYTES_MAX`], within
+/// [`STDIN_DEADLINE_MS`]; read once, then the same answer every time.
+pub(crate) fn read_stdin_bytes() -> Result<Vec<u8>, CliError> {
+    let read = STDIN.get_or_init(|| {
+        let (tx, rx) = mpsc::channel();
+        thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let limit = STDIN_BYTES_MAX as u64 + 1;
+            let result = std::io::stdin().lock().take(limit).read_to_end(&mut bytes).map(|_| bytes);
+            let _ = tx.send(result);
+        });
+        match rx.recv_timeout(Duration::from_millis(STDIN_DEADLINE_MS)) {
+            Ok(Ok(bytes)) => StdinRead::Bytes(bytes),
+            Ok(Err(err)) => StdinRead::Failed(err.kind(), err.to_string()),
+            Err(_) => StdinRead::TimedOut,
+        }
+    });
+    match read {
+        StdinRead::Bytes(bytes) => Ok(bytes.clone()),
+        StdinRead::Failed(kind, text) => Err(CliError::Io {
+            op: "read stdin".into(),
+            source: std::io::Error::new(*kind, text.clone()),
+        }),
+        StdinRead::TimedOut => {
+            Err(CliError::Invalid(format!("stdin was not closed within {STDIN_DEADLINE_MS} ms")))
+        }
+    }
 }

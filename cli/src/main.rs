@@ -10,9 +10,11 @@ mod cmd;
 #[cfg(feature = "bugdrill")]
 mod drill;
 mod exit;
+mod forward;
 mod input;
 mod output;
 mod request;
+mod served;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -24,21 +26,24 @@ use crate::exit::CliError;
 
 fn main() -> ExitCode {
     std::panic::set_hook(Box::new(|info| {
-        let message = info
-            .payload()
-            .downcast_ref::<&str>()
-            .map(|s| (*s).to_owned())
-            .or_else(|| info.payload().downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "unknown panic".into());
-        let location = info.location().map(|l| format!(" at {l}")).unwrap_or_default();
-        let line = output::one_line(&format!(
-            "internal error: {message}{location}; the store may be damaged, run `hookstate verify`"
-        ));
+        let line = output::panic_line(info);
         let _ = writeln!(std::io::stderr(), "hookstate: {line}");
         std::process::exit(i32::from(exit::CORRUPT));
     }));
-    let command = Cli::command();
-    let matches = match command.clone().try_get_matches() {
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    // A running server answers the call (docs/protocol.md); without one it runs here.
+    let argv = match forward::forward(&argv) {
+        forward::Forwarded::Done(code) => return ExitCode::from(code),
+        forward::Forwarded::InProcess(argv) => argv,
+    };
+    ExitCode::from(run_argv(&mut Cli::command(), argv))
+}
+
+/// Parses `argv` (program name first) with `command` and runs the verb: what `main` does, and
+/// what a server does for each request (`served`). Returns the exit code; everything printed
+/// went through `output`.
+pub(crate) fn run_argv(command: &mut clap::Command, argv: Vec<std::ffi::OsString>) -> u8 {
+    let matches = match command.try_get_matches_from_mut(argv) {
         Ok(matches) => matches,
         Err(err) => return usage_error(&err),
     };
@@ -46,40 +51,45 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(err) => return usage_error(&err),
     };
-    request::record_args(&command, &matches);
-    match cmd::run(&cli) {
-        Ok(()) => ExitCode::from(exit::OK),
+    request::record_args(command, &matches);
+    run_parsed(&cli)
+}
+
+/// Runs a parsed call and maps its end to the exit code, printing the error line.
+pub(crate) fn run_parsed(cli: &Cli) -> u8 {
+    match cmd::run(cli) {
+        Ok(()) => exit::OK,
         Err(CliError::Io { source, .. }) if source.kind() == std::io::ErrorKind::BrokenPipe => {
-            ExitCode::from(exit::OK)
+            exit::OK
         }
         // The verb printed upstream's verdict (stderr included); only the code is left.
-        Err(CliError::Quiet(code)) => ExitCode::from(code),
+        Err(CliError::Quiet(code)) => code,
         Err(err) => {
-            let _ = writeln!(std::io::stderr(), "hookstate: {}", output::error_line(&err));
+            let _ = writeln!(output::stderr(), "hookstate: {}", output::error_line(&err));
             // Upstream's scripts exit 1 for every failure; a verdict caller relies on that. A
             // usage error is the caller's own mistake and exits 64 in every format.
             if cli.format == args::Format::Verdict && !matches!(err, CliError::Usage(_)) {
-                return ExitCode::from(exit::CONFLICT);
+                return exit::CONFLICT;
             }
-            ExitCode::from(exit::code_for(&err))
+            exit::code_for(&err)
         }
     }
 }
 
 /// Help and version go to stdout with exit 0; a usage error is one line on stderr and exit 64.
-fn usage_error(err: &clap::Error) -> ExitCode {
+pub(crate) fn usage_error(err: &clap::Error) -> u8 {
     use clap::error::ErrorKind;
     if matches!(err.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
-        let _ = write!(std::io::stdout(), "{err}");
-        return ExitCode::from(exit::OK);
+        let _ = write!(output::stdout(), "{err}");
+        return exit::OK;
     }
-    let _ = writeln!(std::io::stderr(), "hookstate: usage: {}", output::one_line(&usage_line(err)));
-    ExitCode::from(exit::USAGE)
+    let _ = writeln!(output::stderr(), "hookstate: usage: {}", output::one_line(&usage_line(err)));
+    exit::USAGE
 }
 
 /// clap's message on one line, with what a person needs to fix the call: the error, its detail
 /// (the missing arguments, the valid values, a suggestion) and the verb's usage line.
-fn usage_line(err: &clap::Error) -> String {
+pub(crate) fn usage_line(err: &clap::Error) -> String {
     let rendered = err.to_string();
     let mut usage = None;
     let mut parts: Vec<String> = Vec::new();

@@ -2,39 +2,90 @@
 //!
 //! Does not decide anything.
 
+use std::cell::RefCell;
 use std::error::Error as _;
 use std::io::Write;
-use std::sync::OnceLock;
 
 use serde_json::Value;
 
 use crate::args::Format;
 use crate::exit::CliError;
 
-/// Why the store's anchors cannot be trusted, when a call found that they disagree with the log.
-static ANCHOR_MISMATCH: OnceLock<String> = OnceLock::new();
+thread_local! {
+    /// Why the store's anchors cannot be trusted, when this call found that they disagree with
+    /// the log, and whether the warning was printed (per call: a server runs many).
+    static ANCHOR_MISMATCH: RefCell<(Option<String>, bool)> = const { RefCell::new((None, false)) };
+}
+
+/// Forgets the marks of an earlier call on this thread (a server runs one call after another).
+pub(crate) fn start_call() {
+    ANCHOR_MISMATCH.with(|mark| *mark.borrow_mut() = (None, false));
+}
 
 /// Marks this call's results: every JSON object it prints carries an `anchor_mismatch` field,
 /// and the first one printed is preceded by one warning line on stderr (a write that is refused
 /// prints only its error). The first reason is kept.
 pub(crate) fn mark_anchor(why: &str) {
-    let _ = ANCHOR_MISMATCH.set(why.to_owned());
+    ANCHOR_MISMATCH.with(|mark| {
+        mark.borrow_mut().0.get_or_insert_with(|| why.to_owned());
+    });
+}
+
+/// Where this call's stdout goes: the process's, or the answer a server is building (`served`).
+pub(crate) fn stdout() -> crate::served::Out {
+    crate::served::Out::stdout()
+}
+
+/// Where this call's stderr goes.
+pub(crate) fn stderr() -> crate::served::Out {
+    crate::served::Out::stderr()
+}
+
+/// The one line a panic prints (then the process exits 5, or a server answers exit 5).
+pub(crate) fn panic_line(info: &std::panic::PanicHookInfo<'_>) -> String {
+    let message = info
+        .payload()
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| info.payload().downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into());
+    let location = info.location().map(|l| format!(" at {l}")).unwrap_or_default();
+    one_line(&format!(
+        "internal error: {message}{location}; the store may be damaged, run `hookstate verify`"
+    ))
 }
 
 /// Prints a result in the chosen format, followed by a newline.
 pub(crate) fn print(format: Format, value: &Value) -> Result<(), CliError> {
-    static WARNED: std::sync::Once = std::sync::Once::new();
     let marked;
-    let value = match (ANCHOR_MISMATCH.get(), value) {
+    let (why, warn) = ANCHOR_MISMATCH.with(|mark| {
+        let mut mark = mark.borrow_mut();
+        let warn = mark.0.is_some() && !mark.1;
+        mark.1 |= warn;
+        (mark.0.clone(), warn)
+    });
+    let value = match (why, value) {
         (Some(why), Value::Object(map)) => {
-            WARNED.call_once(|| {
+            if warn {
                 let line = format!("warning: this answer is not vouched for by the anchor: {why}");
-                let _ = writeln!(std::io::stderr(), "hookstate: {}", one_line(&line));
-            });
+                let _ = writeln!(stderr(), "hookstate: {}", one_line(&line));
+            }
             let mut map = map.clone();
-            map.insert("anchor_mismatch".into(), Value::String(why.clone()));
+            map.insert("anchor_mismatch".into(), Value::String(why));
             marked = Value::Object(map);
             &marked
+        }
+        _ => value,
+    };
+    let stripped;
+    let value = match value {
+        // A replay of the call this process forwarded under a key it made up itself: the first
+        // answer was lost, and this one is printed as that one would have been.
+        Value::Object(map) if crate::forward::generated_key() && map.contains_key("replayed") => {
+            let mut map = map.clone();
+            map.remove("replayed");
+            stripped = Value::Object(map);
+            &stripped
         }
         _ => value,
     };
@@ -46,7 +97,7 @@ pub(crate) fn print(format: Format, value: &Value) -> Result<(), CliError> {
             None => value.to_string(),
         },
     };
-    let mut out = std::io::stdout().lock();
+    let mut out = stdout();
     writeln!(out, "{text}")
         .and_then(|()| out.flush())
         .map_err(|source| CliError::Io { op: "write stdout".into(), source })
@@ -54,7 +105,7 @@ pub(crate) fn print(format: Format, value: &Value) -> Result<(), CliError> {
 
 /// Prints one line as it is (its control characters were already replaced).
 pub(crate) fn print_raw(line: &str) -> Result<(), CliError> {
-    let mut out = std::io::stdout().lock();
+    let mut out = stdout();
     writeln!(out, "{line}")
         .and_then(|()| out.flush())
         .map_err(|source| CliError::Io { op: "write stdout".into(), source })

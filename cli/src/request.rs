@@ -6,8 +6,9 @@
 //! store is (`--db`), how long to wait, the output format, the key itself, the mirror, the clock
 //! of the tests and the second anchor. Does not decide anything; the engine compares.
 
+use std::cell::RefCell;
+use std::collections::BTreeSet;
 use std::os::unix::ffi::OsStrExt;
-use std::sync::OnceLock;
 
 use clap::{ArgMatches, Command};
 use hookstate_engine::schema::format::request_digest;
@@ -18,29 +19,59 @@ const VOLATILE: [&str; 8] =
     ["db", "wait_ms", "format", "idem_key", "mirror", "mirror_name", "now_ms", "anchor_dir"];
 
 /// The verb and the parts of the matched arguments.
-static ARGS: OnceLock<(String, Vec<Vec<u8>>)> = OnceLock::new();
-/// The stdin the verb read, once it read it.
-static STDIN: OnceLock<Vec<u8>> = OnceLock::new();
+pub(crate) type Args = (String, Vec<Vec<u8>>);
 
-/// Records the arguments of this process (once, at start), as `command` defines them.
-pub(crate) fn record_args(command: &Command, matches: &ArgMatches) {
-    let (mut verb, mut parts) = (Vec::new(), Vec::new());
-    walk(command, matches, &mut verb, &mut parts);
-    let _ = ARGS.set((verb.join(" "), parts));
+thread_local! {
+    /// This call's arguments and the stdin its verb read (a process runs one call; a server's
+    /// thread one at a time, `served`).
+    static CALL: RefCell<(Option<Args>, Option<Vec<u8>>)> = const { RefCell::new((None, None)) };
 }
 
-/// Records the stdin the verb read (once).
+/// Records the arguments of this call, as `command` defines them.
+pub(crate) fn record_args(command: &Command, matches: &ArgMatches) {
+    let args = args_of(command, matches);
+    CALL.with(|call| call.borrow_mut().0 = Some(args));
+}
+
+/// The arguments of a call, as `command` (built by a parse or not) defines them.
+pub(crate) fn args_of(command: &Command, matches: &ArgMatches) -> Args {
+    let (mut verb, mut parts) = (Vec::new(), Vec::new());
+    walk(command, matches, &BTreeSet::new(), &mut verb, &mut parts);
+    (verb.join(" "), parts)
+}
+
+/// Starts a call on this thread with its arguments recorded and no stdin read yet.
+pub(crate) fn start_call(args: Option<Args>) {
+    CALL.with(|call| *call.borrow_mut() = (args, None));
+}
+
+/// Records the stdin the verb read (the first read is kept).
 pub(crate) fn record_stdin(bytes: &[u8]) {
-    let _ = STDIN.set(bytes.to_vec());
+    CALL.with(|call| {
+        call.borrow_mut().1.get_or_insert_with(|| bytes.to_vec());
+    });
 }
 
 /// The parts of one level of the command line (the arguments `command` defines, by id, in a
-/// fixed order; groups are not arguments), then of its subcommand.
-fn walk(command: &Command, matches: &ArgMatches, verb: &mut Vec<String>, parts: &mut Vec<Vec<u8>>) {
-    let mut ids: Vec<&str> = command.get_arguments().map(|arg| arg.get_id().as_str()).collect();
+/// fixed order; groups are not arguments), then of its subcommand. A global argument a parse
+/// propagated from a level above is that level's, not this one's (`inherited`): so a command
+/// built by a parse gives the parts an unbuilt one gives.
+fn walk(
+    command: &Command,
+    matches: &ArgMatches,
+    inherited: &BTreeSet<String>,
+    verb: &mut Vec<String>,
+    parts: &mut Vec<Vec<u8>>,
+) {
+    let own = command.get_arguments().filter(|arg| !inherited.contains(arg.get_id().as_str()));
+    let mut ids: Vec<&str> = own.map(|arg| arg.get_id().as_str()).collect();
     ids.retain(|id| !VOLATILE.contains(id));
     ids.sort_unstable();
     ids.dedup();
+    let mut globals = inherited.clone();
+    globals.extend(
+        command.get_arguments().filter(|a| a.is_global_set()).map(|a| a.get_id().to_string()),
+    );
     for id in ids {
         let Ok(Some(values)) = matches.try_get_raw(id) else {
             continue;
@@ -53,7 +84,7 @@ fn walk(command: &Command, matches: &ArgMatches, verb: &mut Vec<String>, parts: 
         verb.push(name.to_owned());
         parts.push(format!("verb {name}").into_bytes());
         if let Some(sub_command) = command.find_subcommand(name) {
-            walk(sub_command, sub, verb, parts);
+            walk(sub_command, sub, &globals, verb, parts);
         }
     }
 }
@@ -61,13 +92,43 @@ fn walk(command: &Command, matches: &ArgMatches, verb: &mut Vec<String>, parts: 
 /// The fingerprint of this process's request as far as it is known: arguments, and stdin once it
 /// was read (every verb that reads stdin reads it before it makes its call).
 pub(crate) fn fingerprint() -> Option<Fingerprint> {
-    let (verb, args) = ARGS.get()?;
-    let stdin = STDIN.get();
-    let marker: &[u8] = if stdin.is_some() { b"stdin" } else { b"no stdin" };
-    let parts = args
-        .iter()
-        .map(Vec::as_slice)
-        .chain(std::iter::once(marker))
-        .chain(stdin.map(Vec::as_slice));
-    Some(Fingerprint { verb: verb.clone(), digest: request_digest(parts) })
+    CALL.with(|call| {
+        let call = call.borrow();
+        let (verb, args) = call.0.as_ref()?;
+        let stdin = call.1.as_ref();
+        let marker: &[u8] = if stdin.is_some() { b"stdin" } else { b"no stdin" };
+        let parts = args
+            .iter()
+            .map(Vec::as_slice)
+            .chain(std::iter::once(marker))
+            .chain(stdin.map(Vec::as_slice));
+        Some(Fingerprint { verb: verb.clone(), digest: request_digest(parts) })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    /// A command built by a parse (a server keeps built ones) gives the parts an unbuilt one
+    /// gives: a key recorded by one process is the same request for the other.
+    #[test]
+    fn a_built_command_records_what_an_unbuilt_one_does() {
+        let argvs: [&[&str]; 4] = [
+            &["hookstate", "--scope", "s", "queue", "claim", "q", "--lease-ms", "5"],
+            &["hookstate", "proposals", "--dir", "/d", "micro", "nudge", "MP-1"],
+            &["hookstate", "kv", "put", "k", "1", "--session", "x", "--expect-rev", "0"],
+            &["hookstate", "feedback", "--project", "p", "claim", "--all"],
+        ];
+        let mut built = crate::args::Cli::command();
+        for argv in argvs {
+            let unbuilt = crate::args::Cli::command();
+            let matches = unbuilt.clone().try_get_matches_from(argv).unwrap();
+            let fresh = args_of(&unbuilt, &matches);
+            let matches = built.try_get_matches_from_mut(argv).unwrap();
+            assert_eq!(args_of(&built, &matches), fresh, "{argv:?}");
+        }
+    }
 }

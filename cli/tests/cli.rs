@@ -28,6 +28,7 @@ mod linearize;
 mod perms;
 mod plugin;
 mod proposals;
+mod served;
 mod session;
 mod support;
 mod usage;

@@ -12,7 +12,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -22,6 +23,17 @@ use crate::support::{hookstate, Rng};
 
 /// The default budget of the normal test run.
 const BUDGET_SECS_DEFAULT: u64 = 20;
+/// The default budget of each served kill loop (two of them run beside the direct one).
+const SERVED_BUDGET_SECS_DEFAULT: u64 = 12;
+/// A supervised server lives this long at least before its SIGKILL, in ms: long enough to take
+/// calls and batch them.
+const SERVER_LIFE_MS_MIN: u64 = 100;
+/// …and at most this long: several kills in every run.
+const SERVER_LIFE_MS_MAX: u64 = 1500;
+/// How long the supervisor waits for a server's counters before its kill.
+const STATS_WAIT_MS: u64 = 500;
+/// How often the supervisor looks at its stop flag while a server lives, in ms.
+const SUPERVISOR_TICK_MS: u64 = 20;
 /// Concurrent workers, each running one process at a time.
 const WORKERS: u64 = 8;
 /// Share of invocations that get SIGKILL, in percent.
@@ -114,11 +126,22 @@ fn draw(rng: &mut Rng, w: u64, n: u64, tokens: &mut Vec<(String, u64)>) -> (Stri
 
 /// Runs one invocation, killing it after a random delay with probability `KILL_PERCENT`, and
 /// classifies it by what stdout carried.
-fn invoke(db: &Path, rng: &mut Rng, args: &[String], tally: &mut Tally) -> (Class, Instant) {
+fn invoke(
+    db: &Path,
+    rng: &mut Rng,
+    args: &[String],
+    direct: bool,
+    tally: &mut Tally,
+) -> (Class, Instant) {
     let kill_after = (rng.below(100) < KILL_PERCENT)
         .then(|| Duration::from_millis(rng.below(KILL_DELAY_MS_MAX + 1)));
     let start = Instant::now();
-    let mut child = hookstate(db)
+    let mut command = hookstate(db);
+    if direct {
+        // Never looks for a server: the call runs in-process even while one serves the store.
+        command.env("HOOKSTATE_SERVE", "0");
+    }
+    let mut child = command
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -155,7 +178,7 @@ fn invoke(db: &Path, rng: &mut Rng, args: &[String], tally: &mut Tally) -> (Clas
     (class, start)
 }
 
-fn worker(db: &Path, seed: u64, w: u64, epoch: Instant, deadline: Instant) -> Tally {
+fn worker(db: &Path, seed: u64, w: u64, direct: bool, epoch: Instant, deadline: Instant) -> Tally {
     let mut rng = Rng(seed ^ w.wrapping_mul(0x2545_f491_4f6c_dd1d));
     let mut tally = Tally::default();
     let mut tokens: Vec<(String, u64)> = Vec::new();
@@ -163,7 +186,7 @@ fn worker(db: &Path, seed: u64, w: u64, epoch: Instant, deadline: Instant) -> Ta
     while Instant::now() < deadline {
         n += 1;
         let (verb, args) = draw(&mut rng, w, n, &mut tokens);
-        let (class, invoked) = invoke(db, &mut rng, &args, &mut tally);
+        let (class, invoked) = invoke(db, &mut rng, &args, direct, &mut tally);
         let micros = |at: Instant| u64::try_from(at.duration_since(epoch).as_micros()).unwrap();
         let timed = |json: &Value| Timed {
             verb: verb.clone(),
@@ -408,14 +431,15 @@ fn setup(db: &Path) {
     }
 }
 
-fn run_workers(db: &Path, seed: u64, budget: Duration) -> Tally {
+/// Runs the workers until `budget` passed; workers `0..direct` never look for a server.
+fn run_workers(db: &Path, seed: u64, budget: Duration, direct: u64) -> Tally {
     let epoch = Instant::now();
     let deadline = epoch + budget;
     let db: Arc<PathBuf> = Arc::new(db.to_path_buf());
     let handles: Vec<_> = (0..WORKERS)
         .map(|w| {
             let db = Arc::clone(&db);
-            std::thread::spawn(move || worker(&db, seed, w, epoch, deadline))
+            std::thread::spawn(move || worker(&db, seed, w, w < direct, epoch, deadline))
         })
         .collect();
     let mut total = Tally::default();
@@ -436,11 +460,137 @@ fn run_workers(db: &Path, seed: u64, budget: Duration) -> Tally {
 #[test]
 fn kill_loop_loses_no_acked_event_and_never_double_claims() {
     let budget = Duration::from_secs(env_u64("HOOKSTATE_KILL_SECS", BUDGET_SECS_DEFAULT));
+    kill_loop("killloop", budget, None);
+}
+
+/// The kill loop through `hookstate serve` (issue 14): every call finds the server by itself and
+/// forwards to it, while the server is SIGKILLed at random and restarted; a call whose answer was
+/// lost runs again in-process under its idempotency key. Same checks as the direct loop.
+#[test]
+fn kill_loop_through_a_killed_and_restarted_server_loses_nothing() {
+    let budget = Duration::from_secs(env_u64("HOOKSTATE_KILL_SECS", SERVED_BUDGET_SECS_DEFAULT));
+    kill_loop("killloop-served", budget, Some(0));
+}
+
+/// The same with half the workers direct (never looking for the server) and half through it:
+/// both write the one store at once.
+#[test]
+fn kill_loop_mixed_direct_and_served_loses_nothing() {
+    let budget = Duration::from_secs(env_u64("HOOKSTATE_KILL_SECS", SERVED_BUDGET_SECS_DEFAULT));
+    kill_loop("killloop-mixed", budget, Some(WORKERS / 2));
+}
+
+/// What the server supervisor of a served kill loop did.
+#[derive(Debug, Default)]
+pub(crate) struct ServerTally {
+    pub(crate) starts: u64,
+    pub(crate) kills: u64,
+    /// Starts that did not end in serving (an exit before the kill, other than by it).
+    pub(crate) failed_starts: Vec<String>,
+    /// The last server's exit on SIGTERM (`Some(0)` when it stopped cleanly).
+    pub(crate) last_exit: Option<i32>,
+    /// Requests and durable commits the servers reported just before their end (a server that
+    /// did not answer the question in time is not counted).
+    pub(crate) requests: u64,
+    pub(crate) commits: u64,
+}
+
+/// Asks the server of `db` for its counters: (requests, commits).
+fn server_counts(db: &Path) -> Option<(u64, u64)> {
+    use hookstate_engine::{socket_path, Client, ClientFrame, ServerFrame};
+    let wait = Duration::from_millis(STATS_WAIT_MS);
+    let mut client = Client::connect(&socket_path(db), wait).ok()?;
+    client.send(&ClientFrame::Stats { id: 1 }).ok()?;
+    match client.receive(Instant::now() + wait).ok()? {
+        ServerFrame::Stats { stats, .. } => Some((stats.requests, stats.commits)),
+        _ => None,
+    }
+}
+
+/// Keeps a `hookstate serve` on `db` until `stop` is set, SIGKILLing each one after a random
+/// `SERVER_LIFE_MS_MIN..=SERVER_LIFE_MS_MAX` ms and starting the next at once; the last one is
+/// stopped with SIGTERM. Also used by the served linearizability test.
+pub(crate) fn supervise(db: &Path, seed: u64, stop: &AtomicBool) -> ServerTally {
+    let deadline = || stop.load(Ordering::SeqCst);
+    let mut rng = Rng(seed ^ 0x5e72_7665);
+    let mut tally = ServerTally::default();
+    loop {
+        let mut child = hookstate(db)
+            .args(["serve", "--idle-exit-s", crate::served::LEFT_BEHIND_IDLE_S])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        tally.starts += 1;
+        // Its first line says it listens (and has taken SIGTERM); its life starts there.
+        let mut line = String::new();
+        let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+        std::io::BufRead::read_line(&mut stdout, &mut line).unwrap();
+        if line.is_empty() {
+            let out = child.wait_with_output().unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+            tally.failed_starts.push(format!("exit {}: {stderr}", out.status));
+            if deadline() {
+                return tally;
+            }
+            continue;
+        }
+        let life = Duration::from_millis(
+            SERVER_LIFE_MS_MIN + rng.below(SERVER_LIFE_MS_MAX - SERVER_LIFE_MS_MIN + 1),
+        );
+        let born = Instant::now();
+        while born.elapsed() < life && !deadline() {
+            std::thread::sleep(Duration::from_millis(SUPERVISOR_TICK_MS));
+        }
+        let last = deadline();
+        if let Some((requests, commits)) = server_counts(db) {
+            tally.requests += requests;
+            tally.commits += commits;
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            let out = child.wait_with_output().unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+            tally.failed_starts.push(format!("exit {status}: {stderr}"));
+        } else if last {
+            let term = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+            assert!(term.unwrap().success(), "kill -TERM the server");
+            tally.last_exit = child.wait().unwrap().code();
+            return tally;
+        } else {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            tally.kills += 1;
+        }
+        if last {
+            return tally;
+        }
+    }
+}
+
+/// Runs [`supervise`] on its own thread until the returned flag is set.
+pub(crate) fn start_supervisor(
+    db: &Path,
+    seed: u64,
+) -> (Arc<AtomicBool>, std::thread::JoinHandle<ServerTally>) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let (db, flag) = (db.to_path_buf(), Arc::clone(&stop));
+    (stop, std::thread::spawn(move || supervise(&db, seed, &flag)))
+}
+
+/// One kill loop: with `served` = `Some(direct)`, a supervised server runs beside the workers
+/// and workers `0..direct` never look for it.
+fn kill_loop(name: &str, budget: Duration, served: Option<u64>) {
     let seed = env_u64("HOOKSTATE_KILL_SEED", SEED_DEFAULT);
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("state.redb");
     setup(&db);
-    let mut tally = run_workers(&db, seed, budget);
+    let supervisor = served.map(|_| start_supervisor(&db, seed));
+    let mut tally = run_workers(&db, seed, budget, served.unwrap_or(WORKERS));
+    let server = supervisor.map(|(stop, thread)| {
+        stop.store(true, Ordering::SeqCst);
+        thread.join().unwrap()
+    });
     let verify = hookstate(&db).arg("verify").output().unwrap();
     let log = read_log(&db);
     let lost = lost_acked(&tally.ok, &log);
@@ -454,8 +604,20 @@ fn kill_loop_loses_no_acked_event_and_never_double_claims() {
         .count();
     let denials = bad_denials(&tally.timed, &log);
     tally.latencies_us.sort_unstable();
+    if let Some(server) = &server {
+        println!(
+            "{name} server_starts={} server_kills={} failed_starts={} last_exit={:?} \
+             served_requests={} served_commits={}",
+            server.starts,
+            server.kills,
+            server.failed_starts.len(),
+            server.last_exit,
+            server.requests,
+            server.commits
+        );
+    }
     println!(
-        "killloop invocations={} kills={} ok={} fail={} info={} lost_acked={} double_claims={} \
+        "{name} invocations={} kills={} ok={} fail={} info={} lost_acked={} double_claims={} \
          history_anomalies={} realtime_violations={} bad_denials={}/{} unexpected_exits={} \
          events={} verify={} leftover_temps={leftover_temps} seed={seed} p50_ms={:.1} \
          p99_ms={:.1}",
@@ -484,7 +646,7 @@ fn kill_loop_loses_no_acked_event_and_never_double_claims() {
         || !tally.unexpected.is_empty()
         || !verify.status.success();
     if failed {
-        println!("killloop evidence kept at {}", keep_evidence(dir, &tally).display());
+        println!("{name} evidence kept at {}", keep_evidence(dir, &tally).display());
     }
     assert!(lost.is_empty(), "acked events lost (seed {seed}): {lost:#?}");
     assert!(doubles.is_empty(), "double claims (seed {seed}): {doubles:#?}");
@@ -500,6 +662,16 @@ fn kill_loop_loses_no_acked_event_and_never_double_claims() {
         assert!(verbs.contains(verb), "no {verb} was acknowledged: {verbs:?}");
     }
     assert!(tally.fail > 0, "no refusal was seen");
+    if let Some(server) = server {
+        assert!(
+            server.failed_starts.is_empty(),
+            "servers that failed: {:#?}",
+            server.failed_starts
+        );
+        assert!(server.kills > 0, "no server was killed");
+        assert!(server.requests > 0 && server.commits > 0, "no call went through a server");
+        assert_eq!(server.last_exit, Some(0), "the last server did not stop cleanly on SIGTERM");
+    }
 }
 
 /// Rounds of the first-use kill test, each on a fresh directory.

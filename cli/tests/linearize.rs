@@ -202,7 +202,8 @@ struct Tally {
     unexpected: Vec<String>,
 }
 
-fn worker(db: &Path, seed: u64, w: u64, epoch: Instant) -> Tally {
+/// A worker; `direct` ones never look for a server.
+fn worker_as(db: &Path, seed: u64, w: u64, direct: bool, epoch: Instant) -> Tally {
     let mut rng = Rng(seed ^ (w + 1).wrapping_mul(0x2545_f491_4f6c_dd1d));
     let mut tally = Tally::default();
     // Tokens this worker knows per key: from its claims and from `held` refusals.
@@ -223,7 +224,11 @@ fn worker(db: &Path, seed: u64, w: u64, epoch: Instant) -> Tally {
         let kill_after = (rng.below(100) < KILL_PERCENT)
             .then(|| Duration::from_millis(rng.below(KILL_DELAY_MS_MAX + 1)));
         let invoked = Instant::now();
-        let mut child = hookstate(db)
+        let mut command = hookstate(db);
+        if direct {
+            command.env("HOOKSTATE_SERVE", "0");
+        }
+        let mut child = command
             .args(args(key, op, &holder))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -270,6 +275,19 @@ fn worker(db: &Path, seed: u64, w: u64, epoch: Instant) -> Tally {
 
 #[test]
 fn per_key_claim_histories_of_killed_processes_are_linearizable() {
+    linearize("linearize", None);
+}
+
+/// The same histories through `hookstate serve` (issue 14), the server SIGKILLed at random and
+/// restarted, half the workers direct: still linearizable.
+#[test]
+fn claim_histories_through_a_killed_and_restarted_server_are_linearizable() {
+    linearize("linearize-served", Some(WORKERS / 2));
+}
+
+/// One run; with `served` = `Some(direct)`, a supervised server runs beside the workers and
+/// workers `0..direct` never look for it.
+fn linearize(name: &str, served: Option<u64>) {
     let seed = std::env::var("HOOKSTATE_LIN_SEED")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -279,11 +297,13 @@ fn per_key_claim_histories_of_killed_processes_are_linearizable() {
     // Creates the store before the race, so that no kill lands in its creation.
     let init = hookstate(&db).args(["set", "add", "s", "init"]).output().unwrap();
     assert!(init.status.success(), "{init:?}");
+    let supervisor = served.map(|_| crate::killloop::start_supervisor(&db, seed));
+    let direct = served.unwrap_or(WORKERS);
     let epoch = Instant::now();
     let workers: Vec<_> = (0..WORKERS)
         .map(|w| {
             let db = db.clone();
-            std::thread::spawn(move || worker(&db, seed, w, epoch))
+            std::thread::spawn(move || worker_as(&db, seed, w, w < direct, epoch))
         })
         .collect();
     let mut histories: BTreeMap<u64, Vec<Entry>> = BTreeMap::new();
@@ -296,6 +316,10 @@ fn per_key_claim_histories_of_killed_processes_are_linearizable() {
             histories.entry(key).or_default().push(entry);
         }
     }
+    let server = supervisor.map(|(stop, thread)| {
+        stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        thread.join().unwrap()
+    });
     let ops: usize = histories.values().map(Vec::len).sum();
     let open = histories.values().flatten().filter(|e| e.ret.is_none()).count();
     let checker = Instant::now();
@@ -308,8 +332,17 @@ fn per_key_claim_histories_of_killed_processes_are_linearizable() {
         }
     }
     let checker_ms = checker.elapsed().as_millis();
+    if let Some(server) = &server {
+        println!(
+            "{name} server_starts={} server_kills={} served_requests={} last_exit={:?}",
+            server.starts, server.kills, server.requests, server.last_exit
+        );
+        assert!(server.failed_starts.is_empty(), "{:#?}", server.failed_starts);
+        assert!(server.kills > 0 && server.requests > 0, "the server was not exercised");
+        assert_eq!(server.last_exit, Some(0), "the last server did not stop cleanly");
+    }
     println!(
-        "linearize ops={ops} keys={} killed={kills} open={open} nonlinearizable_keys={} \
+        "{name} ops={ops} keys={} killed={kills} open={open} nonlinearizable_keys={} \
          checker_ms={checker_ms} search_nodes={nodes} unexpected={} seed={seed}",
         histories.len(),
         bad.len(),

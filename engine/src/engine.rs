@@ -379,6 +379,28 @@ impl Engine {
     }
 }
 
+/// How a server's batch ended (`serve::writer`).
+pub(crate) use crate::kernel::batch::BatchEnd;
+
+/// Group commit, for a server's writer thread (`serve`): while this thread holds a batch, every
+/// write it runs joins one transaction, committed once.
+impl Engine {
+    /// Opens a batch on this thread; `false` when the backend cannot hold one.
+    pub(crate) fn begin_batch(&self) -> Result<bool> {
+        self.kernel.begin_batch()
+    }
+
+    /// Commits (or aborts) this thread's batch.
+    pub(crate) fn commit_batch(&self) -> Result<BatchEnd> {
+        self.kernel.commit_batch()
+    }
+
+    /// Whether a failed commit made this handle refuse every write.
+    pub(crate) fn is_poisoned(&self) -> bool {
+        self.kernel.is_poisoned()
+    }
+}
+
 /// Renders an event as one JSON object for `hookstate log`.
 #[must_use]
 pub fn event_to_json(event: &Event) -> Value {

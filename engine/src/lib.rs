@@ -15,6 +15,7 @@ mod legacy;
 mod observer;
 mod proposals;
 mod query;
+mod serve;
 mod session;
 mod signals;
 mod store;
@@ -79,6 +80,15 @@ pub use crate::signals::{
 
 pub use crate::kernel::hook::{parse_hook_payload, parse_stop_payload, HookPayload, StopPayload};
 pub use crate::query::{LogFilter, Stats};
+// `hookstate serve`: the socket protocol, the server and its client.
+pub use crate::serve::{
+    decode_request, encode as encode_frame, read_frame, serve, socket_path, write_frame, Answer,
+    Client, ClientFrame, ErrorCode, FrameError, Handler, Job, Prepared, Reply, Run, ServeOptions,
+    ServeReport, ServerFrame, Serving, Stats as ServeStats, StdinSource, ARGS_BYTES_MAX,
+    ARGS_COUNT_MAX, BATCH_BYTES_MAX, BATCH_CALLS_MAX, CONNECTIONS_MAX, CONNECTION_IDLE_MS,
+    ENV_COUNT_MAX, HELLO_WAIT_MS, LINGER_US_MAX, PROTOCOL_VERSION,
+    REPLY_BYTES_MAX as SERVE_REPLY_BYTES_MAX, REQUEST_BYTES_MAX, REQUEST_READ_MS, STDIN_WAIT_MS,
+};
 #[cfg(feature = "testing")]
 pub use crate::store::Backend;
 pub use crate::store::{creation_is_atomic, OpenOptions};

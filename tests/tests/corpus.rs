@@ -133,3 +133,8 @@ fn verb_stdin_seeds_reach_every_verb() {
         .collect();
     assert!(missing.is_empty(), "no accepted seed for {missing:?}");
 }
+
+#[test]
+fn corpus_serve_request() {
+    replay("serve_request", checks::check_serve_request);
+}

@@ -443,3 +443,42 @@ pub(crate) fn check_legacy_import(data: &[u8]) {
         Err(err) => panic!("{kind:?}: the write-back of an accepted file is refused: {err}"),
     }
 }
+
+/// The request decoder of `hookstate serve` (`decode_request`) never panics; a request it
+/// accepts keeps every bound, and its canonical encoding decodes to the same request. The input
+/// is also read as a stream of length-prefixed frames, each decoded in turn, as a connection
+/// reads them: framing never panics either, and a frame over the bound is refused unread.
+pub(crate) fn check_serve_request(data: &[u8]) {
+    use hookstate_engine::{
+        decode_request, encode_frame, read_frame, ClientFrame, FrameError, ARGS_BYTES_MAX,
+        ARGS_COUNT_MAX, ENV_COUNT_MAX, REQUEST_BYTES_MAX,
+    };
+    let check = |payload: &[u8]| {
+        let Ok(frame) = decode_request(payload) else {
+            return;
+        };
+        if let ClientFrame::Run(run) = &frame {
+            assert!(run.argv.len() <= ARGS_COUNT_MAX, "{} arguments accepted", run.argv.len());
+            assert!(run.env.len() <= ENV_COUNT_MAX, "{} env entries accepted", run.env.len());
+            let bytes: usize = run.argv.iter().map(String::len).sum::<usize>()
+                + run.env.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>();
+            assert!(bytes <= ARGS_BYTES_MAX, "arguments of {bytes} bytes accepted");
+            assert!(run.argv.iter().all(|a| !a.contains('\0')), "a NUL argument accepted");
+            assert!(run.cwd.as_ref().is_none_or(|c| c.starts_with('/')), "a relative cwd accepted");
+        }
+        let again = decode_request(&encode_frame(&frame));
+        assert_eq!(again.as_ref(), Ok(&frame), "an accepted request does not round-trip");
+    };
+    check(data);
+    let mut stream = data;
+    loop {
+        match read_frame(&mut stream, REQUEST_BYTES_MAX) {
+            Ok(payload) => check(&payload),
+            Err(FrameError::TooLarge { len, max }) => {
+                assert!(len > max, "a frame of {len} bytes refused under {max}");
+                break;
+            }
+            Err(_) => break,
+        }
+    }
+}

@@ -107,7 +107,7 @@ pub(crate) fn queue(cli: &Cli, verb: &QueueVerb) -> Result<(), CliError> {
             holder: holder
                 .clone()
                 .or_else(|| cli.session.clone())
-                .unwrap_or_else(|| format!("pid-{}", std::process::id())),
+                .unwrap_or_else(|| format!("pid-{}", crate::served::pid())),
             lease_ms: *lease_ms,
         },
         QueueVerb::Ack(h) => {

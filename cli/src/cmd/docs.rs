@@ -35,7 +35,7 @@ pub(crate) fn reference() -> Result<(), CliError> {
 }
 
 fn write_all(bytes: &[u8]) -> Result<(), CliError> {
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::output::stdout();
     out.write_all(bytes).and_then(|()| out.flush()).map_err(stdout_error)
 }
 

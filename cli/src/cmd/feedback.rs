@@ -24,13 +24,13 @@ use crate::output::print;
 const KILL_SWITCH_ENV: &str = "MOONSHINE_FEEDBACK";
 
 fn kill_switch() -> Option<String> {
-    std::env::var(KILL_SWITCH_ENV).ok()
+    crate::served::env_var(KILL_SWITCH_ENV).and_then(|v| v.into_string().ok())
 }
 
 fn home(given: Option<&PathBuf>) -> PathBuf {
     hookstate_engine::moonshine_home(
         given.map(PathBuf::as_path),
-        std::env::var_os("HOME").as_deref(),
+        crate::served::env_var("HOME").as_deref(),
     )
 }
 
@@ -239,7 +239,7 @@ pub(crate) fn hook(cli: &Cli, verb: &HookVerb) -> Result<(), CliError> {
     let Some(text) = stop.output else {
         return Ok(());
     };
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::output::stdout();
     out.write_all(text.as_bytes())
         .and_then(|()| out.flush())
         .map_err(|source| CliError::Io { op: "write stdout".into(), source })

@@ -15,10 +15,12 @@ mod legacy;
 mod observer;
 mod ops;
 mod proposals;
+mod serve;
 mod session;
 mod signals;
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use std::io::Write;
 
@@ -30,7 +32,7 @@ use crate::exit::CliError;
 use crate::output::{one_line, print, print_raw};
 
 /// Where the store lives when neither --db nor HOOKSTATE_DB says.
-const DEFAULT_DB: &str = ".agent/hookstate/state.redb";
+pub(crate) const DEFAULT_DB: &str = ".agent/hookstate/state.redb";
 
 pub(crate) fn run(cli: &Cli) -> Result<(), CliError> {
     if cli.session.as_deref() == Some("") {
@@ -68,6 +70,7 @@ pub(crate) fn run(cli: &Cli) -> Result<(), CliError> {
         Verb::Verify { accept_missing_anchor } => ops::verify(cli, *accept_missing_anchor),
         Verb::Rebuild => ops::rebuild(cli),
         Verb::Stats => ops::stats(cli),
+        Verb::Serve(args) => serve::run(cli, args),
         Verb::Demo(args) => demo::run(args),
         Verb::Feedback(args) => feedback::run(cli, args),
         Verb::Completions { shell } => docs::completions(*shell),
@@ -81,7 +84,7 @@ pub(crate) fn db_path(cli: &Cli) -> Result<PathBuf, CliError> {
     if let Some(path) = &cli.db {
         return Ok(path.clone());
     }
-    let home = std::env::var_os("HOME")
+    let home = crate::served::env_var("HOME")
         .filter(|h| !h.is_empty())
         .ok_or_else(|| CliError::Usage("HOME is not set; pass --db or set HOOKSTATE_DB".into()))?;
     Ok(PathBuf::from(home).join(DEFAULT_DB))
@@ -95,9 +98,10 @@ const PROGRAM_ENV: &str = "HOOKSTATE_PROGRAM";
 /// when the store is not the default one, so the command reaches the store it was made for even
 /// where HOOKSTATE_DB is set only for the hooks.
 pub(crate) fn command_for_model(cli: &Cli) -> String {
-    let program = std::env::var(PROGRAM_ENV).ok().filter(|p| !p.is_empty());
+    let program = crate::served::env_var(PROGRAM_ENV).and_then(|p| p.into_string().ok());
+    let program = program.filter(|p| !p.is_empty());
     let mut command = shell_quote(program.as_deref().unwrap_or("hookstate"));
-    let default = std::env::var_os("HOME")
+    let default = crate::served::env_var("HOME")
         .filter(|h| !h.is_empty())
         .map(|h| PathBuf::from(h).join(DEFAULT_DB));
     if let Some(db) = cli.db.as_ref().filter(|db| default.as_ref() != Some(*db)) {
@@ -137,7 +141,14 @@ pub(crate) enum Access {
 /// Opens the store for `access`. Warnings of its writes go to stderr as they happen; when the
 /// anchors disagree with the log, one line says so on stderr and every JSON result is marked
 /// (`anchor_mismatch`): a read is still answered, a write is refused by the engine.
-pub(crate) fn open(cli: &Cli, access: Access) -> Result<Engine, CliError> {
+pub(crate) fn open(cli: &Cli, access: Access) -> Result<Arc<Engine>, CliError> {
+    if let Some(served) = crate::served::engine(access) {
+        let engine = served?;
+        if let Some(problem) = engine.location()?.anchor_problem {
+            crate::output::mark_anchor(&problem.to_string());
+        }
+        return Ok(engine);
+    }
     let options = OpenOptions {
         wait_ms: cli.wait_ms,
         create: access == Access::Write,
@@ -148,14 +159,14 @@ pub(crate) fn open(cli: &Cli, access: Access) -> Result<Engine, CliError> {
     };
     let engine = Engine::open(&db_path(cli)?, options)?;
     engine.set_warning_sink(Box::new(|line| {
-        let _ = writeln!(std::io::stderr(), "hookstate: {}", one_line(line));
+        let _ = writeln!(crate::output::stderr(), "hookstate: {}", one_line(line));
     }));
     if matches!(access, Access::Read | Access::Export | Access::Write) {
         if let Some(problem) = engine.location()?.anchor_problem {
             crate::output::mark_anchor(&problem.to_string());
         }
     }
-    Ok(engine)
+    Ok(Arc::new(engine))
 }
 
 /// The engine's layout for a CLI layout, with `--mirror-name` for the one-file layouts.
@@ -258,7 +269,7 @@ pub(crate) fn warn_report(report: &hookstate_engine::MirrorReport) {
             "hookstate: mirror kept the store's {} in {}: {}",
             conflict.record, conflict.file, conflict.why
         );
-        let _ = writeln!(std::io::stderr(), "{}", one_line(&line));
+        let _ = writeln!(crate::output::stderr(), "{}", one_line(&line));
     }
 }
 
@@ -277,7 +288,7 @@ pub(crate) fn call_in(cli: &Cli, hook: &str, scope: &str) -> Call {
         actor: Actor {
             session: cli.session.clone(),
             hook: Some(hook.into()),
-            pid: Some(std::process::id()),
+            pid: Some(crate::served::pid()),
             agent: cli.agent.clone(),
         },
         idem_key: cli.idem_key.clone(),

@@ -56,7 +56,7 @@ pub(crate) fn log(cli: &Cli, args: &LogArgs) -> Result<(), CliError> {
         out.push('\n');
     }
     use std::io::Write;
-    let mut stdout = std::io::stdout().lock();
+    let mut stdout = crate::output::stdout();
     stdout
         .write_all(out.as_bytes())
         .and_then(|()| stdout.flush())

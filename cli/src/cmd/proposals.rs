@@ -54,7 +54,7 @@ pub(crate) fn run(cli: &Cli, args: &ProposalsArgs) -> Result<(), CliError> {
     finish_script(cli, &outcome)
 }
 
-fn read(cli: &Cli) -> Result<Engine, CliError> {
+fn read(cli: &Cli) -> Result<std::sync::Arc<Engine>, CliError> {
     open(cli, Access::Read)
 }
 

@@ -62,8 +62,12 @@ fn finish(cli: &Cli, answer: &Answer) -> Result<(), CliError> {
     if cli.format == Format::Verdict {
         let text: String = answer.verdict.lines.iter().map(|l| format!("{l}\n")).collect();
         let written = match answer.verdict.stream {
-            Stream::Stdout => std::io::Write::write_all(&mut std::io::stdout(), text.as_bytes()),
-            Stream::Stderr => std::io::Write::write_all(&mut std::io::stderr(), text.as_bytes()),
+            Stream::Stdout => {
+                std::io::Write::write_all(&mut crate::output::stdout(), text.as_bytes())
+            }
+            Stream::Stderr => {
+                std::io::Write::write_all(&mut crate::output::stderr(), text.as_bytes())
+            }
         };
         written.map_err(|source| CliError::Io { op: "write the verdict".into(), source })?;
         return match code(answer.verdict_exit) {

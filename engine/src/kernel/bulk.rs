@@ -34,7 +34,10 @@ impl Kernel {
         self.anchor_gate(&*txn, &head, anchors)?;
         for (scope, body) in events {
             validate_scope(scope)?;
-            head = self.append_one(&mut *txn, head, call, scope, body, None)?;
+            let (event, record) = self.encode_one(head, call, scope, body, None)?;
+            txn.append_event(event.seq, &record)?;
+            self.project_live(&mut *txn, &event)?;
+            head = Head { seq: event.seq, hash: event.hash };
         }
         if events.is_empty() {
             return Ok(head);

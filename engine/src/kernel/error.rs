@@ -242,6 +242,14 @@ pub enum Error {
     /// A commit failed earlier in this process; the engine refuses further writes until reopened.
     #[error("engine refused the write: an earlier commit failed")]
     Poisoned,
+    /// Another `hookstate serve` holds the store's server lock.
+    #[error("another server already serves {db}{}", .pid.map(|p| format!(" (pid {p})")).unwrap_or_default())]
+    ServerRunning {
+        /// The store.
+        db: PathBuf,
+        /// The holder's process id, as its lock file says.
+        pid: Option<u32>,
+    },
 }
 
 /// The storage's own error, kept as the cause.

@@ -8,6 +8,8 @@
 //! Knows no domain and no backend: domains import the kernel, never the other way round.
 
 pub(crate) mod anchor;
+pub(crate) mod batch;
+pub(crate) mod batch_state;
 #[cfg(any(test, feature = "testing"))]
 pub(crate) mod bulk;
 pub(crate) mod call;

@@ -81,6 +81,12 @@ pub(crate) trait Storage: Send + Sync {
     fn remove_stale_temps(&self) -> Result<u32>;
     /// Takes the single write transaction, waiting at most until `deadline`.
     fn begin_write(&self, deadline: Instant) -> Result<Box<dyn WriteTxn + '_>>;
+    /// Takes the single write transaction for a batch of calls (group commit), owned so that a
+    /// server's writer can hold it across them; `None` when this backend cannot, and the server
+    /// then commits call by call.
+    fn begin_batch(&self, _deadline: Instant) -> Result<Option<Box<dyn WriteTxn + Send>>> {
+        Ok(None)
+    }
     /// Opens a read snapshot.
     fn begin_read(&self) -> Result<Box<dyn ReadTxn + '_>>;
 }

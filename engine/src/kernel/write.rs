@@ -8,7 +8,7 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use hookstate_schema::event::Request;
@@ -20,6 +20,7 @@ use hookstate_schema::format::{
 use hookstate_schema::{validate_id, validate_scope, Body, Event, EventContent};
 
 use crate::kernel::anchor::{self, AnchorState, Identity};
+use crate::kernel::batch_state::Batch;
 use crate::kernel::call::{Call, Outcome, Plan};
 use crate::kernel::error::{Error, Result};
 use crate::kernel::limits::{EVENT_BYTES_MAX, STORED_RESULT_BYTES_MAX};
@@ -30,13 +31,21 @@ use hookstate_schema::ViewRow;
 
 /// An open store as the domains see it: transactions, the write path and the projections.
 pub(crate) struct Kernel {
-    storage: Box<dyn Storage>,
+    pub(super) storage: Box<dyn Storage>,
     table: &'static Table,
     store_id: [u8; STORE_ID_BYTES],
     format: u16,
     wait: Duration,
-    poisoned: AtomicBool,
+    pub(super) poisoned: AtomicBool,
     warning_sink: OnceLock<WarningSink>,
+    /// The open batch of a server's writer thread, if any (`kernel::batch_state`).
+    pub(super) batch: Mutex<Option<Batch>>,
+}
+
+/// A call that failed inside a write transaction, and whether it had written to it.
+pub(crate) struct Failed {
+    pub(crate) error: Error,
+    pub(crate) touched: bool,
 }
 
 /// Where a caller wants warning lines to go as they happen (the CLI: stderr).
@@ -63,11 +72,12 @@ impl Kernel {
             wait,
             poisoned: AtomicBool::new(false),
             warning_sink: OnceLock::new(),
+            batch: Mutex::new(None),
         })
     }
 
     /// Refuses a store of an older format (only `rebuild` upgrades one).
-    pub(crate) fn current(&self) -> Result<()> {
+    pub(super) fn current(&self) -> Result<()> {
         if self.format < FORMAT_VERSION {
             return Err(Error::UpgradeRequired { found: self.format, supported: FORMAT_VERSION });
         }
@@ -118,6 +128,10 @@ impl Kernel {
     pub(crate) fn begin_write(&self) -> Result<Box<dyn WriteTxn + '_>> {
         if self.poisoned.load(Ordering::SeqCst) {
             return Err(Error::Poisoned);
+        }
+        // The thread holding a batch holds the one write transaction: waiting would never end.
+        if self.holds_batch() {
+            return Err(Error::Busy { waited_ms: 0 });
         }
         self.storage.begin_write(Instant::now() + self.wait)
     }
@@ -172,7 +186,7 @@ impl Kernel {
 
     /// The anchor check a write must pass: every anchor agrees with the log, and none is missing
     /// once the log holds events.
-    pub(crate) fn anchor_gate(
+    pub(super) fn anchor_gate(
         &self,
         txn: &dyn ReadTxn,
         head: &Head,
@@ -184,6 +198,11 @@ impl Kernel {
             }
         }
         Ok(())
+    }
+
+    /// Whether a failed commit made this handle refuse every write.
+    pub(crate) fn is_poisoned(&self) -> bool {
+        self.poisoned.load(Ordering::SeqCst)
     }
 
     /// Refuses every later write of this handle (after a failed commit).
@@ -198,7 +217,9 @@ impl Kernel {
 
     /// Runs one mutation of any domain as one write transaction: replay an idempotent repeat, or
     /// decide a [`Plan`] on the rows `decide` reads, append its events, project them, move the
-    /// head and commit. The caller validated its input before.
+    /// head and commit. The caller validated its input before. On the thread that holds an open
+    /// batch ([`Kernel::begin_batch`]) the call runs inside the batch's transaction instead, and
+    /// is durable only once the batch commits.
     pub(crate) fn write(
         &self,
         call: &Call,
@@ -206,6 +227,9 @@ impl Kernel {
     ) -> Result<Outcome> {
         if self.poisoned.load(Ordering::SeqCst) {
             return Err(Error::Poisoned);
+        }
+        if let Some(batched) = self.write_in_batch(call, &decide) {
+            return batched;
         }
         // The planted bug: the compare reads a snapshot taken before the write transaction.
         #[cfg(feature = "bugdrill")]
@@ -226,45 +250,71 @@ impl Kernel {
             let anchors = self.read_anchors();
             self.anchor_gate(&*txn, &head, anchors)?;
         }
-        if let Some(outcome) = self.replay_idempotent(&*txn, call)? {
-            return Ok(outcome);
-        }
         #[cfg(feature = "bugdrill")]
-        let plan = match early {
-            Some(plan) => plan,
-            None => decide(&*txn)?,
+        let mut early = early;
+        #[cfg(feature = "bugdrill")]
+        let decide = |txn: &dyn ReadTxn| match early.take() {
+            Some(plan) => Ok(plan),
+            None => decide(txn),
         };
-        #[cfg(not(feature = "bugdrill"))]
-        let plan = decide(&*txn)?;
-        let mut head = head;
-        let mut request = self.request_of(call, &plan);
-        for body in &plan.events {
-            head = self.append_one(&mut *txn, head, call, &call.scope, body, request.take())?;
-        }
-        for (scope, body) in &plan.scoped_events {
-            validate_scope(scope)?;
-            head = self.append_one(&mut *txn, head, call, scope, body, request.take())?;
-        }
-        let appended = (plan.events.len() + plan.scoped_events.len()) as u64;
-        let outcome = Outcome {
-            result: plan.result,
-            refusal: plan.refusal,
-            head,
-            appended,
-            replayed: false,
-            mirror: None,
-        };
-        if appended > 0 {
-            txn.put_meta(META_HEAD, &encode_head(&head))?;
+        let outcome =
+            self.run_call(&mut *txn, head, call, decide).map_err(|failed| failed.error)?;
+        if outcome.appended > 0 {
+            txn.put_meta(META_HEAD, &encode_head(&outcome.head))?;
             #[cfg(feature = "bugdrill")]
             crate::kernel::drill::before_commit(&outcome);
             if let Err(err) = txn.commit() {
                 self.poisoned.store(true, Ordering::SeqCst);
                 return Err(err);
             }
-            self.move_anchors(&head, ignore_anchor);
+            self.move_anchors(&outcome.head, ignore_anchor);
         }
         Ok(outcome)
+    }
+
+    /// The body of one call inside a write transaction whose head is `head` (per call, or one
+    /// call of a batch): replay an idempotent repeat, or decide, encode every event (so a call
+    /// whose events break a limit fails before it appends anything), append and project them.
+    /// The head in the metadata is the caller's to move. A failure says whether the transaction
+    /// was touched: a batch whose transaction a failed call touched must not commit.
+    pub(crate) fn run_call(
+        &self,
+        txn: &mut dyn WriteTxn,
+        head: Head,
+        call: &Call,
+        decide: impl FnOnce(&dyn ReadTxn) -> Result<Plan>,
+    ) -> std::result::Result<Outcome, Failed> {
+        let untouched = |error: Error| Failed { error, touched: false };
+        if let Some(outcome) = self.replay_idempotent(&*txn, call).map_err(untouched)? {
+            return Ok(outcome);
+        }
+        let plan = decide(&*txn).map_err(untouched)?;
+        let mut request = self.request_of(call, &plan);
+        let scoped = plan.events.iter().map(|body| (call.scope.as_str(), body));
+        let scoped = scoped.chain(plan.scoped_events.iter().map(|(s, body)| (s.as_str(), body)));
+        let mut encoded = Vec::new();
+        let mut next = head;
+        for (scope, body) in scoped {
+            validate_scope(scope).map_err(|e| untouched(e.into()))?;
+            let event = self.encode_one(next, call, scope, body, request.take());
+            let event = event.map_err(untouched)?;
+            next = Head { seq: event.0.seq, hash: event.0.hash };
+            encoded.push(event);
+        }
+        let appended = encoded.len() as u64;
+        for (event, record) in encoded {
+            let touched = |error: Error| Failed { error, touched: true };
+            txn.append_event(event.seq, &record).map_err(touched)?;
+            self.project_live(txn, &event).map_err(touched)?;
+        }
+        Ok(Outcome {
+            result: plan.result,
+            refusal: plan.refusal,
+            head: next,
+            appended,
+            replayed: false,
+            mirror: None,
+        })
     }
 
     /// The request a keyed call's first event carries: its fingerprint, and its result fields
@@ -293,7 +343,7 @@ impl Kernel {
     /// Moves the anchors forward after a commit. Failure is not the call's error (the commit
     /// stands and the anchor may lag, it must only never lead): it is one warning line and one
     /// more in the store's count of failed anchor writes (`stats`).
-    pub(crate) fn move_anchors(&self, head: &Head, ignore_anchor: bool) {
+    pub(super) fn move_anchors(&self, head: &Head, ignore_anchor: bool) {
         let store_id = self.store_id;
         let moved = self.storage.update_anchors(&store_id, &mut |current| match ignore_anchor {
             true => Some(format::format_anchor(&store_id, head)),
@@ -351,15 +401,15 @@ impl Kernel {
         txn.commit()
     }
 
-    pub(crate) fn append_one(
+    /// Encodes the event that follows `head`, checked against [`EVENT_BYTES_MAX`].
+    pub(super) fn encode_one(
         &self,
-        txn: &mut dyn WriteTxn,
         head: Head,
         call: &Call,
         scope: &str,
         body: &Body,
         request: Option<Request>,
-    ) -> Result<Head> {
+    ) -> Result<(Event, Vec<u8>)> {
         let seq = head.seq + 1;
         let kept = request.as_ref().and_then(|r| r.result.as_ref()).map_or(0, String::len);
         let content = EventContent {
@@ -376,12 +426,10 @@ impl Kernel {
             let len = record.len().saturating_sub(kept);
             return Err(Error::EventTooLarge { len, max: EVENT_BYTES_MAX });
         }
-        txn.append_event(seq, &record)?;
         let event = Event { seq, prev: head.hash, hash, content };
         assert_eq!(event.seq, head.seq + 1, "event seq must follow the head");
         assert_eq!(event.prev, head.hash, "event prev must be the head hash");
-        self.project_live(txn, &event)?;
-        Ok(Head { seq, hash })
+        Ok((event, record))
     }
 
     /// Applies one event to the stored views through an overlay of the rows it touches.

@@ -128,6 +128,9 @@ impl Storage for FileStore {
     fn begin_write(&self, deadline: Instant) -> Result<Box<dyn WriteTxn + '_>> {
         self.db.begin_write(deadline)
     }
+    fn begin_batch(&self, deadline: Instant) -> Result<Option<Box<dyn WriteTxn + Send>>> {
+        self.db.begin_batch(deadline).map(Some)
+    }
     fn begin_read(&self) -> Result<Box<dyn ReadTxn + '_>> {
         self.db.begin_read()
     }

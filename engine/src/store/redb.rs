@@ -196,6 +196,16 @@ impl RedbStore {
 impl RedbStore {
     /// Takes the single write transaction, waiting at most until `deadline`.
     pub(crate) fn begin_write(&self, deadline: Instant) -> Result<Box<dyn WriteTxn + '_>> {
+        Ok(Box::new(self.take_write(deadline)?))
+    }
+
+    /// [`RedbStore::begin_write`], owned: a redb transaction borrows nothing, so a server's
+    /// writer may hold it across a batch of calls.
+    pub(crate) fn begin_batch(&self, deadline: Instant) -> Result<Box<dyn WriteTxn + Send>> {
+        Ok(Box::new(self.take_write(deadline)?))
+    }
+
+    fn take_write(&self, deadline: Instant) -> Result<RedbWrite> {
         let Db::Write(db) = &self.db else {
             return Err(Error::ReadOnly);
         };
@@ -217,7 +227,7 @@ impl RedbStore {
         txn.set_durability(Durability::Immediate)
             .map_err(|e| Error::Store(Box::new(redb::Error::from(e))))?;
         txn.set_quick_repair(true);
-        Ok(Box::new(RedbWrite { txn }))
+        Ok(RedbWrite { txn })
     }
 
     /// Opens a read snapshot.

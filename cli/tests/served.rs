@@ -1,0 +1,475 @@
+//! The CLI suite through `hookstate serve` (issue 14): one script of calls — every kind of
+//! answer (done, refused, invalid, usage, a replayed and a mismatched idempotency key, stdin
+//! verbs, hook verbs, hermit verbs with verdict output, text format, reads of a missing record)
+//! — runs on two fresh stores, one in-process (`HOOKSTATE_SERVE=0`) and one through a server
+//! the calls find by themselves. Stdout, stderr and exit codes must be identical once the
+//! store's path, the caller's pid and the hashes (which cover the pid) are written as
+//! placeholders, and the server must have answered every served call.
+//!
+//! Also: a second `serve` on the same store says which pid holds it and exits non-zero, and
+//! SIGTERM stops the server with exit 0 and its counters.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+
+use serde_json::Value;
+
+use crate::support::hookstate;
+
+/// Idle bound of every server a test starts: longer than any quiet spell of a test, short
+/// enough that a server a panicking test leaves running goes away soon.
+pub(crate) const LEFT_BEHIND_IDLE_S: &str = "60";
+/// The fixed clock of both runs, so that every timestamp and lease agrees.
+const NOW_MS: &str = "1767225600000";
+
+/// The script: arguments after `--db DB`, and the stdin, if any. `{dir}` is the run's hermit
+/// state directory.
+fn script() -> Vec<(Vec<&'static str>, Option<&'static str>)> {
+    vec![
+        (vec!["kv", "put", "k", r#"{"a":1}"#], None),
+        (vec!["kv", "put", "k", "2", "--expect-rev", "5"], None),
+        (vec!["kv", "get", "k"], None),
+        (vec!["kv", "get", "missing"], None),
+        (vec!["kv", "put", "k2", "--stdin"], Some(r#"{"from":"stdin"}"#)),
+        (vec!["kv", "put", "k3", "--stdin"], Some("not json")),
+        (vec!["kv", "put", "bad/id", "1"], None),
+        (vec!["queue", "push", "q", "i1", r#"{"n":1}"#], None),
+        (vec!["queue", "push", "q", "i2"], None),
+        (vec!["queue", "claim", "q", "--holder", "h1", "--lease-ms", "60000"], None),
+        (vec!["queue", "claim", "q", "--item", "i1", "--holder", "h2"], None),
+        (vec!["queue", "ack", "q", "i1", "--token", "999"], None),
+        (vec!["queue", "ack", "q", "i1", "--token", "1"], None),
+        (vec!["queue", "list", "q"], None),
+        (vec!["queue", "claim"], None),
+        (vec!["--idem-key", "key-1", "counter", "add", "c", "5"], None),
+        (vec!["--idem-key", "key-1", "counter", "add", "c", "5"], None),
+        (vec!["--idem-key", "key-1", "counter", "add", "c", "6"], None),
+        (vec!["counter", "get", "c"], None),
+        (vec!["set", "add", "s", "m"], None),
+        (vec!["set", "add", "s", "m"], None),
+        (vec!["--format", "text", "set", "has", "s", "m"], None),
+        (vec!["list", "append", "l", r#"{"x":1}"#, "--cap", "2"], None),
+        (vec!["list", "get", "l"], None),
+        (vec!["--scope", "other", "kv", "get", "k"], None),
+        (
+            vec!["--session", "sess-1", "observer", "append"],
+            Some(r#"[{"kind":"user","text":"hello"}]"#),
+        ),
+        (vec!["--session", "sess-1", "observer", "state"], None),
+        (vec!["hook", "session-start"], Some(r#"{"session_id":"sess-2","source":"startup"}"#)),
+        (
+            vec!["--format", "verdict", "proposals", "--dir", "{dir}", "queue-micro"],
+            Some(r#"{"tier":"micro","question":"Ship it?"}"#),
+        ),
+        (vec!["--format", "verdict", "proposals", "--dir", "{dir}", "queue-micro"], Some("{")),
+        (vec!["proposals", "--dir", "{dir}", "list"], None),
+        (vec!["kv", "frobnicate"], None),
+    ]
+}
+
+/// One call's answer with the run's own details written as placeholders.
+fn normalized(output: &Output, db: &Path, dir: &Path) -> (Option<i32>, String, String) {
+    let clean = |bytes: &[u8]| {
+        let text = String::from_utf8_lossy(bytes)
+            .replace(&db.display().to_string(), "<db>")
+            .replace(&dir.display().to_string(), "<dir>");
+        let mut out = String::with_capacity(text.len());
+        let mut rest = text.as_str();
+        // Hashes: 64 hex digits.
+        while let Some(at) = rest.find(|c: char| c.is_ascii_hexdigit()) {
+            out.push_str(&rest[..at]);
+            let run = rest[at..].chars().take_while(char::is_ascii_hexdigit).count();
+            if run == 64 {
+                out.push_str("<hash>");
+            } else {
+                out.push_str(&rest[at..at + run]);
+            }
+            rest = &rest[at + run..];
+        }
+        out.push_str(rest);
+        pid_free(&out)
+    };
+    (output.status.code(), clean(&output.stdout), clean(&output.stderr))
+}
+
+/// `"pid":N` written as `"pid":<pid>`: events record the caller's pid.
+fn pid_free(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("\"pid\":") {
+        let start = at + "\"pid\":".len();
+        out.push_str(&rest[..start]);
+        let digits = rest[start..].chars().take_while(char::is_ascii_digit).count();
+        out.push_str(if digits > 0 { "<pid>" } else { "" });
+        rest = &rest[start + digits..];
+    }
+    out.push_str(rest);
+    out
+}
+
+fn call(db: &Path, dir: &Path, args: &[&str], stdin: Option<&str>, direct: bool) -> Output {
+    let dir_text = dir.display().to_string();
+    let args: Vec<String> = args.iter().map(|a| a.replace("{dir}", &dir_text)).collect();
+    let mut command = hookstate(db);
+    command.env("HOOKSTATE_NOW_MS", NOW_MS).env("HOME", dir).env_remove("HOOKSTATE_SOCKET");
+    if direct {
+        command.env("HOOKSTATE_SERVE", "0");
+    }
+    let mut child = command
+        .args(&args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    if let Some(text) = stdin {
+        input.write_all(text.as_bytes()).unwrap();
+    }
+    drop(input);
+    child.wait_with_output().unwrap()
+}
+
+/// Starts `hookstate serve` on `db` and waits for its first line. A server a failed test
+/// leaves behind stops by itself after [`LEFT_BEHIND_IDLE_S`] without a request.
+fn start_server(db: &Path) -> (Child, Value) {
+    let mut child = hookstate(db)
+        .args(["serve", "--idle-exit-s", LEFT_BEHIND_IDLE_S])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    stdout.read_line(&mut line).unwrap();
+    let serving: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{line:?}: {e}"));
+    child.stdout = Some(stdout.into_inner());
+    (child, serving)
+}
+
+/// Stops a server with SIGTERM and returns its exit code and its last line.
+fn stop_server(child: Child) -> (Option<i32>, Value) {
+    let term = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    assert!(term.success());
+    let out = child.wait_with_output().unwrap();
+    let last = String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or("").to_owned();
+    (out.status.code(), serde_json::from_str(&last).unwrap_or(Value::Null))
+}
+
+#[test]
+fn the_cli_suite_answers_the_same_through_a_server() {
+    let root = tempfile::tempdir().unwrap();
+    let run = |name: &str, served: bool| {
+        let dir = root.path().join(name);
+        let db = dir.join("store").join("state.redb");
+        std::fs::create_dir_all(dir.join("hermit")).unwrap();
+        let init = call(&db, &dir, &["init"], None, true);
+        assert_eq!(init.status.code(), Some(0), "{init:?}");
+        let server = served.then(|| start_server(&db));
+        let answers: Vec<_> = script()
+            .into_iter()
+            .map(|(args, stdin)| {
+                let args: Vec<&str> = args.into_iter().collect();
+                let out = call(&db, &dir.join("hermit"), &args, stdin, !served);
+                (args.join(" "), normalized(&out, &db, &dir.join("hermit")))
+            })
+            .collect();
+        let stopped = server.map(|(child, serving)| {
+            assert_eq!(serving["socket"], format!("{}.sock", db.display()));
+            stop_server(child)
+        });
+        let verify = call(&db, &dir, &["verify"], None, true);
+        assert_eq!(verify.status.code(), Some(0), "{verify:?}");
+        (answers, stopped)
+    };
+    let (direct, _) = run("direct", false);
+    let (served, stopped) = run("served", true);
+    let mut differ = Vec::new();
+    for ((call, a), (_, b)) in direct.iter().zip(&served) {
+        if a != b {
+            differ.push(format!("{call}\n  direct: {a:?}\n  served: {b:?}"));
+        }
+    }
+    let codes: Vec<Option<i32>> = direct.iter().map(|(_, (code, _, _))| *code).collect();
+    println!("served parity calls={} differ={} exits={codes:?}", direct.len(), differ.len());
+    assert!(differ.is_empty(), "answers differ:\n{}", differ.join("\n"));
+    // The script covers what it claims to: success, refusal, invalid and usage.
+    for code in [0, 1, 3, 64] {
+        assert!(codes.contains(&Some(code)), "no call exited {code}: {codes:?}");
+    }
+    let (exit, last) = stopped.unwrap();
+    assert_eq!(exit, Some(0), "SIGTERM stops the server with exit 0");
+    assert_eq!(last["stopped"], "signal");
+    let requests = last["stats"]["requests"].as_u64().unwrap();
+    // Every call of the script but `init` is served (none is a local verb).
+    assert_eq!(requests, script().len() as u64, "calls the server answered: {last}");
+}
+
+#[test]
+fn a_second_server_names_the_first_and_exits_non_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("state.redb");
+    let (first, serving) = start_server(&db);
+    let second = hookstate(&db).arg("serve").stdin(Stdio::null()).output().unwrap();
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert_eq!(second.status.code(), Some(4), "{second:?}");
+    assert!(stderr.contains(&format!("pid {}", serving["pid"])), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    let (exit, _) = stop_server(first);
+    assert_eq!(exit, Some(0));
+    assert!(!Path::new(&format!("{}.sock", db.display())).exists(), "the socket is removed");
+}
+
+/// Persistent clients hammering one server: its writes are committed in batches (the server's
+/// largest batch holds more than one call), and inside them every compare-and-swap and every
+/// idempotency key behaves as per call — no item claimed twice, each revision of a contended
+/// record won once, a key shared by every client applied once, and a refusal in a batch does not
+/// disturb the calls beside it.
+#[test]
+fn group_commit_keeps_every_compare_and_swap_and_key() {
+    use hookstate_engine::{socket_path, Answer, Client, ClientFrame, Run, ServerFrame};
+    use std::time::{Duration, Instant};
+    const CLIENTS: usize = 12;
+    const ITEMS: usize = 60;
+    const ROUNDS: usize = 10;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("state.redb");
+    for n in 0..ITEMS {
+        let out = call(&db, dir.path(), &["queue", "push", "q", &format!("i{n}")], None, true);
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+    }
+    let (server, _) = start_server(&db);
+    let socket = socket_path(&db);
+    let wait = Duration::from_secs(30);
+    let run = |client: &mut Client, id: u64, argv: &[String]| -> (u8, Value) {
+        let request = Run { id, argv: argv.to_vec(), ..Run::default() };
+        match client.run(&request, &mut || None, Instant::now() + wait).unwrap() {
+            Answer::Reply(reply) => {
+                (reply.exit, serde_json::from_str(&reply.stdout).unwrap_or(Value::Null))
+            }
+            Answer::Error { error, message } => panic!("{error:?}: {message}"),
+        }
+    };
+    let results: Vec<Vec<(String, u8, Value)>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..CLIENTS)
+            .map(|c| {
+                let (socket, run) = (&socket, &run);
+                s.spawn(move || {
+                    let mut client = Client::connect(socket, wait).unwrap();
+                    let mut seen = Vec::new();
+                    let holder = format!("c{c}");
+                    let strings =
+                        |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+                    for round in 0..ROUNDS {
+                        let id = (round * 4) as u64;
+                        let claim = strings(&["queue", "claim", "q", "--holder", &holder]);
+                        let (code, v) = run(&mut client, id, &claim);
+                        seen.push(("claim".to_owned(), code, v));
+                        // Every client races for the next revision of one record.
+                        let (_, got) = run(&mut client, id + 1, &strings(&["kv", "get", "hot"]));
+                        let rev = got["rev"].as_u64().unwrap_or(0).to_string();
+                        let value = format!("{{\"c\":{c}}}");
+                        let put = strings(&["kv", "put", "hot", &value, "--expect-rev", &rev]);
+                        let (code, v) = run(&mut client, id + 2, &put);
+                        seen.push(("put".to_owned(), code, v));
+                        // One key per round, shared by every client: applied once.
+                        let key = format!("round-{round}");
+                        let add = strings(&["--idem-key", &key, "counter", "add", "c", "1"]);
+                        let (code, v) = run(&mut client, id + 3, &add);
+                        seen.push(("add".to_owned(), code, v));
+                    }
+                    seen
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let mut stats_client = Client::connect(&socket, wait).unwrap();
+    stats_client.send(&ClientFrame::Stats { id: 1 }).unwrap();
+    let ServerFrame::Stats { stats, .. } = stats_client.receive(Instant::now() + wait).unwrap()
+    else {
+        panic!("no stats");
+    };
+    drop(stats_client);
+    let (exit, _) = stop_server(server);
+    assert_eq!(exit, Some(0));
+    let all: Vec<&(String, u8, Value)> = results.iter().flatten().collect();
+    let mut items = std::collections::BTreeMap::new();
+    for (_, code, v) in all.iter().filter(|(verb, _, _)| verb == "claim") {
+        assert_eq!(*code, 0, "{v}");
+        if v["claimed"] == true {
+            *items.entry(v["item"].as_str().unwrap().to_owned()).or_insert(0) += 1;
+        }
+    }
+    let doubles: Vec<_> = items.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(doubles.is_empty(), "items claimed twice: {doubles:?}");
+    assert_eq!(items.len(), ITEMS.min(CLIENTS * ROUNDS), "every item claimed once");
+    let mut revs = std::collections::BTreeMap::new();
+    let (mut won, mut lost) = (0, 0);
+    for (_, code, v) in all.iter().filter(|(verb, _, _)| verb == "put") {
+        match code {
+            0 => {
+                won += 1;
+                *revs.entry(v["rev"].as_u64().unwrap()).or_insert(0) += 1;
+            }
+            1 => {
+                assert_eq!(v["refused"], "rev_mismatch", "{v}");
+                lost += 1;
+            }
+            other => panic!("put exit {other}: {v}"),
+        }
+    }
+    assert!(revs.values().all(|n| *n == 1), "a revision won twice: {revs:?}");
+    assert_eq!(revs.len(), won, "revisions won");
+    let adds: Vec<_> = all.iter().filter(|(verb, _, _)| verb == "add").collect();
+    assert!(adds.iter().all(|(_, code, _)| *code == 0), "{adds:?}");
+    let counter = call(&db, dir.path(), &["counter", "get", "c"], None, true);
+    let value: Value = serde_json::from_slice(&counter.stdout).unwrap();
+    assert_eq!(value["value"], ROUNDS as u64, "one add per shared key: {value}");
+    println!(
+        "group commit clients={CLIENTS} writes={} commits={} batch_max={} batch_sizes={:?} \
+         cas_won={won} cas_lost={lost}",
+        stats.writes, stats.commits, stats.batch_max, stats.batch_sizes
+    );
+    assert!(stats.batch_max > 1, "no batch held two calls: {stats:?}");
+    assert!(stats.commits < stats.writes, "every write had its own commit: {stats:?}");
+    let verify = call(&db, dir.path(), &["verify"], None, true);
+    assert_eq!(verify.status.code(), Some(0), "{verify:?}");
+}
+
+/// The socket's safety bounds (issue 14, deliverable 5), against a real server: a frame that
+/// announces more than the request bound is answered `too_large` and the connection closed
+/// unread; a client that starts a frame and goes silent is cut off at the request deadline;
+/// one connection past the bound is answered `busy`; and after all of it the server still
+/// answers a call.
+#[test]
+fn the_socket_bounds_its_clients_and_keeps_serving() {
+    use hookstate_engine::{
+        socket_path, Client, CONNECTIONS_MAX, REQUEST_BYTES_MAX, REQUEST_READ_MS,
+    };
+    use std::io::Read;
+    use std::os::unix::net::UnixStream;
+    use std::time::{Duration, Instant};
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("state.redb");
+    let (server, _) = start_server(&db);
+    let socket = socket_path(&db);
+    let wait = Duration::from_secs(10);
+    let hello = |stream: &mut UnixStream| -> Vec<u8> {
+        let mut header = [0u8; 4];
+        stream.read_exact(&mut header).unwrap();
+        let mut payload = vec![0u8; u32::from_be_bytes(header) as usize];
+        stream.read_exact(&mut payload).unwrap();
+        payload
+    };
+    // Too large: the header alone is enough.
+    let mut big = UnixStream::connect(&socket).unwrap();
+    big.set_read_timeout(Some(wait)).unwrap();
+    hello(&mut big);
+    let len = u32::try_from(REQUEST_BYTES_MAX + 1).unwrap();
+    big.write_all(&len.to_be_bytes()).unwrap();
+    let answer: Value = serde_json::from_slice(&hello(&mut big)).unwrap();
+    assert_eq!(answer["error"], "too_large", "{answer}");
+    let mut rest = Vec::new();
+    assert_eq!(big.read_to_end(&mut rest).unwrap(), 0, "the connection is closed");
+    // Silent mid-frame: cut off at the deadline, not before, and well before a minute.
+    let mut slow = UnixStream::connect(&socket).unwrap();
+    slow.set_read_timeout(Some(Duration::from_millis(REQUEST_READ_MS * 3))).unwrap();
+    hello(&mut slow);
+    let started = Instant::now();
+    slow.write_all(&[0, 0, 1, 0, b'{']).unwrap();
+    let mut rest = Vec::new();
+    let read = slow.read_to_end(&mut rest);
+    let took = started.elapsed();
+    assert!(read.is_ok() && rest.is_empty(), "closed without an answer: {read:?} {rest:?}");
+    assert!(took >= Duration::from_millis(REQUEST_READ_MS - 100), "cut off early: {took:?}");
+    assert!(took < Duration::from_millis(REQUEST_READ_MS * 2), "cut off late: {took:?}");
+    // The connection bound: CONNECTIONS_MAX held open, the next one is told busy.
+    // (The threads of the two connections closed above may take a moment to count down.)
+    drop((big, slow));
+    let mut held: Vec<Client> = Vec::new();
+    let deadline = Instant::now() + wait;
+    while held.len() < CONNECTIONS_MAX {
+        match Client::connect(&socket, wait) {
+            Ok(client) => held.push(client),
+            Err(e) if Instant::now() < deadline => {
+                assert!(e.to_string().contains("connections are open"), "{e}");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => panic!("{} connections held, then: {e}", held.len()),
+        }
+    }
+    let refused = Client::connect(&socket, wait).unwrap_err();
+    assert!(refused.to_string().contains("connections are open"), "{refused}");
+    drop(held);
+    // Still serving.
+    let deadline = Instant::now() + wait;
+    let client = loop {
+        match Client::connect(&socket, wait) {
+            Ok(client) => break client,
+            Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
+            Err(e) => panic!("the server stopped serving: {e}"),
+        }
+    };
+    let mut client = client;
+    let run = hookstate_engine::Run {
+        id: 5,
+        argv: vec!["kv".into(), "get".into(), "k".into()],
+        ..Default::default()
+    };
+    match client.run(&run, &mut || None, Instant::now() + wait).unwrap() {
+        hookstate_engine::Answer::Reply(reply) => assert_eq!(reply.exit, 0, "{reply:?}"),
+        other => panic!("{other:?}"),
+    }
+    drop(client);
+    let (exit, last) = stop_server(server);
+    assert_eq!(exit, Some(0));
+    assert!(last["stats"]["refused"].as_u64().unwrap() >= 1, "{last}");
+}
+
+/// A peer of another uid is refused by its credentials, before anything is read, even when the
+/// socket's mode would let it connect (the test loosens it; the server never does). Runs where
+/// the test can switch user (as root, with `setpriv`); elsewhere it says so and checks only
+/// that the socket is 0600.
+#[test]
+fn a_peer_of_another_uid_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
+    let db = dir.path().join("state.redb");
+    let (server, _) = start_server(&db);
+    let socket = hookstate_engine::socket_path(&db);
+    let mode = std::fs::metadata(&socket).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "the socket's mode");
+    let root = std::process::Command::new("id").arg("-u").output().unwrap();
+    let can_switch = String::from_utf8_lossy(&root.stdout).trim() == "0"
+        && Path::new("/usr/bin/setpriv").exists();
+    if can_switch {
+        std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o666)).unwrap();
+        // As nobody, through node: connect and print the first frame the server sends.
+        let script = format!(
+            "const s=require('net').createConnection({:?});let b=Buffer.alloc(0);\
+             s.on('data',d=>{{b=Buffer.concat([b,d]);}});s.on('close',()=>{{\
+             console.log(b.subarray(4).toString());}});",
+            socket.display().to_string()
+        );
+        let out = std::process::Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "node", "-e", &script])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        let answer: Value = serde_json::from_str(text.trim())
+            .unwrap_or_else(|e| panic!("{text:?} {:?}: {e}", String::from_utf8_lossy(&out.stderr)));
+        assert_eq!(answer["error"], "refused", "{answer}");
+        assert!(answer["message"].as_str().unwrap().contains("uid 65534"), "{answer}");
+    } else {
+        println!("peer uid: cannot switch user here; checked the socket's mode only");
+    }
+    let (exit, last) = stop_server(server);
+    assert_eq!(exit, Some(0));
+    if can_switch {
+        assert_eq!(last["stats"]["refused"], 1, "{last}");
+    }
+}

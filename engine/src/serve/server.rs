@@ -1,0 +1,472 @@
+//! The server's life and its socket: the lock (one server per store), the socket beside the
+//! store (mode 0600), the accept loop with its bounds (peers of another uid refused, at most
+//! [`CONNECTIONS_MAX`] connections, a deadline on every frame), one thread per connection, and the
+//! stop: SIGTERM, SIGINT or `--idle-exit-s` end the accept loop, every request in flight is
+//! answered, then the writer drains and the server returns.
+//!
+//! A connection thread runs the [`Handler`] on each request: a read is answered there from a
+//! snapshot, a write goes to the writer thread (`serve::writer`). Does not decide what a request
+//! means.
+
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::Sender;
+use rustix::event::{poll, PollFd, PollFlags, Timespec};
+
+use super::lock;
+use super::protocol::{
+    decode_request, encode, read_frame, write_frame, ClientFrame, ErrorCode, FrameError, Reply,
+    ServerFrame, Stats, PROTOCOL_VERSION, REQUEST_BYTES_MAX,
+};
+use super::shared::{Engagement, Handler, Prepared, Shared, StdinSource, Stop};
+use super::writer::{self, Pending};
+use crate::engine::Engine;
+use crate::Error;
+
+/// Open connections at most: each is a thread; hooks hold one for a call, a plugin one for its
+/// life. One past the bound gets a `busy` answer instead of the hello and is closed.
+pub const CONNECTIONS_MAX: usize = 64;
+/// How long a connection may stay silent between requests before it is closed: a plugin's
+/// persistent client reconnects on its next call.
+pub const CONNECTION_IDLE_MS: u64 = 60_000;
+/// How long one request frame may take to arrive once its first byte did (a slow or silent
+/// client is cut off here): the CLI's own stdin deadline.
+pub const REQUEST_READ_MS: u64 = 5_000;
+/// How long the server waits for the stdin it asked for: the client reads its own stdin within
+/// the CLI's 5 s deadline first.
+pub const STDIN_WAIT_MS: u64 = 6_000;
+/// How long a reply may take to be written before the connection is dropped.
+pub(crate) const REPLY_WRITE_MS: u64 = 5_000;
+/// How long a client waits for the hello before it runs the call in-process: a live server
+/// answers within a few ms; a stopped one (SIGSTOP) must not hold a hook.
+pub const HELLO_WAIT_MS: u64 = 200;
+/// How often the accept loop and idle connections look at the stop flag.
+const TICK_MS: u64 = 50;
+/// The poll timeout of one tick.
+fn tick() -> Timespec {
+    Timespec { tv_sec: 0, tv_nsec: i64::try_from(TICK_MS * 1_000_000).unwrap_or(0) }
+}
+
+/// Pending writes the channel holds: one per connection at most (a connection waits for its
+/// answer before it reads the next request).
+const QUEUE_MAX: usize = CONNECTIONS_MAX;
+
+/// How to serve.
+#[derive(Debug, Clone, Default)]
+pub struct ServeOptions {
+    /// The socket [default: `<db>.sock`].
+    pub socket: Option<PathBuf>,
+    /// Stop after this long without a request.
+    pub idle_exit: Option<Duration>,
+}
+
+/// Where a started server listens (handed to the caller once it accepts connections).
+#[derive(Debug, Clone)]
+pub struct Serving {
+    /// The store.
+    pub db: PathBuf,
+    /// The socket.
+    pub socket: PathBuf,
+    /// This process.
+    pub pid: u32,
+}
+
+/// Why and how a server stopped.
+#[derive(Debug, Clone)]
+pub struct ServeReport {
+    /// `signal`, `idle` or `commit_failed`.
+    pub stopped: &'static str,
+    /// The counters.
+    pub stats: Stats,
+}
+
+/// Serves `engine` on its socket until a signal, the idle bound or a failed commit stops it.
+/// `ready` is called once the socket accepts connections.
+///
+/// # Errors
+/// [`Error::ServerRunning`] when another server holds the store; [`Error::Invalid`] for a socket
+/// path that is too long or names something that is not a socket; IO errors.
+pub fn serve(
+    engine: Arc<Engine>,
+    options: &ServeOptions,
+    handler: Arc<dyn Handler>,
+    ready: &mut dyn FnMut(&Serving),
+) -> Result<ServeReport, Error> {
+    let db = engine.location()?.path;
+    let _lock = lock::take(&db)?;
+    let socket = options.socket.clone().unwrap_or_else(|| super::socket_path(&db));
+    let listener = bind(&socket)?;
+    let signalled = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(signal, Arc::clone(&signalled))
+            .map_err(|e| Error::io("take the signal", &socket, e))?;
+    }
+    let pid = std::process::id();
+    let hello = encode(&ServerFrame::Hello {
+        hookstate: "serve".into(),
+        protocol: PROTOCOL_VERSION,
+        pid,
+        db: db.display().to_string(),
+    });
+    let shared = Arc::new(Shared {
+        engine,
+        handler,
+        stop: AtomicUsize::new(0),
+        signalled,
+        stats: Mutex::new(Stats::default()),
+        open: AtomicUsize::new(0),
+        in_flight: AtomicUsize::new(0),
+        last_request_us: AtomicU64::new(0),
+        engaged: Mutex::new(Vec::new()),
+        epoch: Instant::now(),
+        hello,
+    });
+    let (jobs, queue) = crossbeam_channel::bounded::<Pending>(QUEUE_MAX);
+    let writer = {
+        let shared = Arc::clone(&shared);
+        thread::Builder::new()
+            .name("hookstate-writer".into())
+            .spawn(move || writer::run(&shared, &queue))
+            .map_err(|e| Error::io("start the writer thread", &socket, e))?
+    };
+    ready(&Serving { db: db.clone(), socket: socket.clone(), pid });
+    let connections = accept_loop(&shared, &listener, &jobs, options.idle_exit);
+    // New clients find no socket and run in-process; the ones connected finish their request.
+    let _ = std::fs::remove_file(&socket);
+    drop(listener);
+    for connection in connections {
+        let _ = connection.join();
+    }
+    drop(jobs);
+    let _ = writer.join();
+    let stopped = match shared.stop.load(Ordering::SeqCst) {
+        x if x == Stop::CommitFailed as usize => "commit_failed",
+        x if x == Stop::Idle as usize => "idle",
+        _ => "signal",
+    };
+    let stats = shared.stats.lock().map(|s| s.clone()).unwrap_or_default();
+    Ok(ServeReport { stopped, stats })
+}
+
+/// Binds the socket at `path` with mode 0600, replacing a stale socket (we hold the lock, so no
+/// live server owns it) but nothing else.
+fn bind(path: &Path) -> Result<UnixListener, Error> {
+    const SUN_PATH_BYTES_MAX: usize = 107;
+    let len = path.as_os_str().len();
+    if len > SUN_PATH_BYTES_MAX {
+        return Err(Error::Invalid(format!(
+            "socket path {} is {len} bytes, the limit is {SUN_PATH_BYTES_MAX}: pass --socket",
+            path.display()
+        )));
+    }
+    check_socket_dir(path)?;
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_socket() => {
+            std::fs::remove_file(path)
+                .map_err(|e| Error::io("remove the stale socket", path, e))?;
+        }
+        Ok(_) => {
+            return Err(Error::Invalid(format!(
+                "{} exists and is not a socket: remove it or pass --socket",
+                path.display()
+            )))
+        }
+        Err(_) => {}
+    }
+    // Only this thread runs yet: the mask covers the socket's creation alone.
+    let old = rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o177));
+    let bound = UnixListener::bind(path);
+    rustix::process::umask(old);
+    let listener = bound.map_err(|e| Error::io("bind the socket", path, e))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+        .map_err(|e| Error::io("chmod the socket", path, e))?;
+    listener.set_nonblocking(true).map_err(|e| Error::io("set up the socket", path, e))?;
+    Ok(listener)
+}
+
+/// The socket's directory must be ours and writable by nobody else, or another user could put
+/// their own socket in its place.
+fn check_socket_dir(path: &Path) -> Result<(), Error> {
+    use std::os::unix::fs::MetadataExt;
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let meta =
+        std::fs::metadata(dir).map_err(|e| Error::io("stat the socket directory", dir, e))?;
+    let me = rustix::process::geteuid().as_raw();
+    if meta.uid() != me || meta.mode() & 0o022 != 0 {
+        return Err(Error::UnsafePath {
+            path: dir.to_path_buf(),
+            why: "the socket's directory must be owned by this user and writable by no one else"
+                .into(),
+        });
+    }
+    Ok(())
+}
+
+/// Accepts connections until the server stops; returns the connection threads to join.
+fn accept_loop(
+    shared: &Arc<Shared>,
+    listener: &UnixListener,
+    jobs: &Sender<Pending>,
+    idle_exit: Option<Duration>,
+) -> Vec<thread::JoinHandle<()>> {
+    let mut threads: Vec<thread::JoinHandle<()>> = Vec::new();
+    while !shared.stopping() {
+        threads.retain(|t| !t.is_finished());
+        if let Some(idle) = idle_exit {
+            let quiet_us =
+                shared.now_us().saturating_sub(shared.last_request_us.load(Ordering::SeqCst));
+            if shared.in_flight.load(Ordering::SeqCst) == 0
+                && Duration::from_micros(quiet_us) >= idle
+            {
+                shared.stop(Stop::Idle);
+                break;
+            }
+        }
+        let mut fds = [PollFd::new(listener, PollFlags::IN)];
+        let tick = tick();
+        if !matches!(poll(&mut fds, Some(&tick)), Ok(n) if n > 0) {
+            continue;
+        }
+        let Ok((stream, _)) = listener.accept() else {
+            continue;
+        };
+        if let Some(thread) = admit(shared, stream, jobs) {
+            threads.push(thread);
+        }
+    }
+    threads
+}
+
+/// Checks a new connection (its peer's uid, the connection bound) and starts its thread.
+fn admit(
+    shared: &Arc<Shared>,
+    stream: UnixStream,
+    jobs: &Sender<Pending>,
+) -> Option<thread::JoinHandle<()>> {
+    let refuse = |mut stream: &UnixStream, error, message: String| {
+        let _ = stream.set_nonblocking(false);
+        let _ = stream.set_write_timeout(Some(Duration::from_millis(REPLY_WRITE_MS)));
+        let frame = ServerFrame::Error { id: None, error, message };
+        let _ = write_frame(&mut stream, &encode(&frame));
+    };
+    let me = rustix::process::geteuid().as_raw();
+    match rustix::net::sockopt::socket_peercred(&stream) {
+        Ok(peer) if peer.uid.as_raw() == me => {}
+        Ok(peer) => {
+            shared.count(|s| s.refused += 1);
+            let why = format!("peer uid {} is not this server's uid {me}", peer.uid.as_raw());
+            refuse(&stream, ErrorCode::Refused, why);
+            return None;
+        }
+        Err(e) => {
+            shared.count(|s| s.refused += 1);
+            refuse(&stream, ErrorCode::Refused, format!("peer credentials unreadable: {e}"));
+            return None;
+        }
+    }
+    if shared.open.load(Ordering::SeqCst) >= CONNECTIONS_MAX {
+        shared.count(|s| s.refused += 1);
+        let why = format!("{CONNECTIONS_MAX} connections are open");
+        refuse(&stream, ErrorCode::Busy, why);
+        return None;
+    }
+    shared.open.fetch_add(1, Ordering::SeqCst);
+    shared.count(|s| s.connections += 1);
+    let (shared, jobs) = (Arc::clone(shared), jobs.clone());
+    let spawned = thread::Builder::new().name("hookstate-conn".into()).spawn(move || {
+        let engagement = Arc::new(Engagement::default());
+        if let Ok(mut list) = shared.engaged.lock() {
+            list.push(Arc::clone(&engagement));
+        }
+        connection(&shared, stream, &jobs, &engagement);
+        if let Ok(mut list) = shared.engaged.lock() {
+            list.retain(|e| !Arc::ptr_eq(e, &engagement));
+        }
+        shared.open.fetch_sub(1, Ordering::SeqCst);
+    });
+    spawned.ok()
+}
+
+/// One connection: the hello, then requests until the client closes, goes silent past
+/// [`CONNECTION_IDLE_MS`], breaks a bound that loses the frame boundary, or the server stops.
+fn connection(
+    shared: &Arc<Shared>,
+    stream: UnixStream,
+    jobs: &Sender<Pending>,
+    engagement: &Engagement,
+) {
+    let mut stream = Conn { stream };
+    if stream.stream.set_nonblocking(false).is_err()
+        || stream.stream.set_write_timeout(Some(Duration::from_millis(REPLY_WRITE_MS))).is_err()
+        || write_frame(&mut stream.stream, &shared.hello).is_err()
+    {
+        return;
+    }
+    loop {
+        if !wait_readable(shared, &stream.stream) {
+            return;
+        }
+        let deadline = Instant::now() + Duration::from_millis(REQUEST_READ_MS);
+        let payload = match stream.read(deadline) {
+            Ok(payload) => payload,
+            Err(FrameError::TooLarge { len, max }) => {
+                let message = format!("a request of {len} bytes is over the limit of {max}");
+                let _ = stream.send(&ServerFrame::Error {
+                    id: None,
+                    error: ErrorCode::TooLarge,
+                    message,
+                });
+                return;
+            }
+            Err(_) => return,
+        };
+        engagement.busy.store(true, Ordering::SeqCst);
+        shared.in_flight.fetch_add(1, Ordering::SeqCst);
+        shared.last_request_us.store(shared.now_us(), Ordering::SeqCst);
+        let keep = request(shared, &mut stream, &payload, jobs);
+        shared.last_request_us.store(shared.now_us(), Ordering::SeqCst);
+        shared.in_flight.fetch_sub(1, Ordering::SeqCst);
+        engagement.answered_us.store(shared.now_us(), Ordering::SeqCst);
+        engagement.busy.store(false, Ordering::SeqCst);
+        if !keep || shared.stopping() {
+            return;
+        }
+    }
+}
+
+/// Waits until the next request's first byte can be read; `false` when the client closed, went
+/// silent past [`CONNECTION_IDLE_MS`], or the server is stopping while the connection is idle.
+fn wait_readable(shared: &Shared, stream: &UnixStream) -> bool {
+    let start = Instant::now();
+    let tick = tick();
+    loop {
+        if shared.stopping() || start.elapsed() >= Duration::from_millis(CONNECTION_IDLE_MS) {
+            return false;
+        }
+        let mut fds = [PollFd::new(stream, PollFlags::IN)];
+        match poll(&mut fds, Some(&tick)) {
+            Ok(n) if n > 0 => return true,
+            Ok(_) => {}
+            Err(rustix::io::Errno::INTR) => {}
+            Err(_) => return false,
+        }
+    }
+}
+
+/// Handles one request frame; `false` when the connection must close.
+fn request(
+    shared: &Arc<Shared>,
+    stream: &mut Conn,
+    payload: &[u8],
+    jobs: &Sender<Pending>,
+) -> bool {
+    let run = match decode_request(payload) {
+        Ok(ClientFrame::Run(run)) => run,
+        Ok(ClientFrame::Stats { id }) => {
+            let stats = shared.stats.lock().map(|s| s.clone()).unwrap_or_default();
+            return stream.send(&ServerFrame::Stats { id, stats }).is_ok();
+        }
+        Ok(ClientFrame::Stdin { id, .. }) => {
+            let message = "stdin was sent but not asked for".to_owned();
+            let frame = ServerFrame::Error { id: Some(id), error: ErrorCode::BadRequest, message };
+            return stream.send(&frame).is_ok();
+        }
+        Err(message) => {
+            let frame = ServerFrame::Error { id: None, error: ErrorCode::BadRequest, message };
+            return stream.send(&frame).is_ok();
+        }
+    };
+    let id = run.id;
+    let mut source = Fetch { stream, id };
+    let prepared = shared.handler.prepare(run, &shared.engine, &mut source);
+    let frame = match prepared {
+        Prepared::Answer(reply) => ServerFrame::Reply(Reply { id, ..reply }),
+        Prepared::NotServed(message) => {
+            ServerFrame::Error { id: Some(id), error: ErrorCode::NotServed, message }
+        }
+        Prepared::Abandon => return false,
+        Prepared::Write(job) => {
+            let (answer, answered) = crossbeam_channel::bounded(1);
+            let bytes = job.bytes();
+            if jobs.send(Pending { job, answer, bytes }).is_err() {
+                let message = "the server is stopping".to_owned();
+                ServerFrame::Error { id: Some(id), error: ErrorCode::Busy, message }
+            } else {
+                match answered.recv() {
+                    Ok(Ok(reply)) => ServerFrame::Reply(Reply { id, ..reply }),
+                    Ok(Err((error, message))) => {
+                        ServerFrame::Error { id: Some(id), error, message }
+                    }
+                    Err(_) => {
+                        let message = "the writer stopped before it answered".to_owned();
+                        ServerFrame::Error { id: Some(id), error: ErrorCode::CommitFailed, message }
+                    }
+                }
+            }
+        }
+    };
+    shared.count(|s| s.requests += 1);
+    stream.send(&frame).is_ok()
+}
+
+/// A connection's stream, with frame reads bounded by a deadline.
+struct Conn {
+    stream: UnixStream,
+}
+
+impl Conn {
+    fn read(&mut self, deadline: Instant) -> Result<Vec<u8>, FrameError> {
+        let mut reader = DeadlineReader { stream: &self.stream, deadline };
+        read_frame(&mut reader, REQUEST_BYTES_MAX)
+    }
+
+    fn send(&mut self, frame: &ServerFrame) -> std::io::Result<()> {
+        write_frame(&mut self.stream, &encode(frame))
+    }
+}
+
+/// Reads from a stream, failing with `TimedOut` once `deadline` passed, however the bytes trickle.
+struct DeadlineReader<'a> {
+    stream: &'a UnixStream,
+    deadline: Instant,
+}
+
+impl std::io::Read for DeadlineReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(std::io::ErrorKind::TimedOut.into());
+        }
+        self.stream.set_read_timeout(Some(left))?;
+        let mut stream = self.stream;
+        std::io::Read::read(&mut stream, buf)
+    }
+}
+
+/// Fetches the client's stdin: asks for it, reads the answer within [`STDIN_WAIT_MS`].
+struct Fetch<'a> {
+    stream: &'a mut Conn,
+    id: u64,
+}
+
+impl StdinSource for Fetch<'_> {
+    fn fetch(&mut self) -> Option<String> {
+        let need = ServerFrame::NeedStdin { id: self.id, need: "stdin".into() };
+        self.stream.send(&need).ok()?;
+        let deadline = Instant::now() + Duration::from_millis(STDIN_WAIT_MS);
+        let payload = self.stream.read(deadline).ok()?;
+        match decode_request(&payload) {
+            Ok(ClientFrame::Stdin { id, stdin }) if id == self.id => Some(stdin),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,118 @@
+//! What the server's connection threads and its writer thread share: the [`Handler`] a request
+//! runs through and the [`Job`] a write becomes, the shared state (the engine, the stop flag,
+//! the counters, the connections the writer's linger watches) and the channel an answer goes
+//! back on. Apart from `server.rs` and `writer.rs` so that neither imports the other's logic.
+//! Does not touch a socket or run anything.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use crossbeam_channel::Sender;
+
+use super::protocol::{ErrorCode, Reply, Run, Stats};
+use crate::engine::Engine;
+
+/// How a request is run; the CLI implements it with its own dispatch.
+pub trait Handler: Send + Sync {
+    /// Runs `run` on its connection's thread, answering it when it only reads, or returns the
+    /// job the writer thread must run. `stdin` fetches the client's stdin when the verb reads it
+    /// and the request carried none.
+    fn prepare(&self, run: Run, engine: &Arc<Engine>, stdin: &mut dyn StdinSource) -> Prepared;
+}
+
+/// The client's stdin, asked for when a verb reads it.
+pub trait StdinSource {
+    /// The bytes, or `None` when the client gave none (it went away, or sent something else).
+    fn fetch(&mut self) -> Option<String>;
+}
+
+/// What the connection thread does with a request.
+pub enum Prepared {
+    /// Answered here (a read, a usage error, a refusal decided before any write).
+    Answer(Reply),
+    /// Not served: the client runs it itself.
+    NotServed(String),
+    /// The client went away before the verb could run: nothing was run, nobody to answer.
+    Abandon,
+    /// A write: the writer runs it.
+    Write(Box<dyn Job>),
+}
+
+/// A write, run by the writer thread: in a batch, or alone.
+pub trait Job: Send {
+    /// Runs the verb; its writes join the writer's open batch, if any. May run more than once
+    /// (a batch that had to be aborted runs its calls again, one by one).
+    fn run(&mut self, engine: &Arc<Engine>) -> Reply;
+    /// Whether it must run alone, outside a batch (a mirrored call writes files after its
+    /// commit).
+    fn solo(&self) -> bool;
+    /// Its size, for the batch's byte bound.
+    fn bytes(&self) -> usize;
+}
+
+/// Why the accept loop ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stop {
+    Running = 0,
+    Signal = 1,
+    Idle = 2,
+    CommitFailed = 3,
+}
+
+/// What the connection threads and the writer share.
+pub(crate) struct Shared {
+    pub(crate) engine: Arc<Engine>,
+    pub(crate) handler: Arc<dyn Handler>,
+    pub(crate) stop: AtomicUsize,
+    pub(crate) signalled: Arc<AtomicBool>,
+    pub(crate) stats: Mutex<Stats>,
+    /// Open connections.
+    pub(crate) open: AtomicUsize,
+    /// Requests read and not yet answered.
+    pub(crate) in_flight: AtomicUsize,
+    /// When the last request arrived, in µs since `epoch`.
+    pub(crate) last_request_us: AtomicU64,
+    /// Connections in a request, or answered within the writer's linger window: the writes
+    /// the writer may still expect for its batch.
+    pub(crate) engaged: Mutex<Vec<Arc<Engagement>>>,
+    pub(crate) epoch: Instant,
+    /// The hello frame every connection gets first.
+    pub(crate) hello: Vec<u8>,
+}
+
+/// One connection's part in the writer's linger: in a request, or when it was last answered.
+#[derive(Default)]
+pub(crate) struct Engagement {
+    pub(crate) busy: AtomicBool,
+    pub(crate) answered_us: AtomicU64,
+}
+
+impl Shared {
+    pub(crate) fn now_us(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_micros()).unwrap_or(u64::MAX)
+    }
+
+    pub(crate) fn stop(&self, why: Stop) {
+        let _ = self.stop.compare_exchange(0, why as usize, Ordering::SeqCst, Ordering::SeqCst);
+    }
+
+    pub(crate) fn stopping(&self) -> bool {
+        if self.signalled.load(Ordering::SeqCst) {
+            self.stop(Stop::Signal);
+        }
+        self.stop.load(Ordering::SeqCst) != Stop::Running as usize
+    }
+
+    pub(crate) fn count(&self, f: impl FnOnce(&mut Stats)) {
+        if let Ok(mut stats) = self.stats.lock() {
+            f(&mut stats);
+        }
+    }
+}
+
+/// A reply or a protocol error for a write, as the writer hands it back.
+pub(crate) type Answered = Result<Reply, (ErrorCode, String)>;
+
+/// The end of the channel the writer answers on, for `serve::writer`.
+pub(crate) type AnswerTx = Sender<Answered>;

@@ -1,0 +1,171 @@
+//! The one writer thread: takes the writes waiting in the crossbeam channel (at most
+//! [`BATCH_CALLS_MAX`] calls and [`BATCH_BYTES_MAX`] bytes), runs them in order inside one batch
+//! (one write transaction, each call's decision against the writes of the calls before it),
+//! commits once with `Durability::Immediate`, and only then answers every call of the batch.
+//!
+//! It lingers for more calls only while a connection it may still hear from is in a request or
+//! was answered within the last [`LINGER_US_MAX`] µs, and never longer than that past the
+//! batch's first call. A batch a call tainted (it failed after writing) is aborted and its calls
+//! run again one by one; a failed commit answers every call of its batch `commit_failed` and stops
+//! the server. Does not know what a call does.
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, TryRecvError};
+
+use super::protocol::{ErrorCode, Reply};
+use super::shared::{AnswerTx, Job, Shared, Stop};
+use crate::engine::BatchEnd;
+
+/// Calls in one batch at most: bounds the time every call of a batch waits for the others, and
+/// the transaction's size (each call appends a handful of events at most).
+pub const BATCH_CALLS_MAX: usize = 256;
+/// Request bytes in one batch at most (the sum of the jobs' sizes): a few large stdin payloads
+/// fill a batch on their own.
+pub const BATCH_BYTES_MAX: usize = 8 * 1024 * 1024;
+/// Longest linger for more calls once a batch has its first one, in µs: above the time a
+/// persistent client takes from its answer to its next request on this kind of machine
+/// (measured ~40–150 µs with 8–16 clients on 2 cores, docs/performance.md), far below a commit.
+pub const LINGER_US_MAX: u64 = 400;
+
+/// A write waiting for the writer, with the channel its answer goes back on.
+pub(crate) struct Pending {
+    pub(crate) job: Box<dyn Job>,
+    pub(crate) answer: AnswerTx,
+    pub(crate) bytes: usize,
+}
+
+/// The writer's loop: until every sender is gone and the channel is drained.
+pub(crate) fn run(shared: &Shared, queue: &Receiver<Pending>) {
+    let mut carried: Option<Pending> = None;
+    loop {
+        let first = match carried.take() {
+            Some(pending) => pending,
+            None => match queue.recv() {
+                Ok(pending) => pending,
+                Err(_) => return,
+            },
+        };
+        if first.job.solo() {
+            solo(shared, first);
+            continue;
+        }
+        let (batch, next) = gather(shared, queue, first);
+        carried = next;
+        commit(shared, batch);
+    }
+}
+
+/// The batch that starts with `first`: every write waiting, then more while the linger allows;
+/// a solo job ends it and is carried to the next round.
+fn gather(
+    shared: &Shared,
+    queue: &Receiver<Pending>,
+    first: Pending,
+) -> (Vec<Pending>, Option<Pending>) {
+    let start = Instant::now();
+    let mut bytes = first.bytes;
+    let mut batch = vec![first];
+    while batch.len() < BATCH_CALLS_MAX && bytes < BATCH_BYTES_MAX {
+        let next = match queue.try_recv() {
+            Ok(pending) => pending,
+            Err(TryRecvError::Disconnected) => break,
+            Err(TryRecvError::Empty) => {
+                let left = Duration::from_micros(LINGER_US_MAX).saturating_sub(start.elapsed());
+                if left.is_zero() || engaged(shared) <= batch.len() {
+                    break;
+                }
+                match queue.recv_timeout(left.min(Duration::from_micros(50))) {
+                    Ok(pending) => pending,
+                    Err(RecvTimeoutError::Timeout) => continue,
+                    Err(RecvTimeoutError::Disconnected) => break,
+                }
+            }
+        };
+        if next.job.solo() {
+            return (batch, Some(next));
+        }
+        bytes += next.bytes;
+        batch.push(next);
+    }
+    (batch, None)
+}
+
+/// Connections the writer may still hear from for this batch: in a request now, or answered
+/// within the linger window (a client in a loop sends its next request right away).
+fn engaged(shared: &Shared) -> usize {
+    let now = shared.now_us();
+    let Ok(list) = shared.engaged.lock() else {
+        return 0;
+    };
+    list.iter()
+        .filter(|e| {
+            e.busy.load(Ordering::SeqCst)
+                || now.saturating_sub(e.answered_us.load(Ordering::SeqCst)) < LINGER_US_MAX
+        })
+        .count()
+}
+
+/// Runs `batch` in one transaction and answers it after the commit.
+fn commit(shared: &Shared, mut batch: Vec<Pending>) {
+    let engine = &shared.engine;
+    match engine.begin_batch() {
+        Ok(true) => {}
+        // The backend cannot batch, or the batch could not start (busy, an anchor that
+        // disagrees): each call meets the same condition alone and answers it as per call.
+        Ok(false) | Err(_) => {
+            for pending in batch {
+                solo(shared, pending);
+            }
+            return;
+        }
+    }
+    let replies: Vec<Reply> = batch.iter_mut().map(|p| p.job.run(engine)).collect();
+    match engine.commit_batch() {
+        Ok(BatchEnd::Committed(_)) => {
+            if let Ok(mut stats) = shared.stats.lock() {
+                stats.commits += 1;
+                stats.writes += batch.len() as u64;
+                stats.count_batch(batch.len());
+            }
+            for (pending, reply) in batch.into_iter().zip(replies) {
+                let _ = pending.answer.send(Ok(reply));
+            }
+        }
+        Ok(BatchEnd::Aborted(_)) => {
+            if let Ok(mut stats) = shared.stats.lock() {
+                stats.aborted += 1;
+            }
+            for pending in batch {
+                solo(shared, pending);
+            }
+        }
+        Err(err) => {
+            shared.stop(Stop::CommitFailed);
+            let message =
+                format!("the batch's commit failed ({err}): the call's effect is unknown");
+            for pending in batch {
+                let _ = pending.answer.send(Err((ErrorCode::CommitFailed, message.clone())));
+            }
+        }
+    }
+}
+
+/// Runs one write alone: its writes commit as per call.
+fn solo(shared: &Shared, mut pending: Pending) {
+    if shared.engine.is_poisoned() {
+        let message = "the server stopped after a failed commit; run the call in-process".into();
+        let _ = pending.answer.send(Err((ErrorCode::Busy, message)));
+        return;
+    }
+    let reply = pending.job.run(&shared.engine);
+    if shared.engine.is_poisoned() {
+        shared.stop(Stop::CommitFailed);
+    }
+    if let Ok(mut stats) = shared.stats.lock() {
+        stats.solo += 1;
+        stats.writes += 1;
+    }
+    let _ = pending.answer.send(Ok(reply));
+}
