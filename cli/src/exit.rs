@@ -100,9 +100,11 @@ fn engine_code(err: &EngineError) -> u8 {
         | EngineError::Upstream { .. }
         | EngineError::BadId(_)
         | EngineError::IdemKeyReused { .. } => INVALID,
-        EngineError::Busy { .. } => BUSY,
+        EngineError::Busy { .. } | EngineError::TxnConflict(_) => BUSY,
         EngineError::NotAStore { .. }
         | EngineError::FormatTooNew { .. }
+        | EngineError::SchemaTooNew { .. }
+        | EngineError::SchemaUpgradeRequired { .. }
         | EngineError::ChainBroken { .. }
         | EngineError::AnchorMismatch { .. }
         | EngineError::AnchorMissing { .. }

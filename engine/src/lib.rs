@@ -7,6 +7,7 @@
 
 mod alerts;
 mod audit;
+mod copy;
 mod core;
 mod engine;
 mod feedback;
@@ -51,6 +52,7 @@ pub use crate::proposals::{
 };
 // Loopd's signals: `engine.signals()`.
 pub use crate::audit::{RebuildReport, VerifyOptions, VerifyReport};
+pub use crate::copy::CopyReport;
 pub use crate::core::query::Query;
 pub use crate::core::{Command, Expect};
 pub use crate::engine::event_to_json;
@@ -71,7 +73,7 @@ pub use crate::kernel::hook::{parse_hook_payload, parse_stop_payload, HookPayloa
 pub use crate::query::{LogFilter, Stats};
 #[cfg(feature = "testing")]
 pub use crate::store::Backend;
-pub use crate::store::{creation_is_atomic, OpenOptions};
+pub use crate::store::{creation_is_atomic, remote_address, OpenOptions};
 pub use hookstate_schema as schema;
 
 #[cfg(feature = "bugdrill")]
