@@ -13,7 +13,7 @@ use hookstate_engine::schema::Actor;
 use hookstate_engine::ALERT_STATE_FILE;
 use hookstate_engine::{parse_tick_input, read_hermit_alerts, AlertFile};
 use hookstate_engine::{read_hermit_files, ResolveInput};
-use hookstate_engine::{Call, Engine, Layout, OpenOptions};
+use hookstate_engine::{Call, Engine, Layout};
 use serde_json::{json, Value};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/legacy");
@@ -45,7 +45,7 @@ impl Hermit {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("h");
         copy_dir(&Path::new(FIXTURES).join(name), &dir);
-        let engine = Engine::open(&tmp.path().join("state.redb"), OpenOptions::default()).unwrap();
+        let engine = Engine::open(&hookstate_tests::store(&tmp.path().join("state.redb")), hookstate_tests::options()).unwrap();
         let scope = hermit_scope(dir.to_str().unwrap());
         Hermit { tmp, dir, engine, scope }
     }

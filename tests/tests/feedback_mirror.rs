@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use hookstate_engine::schema::Actor;
 use hookstate_engine::MoonshineImport;
-use hookstate_engine::{Call, Engine, Layout, OpenOptions};
+use hookstate_engine::{Call, Engine, Layout};
 
 const FIXTURE_HOME: &str =
     concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/legacy/moonshine/home/.agent/moonshine");
@@ -41,7 +41,7 @@ fn a_mirror_never_overwrites_a_comment_file_changed_during_the_call() {
     let tmp = tempfile::tempdir().unwrap();
     let home: PathBuf = tmp.path().join("home");
     copy_dir(Path::new(FIXTURE_HOME), &home);
-    let engine = Engine::open(&tmp.path().join("s.redb"), OpenOptions::default()).unwrap();
+    let engine = Engine::open(&hookstate_tests::store(&tmp.path().join("s.redb")), hookstate_tests::options()).unwrap();
     let import = MoonshineImport::read(&home, Some(PROJECT)).unwrap();
     let imported = engine.feedback().import(&call(FIXTURE_NOW_MS), import).unwrap();
     assert!(imported.refusal.is_none());

@@ -13,7 +13,7 @@ use hookstate_engine::read_heartbeat_files;
 use hookstate_engine::schema::hermit::scope_of as hermit_scope;
 use hookstate_engine::schema::Actor;
 use hookstate_engine::{BudgetInput, MonitorSetup};
-use hookstate_engine::{Call, Engine, Error, Layout, LogFilter, OpenOptions};
+use hookstate_engine::{Call, Engine, Error, Layout, LogFilter};
 use hookstate_engine::{HEARTBEAT_STATE_FILES as STATE_FILES, NEXT_TASK_FILE};
 use serde_json::{json, Value};
 
@@ -49,7 +49,7 @@ fn hermit(fixture: Option<&str>) -> Hermit {
         Some(name) => copy_tree(&Path::new(FIXTURES).join(name), &dir),
         None => std::fs::create_dir_all(&dir).unwrap(),
     }
-    let engine = Engine::open(&tmp.path().join("state.redb"), OpenOptions::default()).unwrap();
+    let engine = Engine::open(&hookstate_tests::store(&tmp.path().join("state.redb")), hookstate_tests::options()).unwrap();
     let scope = hermit_scope(dir.to_str().unwrap());
     Hermit { _tmp: tmp, dir, engine, scope }
 }

@@ -13,7 +13,7 @@ use hookstate_engine::schema::Actor;
 use hookstate_engine::{parse_create, Move, MoveInput};
 use hookstate_engine::{parse_micro_input, ResolveInput};
 use hookstate_engine::{read_hermit_files, INDEX_FILE, LEDGER_FILE, QUEUE_FILE};
-use hookstate_engine::{Call, Engine, Layout, OpenOptions};
+use hookstate_engine::{Call, Engine, Layout};
 use serde_json::Value;
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/legacy");
@@ -54,7 +54,7 @@ fn hermit(fixture: Option<&str>) -> Hermit {
         Some(name) => copy_fixture(name, &dir),
         None => std::fs::create_dir_all(&dir).unwrap(),
     }
-    let engine = Engine::open(&tmp.path().join("state.redb"), OpenOptions::default()).unwrap();
+    let engine = Engine::open(&hookstate_tests::store(&tmp.path().join("state.redb")), hookstate_tests::options()).unwrap();
     let scope = hermit_scope(dir.to_str().unwrap());
     Hermit { _tmp: tmp, dir, engine, scope }
 }
@@ -457,7 +457,7 @@ fn hazard_interleaved_enqueues_lose_an_entry_naively_but_not_here() {
     let fresh = hermit(Some("hermit"));
     fresh.import();
     let other =
-        Engine::open(&fresh._tmp.path().join("state.redb"), OpenOptions::default()).unwrap();
+        Engine::open(&hookstate_tests::store(&fresh._tmp.path().join("state.redb")), hookstate_tests::options()).unwrap();
     let input = |q: &str| parse_micro_input(&format!("{{\"question\":\"{q}\"}}")).unwrap();
     fresh.zone("America/New_York");
     let first = fresh.engine.proposals().queue_micro(&fresh.call(NOV_29_22H), &input("from A?"));
