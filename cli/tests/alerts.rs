@@ -12,6 +12,7 @@ use std::process::{Command, Stdio};
 use serde_json::{json, Value};
 
 use super::{Run, Store};
+use hookstate_testkit::copy_dir;
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/legacy");
 /// 2026-11-29T21:50:47Z: 16:50 in New York.
@@ -22,18 +23,6 @@ struct Hermit {
     store: Store,
     dir: PathBuf,
     _home: tempfile::TempDir,
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &to.join(entry.file_name()));
-        } else {
-            std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
-        }
-    }
 }
 
 impl Hermit {

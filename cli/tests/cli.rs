@@ -162,28 +162,7 @@ fn exit_3_invalid_ids_and_stdin_leave_the_store_byte_identical() {
     let store = Store::new();
     store.run(&["kv", "put", "k", "1"]).expect(0);
     let before = store.snapshot();
-    let long = "a".repeat(256);
-    let huge = "a".repeat(4097);
-    let bad_ids: Vec<&str> = vec![
-        "",
-        ".",
-        "..",
-        "../x",
-        "a/../../x",
-        "/etc/passwd",
-        "C:\\x",
-        "\\\\server\\share",
-        "a\nb",
-        "a\tb",
-        "\u{1b}[31m",
-        &long,
-        &huge,
-        "a\u{301}",
-        "x.",
-        "x ",
-        "é",
-    ];
-    for id in &bad_ids {
+    for id in &hookstate_testkit::bad_ids() {
         let run = store.run(&["kv", "put", id, "1"]);
         assert_eq!(run.code, 3, "id {id:?}: {run:?}");
         assert_eq!(run.stderr.lines().count(), 1, "id {id:?}: {run:?}");
@@ -716,6 +695,46 @@ fn loopd_mirror_writes_through_adopts_outside_changes_and_reports_a_conflict_onc
     let again = delivered(&["--mirror", m]);
     assert_eq!(again.status.code(), Some(0));
     assert!(again.stderr.is_empty(), "reported once: {again:?}");
+    store.run(&["verify"]).expect(0);
+}
+
+/// Issue 11's loopd loss: a legacy writer that read `loopd.json` before a newer PM registered,
+/// then wrote its stale copy back with a key of its own, was adopted as a new registration of the
+/// old PM (the acknowledged one reverted). The PM's registration stamp orders them: the stale
+/// copy's older PM is a reported conflict, its own key is adopted.
+#[test]
+fn regression_11_a_stale_loopd_rewrite_never_reverts_an_acknowledged_pm() {
+    let store = Store::new();
+    let (bundle, cwd) = loopd_layout(store.dir.path());
+    let mirror = store.dir.path().join("mirror");
+    let m = mirror.to_str().unwrap();
+    let db = store.db();
+    let start = |s: &str, now: &str| {
+        let payload = format!("{{\"session_id\":\"{s}\",\"cwd\":\"{bundle}\"}}");
+        run_with(&db, &["--now-ms", now, "--mirror", m, "hook", "session-start"], &payload).0
+    };
+    assert_eq!(start("pm-old", "1789377123000"), 0);
+    let stale: Value =
+        serde_json::from_slice(&std::fs::read(mirror.join("loopd.json")).unwrap()).unwrap();
+    assert_eq!(start("pm-new", "1789377124000"), 0);
+    let mut rewrite = stale.as_object().unwrap().clone();
+    rewrite.insert("legacy.own".into(), serde_json::json!(7));
+    std::fs::write(mirror.join("loopd.json"), serde_json::to_vec(&rewrite).unwrap()).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_hookstate"))
+        .args(["--db", db.to_str().unwrap(), "--mirror", m, "signals", "pm", "--bundle", &bundle])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    // A read does not adopt; the next mirrored write (a role session's turn) does.
+    let turn = format!("{{\"session_id\":\"role-1\",\"cwd\":\"{cwd}\",\"duration_ms\":1}}");
+    let args = ["--now-ms", "1789377125000", "--mirror", m, "hook", "turn-complete"];
+    assert_eq!(run_with(&db, &args, &turn).0, 0);
+    let pm = store.run(&["signals", "pm", "--bundle", &bundle]).expect(0).json();
+    assert_eq!(pm["pm"]["current"]["session"], "pm-new", "the acknowledged PM stays: {pm}");
+    let file: Value =
+        serde_json::from_slice(&std::fs::read(mirror.join("loopd.json")).unwrap()).unwrap();
+    assert_eq!(file["legacy.own"], 7, "the outside key is adopted and written back");
+    assert_eq!(file[format!("loopd.pm.{bundle}")]["sessionId"], "pm-new");
     store.run(&["verify"]).expect(0);
 }
 

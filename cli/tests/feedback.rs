@@ -12,6 +12,7 @@ use std::process::{Command, Stdio};
 use serde_json::{json, Value};
 
 use super::{Run, Store};
+use hookstate_testkit::copy_dir;
 
 const PROJECT: &str = "gradient-descent";
 /// 2026-11-29T21:50:52Z, when the real fixtures were written.
@@ -19,19 +20,6 @@ const FIXTURE_NOW_MS: u64 = 1_795_989_052_000;
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/legacy/moonshine")
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::write(&target, std::fs::read(entry.path()).unwrap()).unwrap();
-        }
-    }
 }
 
 /// Every file under `dir`, relative path → bytes.

@@ -102,17 +102,7 @@ fn a_web_dismiss_from_a_read_before_a_mirrored_claim_is_adopted_and_blocks_nothi
     store.run(&["verify"]).expect(0);
 }
 
-/// A small seeded generator (xorshift64*), so that a failing interleaving's choices repeat.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-}
+use hookstate_testkit::Rng;
 
 /// Web operations in the live race: a new comment or a dismiss, each a lock-less write.
 const WEB_OPS: u64 = 300;

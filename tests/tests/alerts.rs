@@ -6,58 +6,32 @@
 //!
 //! Does not start processes; `cli/tests/alerts.rs` races real ones.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use hookstate_engine::schema::hermit::scope_of as hermit_scope;
-use hookstate_engine::schema::Actor;
+use hookstate_engine::Layout;
 use hookstate_engine::ALERT_STATE_FILE;
 use hookstate_engine::{parse_tick_input, read_hermit_alerts, AlertFile};
 use hookstate_engine::{read_hermit_files, ResolveInput};
-use hookstate_engine::{Call, Engine, Layout};
 use serde_json::{json, Value};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/legacy");
 /// 2026-11-29T21:50:47Z: 16:50 on the 29th in New York, when upstream ran its four ticks.
 const NOV_29_2150: u64 = 1_795_989_047_000;
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &to.join(entry.file_name()));
-        } else {
-            std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
-        }
-    }
-}
+/// The shared hermit harness (a state directory beside a fresh store), with this file's helpers.
+struct Hermit(hookstate_testkit::Hermit);
 
-struct Hermit {
-    tmp: tempfile::TempDir,
-    dir: PathBuf,
-    engine: Engine,
-    scope: String,
+impl std::ops::Deref for Hermit {
+    type Target = hookstate_testkit::Hermit;
+    fn deref(&self) -> &hookstate_testkit::Hermit {
+        &self.0
+    }
 }
 
 impl Hermit {
     /// A store and a copy of the fixture `name` (never the fixture itself).
     fn new(name: &str) -> Hermit {
-        let tmp = tempfile::tempdir().unwrap();
-        let dir = tmp.path().join("h");
-        copy_dir(&Path::new(FIXTURES).join(name), &dir);
-        let engine = Engine::open(&hookstate_tests::store(&tmp.path().join("state.redb")), hookstate_tests::options()).unwrap();
-        let scope = hermit_scope(dir.to_str().unwrap());
-        Hermit { tmp, dir, engine, scope }
-    }
-
-    fn call(&self, now_ms: u64) -> Call {
-        Call {
-            scope: self.scope.clone(),
-            actor: Actor::default(),
-            idem_key: None,
-            fingerprint: None,
-            now_ms,
-        }
+        Hermit(hookstate_testkit::Hermit::new(Path::new(FIXTURES), Some(name)))
     }
 
     fn tick(&self, payload: &Value, now_ms: u64) -> Value {

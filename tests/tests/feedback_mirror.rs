@@ -9,24 +9,13 @@ use std::path::{Path, PathBuf};
 use hookstate_engine::schema::Actor;
 use hookstate_engine::MoonshineImport;
 use hookstate_engine::{Call, Engine, Layout};
+use hookstate_testkit::copy_dir;
 
 const FIXTURE_HOME: &str =
     concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/legacy/moonshine/home/.agent/moonshine");
 const PROJECT: &str = "gradient-descent";
 /// 2026-11-29T21:50:52Z, when the real fixtures were written.
 const FIXTURE_NOW_MS: u64 = 1_795_989_052_000;
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &to.join(entry.file_name()));
-        } else {
-            std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
-        }
-    }
-}
 
 fn call(now_ms: u64) -> Call {
     let scope = format!("moonshine:{PROJECT}");
@@ -41,7 +30,11 @@ fn a_mirror_never_overwrites_a_comment_file_changed_during_the_call() {
     let tmp = tempfile::tempdir().unwrap();
     let home: PathBuf = tmp.path().join("home");
     copy_dir(Path::new(FIXTURE_HOME), &home);
-    let engine = Engine::open(&hookstate_tests::store(&tmp.path().join("s.redb")), hookstate_tests::options()).unwrap();
+    let engine = Engine::open(
+        &hookstate_testkit::store(&tmp.path().join("s.redb")),
+        hookstate_testkit::options(),
+    )
+    .unwrap();
     let import = MoonshineImport::read(&home, Some(PROJECT)).unwrap();
     let imported = engine.feedback().import(&call(FIXTURE_NOW_MS), import).unwrap();
     assert!(imported.refusal.is_none());

@@ -126,7 +126,11 @@ fn call(now: u64, session: Option<String>) -> Call {
 
 fn run(ops: &[Op]) -> Result<(), TestCaseError> {
     let dir = tempfile::tempdir().unwrap();
-    let engine = Engine::open(&hookstate_tests::store(&dir.path().join("state.redb")), hookstate_tests::options()).unwrap();
+    let engine = Engine::open(
+        &hookstate_testkit::store(&dir.path().join("state.redb")),
+        hookstate_testkit::options(),
+    )
+    .unwrap();
     let mut model = Model { now: START_MS, ..Model::default() };
     let target = r#"{"kind":"block","path":"a.md"}"#;
     for (step, op) in ops.iter().enumerate() {

@@ -6,15 +6,14 @@
 //!
 //! Does not start processes; `cli/tests/heartbeat.rs` races real ones.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use hookstate_engine::monitor_command;
 use hookstate_engine::read_heartbeat_files;
-use hookstate_engine::schema::hermit::scope_of as hermit_scope;
-use hookstate_engine::schema::Actor;
 use hookstate_engine::{BudgetInput, MonitorSetup};
-use hookstate_engine::{Call, Engine, Error, Layout, LogFilter};
+use hookstate_engine::{Error, Layout, LogFilter};
 use hookstate_engine::{HEARTBEAT_STATE_FILES as STATE_FILES, NEXT_TASK_FILE};
+use hookstate_testkit::copy_dir as copy_tree;
 use serde_json::{json, Value};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/legacy");
@@ -23,48 +22,21 @@ const SEP_14: u64 = 1_789_377_123_554;
 const DAY_MS: u64 = 86_400_000;
 const HOUR_MS: u64 = 3_600_000;
 
-struct Hermit {
-    _tmp: tempfile::TempDir,
-    dir: PathBuf,
-    engine: Engine,
-    scope: String,
-}
+/// The shared hermit harness (a state directory beside a fresh store), with this file's helpers.
+struct Hermit(hookstate_testkit::Hermit);
 
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        if entry.file_type().unwrap().is_dir() {
-            copy_tree(&entry.path(), &to.join(entry.file_name()));
-        } else {
-            std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
-        }
+impl std::ops::Deref for Hermit {
+    type Target = hookstate_testkit::Hermit;
+    fn deref(&self) -> &hookstate_testkit::Hermit {
+        &self.0
     }
 }
 
 fn hermit(fixture: Option<&str>) -> Hermit {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("h");
-    match fixture {
-        Some(name) => copy_tree(&Path::new(FIXTURES).join(name), &dir),
-        None => std::fs::create_dir_all(&dir).unwrap(),
-    }
-    let engine = Engine::open(&hookstate_tests::store(&tmp.path().join("state.redb")), hookstate_tests::options()).unwrap();
-    let scope = hermit_scope(dir.to_str().unwrap());
-    Hermit { _tmp: tmp, dir, engine, scope }
+    Hermit(hookstate_testkit::Hermit::new(Path::new(FIXTURES), fixture))
 }
 
 impl Hermit {
-    fn call(&self, now_ms: u64) -> Call {
-        Call {
-            scope: self.scope.clone(),
-            actor: Actor::default(),
-            idem_key: None,
-            fingerprint: None,
-            now_ms,
-        }
-    }
-
     /// Writes the state directory's `config.json`: its time zone, and whether the next-task
     /// ack is enabled (`always_on` with conservative escalation).
     fn configure(&self, tz: &str, ack: bool) {

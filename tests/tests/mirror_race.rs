@@ -52,7 +52,11 @@ trait Case {
 
 fn race(case: &mut dyn Case, seed: u64) {
     let tmp = tempfile::tempdir().unwrap();
-    let engine = Engine::open(&hookstate_tests::store(&tmp.path().join("state.redb")), hookstate_tests::options()).unwrap();
+    let engine = Engine::open(
+        &hookstate_testkit::store(&tmp.path().join("state.redb")),
+        hookstate_testkit::options(),
+    )
+    .unwrap();
     let dir = tmp.path().join("mirror");
     let mut rng = Rng(seed);
     let layout = case.layout();

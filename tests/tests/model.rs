@@ -379,7 +379,11 @@ fn answer_of(outcome: &Outcome) -> Answer {
 
 fn run(ops: &[Op]) -> Result<(), TestCaseError> {
     let dir = tempfile::tempdir().unwrap();
-    let engine = Engine::open(&hookstate_tests::store(&dir.path().join("state.redb")), hookstate_tests::options()).unwrap();
+    let engine = Engine::open(
+        &hookstate_testkit::store(&dir.path().join("state.redb")),
+        hookstate_testkit::options(),
+    )
+    .unwrap();
     let mut model = Model { now: START_MS, ..Model::default() };
     for (step, op) in ops.iter().enumerate() {
         let command = command_for(&model, op);

@@ -26,7 +26,8 @@ fn call() -> Call {
 }
 
 fn engine(dir: &Path) -> Engine {
-    Engine::open(&hookstate_tests::store(&dir.join("state.redb")), hookstate_tests::options()).unwrap()
+    Engine::open(&hookstate_testkit::store(&dir.join("state.redb")), hookstate_testkit::options())
+        .unwrap()
 }
 
 fn user(text: &str) -> RowInput {

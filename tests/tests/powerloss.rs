@@ -27,26 +27,7 @@ const SECTOR_BYTES: usize = 512;
 /// The seed when `HOOKSTATE_POWERLOSS_SEED` is unset.
 const SEED_DEFAULT: u64 = 0x706f_7765_726c_6f73;
 
-/// splitmix64, as in the kill loop (the export crash simulator uses this one too).
-pub(crate) struct Rng(pub(crate) u64);
-
-impl Rng {
-    pub(crate) fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    pub(crate) fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    pub(crate) fn coin(&mut self) -> bool {
-        self.next() & 1 == 1
-    }
-}
+pub(crate) use hookstate_testkit::Rng;
 
 /// An operation that changed the volatile image since the last sync.
 #[derive(Debug, Clone)]

@@ -6,14 +6,13 @@
 //! Does not start processes; `cli/tests/proposals.rs` races real ones.
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use hookstate_engine::schema::hermit::scope_of as hermit_scope;
-use hookstate_engine::schema::Actor;
 use hookstate_engine::{parse_create, Move, MoveInput};
 use hookstate_engine::{parse_micro_input, ResolveInput};
 use hookstate_engine::{read_hermit_files, INDEX_FILE, LEDGER_FILE, QUEUE_FILE};
-use hookstate_engine::{Call, Engine, Layout};
+use hookstate_engine::{Engine, Layout};
+use hookstate_testkit::copy_dir as copy_tree;
 use serde_json::Value;
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/legacy");
@@ -40,36 +39,25 @@ fn copy_fixture(name: &str, to: &Path) {
     copy(&Path::new(FIXTURES).join(name), to);
 }
 
-struct Hermit {
-    _tmp: tempfile::TempDir,
-    dir: PathBuf,
-    engine: Engine,
-    scope: String,
+/// The shared hermit harness (a state directory beside a fresh store), with this file's helpers.
+struct Hermit(hookstate_testkit::Hermit);
+
+impl std::ops::Deref for Hermit {
+    type Target = hookstate_testkit::Hermit;
+    fn deref(&self) -> &hookstate_testkit::Hermit {
+        &self.0
+    }
 }
 
 fn hermit(fixture: Option<&str>) -> Hermit {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("h");
-    match fixture {
-        Some(name) => copy_fixture(name, &dir),
-        None => std::fs::create_dir_all(&dir).unwrap(),
+    let h = hookstate_testkit::Hermit::new(Path::new(FIXTURES), None);
+    if let Some(name) = fixture {
+        copy_fixture(name, &h.dir);
     }
-    let engine = Engine::open(&hookstate_tests::store(&tmp.path().join("state.redb")), hookstate_tests::options()).unwrap();
-    let scope = hermit_scope(dir.to_str().unwrap());
-    Hermit { _tmp: tmp, dir, engine, scope }
+    Hermit(h)
 }
 
 impl Hermit {
-    fn call(&self, now_ms: u64) -> Call {
-        Call {
-            scope: self.scope.clone(),
-            actor: Actor::default(),
-            idem_key: None,
-            fingerprint: None,
-            now_ms,
-        }
-    }
-
     fn import(&self) -> Value {
         let files = read_hermit_files(&self.dir).unwrap();
         self.engine.proposals().import(&self.call(1), files).unwrap().to_json()
@@ -117,7 +105,7 @@ fn real_hermit_state_round_trips_byte_for_byte_both_ways() {
         let first = hermit(Some(fixture));
         let imported = first.import();
         assert_eq!(imported["round_trip"], true, "{fixture}: {imported}");
-        let out = first._tmp.path().join("out");
+        let out = first.tmp.path().join("out");
         let (queue, ledger) = first.export(&out);
         assert_eq!(queue, Hermit::fixture_file(fixture, QUEUE_FILE), "{fixture}: queue bytes");
         assert_eq!(ledger, Hermit::fixture_file(fixture, LEDGER_FILE), "{fixture}: ledger bytes");
@@ -125,18 +113,10 @@ fn real_hermit_state_round_trips_byte_for_byte_both_ways() {
         let second = hermit(None);
         copy_tree(&out, &second.dir);
         assert_eq!(second.import()["round_trip"], true);
-        let again = second._tmp.path().join("again");
+        let again = second.tmp.path().join("again");
         assert_eq!(second.export(&again), (queue, ledger), "{fixture}: second round trip");
         assert_eq!(tree(&again), tree(&out), "{fixture}: every file, PROPs and index included");
         second.engine.verify(Default::default()).unwrap();
-    }
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    for (name, bytes) in tree(from) {
-        let path = to.join(name);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, bytes).unwrap();
     }
 }
 
@@ -158,7 +138,7 @@ fn tree(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
 fn real_prop_files_and_index_round_trip_byte_for_byte() {
     let h = hermit(Some("hermit"));
     assert_eq!(h.import()["proposals"], 2);
-    let out = h._tmp.path().join("out");
+    let out = h.tmp.path().join("out");
     h.export(&out);
     let fixture = Path::new(FIXTURES).join("hermit");
     for name in [
@@ -205,7 +185,7 @@ fn prop_create_writes_upstreams_file_and_moves_are_compare_and_swap() {
     let created = h.create(NOV_29_22H, "Title: Warm the build cache nightly\nSource: auto-detected\nTags: [\"build\"]\n---\n## Context\nSlow.\n");
     let id = "PROP-003-warm-build-cache-nightly-170000";
     assert_eq!(created["verdict"], id, "NNN continues the fixture's PROP-002, HHMMSS in New York");
-    let out = h._tmp.path().join("out");
+    let out = h.tmp.path().join("out");
     h.export(&out);
     let text = std::fs::read_to_string(out.join(format!("proposals/{id}.md"))).unwrap();
     assert_eq!(
@@ -271,7 +251,7 @@ fn the_spec_example_imports_but_says_it_will_not_round_trip() {
         (imported["entries"].as_u64(), imported["round_trip"].as_bool()),
         (Some(2), Some(false))
     );
-    let (queue, _) = h.export(&h._tmp.path().join("out"));
+    let (queue, _) = h.export(&h.tmp.path().join("out"));
     let ours: Value = serde_json::from_slice(&queue).unwrap();
     let theirs: Value =
         serde_json::from_slice(&Hermit::fixture_file("hermit-spec", QUEUE_FILE)).unwrap();
@@ -325,7 +305,7 @@ fn brief_cycle_on_wild_state_drops_bumps_and_keeps_key_order() {
          the stale deploy-notes draft?\",\"follow_up_count\":2}],\"expired\":[],\"dropped\":\
          [\"MP-20260914-1\"]}"
     );
-    let (queue, _) = h.export(&h._tmp.path().join("out"));
+    let (queue, _) = h.export(&h.tmp.path().join("out"));
     let queue: Value = serde_json::from_slice(&queue).unwrap();
     let keys: Vec<&str> = queue.as_object().unwrap().keys().map(String::as_str).collect();
     assert_eq!(keys, ["version", "pending", "migrated"]);
@@ -456,8 +436,11 @@ fn hazard_interleaved_enqueues_lose_an_entry_naively_but_not_here() {
 
     let fresh = hermit(Some("hermit"));
     fresh.import();
-    let other =
-        Engine::open(&hookstate_tests::store(&fresh._tmp.path().join("state.redb")), hookstate_tests::options()).unwrap();
+    let other = Engine::open(
+        &hookstate_testkit::store(&fresh.tmp.path().join("state.redb")),
+        hookstate_testkit::options(),
+    )
+    .unwrap();
     let input = |q: &str| parse_micro_input(&format!("{{\"question\":\"{q}\"}}")).unwrap();
     fresh.zone("America/New_York");
     let first = fresh.engine.proposals().queue_micro(&fresh.call(NOV_29_22H), &input("from A?"));

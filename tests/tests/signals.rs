@@ -18,7 +18,11 @@ fn call(scope: &str, now_ms: u64) -> Call {
 }
 
 fn engine(dir: &Path) -> Engine {
-    Engine::open(&hookstate_tests::store(&dir.join("db/state.redb")), hookstate_tests::options()).unwrap()
+    Engine::open(
+        &hookstate_testkit::store(&dir.join("db/state.redb")),
+        hookstate_testkit::options(),
+    )
+    .unwrap()
 }
 
 /// A bundle, a main clone and a linked worktree, laid out as loopd expects.

@@ -373,3 +373,45 @@ fn lib_rs_is_a_table_of_contents_and_the_cli_uses_only_it() {
     }
     println!("tidy lib modules={private} cli_paths={paths}");
 }
+
+/// The files the `mod name;` declarations of `file` bring in.
+fn declared_children(file: &Path, code: &str) -> Vec<PathBuf> {
+    let dir = match file.file_name().and_then(|n| n.to_str()) {
+        Some("lib.rs" | "mod.rs") => file.parent().unwrap().to_path_buf(),
+        _ => file.with_extension(""),
+    };
+    let mut out = Vec::new();
+    for line in code.lines().map(str::trim) {
+        let line = line.trim_start_matches("pub(crate) ").trim_start_matches("pub ");
+        let Some(name) = line.strip_prefix("mod ").and_then(|l| l.strip_suffix(';')) else {
+            continue;
+        };
+        let (flat, nested) = (dir.join(format!("{name}.rs")), dir.join(name).join("mod.rs"));
+        out.push(if flat.exists() { flat } else { nested });
+    }
+    out
+}
+
+#[test]
+fn every_engine_source_file_is_a_declared_module() {
+    let src = workspace().join("engine/src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut reached = BTreeSet::new();
+    let mut todo = vec![src.join("lib.rs")];
+    while let Some(file) = todo.pop() {
+        if !reached.insert(file.clone()) {
+            continue;
+        }
+        // Test modules (`#[cfg(test)] mod tests;`) count too: read the whole file.
+        let text = fs::read_to_string(&file).unwrap();
+        todo.extend(declared_children(&file, &text).into_iter().filter(|f| f.exists()));
+    }
+    let orphans: Vec<String> = files
+        .iter()
+        .filter(|f| !reached.contains(*f))
+        .map(|f| f.strip_prefix(&src).unwrap().display().to_string())
+        .collect();
+    println!("tidy modules reached={} files={}", reached.len(), files.len());
+    assert!(orphans.is_empty(), "files no `mod` declaration brings in: {orphans:?}");
+}
