@@ -84,6 +84,16 @@ pub(crate) fn db_path(cli: &Cli) -> Result<PathBuf, CliError> {
     Ok(PathBuf::from(home).join(DEFAULT_DB))
 }
 
+/// Whether the store at `db` exists, for the hooks that do nothing without one (and must not
+/// create one): a file that is there, or a database whose tables hold a store (asked of the
+/// server, reading only).
+pub(crate) fn store_exists(cli: &Cli, db: &Path) -> Result<bool, CliError> {
+    if hookstate_engine::remote_address(db).is_none() {
+        return Ok(db.exists());
+    }
+    Ok(open_at(cli, Access::Read, db)?.location()?.exists)
+}
+
 /// The program named in commands handed to the model: the plugin launcher sets it to its own
 /// path, since the model's shell may not find `hookstate` on PATH.
 const PROGRAM_ENV: &str = "HOOKSTATE_PROGRAM";
