@@ -4,11 +4,15 @@
 #   pg-cluster.sh install            install Debian's postgresql-15 when no server is found
 #   pg-cluster.sh start DIR [ADDRS]  initdb a cluster in DIR, start it listening on ADDRS
 #                                    (comma-separated; default 127.0.0.1) at a free port, make
-#                                    the database `hookstate` and print its address; the
+#                                    the databases `hookstate` and `hookstate_tls` (which takes
+#                                    TLS connections only) and print the first's address; the
 #                                    address is also in DIR/url, the server's pid in DIR/pid
-#   pg-cluster.sh restart DIR        stop the server (by its pid) and start it again, same port
+#   pg-cluster.sh restart DIR        crash the server (SIGQUIT to its pid: an immediate shutdown,
+#                                    which recovers from its log on start) and start it again
 #   pg-cluster.sh stop DIR           stop the server by its pid (fast shutdown, then SIGKILL)
 #
+# The server also takes TLS, with a certificate for localhost and 127.0.0.1 signed by a
+# self-signed CA made by openssl at start: DIR/ca.crt is what a client verifies it with.
 # The cluster's only role is the test user `hookstate` with a password (SCRAM over TCP), so
 # the suites log in as a real deployment does. When run as root, initdb and the server run as
 # the `postgres` user, which owns DIR. Nothing outside DIR is written (besides the install).
@@ -90,24 +94,43 @@ start() {
     as_owner "$bin/initdb" -D "$dir/data" -U hookstate --pwfile="$dir/pwfile" \
         --auth-local=trust --auth-host=scram-sha-256 -E UTF8 --no-sync >/dev/null \
         || die "initdb failed"
-    # Hosts of the test's own namespaces log in over TCP from their own addresses.
+    # A throw-away CA (DIR/ca.crt, what a client verifies the server with) and the server's
+    # certificate for localhost and 127.0.0.1, signed by it.
+    openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=hookstate test CA" \
+        -keyout "$dir/ca.key" -out "$dir/ca.crt" >/dev/null 2>&1 \
+        && openssl req -newkey rsa:2048 -nodes -subj "/CN=localhost" \
+            -keyout "$dir/data/server.key" -out "$dir/server.csr" >/dev/null 2>&1 \
+        && printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\n' \
+            >"$dir/server.ext" \
+        && openssl x509 -req -in "$dir/server.csr" -CA "$dir/ca.crt" -CAkey "$dir/ca.key" \
+            -CAcreateserial -days 2 -extfile "$dir/server.ext" -out "$dir/data/server.crt" \
+            >/dev/null 2>&1 \
+        || die "openssl could not make the certificates"
+    chmod 600 "$dir/data/server.key"
+    [ "$(id -u)" = 0 ] && chown postgres: "$dir/data/server.key" "$dir/data/server.crt"
+    printf 'ssl = on\n' >>"$dir/data/postgresql.conf"
+    # The database `hookstate_tls` takes TLS connections only (the TLS test's proof that its
+    # connection was encrypted); hosts of the test's own namespaces log in over TCP from their
+    # own addresses.
+    sed -i '1i hostnossl hookstate_tls all all reject' "$dir/data/pg_hba.conf"
     printf 'host all all 0.0.0.0/0 scram-sha-256\n' >>"$dir/data/pg_hba.conf"
     port="$(free_port)"
     printf '%s\n' "$port" >"$dir/port"
     printf '%s\n' "$addrs" >"$dir/addrs"
     server_start "$dir"
     as_owner "$bin/psql" -h "$dir" -p "$port" -U hookstate -d postgres -qAt \
-        -c "CREATE DATABASE hookstate" >/dev/null || die "cannot create the database"
+        -c "CREATE DATABASE hookstate" -c "CREATE DATABASE hookstate_tls" >/dev/null \
+        || die "cannot create the databases"
     first="${addrs%%,*}"
     printf 'postgres://hookstate:%s@%s:%s/hookstate\n' "$PASSWORD" "$first" "$port" >"$dir/url"
     cat "$dir/url"
 }
 
 stop() {
-    local dir="$1" pid waited=0
+    local dir="$1" signal="${2:-INT}" pid waited=0
     [ -f "$dir/pid" ] || return 0
     pid="$(cat "$dir/pid")"
-    if kill -INT "$pid" 2>/dev/null; then
+    if kill "-$signal" "$pid" 2>/dev/null; then
         while kill -0 "$pid" 2>/dev/null && [ "$waited" -lt $((WAIT_SECS * 10)) ]; do
             sleep 0.1
             waited=$((waited + 1))
@@ -120,7 +143,7 @@ stop() {
 case "${1:-}" in
     install) install ;;
     start) [ $# -ge 2 ] || die "usage: pg-cluster.sh start DIR [ADDRS]"; start "$2" "${3:-}" ;;
-    restart) [ $# -ge 2 ] || die "usage: pg-cluster.sh restart DIR"; stop "$2"; server_start "$2" ;;
+    restart) [ $# -ge 2 ] || die "usage: pg-cluster.sh restart DIR"; stop "$2" QUIT; server_start "$2" ;;
     stop) [ $# -ge 2 ] || die "usage: pg-cluster.sh stop DIR"; stop "$2" ;;
     *) die "usage: pg-cluster.sh install | start DIR [ADDRS] | restart DIR | stop DIR" ;;
 esac
