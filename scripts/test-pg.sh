@@ -6,7 +6,8 @@
 # With HOOKSTATE_TEST_PG_URL already set, that database is used and no server is started.
 # Otherwise a cluster is made under a temporary directory (scripts/pg-cluster.sh, which installs
 # Debian's postgresql-15 when no server is found), and stopped by its pid on every exit path.
-# HOOKSTATE_PG_LONG=1 runs the long several-host race instead of the default lean one.
+# The default pass is lean (the model tests at 16 cases each, the race at 72 items per phase);
+# HOOKSTATE_PG_LONG=1 runs the models at their own case counts and the long several-host race.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -56,9 +57,13 @@ for name in "${FILE_ONLY[@]}"; do
     skips+=(--skip "$name")
 done
 
+if [ -z "${HOOKSTATE_PG_LONG:-}" ]; then
+    export PROPTEST_CASES="${PROPTEST_CASES:-16}"
+fi
+
 echo "-- domain suites on PostgreSQL"
 cargo test -p hookstate-tests --test integration --locked -- "${DOMAIN[@]}"
 echo "-- CLI suite on PostgreSQL (file-only tests skipped: ${FILE_ONLY[*]})"
 cargo test -p hookstate --test cli --locked -- "${skips[@]}"
 echo "-- PostgreSQL-only tests"
-cargo test -p hookstate --test postgres --locked
+cargo test -p hookstate --test postgres --locked -- --nocapture

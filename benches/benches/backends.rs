@@ -107,11 +107,14 @@ fn claimed(stdout: &[u8]) -> Option<String> {
     (value["claimed"] == true).then(|| value["item"].as_str().unwrap_or_default().to_owned())
 }
 
+/// Makes a new store of one backend and returns its address.
+type MakeStore = Box<dyn Fn(&str) -> BenchResult<String> + Sync>;
+
 struct Backends {
     bin: PathBuf,
     home: PathBuf,
     /// (label, a new store's address) for each backend.
-    stores: Vec<(&'static str, Box<dyn Fn(&str) -> BenchResult<String> + Sync>)>,
+    stores: Vec<(&'static str, MakeStore)>,
 }
 
 fn per_call(b: &Backends, rounds: usize) -> BenchResult<Vec<(Sample, usize)>> {

@@ -246,9 +246,9 @@ fn race(phase: &Phase<'_>, db_of: &(dyn Fn(u32) -> String + Sync), restart: Opti
                         let token = json["token"].as_u64().unwrap();
                         acks.lock().unwrap().claims.push((item.clone(), token, holder.clone()));
                         if let Some(host_restart) = restart {
-                            let claims = acks.lock().unwrap().claims.len() as u32;
+                            let claims = acks.lock().unwrap().claims.len();
                             if host == host_restart
-                                && claims >= phase.items / 3
+                                && claims >= phase.items as usize / 3
                                 && !restarted.swap(true, Ordering::SeqCst)
                             {
                                 phase.lab.cluster("restart", &[]);
@@ -284,16 +284,13 @@ fn race(phase: &Phase<'_>, db_of: &(dyn Fn(u32) -> String + Sync), restart: Opti
     acks.into_inner().unwrap()
 }
 
+/// (item, token) pairs.
+type Pairs = BTreeSet<(String, u64)>;
+
 /// The claims of `queue` in the log, replayed: (item, token) of each claim, and how many claims
 /// were made while another claim of the same item was live (not acked or released, its lease
 /// not run out by the server's clock): double claims.
-fn replay(
-    lab: &Lab,
-    home: &Path,
-    host: u32,
-    db: &str,
-    queue: &str,
-) -> (BTreeSet<(String, u64)>, BTreeSet<(String, u64)>, u64) {
+fn replay(lab: &Lab, home: &Path, host: u32, db: &str, queue: &str) -> (Pairs, Pairs, u64) {
     let log =
         finish(on_host(lab, home, host, db, &["log", "--domain", "core"]).stdout(Stdio::piped()));
     assert_eq!(log.code, 0, "{log:?}");

@@ -119,9 +119,10 @@ fn every_kind_of_verb_works_on_a_database_store() {
     assert_eq!(stale.code, 1, "a stale token is refused: {stale:?}");
     run(home.path(), &db, &["queue", "ack", "q", "a", "--token", &token]).expect(0);
     // The server's clock times the claim (no --now-ms): within a minute of this machine's.
-    let now_ms =
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis()
-            as i64;
+    let now_ms = i64::try_from(
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis(),
+    )
+    .unwrap();
     let lease_until = claim["lease_until_ms"].as_i64().unwrap();
     assert!((lease_until - 300_000 - now_ms).abs() < 60_000, "{claim}");
     // An idempotency key replays on PostgreSQL too.
