@@ -359,7 +359,12 @@ fn claimers_on_three_hosts_never_double_claim_nor_lose_an_acknowledged_claim() {
             "stats",
         ]));
     assert_eq!(direct.code, 6, "{direct:?}");
-    finish(&mut on_host(&lab, home.path(), 1, &db_of(1), &["init"]));
+    // A host reaches only its own side of its veth: not the server's address of another host.
+    let across = finish(&mut on_host(&lab, home.path(), 1, &db_of(2), &["stats"]));
+    assert_eq!(across.code, 6, "{across:?}");
+    assert!(across.stderr.contains("unreachable"), "{across:?}");
+    let init = finish(&mut on_host(&lab, home.path(), 1, &db_of(1), &["init"]));
+    assert_eq!(init.code, 0, "{init:?}");
 
     for (queue, lease_ms, kill, restart) in
         [("race", LEASE_MS_LONG, false, None), ("crash", LEASE_MS_SHORT, true, Some(2))]
