@@ -26,7 +26,7 @@ FILE_ONLY=(
 )
 # The domain suites of tests/ that open their stores through the matrix.
 DOMAIN=(alerts:: feedback_mirror:: feedback_model:: heartbeat:: mirror_race:: model:: observer::
-    proposals:: signals::)
+    proposals:: session:: session_store:: signals::)
 
 cluster=""
 # A remote store keeps its per-host anchor under HOME unless told: the runs keep theirs here.

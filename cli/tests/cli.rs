@@ -28,6 +28,7 @@ mod linearize;
 mod perms;
 mod plugin;
 mod proposals;
+mod session;
 mod support;
 mod usage;
 

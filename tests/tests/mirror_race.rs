@@ -871,3 +871,154 @@ fn hermit_alert_state_mirror_loses_no_tick_to_a_stale_precheck() {
         race(&mut HermitTicks::new(), seed);
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// hermit-session: hookstate merges runtime.json fields and observes rows; the legacy writer
+// (a stale `updateRuntimeField`, a stale `appendFileSync`) sets its own fields and appends
+// its own lines.
+
+const SESSION_SCOPE: &str = "hermit:/race/.claude-code-hermit";
+
+fn session_call(now_ms: u64) -> Call {
+    Call {
+        scope: SESSION_SCOPE.into(),
+        actor: Actor::default(),
+        idem_key: None,
+        fingerprint: None,
+        now_ms,
+    }
+}
+
+struct SessionRuntime {
+    /// Each field's last acknowledged (or written) value, by who wrote it.
+    fields: std::collections::BTreeMap<String, u64>,
+    counter: u64,
+    /// The layout: the session's own, or the whole hermit directory (where the heartbeat
+    /// layout keeps the file).
+    layout: Layout,
+}
+
+impl Case for SessionRuntime {
+    fn name(&self) -> &'static str {
+        match self.layout {
+            Layout::HermitSession => "hermit-session runtime.json",
+            _ => "hermit runtime.json",
+        }
+    }
+    fn layout(&self) -> Layout {
+        self.layout.clone()
+    }
+    fn call(&self, now_ms: u64) -> Call {
+        session_call(now_ms)
+    }
+    fn mutate(&mut self, engine: &Engine, now_ms: u64, rng: &mut Rng) -> Result<Outcome> {
+        self.counter += 1;
+        let key = format!("hs_k{}", rng.next() % 4);
+        let sets = vec![(key.clone(), self.counter.to_string())];
+        let write = hookstate_engine::RuntimeWrite::Merge {
+            sets,
+            unset: Vec::new(),
+            expect_updated_at: None,
+        };
+        let answer = engine.session().runtime(&session_call(now_ms), &write)?;
+        self.fields.insert(key, self.counter);
+        Ok(answer.outcome)
+    }
+    fn read(&self, dir: &Path) -> Option<Vec<u8>> {
+        read_file(dir.join("state/runtime.json"))
+    }
+    fn write(&mut self, dir: &Path, read: Option<&[u8]>, _: u64, rng: &mut Rng) {
+        let mut map: serde_json::Map<String, serde_json::Value> =
+            read.and_then(|b| serde_json::from_slice(b).ok()).unwrap_or_default();
+        self.counter += 1;
+        let key = format!("legacy_k{}", rng.next() % 4);
+        map.insert(key.clone(), serde_json::json!(self.counter));
+        self.fields.insert(key, self.counter);
+        std::fs::create_dir_all(dir.join("state")).unwrap();
+        let text = serde_json::to_string_pretty(&map).unwrap() + "\n";
+        std::fs::write(dir.join("state/runtime.json"), text).unwrap();
+    }
+    fn lost(&self, engine: &Engine, dir: &Path) -> Vec<String> {
+        let answer = engine.session().runtime_get(SESSION_SCOPE).unwrap();
+        let store: serde_json::Value = serde_json::from_str(&answer.verdict.lines[0]).unwrap();
+        let file: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join("state/runtime.json")).unwrap())
+                .unwrap();
+        let mut lost = Vec::new();
+        for (key, value) in &self.fields {
+            if store[key] != serde_json::json!(value) {
+                lost.push(format!("{key}={value} (store: {})", store[key]));
+            }
+            if file[key] != serde_json::json!(value) {
+                lost.push(format!("{key}={value} in the file (file: {})", file[key]));
+            }
+        }
+        lost
+    }
+}
+
+struct SessionObservations {
+    rows: Vec<String>,
+    counter: u64,
+}
+
+impl Case for SessionObservations {
+    fn name(&self) -> &'static str {
+        "hermit-session observations.jsonl"
+    }
+    fn layout(&self) -> Layout {
+        Layout::Hermit
+    }
+    fn call(&self, now_ms: u64) -> Call {
+        session_call(now_ms)
+    }
+    fn mutate(&mut self, engine: &Engine, now_ms: u64, _: &mut Rng) -> Result<Outcome> {
+        self.counter += 1;
+        let label = format!("hs-{}", self.counter);
+        let args = vec!["quick-deferral".to_owned()];
+        let answer = engine.session().observe(&session_call(now_ms), &args, &label)?;
+        self.rows.push(format!("\"pattern\":\"{label}\""));
+        Ok(answer.outcome)
+    }
+    fn read(&self, dir: &Path) -> Option<Vec<u8>> {
+        read_file(dir.join("state/observations.jsonl"))
+    }
+    fn write(&mut self, dir: &Path, read: Option<&[u8]>, _: u64, _: &mut Rng) {
+        let mut bytes = read.map(<[u8]>::to_vec).unwrap_or_default();
+        self.counter += 1;
+        let line = format!("{{\"pattern\":\"legacy-{}\"}}", self.counter);
+        bytes.extend_from_slice(format!("{line}\n").as_bytes());
+        self.rows.push(format!("\"pattern\":\"legacy-{}\"", self.counter));
+        std::fs::create_dir_all(dir.join("state")).unwrap();
+        std::fs::write(dir.join("state/observations.jsonl"), bytes).unwrap();
+    }
+    fn lost(&self, engine: &Engine, dir: &Path) -> Vec<String> {
+        let out = dir.join("..").join("export");
+        engine.session().export(SESSION_SCOPE, &out).unwrap();
+        let store = std::fs::read_to_string(out.join("state/observations.jsonl")).unwrap();
+        let file = std::fs::read_to_string(dir.join("state/observations.jsonl")).unwrap();
+        let mut lost = Vec::new();
+        for row in &self.rows {
+            if store.matches(row.as_str()).count() != 1 {
+                lost.push(format!(
+                    "row {row} ({} in the store)",
+                    store.matches(row.as_str()).count()
+                ));
+            }
+            if !file.contains(row.as_str()) {
+                lost.push(format!("row {row} in the file"));
+            }
+        }
+        lost
+    }
+}
+
+#[test]
+fn hermit_session_mirror_loses_nothing_to_a_stale_legacy_writer() {
+    for seed in 1..=3 {
+        for layout in [Layout::HermitSession, Layout::Hermit] {
+            race(&mut SessionRuntime { fields: Default::default(), counter: 0, layout }, seed);
+        }
+        race(&mut SessionObservations { rows: Vec::new(), counter: 0 }, seed);
+    }
+}

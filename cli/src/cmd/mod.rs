@@ -15,6 +15,7 @@ mod legacy;
 mod observer;
 mod ops;
 mod proposals;
+mod session;
 mod signals;
 
 use std::path::{Path, PathBuf};
@@ -55,6 +56,9 @@ pub(crate) fn run(cli: &Cli) -> Result<(), CliError> {
         Verb::Alerts(args) if heartbeat::handles(&args.verb) => heartbeat::run(cli, args),
         Verb::Alerts(args) => alerts::run(cli, args),
         Verb::Hook(verb) => hook::run(cli, verb),
+        Verb::Hermit(args) => session::run(cli, args),
+        Verb::Import(args) if args.layout == Layout::HermitSession => session::import(cli, args),
+        Verb::Export(args) if args.layout == Layout::HermitSession => session::export(cli, args),
         Verb::Import(args) if args.layout == Layout::Moonshine => feedback::import(cli, args),
         Verb::Import(args) => legacy::import(cli, args),
         Verb::Export(args) if args.layout == Layout::Moonshine => feedback::export(cli, args),
@@ -221,9 +225,10 @@ pub(crate) fn layout(cli: &Cli, layout: Layout) -> Option<hookstate_engine::Layo
         }),
         Layout::Moonshine => Some(hookstate_engine::Layout::Moonshine),
         // Every hermit verb keeps the whole state directory: its files share one scope.
-        Layout::HermitProposals | Layout::HermitAlerts | Layout::HermitHeartbeat => {
-            Some(hookstate_engine::Layout::Hermit)
-        }
+        Layout::HermitProposals
+        | Layout::HermitAlerts
+        | Layout::HermitHeartbeat
+        | Layout::HermitSession => Some(hookstate_engine::Layout::Hermit),
     }
 }
 

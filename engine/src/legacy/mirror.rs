@@ -49,8 +49,10 @@ const HISTORY_SUFFIX: &str = ".hookstate-prev-";
 const STAMP_SUFFIX: &str = ".hookstate-stamp";
 /// The largest stamp file read (two decimal numbers and a space).
 const STAMP_BYTES_MAX: usize = 64;
-/// Components of a layout file's path below the mirror directory (`<project>/.feedback/<id>`).
-pub(crate) const PATH_DEPTH_MAX: usize = 4;
+/// Components of a layout file's path below the mirror directory: `<project>/.feedback/<id>`,
+/// and hermit's task records, which readers find anywhere under `tasks/` (`tasks/` and eight
+/// levels below it).
+pub(crate) const PATH_DEPTH_MAX: usize = 10;
 
 /// A layout file's path below the mirror directory, as checked names.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -162,6 +164,42 @@ pub(crate) trait Layout: Sync {
         _now: &[u8],
     ) -> Result<bool> {
         Ok(false)
+    }
+}
+
+/// A layout without some of its files, composed beside a layout that keeps them (two domains
+/// whose layouts both name a file whose row they share): it lists, renders and adopts every
+/// other file as the layout does.
+pub(crate) struct Without {
+    /// The layout.
+    pub(crate) inner: Box<dyn Layout>,
+    /// The files (as `a/b`) left to the other layout.
+    pub(crate) files: &'static [&'static str],
+}
+
+impl Layout for Without {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+    fn files(&self, txn: &dyn ReadTxn, call: &Call, root: &Root) -> Result<Vec<RelPath>> {
+        let mut files = self.inner.files(txn, call, root)?;
+        files.retain(|path| !self.files.contains(&path.display().as_str()));
+        Ok(files)
+    }
+    fn max_bytes(&self, path: &RelPath) -> usize {
+        self.inner.max_bytes(path)
+    }
+    fn render(&self, txn: &dyn ReadTxn, call: &Call, path: &RelPath) -> Result<Option<Vec<u8>>> {
+        self.inner.render(txn, call, path)
+    }
+    fn adopt(&self, txn: &dyn ReadTxn, call: &Call, changes: &[Change]) -> Result<Adoption> {
+        self.inner.adopt(txn, call, changes)
+    }
+    fn removable(&self, path: &RelPath) -> bool {
+        self.inner.removable(path)
+    }
+    fn removes(&self, txn: &dyn ReadTxn, call: &Call, path: &RelPath, now: &[u8]) -> Result<bool> {
+        self.inner.removes(txn, call, path, now)
     }
 }
 
@@ -600,6 +638,7 @@ mod tests {
         assert!(RelPath::new(&[]).is_err());
         assert!(RelPath::new(&["..", "x"]).is_err());
         assert!(RelPath::new(&["a/b"]).is_err());
-        assert!(RelPath::new(&["a", "b", "c", "d", "e"]).is_err());
+        assert!(RelPath::new(&["a"; PATH_DEPTH_MAX]).is_ok());
+        assert!(RelPath::new(&["a"; PATH_DEPTH_MAX + 1]).is_err());
     }
 }
