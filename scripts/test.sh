@@ -4,6 +4,8 @@
 # binary with "test result: ok. N passed; N failed"), then the Node client's tests (node's
 # built-in runner against a real `hookstate serve`), then the seeded-bug drills, which build with
 # the bugdrill feature and must see every planted bug caught ("bugs_planted=N bugs_detected=N"),
+# then the PostgreSQL pass of the backend matrix (scripts/test-pg.sh: the domain and CLI suites
+# again on a throw-away PostgreSQL cluster, the PostgreSQL-only tests, the several-host race),
 # then a short fuzz smoke: every cargo-fuzz target for HOOKSTATE_FUZZ_SECS seconds (default 3;
 # 0 skips it), installing cargo-fuzz if missing (RELIABILITY.md A8, scripts/fuzz-smoke.sh).
 set -euo pipefail
@@ -17,11 +19,19 @@ cargo fmt --all -- --check
 step "cargo clippy (warnings are errors)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
+# The redb pass runs on redb whatever the caller's environment says; the PostgreSQL pass below
+# uses HOOKSTATE_TEST_PG_URL when it is set (else a cluster of its own).
+pg_url="${HOOKSTATE_TEST_PG_URL:-}"
+unset HOOKSTATE_TEST_PG_URL
+
 step "cargo test --workspace"
 cargo test --workspace --locked
 
 step "node client tests (node --test; the debug hookstate the tests built)"
 HOOKSTATE_BIN="$PWD/target/debug/hookstate" node --test clients/node/test/
+
+step "the suites on PostgreSQL (backend matrix)"
+HOOKSTATE_TEST_PG_URL="$pg_url" bash scripts/test-pg.sh
 
 step "seeded-bug drills (each planted bug must be caught)"
 HOOKSTATE_KILL_SECS="${HOOKSTATE_KILL_SECS:-15}" bash scripts/drills.sh

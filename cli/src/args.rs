@@ -20,7 +20,8 @@ fencing tokens. Results go to stdout as one JSON object; errors are one line on 
 #[derive(Debug, Parser)]
 #[command(name = "hookstate", version, about = ABOUT, after_help = crate::exit::TABLE)]
 pub(crate) struct Cli {
-    /// Store file [default: ~/.agent/hookstate/state.redb].
+    /// Store file, or a PostgreSQL address (postgres://user:password@host/db) [default:
+    /// ~/.agent/hookstate/state.redb].
     #[arg(long, global = true, help_heading = GLOBAL, hide_short_help = true, hide_env_values = true, env = "HOOKSTATE_DB", value_name = "PATH")]
     pub(crate) db: Option<PathBuf>,
     /// Scope the verb acts in (a project, a state directory, a bundle).
@@ -79,7 +80,8 @@ pub(crate) enum Format {
 /// Every verb.
 #[derive(Debug, Subcommand)]
 pub(crate) enum Verb {
-    /// Create the store (atomically) if it does not exist, and print its head.
+    /// Create the store (atomically) if it does not exist, and print its head; on PostgreSQL,
+    /// create or upgrade the tables in one transaction.
     Init,
     /// Records with a revision.
     #[command(subcommand)]
@@ -135,6 +137,9 @@ pub(crate) enum Verb {
     /// server by itself and forwards to it, or runs in-process when there is none. One server per
     /// store; SIGTERM or SIGINT stop it after the calls in flight (docs/protocol.md).
     Serve(ServeArgs),
+    /// Copy a store into a new one, on either backend: the same events at the same seqs with the
+    /// same hashes, the views rebuilt, in one transaction; then verify the copy.
+    Copy(CopyArgs),
     /// Run the end-to-end demo: concurrent hookstate processes claim from one queue.
     Demo(DemoArgs),
     /// The moonshine authorship-feedback inbox of a project (scope moonshine:<project>).
@@ -160,6 +165,17 @@ pub(crate) enum Verb {
     /// Panics on purpose, to test that a panic becomes one line and exit 5.
     #[command(name = "__panic", hide = true)]
     Panic,
+}
+
+/// `copy` arguments.
+#[derive(Debug, Args)]
+pub(crate) struct CopyArgs {
+    /// The store to copy (a file or a postgres:// address); it is only read.
+    #[arg(long, value_name = "STORE")]
+    pub(crate) from: PathBuf,
+    /// The new store: a file that does not exist, or a PostgreSQL database without events.
+    #[arg(long, value_name = "STORE")]
+    pub(crate) to: PathBuf,
 }
 
 /// Where a JSON value comes from.

@@ -105,9 +105,13 @@ fn engine_code(err: &EngineError) -> u8 {
         | EngineError::Upstream { .. }
         | EngineError::BadId(_)
         | EngineError::IdemKeyReused { .. } => INVALID,
-        EngineError::Busy { .. } | EngineError::ServerRunning { .. } => BUSY,
+        EngineError::Busy { .. }
+        | EngineError::ServerRunning { .. }
+        | EngineError::TxnConflict(_) => BUSY,
         EngineError::NotAStore { .. }
         | EngineError::FormatTooNew { .. }
+        | EngineError::SchemaTooNew { .. }
+        | EngineError::SchemaUpgradeRequired { .. }
         | EngineError::ChainBroken { .. }
         | EngineError::AnchorMismatch { .. }
         | EngineError::AnchorMissing { .. }

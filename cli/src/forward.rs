@@ -67,8 +67,9 @@ const GLOBAL_VALUED: [&str; 11] = [
 /// Verbs a server never runs (they start processes, print documents, open the store in a mode
 /// of their own, or are the server; the hermit verbs take paths inside their words, which only
 /// the caller's working directory resolves).
-const LOCAL_VERBS: [&str; 12] = [
+const LOCAL_VERBS: [&str; 13] = [
     "serve",
+    "copy",
     "hermit",
     "demo",
     "completions",

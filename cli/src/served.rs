@@ -107,8 +107,8 @@ pub(crate) fn engine(access: Access) -> Option<Result<Arc<Engine>, CliError>> {
             s.stopped.get_or_insert(Stopped::Writes);
             Err(CliError::Failed(STOPPED.into()))
         }
-        (Access::Export | Access::Audit | Access::Verify, _) => {
-            let why = "export, verify and rebuild open the store themselves";
+        (Access::Export | Access::Audit | Access::Verify | Access::Init, _) => {
+            let why = "init, export, verify and rebuild open the store themselves";
             s.stopped.get_or_insert(Stopped::NotServed(why.into()));
             Err(CliError::Failed(STOPPED.into()))
         }

@@ -69,8 +69,10 @@ impl Store {
         Store { dir: tempfile::tempdir().unwrap() }
     }
 
+    /// The store: the file `state.redb` in the scratch directory, or on the PostgreSQL run of
+    /// the backend matrix a schema of the test database named after it.
     fn db(&self) -> PathBuf {
-        self.dir.path().join("state.redb")
+        hookstate_testkit::store(&self.dir.path().join("state.redb"))
     }
 
     fn run(&self, args: &[&str]) -> Run {

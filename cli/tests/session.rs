@@ -50,8 +50,9 @@ impl Hermit {
         Hermit { tmp, dir }
     }
 
+    /// The store: a redb file, or a schema on the PostgreSQL pass of the backend matrix.
     fn db(&self) -> PathBuf {
-        self.tmp.path().join("db/state.redb")
+        hookstate_testkit::store(&self.tmp.path().join("db/state.redb"))
     }
 
     fn d(&self) -> &str {

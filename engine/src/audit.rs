@@ -168,7 +168,8 @@ pub(crate) fn verify(kernel: &Kernel, options: VerifyOptions) -> Result<VerifyRe
     let lookups = check_lookups(&*txn, &views)?;
     let missing = states.iter().find(|(_, state)| *state == AnchorState::Missing);
     let mut re_anchored = false;
-    if let Some((path, _)) = missing.filter(|_| head.seq > 0) {
+    let required = kernel.storage().anchor_required();
+    if let Some((path, _)) = missing.filter(|_| required && head.seq > 0) {
         if !options.accept_missing_anchor {
             return Err(anchor::missing(path, &head));
         }

@@ -16,6 +16,7 @@ use crate::alerts::layout_heartbeat::HeartbeatLayout;
 use crate::alerts::project::AlertsProjection;
 use crate::alerts::Alerts;
 use crate::audit::{self, RebuildReport, VerifyOptions, VerifyReport};
+use crate::copy::{self, CopyReport};
 use crate::core::project::CoreProjection;
 use crate::core::query::Query;
 use crate::core::{self, Command};
@@ -196,6 +197,30 @@ impl Engine {
         Ok(Engine {
             kernel: Kernel::new(storage, &PROJECTIONS, std::time::Duration::from_secs(1))?,
         })
+    }
+
+    /// Opens the store at `path` as [`Engine::open`] does, and for a PostgreSQL store also
+    /// upgrades tables of an older schema version, in one transaction (`hookstate init`); a
+    /// database written by a newer build is refused.
+    ///
+    /// # Errors
+    /// As [`Engine::open`], and [`crate::Error::SchemaTooNew`].
+    pub fn init(path: &Path, options: OpenOptions) -> Result<Engine> {
+        let wait = options.wait()?;
+        let storage = store::init(path, options)?;
+        Ok(Engine { kernel: Kernel::new(storage, &PROJECTIONS, wait)? })
+    }
+
+    /// Copies this store into a new store at `to` (a file path or a `postgres://` address,
+    /// opened with `options`): the same events at the same seqs with the same hashes, the views
+    /// rebuilt, in one transaction; then verifies the destination. A destination file must not
+    /// exist; a destination database must hold no events.
+    ///
+    /// # Errors
+    /// [`crate::Error::Invalid`] for a destination that exists or holds events,
+    /// [`crate::Error::ChainBroken`] for a source that does not verify, store errors.
+    pub fn copy_to(&self, to: &Path, options: OpenOptions) -> Result<CopyReport> {
+        copy::copy(&self.kernel, to, options)
     }
 
     /// Opens the store on a test `backend` (an in-memory disk image), creating it there when the

@@ -7,6 +7,7 @@
 
 mod alerts;
 mod audit;
+mod copy;
 mod core;
 mod engine;
 mod feedback;
@@ -62,6 +63,7 @@ pub use crate::session::{
 };
 // Loopd's signals: `engine.signals()`.
 pub use crate::audit::{RebuildReport, VerifyOptions, VerifyReport};
+pub use crate::copy::CopyReport;
 pub use crate::core::query::Query;
 pub use crate::core::{Command, Expect};
 pub use crate::engine::event_to_json;
@@ -91,7 +93,7 @@ pub use crate::serve::{
 };
 #[cfg(feature = "testing")]
 pub use crate::store::Backend;
-pub use crate::store::{creation_is_atomic, OpenOptions};
+pub use crate::store::{creation_is_atomic, remote_address, OpenOptions};
 pub use hookstate_schema as schema;
 
 #[cfg(feature = "bugdrill")]

@@ -1,11 +1,17 @@
 //! hookstate-testkit: the helpers the test suites (tests/, cli/tests/) and the benches share,
 //! written once: a seeded generator ([`Rng`]), a directory copy ([`copy_dir`]), and the hermit
-//! fixture harness ([`Hermit`]): a state directory copied from a fixture beside a fresh store.
+//! fixture harness ([`Hermit`]): a state directory copied from a fixture beside a fresh store,
+//! and the backend matrix ([`store`]): with `HOOKSTATE_TEST_PG_URL` set to a throw-away
+//! PostgreSQL database, every store a suite opens through [`store`] is a schema of its own in
+//! that database (left there) instead of a redb file, so one suite runs on both backends.
 //!
 //! Test support only: it panics on any IO failure, as a test should. Does not run any test.
 #![allow(clippy::unwrap_used, reason = "test support fails loudly on any unexpected error")]
 
+use std::collections::BTreeSet;
+use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use hookstate_engine::schema::hermit::scope_of;
 use hookstate_engine::schema::Actor;
@@ -83,6 +89,68 @@ pub fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
+/// The variable naming the PostgreSQL database of the second run of the suites.
+pub const PG_URL_ENV: &str = "HOOKSTATE_TEST_PG_URL";
+
+/// The PostgreSQL database the suites run against, when `HOOKSTATE_TEST_PG_URL` names one.
+#[must_use]
+pub fn pg_url() -> Option<String> {
+    std::env::var(PG_URL_ENV).ok().filter(|url| !url.is_empty())
+}
+
+/// Schemas this process made, so each is made once.
+static MADE: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+
+/// The store for a test that would use the redb file `path`: that path, or, on the PostgreSQL
+/// run, the address of a schema named after it (the same path gives the same store, so a test
+/// can reopen it), made on first use.
+///
+/// # Panics
+/// When the database cannot be reached or the schema not made: the run is broken.
+#[must_use]
+pub fn store(path: &Path) -> PathBuf {
+    match pg_url() {
+        Some(base) => PathBuf::from(schema_address(&base, &schema_name(path))),
+        None => path.to_path_buf(),
+    }
+}
+
+/// The options a test opens its store with: the defaults, but with the caller's clock, since
+/// the tests inject time through their calls.
+#[must_use]
+pub fn options() -> OpenOptions {
+    OpenOptions { server_clock: false, ..OpenOptions::default() }
+}
+
+/// A schema name for a path: `hs_` and a hash of it.
+#[must_use]
+pub fn schema_name(path: &Path) -> String {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    path.hash(&mut hasher);
+    std::process::id().hash(&mut hasher);
+    format!("hs_{:016x}", hasher.finish())
+}
+
+/// The address of `schema` in the database `base` (made when this process has not made it):
+/// `base` with `options=-c search_path=<schema>`.
+///
+/// # Panics
+/// When the database cannot be reached or the schema not made.
+#[must_use]
+pub fn schema_address(base: &str, schema: &str) -> String {
+    let mut made = MADE.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if !made.contains(schema) {
+        let mut client = postgres::Client::connect(base, postgres::NoTls)
+            .unwrap_or_else(|e| panic!("{PG_URL_ENV}: cannot connect: {e}"));
+        client
+            .batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {schema}"))
+            .unwrap_or_else(|e| panic!("cannot create schema {schema}: {e}"));
+        made.insert(schema.to_owned());
+    }
+    let separator = if base.contains('?') { '&' } else { '?' };
+    format!("{base}{separator}options=-c%20search_path%3D{schema}")
+}
+
 /// A hermit state directory (`<tmp>/h`, copied from a fixture or empty) and a fresh store
 /// beside it, with the directory's scope.
 #[derive(Debug)]
@@ -110,7 +178,7 @@ impl Hermit {
             Some(name) => copy_dir(&fixtures.join(name), &dir),
             None => std::fs::create_dir_all(&dir).unwrap(),
         }
-        let engine = Engine::open(&tmp.path().join("state.redb"), OpenOptions::default()).unwrap();
+        let engine = Engine::open(&store(&tmp.path().join("state.redb")), options()).unwrap();
         let scope = scope_of(dir.to_str().unwrap());
         Hermit { tmp, dir, engine, scope }
     }

@@ -216,6 +216,7 @@ pub(crate) fn check_db_file_bytes(data: &[u8]) {
             read_only,
             absent_is_empty: false,
             anchor_dir: None,
+            server_clock: true,
         };
         if let Ok(engine) = Engine::open(&path, options) {
             let _ = engine.verify(accept);

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use hookstate_engine::schema::Actor;
 use hookstate_engine::MoonshineImport;
-use hookstate_engine::{Call, Engine, Layout, OpenOptions};
+use hookstate_engine::{Call, Engine, Layout};
 use hookstate_testkit::copy_dir;
 
 const FIXTURE_HOME: &str =
@@ -30,7 +30,11 @@ fn a_mirror_never_overwrites_a_comment_file_changed_during_the_call() {
     let tmp = tempfile::tempdir().unwrap();
     let home: PathBuf = tmp.path().join("home");
     copy_dir(Path::new(FIXTURE_HOME), &home);
-    let engine = Engine::open(&tmp.path().join("s.redb"), OpenOptions::default()).unwrap();
+    let engine = Engine::open(
+        &hookstate_testkit::store(&tmp.path().join("s.redb")),
+        hookstate_testkit::options(),
+    )
+    .unwrap();
     let import = MoonshineImport::read(&home, Some(PROJECT)).unwrap();
     let imported = engine.feedback().import(&call(FIXTURE_NOW_MS), import).unwrap();
     assert!(imported.refusal.is_none());

@@ -9,7 +9,7 @@
 
 use hookstate_engine::schema::Actor;
 use hookstate_engine::ClaimAsk;
-use hookstate_engine::{Call, Engine, OpenOptions, Outcome};
+use hookstate_engine::{Call, Engine, Outcome};
 use proptest::prelude::*;
 
 const HOLDERS: u8 = 3;
@@ -126,7 +126,11 @@ fn call(now: u64, session: Option<String>) -> Call {
 
 fn run(ops: &[Op]) -> Result<(), TestCaseError> {
     let dir = tempfile::tempdir().unwrap();
-    let engine = Engine::open(&dir.path().join("state.redb"), OpenOptions::default()).unwrap();
+    let engine = Engine::open(
+        &hookstate_testkit::store(&dir.path().join("state.redb")),
+        hookstate_testkit::options(),
+    )
+    .unwrap();
     let mut model = Model { now: START_MS, ..Model::default() };
     let target = r#"{"kind":"block","path":"a.md"}"#;
     for (step, op) in ops.iter().enumerate() {

@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 
 use hookstate_engine::schema::Actor;
-use hookstate_engine::{Call, Engine, Layout, OpenOptions, Outcome, Result};
+use hookstate_engine::{Call, Engine, Layout, Outcome, Result};
 
 use crate::powerloss::Rng;
 
@@ -52,7 +52,11 @@ trait Case {
 
 fn race(case: &mut dyn Case, seed: u64) {
     let tmp = tempfile::tempdir().unwrap();
-    let engine = Engine::open(&tmp.path().join("state.redb"), OpenOptions::default()).unwrap();
+    let engine = Engine::open(
+        &hookstate_testkit::store(&tmp.path().join("state.redb")),
+        hookstate_testkit::options(),
+    )
+    .unwrap();
     let dir = tmp.path().join("mirror");
     let mut rng = Rng(seed);
     let layout = case.layout();

@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 
 use hookstate_engine::schema::Actor;
-use hookstate_engine::{Call, Command, Engine, Expect, OpenOptions, Outcome};
+use hookstate_engine::{Call, Command, Engine, Expect, Outcome};
 use proptest::prelude::*;
 
 const ITEMS: u8 = 4;
@@ -379,7 +379,11 @@ fn answer_of(outcome: &Outcome) -> Answer {
 
 fn run(ops: &[Op]) -> Result<(), TestCaseError> {
     let dir = tempfile::tempdir().unwrap();
-    let engine = Engine::open(&dir.path().join("state.redb"), OpenOptions::default()).unwrap();
+    let engine = Engine::open(
+        &hookstate_testkit::store(&dir.path().join("state.redb")),
+        hookstate_testkit::options(),
+    )
+    .unwrap();
     let mut model = Model { now: START_MS, ..Model::default() };
     for (step, op) in ops.iter().enumerate() {
         let command = command_for(&model, op);

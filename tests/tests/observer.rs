@@ -9,7 +9,7 @@ use std::path::Path;
 
 use hookstate_engine::schema::observer::ObserverState;
 use hookstate_engine::schema::Actor;
-use hookstate_engine::{Call, Engine, OpenOptions};
+use hookstate_engine::{Call, Engine};
 use hookstate_engine::{Finding, RowInput, SweepRead};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/legacy/observer");
@@ -26,7 +26,8 @@ fn call() -> Call {
 }
 
 fn engine(dir: &Path) -> Engine {
-    Engine::open(&dir.join("state.redb"), OpenOptions::default()).unwrap()
+    Engine::open(&hookstate_testkit::store(&dir.join("state.redb")), hookstate_testkit::options())
+        .unwrap()
 }
 
 fn user(text: &str) -> RowInput {

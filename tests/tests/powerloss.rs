@@ -176,6 +176,7 @@ fn options(create: bool) -> OpenOptions {
         read_only: false,
         absent_is_empty: false,
         anchor_dir: None,
+        server_clock: true,
     }
 }
 

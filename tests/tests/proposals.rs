@@ -11,7 +11,7 @@ use std::path::Path;
 use hookstate_engine::{parse_create, Move, MoveInput};
 use hookstate_engine::{parse_micro_input, ResolveInput};
 use hookstate_engine::{read_hermit_files, INDEX_FILE, LEDGER_FILE, QUEUE_FILE};
-use hookstate_engine::{Engine, Layout, OpenOptions};
+use hookstate_engine::{Engine, Layout};
 use hookstate_testkit::copy_dir as copy_tree;
 use serde_json::Value;
 
@@ -436,7 +436,11 @@ fn hazard_interleaved_enqueues_lose_an_entry_naively_but_not_here() {
 
     let fresh = hermit(Some("hermit"));
     fresh.import();
-    let other = Engine::open(&fresh.tmp.path().join("state.redb"), OpenOptions::default()).unwrap();
+    let other = Engine::open(
+        &hookstate_testkit::store(&fresh.tmp.path().join("state.redb")),
+        hookstate_testkit::options(),
+    )
+    .unwrap();
     let input = |q: &str| parse_micro_input(&format!("{{\"question\":\"{q}\"}}")).unwrap();
     fresh.zone("America/New_York");
     let first = fresh.engine.proposals().queue_micro(&fresh.call(NOV_29_22H), &input("from A?"));

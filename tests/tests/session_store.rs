@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use hookstate_engine::schema::Actor;
-use hookstate_engine::{Call, Engine, Layout, OpenOptions};
+use hookstate_engine::{Call, Engine, Layout};
 use hookstate_engine::{RuntimeWrite, SessionAnswer as Answer, SessionExit as Exit};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/legacy");
@@ -60,7 +60,8 @@ impl Hermit {
     /// A store and a state directory holding `fixture` (empty for `None`).
     fn new(fixture: Option<&str>) -> Hermit {
         let tmp = tempfile::tempdir().unwrap();
-        let engine = Engine::open(&tmp.path().join("state.redb"), OpenOptions::default()).unwrap();
+        let store = hookstate_testkit::store(&tmp.path().join("state.redb"));
+        let engine = Engine::open(&store, hookstate_testkit::options()).unwrap();
         let dir = tmp.path().join(".claude-code-hermit");
         match fixture {
             Some(name) => copy_dir(&Path::new(FIXTURES).join(name), &dir),

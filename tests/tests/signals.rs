@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use hookstate_engine::schema::Actor;
 use hookstate_engine::{bundle_scope, TurnInput};
 use hookstate_engine::{lexical_join, resolve_bundle};
-use hookstate_engine::{Call, Engine, Error, LogFilter, OpenOptions};
+use hookstate_engine::{Call, Engine, Error, LogFilter};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/legacy/loopd");
 
@@ -18,7 +18,11 @@ fn call(scope: &str, now_ms: u64) -> Call {
 }
 
 fn engine(dir: &Path) -> Engine {
-    Engine::open(&dir.join("db/state.redb"), OpenOptions::default()).unwrap()
+    Engine::open(
+        &hookstate_testkit::store(&dir.join("db/state.redb")),
+        hookstate_testkit::options(),
+    )
+    .unwrap()
 }
 
 /// A bundle, a main clone and a linked worktree, laid out as loopd expects.

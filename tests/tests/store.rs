@@ -46,6 +46,7 @@ fn open(path: &Path) -> Result<Engine, Error> {
             read_only: false,
             absent_is_empty: false,
             anchor_dir: None,
+            server_clock: true,
         },
     )
 }
@@ -348,6 +349,7 @@ fn a_read_of_a_store_left_needing_repair_still_answers() {
         read_only: true,
         absent_is_empty: false,
         anchor_dir: None,
+        server_clock: true,
     };
     let engine = Engine::open(&copy, options).unwrap();
     let value = engine.query("t", &hookstate_engine::Query::KvGet { key: "k1".into() }, 0).unwrap();

@@ -15,7 +15,9 @@ use serde::Serialize;
 
 use crate::args::{Cli, DrainArgs, ExportArgs, FeedbackArgs, FeedbackVerb, HookVerb, ImportArgs};
 use crate::args::{Layout, ReplyVia};
-use crate::cmd::{call, command_for_model, db_path, finish, mutate, open, warn_report, Access};
+use crate::cmd::{
+    call, command_for_model, db_path, finish, mutate, open, store_exists, warn_report, Access,
+};
 use crate::exit::CliError;
 use crate::input::read_stdin;
 use crate::output::print;
@@ -211,7 +213,7 @@ pub(crate) fn hook(cli: &Cli, verb: &HookVerb) -> Result<(), CliError> {
     let Ok(db) = db_path(cli) else {
         return Ok(());
     };
-    if payload.stop_hook_active || !db.exists() {
+    if payload.stop_hook_active || !store_exists(cli, &db)? {
         return Ok(());
     }
     let mut call = call(cli, "Stop");

@@ -11,7 +11,7 @@ use hookstate_engine::{parse_hook_payload, parse_stop_payload};
 use serde_json::{json, Value};
 
 use crate::args::{Cli, HookVerb};
-use crate::cmd::{call, command_for_model, db_path, open, shell_quote, Access};
+use crate::cmd::{call, command_for_model, db_path, open, shell_quote, store_exists, Access};
 use crate::exit::CliError;
 use crate::input::read_stdin;
 use crate::output::print_raw;
@@ -37,7 +37,7 @@ fn claim(cli: &Cli, queue: &str, lease_ms: u64) -> Result<(), CliError> {
     let Ok(db) = db_path(cli) else {
         return Ok(());
     };
-    if payload.stop_hook_active || !db.exists() {
+    if payload.stop_hook_active || !store_exists(cli, &db)? {
         return Ok(());
     }
     let mut call = call(cli, "hook-claim");

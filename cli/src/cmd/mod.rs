@@ -19,7 +19,7 @@ mod serve;
 mod session;
 mod signals;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use std::io::Write;
@@ -71,6 +71,7 @@ pub(crate) fn run(cli: &Cli) -> Result<(), CliError> {
         Verb::Rebuild => ops::rebuild(cli),
         Verb::Stats => ops::stats(cli),
         Verb::Serve(args) => serve::run(cli, args),
+        Verb::Copy(args) => ops::copy(cli, args),
         Verb::Demo(args) => demo::run(args),
         Verb::Feedback(args) => feedback::run(cli, args),
         Verb::Completions { shell } => docs::completions(*shell),
@@ -90,6 +91,16 @@ pub(crate) fn db_path(cli: &Cli) -> Result<PathBuf, CliError> {
     Ok(PathBuf::from(home).join(DEFAULT_DB))
 }
 
+/// Whether the store at `db` exists, for the hooks that do nothing without one (and must not
+/// create one): a file that is there, or a database whose tables hold a store (asked of the
+/// server, reading only).
+pub(crate) fn store_exists(cli: &Cli, db: &Path) -> Result<bool, CliError> {
+    if hookstate_engine::remote_address(db).is_none() {
+        return Ok(db.exists());
+    }
+    Ok(open_at(cli, Access::Read, db)?.location()?.exists)
+}
+
 /// The program named in commands handed to the model: the plugin launcher sets it to its own
 /// path, since the model's shell may not find `hookstate` on PATH.
 const PROGRAM_ENV: &str = "HOOKSTATE_PROGRAM";
@@ -105,10 +116,15 @@ pub(crate) fn command_for_model(cli: &Cli) -> String {
         .filter(|h| !h.is_empty())
         .map(|h| PathBuf::from(h).join(DEFAULT_DB));
     if let Some(db) = cli.db.as_ref().filter(|db| default.as_ref() != Some(*db)) {
-        // Absolute, since the model's shell may run in another directory than the hook.
-        let db = std::path::absolute(db).unwrap_or_else(|_| db.clone());
+        // A remote address goes without its password, which must never reach the model: its
+        // shell then needs HOOKSTATE_DB, or an address that needs no password.
+        let db = match hookstate_engine::remote_address(db) {
+            Some(shown) => shown,
+            // Absolute, since the model's shell may run in another directory than the hook.
+            None => std::path::absolute(db).unwrap_or_else(|_| db.clone()).display().to_string(),
+        };
         command.push_str(" --db ");
-        command.push_str(&shell_quote(&db.to_string_lossy()));
+        command.push_str(&shell_quote(&db));
     }
     command
 }
@@ -136,6 +152,8 @@ pub(crate) enum Access {
     Audit,
     /// verify: redb's full integrity check on a view of the file; the file is never written.
     Verify,
+    /// init: as `Write`, and a PostgreSQL store's older tables are upgraded.
+    Init,
 }
 
 /// Opens the store for `access`. Warnings of its writes go to stderr as they happen; when the
@@ -149,15 +167,16 @@ pub(crate) fn open(cli: &Cli, access: Access) -> Result<Arc<Engine>, CliError> {
         }
         return Ok(engine);
     }
-    let options = OpenOptions {
-        wait_ms: cli.wait_ms,
-        create: access == Access::Write,
-        check_integrity: matches!(access, Access::Audit | Access::Verify),
-        read_only: matches!(access, Access::Read | Access::Export | Access::Verify),
-        absent_is_empty: access == Access::Read,
-        anchor_dir: cli.anchor_dir.clone(),
+    open_at(cli, access, &db_path(cli)?).map(Arc::new)
+}
+
+/// [`open`] for the store at `db` rather than --db's.
+pub(crate) fn open_at(cli: &Cli, access: Access, db: &Path) -> Result<Engine, CliError> {
+    let options = options(cli, access, db)?;
+    let engine = match access {
+        Access::Init => Engine::init(db, options)?,
+        _ => Engine::open(db, options)?,
     };
-    let engine = Engine::open(&db_path(cli)?, options)?;
     engine.set_warning_sink(Box::new(|line| {
         let _ = writeln!(crate::output::stderr(), "hookstate: {}", one_line(line));
     }));
@@ -166,7 +185,43 @@ pub(crate) fn open(cli: &Cli, access: Access) -> Result<Arc<Engine>, CliError> {
             crate::output::mark_anchor(&problem.to_string());
         }
     }
-    Ok(Arc::new(engine))
+    Ok(engine)
+}
+
+/// How `access` opens the store at `db`.
+pub(crate) fn options(cli: &Cli, access: Access, db: &Path) -> Result<OpenOptions, CliError> {
+    Ok(OpenOptions {
+        wait_ms: cli.wait_ms,
+        create: matches!(access, Access::Write | Access::Init),
+        check_integrity: matches!(access, Access::Audit | Access::Verify),
+        read_only: matches!(access, Access::Read | Access::Export | Access::Verify),
+        absent_is_empty: access == Access::Read,
+        anchor_dir: anchor_dir(cli, access, db)?,
+        // A test clock (HOOKSTATE_NOW_MS) pins the time; else a database server's clock rules.
+        server_clock: cli.now_ms.is_none(),
+    })
+}
+
+/// Where a remote store's per-host anchor lives when --anchor-dir does not say.
+const REMOTE_ANCHOR_DIR: &str = ".agent/hookstate/anchors";
+
+/// The anchor directory: --anchor-dir; for a remote store without it, the per-host default
+/// under HOME, made (0700) by a call that writes and skipped by a read while it does not exist.
+fn anchor_dir(cli: &Cli, access: Access, db: &Path) -> Result<Option<PathBuf>, CliError> {
+    if cli.anchor_dir.is_some() || hookstate_engine::remote_address(db).is_none() {
+        return Ok(cli.anchor_dir.clone());
+    }
+    let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty()) else {
+        return Ok(None);
+    };
+    let dir = PathBuf::from(home).join(REMOTE_ANCHOR_DIR);
+    if !dir.is_dir() && matches!(access, Access::Write | Access::Init | Access::Audit) {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir).map_err(|source| {
+            CliError::Io { op: format!("create the anchor directory {}", dir.display()), source }
+        })?;
+    }
+    Ok(dir.is_dir().then_some(dir))
 }
 
 /// The engine's layout for a CLI layout, with `--mirror-name` for the one-file layouts.

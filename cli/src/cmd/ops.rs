@@ -6,13 +6,13 @@ use hookstate_engine::schema::format::to_hex;
 use hookstate_engine::{event_to_json, LogFilter, VerifyOptions};
 use serde_json::json;
 
-use crate::args::{Cli, Format, LogArgs};
-use crate::cmd::{open, Access};
+use crate::args::{Cli, CopyArgs, Format, LogArgs};
+use crate::cmd::{open, open_at, options, Access};
 use crate::exit::CliError;
 use crate::output::{one_line, print};
 
 pub(crate) fn init(cli: &Cli) -> Result<(), CliError> {
-    let engine = open(cli, Access::Write)?;
+    let engine = open(cli, Access::Init)?;
     let head = engine.head()?;
     let path = engine.location()?.path;
     print(
@@ -116,6 +116,18 @@ pub(crate) fn stats(cli: &Cli) -> Result<(), CliError> {
             "file_bytes": stats.file_bytes, "scopes": stats.scopes, "views": stats.views,
             "queues": stats.queues, "anchor": { "path": at.anchor_path, "seq": stats.anchor_seq },
             "anchor_write_failures": stats.anchor_write_failures,
+        }),
+    )
+}
+
+pub(crate) fn copy(cli: &Cli, args: &CopyArgs) -> Result<(), CliError> {
+    let source = open_at(cli, Access::Verify, &args.from)?;
+    let report = source.copy_to(&args.to, options(cli, Access::Write, &args.to)?)?;
+    print(
+        cli.format,
+        &json!({
+            "ok": true, "from": source.location()?.path, "to": report.to, "events": report.events,
+            "seq": report.head.seq, "hash": to_hex(&report.head.hash), "views": report.views,
         }),
     )
 }

@@ -152,7 +152,8 @@ pub(crate) fn queue_meta(txn: &dyn ReadTxn, scope: &str, queue: &str) -> Result<
 /// Reads what a command needs and decides it: the compare and the swap share this transaction.
 fn decide(txn: &dyn ReadTxn, call: &Call, command: &Command) -> Result<Decision> {
     let scope = call.scope.as_str();
-    let now_ms = call.now_ms;
+    // Leases are granted and expire by the store server's clock when it has one.
+    let now_ms = txn.clock_ms().unwrap_or(call.now_ms);
     Ok(match command {
         Command::KvPut { key, value, expect } => {
             let rev =

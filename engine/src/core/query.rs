@@ -81,6 +81,7 @@ impl Query {
 pub(crate) fn query(kernel: &Kernel, scope: &str, query: &Query, now_ms: u64) -> Result<Value> {
     query.check(scope)?;
     let txn = kernel.begin_read()?;
+    let now_ms = txn.clock_ms().unwrap_or(now_ms);
     let parse = |text: &str| serde_json::from_str(text).unwrap_or(Value::String(text.into()));
     Ok(match query {
         Query::KvGet { key } => {

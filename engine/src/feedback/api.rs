@@ -65,8 +65,11 @@ fn one(event: FeedbackEvent, result: &impl Serialize) -> Plan {
     Plan { events: vec![Body::Feedback(event)], result, ..Plan::default() }
 }
 
-fn claimer<'c>(call: &'c Call, holder: &'c str, stale_ms: u64) -> Claimer<'c> {
-    Claimer { holder, session: call.actor.session.as_deref(), now_ms: call.now_ms, stale_ms }
+/// The claimer of a call, timed by the store server's clock when the transaction has one (a
+/// delivered comment re-surfaces after `stale_ms` by the same clock on every host).
+fn claimer<'c>(call: &'c Call, holder: &'c str, stale_ms: u64, txn: &dyn ReadTxn) -> Claimer<'c> {
+    let now_ms = txn.clock_ms().unwrap_or(call.now_ms);
+    Claimer { holder, session: call.actor.session.as_deref(), now_ms, stale_ms }
 }
 
 /// The holder a claim is recorded for (see [`input::holder_of`]).
@@ -165,8 +168,8 @@ impl Feedback<'_> {
     pub fn claim(&self, call: &Call, ask: &ClaimAsk) -> Result<Outcome> {
         check(call, &Input::Claim(ask))?;
         let holder = holder(ask.holder.as_deref(), call);
-        let who = claimer(call, &holder, ask.stale_ms);
         self.k.write(call, |txn| {
+            let who = claimer(call, &holder, ask.stale_ms, txn);
             let inbox = read_inbox(txn, &call.scope)?;
             Ok(rules::decide_claim(&inbox, &who, ask.id.as_deref(), ask.all))
         })
@@ -266,9 +269,9 @@ impl Feedback<'_> {
         check(call, &Input::Drain(ask))?;
         let project = project_of(&call.scope)?;
         let holder = holder(ask.holder.as_deref(), call);
-        let who = claimer(call, &holder, ask.stale_ms);
         self.k.write(call, |txn| {
-            let inbox = read_drain_inbox(txn, &call.scope, call.now_ms, ask.stale_ms)?;
+            let who = claimer(call, &holder, ask.stale_ms, txn);
+            let inbox = read_drain_inbox(txn, &call.scope, who.now_ms, ask.stale_ms)?;
             Ok(rules::decide_drain(project, &inbox, ask.pass, &who, ask.interval_s))
         })
     }
@@ -512,8 +515,8 @@ impl Feedback<'_> {
         let mut results = Vec::new();
         for project in pass_projects(&*txn, ask.drain.pass)? {
             let call = call.in_scope(&format!("{}{project}", super::project::SCOPE_PREFIX));
-            let who = claimer(&call, &holder, ask.drain.stale_ms);
-            let inbox = read_drain_inbox(&*txn, &call.scope, call.now_ms, ask.drain.stale_ms)?;
+            let who = claimer(&call, &holder, ask.drain.stale_ms, &*txn);
+            let inbox = read_drain_inbox(&*txn, &call.scope, who.now_ms, ask.drain.stale_ms)?;
             let plan =
                 rules::decide_drain(&project, &inbox, ask.drain.pass, &who, ask.drain.interval_s);
             if !plan.events.is_empty() {

@@ -130,7 +130,9 @@ impl Kernel {
                 None => return Some(Err(Error::Poisoned)),
             }
         };
-        let ran = self.run_call(&mut *txn, head, call, decide);
+        // A store with a server clock times the call by it, as a call of its own would be.
+        let now_ms = txn.clock_ms().unwrap_or(call.now_ms);
+        let ran = self.run_call(&mut *txn, head, call, now_ms, decide);
         let mut slot = self.batch_slot();
         let batch = slot.as_mut()?;
         match ran {

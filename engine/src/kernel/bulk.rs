@@ -10,7 +10,7 @@ use hookstate_schema::{validate_scope, Body};
 use crate::kernel::call::Call;
 use crate::kernel::error::{Error, Result};
 use crate::kernel::view::read_head;
-use crate::kernel::write::Kernel;
+use crate::kernel::write::{Kernel, Stamp};
 
 /// Events one bulk transaction may append: large batches amortise a commit, and this bounds the
 /// memory a write transaction's dirty pages may hold.
@@ -34,7 +34,8 @@ impl Kernel {
         self.anchor_gate(&*txn, &head, anchors)?;
         for (scope, body) in events {
             validate_scope(scope)?;
-            let (event, record) = self.encode_one(head, call, scope, body, None)?;
+            let (event, record) =
+                self.encode_one(head, Stamp { call, now_ms: call.now_ms }, scope, body, None)?;
             txn.append_event(event.seq, &record)?;
             self.project_live(&mut *txn, &event)?;
             head = Head { seq: event.seq, hash: event.hash };

@@ -124,6 +124,30 @@ pub enum Error {
         /// How long this call waited.
         waited_ms: u64,
     },
+    /// A database server aborted the write transaction for a serialization failure or a deadlock;
+    /// the write path retries it ([`crate::limits::TXN_ATTEMPTS_MAX`] attempts), then reports
+    /// [`Error::Busy`].
+    #[error("the database aborted the transaction for a conflict with another writer")]
+    TxnConflict(#[source] Cause),
+    /// The database's tables were made by a newer build (a PostgreSQL store).
+    #[error("the store's schema version {found} is newer than this build's ({supported})")]
+    SchemaTooNew {
+        /// Version found.
+        found: u32,
+        /// Version this build writes.
+        supported: u32,
+    },
+    /// The database's tables were made by an older build; `hookstate init` upgrades them.
+    #[error(
+        "the store's schema version {found} is older than this build's ({supported}): run \
+         `hookstate init` once to upgrade the tables"
+    )]
+    SchemaUpgradeRequired {
+        /// Version found.
+        found: u32,
+        /// Version this build writes.
+        supported: u32,
+    },
     /// There is no store at the path and this call does not create one.
     #[error("no store at {path}")]
     NoStore {

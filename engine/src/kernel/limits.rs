@@ -61,6 +61,10 @@ pub const STORED_RESULT_BYTES_MAX: usize = VALUE_BYTES_MAX + 8 * 1024;
 pub const STALE_TEMP_SECS: u64 = 600;
 /// Directory entries one leftover scan looks at, so the scan's cost has a bound.
 pub const STALE_TEMP_SCAN_MAX: usize = 10_000;
+/// Attempts of one write transaction that a database server aborted for a serialization failure or
+/// a deadlock (PostgreSQL): each abort means another writer committed first, so a few attempts
+/// settle it; more means sustained contention, and BUSY tells the hook to retry later.
+pub const TXN_ATTEMPTS_MAX: u32 = 8;
 /// The anchor file is one short line.
 pub const ANCHOR_BYTES_MAX: usize = 256;
 /// Conflicts one mirrored call reports; more are not listed.
@@ -74,6 +78,7 @@ const _: () = assert!(LEASE_MS_DEFAULT <= LEASE_MS_MAX);
 const _: () = assert!(DELIVERIES_DEFAULT <= DELIVERIES_MAX);
 const _: () = assert!(WAIT_MS_DEFAULT <= WAIT_MS_MAX);
 const _: () = assert!(LOCK_BACKOFF_US_MIN <= LOCK_BACKOFF_US_MAX);
+const _: () = assert!(TXN_ATTEMPTS_MAX >= 1);
 const _: () = assert!(READ_HEADER_WAIT_MS <= WAIT_MS_DEFAULT);
 const _: () = assert!(READ_REPAIR_LOCK_WAIT_MS <= WAIT_MS_DEFAULT);
 const _: () = assert!((EVENT_BYTES_MAX as u64) * (APPEND_EVENT_COUNT_MAX as u64) <= 64 << 20);

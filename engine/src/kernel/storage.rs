@@ -1,8 +1,8 @@
 //! The narrow storage seam: append and read the log, read and write view rows, and metadata,
 //! all inside one transaction.
 //!
-//! Domain code sees only these traits, so another backend (PostgreSQL, DESIGN.md §9) can be added
-//! without touching it. Does not know about redb; `store.rs` implements the traits on it.
+//! Domain code sees only these traits, so a second backend (PostgreSQL, DESIGN.md §9) stands
+//! beside redb without touching it. Does not know any backend; `store/` implements the traits.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -29,6 +29,12 @@ pub(crate) trait ReadTxn {
     /// Visits the view rows whose key starts with `prefix`, in key order, until `visit` returns
     /// `false`.
     fn views_with_prefix(&self, prefix: &[u8], visit: &mut RowVisitor<'_>) -> Result<()>;
+    /// The store server's clock in UTC ms, read inside this transaction (by a writer, after it
+    /// took the write lock), when the store has a server and was opened to use its clock; `None`
+    /// means the call's own time is used (redb, or a store opened with the caller's clock).
+    fn clock_ms(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// What a writer may do inside its one transaction.
@@ -59,6 +65,12 @@ pub(crate) trait Storage: Send + Sync {
     fn anchor_path(&self) -> PathBuf;
     /// The anchor's text, if there is one.
     fn read_anchor(&self) -> Result<Option<String>>;
+    /// Whether a missing anchor on a store that holds events is refused. It is for a store file,
+    /// whose anchor lives beside it; a remote store's anchor is kept per host, and a host that
+    /// never wrote has none yet.
+    fn anchor_required(&self) -> bool {
+        true
+    }
     /// Where the second anchor of the store `store_id` lives, when one is kept (an append-only
     /// file in a directory the store's writer cannot rewrite).
     fn second_anchor_path(&self, _store_id: &[u8; STORE_ID_BYTES]) -> Option<PathBuf> {

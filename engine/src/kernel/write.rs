@@ -23,7 +23,10 @@ use crate::kernel::anchor::{self, AnchorState, Identity};
 use crate::kernel::batch_state::Batch;
 use crate::kernel::call::{Call, Outcome, Plan};
 use crate::kernel::error::{Error, Result};
-use crate::kernel::limits::{EVENT_BYTES_MAX, STORED_RESULT_BYTES_MAX};
+use crate::kernel::limits::{
+    EVENT_BYTES_MAX, LOCK_BACKOFF_US_MAX, LOCK_BACKOFF_US_MIN, STORED_RESULT_BYTES_MAX,
+    TXN_ATTEMPTS_MAX,
+};
 use crate::kernel::project::{self, Table};
 use crate::kernel::storage::{ReadTxn, Storage, WriteTxn};
 use crate::kernel::view::{read_head, read_row, Overlay};
@@ -102,6 +105,11 @@ impl Kernel {
     /// The genesis hash of this store (the `prev` of seq 1).
     pub(crate) fn genesis(&self) -> [u8; 32] {
         genesis_hash(&self.store_id)
+    }
+
+    /// The store's id.
+    pub(crate) fn store_id(&self) -> &[u8; STORE_ID_BYTES] {
+        &self.store_id
     }
 
     /// The bounded wait this store was opened with.
@@ -192,8 +200,9 @@ impl Kernel {
         head: &Head,
         anchors: Vec<(PathBuf, Result<Option<String>>)>,
     ) -> Result<()> {
+        let required = self.storage.anchor_required();
         for (path, state) in self.check_anchors(txn, head, anchors)? {
-            if state == AnchorState::Missing && head.seq > 0 {
+            if required && state == AnchorState::Missing && head.seq > 0 {
                 return Err(anchor::missing(&path, head));
             }
         }
@@ -219,11 +228,39 @@ impl Kernel {
     /// decide a [`Plan`] on the rows `decide` reads, append its events, project them, move the
     /// head and commit. The caller validated its input before. On the thread that holds an open
     /// batch ([`Kernel::begin_batch`]) the call runs inside the batch's transaction instead, and
-    /// is durable only once the batch commits.
+    /// is durable only once the batch commits. A transaction the database server aborted for a
+    /// conflict (serialization failure, deadlock) runs again, decision included, at most
+    /// [`TXN_ATTEMPTS_MAX`] times and within the wait; then the call is busy.
     pub(crate) fn write(
         &self,
         call: &Call,
         decide: impl Fn(&dyn ReadTxn) -> Result<Plan>,
+    ) -> Result<Outcome> {
+        let start = Instant::now();
+        let deadline = start + self.wait;
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match self.write_once(call, &decide, deadline) {
+                Err(Error::TxnConflict(_))
+                    if attempt < TXN_ATTEMPTS_MAX && Instant::now() < deadline =>
+                {
+                    std::thread::sleep(conflict_backoff(attempt));
+                }
+                Err(Error::TxnConflict(_)) => {
+                    let waited_ms = u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
+                    return Err(Error::Busy { waited_ms });
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn write_once(
+        &self,
+        call: &Call,
+        decide: &dyn Fn(&dyn ReadTxn) -> Result<Plan>,
+        deadline: Instant,
     ) -> Result<Outcome> {
         if self.poisoned.load(Ordering::SeqCst) {
             return Err(Error::Poisoned);
@@ -239,7 +276,7 @@ impl Kernel {
             None
         };
         self.current()?;
-        let mut txn = self.storage.begin_write(Instant::now() + self.wait)?;
+        let mut txn = self.storage.begin_write(deadline)?;
         let head = read_head(&*txn)?;
         // The planted bug: the writer neither checks the anchors nor respects them after commit.
         #[cfg(feature = "bugdrill")]
@@ -250,6 +287,9 @@ impl Kernel {
             let anchors = self.read_anchors();
             self.anchor_gate(&*txn, &head, anchors)?;
         }
+        // A store with a server clock (PostgreSQL) times the call by it, read under the write
+        // lock: every host agrees, and event times follow log order.
+        let now_ms = txn.clock_ms().unwrap_or(call.now_ms);
         #[cfg(feature = "bugdrill")]
         let mut early = early;
         #[cfg(feature = "bugdrill")]
@@ -258,14 +298,19 @@ impl Kernel {
             None => decide(txn),
         };
         let outcome =
-            self.run_call(&mut *txn, head, call, decide).map_err(|failed| failed.error)?;
+            self.run_call(&mut *txn, head, call, now_ms, decide).map_err(|failed| failed.error)?;
         if outcome.appended > 0 {
             txn.put_meta(META_HEAD, &encode_head(&outcome.head))?;
             #[cfg(feature = "bugdrill")]
             crate::kernel::drill::before_commit(&outcome);
-            if let Err(err) = txn.commit() {
-                self.poisoned.store(true, Ordering::SeqCst);
-                return Err(err);
+            match txn.commit() {
+                // The server refused the commit for a conflict: nothing was written, run again.
+                Err(err @ Error::TxnConflict(_)) => return Err(err),
+                Err(err) => {
+                    self.poisoned.store(true, Ordering::SeqCst);
+                    return Err(err);
+                }
+                Ok(()) => {}
             }
             self.move_anchors(&outcome.head, ignore_anchor);
         }
@@ -282,10 +327,11 @@ impl Kernel {
         txn: &mut dyn WriteTxn,
         head: Head,
         call: &Call,
+        now_ms: u64,
         decide: impl FnOnce(&dyn ReadTxn) -> Result<Plan>,
     ) -> std::result::Result<Outcome, Failed> {
         let untouched = |error: Error| Failed { error, touched: false };
-        if let Some(outcome) = self.replay_idempotent(&*txn, call).map_err(untouched)? {
+        if let Some(outcome) = self.replay_idempotent(&*txn, call, now_ms).map_err(untouched)? {
             return Ok(outcome);
         }
         let plan = decide(&*txn).map_err(untouched)?;
@@ -296,7 +342,7 @@ impl Kernel {
         let mut next = head;
         for (scope, body) in scoped {
             validate_scope(scope).map_err(|e| untouched(e.into()))?;
-            let event = self.encode_one(next, call, scope, body, request.take());
+            let event = self.encode_one(next, Stamp { call, now_ms }, scope, body, request.take());
             let event = event.map_err(untouched)?;
             next = Head { seq: event.0.seq, hash: event.0.hash };
             encoded.push(event);
@@ -343,7 +389,7 @@ impl Kernel {
     /// Moves the anchors forward after a commit. Failure is not the call's error (the commit
     /// stands and the anchor may lag, it must only never lead): it is one warning line and one
     /// more in the store's count of failed anchor writes (`stats`).
-    pub(super) fn move_anchors(&self, head: &Head, ignore_anchor: bool) {
+    pub(crate) fn move_anchors(&self, head: &Head, ignore_anchor: bool) {
         let store_id = self.store_id;
         let moved = self.storage.update_anchors(&store_id, &mut |current| match ignore_anchor {
             true => Some(format::format_anchor(&store_id, head)),
@@ -405,7 +451,7 @@ impl Kernel {
     pub(super) fn encode_one(
         &self,
         head: Head,
-        call: &Call,
+        stamp: Stamp<'_>,
         scope: &str,
         body: &Body,
         request: Option<Request>,
@@ -413,10 +459,10 @@ impl Kernel {
         let seq = head.seq + 1;
         let kept = request.as_ref().and_then(|r| r.result.as_ref()).map_or(0, String::len);
         let content = EventContent {
-            at_ms: call.now_ms,
-            actor: call.actor.clone(),
+            at_ms: stamp.now_ms,
+            actor: stamp.call.actor.clone(),
             scope: scope.to_owned(),
-            idem_key: call.idem_key.clone(),
+            idem_key: stamp.call.idem_key.clone(),
             body: body.clone(),
             request,
         };
@@ -461,7 +507,12 @@ impl Kernel {
     /// The answer to a repeat of a keyed call: the first call's result, replayed, when the key
     /// is bound to this very request; a refusal when it is bound to another; `None` for a key
     /// never used in this scope, or one whose binding expired (`IDEM_KEY_TTL_MS`).
-    fn replay_idempotent(&self, txn: &dyn ReadTxn, call: &Call) -> Result<Option<Outcome>> {
+    fn replay_idempotent(
+        &self,
+        txn: &dyn ReadTxn,
+        call: &Call,
+        now_ms: u64,
+    ) -> Result<Option<Outcome>> {
         let Some(idem) = &call.idem_key else {
             return Ok(None);
         };
@@ -469,7 +520,7 @@ impl Kernel {
         let Some(ViewRow::Idem { first_seq, last_seq, at_ms }) = read_row(txn, &key)? else {
             return Ok(None);
         };
-        if project::idem_expired(at_ms, call.now_ms) {
+        if project::idem_expired(at_ms, now_ms) {
             return Ok(None);
         }
         let mut events = Vec::new();
@@ -501,6 +552,21 @@ impl Kernel {
         };
         Ok(Some(Outcome { result, refusal: None, head, appended: 0, replayed: true, mirror: None }))
     }
+}
+
+/// Who and when, for the events of one call: the call, and the time its events carry (the store
+/// server's clock when it has one, else the call's).
+#[derive(Clone, Copy)]
+pub(super) struct Stamp<'a> {
+    pub(super) call: &'a Call,
+    pub(super) now_ms: u64,
+}
+
+/// The pause before attempt `attempt + 1` of a transaction aborted for a conflict: doubling from
+/// the lock backoff's floor to its ceiling, so that conflicting writers spread out.
+fn conflict_backoff(attempt: u32) -> Duration {
+    let us = LOCK_BACKOFF_US_MIN.saturating_mul(1 << attempt.min(16)).min(LOCK_BACKOFF_US_MAX);
+    Duration::from_micros(us)
 }
 
 /// An error with its causes, on one line.

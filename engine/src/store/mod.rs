@@ -1,10 +1,12 @@
-//! The `Storage` implementations. Today one: a redb file ([`redb`]) in a private directory
-//! ([`dir`]), with its anchor beside it. A second backend is a new file here.
+//! The `Storage` implementations: a redb file ([`redb`]) in a private directory ([`dir`]), with
+//! its anchor beside it, or a PostgreSQL database ([`postgres`]) named by a `postgres://`
+//! address, with a per-host anchor. [`open`] picks one by the address.
 //!
 //! Does not know the domains or the legacy files; the kernel sees only the `Storage` trait.
 
 mod bounded;
 mod dir;
+mod postgres;
 mod redb;
 mod scratch;
 mod second_anchor;
@@ -44,8 +46,13 @@ pub struct OpenOptions {
     /// [`Error::NoStore`]. Nothing is created on disk; `Engine::exists` says which it was.
     pub absent_is_empty: bool,
     /// A directory for a second anchor (`HOOKSTATE_ANCHOR_DIR`): one append-only file per store,
-    /// checked and moved like the anchor beside the store. It must exist.
+    /// checked and moved like the anchor beside the store. It must exist. For a PostgreSQL store
+    /// it holds the store's only anchor, kept per host.
     pub anchor_dir: Option<std::path::PathBuf>,
+    /// Time events and leases by the database server's clock, read inside each transaction (a
+    /// PostgreSQL store), so that hosts with skewed clocks agree. Off: by each call's `now_ms`,
+    /// as tests that inject time need. A redb store has no server: always the call's time.
+    pub server_clock: bool,
 }
 
 impl Default for OpenOptions {
@@ -57,6 +64,7 @@ impl Default for OpenOptions {
             read_only: false,
             absent_is_empty: false,
             anchor_dir: None,
+            server_clock: true,
         }
     }
 }
@@ -143,6 +151,9 @@ impl Storage for FileStore {
 /// [`Error::NoStore`], [`Error::NotAStore`], [`Error::UnsafePath`], [`Error::Busy`],
 /// [`Error::Io`] and the store variants.
 pub(crate) fn open(path: &Path, options: OpenOptions) -> Result<Box<dyn Storage>> {
+    if let Some(text) = remote(path) {
+        return open_remote(text, &options, postgres::Intent::Open);
+    }
     let wait = options.wait()?;
     let empty_if_absent = options.absent_is_empty && options.read_only && !options.create;
     let dir = match StoreDir::open(path, options.create) {
@@ -153,7 +164,7 @@ pub(crate) fn open(path: &Path, options: OpenOptions) -> Result<Box<dyn Storage>
     let file = match dir.open_store(options.read_only)? {
         Some(file) => file,
         None if options.create => {
-            create_store(&dir, second.as_ref())?;
+            create_store(&dir, second.as_ref(), &random_bytes::<STORE_ID_BYTES>()?)?;
             dir.open_store(false)?.ok_or_else(|| Error::NoStore { path: dir.path() })?
         }
         None if empty_if_absent => return empty(&dir.path()),
@@ -179,6 +190,68 @@ pub(crate) fn open(path: &Path, options: OpenOptions) -> Result<Box<dyn Storage>
         }
     };
     Ok(Box::new(FileStore { db, dir, second }))
+}
+
+/// The address text of a remote store, `None` for a file path.
+fn remote(path: &Path) -> Option<&str> {
+    postgres::is_address(path).then(|| path.to_str()).flatten()
+}
+
+/// A remote store's address as it may be shown (without its password); `None` for a file path.
+#[must_use]
+pub fn remote_address(path: &Path) -> Option<String> {
+    remote(path).map(postgres::redact)
+}
+
+fn open_remote(
+    text: &str,
+    options: &OpenOptions,
+    intent: postgres::Intent,
+) -> Result<Box<dyn Storage>> {
+    let shown = PathBuf::from(postgres::redact(text));
+    match postgres::open(text, options, intent)? {
+        Some(store) => Ok(store),
+        None if options.absent_is_empty && options.read_only && !options.create => empty(&shown),
+        None => Err(Error::NoStore { path: shown }),
+    }
+}
+
+/// Opens the store at `path` as [`open`] does, and for a PostgreSQL store also upgrades tables
+/// of an older schema version (in one transaction), which [`open`] refuses: `hookstate init`.
+///
+/// # Errors
+/// As [`open`].
+pub(crate) fn init(path: &Path, options: OpenOptions) -> Result<Box<dyn Storage>> {
+    match remote(path) {
+        Some(text) => open_remote(text, &options, postgres::Intent::Init),
+        None => open(path, options),
+    }
+}
+
+/// Opens the store at `path` to receive a copy of the store `store_id`: a store file must be
+/// absent, and is created with that identity; a PostgreSQL store must hold no events, and takes
+/// that identity on.
+///
+/// # Errors
+/// [`Error::Invalid`] for a destination that exists (a file) or holds events; as [`open`].
+pub(crate) fn open_for_copy(
+    path: &Path,
+    options: &OpenOptions,
+    store_id: &[u8; STORE_ID_BYTES],
+) -> Result<Box<dyn Storage>> {
+    if let Some(text) = remote(path) {
+        return postgres::open_for_copy(text, options, store_id);
+    }
+    let dir = StoreDir::open(path, true)?;
+    if dir.open_store(true)?.is_some() {
+        return Err(Error::Invalid(format!(
+            "the destination {} exists: copy into a new store file",
+            path.display()
+        )));
+    }
+    let second = options.anchor_dir.as_deref().map(SecondAnchor::open).transpose()?;
+    create_store(&dir, second.as_ref(), store_id)?;
+    open(path, OpenOptions { create: false, read_only: false, ..options.clone() })
 }
 
 /// The stand-in for an absent store that a read sees: an empty store in memory, initialised as
@@ -265,9 +338,12 @@ pub fn creation_is_atomic() -> bool {
     true
 }
 
-fn create_store(dir: &StoreDir, second: Option<&SecondAnchor>) -> Result<()> {
-    let store_id = random_bytes::<STORE_ID_BYTES>()?;
-    let meta = initial_meta(&store_id);
+fn create_store(
+    dir: &StoreDir,
+    second: Option<&SecondAnchor>,
+    store_id: &[u8; STORE_ID_BYTES],
+) -> Result<()> {
+    let meta = initial_meta(store_id);
     let meta: Vec<(&str, &[u8])> = meta.iter().map(|(k, v)| (*k, v.as_slice())).collect();
     // The planted bug: redb creates the store in place, so a crash or a concurrent opener sees a
     // half-made (or empty) store file.
@@ -285,7 +361,7 @@ fn create_store(dir: &StoreDir, second: Option<&SecondAnchor>) -> Result<()> {
     match created {
         Ok(()) => {
             if dir.publish_store(&temp)? {
-                anchor_genesis(dir, second, &store_id);
+                anchor_genesis(dir, second, store_id);
             }
             Ok(())
         }

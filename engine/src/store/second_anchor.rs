@@ -50,6 +50,16 @@ impl SecondAnchor {
         Ok(SecondAnchor { dir, dir_path: path.to_path_buf() })
     }
 
+    /// Takes the lock of the directory (an advisory lock on it) without waiting: `None` when
+    /// another writer holds it. Released when dropped.
+    pub(crate) fn try_lock(&self) -> Result<Option<DirLock<'_>>> {
+        match rustix::fs::flock(&self.dir, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => Ok(Some(DirLock { dir: self })),
+            Err(Errno::WOULDBLOCK | Errno::INTR) => Ok(None),
+            Err(other) => Err(io_err("lock", &self.dir_path, other)),
+        }
+    }
+
     fn name(store_id: &[u8; STORE_ID_BYTES]) -> String {
         format!("{}.anchors", to_hex(store_id))
     }
@@ -111,6 +121,17 @@ impl SecondAnchor {
         }
         bytes.extend_from_slice(line.as_bytes());
         file.write_all(&bytes).map_err(|e| Error::io("append", path, e))
+    }
+}
+
+/// The lock of a second-anchor directory, held until dropped.
+pub(crate) struct DirLock<'a> {
+    dir: &'a SecondAnchor,
+}
+
+impl Drop for DirLock<'_> {
+    fn drop(&mut self) {
+        let _ = rustix::fs::flock(&self.dir.dir, rustix::fs::FlockOperation::Unlock);
     }
 }
 

@@ -1,0 +1,270 @@
+//! End-to-end tests of the `hookstate` binary on PostgreSQL only: every verb on a database store,
+//! `copy` both ways with identical heads, the schema version (a newer one refused), TLS against
+//! the server's self-signed certificate, the password kept out of every error and of `stats`,
+//! and the several-host claim race ([`hosts`]).
+//!
+//! They need `HOOKSTATE_TEST_PG_URL` (scripts/test-pg.sh sets it, with the server's CA in
+//! `HOOKSTATE_TEST_PG_CA`); without it each test says it was skipped, unless
+//! `HOOKSTATE_TEST_PG_REQUIRED` is set, where it fails. Does not start a server itself, except
+//! the race, which runs its own.
+#![allow(clippy::unwrap_used, reason = "integration tests fail loudly on any unexpected error")]
+
+mod hosts;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use serde_json::Value;
+
+/// The password of the test cluster's role (scripts/pg-cluster.sh).
+const PASSWORD: &str = "hookstate-test-pw";
+
+/// One run of the binary: its exit code, stdout and stderr.
+#[derive(Debug)]
+pub(crate) struct Run {
+    pub(crate) code: i32,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
+}
+
+impl Run {
+    pub(crate) fn json(&self) -> Value {
+        serde_json::from_str(self.stdout.trim()).unwrap_or_else(|e| panic!("{e}: {self:?}"))
+    }
+
+    fn expect(self, code: i32) -> Run {
+        assert_eq!(self.code, code, "{self:?}");
+        self
+    }
+}
+
+/// The test database's address, or `None` (with a message) when the run has none.
+fn base() -> Option<String> {
+    match hookstate_testkit::pg_url() {
+        Some(url) => Some(url),
+        None if std::env::var_os("HOOKSTATE_TEST_PG_REQUIRED").is_some() => {
+            panic!("HOOKSTATE_TEST_PG_REQUIRED is set but HOOKSTATE_TEST_PG_URL is not")
+        }
+        None => {
+            eprintln!("skipped: HOOKSTATE_TEST_PG_URL names no PostgreSQL database");
+            None
+        }
+    }
+}
+
+/// A new, empty schema of the test database and its address.
+fn fresh(base: &str, name: &str) -> String {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let schema =
+        format!("hs_{name}_{}_{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+    hookstate_testkit::schema_address(base, &schema)
+}
+
+/// The binary with the environment that could change a call cleared, HOME (where a remote
+/// store's per-host anchor lives by default) in `home`.
+pub(crate) fn hookstate(home: &Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_hookstate"));
+    command
+        .env("HOME", home)
+        .env_remove("HOOKSTATE_ANCHOR_DIR")
+        .env_remove("HOOKSTATE_DB")
+        .env_remove("HOOKSTATE_SESSION")
+        .env_remove("HOOKSTATE_SCOPE")
+        .env_remove("HOOKSTATE_NOW_MS");
+    command
+}
+
+pub(crate) fn finish(command: &mut Command) -> Run {
+    let out = command.output().unwrap();
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+fn run(home: &Path, db: &str, args: &[&str]) -> Run {
+    finish(hookstate(home).arg("--db").arg(db).args(args))
+}
+
+fn head(run: &Run) -> (u64, String) {
+    let json = run.json();
+    (json["seq"].as_u64().unwrap(), json["hash"].as_str().unwrap().to_owned())
+}
+
+/// Runs SQL on the database of `address` (a store's schema through its search_path).
+fn sql(address: &str, statements: &str) {
+    let mut client = postgres::Client::connect(address, postgres::NoTls).unwrap();
+    client.batch_execute(statements).unwrap();
+}
+
+#[test]
+fn every_kind_of_verb_works_on_a_database_store() {
+    let Some(base) = base() else { return };
+    let home = tempfile::tempdir().unwrap();
+    let db = fresh(&base, "verbs");
+    let init = run(home.path(), &db, &["init"]).expect(0).json();
+    assert_eq!(init["seq"], 0, "{init}");
+    run(home.path(), &db, &["kv", "put", "k", "{\"n\":1}"]).expect(0);
+    let got = run(home.path(), &db, &["kv", "get", "k"]).expect(0).json();
+    assert_eq!(got["value"]["n"], 1, "{got}");
+    run(home.path(), &db, &["queue", "push", "q", "a", "{}"]).expect(0);
+    let claim = run(home.path(), &db, &["queue", "claim", "q", "--holder", "h"]).expect(0).json();
+    assert_eq!(claim["claimed"], true, "{claim}");
+    let again = run(home.path(), &db, &["queue", "claim", "q", "--holder", "h2"]).expect(0).json();
+    assert_eq!(again["claimed"], false, "a held item is not claimed twice: {again}");
+    let token = claim["token"].to_string();
+    let stale = run(home.path(), &db, &["queue", "ack", "q", "a", "--token", "99"]);
+    assert_eq!(stale.code, 1, "a stale token is refused: {stale:?}");
+    run(home.path(), &db, &["queue", "ack", "q", "a", "--token", &token]).expect(0);
+    // The server's clock times the claim (no --now-ms): within a minute of this machine's.
+    let now_ms = i64::try_from(
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis(),
+    )
+    .unwrap();
+    let lease_until = claim["lease_until_ms"].as_i64().unwrap();
+    assert!((lease_until - 300_000 - now_ms).abs() < 60_000, "{claim}");
+    // An idempotency key replays on PostgreSQL too.
+    let first = run(home.path(), &db, &["--idem-key", "i1", "counter", "add", "c"]).expect(0);
+    let replay = run(home.path(), &db, &["--idem-key", "i1", "counter", "add", "c"]).expect(0);
+    assert_eq!(replay.json()["replayed"], true, "{replay:?}");
+    assert_eq!(replay.json()["value"], first.json()["value"]);
+    let verify = run(home.path(), &db, &["verify"]).expect(0).json();
+    assert_eq!(verify["ok"], true, "{verify}");
+    let rebuild = run(home.path(), &db, &["rebuild"]).expect(0).json();
+    assert_eq!(rebuild["ok"], true, "{rebuild}");
+    let stats = run(home.path(), &db, &["stats"]).expect(0);
+    assert_eq!(stats.json()["events"], verify["events"], "{stats:?}");
+    assert!(!stats.stdout.contains(PASSWORD), "stats shows the password: {}", stats.stdout);
+    let log = run(home.path(), &db, &["log", "--kind", "item_acked"]).expect(0);
+    assert_eq!(log.stdout.lines().count(), 1, "{log:?}");
+}
+
+#[test]
+fn copy_round_trips_a_store_between_the_backends_with_identical_heads() {
+    let Some(base) = base() else { return };
+    let home = tempfile::tempdir().unwrap();
+    let source = fresh(&base, "copysrc");
+    for n in 0..20 {
+        run(home.path(), &source, &["kv", "put", &format!("k{n}"), &n.to_string()]).expect(0);
+    }
+    run(home.path(), &source, &["queue", "push", "q", "a", "{}"]).expect(0);
+    run(home.path(), &source, &["queue", "claim", "q"]).expect(0);
+    let source_head = head(&run(home.path(), &source, &["verify"]).expect(0));
+
+    let file = home.path().join("copy/state.redb");
+    let to_file =
+        run(home.path(), &source, &["copy", "--from", &source, "--to", file.to_str().unwrap()]);
+    let to_file = to_file.expect(0).json();
+    assert_eq!(
+        (to_file["seq"].as_u64().unwrap(), to_file["hash"].as_str().unwrap()),
+        (source_head.0, source_head.1.as_str())
+    );
+    let file_head = head(&finish(hookstate(home.path()).arg("--db").arg(&file).arg("verify")));
+    assert_eq!(file_head, source_head, "the file copy verifies at the source's head");
+
+    let back = fresh(&base, "copyback");
+    let file_text = file.to_str().unwrap();
+    run(home.path(), &back, &["copy", "--from", file_text, "--to", &back]).expect(0);
+    let back_head = head(&run(home.path(), &back, &["verify"]).expect(0));
+    assert_eq!(back_head, source_head, "the database copy of the copy verifies at the same head");
+    let listed = run(home.path(), &back, &["queue", "list", "q"]).expect(0).json();
+    assert_eq!(listed["claimed"], 1, "the views are rebuilt: {listed}");
+
+    // A destination that holds events, or a file that exists, is refused and left as it was.
+    let refused = run(home.path(), &back, &["copy", "--from", &source, "--to", &back]);
+    assert_eq!(refused.code, 3, "{refused:?}");
+    assert_eq!(head(&run(home.path(), &back, &["verify"]).expect(0)), back_head);
+    let refused = run(home.path(), &source, &["copy", "--from", &source, "--to", file_text]);
+    assert_eq!(refused.code, 3, "{refused:?}");
+}
+
+#[test]
+fn a_schema_written_by_a_newer_build_is_refused_by_every_verb() {
+    let Some(base) = base() else { return };
+    let home = tempfile::tempdir().unwrap();
+    let db = fresh(&base, "newer");
+    run(home.path(), &db, &["init"]).expect(0);
+    let init = run(home.path(), &db, &["init"]).expect(0).json();
+    assert_eq!(init["seq"], 0, "init twice is init once: {init}");
+    sql(&db, "UPDATE hookstate_version SET version = version + 1");
+    for args in [&["init"][..], &["kv", "put", "k", "1"], &["kv", "get", "k"], &["verify"]] {
+        let refused = run(home.path(), &db, args);
+        assert_eq!(refused.code, 5, "{args:?}: {refused:?}");
+        assert!(refused.stderr.contains("newer than this build"), "{refused:?}");
+    }
+}
+
+#[test]
+fn the_password_never_appears_in_errors_or_stats() {
+    let Some(base) = base() else { return };
+    let home = tempfile::tempdir().unwrap();
+    assert!(base.contains(PASSWORD), "the test address carries the password");
+    let wrong = base.replace(PASSWORD, "not-the-password-x1");
+    let wrong_password = run(home.path(), &wrong, &["kv", "put", "k", "1"]);
+    let no_database = base.rsplit_once('/').map(|(head, _)| format!("{head}/absent_db")).unwrap();
+    let no_database = run(home.path(), &no_database, &["stats"]);
+    let bad_option = format!("{base}?bogus_option=1");
+    let bad_option = run(home.path(), &bad_option, &["init"]);
+    let no_ca = format!("{base}?sslmode=require");
+    let no_ca = run(home.path(), &no_ca, &["init"]);
+    for (what, out) in [
+        ("wrong password", &wrong_password),
+        ("no such database", &no_database),
+        ("bad option", &bad_option),
+        ("TLS without a CA", &no_ca),
+    ] {
+        assert!(![0, 2].contains(&out.code), "{what}: {out:?}");
+        assert_eq!(out.stderr.lines().count(), 1, "{what}: one line: {out:?}");
+        for secret in [PASSWORD, "not-the-password-x1"] {
+            assert!(!out.stderr.contains(secret), "{what} shows the password: {out:?}");
+            assert!(!out.stdout.contains(secret), "{what} shows the password: {out:?}");
+        }
+    }
+    let db = fresh(&base, "pw");
+    let stats = run(home.path(), &db, &["stats"]).expect(0);
+    assert!(!stats.stdout.contains(PASSWORD), "{stats:?}");
+    assert!(stats.stdout.contains("postgres://hookstate@"), "stats names the store: {stats:?}");
+}
+
+#[test]
+fn tls_verifies_the_servers_self_signed_certificate() {
+    let Some(base) = base() else { return };
+    // scripts/test-pg.sh's own cluster always names its CA; a database given from outside may
+    // have none.
+    let Some(ca) = std::env::var_os("HOOKSTATE_TEST_PG_CA").map(PathBuf::from) else {
+        eprintln!("skipped: HOOKSTATE_TEST_PG_CA names no CA certificate of the server");
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    // The cluster's database that refuses connections without TLS, by the certificate's name.
+    let (server, _) = base.rsplit_once('/').unwrap();
+    let db = format!("{}/hookstate_tls", server.replace("@127.0.0.1:", "@localhost:"));
+    let tls = format!("{db}?sslmode=require&sslrootcert={}", ca.display());
+    let item = format!("i{}", std::process::id());
+    run(home.path(), &tls, &["queue", "push", "q", &item, "{}"]).expect(0);
+    let claim = run(home.path(), &tls, &["queue", "claim", "q", "--item", &item]).expect(0);
+    assert_eq!(claim.json()["claimed"], true, "{claim:?}");
+    run(home.path(), &tls, &["verify"]).expect(0);
+    let stats = run(home.path(), &tls, &["stats"]).expect(0);
+    assert!(!stats.stdout.contains(PASSWORD), "{stats:?}");
+    // The same database without TLS is refused: the calls above were encrypted.
+    let plain = run(home.path(), &db, &["kv", "get", "k"]);
+    assert_eq!(plain.code, 6, "{plain:?}");
+    // A certificate that is not the server's is refused, naming no password.
+    let other = home.path().join("other.pem");
+    let made = Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"])
+        .args(["-subj", "/CN=localhost", "-keyout"])
+        .arg(home.path().join("other.key"))
+        .arg("-out")
+        .arg(&other)
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "openssl: {made:?}");
+    let wrong = format!("{db}?sslmode=require&sslrootcert={}", other.display());
+    let refused = run(home.path(), &wrong, &["kv", "get", "k"]);
+    assert!(![0, 2].contains(&refused.code), "{refused:?}");
+    assert!(!refused.stderr.contains(PASSWORD), "{refused:?}");
+}

@@ -1,0 +1,865 @@
+//! The PostgreSQL backend (DESIGN.md §9): the log, the views and the metadata of one store in
+//! four tables of a database (or of one schema of it, through `search_path`), reached by a
+//! `postgres://` or `postgresql://` address, with the same transactions as the redb file.
+//!
+//! A writer's transaction takes the head row (`SELECT … FOR UPDATE`) before it reads anything,
+//! so writers run one at a time, the log order is the commit order and seqs have no gaps; the
+//! server's clock is read right after, under that lock. Readers run in one repeatable-read
+//! snapshot. Aborts for a serialization failure or a deadlock come back as
+//! `Error::TxnConflict`, which the kernel's write path retries. The SQL is what YugabyteDB and
+//! CockroachDB also run: no advisory locks, no LISTEN/NOTIFY, no triggers. The tables are
+//! created and upgraded in one transaction (`hookstate init`), with the schema version in a
+//! table of its own. Does not know any domain; the password of an address never leaves
+//! [`Address`].
+
+use std::cell::{Cell, RefCell};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use hookstate_schema::format::{META_HEAD, META_STORE_ID, STORE_ID_BYTES};
+use postgres::error::SqlState;
+use postgres::types::{ToSql, Type};
+use postgres::{Client, Config, NoTls, SimpleQueryMessage};
+
+use crate::kernel::error::{Error, Result};
+use crate::kernel::limits::TXN_ATTEMPTS_MAX;
+use crate::kernel::storage::{EventVisitor, ReadTxn, RowVisitor, Storage, WriteTxn};
+use crate::kernel::write::initial_meta;
+use crate::store::second_anchor::SecondAnchor;
+use crate::store::OpenOptions;
+
+/// The version of the tables this build creates and reads. Each version past the first has a
+/// migration in [`MIGRATIONS`]; `hookstate init` runs the missing ones in one transaction.
+pub(crate) const SCHEMA_VERSION: u32 = 1;
+
+/// The statements that bring the tables from version `i` to `i + 1`. Version 1 makes the three
+/// tables of a store: its metadata (format, id, head), its log and its views; keys are compared
+/// as bytes, which is redb's order too, so a scan visits rows in the same order on both.
+const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = ["\
+    CREATE TABLE hookstate_meta (key text PRIMARY KEY, value bytea NOT NULL); \
+    CREATE TABLE hookstate_log (seq bigint PRIMARY KEY CHECK (seq > 0), record bytea NOT NULL); \
+    CREATE TABLE hookstate_views (key bytea PRIMARY KEY, value bytea NOT NULL);"];
+
+/// The address prefixes that name a PostgreSQL store.
+const SCHEMES: [&str; 2] = ["postgres://", "postgresql://"];
+
+/// Rows one scan query fetches: a page of events (each at most `EVENT_BYTES_MAX`) stays a few
+/// MiB, and a scan that stops early reads at most one page past what it used.
+const PAGE_ROWS: i64 = 256;
+
+/// Attempts to connect while the server refuses for a passing reason (starting up, shutting
+/// down, too many connections, not yet listening), bounded also by the call's wait.
+const CONNECT_ATTEMPTS_MAX: u32 = 40;
+/// Longest pause between connection attempts: a restarting server is back within a second or
+/// two, and a waiting hook should see it soon after.
+const CONNECT_BACKOFF_MS_MAX: u64 = 250;
+
+/// The server's clock in UTC ms. `clock_timestamp()` is the time when the statement runs (not
+/// when the transaction began), so a writer reads it after taking the head row.
+const CLOCK_SQL: &str = "SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::int8";
+
+/// Whether `path` is a PostgreSQL address rather than a file path.
+pub(crate) fn is_address(path: &Path) -> bool {
+    path.to_str().is_some_and(|text| SCHEMES.iter().any(|scheme| text.starts_with(scheme)))
+}
+
+/// A PostgreSQL address: the client's configuration, the address as it may be shown (without
+/// its password) and the CA certificate to verify the server with, when TLS is asked for.
+pub(crate) struct Address {
+    config: Config,
+    shown: String,
+    root_cert: Option<PathBuf>,
+}
+
+impl Address {
+    /// Parses `text`; `sslmode=require` (or `verify-ca`, `verify-full`) asks for TLS, which
+    /// needs `sslrootcert=<PEM file>`: the server's certificate is always verified, against
+    /// that CA and for the host name of the address.
+    ///
+    /// # Errors
+    /// [`Error::BadInput`] naming what is wrong, with the address shown without its password.
+    pub(crate) fn parse(text: &str) -> Result<Address> {
+        let shown = redact(text);
+        let bad = |why: String| Error::bad(format!("store address {shown}"), why);
+        let (base, query) = text.split_once('?').unwrap_or((text, ""));
+        let mut kept = Vec::new();
+        let (mut root_cert, mut tls) = (None, false);
+        for pair in query.split('&').filter(|pair| !pair.is_empty()) {
+            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+            match key {
+                "sslrootcert" => root_cert = Some(PathBuf::from(percent_decode(value))),
+                "sslmode" if matches!(value, "require" | "verify-ca" | "verify-full") => {
+                    tls = true;
+                    kept.push("sslmode=require".to_owned());
+                }
+                _ => kept.push(pair.to_owned()),
+            }
+        }
+        let client_text = match kept.is_empty() {
+            true => base.to_owned(),
+            false => format!("{base}?{}", kept.join("&")),
+        };
+        let mut config: Config = client_text.parse().map_err(|e| bad(format!("{e}")))?;
+        if config.get_hosts().is_empty() {
+            return Err(bad("names no host".into()));
+        }
+        if config.get_dbname().is_none() {
+            return Err(bad("names no database".into()));
+        }
+        if config.get_application_name().is_none() {
+            config.application_name("hookstate");
+        }
+        let root_cert = match (tls, root_cert) {
+            (true, None) => {
+                return Err(bad("asks for TLS but names no sslrootcert=<PEM file of the \
+                                server's CA>: hookstate always verifies the server"
+                    .into()))
+            }
+            (true, root) => root,
+            (false, _) => None,
+        };
+        Ok(Address { config, shown, root_cert })
+    }
+
+    /// The address without its password.
+    pub(crate) fn shown(&self) -> &str {
+        &self.shown
+    }
+}
+
+/// `text` without the password of its user part or of a `password=` parameter.
+pub(crate) fn redact(text: &str) -> String {
+    let Some((scheme, rest)) = text.split_once("://") else {
+        return text.to_owned();
+    };
+    let end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(end);
+    let authority = match authority.rsplit_once('@') {
+        Some((user, host)) => format!("{}@{host}", user.split(':').next().unwrap_or_default()),
+        None => authority.to_owned(),
+    };
+    let tail = match tail.split_once('?') {
+        Some((path, query)) => {
+            let kept: Vec<&str> =
+                query.split('&').filter(|pair| !pair.starts_with("password=")).collect();
+            match kept.is_empty() {
+                true => path.to_owned(),
+                false => format!("{path}?{}", kept.join("&")),
+            }
+        }
+        None => tail.to_owned(),
+    };
+    format!("{scheme}://{authority}{tail}")
+}
+
+/// `%XX` escapes decoded (a path given in a query parameter).
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut index = 0;
+    while index < bytes.len() {
+        let hex = bytes.get(index + 1..index + 3).and_then(|pair| {
+            std::str::from_utf8(pair).ok().and_then(|pair| u8::from_str_radix(pair, 16).ok())
+        });
+        match (bytes[index], hex) {
+            (b'%', Some(byte)) => {
+                out.push(byte);
+                index += 3;
+            }
+            (byte, _) => {
+                out.push(byte);
+                index += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The TLS connector for an address with a CA certificate: rustls with the ring provider.
+fn tls_connector(root_cert: &Path) -> Result<tokio_postgres_rustls::MakeRustlsConnect> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::CertificateDer;
+    let bad = |why: String| Error::bad(format!("sslrootcert {}", root_cert.display()), why);
+    let mut roots = rustls::RootCertStore::empty();
+    let certs = CertificateDer::pem_file_iter(root_cert).map_err(|e| bad(e.to_string()))?;
+    for cert in certs {
+        roots.add(cert.map_err(|e| bad(e.to_string()))?).map_err(|e| bad(e.to_string()))?;
+    }
+    if roots.is_empty() {
+        return Err(bad("holds no certificate".into()));
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| bad(e.to_string()))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(tokio_postgres_rustls::MakeRustlsConnect::new(config))
+}
+
+/// What an open is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Intent {
+    /// Any verb: create the tables when absent and `create` is set; refuse older ones.
+    Open,
+    /// `hookstate init`: create the tables, or upgrade older ones, in one transaction.
+    Init,
+}
+
+/// A PostgreSQL store: its address, idle connections, and the per-host anchor when kept.
+pub(crate) struct PgStore {
+    address: Address,
+    tls: Option<tokio_postgres_rustls::MakeRustlsConnect>,
+    idle: Mutex<Vec<Client>>,
+    wait: Duration,
+    read_only: bool,
+    server_clock: bool,
+    store_id: [u8; STORE_ID_BYTES],
+    anchor: Option<SecondAnchor>,
+}
+
+/// What a probe of the database found.
+enum Found {
+    /// No hookstate tables.
+    Absent,
+    /// Tables of this schema version, and the store id when the metadata holds one.
+    Tables(u32, Option<[u8; STORE_ID_BYTES]>),
+}
+
+/// Opens the store at `text`, creating (or, for `Intent::Init`, upgrading) its tables first.
+/// `Ok(None)`: the store is absent and the caller may answer from an empty stand-in.
+///
+/// # Errors
+/// [`Error::NoStore`], [`Error::SchemaTooNew`], [`Error::SchemaUpgradeRequired`],
+/// [`Error::NotAStore`], [`Error::BadInput`] for a bad address, connection and store errors.
+pub(crate) fn open(
+    text: &str,
+    options: &OpenOptions,
+    intent: Intent,
+) -> Result<Option<Box<dyn Storage>>> {
+    let wait = options.wait()?;
+    let address = Address::parse(text)?;
+    let tls = address.root_cert.as_deref().map(tls_connector).transpose()?;
+    let anchor = options.anchor_dir.as_deref().map(SecondAnchor::open).transpose()?;
+    let mut store = PgStore {
+        address,
+        tls,
+        idle: Mutex::new(Vec::new()),
+        wait,
+        read_only: options.read_only,
+        server_clock: options.server_clock,
+        store_id: [0; STORE_ID_BYTES],
+        anchor,
+    };
+    let mut client = store.connect()?;
+    let found = probe(&mut client, &store)?;
+    let id = match (found, intent) {
+        (Found::Tables(found, _), _) if found > SCHEMA_VERSION => {
+            return Err(Error::SchemaTooNew { found, supported: SCHEMA_VERSION })
+        }
+        (Found::Tables(found, _), Intent::Open) if found < SCHEMA_VERSION => {
+            return Err(Error::SchemaUpgradeRequired { found, supported: SCHEMA_VERSION })
+        }
+        (Found::Tables(found, id), _) if found == SCHEMA_VERSION => id,
+        (Found::Absent, Intent::Open) if !options.create => return Ok(None),
+        (_, _) if options.read_only => return Ok(None),
+        (Found::Absent | Found::Tables(..), _) => {
+            migrate(&mut client, &store)?;
+            match probe(&mut client, &store)? {
+                Found::Tables(_, id) => id,
+                Found::Absent => None,
+            }
+        }
+    };
+    store.store_id = id.ok_or_else(|| store.not_a_store("the metadata holds no store id"))?;
+    store.give(client);
+    Ok(Some(Box::new(store)))
+}
+
+/// Opens the store at `text` to receive a copy of the store `store_id`: the tables are created
+/// when absent, and a store without events takes on that identity (its head moves to the
+/// genesis of `store_id`); a store with events is refused.
+///
+/// # Errors
+/// [`Error::Invalid`] for a store that holds events; as [`open`].
+pub(crate) fn open_for_copy(
+    text: &str,
+    options: &OpenOptions,
+    store_id: &[u8; STORE_ID_BYTES],
+) -> Result<Box<dyn Storage>> {
+    let mut store = match open(text, options, Intent::Open)? {
+        Some(store) => store,
+        None => return Err(Error::NoStore { path: PathBuf::from(redact(text)) }),
+    };
+    let head = {
+        let txn = store.begin_read()?;
+        crate::kernel::view::read_head(&*txn)?
+    };
+    if head.seq > 0 {
+        return Err(Error::Invalid(format!(
+            "the destination {} already holds {} events: copy into an empty store",
+            redact(text),
+            head.seq
+        )));
+    }
+    let mut txn = store.begin_write(Instant::now() + options.wait()?)?;
+    for (key, value) in initial_meta(store_id) {
+        txn.put_meta(key, &value)?;
+    }
+    txn.clear_views()?;
+    txn.commit()?;
+    drop(store);
+    store = open(text, options, Intent::Open)?
+        .ok_or_else(|| Error::NoStore { path: PathBuf::from(redact(text)) })?;
+    Ok(store)
+}
+
+/// What the database holds: hookstate's tables (their version and the store id), or none.
+fn probe(client: &mut Client, store: &PgStore) -> Result<Found> {
+    let sql = "SELECT v.version, m.value FROM hookstate_version v \
+               LEFT JOIN hookstate_meta m ON m.key = $1 WHERE v.id = 1";
+    match client.query_typed(sql, &[(&META_STORE_ID, Type::TEXT)]) {
+        Ok(rows) => {
+            let Some(row) = rows.first() else {
+                return Ok(Found::Absent);
+            };
+            let version: i32 = row.try_get(0).map_err(|e| store.not_a_store(&e.to_string()))?;
+            let version = u32::try_from(version).map_err(|_| store.not_a_store("bad version"))?;
+            let id: Option<Vec<u8>> =
+                row.try_get(1).map_err(|e| store.not_a_store(&e.to_string()))?;
+            let id = id.and_then(|bytes| <[u8; STORE_ID_BYTES]>::try_from(bytes).ok());
+            Ok(Found::Tables(version, id))
+        }
+        Err(err) if err.code() == Some(&SqlState::UNDEFINED_TABLE) => Ok(Found::Absent),
+        Err(err) => Err(convert(err, Instant::now())),
+    }
+}
+
+/// Creates or upgrades the tables in one transaction, taking the version row first so that
+/// concurrent inits run one after the other; a new store gets its metadata (a random store id,
+/// the genesis head) in the same transaction. Two inits racing to create the version table
+/// collide in the catalog; the loser runs again.
+fn migrate(client: &mut Client, store: &PgStore) -> Result<()> {
+    let start = Instant::now();
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        match migrate_once(client, store) {
+            Err(err) if attempt < TXN_ATTEMPTS_MAX && catalog_race(&err) => {
+                let _ = client.batch_execute("ROLLBACK");
+                thread::sleep(Duration::from_millis(u64::from(attempt) * 10));
+            }
+            Err(err) => {
+                let _ = client.batch_execute("ROLLBACK");
+                return Err(match err {
+                    Migration::Db(err) => convert(err, start),
+                    Migration::Engine(err) => err,
+                });
+            }
+            Ok(()) => return Ok(()),
+        }
+    }
+}
+
+enum Migration {
+    Db(postgres::Error),
+    Engine(Error),
+}
+
+impl From<postgres::Error> for Migration {
+    fn from(err: postgres::Error) -> Self {
+        Migration::Db(err)
+    }
+}
+
+fn catalog_race(err: &Migration) -> bool {
+    let Migration::Db(err) = err else {
+        return false;
+    };
+    [SqlState::UNIQUE_VIOLATION, SqlState::DUPLICATE_OBJECT, SqlState::T_R_SERIALIZATION_FAILURE]
+        .iter()
+        .any(|code| err.code() == Some(code))
+}
+
+fn migrate_once(client: &mut Client, store: &PgStore) -> std::result::Result<(), Migration> {
+    client.batch_execute(&format!(
+        "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = {}; \
+         CREATE TABLE IF NOT EXISTS hookstate_version \
+             (id integer PRIMARY KEY CHECK (id = 1), version integer NOT NULL); \
+         INSERT INTO hookstate_version (id, version) VALUES (1, 0) ON CONFLICT (id) DO NOTHING",
+        lock_timeout_ms(store.wait)
+    ))?;
+    let row =
+        client.query_one("SELECT version FROM hookstate_version WHERE id = 1 FOR UPDATE", &[])?;
+    let found: i32 = row.try_get(0)?;
+    let found = u32::try_from(found)
+        .map_err(|_| Migration::Engine(store.not_a_store("the schema version is negative")))?;
+    if found > SCHEMA_VERSION {
+        return Err(Migration::Engine(Error::SchemaTooNew { found, supported: SCHEMA_VERSION }));
+    }
+    for migration in &MIGRATIONS[found as usize..] {
+        client.batch_execute(migration).map_err(|err| match err.code() {
+            Some(&SqlState::DUPLICATE_TABLE) => Migration::Engine(
+                store.not_a_store("tables named hookstate_* exist without hookstate's version"),
+            ),
+            _ => Migration::Db(err),
+        })?;
+    }
+    if found == 0 {
+        let id =
+            crate::kernel::fsio::random_bytes::<STORE_ID_BYTES>().map_err(Migration::Engine)?;
+        for (key, value) in initial_meta(&id) {
+            client.query_typed(
+                "INSERT INTO hookstate_meta (key, value) VALUES ($1, $2)",
+                &[(&key, Type::TEXT), (&value, Type::BYTEA)],
+            )?;
+        }
+    }
+    let version = i32::try_from(SCHEMA_VERSION).unwrap_or(i32::MAX);
+    client.query_typed(
+        "UPDATE hookstate_version SET version = $1 WHERE id = 1",
+        &[(&version, Type::INT4)],
+    )?;
+    client.batch_execute("COMMIT")?;
+    Ok(())
+}
+
+/// The `lock_timeout` for a wait: in ms, at least 1 (0 would mean no timeout).
+fn lock_timeout_ms(wait: Duration) -> u64 {
+    u64::try_from(wait.as_millis()).unwrap_or(u64::MAX).max(1)
+}
+
+/// Converts a client error, keeping it as the cause: conflicts the write path retries, lock
+/// waits past the deadline, lost connections, a full disk and damaged pages each to their
+/// class. No message carries the address, so none carries its password.
+fn convert(err: postgres::Error, started: Instant) -> Error {
+    let waited_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    let class = err.code().map(|code| code.code().get(..2).unwrap_or_default().to_owned());
+    match (err.code(), class.as_deref()) {
+        (Some(&SqlState::T_R_SERIALIZATION_FAILURE | &SqlState::T_R_DEADLOCK_DETECTED), _) => {
+            Error::TxnConflict(Box::new(err))
+        }
+        (Some(&SqlState::LOCK_NOT_AVAILABLE | &SqlState::QUERY_CANCELED), _) => {
+            Error::Busy { waited_ms }
+        }
+        (Some(&SqlState::DATA_CORRUPTED | &SqlState::INDEX_CORRUPTED), _) => {
+            Error::StoreCorrupt(Box::new(err))
+        }
+        // Connection exceptions, insufficient resources (a full disk), operator intervention (a
+        // server shut down or restarted), system errors.
+        (_, Some("08" | "53" | "57" | "58")) => Error::StoreIo(Box::new(err)),
+        (None, _) if err.is_closed() || std::error::Error::source(&err).is_some() => {
+            Error::StoreIo(Box::new(err))
+        }
+        _ => Error::Store(Box::new(err)),
+    }
+}
+
+/// Whether a failed connection attempt is worth another one: the server is not listening yet,
+/// is starting up or shutting down, or has no free connection.
+fn connect_again(err: &postgres::Error) -> bool {
+    match err.code() {
+        Some(code) => [SqlState::CANNOT_CONNECT_NOW, SqlState::TOO_MANY_CONNECTIONS].contains(code),
+        None => std::error::Error::source(err)
+            .and_then(|source| source.downcast_ref::<std::io::Error>())
+            .is_some_and(|io| {
+                matches!(
+                    io.kind(),
+                    std::io::ErrorKind::ConnectionRefused
+                        | std::io::ErrorKind::ConnectionReset
+                        | std::io::ErrorKind::ConnectionAborted
+                )
+            }),
+    }
+}
+
+impl PgStore {
+    fn not_a_store(&self, why: &str) -> Error {
+        Error::NotAStore { path: PathBuf::from(self.address.shown()), why: why.into() }
+    }
+
+    /// A new connection, attempted again while the server refuses for a passing reason, at most
+    /// [`CONNECT_ATTEMPTS_MAX`] times and within the wait.
+    fn connect(&self) -> Result<Client> {
+        let start = Instant::now();
+        let mut config = self.address.config.clone();
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(self.wait.max(Duration::from_millis(1)));
+        }
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let connected = match &self.tls {
+                Some(tls) => config.connect(tls.clone()),
+                None => config.connect(NoTls),
+            };
+            match connected {
+                Ok(client) => return Ok(client),
+                Err(err)
+                    if connect_again(&err)
+                        && attempt < CONNECT_ATTEMPTS_MAX
+                        && start.elapsed() < self.wait =>
+                {
+                    let ms = (5u64 << attempt.min(8)).min(CONNECT_BACKOFF_MS_MAX);
+                    thread::sleep(Duration::from_millis(ms));
+                }
+                Err(err) if connect_again(&err) && err.code().is_some() => {
+                    let waited_ms = u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
+                    return Err(Error::Busy { waited_ms });
+                }
+                Err(err) => return Err(convert(err, start)),
+            }
+        }
+    }
+
+    /// An idle connection, or a new one.
+    fn take(&self) -> Result<Client> {
+        let idle = self.idle.lock().ok().and_then(|mut idle| idle.pop());
+        match idle {
+            Some(client) if !client.is_closed() => Ok(client),
+            _ => self.connect(),
+        }
+    }
+
+    /// Keeps a connection for the next transaction, unless it is closed.
+    fn give(&self, client: Client) {
+        if !client.is_closed() {
+            if let Ok(mut idle) = self.idle.lock() {
+                idle.push(client);
+            }
+        }
+    }
+
+    /// Starts a transaction with `begin` (one round trip, ending with the clock's query) and
+    /// returns it with the server's clock.
+    fn start(&self, begin: &str) -> Result<PgTxn<'_>> {
+        let started = Instant::now();
+        let mut client = self.take()?;
+        let clock = match client.simple_query(begin) {
+            Ok(messages) => last_integer(&messages),
+            Err(err) => {
+                let _ = client.batch_execute("ROLLBACK");
+                self.give(client);
+                return Err(convert(err, started));
+            }
+        };
+        let clock_ms = clock.filter(|_| self.server_clock);
+        Ok(PgTxn {
+            store: self,
+            client: RefCell::new(Some(client)),
+            started,
+            clock_ms,
+            failed: Cell::new(false),
+        })
+    }
+}
+
+/// The integer in the last row of a simple query's answer.
+fn last_integer(messages: &[SimpleQueryMessage]) -> Option<u64> {
+    messages.iter().rev().find_map(|message| match message {
+        SimpleQueryMessage::Row(row) => row.get(0).and_then(|text| text.parse().ok()),
+        _ => None,
+    })
+}
+
+impl Storage for PgStore {
+    fn path(&self) -> PathBuf {
+        PathBuf::from(self.address.shown())
+    }
+    fn anchor_path(&self) -> PathBuf {
+        match &self.anchor {
+            Some(anchor) => anchor.path(&self.store_id),
+            None => PathBuf::from("(none: set HOOKSTATE_ANCHOR_DIR to keep a per-host anchor)"),
+        }
+    }
+    fn read_anchor(&self) -> Result<Option<String>> {
+        self.anchor.as_ref().map_or(Ok(None), |anchor| anchor.read_last(&self.store_id))
+    }
+    fn anchor_required(&self) -> bool {
+        false
+    }
+    fn update_anchors(
+        &self,
+        store_id: &[u8; STORE_ID_BYTES],
+        next: &mut dyn FnMut(Option<&str>) -> Option<String>,
+    ) -> Result<bool> {
+        let Some(anchor) = &self.anchor else {
+            return Ok(true);
+        };
+        let Some(_lock) = anchor.try_lock()? else {
+            return Ok(false);
+        };
+        let current = anchor.read_last(store_id)?;
+        match next(current.as_deref()) {
+            Some(text) => anchor.append(store_id, &text).map(|()| true),
+            None => Ok(true),
+        }
+    }
+    fn remove_stale_temps(&self) -> Result<u32> {
+        Ok(0)
+    }
+    fn begin_write(&self, deadline: Instant) -> Result<Box<dyn WriteTxn + '_>> {
+        if self.read_only {
+            return Err(Error::ReadOnly);
+        }
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        let begin = format!(
+            "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = {}; \
+             SELECT 1 FROM hookstate_meta WHERE key = '{META_HEAD}' FOR UPDATE; {CLOCK_SQL}",
+            lock_timeout_ms(remaining)
+        );
+        Ok(Box::new(self.start(&begin)?))
+    }
+    fn begin_read(&self) -> Result<Box<dyn ReadTxn + '_>> {
+        let begin = format!("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY; {CLOCK_SQL}");
+        Ok(Box::new(self.start(&begin)?))
+    }
+}
+
+/// One transaction on one connection, rolled back when dropped without a commit.
+struct PgTxn<'a> {
+    store: &'a PgStore,
+    client: RefCell<Option<Client>>,
+    started: Instant,
+    clock_ms: Option<u64>,
+    failed: Cell<bool>,
+}
+
+impl Drop for PgTxn<'_> {
+    fn drop(&mut self) {
+        if let Some(mut client) = self.client.get_mut().take() {
+            // A connection whose rollback failed is dropped, not reused.
+            if client.batch_execute("ROLLBACK").is_ok() {
+                self.store.give(client);
+            }
+        }
+    }
+}
+
+/// A seq as the database's bigint.
+fn to_bigint(seq: u64) -> i64 {
+    i64::try_from(seq).unwrap_or(i64::MAX)
+}
+
+/// The smallest byte string above every string that starts with `prefix`, when there is one.
+fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < u8::MAX {
+            end.push(last + 1);
+            return Some(end);
+        }
+    }
+    None
+}
+
+impl PgTxn<'_> {
+    /// Runs one query on this transaction's connection; a failure marks the transaction failed.
+    fn query(
+        &self,
+        sql: &str,
+        params: &[(&(dyn ToSql + Sync), Type)],
+    ) -> Result<Vec<postgres::Row>> {
+        let mut client = self.client.borrow_mut();
+        let Some(client) = client.as_mut() else {
+            return Err(Error::Corrupt("the transaction has ended".into()));
+        };
+        if self.failed.get() {
+            return Err(Error::Corrupt("the transaction failed earlier".into()));
+        }
+        client.query_typed(sql, params).map_err(|err| {
+            self.failed.set(true);
+            convert(err, self.started)
+        })
+    }
+
+    fn bytes(&self, sql: &str, param: &(dyn ToSql + Sync), ty: Type) -> Result<Option<Vec<u8>>> {
+        let rows = self.query(sql, &[(param, ty)])?;
+        match rows.first() {
+            Some(row) => row.try_get(0).map(Some).map_err(|e| Error::Corrupt(e.to_string())),
+            None => Ok(None),
+        }
+    }
+
+    fn execute(&self, sql: &str, params: &[(&(dyn ToSql + Sync), Type)]) -> Result<()> {
+        self.query(sql, params).map(|_| ())
+    }
+}
+
+impl ReadTxn for PgTxn<'_> {
+    fn meta(&self, key: &str) -> Result<Option<Vec<u8>>> {
+        self.bytes("SELECT value FROM hookstate_meta WHERE key = $1", &key, Type::TEXT)
+    }
+
+    fn event(&self, seq: u64) -> Result<Option<Vec<u8>>> {
+        let sql = "SELECT record FROM hookstate_log WHERE seq = $1";
+        self.bytes(sql, &to_bigint(seq), Type::INT8)
+    }
+
+    fn events(&self, from: u64, to: u64, visit: &mut EventVisitor<'_>) -> Result<()> {
+        let sql = "SELECT seq, record FROM hookstate_log WHERE seq >= $1 AND seq <= $2 \
+                   ORDER BY seq LIMIT $3";
+        let (mut next, last) = (to_bigint(from), to_bigint(to));
+        while next <= last {
+            let rows = self.query(
+                sql,
+                &[(&next, Type::INT8), (&last, Type::INT8), (&PAGE_ROWS, Type::INT8)],
+            )?;
+            for row in &rows {
+                let seq: i64 = row.try_get(0).map_err(|e| Error::Corrupt(e.to_string()))?;
+                let record: &[u8] = row.try_get(1).map_err(|e| Error::Corrupt(e.to_string()))?;
+                let seq_u64 = u64::try_from(seq)
+                    .map_err(|_| Error::ChainBroken { seq: 0, why: "a negative seq".into() })?;
+                if !visit(seq_u64, record)? {
+                    return Ok(());
+                }
+                next = seq.saturating_add(1);
+            }
+            if rows.len() < usize::try_from(PAGE_ROWS).unwrap_or(usize::MAX) || next == i64::MAX {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn view(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.bytes("SELECT value FROM hookstate_views WHERE key = $1", &key, Type::BYTEA)
+    }
+
+    fn views_with_prefix(&self, prefix: &[u8], visit: &mut RowVisitor<'_>) -> Result<()> {
+        let end = prefix_end(prefix);
+        let mut from = prefix.to_vec();
+        loop {
+            let rows = match &end {
+                Some(end) => self.query(
+                    "SELECT key, value FROM hookstate_views WHERE key >= $1 AND key < $2 \
+                     ORDER BY key LIMIT $3",
+                    &[(&from, Type::BYTEA), (end, Type::BYTEA), (&PAGE_ROWS, Type::INT8)],
+                )?,
+                None => self.query(
+                    "SELECT key, value FROM hookstate_views WHERE key >= $1 ORDER BY key LIMIT $2",
+                    &[(&from, Type::BYTEA), (&PAGE_ROWS, Type::INT8)],
+                )?,
+            };
+            for row in &rows {
+                let key: &[u8] = row.try_get(0).map_err(|e| Error::Corrupt(e.to_string()))?;
+                let value: &[u8] = row.try_get(1).map_err(|e| Error::Corrupt(e.to_string()))?;
+                if !visit(key, value)? {
+                    return Ok(());
+                }
+                // The next page starts at the smallest key after this one.
+                from.clear();
+                from.extend_from_slice(key);
+                from.push(0);
+            }
+            if rows.len() < usize::try_from(PAGE_ROWS).unwrap_or(usize::MAX) {
+                return Ok(());
+            }
+        }
+    }
+
+    fn clock_ms(&self) -> Option<u64> {
+        self.clock_ms
+    }
+}
+
+impl WriteTxn for PgTxn<'_> {
+    fn put_meta(&mut self, key: &str, value: &[u8]) -> Result<()> {
+        self.execute(
+            "INSERT INTO hookstate_meta (key, value) VALUES ($1, $2) \
+             ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            &[(&key, Type::TEXT), (&value, Type::BYTEA)],
+        )
+    }
+
+    fn append_event(&mut self, seq: u64, record: &[u8]) -> Result<()> {
+        if i64::try_from(seq).is_err() {
+            return Err(Error::Corrupt(format!("seq {seq} is beyond the database's bigint")));
+        }
+        self.execute(
+            "INSERT INTO hookstate_log (seq, record) VALUES ($1, $2)",
+            &[(&to_bigint(seq), Type::INT8), (&record, Type::BYTEA)],
+        )
+    }
+
+    fn put_view(&mut self, key: &[u8], row: &[u8]) -> Result<()> {
+        self.execute(
+            "INSERT INTO hookstate_views (key, value) VALUES ($1, $2) \
+             ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            &[(&key, Type::BYTEA), (&row, Type::BYTEA)],
+        )
+    }
+
+    fn delete_view(&mut self, key: &[u8]) -> Result<()> {
+        self.execute("DELETE FROM hookstate_views WHERE key = $1", &[(&key, Type::BYTEA)])
+    }
+
+    fn clear_views(&mut self) -> Result<()> {
+        self.execute("DELETE FROM hookstate_views", &[])
+    }
+
+    fn commit(self: Box<Self>) -> Result<()> {
+        if self.failed.get() {
+            return Err(Error::Corrupt("a statement of the transaction failed".into()));
+        }
+        let Some(mut client) = self.client.borrow_mut().take() else {
+            return Err(Error::Corrupt("the transaction has ended".into()));
+        };
+        match client.batch_execute("COMMIT") {
+            Ok(()) => {
+                self.store.give(client);
+                Ok(())
+            }
+            // The answer to a COMMIT may be lost with the connection: the caller must not
+            // acknowledge, and the connection is not reused.
+            Err(err) => Err(convert(err, self.started)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_are_shown_without_their_password() {
+        let cases = [
+            ("postgresql://u:secret@h:5432/db", "postgresql://u@h:5432/db"),
+            ("postgres://u:secret@h/db?sslmode=require", "postgres://u@h/db?sslmode=require"),
+            ("postgres://h/db?password=secret&x=1", "postgres://h/db?x=1"),
+            ("postgres://h/db?password=secret", "postgres://h/db"),
+            ("postgres://u@h/db", "postgres://u@h/db"),
+            ("postgres://u:p%40ss@h/db", "postgres://u@h/db"),
+        ];
+        for (text, shown) in cases {
+            assert_eq!(redact(text), shown, "{text}");
+        }
+    }
+
+    #[test]
+    fn tls_needs_a_ca_and_bad_addresses_are_refused_without_the_password() {
+        let refused = |text: &str| match Address::parse(text) {
+            Err(err) => err.to_string(),
+            Ok(_) => panic!("{text} was accepted"),
+        };
+        assert!(refused("postgres://u:hunter2@h/db?sslmode=require").contains("sslrootcert"));
+        assert!(!refused("postgres://u:hunter2@h/db?sslmode=require").contains("hunter2"));
+        assert!(!refused("postgres://u:hunter2@h/db?bogus=1").contains("hunter2"));
+        assert!(refused("postgres://u:hunter2@h").contains("no database"));
+        let ok =
+            Address::parse("postgres://u:pw@h/db?sslmode=verify-full&sslrootcert=%2Fx%2Fca.pem")
+                .unwrap();
+        assert_eq!(ok.root_cert.as_deref(), Some(Path::new("/x/ca.pem")));
+        assert_eq!(ok.shown(), "postgres://u@h/db?sslmode=verify-full&sslrootcert=%2Fx%2Fca.pem");
+    }
+
+    #[test]
+    fn a_prefix_scan_ends_before_the_next_prefix() {
+        assert_eq!(prefix_end(b"ab"), Some(b"ac".to_vec()));
+        assert_eq!(prefix_end(&[1, 0xff]), Some(vec![2]));
+        assert_eq!(prefix_end(&[0xff, 0xff]), None);
+        assert_eq!(prefix_end(b""), None);
+    }
+}
