@@ -125,6 +125,16 @@ pub(crate) enum Verb {
     Rebuild,
     /// Events, scopes, queue depths, file size, head.
     Stats,
+    /// Write the log as JSON lines (a header with the store id, format and genesis; each event
+    /// with its seq, hash, exact record and rendering) to stdout or --to FILE; progress goes to
+    /// stderr when it is a terminal.
+    Dump(DumpArgs),
+    /// Build a new store at --db from a dump, re-verifying every hash and link: a dump that is
+    /// truncated, reordered or edited is refused, naming its first bad line, and nothing is made.
+    Restore(RestoreArgs),
+    /// Copy the store, as of one consistent snapshot, into a new store at --to while writers go
+    /// on (same id, events, views and head; check it with `hookstate --db PATH verify`).
+    Backup(BackupArgs),
     /// Run the end-to-end demo: concurrent hookstate processes claim from one queue.
     Demo(DemoArgs),
     /// The moonshine authorship-feedback inbox of a project (scope moonshine:<project>).
@@ -350,6 +360,39 @@ pub(crate) struct LogArgs {
     /// The last N matching events.
     #[arg(long, value_name = "N", conflicts_with = "limit")]
     pub(crate) tail: Option<usize>,
+    /// Cut every string of an event's `data` longer than N bytes, marked
+    /// `{"$truncated":{"bytes":<length>,"kept":<first N bytes>}}` [default: 1 MiB, so nothing
+    /// that came in is cut].
+    #[arg(long, value_name = "N")]
+    pub(crate) field_bytes_max: Option<usize>,
+    /// After the matching events, keep printing new ones as they commit, until interrupted
+    /// (SIGINT or SIGTERM) or the reader closes the pipe; exits 0 then.
+    #[arg(long, conflicts_with_all = ["tail", "limit", "to_seq", "until"])]
+    pub(crate) follow: bool,
+}
+
+/// `dump` options.
+#[derive(Debug, Args)]
+pub(crate) struct DumpArgs {
+    /// Write the dump to this new file (0600; refused if it exists) instead of stdout.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) to: Option<PathBuf>,
+}
+
+/// `restore` options.
+#[derive(Debug, Args)]
+pub(crate) struct RestoreArgs {
+    /// The dump to read (`-` for stdin).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) from: PathBuf,
+}
+
+/// `backup` options.
+#[derive(Debug, Args)]
+pub(crate) struct BackupArgs {
+    /// The new store file to write (refused if it exists); its anchor goes beside it.
+    #[arg(long, value_name = "PATH")]
+    pub(crate) to: PathBuf,
 }
 
 /// `demo` options.

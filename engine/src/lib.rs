@@ -13,6 +13,7 @@ mod feedback;
 mod kernel;
 mod legacy;
 mod observer;
+mod ops;
 mod proposals;
 mod query;
 mod signals;
@@ -53,7 +54,11 @@ pub use crate::proposals::{
 pub use crate::audit::{RebuildReport, VerifyOptions, VerifyReport};
 pub use crate::core::query::Query;
 pub use crate::core::{Command, Expect};
-pub use crate::engine::event_to_json;
+pub use crate::engine::{event_to_json, render_event};
+pub use crate::ops::dump::{DumpReport, RestoreReport};
+pub use crate::ops::{
+    DUMP_LINE_BYTES_MAX, DUMP_VERSION, LOG_FIELD_BYTES_DEFAULT, LOG_FIELD_BYTES_MIN,
+};
 pub use crate::engine::{check, parse_legacy, Engine, Layout, LegacyFile, LegacyParse, Location};
 pub use crate::kernel::call::{Call, Conflict, Fingerprint, MirrorReport, Outcome, Refusal};
 pub use crate::kernel::compat::js_trim;

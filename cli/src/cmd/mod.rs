@@ -6,7 +6,9 @@ mod alerts;
 mod core;
 mod demo;
 mod docs;
+mod dump;
 mod feedback;
+mod follow;
 mod heartbeat;
 mod hermit;
 mod hook;
@@ -64,6 +66,9 @@ pub(crate) fn run(cli: &Cli) -> Result<(), CliError> {
         Verb::Verify { accept_missing_anchor } => ops::verify(cli, *accept_missing_anchor),
         Verb::Rebuild => ops::rebuild(cli),
         Verb::Stats => ops::stats(cli),
+        Verb::Dump(args) => dump::dump(cli, args),
+        Verb::Restore(args) => dump::restore(cli, args),
+        Verb::Backup(args) => dump::backup(cli, args),
         Verb::Demo(args) => demo::run(args),
         Verb::Feedback(args) => feedback::run(cli, args),
         Verb::Completions { shell } => docs::completions(*shell),

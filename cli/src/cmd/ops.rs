@@ -3,7 +3,10 @@
 //! verify and rebuild open with redb's integrity check. Does not change events.
 
 use hookstate_engine::schema::format::to_hex;
-use hookstate_engine::{event_to_json, LogFilter, VerifyOptions};
+use hookstate_engine::schema::Event;
+use hookstate_engine::{
+    render_event, LogFilter, VerifyOptions, LOG_FIELD_BYTES_DEFAULT, LOG_FIELD_BYTES_MIN,
+};
 use serde_json::json;
 
 use crate::args::{Cli, Format, LogArgs};
@@ -44,11 +47,30 @@ pub(crate) fn log(cli: &Cli, args: &LogArgs) -> Result<(), CliError> {
         limit: args.tail.or(args.limit),
         tail: args.tail.is_some(),
     };
+    let field_bytes_max = args.field_bytes_max.unwrap_or(LOG_FIELD_BYTES_DEFAULT);
+    if !(LOG_FIELD_BYTES_MIN..=LOG_FIELD_BYTES_DEFAULT).contains(&field_bytes_max) {
+        return Err(CliError::Invalid(format!(
+            "--field-bytes-max {field_bytes_max} is outside \
+             {LOG_FIELD_BYTES_MIN}..={LOG_FIELD_BYTES_DEFAULT}"
+        )));
+    }
+    if args.follow {
+        return crate::cmd::follow::follow(cli, filter, field_bytes_max);
+    }
     let engine = open(cli, Access::Read)?;
     let events = engine.log(&filter)?;
+    print_events(cli, &events, field_bytes_max)
+}
+
+/// Prints events, one line each, and flushes.
+pub(crate) fn print_events(
+    cli: &Cli,
+    events: &[Event],
+    field_bytes_max: usize,
+) -> Result<(), CliError> {
     let mut out = String::new();
-    for event in &events {
-        let value = event_to_json(event);
+    for event in events {
+        let value = render_event(event, field_bytes_max);
         out.push_str(&match cli.format {
             Format::Json | Format::Verdict => value.to_string(),
             Format::Text => log_line(&value),

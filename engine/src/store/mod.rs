@@ -5,6 +5,7 @@
 
 mod bounded;
 mod dir;
+mod fill;
 mod redb;
 mod scratch;
 mod second_anchor;
@@ -25,6 +26,7 @@ use self::dir::StoreDir;
 use self::redb::RedbStore;
 use self::second_anchor::SecondAnchor;
 
+pub(crate) use self::fill::create_filled;
 #[cfg(feature = "testing")]
 pub use self::redb::Backend;
 
