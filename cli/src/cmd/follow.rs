@@ -1,8 +1,8 @@
 //! `log --follow`: the matching events, then each new one as it commits, until SIGINT or
 //! SIGTERM (exit 0) or a closed pipe (exit 0).
 //!
-//! Waking is a short bounded poll of the store file's and the anchor's metadata (no read of the
-//! store while nothing changed); a change reopens the store read-only and prints what follows
+//! Waking is a short bounded poll (poll(2) on stdout, which also tells of a closed pipe) of the
+//! store file's and the anchor's metadata (no read of the store while nothing changed); a change reopens the store read-only and prints what follows
 //! the last seq seen, so every event is printed once, in order. Does not write.
 
 use std::path::{Path, PathBuf};
@@ -65,9 +65,24 @@ pub(crate) fn follow(cli: &Cli, filter: LogFilter, field_bytes_max: usize) -> Re
                 continue;
             }
         }
-        std::thread::sleep(Duration::from_millis(FOLLOW_POLL_MS));
+        if reader_gone() {
+            break;
+        }
     }
     Ok(())
+}
+
+/// Waits [`FOLLOW_POLL_MS`] in poll(2) on stdout, which returns early when its reader closed
+/// the pipe (or a signal came); says whether the reader is gone.
+fn reader_gone() -> bool {
+    use rustix::event::{poll, PollFd, PollFlags, Timespec};
+    let stdout = std::io::stdout();
+    let mut fds = [PollFd::new(&stdout, PollFlags::empty())];
+    let pause = Timespec { tv_sec: 0, tv_nsec: i64::try_from(FOLLOW_POLL_MS * 1_000_000).unwrap_or(0) };
+    match poll(&mut fds, Some(&pause)) {
+        Ok(0) | Err(_) => false,
+        Ok(_) => fds[0].revents().intersects(PollFlags::ERR | PollFlags::HUP),
+    }
 }
 
 fn refresh() -> Duration {

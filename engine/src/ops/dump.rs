@@ -199,11 +199,11 @@ impl Lines<'_> {
     }
 
     fn bad(&self, why: &str) -> Error {
-        Error::bad(format!("dump {} line {}", self.source.display(), self.number), why)
+        Error::bad(format!("dump {} line {}:", self.source.display(), self.number), why)
     }
 
     fn bad_next(&self, why: &str) -> Error {
-        Error::bad(format!("dump {} line {}", self.source.display(), self.number + 1), why)
+        Error::bad(format!("dump {} line {}:", self.source.display(), self.number + 1), why)
     }
 }
 

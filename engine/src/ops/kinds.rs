@@ -133,7 +133,7 @@ pub(crate) fn check_filter(domain: Option<&str>, kind: Option<&str>) -> Result<(
     let why = match domain {
         Some(domain) => format!("is no kind of domain {domain} (one of {})", known.join(", ")),
         None => {
-            let by_domain = domains()
+            let by_domain = self::domains()
                 .iter()
                 .map(|d| format!("{d}: {}", kinds_of(d).unwrap_or_default().join(" ")))
                 .collect::<Vec<_>>();
