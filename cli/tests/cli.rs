@@ -25,6 +25,7 @@ mod integrity_idem;
 mod integrity_paths;
 mod killloop;
 mod linearize;
+mod ops;
 mod perms;
 mod plugin;
 mod proposals;
@@ -714,8 +715,8 @@ fn regression_11_a_stale_loopd_rewrite_never_reverts_an_acknowledged_pm() {
         run_with(&db, &["--now-ms", now, "--mirror", m, "hook", "session-start"], &payload).0
     };
     assert_eq!(start("pm-old", "1789377123000"), 0);
-    let stale: Value = serde_json::from_slice(&std::fs::read(mirror.join("loopd.json")).unwrap())
-        .unwrap();
+    let stale: Value =
+        serde_json::from_slice(&std::fs::read(mirror.join("loopd.json")).unwrap()).unwrap();
     assert_eq!(start("pm-new", "1789377124000"), 0);
     let mut rewrite = stale.as_object().unwrap().clone();
     rewrite.insert("legacy.own".into(), serde_json::json!(7));

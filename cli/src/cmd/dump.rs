@@ -27,7 +27,10 @@ pub(crate) fn dump(cli: &Cli, args: &DumpArgs) -> Result<(), CliError> {
                 .create_new(true)
                 .mode(DUMP_FILE_MODE)
                 .open(path)
-                .map_err(|source| CliError::Io { op: format!("create {}", path.display()), source })?;
+                .map_err(|source| CliError::Io {
+                    op: format!("create {}", path.display()),
+                    source,
+                })?;
             Box::new(std::io::BufWriter::new(file))
         }
         None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
@@ -57,7 +60,10 @@ pub(crate) fn dump(cli: &Cli, args: &DumpArgs) -> Result<(), CliError> {
     flushed.map_err(|source| CliError::Io { op: "write the dump".into(), source })?;
     if let Some(path) = &args.to {
         let head = json!({ "seq": report.head.seq, "hash": to_hex(&report.head.hash) });
-        print(cli.format, &json!({ "ok": true, "to": path, "events": report.events, "head": head }))?;
+        print(
+            cli.format,
+            &json!({ "ok": true, "to": path, "events": report.events, "head": head }),
+        )?;
     }
     Ok(())
 }

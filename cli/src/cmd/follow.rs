@@ -33,7 +33,9 @@ fn stamp(paths: &[PathBuf]) -> Stamp {
     use std::os::unix::fs::MetadataExt;
     paths
         .iter()
-        .map(|p| std::fs::metadata(p).ok().and_then(|m| Some((m.modified().ok()?, m.len(), m.ino()))))
+        .map(|p| {
+            std::fs::metadata(p).ok().and_then(|m| Some((m.modified().ok()?, m.len(), m.ino())))
+        })
         .collect()
 }
 
@@ -78,7 +80,8 @@ fn reader_gone() -> bool {
     use rustix::event::{poll, PollFd, PollFlags, Timespec};
     let stdout = std::io::stdout();
     let mut fds = [PollFd::new(&stdout, PollFlags::empty())];
-    let pause = Timespec { tv_sec: 0, tv_nsec: i64::try_from(FOLLOW_POLL_MS * 1_000_000).unwrap_or(0) };
+    let pause =
+        Timespec { tv_sec: 0, tv_nsec: i64::try_from(FOLLOW_POLL_MS * 1_000_000).unwrap_or(0) };
     match poll(&mut fds, Some(&pause)) {
         Ok(0) | Err(_) => false,
         Ok(_) => fds[0].revents().intersects(PollFlags::ERR | PollFlags::HUP),
@@ -114,7 +117,13 @@ fn read_from(
         return Ok(Page { read_to: from - 1, head, paths });
     }
     let to = head.min(from.saturating_add(FOLLOW_PAGE_EVENTS - 1));
-    let page = LogFilter { from_seq: Some(from), to_seq: Some(to), limit: None, tail: false, ..filter.clone() };
+    let page = LogFilter {
+        from_seq: Some(from),
+        to_seq: Some(to),
+        limit: None,
+        tail: false,
+        ..filter.clone()
+    };
     let events = engine.log(&page)?;
     print_events(cli, &events, field_bytes_max)?;
     Ok(Page { read_to: to, head, paths })

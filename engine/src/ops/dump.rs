@@ -23,7 +23,9 @@ use crate::kernel::error::{Error, Result};
 use crate::kernel::project;
 use crate::kernel::storage::WriteTxn;
 use crate::kernel::view::read_head;
-use crate::ops::{DUMP_LINE_BYTES_MAX, DUMP_PROGRESS_EVENTS, DUMP_VERSION, LOG_FIELD_BYTES_DEFAULT};
+use crate::ops::{
+    DUMP_LINE_BYTES_MAX, DUMP_PROGRESS_EVENTS, DUMP_VERSION, LOG_FIELD_BYTES_DEFAULT,
+};
 use crate::store::create_filled;
 
 /// What a dump wrote.
@@ -211,9 +213,7 @@ fn hex_field<const N: usize>(line: &Value, name: &str) -> std::result::Result<[u
     line[name].as_str().and_then(from_hex::<N>).ok_or_else(|| format!("has no valid {name:?}"))
 }
 
-fn parse_header(
-    line: &Value,
-) -> std::result::Result<([u8; STORE_ID_BYTES], Head), String> {
+fn parse_header(line: &Value) -> std::result::Result<([u8; STORE_ID_BYTES], Head), String> {
     if line["hookstate_dump"] != json!(DUMP_VERSION) {
         return Err(format!("is not a hookstate dump header (version {DUMP_VERSION})"));
     }
@@ -265,7 +265,8 @@ fn check_line(line: &Value, head: &Head) -> std::result::Result<hookstate_schema
     if line["seq"].as_u64() != Some(event.seq) {
         return Err("has a \"seq\" that is not its record's".into());
     }
-    if hex_field::<32>(line, "prev")? != event.prev || hex_field::<32>(line, "hash")? != event.hash {
+    if hex_field::<32>(line, "prev")? != event.prev || hex_field::<32>(line, "hash")? != event.hash
+    {
         return Err("has a \"prev\" or \"hash\" that is not its record's".into());
     }
     if line["event"] != render_event(&event, LOG_FIELD_BYTES_DEFAULT) {

@@ -118,7 +118,8 @@ mod tests {
         let value = whole_body(&body, 3);
         assert_eq!(value["member"][TRUNCATED_KEY], json!({"bytes": 6, "kept": "é"}));
         assert_eq!(value["set"], "s");
-        let put = Body::Core(CoreEvent::RecordPut { key: "k".into(), value: "[1,2,3]".into(), rev: 1 });
+        let put =
+            Body::Core(CoreEvent::RecordPut { key: "k".into(), value: "[1,2,3]".into(), rev: 1 });
         assert_eq!(whole_body(&put, 4)["value"][TRUNCATED_KEY]["kept"], "[1,2");
     }
 }

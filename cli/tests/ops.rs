@@ -1,0 +1,264 @@
+//! Operating the log (issue 18): `log` prints every written value, its filters refuse names
+//! that match nothing, `log --follow` sees a live writer's events once and in order, dump →
+//! restore reproduces the head hash, an edited, reordered or truncated dump is refused naming
+//! its line, and a backup of a live store verifies.
+//!
+//! Does not call the engine: every step is a process, as an operator runs it.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use super::Store;
+
+/// How long a follower may take to print what a writer committed: far above its poll.
+const FOLLOW_DEADLINE: Duration = Duration::from_secs(30);
+
+fn lines(stdout: &str) -> Vec<Value> {
+    stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+/// A store with one event of each core kind that carries a value.
+fn written() -> Store {
+    let store = Store::new();
+    store.run(&["kv", "put", "k", r#"{"a":[1,2],"s":"x"}"#]).expect(0);
+    store.run(&["queue", "push", "q", "i1", r#"{"job":"build"}"#]).expect(0);
+    store.run(&["list", "append", "l", "--cap", "5", r#"{"row":1}"#]).expect(0);
+    store.run(&["set", "add", "s", "member-one"]).expect(0);
+    store
+}
+
+#[test]
+fn log_shows_every_written_value_whole() {
+    let store = written();
+    let events = lines(&store.run(&["log"]).expect(0).stdout);
+    assert_eq!(events.len(), 4);
+    assert_eq!(events[0]["data"], json!({"key": "k", "value": {"a": [1, 2], "s": "x"}, "rev": 1}));
+    assert_eq!(events[1]["data"]["payload"], json!({"job": "build"}));
+    assert_eq!(events[1]["data"]["item"], "i1");
+    assert_eq!(events[2]["data"]["row"], json!({"row": 1}));
+    assert_eq!(events[3]["data"], json!({"set": "s", "member": "member-one"}));
+}
+
+#[test]
+fn log_cuts_long_fields_with_an_explicit_marker() {
+    let store = written();
+    let run = store.run(&["log", "--kind", "set_added", "--field-bytes-max", "16"]).expect(0);
+    assert_eq!(lines(&run.stdout)[0]["data"]["member"], "member-one", "short strings stay whole");
+    let long = "y".repeat(40);
+    store.run(&["set", "add", "s", &long]).expect(0);
+    let run = store.run(&["log", "--from-seq", "5", "--field-bytes-max", "16"]).expect(0);
+    let cut = &lines(&run.stdout)[0]["data"]["member"]["$truncated"];
+    assert_eq!(cut["bytes"], 40);
+    assert_eq!(cut["kept"], "y".repeat(16));
+    store.run(&["log", "--field-bytes-max", "3"]).expect(3);
+}
+
+#[test]
+fn log_filters_refuse_a_domain_or_kind_that_does_not_exist() {
+    let store = written();
+    let run = store.run(&["log", "--domain", "cor"]).expect(3);
+    assert!(run.stderr.contains("is no domain") && run.stderr.contains("core"), "{run:?}");
+    let run = store.run(&["log", "--kind", "record_putt"]).expect(3);
+    assert!(run.stderr.contains("is no event kind") && run.stderr.contains("record_put"));
+    store.run(&["log", "--domain", "core", "--kind", "turn_signaled"]).expect(3);
+    // A real name that matches nothing here is an empty answer, not an error.
+    assert_eq!(store.run(&["log", "--kind", "turn_signaled"]).expect(0).stdout, "");
+    assert_eq!(lines(&store.run(&["log", "--kind", "record_put"]).expect(0).stdout).len(), 1);
+}
+
+fn dump_of(store: &Store) -> String {
+    store.run(&["dump"]).expect(0).stdout
+}
+
+#[test]
+fn dump_then_restore_reproduces_the_head_hash_and_the_views() {
+    let store = written();
+    store.run(&["--session", "s1", "queue", "claim", "q"]).expect(0);
+    store.run(&["--idem-key", "once", "counter", "add", "c", "3"]).expect(0);
+    let dump = dump_of(&store);
+    let header = &lines(&dump)[0];
+    assert_eq!(header["hookstate_dump"], 1);
+    assert_eq!(header["head"]["seq"], 6);
+    let file = store.dir.path().join("dump.jsonl");
+    std::fs::write(&file, &dump).unwrap();
+    let target = store.dir.path().join("restored/state.redb");
+    let restored =
+        super::run_in(&target, &["restore", "--from", file.to_str().unwrap()]).expect(0).json();
+    let stats = store.run(&["stats"]).expect(0).json();
+    assert_eq!(restored["head"], stats["head"], "same head seq and hash");
+    let at = |args: &[&str]| super::run_in(&target, args).expect(0).json();
+    assert_eq!(at(&["verify"])["ok"], true);
+    assert_eq!(at(&["kv", "get", "k"])["value"], json!({"a": [1, 2], "s": "x"}));
+    assert_eq!(at(&["counter", "get", "c"])["value"], 3);
+    // The idempotency key came along: a repeat replays instead of adding again.
+    assert_eq!(at(&["--idem-key", "once", "counter", "add", "c", "3"])["value"], 3);
+    let again = super::run_in(&target, &["dump"]).expect(0).stdout;
+    assert_eq!(again.lines().take(7).collect::<Vec<_>>(), dump.lines().collect::<Vec<_>>());
+}
+
+/// Restores `text` into the store `name` and returns the run; a refusal leaves no new store.
+fn restore_text(store: &Store, name: &str, text: &str) -> super::Run {
+    let file = store.dir.path().join(format!("{name}.jsonl"));
+    std::fs::write(&file, text).unwrap();
+    let target = store.dir.path().join(format!("{name}.redb"));
+    let existed = target.exists();
+    let run = super::run_in(&target, &["restore", "--from", file.to_str().unwrap()]);
+    if run.code != 0 && !existed {
+        assert!(!target.exists(), "a refused restore left {}", target.display());
+    }
+    run
+}
+
+#[test]
+fn restore_refuses_an_edited_reordered_or_truncated_dump_naming_the_line() {
+    let store = written();
+    let dump = dump_of(&store);
+    let all: Vec<&str> = dump.lines().collect();
+    let join = |lines: &[&str]| lines.iter().map(|l| format!("{l}\n")).collect::<String>();
+    // An edited value in the readable event.
+    let edited = dump.replacen("member-one", "member-two", 1);
+    let run = restore_text(&store, "edited", &edited).expect(3);
+    assert!(run.stderr.contains("line 5:") && run.stderr.contains("edited"), "{run:?}");
+    // An edited record byte (a hex digit of the content): its hash fails.
+    let line: Value = serde_json::from_str(all[2]).unwrap();
+    let record = line["record"].as_str().unwrap();
+    let flipped = format!(
+        "{}{}",
+        &record[..record.len() - 2],
+        if record.ends_with("00") { "01" } else { "00" }
+    );
+    let bad = all[2].replace(record, &flipped);
+    let run =
+        restore_text(&store, "record", &join(&[all[0], all[1], &bad, all[3], all[4]])).expect(3);
+    assert!(run.stderr.contains("line 3:") && run.stderr.contains("bad record"), "{run:?}");
+    // Two events swapped.
+    let run =
+        restore_text(&store, "swapped", &join(&[all[0], all[2], all[1], all[3], all[4]])).expect(3);
+    assert!(run.stderr.contains("line 2:") && run.stderr.contains("reordered"), "{run:?}");
+    // The last event missing, and a last line cut in the middle.
+    let run = restore_text(&store, "short", &join(&all[..4])).expect(3);
+    assert!(run.stderr.contains("line 5:") && run.stderr.contains("truncated"), "{run:?}");
+    let cut = &dump[..dump.len() - 10];
+    let run = restore_text(&store, "cut", cut).expect(3);
+    assert!(run.stderr.contains("line 5:"), "{run:?}");
+    // The whole dump is fine, and a second restore onto it is refused.
+    restore_text(&store, "whole", &dump).expect(0);
+    let run = restore_text(&store, "whole", &dump).expect(3);
+    assert!(run.stderr.contains("exists"), "{run:?}");
+}
+
+#[test]
+fn dump_to_a_file_refuses_an_existing_file() {
+    let store = written();
+    let file = store.dir.path().join("d.jsonl");
+    let out = store.run(&["dump", "--to", file.to_str().unwrap()]).expect(0).json();
+    assert_eq!(out["events"], 4);
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), dump_of(&store));
+    store.run(&["dump", "--to", file.to_str().unwrap()]).expect(6);
+}
+
+#[test]
+fn a_backup_of_a_live_store_verifies_and_has_its_head() {
+    let store = written();
+    let exe = env!("CARGO_BIN_EXE_hookstate");
+    let db = store.db();
+    let writer = std::thread::spawn(move || {
+        for _ in 0..20 {
+            let status = Command::new(exe)
+                .arg("--db")
+                .arg(&db)
+                .args(["counter", "add", "c", "1"])
+                .stdout(Stdio::null())
+                .status()
+                .unwrap();
+            assert!(status.success());
+        }
+    });
+    let target = store.dir.path().join("backup/state.redb");
+    let backup = store.run(&["backup", "--to", target.to_str().unwrap()]).expect(0).json();
+    writer.join().unwrap();
+    let seq = backup["head"]["seq"].as_u64().unwrap();
+    assert!((4..=24).contains(&seq), "{backup}");
+    let verify = super::run_in(&target, &["verify"]).expect(0).json();
+    assert_eq!(verify["hash"], backup["head"]["hash"]);
+    // The backup is the live store's prefix: the same hash at that seq.
+    let live = lines(
+        &store.run(&["log", "--from-seq", &seq.to_string(), "--limit", "1"]).expect(0).stdout,
+    );
+    assert_eq!(live[0]["hash"], backup["head"]["hash"]);
+    store.run(&["backup", "--to", target.to_str().unwrap()]).expect(3);
+}
+
+#[test]
+fn log_follow_sees_a_live_writers_events_once_in_order_and_exits_0_on_sigint() {
+    let store = written();
+    let mut follower = Command::new(env!("CARGO_BIN_EXE_hookstate"))
+        .arg("--db")
+        .arg(store.db())
+        .args(["log", "--follow", "--from-seq", "2", "--domain", "core"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let writes = 25u64;
+    let exe = env!("CARGO_BIN_EXE_hookstate");
+    let db = store.db();
+    let writer = std::thread::spawn(move || {
+        for _ in 0..writes {
+            let status = Command::new(exe)
+                .arg("--db")
+                .arg(&db)
+                .args(["counter", "add", "c", "1"])
+                .stdout(Stdio::null())
+                .status()
+                .unwrap();
+            assert!(status.success());
+        }
+    });
+    let mut out = BufReader::new(follower.stdout.take().unwrap());
+    let mut seqs = Vec::new();
+    let start = Instant::now();
+    while seqs.len() < 3 + usize::try_from(writes).unwrap() && start.elapsed() < FOLLOW_DEADLINE {
+        let mut line = String::new();
+        if out.read_line(&mut line).unwrap() == 0 {
+            break;
+        }
+        seqs.push(serde_json::from_str::<Value>(&line).unwrap()["seq"].as_u64().unwrap());
+    }
+    writer.join().unwrap();
+    assert_eq!(seqs, (2..=4 + writes).collect::<Vec<_>>(), "every event once, in order");
+    let status = Command::new("kill").args(["-INT", &follower.id().to_string()]).status().unwrap();
+    assert!(status.success());
+    let exit = follower.wait().unwrap();
+    assert_eq!(exit.code(), Some(0), "SIGINT ends a follow with exit 0");
+}
+
+#[test]
+fn log_follow_exits_0_when_its_reader_closes_the_pipe() {
+    let store = written();
+    let mut follower = Command::new(env!("CARGO_BIN_EXE_hookstate"))
+        .arg("--db")
+        .arg(store.db())
+        .args(["log", "--follow"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(follower.stdout.take().unwrap());
+    let mut first = String::new();
+    out.read_line(&mut first).unwrap();
+    assert!(first.contains("\"seq\":1"), "{first}");
+    drop(out);
+    let start = Instant::now();
+    let exit = loop {
+        if let Some(exit) = follower.try_wait().unwrap() {
+            break exit;
+        }
+        assert!(start.elapsed() < FOLLOW_DEADLINE, "the follower did not see its reader go");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(exit.code(), Some(0));
+}
