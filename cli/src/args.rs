@@ -135,6 +135,17 @@ pub(crate) enum Verb {
     /// Copy the store, as of one consistent snapshot, into a new store at --to while writers go
     /// on (same id, events, views and head; check it with `hookstate --db PATH verify`).
     Backup(BackupArgs),
+    /// Examine the store: permissions, a full verify, the anchor, stale temporary files, the
+    /// --mirror directory, processes that have it open, size and growth; a hint per finding.
+    /// Exits 5 when a finding is a problem.
+    Doctor,
+    /// Events per domain, queue depths, the oldest ready item's age, parked items, file size and
+    /// head, as JSON or (--prometheus) Prometheus text.
+    Metrics {
+        /// Print Prometheus text exposition format instead of JSON.
+        #[arg(long)]
+        prometheus: bool,
+    },
     /// Run the end-to-end demo: concurrent hookstate processes claim from one queue.
     Demo(DemoArgs),
     /// The moonshine authorship-feedback inbox of a project (scope moonshine:<project>).

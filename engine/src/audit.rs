@@ -7,11 +7,12 @@
 use std::collections::BTreeMap;
 
 use hookstate_schema::format::{
-    self, encode_view_key, encode_view_row, Head, FORMAT_VERSION, META_FORMAT,
+    self, encode_view_key, encode_view_row, Head, FORMAT_VERSION, META_DOMAIN_EVENTS, META_FORMAT,
 };
-use hookstate_schema::{ViewKey, ViewRow};
+use hookstate_schema::{ViewKey, ViewRow, BODY_VARIANTS};
 
 use crate::kernel::anchor::{self, AnchorState};
+use crate::kernel::counts::Counts;
 use crate::kernel::error::{Error, Result};
 use crate::kernel::project::{self, Table};
 use crate::kernel::storage::ReadTxn;
@@ -53,9 +54,14 @@ pub struct RebuildReport {
 type Views = BTreeMap<ViewKey, ViewRow>;
 
 /// Walks the log from genesis to the head, checking every link, and projects it.
-fn replay_chain(txn: &dyn ReadTxn, table: &Table, genesis: [u8; 32]) -> Result<(Head, Views)> {
+fn replay_chain(
+    txn: &dyn ReadTxn,
+    table: &Table,
+    genesis: [u8; 32],
+) -> Result<(Head, Views, Counts)> {
     let head = read_head(txn)?;
     let mut views = Views::new();
+    let mut counts = [0u64; BODY_VARIANTS];
     let mut expected = Head { seq: 0, hash: genesis };
     txn.events(1, head.seq, &mut |seq, bytes| {
         if seq != expected.seq + 1 {
@@ -69,6 +75,7 @@ fn replay_chain(txn: &dyn ReadTxn, table: &Table, genesis: [u8; 32]) -> Result<(
             return Err(broken(seq, "prev does not match the previous event's hash"));
         }
         project::apply(table, &mut views, &event);
+        counts[event.content.body.variant_index()] += 1;
         expected = Head { seq, hash: event.hash };
         Ok(true)
     })?;
@@ -86,7 +93,7 @@ fn replay_chain(txn: &dyn ReadTxn, table: &Table, genesis: [u8; 32]) -> Result<(
     if let Some(seq) = beyond {
         return Err(broken(seq, "event lies beyond the stored head"));
     }
-    Ok((head, views))
+    Ok((head, views, counts))
 }
 
 fn broken(seq: u64, why: &str) -> Error {
@@ -162,8 +169,15 @@ pub struct VerifyOptions {
 pub(crate) fn verify(kernel: &Kernel, options: VerifyOptions) -> Result<VerifyReport> {
     let anchors = kernel.read_anchors();
     let txn = kernel.begin_read()?;
-    let (head, views) = replay_chain(&*txn, kernel.table(), kernel.genesis())?;
+    let (head, views, counts) = replay_chain(&*txn, kernel.table(), kernel.genesis())?;
     let states = kernel.check_anchors(&*txn, &head, anchors)?;
+    if let Some(stored) = crate::kernel::counts::read(&*txn)? {
+        if stored != counts {
+            return Err(Error::Corrupt(format!(
+                "the stored events per domain {stored:?} are not the log's {counts:?}"
+            )));
+        }
+    }
     let compared = compare_views(&*txn, &views)?;
     let lookups = check_lookups(&*txn, &views)?;
     let missing = states.iter().find(|(_, state)| *state == AnchorState::Missing);
@@ -199,8 +213,9 @@ pub(crate) fn verify(kernel: &Kernel, options: VerifyOptions) -> Result<VerifyRe
 /// [`Error::ChainBroken`] (nothing is changed then) and store errors.
 pub(crate) fn rebuild(kernel: &Kernel) -> Result<RebuildReport> {
     let mut txn = kernel.begin_write()?;
-    let (head, views) = replay_chain(&*txn, kernel.table(), kernel.genesis())?;
+    let (head, views, counts) = replay_chain(&*txn, kernel.table(), kernel.genesis())?;
     txn.clear_views()?;
+    txn.put_meta(META_DOMAIN_EVENTS, &crate::kernel::counts::encode(&counts))?;
     for (key, row) in &views {
         let key_bytes = encode_view_key(key);
         txn.put_view(&key_bytes, &encode_view_row(&key_bytes, row))?;

@@ -63,7 +63,9 @@ pub use crate::kernel::limits;
 pub use crate::kernel::value::validate_json;
 #[cfg(feature = "testing")]
 pub use crate::legacy::durable;
+pub use crate::ops::doctor::{DoctorFinding, DoctorOptions, Level};
 pub use crate::ops::dump::{DumpReport, RestoreReport};
+pub use crate::ops::metrics::{Metrics, QueueMetrics};
 pub use crate::ops::{
     DUMP_LINE_BYTES_MAX, DUMP_VERSION, LOG_FIELD_BYTES_DEFAULT, LOG_FIELD_BYTES_MIN,
 };

@@ -30,6 +30,9 @@ pub const META_STORE_ID: &str = "store_id";
 pub const META_HEAD: &str = "head";
 /// Meta key of the count of anchor writes that failed after a commit (`u64`, big-endian).
 pub const META_ANCHOR_WRITE_FAILURES: &str = "anchor_write_failures";
+/// Meta key of the events appended per domain since genesis (`u64` big-endian each, in
+/// `Body::variant_index` order); absent on a store made before it was kept, until `rebuild`.
+pub const META_DOMAIN_EVENTS: &str = "domain_events";
 /// Length of a store id.
 pub const STORE_ID_BYTES: usize = 16;
 

@@ -6,6 +6,7 @@ mod alerts;
 mod core;
 mod demo;
 mod docs;
+mod doctor;
 mod dump;
 mod feedback;
 mod follow;
@@ -69,6 +70,8 @@ pub(crate) fn run(cli: &Cli) -> Result<(), CliError> {
         Verb::Dump(args) => dump::dump(cli, args),
         Verb::Restore(args) => dump::restore(cli, args),
         Verb::Backup(args) => dump::backup(cli, args),
+        Verb::Doctor => doctor::doctor(cli),
+        Verb::Metrics { prometheus } => doctor::metrics(cli, *prometheus),
         Verb::Demo(args) => demo::run(args),
         Verb::Feedback(args) => feedback::run(cli, args),
         Verb::Completions { shell } => docs::completions(*shell),

@@ -10,6 +10,7 @@
 pub(crate) mod anchor;
 pub(crate) mod call;
 pub(crate) mod compat;
+pub(crate) mod counts;
 pub(crate) mod doc;
 #[cfg(feature = "bugdrill")]
 pub mod drill;

@@ -14,13 +14,14 @@ use std::time::{Duration, Instant};
 use hookstate_schema::event::Request;
 use hookstate_schema::format::{
     self, encode_head, encode_view_key, encode_view_row, genesis_hash, Head, FORMAT_VERSION,
-    FORMAT_VERSION_UPGRADABLE, META_ANCHOR_WRITE_FAILURES, META_FORMAT, META_HEAD, META_STORE_ID,
-    STORE_ID_BYTES,
+    FORMAT_VERSION_UPGRADABLE, META_ANCHOR_WRITE_FAILURES, META_DOMAIN_EVENTS, META_FORMAT,
+    META_HEAD, META_STORE_ID, STORE_ID_BYTES,
 };
 use hookstate_schema::{validate_id, validate_scope, Body, Event, EventContent};
 
 use crate::kernel::anchor::{self, AnchorState, Identity};
 use crate::kernel::call::{Call, Outcome, Plan};
+use crate::kernel::counts;
 use crate::kernel::error::{Error, Result};
 use crate::kernel::limits::{EVENT_BYTES_MAX, STORED_RESULT_BYTES_MAX};
 use crate::kernel::project::{self, Table};
@@ -255,6 +256,10 @@ impl Kernel {
             mirror: None,
         };
         if appended > 0 {
+            counts::add(
+                &mut *txn,
+                plan.events.iter().chain(plan.scoped_events.iter().map(|e| &e.1)),
+            )?;
             txn.put_meta(META_HEAD, &encode_head(&head))?;
             #[cfg(feature = "bugdrill")]
             crate::kernel::drill::before_commit(&outcome);
@@ -501,6 +506,7 @@ pub(crate) fn initial_meta(store_id: &[u8; STORE_ID_BYTES]) -> Vec<(&'static str
         (META_FORMAT, FORMAT_VERSION.to_be_bytes().to_vec()),
         (META_STORE_ID, store_id.to_vec()),
         (META_HEAD, head.to_vec()),
+        (META_DOMAIN_EVENTS, counts::encode(&[0; hookstate_schema::BODY_VARIANTS])),
     ]
 }
 

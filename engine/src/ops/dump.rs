@@ -13,12 +13,13 @@ use std::path::Path;
 
 use hookstate_schema::format::{
     self, encode_head, encode_view_key, encode_view_row, from_hex, genesis_hash, to_hex, Head,
-    FORMAT_VERSION, META_ANCHOR_WRITE_FAILURES, META_HEAD, STORE_ID_BYTES,
+    FORMAT_VERSION, META_ANCHOR_WRITE_FAILURES, META_DOMAIN_EVENTS, META_HEAD, STORE_ID_BYTES,
 };
-use hookstate_schema::{ViewKey, ViewRow};
+use hookstate_schema::{ViewKey, ViewRow, BODY_VARIANTS};
 use serde_json::{json, Value};
 
 use crate::engine::{render_event, Engine, PROJECTIONS};
+use crate::kernel::counts;
 use crate::kernel::error::{Error, Result};
 use crate::kernel::project;
 use crate::kernel::storage::WriteTxn;
@@ -107,6 +108,7 @@ impl Engine {
         let header = reader.next_line()?.ok_or_else(|| reader.bad("the dump is empty"))?;
         let (store_id, want_head) = parse_header(&header).map_err(|why| reader.bad(&why))?;
         let mut views = BTreeMap::<ViewKey, ViewRow>::new();
+        let mut counts = [0u64; BODY_VARIANTS];
         let mut events = 0u64;
         let head = create_filled(target, &store_id, &mut |txn| {
             let mut head = Head { seq: 0, hash: genesis_hash(&store_id) };
@@ -114,6 +116,7 @@ impl Engine {
                 let event = check_line(&line, &head).map_err(|why| reader.bad(&why))?;
                 txn.append_event(event.seq, &record_of(&line))?;
                 project::apply(&PROJECTIONS, &mut views, &event);
+                counts[event.content.body.variant_index()] += 1;
                 head = Head { seq: event.seq, hash: event.hash };
                 events += 1;
             }
@@ -125,6 +128,7 @@ impl Engine {
                 return Err(reader.bad_next(&why));
             }
             write_views(txn, &views)?;
+            txn.put_meta(META_DOMAIN_EVENTS, &counts::encode(&counts))?;
             txn.put_meta(META_HEAD, &encode_head(&head))?;
             Ok(head)
         })?;
@@ -143,8 +147,12 @@ impl Engine {
         let head = read_head(&*snapshot)?;
         let failures = snapshot.meta(META_ANCHOR_WRITE_FAILURES)?;
         let (mut events, mut views) = (0u64, 0u64);
+        let mut counts = [0u64; BODY_VARIANTS];
         create_filled(target, &store_id, &mut |txn| {
             snapshot.events(1, head.seq, &mut |seq, record| {
+                let event = format::decode_event(record)
+                    .map_err(|e| Error::ChainBroken { seq, why: e.to_string() })?;
+                counts[event.content.body.variant_index()] += 1;
                 txn.append_event(seq, record)?;
                 events += 1;
                 Ok(true)
@@ -154,6 +162,7 @@ impl Engine {
                 views += 1;
                 Ok(true)
             })?;
+            txn.put_meta(META_DOMAIN_EVENTS, &counts::encode(&counts))?;
             if let Some(failures) = &failures {
                 txn.put_meta(META_ANCHOR_WRITE_FAILURES, failures)?;
             }

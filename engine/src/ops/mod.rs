@@ -1,11 +1,13 @@
 //! The operator's verbs over a whole store: events rendered whole for `log`, the names its
-//! filters accept, dump, restore and backup.
+//! filters accept, dump, restore and backup, doctor and metrics.
 //!
 //! Part of the engine's top: it may use the domains' projection table through `engine.rs`, the
 //! kernel and the stores. Does not print; the CLI does.
 
+pub(crate) mod doctor;
 pub(crate) mod dump;
 pub(crate) mod kinds;
+pub(crate) mod metrics;
 pub(crate) mod render;
 
 /// A string field of an event that `log` and `dump` print whole: anything that came in on stdin
