@@ -56,6 +56,14 @@ pub(crate) struct Cli {
     /// of an old store with its old anchor is still caught. The directory must exist.
     #[arg(long, global = true, help_heading = GLOBAL, hide_short_help = true, hide_env_values = true, env = "HOOKSTATE_ANCHOR_DIR", value_name = "DIR")]
     pub(crate) anchor_dir: Option<PathBuf>,
+    /// Answer a read (or an export) from the store as it was when its head was seq N, replayed
+    /// from the log; a verb that writes refuses it.
+    #[arg(long, global = true, help_heading = GLOBAL, hide_short_help = true, value_name = "N", conflicts_with = "as_of")]
+    pub(crate) at_seq: Option<u64>,
+    /// Answer a read (or an export) from the store as it was at TIME (RFC 3339): after the last
+    /// event appended at or before it.
+    #[arg(long, global = true, help_heading = GLOBAL, hide_short_help = true, value_name = "TIME")]
+    pub(crate) as_of: Option<String>,
     /// Tests only: the clock, in UTC ms, that mutations record instead of the real time.
     #[arg(long, global = true, help_heading = GLOBAL, hide_short_help = true, hide_env_values = true, env = "HOOKSTATE_NOW_MS", hide = true)]
     pub(crate) now_ms: Option<u64>,

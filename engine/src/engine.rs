@@ -150,6 +150,14 @@ impl Engine {
         &self.kernel
     }
 
+    /// An engine over `storage` (an as-of view built by `crate::ops`).
+    pub(crate) fn on_storage(
+        storage: Box<dyn crate::kernel::storage::Storage>,
+        wait: std::time::Duration,
+    ) -> Result<Engine> {
+        Ok(Engine { kernel: Kernel::new(storage, &PROJECTIONS, wait)? })
+    }
+
     /// Opens the store at `path`, creating it atomically first when it is absent and
     /// `options.create` is set.
     ///

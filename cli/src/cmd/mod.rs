@@ -150,7 +150,12 @@ pub(crate) fn open(cli: &Cli, access: Access) -> Result<Engine, CliError> {
         absent_is_empty: access == Access::Read,
         anchor_dir: cli.anchor_dir.clone(),
     };
+    let as_of = cli.at_seq.is_some() || cli.as_of.is_some();
+    if as_of && !matches!(access, Access::Read | Access::Export) {
+        return Err(CliError::Usage("--at-seq and --as-of are for reads and exports only".into()));
+    }
     let engine = Engine::open(&db_path(cli)?, options)?;
+    let engine = if as_of { ops::as_of(cli, &engine)? } else { engine };
     engine.set_warning_sink(Box::new(|line| {
         let _ = writeln!(std::io::stderr(), "hookstate: {}", one_line(line));
     }));

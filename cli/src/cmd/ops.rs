@@ -5,7 +5,7 @@
 use hookstate_engine::schema::format::to_hex;
 use hookstate_engine::schema::Event;
 use hookstate_engine::{
-    render_event, LogFilter, VerifyOptions, LOG_FIELD_BYTES_DEFAULT, LOG_FIELD_BYTES_MIN,
+    render_event, Engine, LogFilter, VerifyOptions, LOG_FIELD_BYTES_DEFAULT, LOG_FIELD_BYTES_MIN,
 };
 use serde_json::json;
 
@@ -22,6 +22,16 @@ pub(crate) fn init(cli: &Cli) -> Result<(), CliError> {
         cli.format,
         &json!({ "ok": true, "path": path, "seq": head.seq, "hash": to_hex(&head.hash) }),
     )
+}
+
+/// The engine as of `--at-seq` or `--as-of`.
+pub(crate) fn as_of(cli: &Cli, engine: &Engine) -> Result<Engine, CliError> {
+    let seq = match (cli.at_seq, parse_time("as-of", cli.as_of.as_ref())?) {
+        (Some(seq), _) => seq,
+        (None, Some(at_ms)) => engine.seq_as_of(at_ms)?,
+        (None, None) => return Err(CliError::Usage("no --at-seq or --as-of".into())),
+    };
+    Ok(engine.at_seq(seq)?)
 }
 
 fn parse_time(what: &str, text: Option<&String>) -> Result<Option<u64>, CliError> {

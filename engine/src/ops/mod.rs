@@ -4,6 +4,7 @@
 //! Part of the engine's top: it may use the domains' projection table through `engine.rs`, the
 //! kernel and the stores. Does not print; the CLI does.
 
+pub(crate) mod asof;
 pub(crate) mod doctor;
 pub(crate) mod dump;
 pub(crate) mod kinds;

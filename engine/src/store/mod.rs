@@ -6,6 +6,7 @@
 mod bounded;
 mod dir;
 mod fill;
+mod memory;
 mod redb;
 mod scratch;
 mod second_anchor;
@@ -27,6 +28,7 @@ use self::redb::RedbStore;
 use self::second_anchor::SecondAnchor;
 
 pub(crate) use self::fill::create_filled;
+pub(crate) use self::memory::memory_filled;
 #[cfg(feature = "testing")]
 pub use self::redb::Backend;
 

@@ -108,6 +108,23 @@ impl RedbStore {
         }
     }
 
+    /// A database in memory with its tables and `meta`, filled by `fill` in one transaction,
+    /// which refuses writes afterwards (an as-of view of a store).
+    pub(crate) fn in_memory_filled(
+        meta: &[(&str, &[u8])],
+        fill: &mut dyn FnMut(&mut dyn WriteTxn) -> Result<()>,
+    ) -> Result<Self> {
+        let memory = redb::backends::InMemoryBackend::new();
+        let store = RedbStore::create_with(&Database::builder(), memory, meta)?;
+        let mut txn = store.begin_write(Instant::now() + Duration::from_secs(1))?;
+        fill(&mut *txn)?;
+        txn.commit()?;
+        match store.db {
+            Db::Write(db) => Ok(RedbStore { db: Db::Empty(db) }),
+            other => Ok(RedbStore { db: other }),
+        }
+    }
+
     /// Opens an existing, non-empty database file. Every lock wait, including the writer lock
     /// redb takes while opening, ends after `wait` with [`Error::Busy`].
     pub(crate) fn open(file: &File, check_integrity: bool, wait: Duration) -> Result<Self> {
