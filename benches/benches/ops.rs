@@ -68,39 +68,44 @@ fn body(seq: u64, revs: &mut [u64], total: &mut i64) -> Body {
     }
 }
 
-/// Writes a dump of `events` generated events to `path`.
+/// The content of generated event `seq`, for a generator at its state.
+fn content(seq: u64, revs: &mut [u64], total: &mut i64) -> EventContent {
+    EventContent {
+        at_ms: START_MS + seq,
+        actor: Actor { session: Some("bench".into()), ..Actor::default() },
+        scope: SCOPE.into(),
+        idem_key: None,
+        body: body(seq, revs, total),
+        request: None,
+    }
+}
+
+/// Writes a dump of `events` generated events to `path`: one pass for the head the header
+/// names, one that streams the lines.
 fn generate(path: &Path, events: u64) -> BenchResult<()> {
-    let mut out = BufWriter::new(File::create(path)?);
     let genesis = genesis_hash(&STORE_ID);
-    let mut prev = genesis;
-    let mut revs = vec![0u64; usize::try_from(KEYS)?];
-    let mut total = 0i64;
-    let mut lines = Vec::new();
+    let keys = usize::try_from(KEYS)?;
+    let (mut revs, mut total, mut prev) = (vec![0u64; keys], 0i64, genesis);
     for seq in 1..=events {
-        let content = EventContent {
-            at_ms: START_MS + seq,
-            actor: Actor { session: Some("bench".into()), ..Actor::default() },
-            scope: SCOPE.into(),
-            idem_key: None,
-            body: body(seq, &mut revs, &mut total),
-            request: None,
-        };
+        prev = encode_event(seq, &prev, &content(seq, &mut revs, &mut total)).1;
+    }
+    let mut out = BufWriter::new(File::create(path)?);
+    let header = json!({
+        "hookstate_dump": DUMP_VERSION, "store_id": to_hex(&STORE_ID), "format": 2,
+        "genesis": to_hex(&genesis), "head": { "seq": events, "hash": to_hex(&prev) },
+    });
+    writeln!(out, "{header}")?;
+    let (mut revs, mut total, mut prev) = (vec![0u64; keys], 0i64, genesis);
+    for seq in 1..=events {
+        let content = content(seq, &mut revs, &mut total);
         let (record, hash) = encode_event(seq, &prev, &content);
         let event = Event { seq, prev, hash, content };
         let line = json!({
             "seq": seq, "prev": to_hex(&prev), "hash": to_hex(&hash), "record": to_hex(&record),
             "event": render_event(&event, LOG_FIELD_BYTES_DEFAULT),
         });
-        lines.push(line.to_string());
-        prev = hash;
-    }
-    let header = json!({
-        "hookstate_dump": DUMP_VERSION, "store_id": to_hex(&STORE_ID), "format": 2,
-        "genesis": to_hex(&genesis), "head": { "seq": events, "hash": to_hex(&prev) },
-    });
-    writeln!(out, "{header}")?;
-    for line in lines {
         writeln!(out, "{line}")?;
+        prev = hash;
     }
     out.flush()?;
     Ok(())

@@ -86,7 +86,7 @@ impl Engine {
                 return Ok(false);
             }
             written += 1;
-            if written % DUMP_PROGRESS_EVENTS == 0 {
+            if written.is_multiple_of(DUMP_PROGRESS_EVENTS) {
                 progress(written, head.seq);
             }
             Ok(true)
@@ -245,7 +245,7 @@ fn record_of(line: &Value) -> Vec<u8> {
 }
 
 fn bytes_of_hex(text: &str) -> Option<Vec<u8>> {
-    if text.len() % 2 != 0 {
+    if !text.len().is_multiple_of(2) {
         return None;
     }
     (0..text.len() / 2)
