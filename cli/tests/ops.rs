@@ -354,3 +354,64 @@ fn metrics_count_events_per_domain_and_queue_depths_in_json_and_prometheus() {
     store.run(&["rebuild"]).expect(0);
     assert_eq!(store.run(&["metrics"]).expect(0).json()["events_per_domain"]["core"], 6);
 }
+
+#[test]
+fn as_of_reads_answer_as_the_store_was_and_writes_refuse_them() {
+    let store = Store::new();
+    for (n, at) in
+        [(1, "2026-01-01T00:00:00Z"), (2, "2026-01-02T00:00:00Z"), (3, "2026-01-03T00:00:00Z")]
+    {
+        let ms = chrono_ms(at).to_string();
+        store.run(&["--now-ms", &ms, "kv", "put", "k", &format!("{{\"v\":{n}}}")]).expect(0);
+        store.run(&["--now-ms", &ms, "queue", "push", "q", &format!("i{n}")]).expect(0);
+    }
+    let get = store.run(&["--at-seq", "3", "kv", "get", "k"]).expect(0).json();
+    assert_eq!((get["rev"].as_u64(), get["value"]["v"].as_u64()), (Some(2), Some(2)));
+    let live = store.run(&["kv", "get", "k"]).expect(0).json();
+    assert_eq!(live["rev"], 3);
+    let listed = store.run(&["--at-seq", "4", "queue", "list", "q"]).expect(0).json();
+    assert_eq!(listed["ready"], 2, "{listed}");
+    let day = store.run(&["--as-of", "2026-01-02T12:00:00Z", "kv", "get", "k"]).expect(0).json();
+    assert_eq!(day["value"]["v"], 2);
+    let before = store.run(&["--as-of", "2025-12-31T00:00:00Z", "kv", "get", "k"]).expect(0).json();
+    assert_eq!(before["found"], false);
+    let stats = store.run(&["--at-seq", "2", "stats"]).expect(0).json();
+    assert_eq!(stats["head"]["seq"], 2);
+    assert!(stats.get("anchor_mismatch").is_none(), "an as-of read is vouched for: {stats}");
+    let run = store.run(&["--at-seq", "2", "kv", "put", "k", "1"]).expect(64);
+    assert!(run.stderr.contains("for reads"), "{run:?}");
+    store.run(&["--at-seq", "7", "kv", "get", "k"]).expect(3);
+    store.run(&["--as-of", "yesterday", "kv", "get", "k"]).expect(3);
+}
+
+fn chrono_ms(at: &str) -> i64 {
+    chrono::DateTime::parse_from_rfc3339(at).unwrap().timestamp_millis()
+}
+
+#[test]
+fn verify_refuses_events_per_domain_that_are_not_the_logs() {
+    use redb::ReadableDatabase;
+    let store = written();
+    let table: redb::TableDefinition<&str, &[u8]> =
+        redb::TableDefinition::new(hookstate_schema::format::META_TABLE);
+    {
+        let database = redb::Database::builder()
+            .set_concurrency_mode(redb::ConcurrencyMode::MultiWriter)
+            .open(store.db())
+            .unwrap();
+        let read = database.begin_read().unwrap();
+        let stored =
+            read.open_table(table).unwrap().get("domain_events").unwrap().unwrap().value().to_vec();
+        assert_eq!(stored[..8], 4u64.to_be_bytes(), "four core events counted");
+        drop(read);
+        let txn = database.begin_write().unwrap();
+        let mut forged = stored.clone();
+        forged[7] = 9;
+        txn.open_table(table).unwrap().insert("domain_events", forged.as_slice()).unwrap();
+        txn.commit().unwrap();
+    }
+    let run = store.run(&["verify"]).expect(5);
+    assert!(run.stderr.contains("events per domain"), "{run:?}");
+    store.run(&["rebuild"]).expect(0);
+    store.run(&["verify"]).expect(0);
+}
