@@ -143,6 +143,18 @@ pub(crate) enum Verb {
     /// Copy the store, as of one consistent snapshot, into a new store at --to while writers go
     /// on (same id, events, views and head; check it with `hookstate --db PATH verify`).
     Backup(BackupArgs),
+    /// Record a checkpoint: the views and the head, kept in the store, with their digest in a
+    /// record event of the chain (scope hookstate:checkpoint), so `compact` can drop the events
+    /// before it and `verify` still prove the chain from it.
+    Checkpoint,
+    /// Drop every event up to the latest checkpoint and give the file's space back; refused
+    /// when it would keep fewer than --keep events, or drop an event an idempotency key is
+    /// still bound to (24 hours after its first use).
+    Compact {
+        /// Keep at least this many of the last events.
+        #[arg(long, value_name = "N", default_value_t = 0)]
+        keep: u64,
+    },
     /// Examine the store: permissions, a full verify, the anchor, stale temporary files, the
     /// --mirror directory, processes that have it open, size and growth; a hint per finding.
     /// Exits 5 when a finding is a problem.

@@ -150,6 +150,11 @@ impl Engine {
         &self.kernel
     }
 
+    /// The kernel, to compact the store's file (`crate::ops`).
+    pub(crate) fn kernel_mut(&mut self) -> &mut Kernel {
+        &mut self.kernel
+    }
+
     /// An engine over `storage` (an as-of view built by `crate::ops`).
     pub(crate) fn on_storage(
         storage: Box<dyn crate::kernel::storage::Storage>,

@@ -63,6 +63,7 @@ pub use crate::kernel::limits;
 pub use crate::kernel::value::validate_json;
 #[cfg(feature = "testing")]
 pub use crate::legacy::durable;
+pub use crate::ops::checkpoint::{CheckpointReport, CompactReport};
 pub use crate::ops::doctor::{DoctorFinding, DoctorOptions, Level};
 pub use crate::ops::dump::{DumpReport, RestoreReport};
 pub use crate::ops::metrics::{Metrics, QueueMetrics};

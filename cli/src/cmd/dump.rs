@@ -89,6 +89,32 @@ pub(crate) fn backup(cli: &Cli, args: &BackupArgs) -> Result<(), CliError> {
     built(cli, &args.to, &report)
 }
 
+pub(crate) fn checkpoint(cli: &Cli) -> Result<(), CliError> {
+    let engine = open(cli, Access::Write)?;
+    let report = engine.checkpoint(&crate::cmd::call(cli, "checkpoint"))?;
+    print(
+        cli.format,
+        &json!({
+            "ok": true, "at": { "seq": report.at.seq, "hash": to_hex(&report.at.hash) },
+            "seq": report.event_seq, "view_rows": report.view_rows,
+            "view_bytes": report.view_bytes,
+        }),
+    )
+}
+
+pub(crate) fn compact(cli: &Cli, keep: u64) -> Result<(), CliError> {
+    let mut engine = open(cli, Access::Write)?;
+    let report = engine.compact(keep, cli.now_ms.unwrap_or_else(crate::cmd::now_ms))?;
+    print(
+        cli.format,
+        &json!({
+            "ok": true, "dropped": report.dropped, "log_starts_after": report.after_seq,
+            "file_bytes_before": report.file_bytes_before,
+            "file_bytes_after": report.file_bytes_after,
+        }),
+    )
+}
+
 fn built(cli: &Cli, path: &std::path::Path, report: &RestoreReport) -> Result<(), CliError> {
     print(
         cli.format,

@@ -71,6 +71,8 @@ pub(crate) fn run(cli: &Cli) -> Result<(), CliError> {
         Verb::Restore(args) => dump::restore(cli, args),
         Verb::Backup(args) => dump::backup(cli, args),
         Verb::Doctor => doctor::doctor(cli),
+        Verb::Checkpoint => dump::checkpoint(cli),
+        Verb::Compact { keep } => dump::compact(cli, *keep),
         Verb::Metrics { prometheus } => doctor::metrics(cli, *prometheus),
         Verb::Demo(args) => demo::run(args),
         Verb::Feedback(args) => feedback::run(cli, args),

@@ -105,6 +105,7 @@ pub(crate) fn verify(cli: &Cli, accept_missing_anchor: bool) -> Result<(), CliEr
                 "hash": to_hex(&report.head.hash), "anchor_seq": report.anchor_seq,
                 "second_anchor_seq": report.second_anchor_seq, "views": report.views,
                 "lookups": report.lookups, "re_anchored": report.re_anchored,
+                "from_checkpoint": report.from_checkpoint,
             }),
         ),
         Err(err) => {

@@ -85,6 +85,11 @@ impl Kernel {
         &*self.storage
     }
 
+    /// The storage, to compact its file (`crate::ops`).
+    pub(crate) fn storage_mut(&mut self) -> &mut dyn Storage {
+        &mut *self.storage
+    }
+
     /// The projection table.
     pub(crate) fn table(&self) -> &'static Table {
         self.table

@@ -1,15 +1,13 @@
 //! As-of reads: the store as it was at a past seq (or time), rebuilt in memory from the log, so
 //! that every read verb answers from it with the shape of its live read.
 //!
-//! The chain is checked while it is replayed (every record's hash, every link); the cost is one
-//! walk of the log up to the seq asked for. Does not write the store.
-
-use std::collections::BTreeMap;
+//! The replay starts from the nearest checkpoint at or before the seq asked for (or genesis); the
+//! chain is checked while it is replayed (every record's hash, every link). Does not write the store.
 
 use hookstate_schema::format::{
-    self, encode_head, encode_view_key, encode_view_row, Head, META_DOMAIN_EVENTS, META_HEAD,
+    self, encode_head, encode_view_key, encode_view_row, Head, META_CHECKPOINT,
+    META_CHECKPOINT_VIEWS, META_DOMAIN_EVENTS, META_HEAD, META_LOG_BASE, META_LOG_BASE_VIEWS,
 };
-use hookstate_schema::{ViewKey, ViewRow, BODY_VARIANTS};
 
 use crate::engine::{Engine, PROJECTIONS};
 use crate::kernel::counts;
@@ -33,20 +31,37 @@ impl Engine {
             let max = now.seq;
             return Err(Error::OutOfRange { what: "--at-seq", value: seq, min: 0, max, unit: "" });
         }
-        let mut views = BTreeMap::<ViewKey, ViewRow>::new();
-        let mut counted = [0u64; BODY_VARIANTS];
-        let mut head = Head { seq: 0, hash: kernel.genesis() };
+        // From the nearest checkpoint at or before `seq` (the compaction base, or the latest
+        // one), else from genesis.
+        let start = [
+            crate::ops::snapshot::load(&*txn, META_CHECKPOINT, META_CHECKPOINT_VIEWS)?,
+            Some(crate::ops::snapshot::log_start(&*txn, kernel.genesis())?),
+        ]
+        .into_iter()
+        .flatten()
+        .find(|start| start.head.seq < seq || start.head.seq == 0);
+        let Some(start) = start else {
+            let why = format!(
+                "is not after the checkpoint the log was compacted to (--at-seq {seq}): the \
+                 events up to it were dropped"
+            );
+            return Err(Error::bad("the seq asked for", why));
+        };
+        let (mut views, mut counted, mut head) = (start.views, start.counts, start.head);
+        let base = start.raw;
+        let first = start.head.seq + 1;
         let want = seq;
         let identity = kernel.identity();
         let storage = kernel.storage();
         // The head the memory store is anchored at is the one asked for; the walk checks it.
-        let at = txn.event(want)?.map_or(Ok(head), |record| {
-            format::decode_event(&record)
+        let at = match txn.event(want)? {
+            Some(record) if want > 0 => format::decode_event(&record)
                 .map(|e| Head { seq: e.seq, hash: e.hash })
-                .map_err(|e| Error::ChainBroken { seq: want, why: e.to_string() })
-        })?;
+                .map_err(|e| Error::ChainBroken { seq: want, why: e.to_string() })?,
+            _ => head,
+        };
         let mut fill = |dst: &mut dyn crate::kernel::storage::WriteTxn| {
-            txn.events(1, want, &mut |seq, record| {
+            txn.events(first, want, &mut |seq, record| {
                 let broken = |why: String| Error::ChainBroken { seq, why };
                 let event = format::decode_event(record).map_err(|e| broken(e.to_string()))?;
                 if event.seq != head.seq + 1 || event.prev != head.hash {
@@ -69,6 +84,10 @@ impl Engine {
                 dst.put_view(&key_bytes, &encode_view_row(&key_bytes, row))?;
             }
             dst.put_meta(META_DOMAIN_EVENTS, &counts::encode(&counted))?;
+            if let Some((text, rows)) = &base {
+                dst.put_meta(META_LOG_BASE, text)?;
+                dst.put_meta(META_LOG_BASE_VIEWS, rows)?;
+            }
             dst.put_meta(META_HEAD, &encode_head(&head))
         };
         let memory = memory_filled(

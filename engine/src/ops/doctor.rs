@@ -188,8 +188,11 @@ fn check_store(path: &Path, options: &DoctorOptions, out: &mut Vec<DoctorFinding
     };
     match engine.verify(crate::audit::VerifyOptions::default()) {
         Ok(report) => {
+            let from = report
+                .from_checkpoint
+                .map_or_else(|| "genesis".to_owned(), |seq| format!("the checkpoint at seq {seq}"));
             let what = format!(
-                "chain of {} events verified from genesis; {} view rows equal a rebuild",
+                "chain of {} events verified from {from}; {} view rows equal a rebuild",
                 report.events, report.views
             );
             out.push(finding("integrity", Level::Ok, what, None));

@@ -13,7 +13,8 @@ use std::path::Path;
 
 use hookstate_schema::format::{
     self, encode_head, encode_view_key, encode_view_row, from_hex, genesis_hash, to_hex, Head,
-    FORMAT_VERSION, META_ANCHOR_WRITE_FAILURES, META_DOMAIN_EVENTS, META_HEAD, STORE_ID_BYTES,
+    FORMAT_VERSION, META_ANCHOR_WRITE_FAILURES, META_CHECKPOINT, META_CHECKPOINT_VIEWS,
+    META_DOMAIN_EVENTS, META_HEAD, META_LOG_BASE, META_LOG_BASE_VIEWS, STORE_ID_BYTES,
 };
 use hookstate_schema::{ViewKey, ViewRow, BODY_VARIANTS};
 use serde_json::{json, Value};
@@ -56,7 +57,8 @@ impl Engine {
     /// [`DUMP_PROGRESS_EVENTS`] events and at the end.
     ///
     /// # Errors
-    /// [`Error::ChainBroken`] for a record that does not decode or fails its hash; store errors.
+    /// [`Error::BadInput`] for a compacted log; [`Error::ChainBroken`] for a record that does not
+    /// decode or fails its hash; store errors.
     pub fn dump(
         &self,
         sink: &mut dyn FnMut(&str) -> bool,
@@ -66,6 +68,14 @@ impl Engine {
         let identity = kernel.identity();
         let txn = kernel.begin_read()?;
         let head = read_head(&*txn)?;
+        if let Some(base) = txn.meta(META_LOG_BASE)? {
+            let seq = crate::ops::snapshot::Mark::parse(&base)?.head.seq;
+            let why = format!(
+                "cannot hold this log: its events up to seq {seq} were compacted (a dump replays \
+                 from genesis); copy the store with hookstate backup"
+            );
+            return Err(Error::bad("dump", why));
+        }
         let header = json!({
             "hookstate_dump": DUMP_VERSION, "store_id": to_hex(identity.store_id),
             "format": FORMAT_VERSION, "genesis": to_hex(&identity.genesis),
@@ -146,8 +156,15 @@ impl Engine {
         let snapshot = kernel.begin_read()?;
         let head = read_head(&*snapshot)?;
         let failures = snapshot.meta(META_ANCHOR_WRITE_FAILURES)?;
+        let mut kept = Vec::new();
+        for key in [META_CHECKPOINT, META_CHECKPOINT_VIEWS, META_LOG_BASE, META_LOG_BASE_VIEWS] {
+            if let Some(value) = snapshot.meta(key)? {
+                kept.push((key, value));
+            }
+        }
         let (mut events, mut views) = (0u64, 0u64);
-        let mut counts = [0u64; BODY_VARIANTS];
+        // Counted from the log (after the base it was compacted to, if it was).
+        let mut counts = crate::ops::snapshot::log_start(&*snapshot, kernel.genesis())?.counts;
         create_filled(target, &store_id, &mut |txn| {
             snapshot.events(1, head.seq, &mut |seq, record| {
                 let event = format::decode_event(record)
@@ -163,6 +180,9 @@ impl Engine {
                 Ok(true)
             })?;
             txn.put_meta(META_DOMAIN_EVENTS, &counts::encode(&counts))?;
+            for (key, value) in &kept {
+                txn.put_meta(key, value)?;
+            }
             if let Some(failures) = &failures {
                 txn.put_meta(META_ANCHOR_WRITE_FAILURES, failures)?;
             }

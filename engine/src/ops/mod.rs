@@ -5,11 +5,13 @@
 //! kernel and the stores. Does not print; the CLI does.
 
 pub(crate) mod asof;
+pub(crate) mod checkpoint;
 pub(crate) mod doctor;
 pub(crate) mod dump;
 pub(crate) mod kinds;
 pub(crate) mod metrics;
 pub(crate) mod render;
+pub(crate) mod snapshot;
 
 /// A string field of an event that `log` and `dump` print whole: anything that came in on stdin
 /// fits, so by default nothing is cut; `log --field-bytes-max` cuts shorter.

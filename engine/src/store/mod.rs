@@ -135,6 +135,9 @@ impl Storage for FileStore {
     fn begin_read(&self) -> Result<Box<dyn ReadTxn + '_>> {
         self.db.begin_read()
     }
+    fn compact_file(&mut self) -> Result<bool> {
+        self.db.compact_file()
+    }
 }
 
 /// Opens the redb store at `path`, creating it atomically first when it is absent and

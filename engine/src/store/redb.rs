@@ -237,6 +237,15 @@ impl RedbStore {
         Ok(Box::new(RedbWrite { txn }))
     }
 
+    /// Compacts the file (redb takes the writer lock and the header lock for it); `false` when
+    /// there was nothing to give back or the handle cannot write.
+    pub(crate) fn compact_file(&mut self) -> Result<bool> {
+        match &mut self.db {
+            Db::Write(db) => db.compact().map_err(|e| Error::Store(Box::new(redb::Error::from(e)))),
+            _ => Ok(false),
+        }
+    }
+
     /// Opens a read snapshot.
     pub(crate) fn begin_read(&self) -> Result<Box<dyn ReadTxn + '_>> {
         let txn = match &self.db {
@@ -387,6 +396,18 @@ impl WriteTxn for RedbWrite {
         self.txn.delete_table(VIEWS).map_err(convert)?;
         self.txn.open_table(VIEWS).map_err(convert)?;
         Ok(())
+    }
+
+    fn drop_events_through(&mut self, seq: u64) -> Result<u64> {
+        let mut table = self.txn.open_table(LOG).map_err(convert)?;
+        let mut dropped = 0u64;
+        table
+            .retain_in(..=seq, |_, _| {
+                dropped += 1;
+                false
+            })
+            .map_err(convert)?;
+        Ok(dropped)
     }
 
     fn commit(self: Box<Self>) -> Result<()> {
