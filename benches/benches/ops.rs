@@ -1,5 +1,6 @@
 //! `ops` bench: operating the log at 100k and 1M events (issue 18): restore from a dump, dump,
-//! verify, rebuild, an as-of read at the middle of the log and a backup, each printed with its
+//! verify, rebuild, an as-of read at the middle of the log, a backup, a checkpoint and a
+//! compaction (and verify after it), each printed with its
 //! per-event cost and its ratio to `verify` (one walk of the log) of the same run, and the
 //! bytes of the store, its dump and its backup.
 //!
@@ -17,7 +18,7 @@ use hookstate_benches::{machine, ms, ratio, scratch_dir, utc_now, BenchResult};
 use hookstate_engine::schema::format::{encode_event, genesis_hash, to_hex};
 use hookstate_engine::schema::{Actor, Body, CoreEvent, Event, EventContent};
 use hookstate_engine::{
-    render_event, Engine, OpenOptions, Query, DUMP_VERSION, LOG_FIELD_BYTES_DEFAULT,
+    render_event, Call, Engine, OpenOptions, Query, DUMP_VERSION, LOG_FIELD_BYTES_DEFAULT,
 };
 use serde_json::json;
 
@@ -143,6 +144,18 @@ fn run(dir: &Path, events: u64) -> BenchResult<()> {
     })?;
     let backup_path = dir.join(format!("backup-{events}/state.redb"));
     let (_, backup) = timed(|| Ok(engine.backup(&backup_path)?))?;
+    let mut engine = engine;
+    let call = Call {
+        scope: SCOPE.into(),
+        actor: Actor::default(),
+        idem_key: None,
+        fingerprint: None,
+        now_ms: START_MS + events + 1,
+    };
+    let (_, checkpoint) = timed(|| Ok(engine.checkpoint(&call)?))?;
+    let before = bytes(&db);
+    let (compacted, compact) = timed(|| Ok(engine.compact(0, START_MS + events + 2)?))?;
+    let (_, verify_after) = timed(|| Ok(engine.verify(Default::default())?))?;
     let per_event_us = |d: Duration| d.as_secs_f64() * 1e6 / events as f64;
     println!(
         "\n{events} events: store {} bytes, dump {} bytes, backup {} bytes",
@@ -158,6 +171,9 @@ fn run(dir: &Path, events: u64) -> BenchResult<()> {
         ("rebuild", rebuild),
         ("as-of read at the middle seq", as_of),
         ("backup (live, consistent)", backup),
+        ("checkpoint", checkpoint),
+        ("compact (drop events, compact file)", compact),
+        ("verify after compact", verify_after),
     ] {
         println!(
             "{label:<34} {:>10.1} {:>12.2} {:>12.2}",
@@ -166,6 +182,12 @@ fn run(dir: &Path, events: u64) -> BenchResult<()> {
             ratio(ms(took), ms(verify))
         );
     }
+    println!(
+        "compact dropped {} events: store {before} -> {} bytes ({:.1}x smaller)",
+        compacted.dropped,
+        compacted.file_bytes_after,
+        ratio(before as f64, compacted.file_bytes_after as f64)
+    );
     for path in [&source, &dumped] {
         std::fs::remove_file(path)?;
     }

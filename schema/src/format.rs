@@ -386,6 +386,9 @@ pub fn parse_anchor(text: &str) -> Result<([u8; STORE_ID_BYTES], Head), FormatEr
     Ok((store_id, Head { seq, hash }))
 }
 
+/// View rows as a checkpoint keeps them: each key's bytes and its stored row's bytes.
+pub type SnapshotRows = Vec<(Vec<u8>, Vec<u8>)>;
+
 /// Encodes view rows (key and stored row bytes, in key order) as a checkpoint keeps them: each
 /// as a u32 big-endian length and the key, then a u32 length and the row.
 ///
@@ -408,7 +411,7 @@ pub fn encode_snapshot(rows: &[(Vec<u8>, Vec<u8>)]) -> Vec<u8> {
 ///
 /// # Errors
 /// [`FormatError::Undecodable`] for bytes cut short.
-pub fn decode_snapshot(bytes: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>, FormatError> {
+pub fn decode_snapshot(bytes: &[u8]) -> Result<SnapshotRows, FormatError> {
     let bad = || FormatError::Undecodable { what: "checkpoint views", detail: "cut short".into() };
     let mut rows = Vec::new();
     let mut at = 0usize;
