@@ -415,3 +415,124 @@ fn verify_refuses_events_per_domain_that_are_not_the_logs() {
     store.run(&["rebuild"]).expect(0);
     store.run(&["verify"]).expect(0);
 }
+
+/// A store with `n` record puts of a value of about 400 bytes.
+fn puts(n: usize) -> Store {
+    let store = Store::new();
+    let pad = "x".repeat(400);
+    for i in 0..n {
+        store
+            .run(&[
+                "kv",
+                "put",
+                &format!("k{}", i % 4),
+                &format!("{{\"i\":{i},\"pad\":\"{pad}\"}}"),
+            ])
+            .expect(0);
+    }
+    store
+}
+
+#[test]
+fn compact_after_a_checkpoint_shrinks_the_file_and_verify_proves_the_chain_from_it() {
+    let store = puts(120);
+    store.run(&["compact"]).expect(3);
+    let checkpoint = store.run(&["checkpoint"]).expect(0).json();
+    assert_eq!(
+        (checkpoint["at"]["seq"].as_u64(), checkpoint["seq"].as_u64()),
+        (Some(120), Some(121))
+    );
+    store.run(&["kv", "put", "after", "1"]).expect(0);
+    let before = store.run(&["kv", "get", "k1"]).expect(0).json();
+    let run = store.run(&["compact", "--keep", "3"]).expect(3);
+    assert!(run.stderr.contains("fewer than --keep 3"), "{run:?}");
+    let compacted = store.run(&["compact", "--keep", "2"]).expect(0).json();
+    assert_eq!(compacted["dropped"], 120);
+    let (from, to) = (
+        compacted["file_bytes_before"].as_u64().unwrap(),
+        compacted["file_bytes_after"].as_u64().unwrap(),
+    );
+    assert!(to < from, "the file shrank: {compacted}");
+    let verify = store.run(&["verify"]).expect(0).json();
+    assert_eq!(
+        (verify["from_checkpoint"].as_u64(), verify["events"].as_u64()),
+        (Some(120), Some(2))
+    );
+    assert_eq!(store.run(&["kv", "get", "k1"]).expect(0).json(), before, "reads are unchanged");
+    assert_eq!(
+        store.run(&["--at-seq", "121", "kv", "get", "after"]).expect(0).json()["found"],
+        false
+    );
+    assert_eq!(
+        store.run(&["--at-seq", "122", "kv", "get", "after"]).expect(0).json()["found"],
+        true
+    );
+    store.run(&["--at-seq", "100", "kv", "get", "k1"]).expect(3);
+    store.run(&["rebuild"]).expect(0);
+    store.run(&["verify"]).expect(0);
+    let run = store.run(&["dump"]).expect(3);
+    assert!(run.stderr.contains("compacted"), "{run:?}");
+    let target = store.dir.path().join("backup/state.redb");
+    store.run(&["backup", "--to", target.to_str().unwrap()]).expect(0);
+    let copy = super::run_in(&target, &["verify"]).expect(0).json();
+    assert_eq!(
+        (copy["from_checkpoint"].as_u64(), copy["hash"].clone()),
+        (Some(120), verify["hash"].clone())
+    );
+    assert_eq!(
+        super::run_in(&target, &["metrics"]).expect(0).json()["events_per_domain"]["core"],
+        122
+    );
+    // Writes go on after a compaction, and a second round compacts again.
+    store.run(&["kv", "put", "later", "2"]).expect(0);
+    store.run(&["checkpoint"]).expect(0);
+    assert_eq!(store.run(&["compact"]).expect(0).json()["dropped"], 3);
+    assert_eq!(store.run(&["verify"]).expect(0).json()["from_checkpoint"], 123);
+}
+
+#[test]
+fn verify_refuses_a_checkpoint_whose_rows_were_edited() {
+    let store = puts(6);
+    store.run(&["checkpoint"]).expect(0);
+    store.run(&["compact"]).expect(0);
+    let table: redb::TableDefinition<&str, &[u8]> =
+        redb::TableDefinition::new(hookstate_schema::format::META_TABLE);
+    {
+        use redb::ReadableDatabase;
+        let database = redb::Database::builder()
+            .set_concurrency_mode(redb::ConcurrencyMode::MultiWriter)
+            .open(store.db())
+            .unwrap();
+        let read = database.begin_read().unwrap();
+        let mut rows = read
+            .open_table(table)
+            .unwrap()
+            .get("log_base_views")
+            .unwrap()
+            .unwrap()
+            .value()
+            .to_vec();
+        drop(read);
+        let last = rows.len() - 1;
+        rows[last] ^= 1;
+        let txn = database.begin_write().unwrap();
+        txn.open_table(table).unwrap().insert("log_base_views", rows.as_slice()).unwrap();
+        txn.commit().unwrap();
+    }
+    let run = store.run(&["verify"]).expect(5);
+    assert!(run.stderr.contains("do not match the digest"), "{run:?}");
+}
+
+#[test]
+fn compact_keeps_the_events_a_live_idempotency_key_is_bound_to() {
+    let store = Store::new();
+    let now = 1_800_000_000_000u64;
+    let at = |ms: u64| ms.to_string();
+    store.run(&["--now-ms", &at(now), "--idem-key", "once", "counter", "add", "c", "1"]).expect(0);
+    store.run(&["--now-ms", &at(now), "checkpoint"]).expect(0);
+    let run = store.run(&["--now-ms", &at(now + 1000), "compact"]).expect(3);
+    assert!(run.stderr.contains("idempotency key \"once\""), "{run:?}");
+    let day = 24 * 60 * 60 * 1000;
+    assert_eq!(store.run(&["--now-ms", &at(now + day), "compact"]).expect(0).json()["dropped"], 1);
+    store.run(&["verify"]).expect(0);
+}
