@@ -117,6 +117,11 @@ pub(crate) enum Verb {
     /// precheck's tick count; budget alerts, the heartbeat monitor's runtime record and
     /// liveness, the injection alert, the next-task ack (scope: hermit:<abs state dir>).
     Alerts(AlertsArgs),
+    /// claude-code-hermit session state: drop-ins for task.ts, conversation.ts,
+    /// observations.ts, prune-observations, later.ts, session-archive.ts,
+    /// record-operator-action.ts and proposal.ts shell-append, and the runtime.json and marker
+    /// writers (scope: hermit:<abs state dir>).
+    Hermit(crate::args_session::HermitArgs),
     /// Print events as JSON lines, filtered.
     Log(LogArgs),
     /// Check the chain from genesis, the head anchors, that views equal a rebuild and that every
@@ -749,6 +754,11 @@ pub(crate) enum Layout {
     /// .claude-code-hermit directory; a corrupt JSON file is quarantined as
     /// <file>.corrupt-<ms> and rebuilt from the log).
     HermitHeartbeat,
+    /// claude-code-hermit's session state under the state directory: state/runtime.json,
+    /// conversations.json, observations.jsonl, hypotheses.jsonl, the markers, tasks/**/T-*.md,
+    /// sessions/SHELL.md, sessions/S-NNN-REPORT.md and templates/SHELL.md.template (--from /
+    /// --to is the .claude-code-hermit directory; import refuses a bad file, store unchanged).
+    HermitSession,
 }
 
 /// `alerts` options and verbs, drop-ins for `bun heartbeat.ts alert-state <state-file>` and

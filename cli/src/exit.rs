@@ -60,6 +60,10 @@ pub(crate) enum CliError {
     /// A check failed (verify, demo): the report was already printed.
     #[error("{0}")]
     Failed(String),
+    /// The verdict was printed as upstream prints it (its stderr line included): exit with this
+    /// code and print nothing more.
+    #[error("exit {0}")]
+    Quiet(u8),
     /// Writing output or running a child failed.
     #[error("{op}: {source}")]
     Io {
@@ -79,6 +83,7 @@ pub(crate) fn code_for(err: &CliError) -> u8 {
         CliError::Invalid(_) => INVALID,
         CliError::Refused(_) => CONFLICT,
         CliError::Failed(_) => CORRUPT,
+        CliError::Quiet(code) => *code,
         CliError::Io { .. } => IO,
     }
 }

@@ -15,8 +15,23 @@ use crate::exit::CliError;
 /// How long a call waits for stdin to reach end of file: hook payloads arrive at once.
 pub(crate) const STDIN_DEADLINE_MS: u64 = 5_000;
 
-/// Reads all of stdin as UTF-8, at most [`STDIN_BYTES_MAX`] bytes, within [`STDIN_DEADLINE_MS`].
+/// Reads all of stdin as UTF-8, at most [`STDIN_BYTES_MAX`] bytes, within [`STDIN_DEADLINE_MS`];
+/// an empty stdin is an error.
 pub(crate) fn read_stdin() -> Result<String, CliError> {
+    let text = read_stdin_text()?;
+    if text.is_empty() {
+        return Err(CliError::Invalid("stdin is empty, expected one JSON value".into()));
+    }
+    Ok(text)
+}
+
+/// Reads stdin as [`read_stdin`] does, empty allowed (upstream's scripts read a line or a
+/// payload that may be empty); a terminal reads as empty rather than waiting for one.
+pub(crate) fn read_stdin_text() -> Result<String, CliError> {
+    use std::io::IsTerminal;
+    if std::io::stdin().is_terminal() {
+        return Ok(String::new());
+    }
     let (tx, rx) = mpsc::channel();
     thread::spawn(move || {
         let mut bytes = Vec::new();
@@ -37,9 +52,6 @@ pub(crate) fn read_stdin() -> Result<String, CliError> {
         return Err(CliError::Invalid(format!(
             "stdin is over the limit of {STDIN_BYTES_MAX} bytes"
         )));
-    }
-    if bytes.is_empty() {
-        return Err(CliError::Invalid("stdin is empty, expected one JSON value".into()));
     }
     crate::request::record_stdin(&bytes);
     String::from_utf8(bytes).map_err(|_| CliError::Invalid("stdin is not valid UTF-8".into()))

@@ -5,6 +5,7 @@
 //! the store (and the demo's own directory).
 
 mod args;
+mod args_session;
 mod cmd;
 #[cfg(feature = "bugdrill")]
 mod drill;
@@ -51,6 +52,8 @@ fn main() -> ExitCode {
         Err(CliError::Io { source, .. }) if source.kind() == std::io::ErrorKind::BrokenPipe => {
             ExitCode::from(exit::OK)
         }
+        // The verb printed upstream's verdict (stderr included); only the code is left.
+        Err(CliError::Quiet(code)) => ExitCode::from(code),
         Err(err) => {
             let _ = writeln!(std::io::stderr(), "hookstate: {}", output::error_line(&err));
             // Upstream's scripts exit 1 for every failure; a verdict caller relies on that. A

@@ -29,6 +29,7 @@ mod ops;
 mod perms;
 mod plugin;
 mod proposals;
+mod session;
 mod support;
 mod usage;
 

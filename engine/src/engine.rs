@@ -26,7 +26,7 @@ use crate::kernel::call::{Call, Outcome};
 use crate::kernel::error::Result;
 use crate::kernel::project::Table;
 use crate::kernel::write::Kernel;
-use crate::legacy::mirror::{self, Layout as MirrorLayout};
+use crate::legacy::mirror::{self, Layout as MirrorLayout, Without};
 use crate::observer::layout::ObserverLayout;
 use crate::observer::project::ObserverProjection;
 use crate::observer::Observer;
@@ -34,6 +34,9 @@ use crate::proposals::layout::ProposalsLayout;
 use crate::proposals::project::ProposalsProjection;
 use crate::proposals::Proposals;
 use crate::query::{self, LogFilter, Stats};
+use crate::session::layout::mirror::SessionLayout;
+use crate::session::project::SessionProjection;
+use crate::session::Session;
 use crate::signals::layout::LoopdLayout;
 use crate::signals::project::SignalsProjection;
 use crate::signals::Signals;
@@ -60,6 +63,7 @@ pub(crate) static PROJECTIONS: Table = [
     &ProposalsProjection,
     &AlertsProjection,
     &AlertsProjection,
+    &SessionProjection,
 ];
 
 /// A legacy layout: the files an upstream program reads and writes, for import, export and
@@ -80,8 +84,9 @@ pub enum Layout {
     /// `<project>/.feedback/`; a call scoped `moonshine:<project>` mirrors that project, any
     /// other call every project.
     Moonshine,
-    /// A claude-code-hermit state directory, whole: the proposal files, `state/alert-state.json`
-    /// and the heartbeat files (what every hermit verb's `--mirror` keeps).
+    /// A claude-code-hermit state directory, whole: the proposal files, `state/alert-state.json`,
+    /// the heartbeat files and the session files (what every hermit verb's `--mirror` keeps;
+    /// `state/runtime.json` once, through the session layout).
     Hermit,
     /// claude-code-hermit's proposal files: `state/micro-proposals.json`,
     /// `state/proposal-metrics.jsonl`, `proposals/PROP-*.md`, `state/proposals-index.json`.
@@ -90,6 +95,10 @@ pub enum Layout {
     HermitAlerts,
     /// claude-code-hermit's heartbeat files under `state/` and `sessions/NEXT-TASK.md`.
     HermitHeartbeat,
+    /// claude-code-hermit's session state under a `.claude-code-hermit` directory (the mirror
+    /// directory): `state/runtime.json`, `tasks/**/T-*.md`, `state/conversations.json`, the two
+    /// ledgers, the markers, `sessions/SHELL.md`, the session reports and the template.
+    HermitSession,
 }
 
 impl Layout {
@@ -100,14 +109,27 @@ impl Layout {
             Layout::Observer { file } => vec![Box::new(ObserverLayout { file: file.clone() })],
             Layout::Moonshine => vec![Box::new(MoonshineLayout)],
             Layout::Hermit => {
-                vec![Box::new(ProposalsLayout), Box::new(AlertsLayout), Box::new(HeartbeatLayout)]
+                // state/runtime.json's row is written by both the heartbeat and the session
+                // domains; the session layout keeps the file (its merge finds the version a
+                // stale writer read), so the heartbeat layout is composed without it.
+                let heartbeat = Without { inner: Box::new(HeartbeatLayout), files: &[RUNTIME] };
+                vec![
+                    Box::new(ProposalsLayout),
+                    Box::new(AlertsLayout),
+                    Box::new(heartbeat),
+                    Box::new(SessionLayout),
+                ]
             }
             Layout::HermitProposals => vec![Box::new(ProposalsLayout)],
             Layout::HermitAlerts => vec![Box::new(AlertsLayout)],
             Layout::HermitHeartbeat => vec![Box::new(HeartbeatLayout)],
+            Layout::HermitSession => vec![Box::new(SessionLayout)],
         }
     }
 }
+
+/// `state/runtime.json`, as the mirror names it.
+const RUNTIME: &str = "state/runtime.json";
 
 /// Where a store lives, and whether its anchors agree with its log ([`Engine::location`]).
 #[derive(Debug)]
@@ -341,6 +363,13 @@ impl Engine {
     #[must_use]
     pub fn observer(&self) -> Observer<'_> {
         Observer::new(&self.kernel)
+    }
+
+    /// claude-code-hermit's session state: runtime.json, tasks, conversations, observations,
+    /// hypotheses, the markers, SHELL.md and the session reports.
+    #[must_use]
+    pub fn session(&self) -> Session<'_> {
+        Session::new(&self.kernel)
     }
 }
 

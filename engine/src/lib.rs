@@ -16,6 +16,7 @@ mod observer;
 mod ops;
 mod proposals;
 mod query;
+mod session;
 mod signals;
 mod store;
 
@@ -49,6 +50,15 @@ pub use crate::proposals::{
     CreateRefused, HermitFiles, IndexRead, LedgerRead, ListRead, MicroInput, Move, MoveInput,
     PatchInput, Proposals, QueueRead, ResolveIdRead, ResolveInput, INDEX_FILE, LEDGER_FILE,
     QUEUE_FILE,
+};
+// Claude-code-hermit session state: `engine.session()`, and the `hermit-session` codec.
+pub use crate::session::{
+    conversation_reads_stdin, hermit_scope, kind_of as session_file_kind,
+    parse_file as parse_session_file, path_of as session_file_path,
+    render_file as render_session_file, scope_dir as hermit_dir, task_reads_stdin,
+    Answer as SessionAnswer, CheckResult, Content as SessionContent, Exit as SessionExit,
+    PauseInput, RuntimeWrite, Session, SessionFile, Stream as VerdictStream,
+    Verdict as SessionVerdict, PAUSE_REASONS,
 };
 // Loopd's signals: `engine.signals()`.
 pub use crate::audit::{RebuildReport, VerifyOptions, VerifyReport};

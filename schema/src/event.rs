@@ -103,10 +103,13 @@ pub enum Body {
     /// claude-code-hermit heartbeat state: budget alerts, monitor runtime, liveness, injection
     /// alert, next-task ack.
     Heartbeat(crate::heartbeat::HeartbeatEvent),
+    /// claude-code-hermit session state: runtime.json, tasks, conversations, observations,
+    /// hypotheses, the small markers, SHELL.md and the session reports.
+    Session(crate::session::SessionEvent),
 }
 
 /// How many variants [`Body`] has: the length of the engine's projection table.
-pub const BODY_VARIANTS: usize = 7;
+pub const BODY_VARIANTS: usize = 8;
 
 impl Body {
     /// The position of this body's variant, `0..BODY_VARIANTS`: the engine's projection table is
@@ -121,6 +124,7 @@ impl Body {
             Body::Proposals(_) => 4,
             Body::Alerts(_) => 5,
             Body::Heartbeat(_) => 6,
+            Body::Session(_) => 7,
         }
     }
 
@@ -135,6 +139,7 @@ impl Body {
             Body::Proposals(_) => "proposals",
             Body::Alerts(_) => "alerts",
             Body::Heartbeat(_) => "heartbeat",
+            Body::Session(_) => "session",
         }
     }
 
@@ -149,6 +154,7 @@ impl Body {
             Body::Proposals(event) => event.kind(),
             Body::Alerts(event) => event.kind(),
             Body::Heartbeat(event) => event.kind(),
+            Body::Session(event) => event.kind(),
         }
     }
 }

@@ -12,6 +12,7 @@ pub mod hermit;
 pub mod id;
 pub mod observer;
 pub mod proposals;
+pub mod session;
 pub mod signals;
 pub mod view;
 

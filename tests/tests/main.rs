@@ -15,6 +15,8 @@ mod model;
 mod observer;
 mod powerloss;
 mod proposals;
+mod session;
+mod session_store;
 mod signals;
 mod store;
 mod tidy;

@@ -22,7 +22,13 @@ fn file_name(layout: Layout, name: Option<&String>) -> &str {
         (None, Layout::Loopd) => hookstate_engine::LOOPD_FILE_DEFAULT,
         (None, Layout::Observer | Layout::Moonshine) => hookstate_engine::OBSERVER_FILE_DEFAULT,
         // The hermit layouts name no one file: a directory's files are theirs.
-        (None, Layout::HermitProposals | Layout::HermitAlerts | Layout::HermitHeartbeat) => "",
+        (
+            None,
+            Layout::HermitProposals
+            | Layout::HermitAlerts
+            | Layout::HermitHeartbeat
+            | Layout::HermitSession,
+        ) => "",
     }
 }
 
@@ -85,6 +91,7 @@ pub(crate) fn import(cli: &Cli, args: &ImportArgs) -> Result<(), CliError> {
         Layout::Loopd => engine.signals().import(&call, from, name)?,
         Layout::Observer | Layout::Moonshine => engine.observer().import(&call, from, name)?,
         Layout::HermitAlerts => return Err(CliError::Usage("imported above".into())),
+        Layout::HermitSession => return Err(CliError::Usage("the session layout's own".into())),
         Layout::HermitProposals => {
             let scope = hermit_scope(cli, from)?;
             let files = hermit.ok_or_else(|| CliError::Usage("no hermit files read".into()))?;
@@ -134,6 +141,7 @@ pub(crate) fn export(cli: &Cli, args: &ExportArgs) -> Result<(), CliError> {
             out.insert("scope".into(), json!(scope));
             out
         }
+        Layout::HermitSession => return Err(CliError::Usage("the session layout's own".into())),
         Layout::HermitHeartbeat => {
             let scope = hermit_target(cli, None)?;
             let mut out = engine.alerts().export_heartbeat(&scope, to)?;

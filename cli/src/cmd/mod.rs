@@ -18,6 +18,7 @@ mod legacy;
 mod observer;
 mod ops;
 mod proposals;
+mod session;
 mod signals;
 
 use std::path::PathBuf;
@@ -58,6 +59,9 @@ pub(crate) fn run(cli: &Cli) -> Result<(), CliError> {
         Verb::Alerts(args) if heartbeat::handles(&args.verb) => heartbeat::run(cli, args),
         Verb::Alerts(args) => alerts::run(cli, args),
         Verb::Hook(verb) => hook::run(cli, verb),
+        Verb::Hermit(args) => session::run(cli, args),
+        Verb::Import(args) if args.layout == Layout::HermitSession => session::import(cli, args),
+        Verb::Export(args) if args.layout == Layout::HermitSession => session::export(cli, args),
         Verb::Import(args) if args.layout == Layout::Moonshine => feedback::import(cli, args),
         Verb::Import(args) => legacy::import(cli, args),
         Verb::Export(args) if args.layout == Layout::Moonshine => feedback::export(cli, args),
@@ -181,9 +185,10 @@ pub(crate) fn layout(cli: &Cli, layout: Layout) -> Option<hookstate_engine::Layo
         }),
         Layout::Moonshine => Some(hookstate_engine::Layout::Moonshine),
         // Every hermit verb keeps the whole state directory: its files share one scope.
-        Layout::HermitProposals | Layout::HermitAlerts | Layout::HermitHeartbeat => {
-            Some(hookstate_engine::Layout::Hermit)
-        }
+        Layout::HermitProposals
+        | Layout::HermitAlerts
+        | Layout::HermitHeartbeat
+        | Layout::HermitSession => Some(hookstate_engine::Layout::Hermit),
     }
 }
 

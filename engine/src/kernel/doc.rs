@@ -54,6 +54,31 @@ pub(crate) fn read_docs<T: DeserializeOwned>(
     Ok(out)
 }
 
+/// Reads, in id order, the documents of one kind in a scope whose id starts with `id_prefix`,
+/// stopping after `limit` (an index scanned from its first row).
+pub(crate) fn scan_docs<T: DeserializeOwned>(
+    txn: &dyn ReadTxn,
+    scope: &str,
+    kind: &str,
+    id_prefix: &str,
+    limit: usize,
+) -> Result<Vec<(String, T)>> {
+    let mut prefix = doc_prefix(scope, kind);
+    prefix.extend_from_slice(id_prefix.as_bytes());
+    let mut out = Vec::new();
+    if limit == 0 {
+        return Ok(out);
+    }
+    txn.views_with_prefix(&prefix, &mut |key, row| {
+        let (key, row) = decode_row(key, row)?;
+        if let (ViewKey::Doc { id, .. }, ViewRow::Doc { json }) = (&key, row) {
+            out.push((id.clone(), decode(&key, &json)?));
+        }
+        Ok(out.len() < limit)
+    })?;
+    Ok(out)
+}
+
 /// Reads one document inside a projection. A row that does not decode reads as absent; `verify`
 /// reports such a row as differing from a rebuild.
 pub(crate) fn get_doc<T: DeserializeOwned>(views: &dyn ViewAccess, key: &ViewKey) -> Option<T> {

@@ -12,6 +12,7 @@ use hookstate_schema::alerts::AlertsEvent;
 use hookstate_schema::heartbeat::HeartbeatEvent;
 use hookstate_schema::observer::ObserverEvent;
 use hookstate_schema::proposals::ProposalsEvent;
+use hookstate_schema::session::SessionEvent;
 use hookstate_schema::signals::SignalsEvent;
 use hookstate_schema::{Body, CoreEvent, FeedbackEvent};
 use serde::de::{self, Deserialize, Visitor};
@@ -102,6 +103,7 @@ pub(crate) fn kinds_of(domain: &str) -> Option<Vec<String>> {
         "proposals" => variant_names::<ProposalsEvent>(),
         "alerts" => variant_names::<AlertsEvent>(),
         "heartbeat" => variant_names::<HeartbeatEvent>(),
+        "session" => variant_names::<SessionEvent>(),
         _ => return None,
     };
     Some(names.iter().map(|n| snake_case(n)).collect())
@@ -153,7 +155,16 @@ mod tests {
         assert_eq!(domains()[body.variant_index()], body.domain());
         assert_eq!(
             domains(),
-            ["core", "signals", "observer", "feedback", "proposals", "alerts", "heartbeat"]
+            [
+                "core",
+                "signals",
+                "observer",
+                "feedback",
+                "proposals",
+                "alerts",
+                "heartbeat",
+                "session"
+            ]
         );
         for domain in domains() {
             assert!(kinds_of(&domain).is_some_and(|k| !k.is_empty()), "{domain} has no kinds");

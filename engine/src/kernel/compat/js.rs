@@ -1,5 +1,6 @@
 //! `JSON.stringify` of parsed values: numbers printed as JavaScript prints them (`Number`'s
-//! `toString`), in the compact or the 2-space pretty layout.
+//! `toString`), in the compact or the 2-space pretty layout; and the other number and value
+//! coercions the scripts rely on (`String(x)`, `toFixed(2)`, `Number(text)`, `${value}`).
 //!
 //! serde_json prints a float the Rust way (`1.0`, `-0.0`, `1e21`, `1e17`) where JavaScript writes
 //! `1`, `0`, `1e+21` and `100000000000000000`, and keeps integers beyond 2^53 exact where
@@ -174,6 +175,78 @@ pub(crate) fn js_number(x: f64) -> Value {
         return Value::from(x as i64);
     }
     serde_json::Number::from_f64(x).map_or(Value::Null, Value::Number)
+}
+
+/// `String(x)` for any double (`NaN`, `Infinity` included).
+#[must_use]
+pub(crate) fn number_string(x: f64) -> String {
+    if x.is_nan() {
+        "NaN".into()
+    } else if x.is_infinite() {
+        if x > 0.0 {
+            "Infinity".into()
+        } else {
+            "-Infinity".into()
+        }
+    } else {
+        number_text(x)
+    }
+}
+
+/// `x.toFixed(2)`: halves round up in magnitude (Rust's formatting rounds them to even).
+#[must_use]
+pub(crate) fn to_fixed_2(x: f64) -> String {
+    if !x.is_finite() {
+        return number_string(x);
+    }
+    let magnitude = x.abs();
+    let tie = (magnitude * 8.0).fract() == 0.0 && (magnitude * 100.0).fract() == 0.5;
+    let text = format!("{:.2}", if tie { magnitude + 0.001 } else { magnitude });
+    if x < 0.0 && text.bytes().any(|b| b.is_ascii_digit() && b != b'0') {
+        format!("-{text}")
+    } else {
+        text
+    }
+}
+
+/// `Number(text)` for the forms a timeout takes: decimal (with sign, fraction, exponent),
+/// `0x`/`0o`/`0b`, `Infinity`; an empty or blank text is 0; anything else `NaN`.
+#[must_use]
+pub(crate) fn parse_number(text: &str) -> f64 {
+    let t = super::js_trim(text);
+    if t.is_empty() {
+        return 0.0;
+    }
+    for (prefix, radix) in [("0x", 16), ("0X", 16), ("0o", 8), ("0O", 8), ("0b", 2), ("0B", 2)] {
+        if let Some(digits) = t.strip_prefix(prefix) {
+            #[expect(clippy::cast_precision_loss, reason = "JavaScript reads it as a double too")]
+            return u64::from_str_radix(digits, radix).map_or(f64::NAN, |n| n as f64);
+        }
+    }
+    let body = t.trim_start_matches(['+', '-']);
+    if body == "Infinity" && t.len() - body.len() <= 1 {
+        return if t.starts_with('-') { f64::NEG_INFINITY } else { f64::INFINITY };
+    }
+    let decimal = t.len() - body.len() <= 1
+        && !body.is_empty()
+        && body.bytes().all(|b| b.is_ascii_digit() || b".eE+-".contains(&b))
+        && body.bytes().next().is_some_and(|b| b.is_ascii_digit() || b == b'.');
+    if decimal {
+        t.parse::<f64>().unwrap_or(f64::NAN)
+    } else {
+        f64::NAN
+    }
+}
+
+/// `${value}` of a JSON value, as a template literal prints it (a string bare, `null`, an
+/// object or array as its JSON).
+#[must_use]
+pub(crate) fn value_string(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        Value::Null => "null".into(),
+        other => compact(other),
+    }
 }
 
 #[cfg(test)]

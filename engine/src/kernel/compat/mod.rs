@@ -1,11 +1,13 @@
 //! Upstream compatibility, each spelling written once: numbers as JavaScript prints them
-//! ([`js`]), the timestamp spellings and zones ([`stamp`]), and `String.prototype.trim`
-//! ([`js_trim`]), so files and stdin read and write exactly as the upstream scripts do.
+//! ([`js`]), the timestamp spellings and zones ([`stamp`]), `String.prototype.trim`
+//! ([`js_trim`]) and the other string semantics the scripts rely on ([`text`]), so files and
+//! stdin read and write exactly as the upstream scripts do.
 //!
 //! Pure: no IO, no clock.
 
 pub(crate) mod js;
 pub(crate) mod stamp;
+pub(crate) mod text;
 
 /// Whether `c` is whitespace to JavaScript's `String.prototype.trim` (WhiteSpace and
 /// LineTerminator: tab, vertical tab, form feed, space, no-break space, the byte-order mark,

@@ -2,18 +2,22 @@
 //! `utcISOStamp` and shell `date -u +%Y-%m-%dT%H:%M:%SZ` ([`stamp_s`]), `toISOString()`
 //! ([`stamp_ms`]), `zonedISOStamp` ([`zoned_stamp`]), `localISOStamp` ([`local_stamp`]), and the
 //! zone-local dates and times (`todayYMD`, `thisWeekKey`, `thisMonthYYYYMM`, `nowHHMMSS`) through
-//! [`zoned`]; the zone of `config.timezone` ([`zone`]); and `Date.parse` of them ([`parse`],
-//! [`parse_offset_ms`]).
+//! [`zoned`]; the zone of `config.timezone` ([`zone`]); `Date.parse` of them ([`parse`],
+//! [`parse_offset_ms`], and [`date_parse`] for every ISO form the hermit session files hold);
+//! and the four-digit-year bound of the legacy stamps ([`check_time`]).
 //!
 //! Pure: time comes in as milliseconds since the epoch. Does not read a clock.
 
 use std::str::FromStr;
 
-use chrono::{DateTime, FixedOffset, Utc};
+use chrono::{DateTime, FixedOffset, NaiveDate, NaiveDateTime, TimeZone, Utc};
 
 use crate::kernel::error::{Error, Result};
 
 const MS_PER_DAY: u64 = 86_400_000;
+/// The last millisecond of year 9999: past it `toISOString` writes a six-digit year, and the
+/// legacy stamps have four-digit years.
+pub(crate) const TIME_MS_MAX: u64 = 253_402_300_799_999;
 
 /// Days since 1970-01-01 to (year, month, day), proleptic Gregorian (H. Hinnant's algorithm).
 fn civil_from_days(days: u64) -> (u64, u64, u64) {
@@ -114,6 +118,58 @@ pub(crate) fn parse_offset_ms(stamp: &str) -> Option<i64> {
         .map(|t| t.timestamp_millis())
 }
 
+/// Checks a call's time against the four-digit years of the legacy stamps ([`TIME_MS_MAX`]).
+///
+/// # Errors
+/// [`Error::TimeOutOfRange`] for a later time.
+pub(crate) fn check_time(at_ms: u64) -> Result<()> {
+    if at_ms > TIME_MS_MAX {
+        return Err(Error::TimeOutOfRange { ms: at_ms });
+    }
+    Ok(())
+}
+
+/// `Date.parse` of the ISO 8601 forms hermit's session files hold, in UTC ms: a date
+/// (`YYYY-MM-DD`, read as UTC midnight, as JavaScript reads it), or a date-time with seconds or
+/// not, an optional fraction, and a zone (`Z`, `±HH:MM` or localISOStamp's `±HHMM`). `None` for
+/// anything else, a zone-less date-time included: JavaScript reads that in the machine's zone,
+/// which hookstate does not guess; and `None` past [`TIME_MS_MAX`].
+pub(crate) fn date_parse(text: &str) -> Option<i64> {
+    let bytes = text.as_bytes();
+    if bytes.len() == 10 {
+        let date = NaiveDate::parse_from_str(text, "%Y-%m-%d").ok()?;
+        return Some(date.and_hms_opt(0, 0, 0)?.and_utc().timestamp_millis());
+    }
+    if bytes.len() < 17 || !bytes[..4].iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let with_seconds = if bytes.get(16) == Some(&b':') {
+        text.to_owned()
+    } else {
+        format!("{}:00{}", text.get(..16)?, text.get(16..)?)
+    };
+    parse_offset_ms(&with_seconds)
+        .or_else(|| {
+            DateTime::parse_from_str(&with_seconds, "%Y-%m-%dT%H:%M:%S%.f%z")
+                .ok()
+                .map(|t| t.timestamp_millis())
+        })
+        .filter(|ms| u64::try_from(*ms).is_ok_and(|ms| ms <= TIME_MS_MAX))
+}
+
+/// `new Date(text).toISOString()` for a text [`date_parse`] reads.
+pub(crate) fn date_normalise(text: &str) -> Option<String> {
+    date_parse(text).and_then(|ms| u64::try_from(ms).ok()).map(stamp_ms)
+}
+
+/// A wall-clock time in `timezone` (`YYYY-MM-DD HH:MM`, as SHELL.md's `**Started:**` holds it),
+/// in UTC ms; the earlier instant when the wall time repeats, `None` when it does not exist.
+pub(crate) fn parse_local_minute(text: &str, timezone: &str) -> Option<i64> {
+    let naive = NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M").ok()?;
+    let zone = zone(timezone).ok()?;
+    zone.from_local_datetime(&naive).earliest().map(|t| t.timestamp_millis())
+}
+
 /// Parses either UTC spelling; `None` for anything else (the hook treats that as "unknown").
 pub(crate) fn parse(text: &str) -> Option<u64> {
     let b = text.as_bytes();
@@ -162,5 +218,33 @@ mod tests {
         ] {
             assert_eq!(parse(bad), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn date_parse_reads_the_iso_forms_and_nothing_else() {
+        let check = |text: &str, expected: Option<&str>| {
+            assert_eq!(date_normalise(text).as_deref(), expected, "{text}");
+        };
+        check("2026-09-15T16:00:00.000Z", Some("2026-09-15T16:00:00.000Z"));
+        check("2026-09-15T16:00:00Z", Some("2026-09-15T16:00:00.000Z"));
+        check("2026-09-15T18:00:00+02:00", Some("2026-09-15T16:00:00.000Z"));
+        check("2026-09-15T18:00:00+0200", Some("2026-09-15T16:00:00.000Z"));
+        check("2026-09-15T18:00:00.25+0200", Some("2026-09-15T16:00:00.250Z"));
+        check("2026-09-15T16:00Z", Some("2026-09-15T16:00:00.000Z"));
+        check("2026-09-15T16:00:00.5Z", Some("2026-09-15T16:00:00.500Z"));
+        check("2026-09-15", Some("2026-09-15T00:00:00.000Z"));
+        for bad in ["", "tomorrow", "2026-09-15T16:00:00", "2026-13-01", "2026-02-30T00:00:00Z"] {
+            check(bad, None);
+        }
+        assert!(check_time(TIME_MS_MAX).is_ok());
+        assert!(check_time(TIME_MS_MAX + 1).is_err());
+        assert_eq!(
+            parse_local_minute("2026-09-14 10:15", "Europe/Berlin"),
+            Some(1_789_373_700_000)
+        );
+        let ms = 1_789_373_702_118; // 2026-09-14T08:15:02.118Z
+        assert_eq!(local_stamp(ms, "Europe/Berlin").unwrap(), "2026-09-14T10:15:02+0200");
+        assert_eq!(zoned_stamp(ms, "Europe/Berlin").unwrap(), "2026-09-14T10:15:02+02:00");
+        assert!(local_stamp(ms, "Mars/Olympus").is_err());
     }
 }
