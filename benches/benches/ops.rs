@@ -158,8 +158,7 @@ fn run(dir: &Path, events: u64) -> BenchResult<()> {
     let (_, verify_after) = timed(|| Ok(engine.verify(Default::default())?))?;
     let per_event_us = |d: Duration| d.as_secs_f64() * 1e6 / events as f64;
     println!(
-        "\n{events} events: store {} bytes, dump {} bytes, backup {} bytes",
-        bytes(&db),
+        "\n{events} events: store {before} bytes (before compact), dump {} bytes, backup {} bytes",
         bytes(&dumped),
         bytes(&backup_path)
     );
