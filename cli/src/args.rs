@@ -57,6 +57,14 @@ pub(crate) struct Cli {
     /// of an old store with its old anchor is still caught. The directory must exist.
     #[arg(long, global = true, help_heading = GLOBAL, hide_short_help = true, hide_env_values = true, env = "HOOKSTATE_ANCHOR_DIR", value_name = "DIR")]
     pub(crate) anchor_dir: Option<PathBuf>,
+    /// Answer a read (or an export) from the store as it was when its head was seq N, replayed
+    /// from the log; a verb that writes refuses it.
+    #[arg(long, global = true, help_heading = GLOBAL, hide_short_help = true, value_name = "N", conflicts_with = "as_of")]
+    pub(crate) at_seq: Option<u64>,
+    /// Answer a read (or an export) from the store as it was at TIME (RFC 3339): after the last
+    /// event appended at or before it.
+    #[arg(long, global = true, help_heading = GLOBAL, hide_short_help = true, value_name = "TIME")]
+    pub(crate) as_of: Option<String>,
     /// Tests only: the clock, in UTC ms, that mutations record instead of the real time.
     #[arg(long, global = true, help_heading = GLOBAL, hide_short_help = true, hide_env_values = true, env = "HOOKSTATE_NOW_MS", hide = true)]
     pub(crate) now_ms: Option<u64>,
@@ -140,6 +148,39 @@ pub(crate) enum Verb {
     /// Copy a store into a new one, on either backend: the same events at the same seqs with the
     /// same hashes, the views rebuilt, in one transaction; then verify the copy.
     Copy(CopyArgs),
+    /// Write the log as JSON lines (a header with the store id, format and genesis; each event
+    /// with its seq, hash, exact record and rendering) to stdout or --to FILE; progress goes to
+    /// stderr when it is a terminal.
+    Dump(DumpArgs),
+    /// Build a new store at --db from a dump, re-verifying every hash and link: a dump that is
+    /// truncated, reordered or edited is refused, naming its first bad line, and nothing is made.
+    Restore(RestoreArgs),
+    /// Copy the store, as of one consistent snapshot, into a new store at --to while writers go
+    /// on (same id, events, views and head; check it with `hookstate --db PATH verify`).
+    Backup(BackupArgs),
+    /// Record a checkpoint: the views and the head, kept in the store, with their digest in a
+    /// record event of the chain (scope hookstate:checkpoint), so `compact` can drop the events
+    /// before it and `verify` still prove the chain from it.
+    Checkpoint,
+    /// Drop every event up to the latest checkpoint and give the file's space back; refused
+    /// when it would keep fewer than --keep events, or drop an event an idempotency key is
+    /// still bound to (24 hours after its first use).
+    Compact {
+        /// Keep at least this many of the last events.
+        #[arg(long, value_name = "N", default_value_t = 0)]
+        keep: u64,
+    },
+    /// Examine the store: permissions, a full verify, the anchor, stale temporary files, the
+    /// --mirror directory, processes that have it open, size and growth; a hint per finding.
+    /// Exits 5 when a finding is a problem.
+    Doctor,
+    /// Events per domain, queue depths, the oldest ready item's age, parked items, file size and
+    /// head, as JSON or (--prometheus) Prometheus text.
+    Metrics {
+        /// Print Prometheus text exposition format instead of JSON.
+        #[arg(long)]
+        prometheus: bool,
+    },
     /// Run the end-to-end demo: concurrent hookstate processes claim from one queue.
     Demo(DemoArgs),
     /// The moonshine authorship-feedback inbox of a project (scope moonshine:<project>).
@@ -376,6 +417,39 @@ pub(crate) struct LogArgs {
     /// The last N matching events.
     #[arg(long, value_name = "N", conflicts_with = "limit")]
     pub(crate) tail: Option<usize>,
+    /// Cut every string of an event's `data` longer than N bytes, marked
+    /// `{"$truncated":{"bytes":<length>,"kept":<first N bytes>}}` [default: 1 MiB, so nothing
+    /// that came in is cut].
+    #[arg(long, value_name = "N")]
+    pub(crate) field_bytes_max: Option<usize>,
+    /// After the matching events, keep printing new ones as they commit, until interrupted
+    /// (SIGINT or SIGTERM) or the reader closes the pipe; exits 0 then.
+    #[arg(long, conflicts_with_all = ["tail", "limit", "to_seq", "until"])]
+    pub(crate) follow: bool,
+}
+
+/// `dump` options.
+#[derive(Debug, Args)]
+pub(crate) struct DumpArgs {
+    /// Write the dump to this new file (0600; refused if it exists) instead of stdout.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) to: Option<PathBuf>,
+}
+
+/// `restore` options.
+#[derive(Debug, Args)]
+pub(crate) struct RestoreArgs {
+    /// The dump to read (`-` for stdin).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) from: PathBuf,
+}
+
+/// `backup` options.
+#[derive(Debug, Args)]
+pub(crate) struct BackupArgs {
+    /// The new store file to write (refused if it exists); its anchor goes beside it.
+    #[arg(long, value_name = "PATH")]
+    pub(crate) to: PathBuf,
 }
 
 /// `serve` options.

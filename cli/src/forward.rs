@@ -67,9 +67,16 @@ const GLOBAL_VALUED: [&str; 11] = [
 /// Verbs a server never runs (they start processes, print documents, open the store in a mode
 /// of their own, or are the server; the hermit verbs take paths inside their words, which only
 /// the caller's working directory resolves).
-const LOCAL_VERBS: [&str; 13] = [
+const LOCAL_VERBS: [&str; 20] = [
     "serve",
     "copy",
+    "dump",
+    "restore",
+    "backup",
+    "checkpoint",
+    "compact",
+    "doctor",
+    "metrics",
     "hermit",
     "demo",
     "completions",
@@ -119,7 +126,11 @@ fn scan<'a>(args: &[&'a str]) -> Option<Scan<'a>> {
         if arg == "--" {
             break;
         }
-        if matches!(arg, "-h" | "--help" | "-V" | "--version") {
+        // Help, and the options a server cannot answer (a past store, an endless follow).
+        if matches!(arg, "-h" | "--help" | "-V" | "--version" | "--follow")
+            || arg.starts_with("--at-seq")
+            || arg.starts_with("--as-of")
+        {
             return None;
         }
         let (name, inline) = match arg.split_once('=') {

@@ -25,6 +25,7 @@ mod integrity_idem;
 mod integrity_paths;
 mod killloop;
 mod linearize;
+mod ops;
 mod perms;
 mod plugin;
 mod proposals;

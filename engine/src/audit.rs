@@ -1,17 +1,19 @@
 //! Audit: verify the chain from genesis, the anchors and the views (a scan against a rebuild,
 //! and a point lookup of every row); rebuild views from the log (and upgrade an older format).
 //!
-//! Both walk the whole log once and project it into an in-memory map, so a stored view that a
+//! Both walk the whole stored log once (from the checkpoint it was compacted to, if it was) and
+//! project it into an in-memory map, so a stored view that a
 //! replay would not produce is found. Does not repair anything but views.
 
 use std::collections::BTreeMap;
 
 use hookstate_schema::format::{
-    self, encode_view_key, encode_view_row, Head, FORMAT_VERSION, META_FORMAT,
+    self, encode_view_key, encode_view_row, Head, FORMAT_VERSION, META_DOMAIN_EVENTS, META_FORMAT,
 };
 use hookstate_schema::{ViewKey, ViewRow};
 
 use crate::kernel::anchor::{self, AnchorState};
+use crate::kernel::counts::Counts;
 use crate::kernel::error::{Error, Result};
 use crate::kernel::project::{self, Table};
 use crate::kernel::storage::ReadTxn;
@@ -35,6 +37,9 @@ pub struct VerifyReport {
     pub lookups: u64,
     /// Whether a missing anchor was written (`accept_missing_anchor`).
     pub re_anchored: bool,
+    /// The checkpoint the chain was proved from, when the log was compacted (events up to it
+    /// were dropped); `None`: proved from genesis.
+    pub from_checkpoint: Option<u64>,
 }
 
 /// What `rebuild` did.
@@ -53,10 +58,11 @@ pub struct RebuildReport {
 type Views = BTreeMap<ViewKey, ViewRow>;
 
 /// Walks the log from genesis to the head, checking every link, and projects it.
-fn replay_chain(txn: &dyn ReadTxn, table: &Table, genesis: [u8; 32]) -> Result<(Head, Views)> {
+fn replay_chain(txn: &dyn ReadTxn, table: &Table, genesis: [u8; 32]) -> Result<Replayed> {
     let head = read_head(txn)?;
-    let mut views = Views::new();
-    let mut expected = Head { seq: 0, hash: genesis };
+    let start = crate::ops::snapshot::log_start(txn, genesis)?;
+    let (mut views, mut counts) = (start.views, start.counts);
+    let mut expected = start.head;
     txn.events(1, head.seq, &mut |seq, bytes| {
         if seq != expected.seq + 1 {
             return Err(broken(expected.seq + 1, "event is missing"));
@@ -69,6 +75,7 @@ fn replay_chain(txn: &dyn ReadTxn, table: &Table, genesis: [u8; 32]) -> Result<(
             return Err(broken(seq, "prev does not match the previous event's hash"));
         }
         project::apply(table, &mut views, &event);
+        counts[event.content.body.variant_index()] += 1;
         expected = Head { seq, hash: event.hash };
         Ok(true)
     })?;
@@ -86,7 +93,16 @@ fn replay_chain(txn: &dyn ReadTxn, table: &Table, genesis: [u8; 32]) -> Result<(
     if let Some(seq) = beyond {
         return Err(broken(seq, "event lies beyond the stored head"));
     }
-    Ok((head, views))
+    Ok(Replayed { head, views, counts, from_checkpoint: start.checkpoint })
+}
+
+/// What a replay of the stored log found.
+struct Replayed {
+    head: Head,
+    views: Views,
+    counts: Counts,
+    /// The checkpoint the stored log starts after, when it was compacted.
+    from_checkpoint: Option<u64>,
 }
 
 fn broken(seq: u64, why: &str) -> Error {
@@ -162,8 +178,16 @@ pub struct VerifyOptions {
 pub(crate) fn verify(kernel: &Kernel, options: VerifyOptions) -> Result<VerifyReport> {
     let anchors = kernel.read_anchors();
     let txn = kernel.begin_read()?;
-    let (head, views) = replay_chain(&*txn, kernel.table(), kernel.genesis())?;
+    let Replayed { head, views, counts, from_checkpoint } =
+        replay_chain(&*txn, kernel.table(), kernel.genesis())?;
     let states = kernel.check_anchors(&*txn, &head, anchors)?;
+    if let Some(stored) = crate::kernel::counts::read(&*txn)? {
+        if stored != counts {
+            return Err(Error::Corrupt(format!(
+                "the stored events per domain {stored:?} are not the log's {counts:?}"
+            )));
+        }
+    }
     let compared = compare_views(&*txn, &views)?;
     let lookups = check_lookups(&*txn, &views)?;
     let missing = states.iter().find(|(_, state)| *state == AnchorState::Missing);
@@ -182,13 +206,15 @@ pub(crate) fn verify(kernel: &Kernel, options: VerifyOptions) -> Result<VerifyRe
     let anchor_seq = states.first().and_then(|(_, state)| seq_of(state));
     let second_anchor_seq = states.get(1).and_then(|(_, state)| seq_of(state));
     Ok(VerifyReport {
-        events: head.seq,
+        events: head.seq - from_checkpoint.map_or(0, |seq| seq + 1)
+            + u64::from(from_checkpoint.is_some()),
         head,
         anchor_seq,
         second_anchor_seq,
         views: compared,
         lookups,
         re_anchored,
+        from_checkpoint,
     })
 }
 
@@ -200,8 +226,10 @@ pub(crate) fn verify(kernel: &Kernel, options: VerifyOptions) -> Result<VerifyRe
 /// [`Error::ChainBroken`] (nothing is changed then) and store errors.
 pub(crate) fn rebuild(kernel: &Kernel) -> Result<RebuildReport> {
     let mut txn = kernel.begin_write()?;
-    let (head, views) = replay_chain(&*txn, kernel.table(), kernel.genesis())?;
+    let Replayed { head, views, counts, .. } =
+        replay_chain(&*txn, kernel.table(), kernel.genesis())?;
     txn.clear_views()?;
+    txn.put_meta(META_DOMAIN_EVENTS, &crate::kernel::counts::encode(&counts))?;
     for (key, row) in &views {
         let key_bytes = encode_view_key(key);
         txn.put_view(&key_bytes, &encode_view_row(&key_bytes, row))?;

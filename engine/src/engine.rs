@@ -56,7 +56,7 @@ use crate::proposals::props::{check_prop_file, prop_doc};
 use crate::signals::layout as loopd;
 
 /// The projection of each event body variant, in `Body::variant_index` order.
-static PROJECTIONS: Table = [
+pub(crate) static PROJECTIONS: Table = [
     &CoreProjection,
     &SignalsProjection,
     &ObserverProjection,
@@ -168,6 +168,25 @@ impl std::fmt::Debug for Engine {
 }
 
 impl Engine {
+    /// The kernel under this engine, for the operator's verbs (`crate::ops`).
+    pub(crate) fn kernel(&self) -> &Kernel {
+        &self.kernel
+    }
+
+    /// The kernel, to compact the store's file (`crate::ops`).
+    pub(crate) fn kernel_mut(&mut self) -> &mut Kernel {
+        &mut self.kernel
+    }
+
+    /// An engine over `storage` (an as-of view built by `crate::ops`; the row-cost tests wrap a
+    /// store to count its reads).
+    pub(crate) fn on_storage(
+        storage: Box<dyn crate::kernel::storage::Storage>,
+        wait: std::time::Duration,
+    ) -> Result<Engine> {
+        Ok(Engine { kernel: Kernel::new(storage, &PROJECTIONS, wait)? })
+    }
+
     /// Opens the store at `path`, creating it atomically first when it is absent and
     /// `options.create` is set.
     ///
@@ -189,14 +208,6 @@ impl Engine {
         let wait = options.wait()?;
         let storage = store::open(path, options)?;
         Ok(Engine { kernel: Kernel::new(storage, &PROJECTIONS, wait)? })
-    }
-
-    /// An engine over `storage` as it is (the row-cost tests wrap a store to count its reads).
-    #[cfg(test)]
-    pub(crate) fn on_storage(storage: Box<dyn crate::kernel::storage::Storage>) -> Result<Engine> {
-        Ok(Engine {
-            kernel: Kernel::new(storage, &PROJECTIONS, std::time::Duration::from_secs(1))?,
-        })
     }
 
     /// Opens the store at `path` as [`Engine::open`] does, and for a PostgreSQL store also
@@ -427,8 +438,18 @@ impl Engine {
 }
 
 /// Renders an event as one JSON object for `hookstate log`.
+
+/// Renders an event as one JSON object for `hookstate log`: its position, time, scope, actor,
+/// `body` (the result fields it stands for), `data` (every field it carries, whole, strings up
+/// to [`crate::ops::LOG_FIELD_BYTES_DEFAULT`]), the request of a keyed call, and its links.
 #[must_use]
 pub fn event_to_json(event: &Event) -> Value {
+    render_event(event, crate::ops::LOG_FIELD_BYTES_DEFAULT)
+}
+
+/// [`event_to_json`] with strings cut (and marked) at `field_bytes_max` bytes.
+#[must_use]
+pub fn render_event(event: &Event, field_bytes_max: usize) -> Value {
     let c = &event.content;
     let mut out = Map::new();
     out.insert("seq".into(), json!(event.seq));
@@ -443,6 +464,10 @@ pub fn event_to_json(event: &Event) -> Value {
         out.insert("idem_key".into(), json!(idem));
     }
     out.insert("body".into(), Value::Object(crate::kernel::project::render(&PROJECTIONS, &c.body)));
+    out.insert("data".into(), crate::ops::render::whole_body(&c.body, field_bytes_max));
+    if let Some(request) = &c.request {
+        out.insert("request".into(), crate::ops::render::request(request, field_bytes_max));
+    }
     out.insert("prev".into(), json!(format::to_hex(&event.prev)));
     out.insert("hash".into(), json!(format::to_hex(&event.hash)));
     Value::Object(out)

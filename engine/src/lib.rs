@@ -14,6 +14,7 @@ mod feedback;
 mod kernel;
 mod legacy;
 mod observer;
+mod ops;
 mod proposals;
 mod query;
 mod serve;
@@ -66,8 +67,8 @@ pub use crate::audit::{RebuildReport, VerifyOptions, VerifyReport};
 pub use crate::copy::CopyReport;
 pub use crate::core::query::Query;
 pub use crate::core::{Command, Expect};
-pub use crate::engine::event_to_json;
 pub use crate::engine::{check, parse_legacy, Engine, Layout, LegacyFile, LegacyParse, Location};
+pub use crate::engine::{event_to_json, render_event};
 pub use crate::kernel::call::{Call, Conflict, Fingerprint, MirrorReport, Outcome, Refusal};
 pub use crate::kernel::compat::js_trim;
 pub use crate::kernel::error::{Error, Result};
@@ -75,6 +76,13 @@ pub use crate::kernel::limits;
 pub use crate::kernel::value::validate_json;
 #[cfg(feature = "testing")]
 pub use crate::legacy::durable;
+pub use crate::ops::checkpoint::{CheckpointReport, CompactReport};
+pub use crate::ops::doctor::{DoctorFinding, DoctorOptions, Level};
+pub use crate::ops::dump::{DumpReport, RestoreReport};
+pub use crate::ops::metrics::{Metrics, QueueMetrics};
+pub use crate::ops::{
+    DUMP_LINE_BYTES_MAX, DUMP_VERSION, LOG_FIELD_BYTES_DEFAULT, LOG_FIELD_BYTES_MIN,
+};
 pub use crate::signals::{
     bundle_scope, is_bundle_root, lexical_join, resolve_bundle, turn_line, Signals, TurnInput,
     STORE_FILE_DEFAULT as LOOPD_FILE_DEFAULT,

@@ -73,8 +73,10 @@ pub struct Stats {
 /// The events that match `filter`, in log order (at most [`LOG_EVENTS_MAX`]).
 ///
 /// # Errors
-/// [`Error::ChainBroken`] for an undecodable record, store errors.
+/// [`Error::BadInput`] for a domain or kind that does not exist; [`Error::ChainBroken`] for an
+/// undecodable record, store errors.
 pub(crate) fn events(kernel: &Kernel, filter: &LogFilter) -> Result<Vec<Event>> {
+    crate::ops::kinds::check_filter(filter.domain.as_deref(), filter.kind.as_deref())?;
     let limit = filter.limit.unwrap_or(LOG_EVENTS_MAX).min(LOG_EVENTS_MAX);
     let txn = kernel.begin_read()?;
     let head = read_head(&*txn)?;

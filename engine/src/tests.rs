@@ -127,7 +127,11 @@ fn counted(path: &Path) -> (Engine, Arc<AtomicU64>) {
     let options = OpenOptions::default();
     let inner = store::open(path, options).unwrap();
     let rows = Arc::new(AtomicU64::new(0));
-    let engine = Engine::on_storage(Box::new(Counting { inner, rows: Arc::clone(&rows) })).unwrap();
+    let engine = Engine::on_storage(
+        Box::new(Counting { inner, rows: Arc::clone(&rows) }),
+        std::time::Duration::from_secs(1),
+    )
+    .unwrap();
     (engine, rows)
 }
 

@@ -34,6 +34,19 @@ pub const META_STORE_ID: &str = "store_id";
 pub const META_HEAD: &str = "head";
 /// Meta key of the count of anchor writes that failed after a commit (`u64`, big-endian).
 pub const META_ANCHOR_WRITE_FAILURES: &str = "anchor_write_failures";
+/// Meta key of the events appended per domain since genesis (`u64` big-endian each, in
+/// `Body::variant_index` order); absent on a store made before it was kept, until `rebuild`.
+pub const META_DOMAIN_EVENTS: &str = "domain_events";
+/// Meta key of the latest checkpoint: JSON `{"seq","hash","views_digest","view_rows",
+/// "events_per_domain"}`, the same text as the value of the checkpoint's record event.
+pub const META_CHECKPOINT: &str = "checkpoint";
+/// Meta key of the latest checkpoint's view rows ([`encode_snapshot`]).
+pub const META_CHECKPOINT_VIEWS: &str = "checkpoint_views";
+/// Meta key of the checkpoint the log starts after once compacted (the same JSON); absent: the
+/// log starts at genesis.
+pub const META_LOG_BASE: &str = "log_base";
+/// Meta key of that checkpoint's view rows.
+pub const META_LOG_BASE_VIEWS: &str = "log_base_views";
 /// Length of a store id.
 pub const STORE_ID_BYTES: usize = 16;
 
@@ -43,6 +56,7 @@ const REQUEST_DIGEST_CONTEXT: &str = "hookstate request v1";
 /// Bytes of the checksum in front of every view row.
 pub const ROW_CHECK_BYTES: usize = 8;
 const GENESIS_HASH_CONTEXT: &str = "hookstate genesis v1";
+const SNAPSHOT_DIGEST_CONTEXT: &str = "hookstate checkpoint views v1";
 const ANCHOR_MAGIC: &str = "hookstate-anchor";
 
 /// Bytes that cannot be read back as what they claim to be.
@@ -374,6 +388,63 @@ pub fn parse_anchor(text: &str) -> Result<([u8; STORE_ID_BYTES], Head), FormatEr
     let seq = seq.parse::<u64>().map_err(|_| bad("bad seq"))?;
     let hash = from_hex::<32>(hash).ok_or_else(|| bad("bad hash"))?;
     Ok((store_id, Head { seq, hash }))
+}
+
+/// View rows as a checkpoint keeps them: each key's bytes and its stored row's bytes.
+pub type SnapshotRows = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// Encodes view rows (key and stored row bytes, in key order) as a checkpoint keeps them: each
+/// as a u32 big-endian length and the key, then a u32 length and the row.
+///
+/// # Panics
+/// When a key or row is over 4 GiB, which the event and value limits rule out.
+#[must_use]
+pub fn encode_snapshot(rows: &[(Vec<u8>, Vec<u8>)]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (key, row) in rows {
+        for part in [key, row] {
+            let len = u32::try_from(part.len()).expect("a view row is far below 4 GiB");
+            out.extend_from_slice(&len.to_be_bytes());
+            out.extend_from_slice(part);
+        }
+    }
+    out
+}
+
+/// Decodes [`encode_snapshot`]'s bytes.
+///
+/// # Errors
+/// [`FormatError::Undecodable`] for bytes cut short.
+pub fn decode_snapshot(bytes: &[u8]) -> Result<SnapshotRows, FormatError> {
+    let bad = || FormatError::Undecodable { what: "checkpoint views", detail: "cut short".into() };
+    let mut rows = Vec::new();
+    let mut at = 0usize;
+    let part = |at: &mut usize| -> Result<Vec<u8>, FormatError> {
+        let len: [u8; 4] =
+            bytes.get(*at..*at + 4).and_then(|b| b.try_into().ok()).ok_or_else(bad)?;
+        let len = usize::try_from(u32::from_be_bytes(len)).map_err(|_| bad())?;
+        let value = bytes.get(*at + 4..*at + 4 + len).ok_or_else(bad)?.to_vec();
+        *at += 4 + len;
+        Ok(value)
+    };
+    while at < bytes.len() {
+        let key = part(&mut at)?;
+        let row = part(&mut at)?;
+        rows.push((key, row));
+    }
+    Ok(rows)
+}
+
+/// The digest a checkpoint records of its encoded view rows.
+#[must_use]
+pub fn snapshot_digest(encoded: &[u8]) -> [u8; 32] {
+    blake3::derive_key(SNAPSHOT_DIGEST_CONTEXT, encoded)
+}
+
+/// The prefix of every idempotency row's key.
+#[must_use]
+pub fn idem_prefix() -> Vec<u8> {
+    vec![KEY_IDEM]
 }
 
 /// Lower-case hex of some bytes.

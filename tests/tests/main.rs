@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, reason = "integration tests fail loudly on any unexpected error")]
 
 mod alerts;
+mod asof;
 mod corpus;
 mod docs;
 mod exportcrash;

@@ -6,7 +6,10 @@ mod alerts;
 mod core;
 mod demo;
 mod docs;
+mod doctor;
+mod dump;
 mod feedback;
+mod follow;
 mod heartbeat;
 mod hermit;
 mod hook;
@@ -72,6 +75,13 @@ pub(crate) fn run(cli: &Cli) -> Result<(), CliError> {
         Verb::Stats => ops::stats(cli),
         Verb::Serve(args) => serve::run(cli, args),
         Verb::Copy(args) => ops::copy(cli, args),
+        Verb::Dump(args) => dump::dump(cli, args),
+        Verb::Restore(args) => dump::restore(cli, args),
+        Verb::Backup(args) => dump::backup(cli, args),
+        Verb::Doctor => doctor::doctor(cli),
+        Verb::Checkpoint => dump::checkpoint(cli),
+        Verb::Compact { keep } => dump::compact(cli, *keep),
+        Verb::Metrics { prometheus } => doctor::metrics(cli, *prometheus),
         Verb::Demo(args) => demo::run(args),
         Verb::Feedback(args) => feedback::run(cli, args),
         Verb::Completions { shell } => docs::completions(*shell),
@@ -172,11 +182,16 @@ pub(crate) fn open(cli: &Cli, access: Access) -> Result<Arc<Engine>, CliError> {
 
 /// [`open`] for the store at `db` rather than --db's.
 pub(crate) fn open_at(cli: &Cli, access: Access, db: &Path) -> Result<Engine, CliError> {
+    let as_of = cli.at_seq.is_some() || cli.as_of.is_some();
+    if as_of && !matches!(access, Access::Read | Access::Export) {
+        return Err(CliError::Usage("--at-seq and --as-of are for reads and exports only".into()));
+    }
     let options = options(cli, access, db)?;
     let engine = match access {
         Access::Init => Engine::init(db, options)?,
         _ => Engine::open(db, options)?,
     };
+    let engine = if as_of { ops::as_of(cli, &engine)? } else { engine };
     engine.set_warning_sink(Box::new(|line| {
         let _ = writeln!(crate::output::stderr(), "hookstate: {}", one_line(line));
     }));

@@ -3,7 +3,10 @@
 //! verify and rebuild open with redb's integrity check. Does not change events.
 
 use hookstate_engine::schema::format::to_hex;
-use hookstate_engine::{event_to_json, LogFilter, VerifyOptions};
+use hookstate_engine::schema::Event;
+use hookstate_engine::{
+    render_event, Engine, LogFilter, VerifyOptions, LOG_FIELD_BYTES_DEFAULT, LOG_FIELD_BYTES_MIN,
+};
 use serde_json::json;
 
 use crate::args::{Cli, CopyArgs, Format, LogArgs};
@@ -19,6 +22,16 @@ pub(crate) fn init(cli: &Cli) -> Result<(), CliError> {
         cli.format,
         &json!({ "ok": true, "path": path, "seq": head.seq, "hash": to_hex(&head.hash) }),
     )
+}
+
+/// The engine as of `--at-seq` or `--as-of`.
+pub(crate) fn as_of(cli: &Cli, engine: &Engine) -> Result<Engine, CliError> {
+    let seq = match (cli.at_seq, parse_time("as-of", cli.as_of.as_ref())?) {
+        (Some(seq), _) => seq,
+        (None, Some(at_ms)) => engine.seq_as_of(at_ms)?,
+        (None, None) => return Err(CliError::Usage("no --at-seq or --as-of".into())),
+    };
+    Ok(engine.at_seq(seq)?)
 }
 
 fn parse_time(what: &str, text: Option<&String>) -> Result<Option<u64>, CliError> {
@@ -44,11 +57,30 @@ pub(crate) fn log(cli: &Cli, args: &LogArgs) -> Result<(), CliError> {
         limit: args.tail.or(args.limit),
         tail: args.tail.is_some(),
     };
+    let field_bytes_max = args.field_bytes_max.unwrap_or(LOG_FIELD_BYTES_DEFAULT);
+    if !(LOG_FIELD_BYTES_MIN..=LOG_FIELD_BYTES_DEFAULT).contains(&field_bytes_max) {
+        return Err(CliError::Invalid(format!(
+            "--field-bytes-max {field_bytes_max} is outside \
+             {LOG_FIELD_BYTES_MIN}..={LOG_FIELD_BYTES_DEFAULT}"
+        )));
+    }
+    if args.follow {
+        return crate::cmd::follow::follow(cli, filter, field_bytes_max);
+    }
     let engine = open(cli, Access::Read)?;
     let events = engine.log(&filter)?;
+    print_events(cli, &events, field_bytes_max)
+}
+
+/// Prints events, one line each, and flushes.
+pub(crate) fn print_events(
+    cli: &Cli,
+    events: &[Event],
+    field_bytes_max: usize,
+) -> Result<(), CliError> {
     let mut out = String::new();
-    for event in &events {
-        let value = event_to_json(event);
+    for event in events {
+        let value = render_event(event, field_bytes_max);
         out.push_str(&match cli.format {
             Format::Json | Format::Verdict => value.to_string(),
             Format::Text => log_line(&value),
@@ -73,6 +105,7 @@ pub(crate) fn verify(cli: &Cli, accept_missing_anchor: bool) -> Result<(), CliEr
                 "hash": to_hex(&report.head.hash), "anchor_seq": report.anchor_seq,
                 "second_anchor_seq": report.second_anchor_seq, "views": report.views,
                 "lookups": report.lookups, "re_anchored": report.re_anchored,
+                "from_checkpoint": report.from_checkpoint,
             }),
         ),
         Err(err) => {

@@ -14,6 +14,7 @@ pub(crate) mod batch_state;
 pub(crate) mod bulk;
 pub(crate) mod call;
 pub(crate) mod compat;
+pub(crate) mod counts;
 pub(crate) mod doc;
 #[cfg(feature = "bugdrill")]
 pub mod drill;

@@ -49,6 +49,11 @@ pub(crate) trait WriteTxn: ReadTxn {
     fn delete_view(&mut self, key: &[u8]) -> Result<()>;
     /// Removes every view row.
     fn clear_views(&mut self) -> Result<()>;
+    /// Removes the records of every event up to `seq` (compaction after a checkpoint); returns
+    /// how many were removed. A backend that cannot says so.
+    fn drop_events_through(&mut self, _seq: u64) -> Result<u64> {
+        Err(crate::kernel::error::Error::Invalid("this store cannot drop events".into()))
+    }
     /// Makes the transaction durable. Only after this returns may the caller acknowledge.
     fn commit(self: Box<Self>) -> Result<()>;
 }
@@ -101,4 +106,9 @@ pub(crate) trait Storage: Send + Sync {
     }
     /// Opens a read snapshot.
     fn begin_read(&self) -> Result<Box<dyn ReadTxn + '_>>;
+    /// Gives the file's free space back to the filesystem, when the backend can; returns whether
+    /// it did.
+    fn compact_file(&mut self) -> Result<bool> {
+        Ok(false)
+    }
 }

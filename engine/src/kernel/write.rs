@@ -14,14 +14,15 @@ use std::time::{Duration, Instant};
 use hookstate_schema::event::Request;
 use hookstate_schema::format::{
     self, encode_head, encode_view_key, encode_view_row, genesis_hash, Head, FORMAT_VERSION,
-    FORMAT_VERSION_UPGRADABLE, META_ANCHOR_WRITE_FAILURES, META_FORMAT, META_HEAD, META_STORE_ID,
-    STORE_ID_BYTES,
+    FORMAT_VERSION_UPGRADABLE, META_ANCHOR_WRITE_FAILURES, META_DOMAIN_EVENTS, META_FORMAT,
+    META_HEAD, META_STORE_ID, STORE_ID_BYTES,
 };
 use hookstate_schema::{validate_id, validate_scope, Body, Event, EventContent};
 
 use crate::kernel::anchor::{self, AnchorState, Identity};
 use crate::kernel::batch_state::Batch;
 use crate::kernel::call::{Call, Outcome, Plan};
+use crate::kernel::counts;
 use crate::kernel::error::{Error, Result};
 use crate::kernel::limits::{
     EVENT_BYTES_MAX, LOCK_BACKOFF_US_MAX, LOCK_BACKOFF_US_MIN, STORED_RESULT_BYTES_MAX,
@@ -95,6 +96,11 @@ impl Kernel {
     /// The storage behind this kernel.
     pub(crate) fn storage(&self) -> &dyn Storage {
         &*self.storage
+    }
+
+    /// The storage, to compact its file (`crate::ops`).
+    pub(crate) fn storage_mut(&mut self) -> &mut dyn Storage {
+        &mut *self.storage
     }
 
     /// The projection table.
@@ -348,10 +354,14 @@ impl Kernel {
             encoded.push(event);
         }
         let appended = encoded.len() as u64;
+        let touched = |error: Error| Failed { error, touched: true };
         for (event, record) in encoded {
-            let touched = |error: Error| Failed { error, touched: true };
             txn.append_event(event.seq, &record).map_err(touched)?;
             self.project_live(txn, &event).map_err(touched)?;
+        }
+        if appended > 0 {
+            let bodies = plan.events.iter().chain(plan.scoped_events.iter().map(|e| &e.1));
+            counts::add(&mut *txn, bodies).map_err(touched)?;
         }
         Ok(Outcome {
             result: plan.result,
@@ -621,6 +631,7 @@ pub(crate) fn initial_meta(store_id: &[u8; STORE_ID_BYTES]) -> Vec<(&'static str
         (META_FORMAT, FORMAT_VERSION.to_be_bytes().to_vec()),
         (META_STORE_ID, store_id.to_vec()),
         (META_HEAD, head.to_vec()),
+        (META_DOMAIN_EVENTS, counts::encode(&[0; hookstate_schema::BODY_VARIANTS])),
     ]
 }
 

@@ -6,6 +6,8 @@
 
 mod bounded;
 mod dir;
+mod fill;
+mod memory;
 mod postgres;
 mod redb;
 mod scratch;
@@ -27,6 +29,8 @@ use self::dir::StoreDir;
 use self::redb::RedbStore;
 use self::second_anchor::SecondAnchor;
 
+pub(crate) use self::fill::create_filled;
+pub(crate) use self::memory::memory_filled;
 #[cfg(feature = "testing")]
 pub use self::redb::Backend;
 
@@ -141,6 +145,9 @@ impl Storage for FileStore {
     }
     fn begin_read(&self) -> Result<Box<dyn ReadTxn + '_>> {
         self.db.begin_read()
+    }
+    fn compact_file(&mut self) -> Result<bool> {
+        self.db.compact_file()
     }
 }
 

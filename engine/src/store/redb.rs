@@ -108,6 +108,23 @@ impl RedbStore {
         }
     }
 
+    /// A database in memory with its tables and `meta`, filled by `fill` in one transaction,
+    /// which refuses writes afterwards (an as-of view of a store).
+    pub(crate) fn in_memory_filled(
+        meta: &[(&str, &[u8])],
+        fill: &mut dyn FnMut(&mut dyn WriteTxn) -> Result<()>,
+    ) -> Result<Self> {
+        let memory = redb::backends::InMemoryBackend::new();
+        let store = RedbStore::create_with(&Database::builder(), memory, meta)?;
+        let mut txn = store.begin_write(Instant::now() + Duration::from_secs(1))?;
+        fill(&mut *txn)?;
+        txn.commit()?;
+        match store.db {
+            Db::Write(db) => Ok(RedbStore { db: Db::Empty(db) }),
+            other => Ok(RedbStore { db: other }),
+        }
+    }
+
     /// Opens an existing, non-empty database file. Every lock wait, including the writer lock
     /// redb takes while opening, ends after `wait` with [`Error::Busy`].
     pub(crate) fn open(file: &File, check_integrity: bool, wait: Duration) -> Result<Self> {
@@ -228,6 +245,15 @@ impl RedbStore {
             .map_err(|e| Error::Store(Box::new(redb::Error::from(e))))?;
         txn.set_quick_repair(true);
         Ok(RedbWrite { txn })
+    }
+
+    /// Compacts the file (redb takes the writer lock and the header lock for it); `false` when
+    /// there was nothing to give back or the handle cannot write.
+    pub(crate) fn compact_file(&mut self) -> Result<bool> {
+        match &mut self.db {
+            Db::Write(db) => db.compact().map_err(|e| Error::Store(Box::new(redb::Error::from(e)))),
+            _ => Ok(false),
+        }
     }
 
     /// Opens a read snapshot.
@@ -380,6 +406,18 @@ impl WriteTxn for RedbWrite {
         self.txn.delete_table(VIEWS).map_err(convert)?;
         self.txn.open_table(VIEWS).map_err(convert)?;
         Ok(())
+    }
+
+    fn drop_events_through(&mut self, seq: u64) -> Result<u64> {
+        let mut table = self.txn.open_table(LOG).map_err(convert)?;
+        let mut dropped = 0u64;
+        table
+            .retain_in(..=seq, |_, _| {
+                dropped += 1;
+                false
+            })
+            .map_err(convert)?;
+        Ok(dropped)
     }
 
     fn commit(self: Box<Self>) -> Result<()> {

@@ -1,0 +1,538 @@
+//! Operating the log (issue 18): `log` prints every written value, its filters refuse names
+//! that match nothing, `log --follow` sees a live writer's events once and in order, dump →
+//! restore reproduces the head hash, an edited, reordered or truncated dump is refused naming
+//! its line, and a backup of a live store verifies.
+//!
+//! Does not call the engine: every step is a process, as an operator runs it.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use super::Store;
+
+/// How long a follower may take to print what a writer committed: far above its poll.
+const FOLLOW_DEADLINE: Duration = Duration::from_secs(30);
+
+fn lines(stdout: &str) -> Vec<Value> {
+    stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+/// A store with one event of each core kind that carries a value.
+fn written() -> Store {
+    let store = Store::new();
+    store.run(&["kv", "put", "k", r#"{"a":[1,2],"s":"x"}"#]).expect(0);
+    store.run(&["queue", "push", "q", "i1", r#"{"job":"build"}"#]).expect(0);
+    store.run(&["list", "append", "l", "--cap", "5", r#"{"row":1}"#]).expect(0);
+    store.run(&["set", "add", "s", "member-one"]).expect(0);
+    store
+}
+
+#[test]
+fn log_shows_every_written_value_whole() {
+    let store = written();
+    let events = lines(&store.run(&["log"]).expect(0).stdout);
+    assert_eq!(events.len(), 4);
+    assert_eq!(events[0]["data"], json!({"key": "k", "value": {"a": [1, 2], "s": "x"}, "rev": 1}));
+    assert_eq!(events[1]["data"]["payload"], json!({"job": "build"}));
+    assert_eq!(events[1]["data"]["item"], "i1");
+    assert_eq!(events[2]["data"]["row"], json!({"row": 1}));
+    assert_eq!(events[3]["data"], json!({"set": "s", "member": "member-one"}));
+}
+
+#[test]
+fn log_cuts_long_fields_with_an_explicit_marker() {
+    let store = written();
+    let run = store.run(&["log", "--kind", "set_added", "--field-bytes-max", "16"]).expect(0);
+    assert_eq!(lines(&run.stdout)[0]["data"]["member"], "member-one", "short strings stay whole");
+    let long = "y".repeat(40);
+    store.run(&["set", "add", "s", &long]).expect(0);
+    let run = store.run(&["log", "--from-seq", "5", "--field-bytes-max", "16"]).expect(0);
+    let cut = &lines(&run.stdout)[0]["data"]["member"]["$truncated"];
+    assert_eq!(cut["bytes"], 40);
+    assert_eq!(cut["kept"], "y".repeat(16));
+    store.run(&["log", "--field-bytes-max", "3"]).expect(3);
+}
+
+#[test]
+fn log_filters_refuse_a_domain_or_kind_that_does_not_exist() {
+    let store = written();
+    let run = store.run(&["log", "--domain", "cor"]).expect(3);
+    assert!(run.stderr.contains("is no domain") && run.stderr.contains("core"), "{run:?}");
+    let run = store.run(&["log", "--kind", "record_putt"]).expect(3);
+    assert!(run.stderr.contains("is no event kind") && run.stderr.contains("record_put"));
+    store.run(&["log", "--domain", "core", "--kind", "turn_signaled"]).expect(3);
+    // A real name that matches nothing here is an empty answer, not an error.
+    assert_eq!(store.run(&["log", "--kind", "turn_signaled"]).expect(0).stdout, "");
+    assert_eq!(lines(&store.run(&["log", "--kind", "record_put"]).expect(0).stdout).len(), 1);
+}
+
+fn dump_of(store: &Store) -> String {
+    store.run(&["dump"]).expect(0).stdout
+}
+
+#[test]
+fn dump_then_restore_reproduces_the_head_hash_and_the_views() {
+    let store = written();
+    store.run(&["--session", "s1", "queue", "claim", "q"]).expect(0);
+    store.run(&["--idem-key", "once", "counter", "add", "c", "3"]).expect(0);
+    let dump = dump_of(&store);
+    let header = &lines(&dump)[0];
+    assert_eq!(header["hookstate_dump"], 1);
+    assert_eq!(header["head"]["seq"], 6);
+    let file = store.dir.path().join("dump.jsonl");
+    std::fs::write(&file, &dump).unwrap();
+    let target = store.dir.path().join("restored/state.redb");
+    let restored =
+        super::run_in(&target, &["restore", "--from", file.to_str().unwrap()]).expect(0).json();
+    let stats = store.run(&["stats"]).expect(0).json();
+    assert_eq!(restored["head"], stats["head"], "same head seq and hash");
+    let at = |args: &[&str]| super::run_in(&target, args).expect(0).json();
+    assert_eq!(at(&["verify"])["ok"], true);
+    assert_eq!(at(&["kv", "get", "k"])["value"], json!({"a": [1, 2], "s": "x"}));
+    assert_eq!(at(&["counter", "get", "c"])["value"], 3);
+    // The idempotency key came along: a repeat replays instead of adding again.
+    assert_eq!(at(&["--idem-key", "once", "counter", "add", "c", "3"])["value"], 3);
+    let again = super::run_in(&target, &["dump"]).expect(0).stdout;
+    assert_eq!(again.lines().take(7).collect::<Vec<_>>(), dump.lines().collect::<Vec<_>>());
+}
+
+/// Restores `text` into the store `name` and returns the run; a refusal leaves no new store.
+fn restore_text(store: &Store, name: &str, text: &str) -> super::Run {
+    let file = store.dir.path().join(format!("{name}.jsonl"));
+    std::fs::write(&file, text).unwrap();
+    let target = store.dir.path().join(format!("{name}.redb"));
+    let existed = target.exists();
+    let run = super::run_in(&target, &["restore", "--from", file.to_str().unwrap()]);
+    if run.code != 0 && !existed {
+        assert!(!target.exists(), "a refused restore left {}", target.display());
+    }
+    run
+}
+
+#[test]
+fn restore_refuses_an_edited_reordered_or_truncated_dump_naming_the_line() {
+    let store = written();
+    let dump = dump_of(&store);
+    let all: Vec<&str> = dump.lines().collect();
+    let join = |lines: &[&str]| lines.iter().map(|l| format!("{l}\n")).collect::<String>();
+    // An edited value in the readable event.
+    let edited = dump.replacen("member-one", "member-two", 1);
+    let run = restore_text(&store, "edited", &edited).expect(3);
+    assert!(run.stderr.contains("line 5:") && run.stderr.contains("edited"), "{run:?}");
+    // An edited record byte (a hex digit of the content): its hash fails.
+    let line: Value = serde_json::from_str(all[2]).unwrap();
+    let record = line["record"].as_str().unwrap();
+    let flipped = format!(
+        "{}{}",
+        &record[..record.len() - 2],
+        if record.ends_with("00") { "01" } else { "00" }
+    );
+    let bad = all[2].replace(record, &flipped);
+    let run =
+        restore_text(&store, "record", &join(&[all[0], all[1], &bad, all[3], all[4]])).expect(3);
+    assert!(run.stderr.contains("line 3:") && run.stderr.contains("bad record"), "{run:?}");
+    // Two events swapped.
+    let run =
+        restore_text(&store, "swapped", &join(&[all[0], all[2], all[1], all[3], all[4]])).expect(3);
+    assert!(run.stderr.contains("line 2:") && run.stderr.contains("reordered"), "{run:?}");
+    // The last event missing, and a last line cut in the middle.
+    let run = restore_text(&store, "short", &join(&all[..4])).expect(3);
+    assert!(run.stderr.contains("line 5:") && run.stderr.contains("truncated"), "{run:?}");
+    let cut = &dump[..dump.len() - 10];
+    let run = restore_text(&store, "cut", cut).expect(3);
+    assert!(run.stderr.contains("line 5:"), "{run:?}");
+    // The whole dump is fine, and a second restore onto it is refused.
+    restore_text(&store, "whole", &dump).expect(0);
+    let run = restore_text(&store, "whole", &dump).expect(3);
+    assert!(run.stderr.contains("exists"), "{run:?}");
+}
+
+#[test]
+fn dump_to_a_file_refuses_an_existing_file() {
+    let store = written();
+    let file = store.dir.path().join("d.jsonl");
+    let out = store.run(&["dump", "--to", file.to_str().unwrap()]).expect(0).json();
+    assert_eq!(out["events"], 4);
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), dump_of(&store));
+    store.run(&["dump", "--to", file.to_str().unwrap()]).expect(6);
+}
+
+#[test]
+fn a_backup_of_a_live_store_verifies_and_has_its_head() {
+    let store = written();
+    let exe = env!("CARGO_BIN_EXE_hookstate");
+    let db = store.db();
+    let writer = std::thread::spawn(move || {
+        for _ in 0..20 {
+            let status = Command::new(exe)
+                .arg("--db")
+                .arg(&db)
+                .args(["counter", "add", "c", "1"])
+                .stdout(Stdio::null())
+                .status()
+                .unwrap();
+            assert!(status.success());
+        }
+    });
+    let target = store.dir.path().join("backup/state.redb");
+    let backup = store.run(&["backup", "--to", target.to_str().unwrap()]).expect(0).json();
+    writer.join().unwrap();
+    let seq = backup["head"]["seq"].as_u64().unwrap();
+    assert!((4..=24).contains(&seq), "{backup}");
+    let verify = super::run_in(&target, &["verify"]).expect(0).json();
+    assert_eq!(verify["hash"], backup["head"]["hash"]);
+    // The backup is the live store's prefix: the same hash at that seq.
+    let live = lines(
+        &store.run(&["log", "--from-seq", &seq.to_string(), "--limit", "1"]).expect(0).stdout,
+    );
+    assert_eq!(live[0]["hash"], backup["head"]["hash"]);
+    store.run(&["backup", "--to", target.to_str().unwrap()]).expect(3);
+}
+
+#[test]
+fn log_follow_sees_a_live_writers_events_once_in_order_and_exits_0_on_sigint() {
+    let store = written();
+    let mut follower = Command::new(env!("CARGO_BIN_EXE_hookstate"))
+        .arg("--db")
+        .arg(store.db())
+        .args(["log", "--follow", "--from-seq", "2", "--domain", "core"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let writes = 25u64;
+    let exe = env!("CARGO_BIN_EXE_hookstate");
+    let db = store.db();
+    let writer = std::thread::spawn(move || {
+        for _ in 0..writes {
+            let status = Command::new(exe)
+                .arg("--db")
+                .arg(&db)
+                .args(["counter", "add", "c", "1"])
+                .stdout(Stdio::null())
+                .status()
+                .unwrap();
+            assert!(status.success());
+        }
+    });
+    let mut out = BufReader::new(follower.stdout.take().unwrap());
+    let mut seqs = Vec::new();
+    let start = Instant::now();
+    while seqs.len() < 3 + usize::try_from(writes).unwrap() && start.elapsed() < FOLLOW_DEADLINE {
+        let mut line = String::new();
+        if out.read_line(&mut line).unwrap() == 0 {
+            break;
+        }
+        seqs.push(serde_json::from_str::<Value>(&line).unwrap()["seq"].as_u64().unwrap());
+    }
+    writer.join().unwrap();
+    assert_eq!(seqs, (2..=4 + writes).collect::<Vec<_>>(), "every event once, in order");
+    let status = Command::new("kill").args(["-INT", &follower.id().to_string()]).status().unwrap();
+    assert!(status.success());
+    let exit = follower.wait().unwrap();
+    assert_eq!(exit.code(), Some(0), "SIGINT ends a follow with exit 0");
+}
+
+#[test]
+fn log_follow_exits_0_when_its_reader_closes_the_pipe() {
+    let store = written();
+    let mut follower = Command::new(env!("CARGO_BIN_EXE_hookstate"))
+        .arg("--db")
+        .arg(store.db())
+        .args(["log", "--follow"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(follower.stdout.take().unwrap());
+    let mut first = String::new();
+    out.read_line(&mut first).unwrap();
+    assert!(first.contains("\"seq\":1"), "{first}");
+    drop(out);
+    let start = Instant::now();
+    let exit = loop {
+        if let Some(exit) = follower.try_wait().unwrap() {
+            break exit;
+        }
+        assert!(start.elapsed() < FOLLOW_DEADLINE, "the follower did not see its reader go");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(exit.code(), Some(0));
+}
+
+#[test]
+fn doctor_is_clean_on_a_healthy_store_and_flags_a_deleted_anchor() {
+    let store = written();
+    let report = store.run(&["doctor"]).expect(0).json();
+    assert_eq!(report["problems"], 0, "{report}");
+    let checks: Vec<&str> = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["check"].as_str().unwrap())
+        .collect();
+    for check in ["permissions", "integrity", "anchor", "temporaries", "open_by", "size"] {
+        assert!(checks.contains(&check), "{check} missing from {checks:?}");
+    }
+    std::fs::remove_file(store.dir.path().join("state.redb.head")).unwrap();
+    let run = store.run(&["doctor"]).expect(5);
+    let report = run.json();
+    let anchor =
+        report["findings"].as_array().unwrap().iter().find(|f| f["check"] == "anchor").unwrap();
+    assert_eq!(anchor["level"], "problem");
+    assert!(anchor["hint"].as_str().unwrap().contains("--accept-missing-anchor"), "{anchor}");
+}
+
+#[test]
+fn doctor_flags_a_world_writable_directory_without_opening_the_store() {
+    use std::os::unix::fs::PermissionsExt;
+    let store = written();
+    let dir = store.dir.path();
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let report = store.run(&["doctor"]).expect(5).json();
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let first = &report["findings"][0];
+    assert_eq!(
+        (first["check"].as_str(), first["level"].as_str()),
+        (Some("permissions"), Some("problem"))
+    );
+    assert!(first["what"].as_str().unwrap().contains("writable by others"), "{first}");
+    assert!(first["hint"].as_str().unwrap().contains("chmod 700"), "{first}");
+    assert!(report["findings"].as_array().unwrap().iter().all(|f| f["check"] != "integrity"));
+}
+
+#[test]
+fn doctor_warns_of_stale_temporaries_and_checks_the_mirror_directory() {
+    let store = written();
+    let stale = store.dir.path().join(".state.redb.create-0011223344556677");
+    std::fs::write(&stale, b"").unwrap();
+    let old = std::time::SystemTime::now() - Duration::from_secs(3600);
+    std::fs::File::options().write(true).open(&stale).unwrap().set_modified(old).unwrap();
+    let missing = store.dir.path().join("no-such-mirror");
+    let report = store.run(&["--mirror", missing.to_str().unwrap(), "doctor"]).expect(5).json();
+    let find = |check: &str| {
+        report["findings"].as_array().unwrap().iter().find(|f| f["check"] == check).unwrap().clone()
+    };
+    assert_eq!(find("temporaries")["level"], "warn");
+    assert!(find("temporaries")["hint"].as_str().unwrap().contains("rebuild"));
+    assert_eq!(find("mirror")["level"], "problem");
+    store.run(&["rebuild"]).expect(0);
+    let report = store.run(&["doctor"]).expect(0).json();
+    let temporaries = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["check"] == "temporaries")
+        .unwrap()
+        .clone();
+    assert_eq!(temporaries["level"], "ok", "rebuild removed the stale file");
+}
+
+#[test]
+fn metrics_count_events_per_domain_and_queue_depths_in_json_and_prometheus() {
+    let store = written();
+    store.run(&["queue", "push", "q", "i2"]).expect(0);
+    store.run(&["--session", "s", "queue", "claim", "q"]).expect(0);
+    let m = store.run(&["--now-ms", "99999999999999", "metrics"]).expect(0).json();
+    assert_eq!(m["events_per_domain"]["core"], 6);
+    let q = &m["queues"][0];
+    assert_eq!(
+        (q["ready"].as_u64(), q["claimed"].as_u64(), q["parked"].as_u64()),
+        (Some(1), Some(1), Some(0))
+    );
+    assert!(q["oldest_ready_age_ms"].as_u64().unwrap() > 0);
+    assert!(m["file_bytes"].as_u64().unwrap() > 0);
+    let text = store.run(&["metrics", "--prometheus"]).expect(0).stdout;
+    assert!(text.contains("hookstate_events_total{domain=\"core\"} 6\n"), "{text}");
+    assert!(text.contains("hookstate_queue_ready{scope=\"default\",queue=\"q\"} 1\n"), "{text}");
+    assert!(text.contains("# TYPE hookstate_queue_parked gauge\n"), "{text}");
+    // The counts are the log's: verify checks them against a replay, rebuild restates them.
+    store.run(&["verify"]).expect(0);
+    store.run(&["rebuild"]).expect(0);
+    assert_eq!(store.run(&["metrics"]).expect(0).json()["events_per_domain"]["core"], 6);
+}
+
+#[test]
+fn as_of_reads_answer_as_the_store_was_and_writes_refuse_them() {
+    let store = Store::new();
+    for (n, at) in
+        [(1, "2026-01-01T00:00:00Z"), (2, "2026-01-02T00:00:00Z"), (3, "2026-01-03T00:00:00Z")]
+    {
+        let ms = chrono_ms(at).to_string();
+        store.run(&["--now-ms", &ms, "kv", "put", "k", &format!("{{\"v\":{n}}}")]).expect(0);
+        store.run(&["--now-ms", &ms, "queue", "push", "q", &format!("i{n}")]).expect(0);
+    }
+    let get = store.run(&["--at-seq", "3", "kv", "get", "k"]).expect(0).json();
+    assert_eq!((get["rev"].as_u64(), get["value"]["v"].as_u64()), (Some(2), Some(2)));
+    let live = store.run(&["kv", "get", "k"]).expect(0).json();
+    assert_eq!(live["rev"], 3);
+    let listed = store.run(&["--at-seq", "4", "queue", "list", "q"]).expect(0).json();
+    assert_eq!(listed["ready"], 2, "{listed}");
+    let day = store.run(&["--as-of", "2026-01-02T12:00:00Z", "kv", "get", "k"]).expect(0).json();
+    assert_eq!(day["value"]["v"], 2);
+    let before = store.run(&["--as-of", "2025-12-31T00:00:00Z", "kv", "get", "k"]).expect(0).json();
+    assert_eq!(before["found"], false);
+    let stats = store.run(&["--at-seq", "2", "stats"]).expect(0).json();
+    assert_eq!(stats["head"]["seq"], 2);
+    assert!(stats.get("anchor_mismatch").is_none(), "an as-of read is vouched for: {stats}");
+    let run = store.run(&["--at-seq", "2", "kv", "put", "k", "1"]).expect(64);
+    assert!(run.stderr.contains("for reads"), "{run:?}");
+    store.run(&["--at-seq", "7", "kv", "get", "k"]).expect(3);
+    store.run(&["--as-of", "yesterday", "kv", "get", "k"]).expect(3);
+}
+
+fn chrono_ms(at: &str) -> i64 {
+    chrono::DateTime::parse_from_rfc3339(at).unwrap().timestamp_millis()
+}
+
+#[test]
+fn verify_refuses_events_per_domain_that_are_not_the_logs() {
+    use redb::ReadableDatabase;
+    let store = written();
+    let table: redb::TableDefinition<&str, &[u8]> =
+        redb::TableDefinition::new(hookstate_schema::format::META_TABLE);
+    {
+        let database = redb::Database::builder()
+            .set_concurrency_mode(redb::ConcurrencyMode::MultiWriter)
+            .open(store.db())
+            .unwrap();
+        let read = database.begin_read().unwrap();
+        let stored =
+            read.open_table(table).unwrap().get("domain_events").unwrap().unwrap().value().to_vec();
+        assert_eq!(stored[..8], 4u64.to_be_bytes(), "four core events counted");
+        drop(read);
+        let txn = database.begin_write().unwrap();
+        let mut forged = stored.clone();
+        forged[7] = 9;
+        txn.open_table(table).unwrap().insert("domain_events", forged.as_slice()).unwrap();
+        txn.commit().unwrap();
+    }
+    let run = store.run(&["verify"]).expect(5);
+    assert!(run.stderr.contains("events per domain"), "{run:?}");
+    store.run(&["rebuild"]).expect(0);
+    store.run(&["verify"]).expect(0);
+}
+
+/// A store with `n` record puts of a value of about 400 bytes.
+fn puts(n: usize) -> Store {
+    let store = Store::new();
+    let pad = "x".repeat(400);
+    for i in 0..n {
+        store
+            .run(&[
+                "kv",
+                "put",
+                &format!("k{}", i % 4),
+                &format!("{{\"i\":{i},\"pad\":\"{pad}\"}}"),
+            ])
+            .expect(0);
+    }
+    store
+}
+
+#[test]
+fn compact_after_a_checkpoint_shrinks_the_file_and_verify_proves_the_chain_from_it() {
+    let store = puts(120);
+    store.run(&["compact"]).expect(3);
+    let checkpoint = store.run(&["checkpoint"]).expect(0).json();
+    assert_eq!(
+        (checkpoint["at"]["seq"].as_u64(), checkpoint["seq"].as_u64()),
+        (Some(120), Some(121))
+    );
+    store.run(&["kv", "put", "after", "1"]).expect(0);
+    let before = store.run(&["kv", "get", "k1"]).expect(0).json();
+    let run = store.run(&["compact", "--keep", "3"]).expect(3);
+    assert!(run.stderr.contains("fewer than --keep 3"), "{run:?}");
+    let compacted = store.run(&["compact", "--keep", "2"]).expect(0).json();
+    assert_eq!(compacted["dropped"], 120);
+    let (from, to) = (
+        compacted["file_bytes_before"].as_u64().unwrap(),
+        compacted["file_bytes_after"].as_u64().unwrap(),
+    );
+    assert!(to < from, "the file shrank: {compacted}");
+    let verify = store.run(&["verify"]).expect(0).json();
+    assert_eq!(
+        (verify["from_checkpoint"].as_u64(), verify["events"].as_u64()),
+        (Some(120), Some(2))
+    );
+    assert_eq!(store.run(&["kv", "get", "k1"]).expect(0).json(), before, "reads are unchanged");
+    assert_eq!(
+        store.run(&["--at-seq", "121", "kv", "get", "after"]).expect(0).json()["found"],
+        false
+    );
+    assert_eq!(
+        store.run(&["--at-seq", "122", "kv", "get", "after"]).expect(0).json()["found"],
+        true
+    );
+    store.run(&["--at-seq", "100", "kv", "get", "k1"]).expect(3);
+    store.run(&["rebuild"]).expect(0);
+    store.run(&["verify"]).expect(0);
+    let run = store.run(&["dump"]).expect(3);
+    assert!(run.stderr.contains("compacted"), "{run:?}");
+    let target = store.dir.path().join("backup/state.redb");
+    store.run(&["backup", "--to", target.to_str().unwrap()]).expect(0);
+    let copy = super::run_in(&target, &["verify"]).expect(0).json();
+    assert_eq!(
+        (copy["from_checkpoint"].as_u64(), copy["hash"].clone()),
+        (Some(120), verify["hash"].clone())
+    );
+    assert_eq!(
+        super::run_in(&target, &["metrics"]).expect(0).json()["events_per_domain"]["core"],
+        122
+    );
+    // Writes go on after a compaction, and a second round compacts again.
+    store.run(&["kv", "put", "later", "2"]).expect(0);
+    store.run(&["checkpoint"]).expect(0);
+    assert_eq!(store.run(&["compact"]).expect(0).json()["dropped"], 3);
+    assert_eq!(store.run(&["verify"]).expect(0).json()["from_checkpoint"], 123);
+}
+
+#[test]
+fn verify_refuses_a_checkpoint_whose_rows_were_edited() {
+    let store = puts(6);
+    store.run(&["checkpoint"]).expect(0);
+    store.run(&["compact"]).expect(0);
+    let table: redb::TableDefinition<&str, &[u8]> =
+        redb::TableDefinition::new(hookstate_schema::format::META_TABLE);
+    {
+        use redb::ReadableDatabase;
+        let database = redb::Database::builder()
+            .set_concurrency_mode(redb::ConcurrencyMode::MultiWriter)
+            .open(store.db())
+            .unwrap();
+        let read = database.begin_read().unwrap();
+        let mut rows = read
+            .open_table(table)
+            .unwrap()
+            .get("log_base_views")
+            .unwrap()
+            .unwrap()
+            .value()
+            .to_vec();
+        drop(read);
+        let last = rows.len() - 1;
+        rows[last] ^= 1;
+        let txn = database.begin_write().unwrap();
+        txn.open_table(table).unwrap().insert("log_base_views", rows.as_slice()).unwrap();
+        txn.commit().unwrap();
+    }
+    let run = store.run(&["verify"]).expect(5);
+    assert!(run.stderr.contains("do not match the digest"), "{run:?}");
+}
+
+#[test]
+fn compact_keeps_the_events_a_live_idempotency_key_is_bound_to() {
+    let store = Store::new();
+    let now = 1_800_000_000_000u64;
+    let at = |ms: u64| ms.to_string();
+    store.run(&["--now-ms", &at(now), "--idem-key", "once", "counter", "add", "c", "1"]).expect(0);
+    store.run(&["--now-ms", &at(now), "checkpoint"]).expect(0);
+    let run = store.run(&["--now-ms", &at(now + 1000), "compact"]).expect(3);
+    assert!(run.stderr.contains("idempotency key \"once\""), "{run:?}");
+    let day = 24 * 60 * 60 * 1000;
+    assert_eq!(store.run(&["--now-ms", &at(now + day), "compact"]).expect(0).json()["dropped"], 1);
+    store.run(&["verify"]).expect(0);
+}
