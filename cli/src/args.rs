@@ -850,7 +850,8 @@ pub(crate) enum MicroVerb {
         /// approved, rejected, answered or expired.
         #[arg(long)]
         action: Option<String>,
-        /// The operator's answer: a label, a unique prefix of one, its number, or yes/no.
+        /// The operator's answer: a label, a unique prefix of one, or its number; without
+        /// options, the operator's text as given.
         #[arg(long)]
         answer: Option<String>,
         /// The channel the answer came from (recorded in the event).
@@ -973,7 +974,8 @@ pub(crate) enum InjectionVerb {
 #[derive(Debug, Subcommand)]
 pub(crate) enum NextTaskVerb {
     /// Queue sessions/NEXT-TASK.md from stdin, exclusively unless --replace.
-    /// Verdict: OK|queued or ERROR|next-task-exists.
+    /// Verdict: OK, ERROR|empty-content (empty or blank content, exit 0) or
+    /// ERROR|next-task-exists.
     Queue {
         /// Replace a queued task.
         #[arg(long)]

@@ -22,7 +22,7 @@ pub(crate) mod project;
 pub(crate) mod self_eval;
 pub(crate) mod tick_input;
 
-pub use api::{check_next_task, tick_line, tick_rejected, Alerts, TickRejected, TokenRead};
+pub use api::{check_next_task, next_task_refused, tick_line, Alerts, TokenRead};
 pub use config::HeartbeatConfig;
 pub use heartbeat::parse_runtime_set;
 pub use heartbeat::{FILE_BYTES_MAX, NEXT_TASK_FILE, STATE_FILES};

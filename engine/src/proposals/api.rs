@@ -17,6 +17,7 @@ use hookstate_schema::{validate_scope, Body};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+use super::layout::PROPOSALS_DIR;
 use super::micro::{check_mp_id, check_resolve, decide_brief_cycle, decide_nudge};
 use super::micro::{decide_queue, decide_resolve, mp_date, MicroInput, ResolveInput, MP_SEQ_KIND};
 use super::moves::{check_event, decide_event, decide_move, decide_patch, event_refused};
@@ -318,7 +319,8 @@ impl Proposals<'_> {
     }
 
     /// The index of a scope's proposals, as `proposals-index.json` holds it (read-only), and
-    /// upstream's `OK|<n> proposals` line.
+    /// upstream's `OK|<n> proposals` line, or `SKIP|no state dir` when the state directory does
+    /// not exist and `SKIP|no proposals dir` when it holds no `proposals/` and the store no PROP.
     ///
     /// # Errors
     /// Store errors.
@@ -326,7 +328,17 @@ impl Proposals<'_> {
         validate_scope(scope)?;
         let txn = self.k.begin_read()?;
         let index = self.index_value(&*txn, scope)?;
-        Ok(IndexRead { verdict: format!("OK|{} proposals", index["count"]), index })
+        let dir = state_dir(scope)?;
+        // Upstream skips without the directories it would read; a store holding proposals
+        // has them whether or not a mirror wrote `proposals/`.
+        let verdict = if !dir.is_dir() {
+            "SKIP|no state dir".to_owned()
+        } else if index["count"].as_u64() == Some(0) && !dir.join(PROPOSALS_DIR).is_dir() {
+            "SKIP|no proposals dir".to_owned()
+        } else {
+            format!("OK|{} proposals", index["count"])
+        };
+        Ok(IndexRead { verdict, index })
     }
 
     fn index_value(&self, txn: &dyn ReadTxn, scope: &str) -> Result<Value> {

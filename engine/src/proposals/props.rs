@@ -525,7 +525,7 @@ mod tests {
             let _ = resolve_id(&[], &text);
             let doc = prop_doc("PROP-001-x-000000.md", &text);
             let _ = render_index(&[("PROP-001-x-000000".into(), doc)], "");
-            let _ = crate::proposals::moves::append_decision(&text, &title);
+            let _ = crate::proposals::moves::append_decision(&text, &title, "2026-11-29T17:00:00Z");
             let _ = fm_set(&text, "status", &json!(title));
         }
     }
