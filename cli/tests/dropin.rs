@@ -150,6 +150,89 @@ fn proposal_patch_reads_at_now_as_a_wildcard_and_takes_an_empty_stdin() {
     assert!(prop_text(&h, &id).contains("reviewed: true"));
 }
 
+// ---- the one-line shim: `hookstate hermit proposal "$@"` -----------------------------------
+
+impl Hermit {
+    /// `hookstate --now-ms N hermit <script> <words>`: what the shim runs.
+    fn shim(&self, script: &str, words: &[&str], stdin: Option<&str>) -> Run {
+        let now = NOW_MS.to_string();
+        let mut full = vec!["--now-ms", now.as_str(), "hermit", script];
+        full.extend_from_slice(words);
+        self.store.run_with_stdin(&full, stdin.map(str::as_bytes))
+    }
+}
+
+#[test]
+fn the_shim_takes_upstreams_words_and_keeps_the_directory_current() {
+    let h = Hermit::new();
+    let d = h.d();
+    let queued = line(
+        h.shim("proposal", &["queue-micro", d], Some("{\"tier\":1,\"question\":\"Colour?\"}")),
+        "QUEUED|MP-20260914-0",
+    );
+    assert!(queued.stderr.is_empty());
+    let resolve =
+        ["micro", d, "resolve", "MP-20260914-0", "--action", "answered", "--answer", "blue"];
+    line(h.shim("proposal", &resolve, None), "RESOLVED|MP-20260914-0|answered");
+    let created = h.shim("proposal", &["create", d], Some("Title: Try it\n---\nBody.\n")).expect(0);
+    let id = created.stdout.trim().to_owned();
+    let file = h.dir.join("proposals").join(format!("{id}.md"));
+    assert!(file.is_file(), "the mirror wrote {}", file.display());
+    let patch = ["patch", d, &id, "--set", "status=accepted"];
+    line(h.shim("proposal", &patch, Some("Decision: Accepted on @now.\n")), &format!("OK|{id}"));
+    line(
+        h.shim("proposal", &["patch", d, &id, "--set", "reviewed=true"], None),
+        &format!("OK|{id}"),
+    );
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(text.contains("status: accepted") && text.contains("reviewed: true"), "{text}");
+    let event = ["event", d, "responded", &format!("--id={id}"), "--action=accept"];
+    line(h.shim("proposal", &event, None), "OK");
+    line(h.shim("proposal", &["resolve-id", d, "PROP-1"], None), &format!("MATCH|{id}.md"));
+    line(h.shim("proposal", &["index", d], None), "OK|1 proposals");
+    line(h.shim("proposal", &["next-task", d], Some("Do X.\n")), "OK");
+    assert_eq!(std::fs::read_to_string(h.dir.join("sessions/NEXT-TASK.md")).unwrap(), "Do X.\n");
+    let ledger = std::fs::read_to_string(h.dir.join("state/proposal-metrics.jsonl")).unwrap();
+    assert_eq!(ledger.lines().count(), 4, "queued, resolved, created, responded: {ledger}");
+    // heartbeat.ts alert-state <state file>: the directory is the file's grandparent.
+    let state_file = h.dir.join("state/alert-state.json");
+    let tick = h.shim(
+        "heartbeat",
+        &["alert-state", state_file.to_str().unwrap()],
+        Some("{\"firing\":[]}"),
+    );
+    let out: Value = serde_json::from_str(&tick.expect(0).stdout).unwrap();
+    assert_eq!(out["heartbeat_result"], "OK", "{out}");
+    assert!(state_file.is_file(), "the mirror wrote alert-state.json");
+}
+
+#[test]
+fn the_shim_answers_a_bad_call_as_upstream_does() {
+    let h = Hermit::new();
+    let before = h.store.snapshot();
+    // An unknown verb: a verdict line, exit 0.
+    let unknown = h.shim("proposal", &["frob", h.d()], None);
+    assert_eq!(
+        (unknown.code, unknown.stdout.as_str(), unknown.stderr.as_str()),
+        (0, "ERROR|unknown-verb\n", "")
+    );
+    // No verb or no directory: upstream's usage line on stderr, exit 1, nothing on stdout.
+    for words in [&[][..], &["create"][..]] {
+        let run = h.shim("proposal", words, None);
+        assert_eq!((run.code, run.stdout.as_str()), (1, ""), "{run:?}");
+        assert!(run.stderr.starts_with("Usage: bun proposal.ts "), "{run:?}");
+    }
+    let run = h.shim("heartbeat", &["alert-state"], None);
+    assert_eq!((run.code, run.stdout.as_str()), (1, ""), "{run:?}");
+    assert!(run.stderr.starts_with("Usage: bun heartbeat.ts alert-state "), "{run:?}");
+    // An upstream verb hookstate does not build says so (exit 3), never a fake verdict.
+    let gate = h.shim("proposal", &["gate", h.d(), "--gate", "triage"], Some("Title: x\n"));
+    assert_eq!((gate.code, gate.stdout.as_str()), (3, ""), "{gate:?}");
+    assert!(gate.stderr.contains("proposal.ts gate is not built"), "{gate:?}");
+    assert_eq!(h.store.snapshot(), before, "nothing was written");
+    assert_eq!(std::fs::read_dir(h.dir.join("state")).unwrap().count(), 0);
+}
+
 // ---- heartbeat.ts alert-state (`alerts tick`) ------------------------------------------------
 
 #[test]
