@@ -779,7 +779,8 @@ pub(crate) enum ProposalsVerb {
     Queue,
     /// The ledger (state/proposal-metrics.jsonl lines), rendered from the log.
     Ledger,
-    /// Create a PROP: stdin holds `Title:` (required), `Source:`, `Session:`, `Category:`,
+    /// Create a PROP: stdin holds `Title:` (required), `Source:`, `Session:` (default:
+    /// state/runtime.json's session_id), `Category:`,
     /// `Tags:` (JSON), `Related-Sessions:` (JSON), `Self-Eval-Key:` lines, a `---` line, the body.
     /// Verdict: the PROP-NNN-<slug>-<HHMMSS> id, or ERROR|<token>.
     Create,

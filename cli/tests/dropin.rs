@@ -207,6 +207,23 @@ fn the_shim_takes_upstreams_words_and_keeps_the_directory_current() {
 }
 
 #[test]
+fn proposal_create_defaults_session_to_runtime_json() {
+    let h = Hermit::new();
+    let runtime = "{\n  \"version\": 1,\n  \"session_state\": \"in_progress\",\n  \"session_id\": \
+                   \"S-007\"\n}\n";
+    std::fs::write(h.dir.join("state/runtime.json"), runtime).unwrap();
+    let created = h.shim("proposal", &["create", h.d()], Some("Title: Try it\n---\nBody.\n"));
+    let id = created.expect(0).stdout.trim().to_owned();
+    let text = std::fs::read_to_string(h.dir.join("proposals").join(format!("{id}.md"))).unwrap();
+    assert!(text.contains("\nsession: S-007\n"), "{text}");
+    // A `Session:` header still wins; a bare one falls back to the runtime's.
+    let named = h.shim("proposal", &["create", h.d()], Some("Title: B\nSession: S-001\n---\nB.\n"));
+    let id = named.expect(0).stdout.trim().to_owned();
+    let text = std::fs::read_to_string(h.dir.join("proposals").join(format!("{id}.md"))).unwrap();
+    assert!(text.contains("\nsession: S-001\n"), "{text}");
+}
+
+#[test]
 fn the_shim_answers_a_bad_call_as_upstream_does() {
     let h = Hermit::new();
     let before = h.store.snapshot();

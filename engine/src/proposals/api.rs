@@ -10,6 +10,7 @@
 use std::path::Path;
 
 use hookstate_schema::format::decode_event;
+use hookstate_schema::heartbeat::FileDoc;
 use hookstate_schema::hermit::dir_of;
 use hookstate_schema::proposals::{IndexDoc, MpSeqDoc, PropDoc, QueueDoc};
 use hookstate_schema::proposals::{PROP_KIND, QUEUE_ID, QUEUE_KIND};
@@ -62,6 +63,22 @@ pub(crate) fn state_dir(scope: &str) -> Result<&Path> {
     dir_of(scope)
         .map(Path::new)
         .ok_or_else(|| Error::bad(format!("scope {scope:?}"), "is not hermit:<abs state dir>"))
+}
+
+/// The heartbeat's row of `state/runtime.json` (its exact text), which the session domain
+/// shares; read here by its schema kind, as upstream's create reads the file.
+const RUNTIME_KIND: &str = "heartbeat.file";
+const RUNTIME_ID: &str = "runtime.json";
+
+/// `state/runtime.json`'s `session_id` when it is a non-empty string: upstream's create defaults
+/// `Session:` to it (`runtime?.session_id ?? null`; an unparseable file reads as none).
+fn runtime_session(txn: &dyn ReadTxn, scope: &str) -> Result<Option<String>> {
+    let Some(doc) = read_doc::<FileDoc>(txn, scope, RUNTIME_KIND, RUNTIME_ID)? else {
+        return Ok(None);
+    };
+    let runtime: Option<Value> = serde_json::from_str(&doc.text).ok();
+    let session = runtime.as_ref().and_then(|r| r.get("session_id")).and_then(Value::as_str);
+    Ok(session.filter(|s| !s.is_empty()).map(str::to_owned))
 }
 
 /// `config.timezone` of the hermit state directory `dir`, `UTC` when unset or the file is absent.
@@ -244,7 +261,11 @@ impl Proposals<'_> {
         let now = (stamp_ms(call.now_ms), stamp_s(call.now_ms));
         self.k.write(call, |txn| {
             let props = read_props(txn, &call.scope)?;
-            Ok(decide_create(&props, input, &created, &hhmmss, now.clone()))
+            let mut input = input.clone();
+            if input.session.is_none() {
+                input.session = runtime_session(txn, &call.scope)?;
+            }
+            Ok(decide_create(&props, &input, &created, &hhmmss, now.clone()))
         })
     }
 
