@@ -224,6 +224,29 @@ fn proposal_create_defaults_session_to_runtime_json() {
 }
 
 #[test]
+fn proposal_brief_cycle_prunes_a_hand_edited_null_entry() {
+    let h = Hermit::new();
+    let queue = "{\n  \"pending\": [\n    null,\n    {\n      \"id\": \"MP-20260914-0\",\n      \
+                 \"tier\": 1,\n      \"status\": \"pending\",\n      \"follow_up_count\": 0,\n      \
+                 \"ts\": \"2026-09-14T08:00:00Z\",\n      \"question\": \"Ship?\"\n    }\n  ]\n}\n";
+    std::fs::write(h.dir.join("state/micro-proposals.json"), queue).unwrap();
+    // Other verbs read the queue and never match the null.
+    line(h.shim("proposal", &["micro", h.d(), "nudge", "MP-20260914-9"], None), "NONE|no-match");
+    let cycle = h.shim("proposal", &["micro", h.d(), "brief-cycle"], None).expect(0);
+    let out: Value = serde_json::from_str(&cycle.stdout).unwrap();
+    assert_eq!(out["dropped"], json!([null]), "{out}");
+    assert_eq!(out["new"][0]["id"], "MP-20260914-0", "{out}");
+    let file = std::fs::read_to_string(h.dir.join("state/micro-proposals.json")).unwrap();
+    let kept: Value = serde_json::from_str(&file).unwrap();
+    assert_eq!(kept["pending"].as_array().map(Vec::len), Some(1), "{file}");
+    assert_eq!(kept["pending"][0]["follow_up_count"], 1, "{file}");
+    // Any other non-object entry is still a corrupt file, refused whole.
+    std::fs::write(h.dir.join("state/micro-proposals.json"), "{\"pending\":[7]}\n").unwrap();
+    let refused = h.shim("proposal", &["micro", h.d(), "brief-cycle"], None);
+    assert_ne!(refused.code, 0, "{refused:?}");
+}
+
+#[test]
 fn the_shim_answers_a_bad_call_as_upstream_does() {
     let h = Hermit::new();
     let before = h.store.snapshot();

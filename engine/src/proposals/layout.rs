@@ -54,8 +54,8 @@ fn corrupt(why: &str) -> Error {
 }
 
 /// Parses the queue file as upstream's tri-state reader does: a missing or null `pending` is
-/// healed to `[]`; invalid JSON, a non-object, a non-array `pending` or a non-object entry is
-/// corrupt, never an empty queue. The style it was written in is kept.
+/// healed to `[]`; invalid JSON, a non-object, a non-array `pending` or an entry that is neither
+/// an object nor `null` is corrupt, never an empty queue. The style it was written in is kept.
 ///
 /// # Errors
 /// [`Error::LegacyFile`] naming why the file is corrupt.
@@ -75,6 +75,12 @@ pub(crate) fn parse_queue(bytes: &[u8]) -> Result<QueueDoc> {
     }
     let mut entries = Vec::with_capacity(pending.len());
     for entry in pending {
+        // A hand-edited `null` entry is kept for the next brief-cycle to prune, as upstream's
+        // reader keeps it (`dropped: [null]`); no other verb matches it.
+        if entry.is_null() {
+            entries.push(entry.to_string());
+            continue;
+        }
         let Value::Object(map) = &entry else {
             return Err(corrupt("an entry is not an object"));
         };
