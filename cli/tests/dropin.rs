@@ -299,6 +299,25 @@ fn alert_state_prints_upstream_keys_and_lays_self_eval_updates_over_self_eval() 
     assert_eq!(state()["self_eval"], self_eval);
 }
 
+#[test]
+fn alert_state_that_is_a_directory_skips_the_tick_with_exit_0() {
+    let h = Hermit::new();
+    let state_file = h.dir.join("state/alert-state.json");
+    std::fs::create_dir_all(&state_file).unwrap();
+    let before = h.store.snapshot();
+    let run = h.shim(
+        "heartbeat",
+        &["alert-state", state_file.to_str().unwrap()],
+        Some("{\"firing\":[]}"),
+    );
+    assert_eq!(
+        (run.code, run.stdout.as_str(), run.stderr.as_str()),
+        (0, "", "update-alert-state: read failed (EISDIR); skipping write\n")
+    );
+    assert_eq!(h.store.snapshot(), before, "nothing was written");
+    assert!(state_file.is_dir());
+}
+
 // ---- the moonshine listener's tick, step by step -------------------------------------------
 
 const PROJECT: &str = "essay";

@@ -5,7 +5,11 @@
 //! nothing and writes nothing, as upstream's fail-safe contract says (exit 1 with a stderr line
 //! only for unparseable JSON). The engine writes the line. Does not decide anything.
 
-use hookstate_engine::{check_time, parse_tick_input, tick_line, Rejection};
+use std::io::Write;
+
+use hookstate_engine::{
+    alert_state_read_failure, check_time, parse_tick_input, tick_line, Rejection,
+};
 use serde_json::Value;
 
 use crate::args::{AlertsArgs, AlertsVerb, Cli, Format, Layout};
@@ -52,6 +56,12 @@ fn tick(cli: &Cli, scope: &str) -> Result<(), CliError> {
         Err(rejection) => return Err(rejection.error().into()),
     };
     check_time(call.now_ms)?;
+    // Upstream skips a tick whose state file it cannot read (exit 0, one stderr line).
+    if let Some(line) = cli.mirror.as_deref().filter(|_| verdict).and_then(alert_state_read_failure)
+    {
+        let _ = writeln!(std::io::stderr(), "{line}");
+        return Ok(());
+    }
     let engine = open(cli, Access::Write)?;
     let outcome = mutate(cli, &engine, &call, Layout::HermitAlerts, |engine| {
         engine.alerts().tick(&call, &input)

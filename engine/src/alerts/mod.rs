@@ -31,7 +31,7 @@ pub use heartbeat_rules::{
 };
 pub use heartbeat_rules::{monitor_command, period_key, LIVENESS_WAIT_MS_MAX};
 pub use layout_alerts::ALERT_STATE_FILE;
-pub use layout_alerts::{read_hermit_alerts, AlertFile};
+pub use layout_alerts::{alert_state_read_failure, read_hermit_alerts, AlertFile};
 pub use layout_heartbeat::{read_heartbeat_files, HeartbeatFiles};
 pub use monitor::{
     check_liveness_wait, monitor_setup, InjectionRead, LivenessRead, MonitorArgs, MonitorStatus,
