@@ -14,8 +14,10 @@ use std::path::Path;
 
 /// What the command line becomes.
 pub(crate) enum Dropin {
-    /// hookstate's own command line (unchanged when it is not a drop-in spelling).
-    Args(Vec<OsString>),
+    /// hookstate's own command line (unchanged when it is not a drop-in spelling), and the
+    /// script's usage line when it is one: a call hookstate cannot parse then exits 1 with that
+    /// line first, as upstream's scripts answer a mis-invocation.
+    Args(Vec<OsString>, Option<&'static str>),
     /// Upstream's answer without running a verb: stdout, stderr, exit code.
     Answer { stdout: &'static str, stderr: String, code: u8 },
 }
@@ -41,7 +43,7 @@ pub(crate) fn rewrite(args: Vec<OsString>) -> Dropin {
         .windows(2)
         .position(|pair| pair[0] == "hermit" && (pair[1] == PROPOSAL || pair[1] == HEARTBEAT));
     let Some(at) = at else {
-        return Dropin::Args(args);
+        return Dropin::Args(args, None);
     };
     let (options, words) = args.split_at(at);
     let script = words[1].clone();
@@ -120,7 +122,7 @@ fn proposal(options: &[OsString], words: &[OsString]) -> Dropin {
             }
         }
     }
-    Dropin::Args(out)
+    Dropin::Args(out, Some(PROPOSAL_USAGE))
 }
 
 fn heartbeat(options: &[OsString], words: &[OsString]) -> Dropin {
@@ -133,7 +135,7 @@ fn heartbeat(options: &[OsString], words: &[OsString]) -> Dropin {
             out.extend(["alerts".into(), "--dir".into(), dir.as_os_str().to_owned()]);
             out.push("tick".into());
             out.extend_from_slice(&words[2..]);
-            Dropin::Args(out)
+            Dropin::Args(out, Some(ALERT_STATE_USAGE))
         }
         (Some(verb), None) if verb == "alert-state" => usage(ALERT_STATE_USAGE),
         (Some(verb), _) => {
@@ -156,7 +158,7 @@ mod tests {
 
     fn rewritten(line: &str) -> String {
         match rewrite(args(line)) {
-            Dropin::Args(out) => {
+            Dropin::Args(out, _) => {
                 out.iter().map(|a| a.to_string_lossy().into_owned()).collect::<Vec<_>>().join(" ")
             }
             Dropin::Answer { stdout, stderr, code } => {

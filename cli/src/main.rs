@@ -39,8 +39,8 @@ fn main() -> ExitCode {
         std::process::exit(i32::from(exit::CORRUPT));
     }));
     let command = Cli::command();
-    let args = match dropin::rewrite(std::env::args_os().collect()) {
-        dropin::Dropin::Args(args) => args,
+    let (args, script_usage) = match dropin::rewrite(std::env::args_os().collect()) {
+        dropin::Dropin::Args(args, usage) => (args, usage),
         dropin::Dropin::Answer { stdout, stderr, code } => {
             let _ = write!(std::io::stdout(), "{stdout}");
             let _ = write!(std::io::stderr(), "{stderr}");
@@ -49,7 +49,9 @@ fn main() -> ExitCode {
     };
     let matches = match command.clone().try_get_matches_from(args) {
         Ok(matches) => matches,
-        Err(err) => return usage_error(&err),
+        Err(err) => {
+            return script_usage.map_or_else(|| usage_error(&err), |u| script_error(u, &err))
+        }
     };
     let cli = match Cli::from_arg_matches(&matches) {
         Ok(cli) => cli,
@@ -73,6 +75,13 @@ fn main() -> ExitCode {
             ExitCode::from(exit::code_for(&err))
         }
     }
+}
+
+/// A drop-in spelling hookstate cannot parse: the script's usage line, the detail, exit 1.
+fn script_error(usage: &str, err: &clap::Error) -> ExitCode {
+    let detail = output::one_line(&usage_line(err));
+    let _ = writeln!(std::io::stderr(), "{usage}\nhookstate: usage: {detail}");
+    ExitCode::from(exit::CONFLICT)
 }
 
 /// Help and version go to stdout with exit 0; a usage error is one line on stderr and exit 64.

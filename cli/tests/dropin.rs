@@ -262,6 +262,11 @@ fn the_shim_answers_a_bad_call_as_upstream_does() {
         assert_eq!((run.code, run.stdout.as_str()), (1, ""), "{run:?}");
         assert!(run.stderr.starts_with("Usage: bun proposal.ts "), "{run:?}");
     }
+    // A verb hookstate cannot parse (an unknown micro verb): exit 1, the usage line first.
+    let run = h.shim("proposal", &["micro", h.d(), "frob"], None);
+    assert_eq!((run.code, run.stdout.as_str()), (1, ""), "{run:?}");
+    assert!(run.stderr.starts_with("Usage: bun proposal.ts "), "{run:?}");
+    assert_eq!(run.stderr.lines().count(), 2, "{run:?}");
     let run = h.shim("heartbeat", &["alert-state"], None);
     assert_eq!((run.code, run.stdout.as_str()), (1, ""), "{run:?}");
     assert!(run.stderr.starts_with("Usage: bun heartbeat.ts alert-state "), "{run:?}");
