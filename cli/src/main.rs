@@ -50,7 +50,13 @@ fn main() -> ExitCode {
     let matches = match command.clone().try_get_matches_from(args) {
         Ok(matches) => matches,
         Err(err) => {
-            return script_usage.map_or_else(|| usage_error(&err), |u| script_error(u, &err))
+            use clap::error::ErrorKind::{DisplayHelp, DisplayVersion};
+            return match script_usage {
+                Some(usage) if !matches!(err.kind(), DisplayHelp | DisplayVersion) => {
+                    script_error(usage, &err)
+                }
+                _ => usage_error(&err),
+            };
         }
     };
     let cli = match Cli::from_arg_matches(&matches) {
