@@ -224,6 +224,21 @@ fn proposal_create_defaults_session_to_runtime_json() {
 }
 
 #[test]
+fn proposal_patch_of_a_file_without_its_closing_frontmatter_line_says_so() {
+    let h = Hermit::new();
+    std::fs::create_dir_all(h.dir.join("proposals")).unwrap();
+    let text =
+        "---\nid: PROP-001-x-000000\nstatus: proposed\n\n# Proposal\n\n## Operator Decision\n";
+    std::fs::write(h.dir.join("proposals/PROP-001-x-000000.md"), text).unwrap();
+    let patch = ["patch", h.d(), "PROP-001-x-000000", "--set", "status=accepted"];
+    line(h.shim("proposal", &patch, None), "ERROR|frontmatter-terminator-missing");
+    assert_eq!(
+        std::fs::read_to_string(h.dir.join("proposals/PROP-001-x-000000.md")).unwrap(),
+        text
+    );
+}
+
+#[test]
 fn proposal_brief_cycle_prunes_a_hand_edited_null_entry() {
     let h = Hermit::new();
     let queue = "{\n  \"pending\": [\n    null,\n    {\n      \"id\": \"MP-20260914-0\",\n      \

@@ -342,6 +342,11 @@ pub(crate) fn decide_patch(
             return error_plan("invalid_key", format!("invalid-key:{key}"), "bad key".into());
         }
         let value = set_value(raw, now_zoned);
+        // Upstream's patch fails on the frontmatter before anything else reads it.
+        let Some(next) = fm_set(&text, key, &value) else {
+            let message = "the frontmatter has no closing ---".to_owned();
+            return error_plan("bad_frontmatter", "frontmatter-terminator-missing".into(), message);
+        };
         if let Some(target) = value.as_str().filter(|_| key == "status") {
             let legal =
                 Move::to(target).is_some_and(|m| m.legal_from().contains(&current.as_str()));
@@ -350,10 +355,6 @@ pub(crate) fn decide_patch(
                 return error_plan("illegal_move", token, "illegal status move".into());
             }
         }
-        let Some(next) = fm_set(&text, key, &value) else {
-            let message = "the frontmatter has no closing ---".to_owned();
-            return error_plan("bad_frontmatter", "frontmatter-terminator-missing".into(), message);
-        };
         text = next;
     }
     if let Some(line) = &input.decision {
