@@ -43,22 +43,32 @@ fi
 if [ -n "$images" ]; then
     total=0
     runs=0
+    skipped=0
+    log=$(mktemp)
+    trap 'rm -f "$log"' EXIT
     while [ "$total" -lt "$images" ]; do
-        line=$(HOOKSTATE_POWERLOSS_SEED="$seed" cargo test --release --locked -p hookstate-tests \
+        HOOKSTATE_POWERLOSS_SEED="$seed" cargo test --release --locked -p hookstate-tests \
             --test integration -- --nocapture --exact \
             powerloss::power_loss_at_every_operation_keeps_acked_events_and_an_openable_store \
-            2>&1 | grep -E '^powerloss ' || true)
+            >"$log" 2>&1 || true
+        line=$(grep -E '^powerloss ' "$log" || true)
+        # A seed whose workload is mostly refusals checks too little; the test refuses it.
+        if [ -z "$line" ] && grep -q 'the workload barely appended' "$log"; then
+            skipped=$((skipped + 1))
+            seed=$((seed + 1))
+            continue
+        fi
         echo "$line"
         case "$line" in
             *" violations=0 "*) ;;
-            *) echo "soak powerloss: seed $seed failed" >&2; exit 1 ;;
+            *) echo "soak powerloss: seed $seed failed" >&2; tail -20 "$log" >&2; exit 1 ;;
         esac
         n=$(echo "$line" | grep -oE ' images=[0-9]+' | grep -oE '[0-9]+')
         total=$((total + n))
         runs=$((runs + 1))
         seed=$((seed + 1))
     done
-    echo "soak powerloss seeds=$runs images=$total violations=0"
+    echo "soak powerloss seeds=$runs skipped_seeds=$skipped images=$total violations=0"
     exit 0
 fi
 

@@ -15,7 +15,7 @@ use serde_json::{json, Map, Value};
 use super::api::{read_state, Alerts, ALERT_STATE_FILE_BYTES_MAX};
 use super::config::STATE_DIR;
 use super::ladder::{parse_alert_state, render_alert_state, seed, STATE_ID, STATE_KIND};
-use super::merge::{merge_object, Fields};
+use super::merge::{merge_object_from, Fields};
 use crate::kernel::call::{fields, Call, Conflict, Outcome, Plan, Refusal};
 use crate::kernel::doc::read_doc;
 use crate::kernel::error::{Error, Result};
@@ -156,6 +156,11 @@ impl Layout for AlertsLayout {
         ALERT_STATE_FILE_BYTES_MAX
     }
 
+    /// `total_ticks` is a count precheck adds to without a lock.
+    fn stamped(&self, _: &RelPath) -> bool {
+        true
+    }
+
     fn render(&self, txn: &dyn ReadTxn, call: &Call, _: &RelPath) -> Result<Option<Vec<u8>>> {
         let state = read_state(txn, &call.scope)?;
         Ok(state.map(|s| render_alert_state(&s)).transpose()?.map(String::into_bytes))
@@ -170,12 +175,14 @@ impl Layout for AlertsLayout {
             };
             // A baseline that does not parse (torn by a power cut) is read as never seen.
             let base = change.base.as_deref().and_then(|b| parse_alert_state(b).ok());
+            let history: Vec<_> =
+                change.history.iter().filter_map(|b| parse_alert_state(b).ok()).collect();
             let merged = match read_state(txn, &call.scope)? {
                 // Nothing in the store yet: the file is adopted whole, as an import would.
                 None => file,
                 Some(store) => {
                     let (merged, conflicts) =
-                        merge_object(base.as_ref(), &file, &store, STATE_FIELDS);
+                        merge_object_from(base.as_ref(), &history, &file, &store, STATE_FIELDS);
                     adoption.conflicts.extend(conflicts.into_iter().map(|record| {
                         Conflict {
                         file: change.path.display(),

@@ -31,6 +31,29 @@ pub(crate) fn merge_object(
     store: &Map<String, Value>,
     kinds: Fields,
 ) -> (Map<String, Value>, Vec<String>) {
+    merge_fields(base, file, store, kinds)
+}
+
+/// [`merge_object`] from the version the outside writer read ([`read_version`] among `base`
+/// and the baselines before it, newest first), so that a stale read never reverts a field.
+pub(crate) fn merge_object_from(
+    base: Option<&Map<String, Value>>,
+    history: &[Map<String, Value>],
+    file: &Map<String, Value>,
+    store: &Map<String, Value>,
+    kinds: Fields,
+) -> (Map<String, Value>, Vec<String>) {
+    let versions: Vec<&Map<String, Value>> = base.into_iter().chain(history).collect();
+    let read = read_version(&versions, file, kinds.counters);
+    merge_fields(read, file, store, kinds)
+}
+
+fn merge_fields(
+    base: Option<&Map<String, Value>>,
+    file: &Map<String, Value>,
+    store: &Map<String, Value>,
+    kinds: Fields,
+) -> (Map<String, Value>, Vec<String>) {
     let mut merged = store.clone();
     let mut conflicts = Vec::new();
     let mut keys: Vec<&String> = store.keys().collect();
@@ -101,27 +124,79 @@ fn merge_map(
 
 /// A counter merged: the outside writer's increments since the baseline added to the store's;
 /// `Ok(None)` keeps the store's, `Err` is a conflict (the file went back while the store moved).
+/// A counter only grows, so the outside writer's increments are the file's value less the value
+/// it read, added to the store's (two writers that each added one from the same read both
+/// count, even when their files agree); a file at the value it read adds nothing, and one below
+/// it went back: adopted while the store still holds the baseline, a conflict once it moved. A
+/// counter the mirror never saw is adopted when the store has none, else a conflict.
 fn merge_counter(
     base: Option<&Value>,
     file: Option<&Value>,
     store: Option<&Value>,
 ) -> std::result::Result<Option<Value>, ()> {
     let int = |v: Option<&Value>| v.and_then(Value::as_f64).filter(|x| x.fract() == 0.0);
-    match merge(base, file, store) {
-        Merge::Same | Merge::Dropped(_) => Ok(None),
-        Merge::Outside(value) => Ok(Some(value.clone())),
-        Merge::Both { .. } => match (int(base), int(file), int(store)) {
-            (Some(b), Some(f), Some(s)) if f > b => {
-                #[expect(
-                    clippy::cast_possible_truncation,
-                    reason = "integral, as JSON.parse reads it"
-                )]
-                let sum = (s + (f - b)) as i64;
-                Ok(Some(Value::from(sum)))
-            }
-            _ => Err(()),
+    match (int(base), int(file), int(store)) {
+        (Some(b), Some(f), Some(s)) if f >= b => {
+            Ok((f > b).then(|| Value::from(as_count(s + (f - b)))))
+        }
+        _ => match merge(base, file, store) {
+            Merge::Outside(value) => Ok(Some(value.clone())),
+            Merge::Both { .. } => Err(()),
+            Merge::Same | Merge::Dropped(_) => Ok(None),
         },
     }
+}
+
+#[expect(clippy::cast_possible_truncation, reason = "integral, as JSON.parse reads it")]
+fn as_count(x: f64) -> i64 {
+    x as i64
+}
+
+/// The version a lock-less writer read, among the baseline and the ones before it (newest
+/// first): the one its file differs from least (a counter below a version's cannot come from
+/// it; a counter's step weighs half another field's change), the newest of equals. A writer
+/// that read before the mirror's last writes wrote back that older version plus its own change,
+/// so merging from it adopts only that change and never reverts what the mirror wrote since.
+/// A version the file equals is not the one it read: a writer writes to change something, and
+/// a counting writer's one tick on an older version reproduces the next version the mirror
+/// wrote (precheck's tick and a mirrored count are the same bytes).
+pub(crate) fn read_version<'a>(
+    versions: &[&'a Map<String, Value>],
+    file: &Map<String, Value>,
+    counters: &[&str],
+) -> Option<&'a Map<String, Value>> {
+    // A counting writer's tick is the change a counter field is expected to show; any other
+    // field the writer would have to have rewritten weighs twice.
+    let distance = |v: &Map<String, Value>| -> Option<usize> {
+        let mut differ = 0;
+        for key in v.keys().chain(file.keys().filter(|k| !v.contains_key(*k))) {
+            let (old, new) = (v.get(key), file.get(key));
+            if old == new {
+                continue;
+            }
+            if counters.contains(&key.as_str()) {
+                let num = |x: Option<&Value>| x.and_then(Value::as_f64);
+                if let (Some(o), Some(n)) = (num(old), num(new)) {
+                    if n < o {
+                        return None;
+                    }
+                }
+                differ += 1;
+            } else {
+                differ += 2;
+            }
+        }
+        Some(differ)
+    };
+    let mut best: Option<(usize, &Map<String, Value>)> = None;
+    for version in versions {
+        if let Some(d) = distance(version).filter(|d| *d > 0) {
+            if best.is_none_or(|(b, _)| d < b) {
+                best = Some((d, version));
+            }
+        }
+    }
+    best.map(|(_, v)| v).or_else(|| versions.first().copied())
 }
 
 #[cfg(test)]

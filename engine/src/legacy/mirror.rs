@@ -14,9 +14,14 @@
 //! never created (and removed only when its layout says the store consumed it, a one-shot
 //! request), and a rendering equal to the file writes nothing.
 //!
+//! A file whose layout counts in it ([`Layout::stamped`]) is also compared by its [`Stamp`]: a
+//! stale writer that added one to a count it read before the mirror's last write writes back
+//! the very bytes the mirror wrote, and only the new inode (or modification time) tells that the
+//! file was written again; its change is then adopted like any other.
+//!
 //! Knows no domain: a domain brings its [`Layout`]. Baselines live under
-//! `.hookstate-mirror/base/<layout>/` in the mirror directory, the lock is
-//! `.hookstate-mirror/lock`.
+//! `.hookstate-mirror/base/<layout>/` in the mirror directory (a stamped file's stamp beside its
+//! baseline, `<name>.hookstate-stamp`), the lock is `.hookstate-mirror/lock`.
 
 use std::cell::RefCell;
 use std::path::Path;
@@ -27,7 +32,7 @@ use crate::kernel::call::{Call, Conflict, MirrorReport, Outcome, Plan};
 use crate::kernel::error::{Error, Result};
 use crate::kernel::storage::ReadTxn;
 use crate::kernel::write::Kernel;
-use crate::legacy::root::{check_name, Root};
+use crate::legacy::root::{check_name, Root, Stamp};
 
 /// The mirror's own directory inside a mirror directory.
 pub(crate) const MIRROR_DIR: &str = ".hookstate-mirror";
@@ -40,6 +45,10 @@ const BASE_DIR: &str = "base";
 pub(crate) const BASE_HISTORY_MAX: usize = 8;
 /// The suffix of an older baseline: `<name>.hookstate-prev-<n>`, 1 the newest.
 const HISTORY_SUFFIX: &str = ".hookstate-prev-";
+/// The suffix of the stamp beside a stamped file's baseline.
+const STAMP_SUFFIX: &str = ".hookstate-stamp";
+/// The largest stamp file read (two decimal numbers and a space).
+const STAMP_BYTES_MAX: usize = 64;
 /// Components of a layout file's path below the mirror directory: `<project>/.feedback/<id>`,
 /// and hermit's task records, which readers find anywhere under `tasks/` (`tasks/` and eight
 /// levels below it).
@@ -135,6 +144,14 @@ pub(crate) trait Layout: Sync {
     fn removable(&self, _path: &RelPath) -> bool {
         false
     }
+    /// Whether a rewrite of the file at `path` with the bytes the mirror last saw is still a
+    /// change, told by its [`Stamp`]: a file holding a count, which a writer that read it before
+    /// the mirror's last write and added one brings back to those bytes. Such a file is adopted
+    /// from the version its writer read (the baselines' history). Most layouts' merges adopt
+    /// nothing from equal bytes, and skip the stamps.
+    fn stamped(&self, _path: &RelPath) -> bool {
+        false
+    }
     /// Whether the file at `path`, holding `now` and rendering to nothing, must be removed: the
     /// store consumed what it asked for (a one-shot request whose absence its upstream reader
     /// takes for the answer). The mirror removes it only while it still holds the bytes the call
@@ -192,6 +209,16 @@ struct Seen {
     path: RelPath,
     now: Option<Vec<u8>>,
     base: Option<Vec<u8>>,
+    /// A stamped file's stamp as read, and the one beside its baseline.
+    stamp: Option<Stamp>,
+    base_stamp: Option<Stamp>,
+}
+
+impl Seen {
+    /// Whether the file was written since the mirror last saw it.
+    fn changed(&self) -> bool {
+        self.base != self.now || (self.base_stamp.is_some() && self.base_stamp != self.stamp)
+    }
 }
 
 /// Runs `verb` as a mirrored call of `layouts` over `dir`: adopt, run, write back (see the
@@ -237,9 +264,15 @@ fn read_all(
     for (index, layout) in layouts.iter().enumerate() {
         for path in layout.files(&*txn, call, root)? {
             let max = layout.max_bytes(&path);
-            let now = read_at(root, &path, max)?;
             let base = read_base(meta, layout.name(), &path, max)?;
-            seen.push(Seen { layout: index, path, now, base });
+            let (now, stamp, base_stamp) = if layout.stamped(&path) {
+                let now = read_at_stamped(root, &path, max)?;
+                let stamp = now.as_ref().map(|(_, stamp)| *stamp);
+                (now.map(|(bytes, _)| bytes), stamp, read_stamp(meta, layout.name(), &path)?)
+            } else {
+                (read_at(root, &path, max)?, None, None)
+            };
+            seen.push(Seen { layout: index, path, now, base, stamp, base_stamp });
         }
     }
     Ok(seen)
@@ -270,7 +303,7 @@ fn adopt(
             }
             continue;
         };
-        if base.as_ref() != Some(now) {
+        if file.changed() {
             let max = layout.max_bytes(&path);
             let history = read_history(meta, layout.name(), &path, max)?;
             let change = Change { path, base, history, now: now.clone(), removed: false };
@@ -303,12 +336,16 @@ fn adopt(
             crate::kernel::limits::CONFLICTS_SHOWN_MAX.saturating_sub(report.conflicts.len());
         report.conflicts.extend(adoption.conflicts.into_iter().take(room));
     }
-    for (layout, changed) in layouts.iter().zip(&changes) {
+    for (index, (layout, changed)) in layouts.iter().zip(&changes).enumerate() {
         for change in changed {
             if change.removed {
                 remove_base(meta, layout.name(), &change.path)?;
             } else {
                 write_base(meta, layout.name(), &change.path, &change.now)?;
+                let seen = seen.iter().find(|s| s.layout == index && s.path == change.path);
+                if let Some(stamp) = seen.and_then(|s| s.stamp) {
+                    write_stamp(meta, layout.name(), &change.path, stamp)?;
+                }
             }
         }
     }
@@ -342,6 +379,11 @@ fn write_back(
                 if file.and_then(|s| s.base.as_deref()) != Some(bytes.as_slice()) {
                     write_base(meta, layout.name(), &path, &bytes)?;
                 }
+                if let Some(seen) = file.filter(|s| s.stamp.is_some() && s.stamp != s.base_stamp) {
+                    if let Some(stamp) = seen.stamp {
+                        write_stamp(meta, layout.name(), &path, stamp)?;
+                    }
+                }
                 continue;
             }
             let expected = if quarantined { None } else { saw };
@@ -353,15 +395,26 @@ fn write_back(
             let blind = false;
             // The compare runs once the new bytes are durable, right before the rename, so a
             // lock-less writer's change is overwritten only if it lands between the two.
+            // A stamped file must also still be the file the call read, not a rewrite of it.
+            let expected_stamp = file.and_then(|s| s.stamp).filter(|_| !quarantined);
             let still = |dir: &Root| {
-                Ok(blind || dir.read(path.name(), max).ok().flatten().as_deref() == expected)
+                if blind {
+                    return Ok(true);
+                }
+                let now = dir.read_stamped(path.name(), max).ok().flatten();
+                let same_stamp =
+                    || expected_stamp.is_none() || now.as_ref().map(|(_, s)| *s) == expected_stamp;
+                Ok(now.as_ref().map(|(b, _)| b.as_slice()) == expected && same_stamp())
             };
-            if !write_at_if(root, &path, &bytes, still)? {
+            let Some(stamp) = write_at_if(root, &path, &bytes, still)? else {
                 // Changed during the call: kept, and adopted by the next call.
                 report.kept.push(path.display());
                 continue;
-            }
+            };
             write_base(meta, layout.name(), &path, &bytes)?;
+            if layout.stamped(&path) {
+                write_stamp(meta, layout.name(), &path, stamp)?;
+            }
             report.written.push(path.display());
         }
     }
@@ -421,16 +474,24 @@ pub(crate) fn read_at(root: &Root, path: &RelPath, max: usize) -> Result<Option<
     }
 }
 
+/// [`read_at`], with the file's [`Stamp`].
+fn read_at_stamped(root: &Root, path: &RelPath, max: usize) -> Result<Option<(Vec<u8>, Stamp)>> {
+    match parent_of(root, path, false)? {
+        Some(dir) => dir.read_stamped(path.name(), max),
+        None => Ok(None),
+    }
+}
+
 /// Writes a layout file durably, creating its directories, only if `still` (asked right before
-/// the rename, in the file's directory) holds.
+/// the rename, in the file's directory) holds; the written file's stamp when it did.
 fn write_at_if(
     root: &Root,
     path: &RelPath,
     bytes: &[u8],
     still: impl FnOnce(&Root) -> Result<bool>,
-) -> Result<bool> {
+) -> Result<Option<Stamp>> {
     let dir = parent_of(root, path, true)?.ok_or_else(|| missing(root.path(), path.name()))?;
-    dir.write_if(path.name(), bytes, still)
+    dir.write_if_stamped(path.name(), bytes, still)
 }
 
 fn base_path(layout: &str, path: &RelPath) -> Result<RelPath> {
@@ -480,11 +541,30 @@ fn write_base(meta: &Root, layout: &str, path: &RelPath, bytes: &[u8]) -> Result
     dir.write_unsynced(name, bytes)
 }
 
-/// Removes a baseline (the file it stood for is gone, and its absence adopted).
+/// The stamp beside a baseline; `None` when absent or unreadable (the file is then compared by
+/// its bytes alone, as before the first stamp).
+fn read_stamp(meta: &Root, layout: &str, path: &RelPath) -> Result<Option<Stamp>> {
+    let base = base_path(layout, path)?;
+    let Some(dir) = parent_of(meta, &base, false)? else { return Ok(None) };
+    let text = dir.read(&format!("{}{STAMP_SUFFIX}", base.name()), STAMP_BYTES_MAX);
+    Ok(text.ok().flatten().and_then(|t| Stamp::parse(&t)))
+}
+
+/// Writes the stamp beside a baseline, unsynced like the baseline.
+fn write_stamp(meta: &Root, layout: &str, path: &RelPath, stamp: Stamp) -> Result<()> {
+    let base = base_path(layout, path)?;
+    let dir = parent_of(meta, &base, true)?.ok_or_else(|| missing(meta.path(), base.name()))?;
+    dir.write_unsynced(&format!("{}{STAMP_SUFFIX}", base.name()), stamp.to_text().as_bytes())
+}
+
+/// Removes a baseline and its stamp (the file it stood for is gone, and its absence adopted).
 fn remove_base(meta: &Root, layout: &str, path: &RelPath) -> Result<()> {
     let base = base_path(layout, path)?;
     match parent_of(meta, &base, false)? {
-        Some(dir) => dir.remove(base.name()),
+        Some(dir) => {
+            dir.remove(&format!("{}{STAMP_SUFFIX}", base.name()))?;
+            dir.remove(base.name())
+        }
         None => Ok(()),
     }
 }

@@ -182,7 +182,7 @@ impl Root {
         let path = self.path.join(name);
         if create {
             durable::make_subdir(
-                &mut RootOps { root: self, mode: TempMode::New(FILE_MODE) },
+                &mut RootOps { root: self, mode: TempMode::New(FILE_MODE), stamp: None },
                 name,
             )?;
         }
@@ -208,6 +208,16 @@ impl Root {
         if crate::kernel::drill::is(crate::kernel::drill::Drill::NaivePathJoin) {
             return drill::naive_read(&self.path.join(name));
         }
+        Ok(self.read_stamped(name, max_bytes)?.map(|(bytes, _)| bytes))
+    }
+
+    /// [`Root::read`], with the [`Stamp`] of the file read (taken from the open file, so it is
+    /// the stamp of those bytes).
+    pub(crate) fn read_stamped(
+        &self,
+        name: &str,
+        max_bytes: usize,
+    ) -> Result<Option<(Vec<u8>, Stamp)>> {
         check_name(name)?;
         let path = self.path.join(name);
         let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
@@ -233,7 +243,7 @@ impl Root {
             let what = path.display().to_string();
             return Err(Error::TooLarge { what, len: bytes.len(), max: max_bytes });
         }
-        Ok(Some(bytes))
+        Ok(Some((bytes, Stamp::of(&stat))))
     }
 
     /// Replaces (or creates) the file `name` with `bytes`: a fresh temp file (O_EXCL, random
@@ -262,6 +272,16 @@ impl Root {
         bytes: &[u8],
         still: impl FnOnce(&Root) -> Result<bool>,
     ) -> Result<bool> {
+        Ok(self.write_if_stamped(name, bytes, still)?.is_some())
+    }
+
+    /// [`Root::write_if`], with the [`Stamp`] of the file written when it replaced `name`.
+    pub(crate) fn write_if_stamped(
+        &self,
+        name: &str,
+        bytes: &[u8],
+        still: impl FnOnce(&Root) -> Result<bool>,
+    ) -> Result<Option<Stamp>> {
         check_name(name)?;
         let suffix = hookstate_schema::format::to_hex(&crate::kernel::fsio::random_bytes::<
             TEMP_RANDOM_BYTES,
@@ -273,8 +293,9 @@ impl Root {
             }
             _ => TempMode::New(new_file_mode(name)),
         };
-        let mut ops = RootOps { root: self, mode };
-        durable::replace_file_if(&mut ops, &temp, name, bytes, || still(self))
+        let mut ops = RootOps { root: self, mode, stamp: None };
+        let replaced = durable::replace_file_if(&mut ops, &temp, name, bytes, || still(self))?;
+        Ok(replaced.then_some(ops.stamp).flatten())
     }
 
     /// Replaces (or creates) the file `name` with `bytes` through a fresh temp file and a
@@ -286,7 +307,7 @@ impl Root {
             TEMP_RANDOM_BYTES,
         >()?);
         let temp = format!("{TEMP_PREFIX}{suffix}");
-        let mut ops = RootOps { root: self, mode: TempMode::New(FILE_MODE) };
+        let mut ops = RootOps { root: self, mode: TempMode::New(FILE_MODE), stamp: None };
         let mut file = ops.create_new(&temp)?;
         let written = ops.write_all(&mut file, bytes).and_then(|()| ops.rename(&temp, name));
         if written.is_err() {
@@ -389,11 +410,41 @@ impl Root {
     }
 }
 
+/// Which file a name held when it was read or written: its inode and modification time. Equal
+/// bytes under another stamp were written again since: a writer's rename brings a new inode, an
+/// in-place write a new modification time (at the file system's timestamp granularity).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Stamp {
+    ino: u64,
+    mtime_ns: i128,
+}
+
+impl Stamp {
+    fn of(stat: &rustix::fs::Stat) -> Stamp {
+        let mtime_ns = i128::from(stat.st_mtime) * 1_000_000_000 + i128::from(stat.st_mtime_nsec);
+        Stamp { ino: stat.st_ino, mtime_ns }
+    }
+
+    /// The stamp as one line of text (`<inode> <mtime in ns>`), as the mirror keeps it.
+    pub(crate) fn to_text(self) -> String {
+        format!("{} {}\n", self.ino, self.mtime_ns)
+    }
+
+    /// A stamp [`Stamp::to_text`] wrote; `None` for anything else.
+    pub(crate) fn parse(text: &[u8]) -> Option<Stamp> {
+        let text = std::str::from_utf8(text).ok()?.strip_suffix('\n')?;
+        let (ino, mtime_ns) = text.split_once(' ')?;
+        Some(Stamp { ino: ino.parse().ok()?, mtime_ns: mtime_ns.parse().ok()? })
+    }
+}
+
 /// The real directory operations of a root, for [`durable`]'s steps, with the mode a created file
 /// gets.
 struct RootOps<'a> {
     root: &'a Root,
     mode: TempMode,
+    /// The stamp of the last file synced: the temp file, which keeps it through the rename.
+    stamp: Option<Stamp>,
 }
 
 impl DirOps for RootOps<'_> {
@@ -421,7 +472,10 @@ impl DirOps for RootOps<'_> {
     }
 
     fn sync_file(&mut self, (file, path): &mut (File, PathBuf)) -> Result<()> {
-        file.sync_all().map_err(|e| Error::io("write", path.clone(), e))
+        file.sync_all().map_err(|e| Error::io("write", path.clone(), e))?;
+        let stat = rustix::fs::fstat(&*file).map_err(|e| io_err("stat", path, e))?;
+        self.stamp = Some(Stamp::of(&stat));
+        Ok(())
     }
 
     fn rename(&mut self, from: &str, to: &str) -> Result<()> {
