@@ -18,7 +18,6 @@ use hookstate_schema::{validate_scope, Body};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use super::layout::PROPOSALS_DIR;
 use super::micro::{check_mp_id, check_resolve, decide_brief_cycle, decide_nudge};
 use super::micro::{decide_queue, decide_resolve, mp_date, MicroInput, ResolveInput, MP_SEQ_KIND};
 use super::moves::{check_event, decide_event, decide_move, decide_patch, event_refused};
@@ -26,7 +25,7 @@ use super::moves::{MoveInput, PatchInput};
 use super::project::ledger_line;
 use super::props::PROP_FILE_BYTES_MAX;
 use super::props::{check_prop_file, decide_create, render_index, resolve_id};
-use super::props::{CreateInput, INDEX_ID, INDEX_KIND};
+use super::props::{CreateInput, INDEX_ID, INDEX_KIND, PROPOSALS_DIR};
 use crate::kernel::call::{Call, Outcome};
 use crate::kernel::compat::stamp::{stamp_ms, stamp_s, zoned, zoned_stamp};
 use crate::kernel::doc::{read_doc, read_docs};

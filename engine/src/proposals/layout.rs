@@ -22,7 +22,8 @@ use super::api::{ledger_lines, read_index, read_props as stored_props, Proposals
 use super::merge::{merge_ledger, merge_prop, merge_queue, queue_style, resolved_id};
 use super::merge::{PropMerge, Resolved};
 use super::micro::QUEUE_ENTRIES_MAX;
-use super::props::{check_prop_file, prop_doc, render_index, PROPS_MAX, PROP_FILE_BYTES_MAX};
+use super::props::PROP_FILE_BYTES_MAX;
+use super::props::{check_prop_file, prop_doc, render_index, PROPOSALS_DIR, PROPS_MAX};
 use crate::kernel::call::{fields, Call, Conflict, Outcome, Plan, Refusal};
 use crate::kernel::doc::read_doc;
 use crate::kernel::error::{Error, Result};
@@ -44,8 +45,6 @@ pub const QUEUE_FILE: &str = "micro-proposals.json";
 pub const LEDGER_FILE: &str = "proposal-metrics.jsonl";
 /// The index file's name under `state/`.
 pub const INDEX_FILE: &str = "proposals-index.json";
-/// The PROP files' directory.
-pub(crate) const PROPOSALS_DIR: &str = "proposals";
 /// The index: a row of a few hundred bytes per proposal.
 pub(crate) const INDEX_FILE_BYTES_MAX: usize = 16 * 1024 * 1024;
 

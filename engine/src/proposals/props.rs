@@ -16,6 +16,9 @@ use super::micro::{answer_refusal, to_fields};
 use crate::kernel::call::{fields, Plan};
 use crate::kernel::error::{Error, Result};
 
+/// The PROP files' directory under the state directory.
+pub(crate) const PROPOSALS_DIR: &str = "proposals";
+
 /// Document kind of the index stamp (id [`INDEX_ID`]).
 pub(crate) const INDEX_KIND: &str = "proposals.index";
 /// The one id of the index document.
