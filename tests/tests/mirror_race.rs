@@ -767,6 +767,108 @@ fn hermit_mirror_loses_nothing_to_a_stale_proposal_ts() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// hermit alert state: hookstate counts precheck ticks and runs alert-state ticks mirrored; the
+// legacy writer is an unmigrated precheck: it reads `state/alert-state.json`, adds one tick to
+// what it read, and writes that back (often the very bytes the mirror wrote since, which only
+// the file's stamp tells apart). Precheck runs at most once between two mirrored calls: when two
+// precheck writes land with no call between them, the first stale, the second builds on the
+// first's count, and the tick the first overwrote is lost to the file before the mirror can see
+// it (upstream's own lost update, documented in docs/decisions.md).
+
+struct HermitTicks {
+    home: tempfile::TempDir,
+    /// Ticks counted, on either side.
+    ticks: u64,
+    /// Whether a mirrored call ran since precheck last wrote.
+    observed: bool,
+}
+
+impl HermitTicks {
+    fn new() -> HermitTicks {
+        let home = tempfile::tempdir().unwrap();
+        std::fs::write(home.path().join("config.json"), "{\"timezone\":\"UTC\"}\n").unwrap();
+        HermitTicks { home, ticks: 0, observed: true }
+    }
+
+    fn scope(&self) -> String {
+        hookstate_engine::schema::hermit::scope_of(self.home.path().to_str().unwrap())
+    }
+}
+
+impl Case for HermitTicks {
+    fn name(&self) -> &'static str {
+        "hermit-alerts"
+    }
+    fn layout(&self) -> Layout {
+        Layout::Hermit
+    }
+    fn call(&self, now_ms: u64) -> Call {
+        Call {
+            scope: self.scope(),
+            actor: Actor::default(),
+            idem_key: None,
+            fingerprint: None,
+            now_ms,
+        }
+    }
+    fn mutate(&mut self, engine: &Engine, now_ms: u64, rng: &mut Rng) -> Result<Outcome> {
+        let call = self.call(now_ms);
+        self.observed = true;
+        if rng.next().is_multiple_of(3) {
+            let input = hookstate_engine::parse_tick_input("{\"firing\":[]}").unwrap();
+            return engine.alerts().tick(&call, &input);
+        }
+        self.ticks += 1;
+        engine.alerts().count_tick(&call)
+    }
+    fn read(&self, dir: &Path) -> Option<Vec<u8>> {
+        read_file(dir.join("state/alert-state.json"))
+    }
+    fn write(&mut self, dir: &Path, read: Option<&[u8]>, _: u64, _: &mut Rng) {
+        if !self.observed {
+            return;
+        }
+        // Upstream's precheck starts from the seed template when there is no file yet.
+        let Some(mut state) =
+            read.and_then(|b| serde_json::from_slice::<serde_json::Value>(b).ok())
+        else {
+            return;
+        };
+        let ticks = state["total_ticks"].as_u64().unwrap_or(0) + 1;
+        state["total_ticks"] = serde_json::json!(ticks);
+        self.ticks += 1;
+        self.observed = false;
+        let text = serde_json::to_string_pretty(&state).unwrap() + "\n";
+        // `writeAlertState`: a temp file renamed over the state (a new inode each write).
+        let temp = dir.join(format!("state/.alert-state.json.{}.tmp", std::process::id()));
+        std::fs::write(&temp, text).unwrap();
+        std::fs::rename(&temp, dir.join("state/alert-state.json")).unwrap();
+    }
+    fn lost(&self, engine: &Engine, dir: &Path) -> Vec<String> {
+        let mut lost = Vec::new();
+        let state = engine.alerts().state(&self.scope()).unwrap();
+        let counted = state["total_ticks"].as_u64().unwrap_or(0);
+        if counted != self.ticks {
+            lost.push(format!("ticks: {counted} counted, {} made", self.ticks));
+        }
+        let file: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join("state/alert-state.json")).unwrap())
+                .unwrap();
+        if file["total_ticks"].as_u64() != Some(counted) {
+            lost.push("the file does not hold the store's count".into());
+        }
+        lost
+    }
+}
+
+#[test]
+fn hermit_alert_state_mirror_loses_no_tick_to_a_stale_precheck() {
+    for seed in 1..=3 {
+        race(&mut HermitTicks::new(), seed);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // hermit-session: hookstate merges runtime.json fields and observes rows; the legacy writer
 // (a stale `updateRuntimeField`, a stale `appendFileSync`) sets its own fields and appends
 // its own lines.
@@ -914,107 +1016,5 @@ fn hermit_session_mirror_loses_nothing_to_a_stale_legacy_writer() {
             race(&mut SessionRuntime { fields: Default::default(), counter: 0, layout }, seed);
         }
         race(&mut SessionObservations { rows: Vec::new(), counter: 0 }, seed);
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// hermit alert state: hookstate counts precheck ticks and runs alert-state ticks mirrored; the
-// legacy writer is an unmigrated precheck: it reads `state/alert-state.json`, adds one tick to
-// what it read, and writes that back (often the very bytes the mirror wrote since, which only
-// the file's stamp tells apart). Precheck runs at most once between two mirrored calls: when two
-// precheck writes land with no call between them, the first stale, the second builds on the
-// first's count, and the tick the first overwrote is lost to the file before the mirror can see
-// it (upstream's own lost update, documented in docs/decisions.md).
-
-struct HermitTicks {
-    home: tempfile::TempDir,
-    /// Ticks counted, on either side.
-    ticks: u64,
-    /// Whether a mirrored call ran since precheck last wrote.
-    observed: bool,
-}
-
-impl HermitTicks {
-    fn new() -> HermitTicks {
-        let home = tempfile::tempdir().unwrap();
-        std::fs::write(home.path().join("config.json"), "{\"timezone\":\"UTC\"}\n").unwrap();
-        HermitTicks { home, ticks: 0, observed: true }
-    }
-
-    fn scope(&self) -> String {
-        hookstate_engine::schema::hermit::scope_of(self.home.path().to_str().unwrap())
-    }
-}
-
-impl Case for HermitTicks {
-    fn name(&self) -> &'static str {
-        "hermit-alerts"
-    }
-    fn layout(&self) -> Layout {
-        Layout::Hermit
-    }
-    fn call(&self, now_ms: u64) -> Call {
-        Call {
-            scope: self.scope(),
-            actor: Actor::default(),
-            idem_key: None,
-            fingerprint: None,
-            now_ms,
-        }
-    }
-    fn mutate(&mut self, engine: &Engine, now_ms: u64, rng: &mut Rng) -> Result<Outcome> {
-        let call = self.call(now_ms);
-        self.observed = true;
-        if rng.next().is_multiple_of(3) {
-            let input = hookstate_engine::parse_tick_input("{\"firing\":[]}").unwrap();
-            return engine.alerts().tick(&call, &input);
-        }
-        self.ticks += 1;
-        engine.alerts().count_tick(&call)
-    }
-    fn read(&self, dir: &Path) -> Option<Vec<u8>> {
-        read_file(dir.join("state/alert-state.json"))
-    }
-    fn write(&mut self, dir: &Path, read: Option<&[u8]>, _: u64, _: &mut Rng) {
-        if !self.observed {
-            return;
-        }
-        // Upstream's precheck starts from the seed template when there is no file yet.
-        let Some(mut state) =
-            read.and_then(|b| serde_json::from_slice::<serde_json::Value>(b).ok())
-        else {
-            return;
-        };
-        let ticks = state["total_ticks"].as_u64().unwrap_or(0) + 1;
-        state["total_ticks"] = serde_json::json!(ticks);
-        self.ticks += 1;
-        self.observed = false;
-        let text = serde_json::to_string_pretty(&state).unwrap() + "\n";
-        // `writeAlertState`: a temp file renamed over the state (a new inode each write).
-        let temp = dir.join(format!("state/.alert-state.json.{}.tmp", std::process::id()));
-        std::fs::write(&temp, text).unwrap();
-        std::fs::rename(&temp, dir.join("state/alert-state.json")).unwrap();
-    }
-    fn lost(&self, engine: &Engine, dir: &Path) -> Vec<String> {
-        let mut lost = Vec::new();
-        let state = engine.alerts().state(&self.scope()).unwrap();
-        let counted = state["total_ticks"].as_u64().unwrap_or(0);
-        if counted != self.ticks {
-            lost.push(format!("ticks: {counted} counted, {} made", self.ticks));
-        }
-        let file: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(dir.join("state/alert-state.json")).unwrap())
-                .unwrap();
-        if file["total_ticks"].as_u64() != Some(counted) {
-            lost.push("the file does not hold the store's count".into());
-        }
-        lost
-    }
-}
-
-#[test]
-fn hermit_alert_state_mirror_loses_no_tick_to_a_stale_precheck() {
-    for seed in 1..=3 {
-        race(&mut HermitTicks::new(), seed);
     }
 }
