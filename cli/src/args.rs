@@ -123,6 +123,14 @@ pub(crate) enum Verb {
     /// observations.ts, prune-observations, later.ts, session-archive.ts,
     /// record-operator-action.ts and proposal.ts shell-append, and the runtime.json and marker
     /// writers (scope: hermit:<abs state dir>).
+    ///
+    /// `hermit proposal <verb> <dir> …` and `hermit heartbeat alert-state <state file>` (its
+    /// dir's state/alert-state.json) take proposal.ts's and heartbeat.ts's words in their order and
+    /// run the matching proposals, alerts or hermit verb, with --format verdict and --mirror
+    /// <dir> unless given: create, patch (stdin read), shell-append, next-task, queue-micro,
+    /// micro, index, event, resolve-id; an unknown verb prints ERROR|unknown-verb (exit 0), a
+    /// missing verb or dir upstream's Usage line (exit 1); gate, metrics, success-signal,
+    /// quality-gate and routine are not built (exit 3).
     Hermit(crate::args_session::HermitArgs),
     /// Print events as JSON lines, filtered.
     Log(LogArgs),
@@ -819,11 +827,13 @@ pub(crate) enum AlertsVerb {
     /// the optional "checklist" (HEARTBEAT.md items), "session_id", "stale_session" (its text
     /// when the session is stale), "micro"/"proposals" (structured items replacing the ones
     /// derived from this scope's proposals) and "unreadable" (sources to freeze:
-    /// "micro-proposals.json", "proposals/", "sessions/SHELL.md"). Prints
-    /// {"appended":0,"notifications","self_eval_proposals","heartbeat_result","monitoring_lines"};
-    /// the caller appends monitoring_lines to SHELL.md. A rejected payload exits 3 (json) or,
-    /// with --format verdict, prints heartbeat_result INDETERMINATE and its reason (exit 1 only
-    /// for unparseable JSON, as upstream).
+    /// "micro-proposals.json", "proposals/", "sessions/SHELL.md"), and "self_eval_updates" (an
+    /// object laid over self_eval). Prints {"ok","appended":0,"notifications",
+    /// "self_eval_proposals","heartbeat_result","monitoring_lines",…}, with --format verdict
+    /// upstream's {"monitoring_lines","notifications","heartbeat_result"}; the caller appends
+    /// monitoring_lines to SHELL.md. A rejected payload exits 3 (json) or, with --format
+    /// verdict, prints nothing and writes nothing (exit 1 only for unparseable JSON, as
+    /// upstream).
     Tick,
     /// precheck's tick count: total_ticks plus one. Prints {"total_ticks": n}.
     CountTick,
@@ -877,7 +887,8 @@ pub(crate) enum ProposalsVerb {
     Queue,
     /// The ledger (state/proposal-metrics.jsonl lines), rendered from the log.
     Ledger,
-    /// Create a PROP: stdin holds `Title:` (required), `Source:`, `Session:`, `Category:`,
+    /// Create a PROP: stdin holds `Title:` (required), `Source:`, `Session:` (default:
+    /// state/runtime.json's session_id), `Category:`,
     /// `Tags:` (JSON), `Related-Sessions:` (JSON), `Self-Eval-Key:` lines, a `---` line, the body.
     /// Verdict: the PROP-NNN-<slug>-<HHMMSS> id, or ERROR|<token>.
     Create,
@@ -958,7 +969,8 @@ pub(crate) enum MicroVerb {
         /// approved, rejected, answered or expired.
         #[arg(long)]
         action: Option<String>,
-        /// The operator's answer: a label, a unique prefix of one, its number, or yes/no.
+        /// The operator's answer: a label, a unique prefix of one, or its number; without
+        /// options, the operator's text as given.
         #[arg(long)]
         answer: Option<String>,
         /// The channel the answer came from (recorded in the event).
@@ -1081,7 +1093,8 @@ pub(crate) enum InjectionVerb {
 #[derive(Debug, Subcommand)]
 pub(crate) enum NextTaskVerb {
     /// Queue sessions/NEXT-TASK.md from stdin, exclusively unless --replace.
-    /// Verdict: OK|queued or ERROR|next-task-exists.
+    /// Verdict: OK, ERROR|empty-content (empty or blank content, exit 0) or
+    /// ERROR|next-task-exists.
     Queue {
         /// Replace a queued task.
         #[arg(long)]

@@ -9,6 +9,7 @@ mod args_session;
 mod cmd;
 #[cfg(feature = "bugdrill")]
 mod drill;
+mod dropin;
 mod exit;
 mod forward;
 mod input;
@@ -30,22 +31,43 @@ fn main() -> ExitCode {
         let _ = writeln!(std::io::stderr(), "hookstate: {line}");
         std::process::exit(i32::from(exit::CORRUPT));
     }));
-    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    // Upstream's word order for the drop-in verbs (hermit's scripts), before anything else.
+    let (argv, script_usage) = match dropin::rewrite(std::env::args_os().collect()) {
+        dropin::Dropin::Args(args, usage) => (args, usage),
+        dropin::Dropin::Answer { stdout, stderr, code } => {
+            let _ = write!(std::io::stdout(), "{stdout}");
+            let _ = write!(std::io::stderr(), "{stderr}");
+            return ExitCode::from(code);
+        }
+    };
     // A running server answers the call (docs/protocol.md); without one it runs here.
     let argv = match forward::forward(&argv) {
         forward::Forwarded::Done(code) => return ExitCode::from(code),
         forward::Forwarded::InProcess(argv) => argv,
     };
-    ExitCode::from(run_argv(&mut Cli::command(), argv))
+    ExitCode::from(run_argv(&mut Cli::command(), argv, script_usage))
 }
 
 /// Parses `argv` (program name first) with `command` and runs the verb: what `main` does, and
-/// what a server does for each request (`served`). Returns the exit code; everything printed
-/// went through `output`.
-pub(crate) fn run_argv(command: &mut clap::Command, argv: Vec<std::ffi::OsString>) -> u8 {
+/// what a server does for each request (`served`). A drop-in call's parse error prints its
+/// script's usage line (`script_usage`). Returns the exit code; everything printed went
+/// through `output`.
+pub(crate) fn run_argv(
+    command: &mut clap::Command,
+    argv: Vec<std::ffi::OsString>,
+    script_usage: Option<&'static str>,
+) -> u8 {
     let matches = match command.try_get_matches_from_mut(argv) {
         Ok(matches) => matches,
-        Err(err) => return usage_error(&err),
+        Err(err) => {
+            use clap::error::ErrorKind::{DisplayHelp, DisplayVersion};
+            return match script_usage {
+                Some(usage) if !matches!(err.kind(), DisplayHelp | DisplayVersion) => {
+                    script_error(usage, &err)
+                }
+                _ => usage_error(&err),
+            };
+        }
     };
     let cli = match Cli::from_arg_matches(&matches) {
         Ok(cli) => cli,
@@ -74,6 +96,13 @@ pub(crate) fn run_parsed(cli: &Cli) -> u8 {
             exit::code_for(&err)
         }
     }
+}
+
+/// A drop-in spelling hookstate cannot parse: the script's usage line, the detail, exit 1.
+fn script_error(usage: &str, err: &clap::Error) -> u8 {
+    let detail = output::one_line(&usage_line(err));
+    let _ = writeln!(output::stderr(), "{usage}\nhookstate: usage: {detail}");
+    exit::CONFLICT
 }
 
 /// Help and version go to stdout with exit 0; a usage error is one line on stderr and exit 64.

@@ -1,5 +1,5 @@
 //! `hookstate alerts` as a drop-in for `heartbeat.ts alert-state` and precheck's tick count:
-//! upstream's stdout line, INDETERMINATE lines and exit codes, bad input leaving the store
+//! upstream's stdout line, its silent rejections and exit codes, bad input leaving the store
 //! byte-identical, real processes ticking and counting at once with nothing lost, and the
 //! hermit-alerts layout through import, export and `--mirror` (a corrupt file quarantined).
 //!
@@ -63,11 +63,12 @@ fn tick_prints_upstream_line_in_verdict_mode_and_the_result_in_json() {
     h.import("hermit-proposals").expect(0);
     let payload = "{\"firing\":[{\"key\":\"custom:ci\",\"text\":\"CI red\"}]}";
     let run = h.alerts("verdict", &["tick"], Some(payload)).expect(0);
-    let expected = "{\"appended\":0,\"notifications\":[\"CI red\"],\"self_eval_proposals\":[],\
-        \"heartbeat_result\":\"ALERT\",\"monitoring_lines\":[\"[16:50] Heartbeat: CI red\",\
+    // Upstream's line at 44b85f9: exactly these three keys, in this order.
+    let expected = "{\"monitoring_lines\":[\"[16:50] Heartbeat: CI red\",\
         \"[16:50] Heartbeat: micro-proposal 'MP-20261129-3' awaiting operator input — Pin node \
         to 20.x in CI? [1: yes, pin 20.x, 2: no, track latest LTS, 3: ask again next week]\",\
-        \"[16:50] Heartbeat: PROP-002 \\\"Nightly digest of flaky tests\\\"\"]}\n";
+        \"[16:50] Heartbeat: PROP-002 \\\"Nightly digest of flaky tests\\\"\"],\
+        \"notifications\":[\"CI red\"],\"heartbeat_result\":\"ALERT\"}\n";
     assert_eq!(run.stdout, expected);
     let out = h.alerts("json", &["tick"], Some("{\"firing\":[]}")).expect(0).json();
     assert_eq!((out["ok"].clone(), out["heartbeat_result"].clone()), (json!(true), json!("ALERT")));
@@ -87,22 +88,17 @@ fn rejected_payloads_change_nothing_and_exit_as_documented() {
         assert!(run.stdout.is_empty(), "{run:?}");
         assert!(run.stderr.contains("alerts tick") || run.stderr.contains("stdin"), "{run:?}");
     }
+    // Upstream's fail-safe contract: unparseable JSON exits 1 with a stderr line; every other
+    // rejection exits 0 with nothing on stdout; neither writes.
     let run = h.alerts("verdict", &["tick"], Some("{\"firing\":")).expect(1);
-    let line = "{\"appended\":0,\"notifications\":[],\"self_eval_proposals\":[],\
-        \"heartbeat_result\":\"INDETERMINATE\",\"reason\":\"invalid-json\",\"monitoring_lines\":\
-        [\"[16:50] Heartbeat: evaluation indeterminate (invalid-json) — state untouched.\"]}\n";
-    assert_eq!(run.stdout, line);
-    for (bad, reason) in [
-        ("{\"firing\":{}}", "missing-or-malformed-firing"),
-        ("{\"firing\":[{\"item\":\"- x\",\"text\":\"t\"}]}", "unresolvable-firing"),
-        ("{\"firing\":[],\"unreadable\":[\"HEARTBEAT.md\"]}", "malformed-unreadable"),
+    assert!(run.stdout.is_empty(), "{run:?}");
+    for bad in [
+        "{\"firing\":{}}",
+        "{\"firing\":[{\"item\":\"- x\",\"text\":\"t\"}]}",
+        "{\"firing\":[],\"unreadable\":[\"HEARTBEAT.md\"]}",
     ] {
         let run = h.alerts("verdict", &["tick"], Some(bad)).expect(0);
-        let out: Value = serde_json::from_str(&run.stdout).unwrap();
-        assert_eq!(
-            (out["heartbeat_result"].as_str(), out["reason"].as_str()),
-            (Some("INDETERMINATE"), Some(reason))
-        );
+        assert_eq!(run.stdout, "", "{bad}: {run:?}");
     }
     assert_eq!(h.store.snapshot(), before, "the store is byte-identical");
 }
@@ -141,7 +137,11 @@ fn spawn(db: &Path, args: &[&str], stdin: &str) -> std::process::Child {
         .spawn()
         .unwrap();
     use std::io::Write;
-    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+    // `count-tick` reads no stdin and may exit before the write: a broken pipe is not an error.
+    let written = child.stdin.take().unwrap().write_all(stdin.as_bytes());
+    if let Err(err) = written {
+        assert_eq!(err.kind(), std::io::ErrorKind::BrokenPipe, "{err}");
+    }
     child
 }
 

@@ -16,6 +16,7 @@ use serde_json::Value;
 mod alerts;
 mod badinput;
 mod damaged;
+mod dropin;
 mod feedback;
 mod feedback_mirror;
 mod firstuse;

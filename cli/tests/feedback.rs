@@ -302,7 +302,11 @@ fn stop_hook_and_tick_follow_mode_address_and_session_rules() {
         store.run(&args).expect(0).json()
     };
     assert_eq!(tick(Some("B"))["claimed"], json!([]));
-    assert_eq!(tick(None)["projects"][0]["skipped"], "another session is requested");
+    let unknown = tick(None);
+    assert_eq!(
+        unknown["projects"][0]["skipped"],
+        "a session is requested and this session's id is unknown"
+    );
     let drained = tick(Some("A"));
     assert_eq!(drained["claimed"][0]["comment"], "One.");
     assert_eq!(drained["projects"][0]["heartbeat"]["pending"], 1);

@@ -591,7 +591,7 @@ fn idempotent_repeats_print_the_first_calls_verdict() {
     twice("s1", SEP_14, &["monitor", "stop"], None, "OK|stopped");
     twice("s2", SEP_14, &["monitor", "stop"], None, "OK|stopped");
     twice("t1", SEP_14, &["runtime", "set", "session_state=idle"], None, "OK|runtime");
-    twice("q1", SEP_14, &["next-task", "queue"], Some("## Task\nShip it\n"), "OK|queued");
+    twice("q1", SEP_14, &["next-task", "queue"], Some("## Task\nShip it\n"), "OK");
     let token = h.json(SEP_14, &["next-task", "token"], None).expect(0).json()["token"]
         .as_str()
         .unwrap()
@@ -647,7 +647,7 @@ fn a_mirrored_consume_or_stop_deletes_the_file_the_store_removed() {
         full.extend_from_slice(args);
         h.json(now, &full, stdin)
     };
-    line(mirrored(SEP_14, &["next-task", "queue"], Some("## Task\nA\n")), 0, "OK|queued");
+    line(mirrored(SEP_14, &["next-task", "queue"], Some("## Task\nA\n")), 0, "OK");
     line(mirrored(SEP_14, &["liveness", "peek"], None), 0, "OK|peek|2026-09-14T09:12:03Z");
     assert!(read(&h.dir, "sessions/NEXT-TASK.md").is_some());
     line(mirrored(SEP_14 + 1000, &["next-task", "consume"], None), 0, "OK|consumed");

@@ -24,11 +24,11 @@ mod store;
 
 // Claude-code-hermit heartbeat state: `engine.alerts()`.
 pub use crate::alerts::{
-    check_budget, check_hash, check_liveness_wait, check_next_task, check_stamp, check_time,
-    monitor_command, monitor_setup, parse_runtime_set, parse_tick_input, period_key,
-    read_heartbeat_files, read_hermit_alerts, tick_line, tick_rejected, AlertFile, Alerts,
-    BudgetInput, HeartbeatConfig, HeartbeatFiles, InjectionRead, LivenessRead, MonitorArgs,
-    MonitorSetup, MonitorStatus, Rejection, TickInput, TickRejected, TokenRead, ALERT_STATE_FILE,
+    alert_state_read_failure, check_budget, check_hash, check_liveness_wait, check_next_task,
+    check_stamp, check_time, monitor_command, monitor_setup, next_task_refused, parse_runtime_set,
+    parse_tick_input, period_key, read_heartbeat_files, read_hermit_alerts, tick_line, AlertFile,
+    Alerts, BudgetInput, HeartbeatConfig, HeartbeatFiles, InjectionRead, LivenessRead, MonitorArgs,
+    MonitorSetup, MonitorStatus, Rejection, TickInput, TokenRead, ALERT_STATE_FILE,
     FILE_BYTES_MAX as HEARTBEAT_FILE_BYTES_MAX, LIVENESS_WAIT_MS_MAX, NEXT_TASK_FILE,
     STATE_FILES as HEARTBEAT_STATE_FILES,
 };

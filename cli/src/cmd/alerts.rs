@@ -1,11 +1,15 @@
 //! The `alerts` verbs of the ladder: drop-ins for `heartbeat.ts alert-state` (`tick`),
 //! precheck's tick count (`count-tick`), and a read of the alert state (`list`).
 //!
-//! With `--format verdict`, `tick` prints upstream's one JSON line, and a rejected payload its
-//! INDETERMINATE line (exit 1 only for unparseable JSON); the engine writes both lines. Does
-//! not decide anything.
+//! With `--format verdict`, `tick` prints upstream's one JSON line; a rejected payload prints
+//! nothing and writes nothing, as upstream's fail-safe contract says (exit 1 with a stderr line
+//! only for unparseable JSON). The engine writes the line. Does not decide anything.
 
-use hookstate_engine::{check_time, parse_tick_input, tick_line, tick_rejected, Rejection};
+use std::io::Write;
+
+use hookstate_engine::{
+    alert_state_read_failure, check_time, parse_tick_input, tick_line, Rejection,
+};
 use serde_json::Value;
 
 use crate::args::{AlertsArgs, AlertsVerb, Cli, Format, Layout};
@@ -48,14 +52,16 @@ fn tick(cli: &Cli, scope: &str) -> Result<(), CliError> {
     };
     let input = match parsed {
         Ok(input) => input,
-        Err(rejection) if verdict => {
-            let rejected = tick_rejected(scope, call.now_ms, &rejection)?;
-            print_raw(&rejected.line)?;
-            return if rejected.fails { Err(rejection.error().into()) } else { Ok(()) };
-        }
+        Err(rejection) if verdict && !rejection.unparseable => return Ok(()),
         Err(rejection) => return Err(rejection.error().into()),
     };
     check_time(call.now_ms)?;
+    // Upstream skips a tick whose state file it cannot read (exit 0, one stderr line).
+    if let Some(line) = cli.mirror.as_deref().filter(|_| verdict).and_then(alert_state_read_failure)
+    {
+        let _ = writeln!(std::io::stderr(), "{line}");
+        return Ok(());
+    }
     let engine = open(cli, Access::Write)?;
     let outcome = mutate(cli, &engine, &call, Layout::HermitAlerts, |engine| {
         engine.alerts().tick(&call, &input)

@@ -9,20 +9,20 @@
 
 use hookstate_engine::{
     check_budget, check_hash, check_liveness_wait, check_next_task, check_stamp, check_time,
-    monitor_setup, parse_runtime_set, BudgetInput, MonitorArgs, MonitorSetup,
+    monitor_setup, next_task_refused, parse_runtime_set, BudgetInput, MonitorArgs, MonitorSetup,
 };
 use hookstate_engine::{Call, Engine, Outcome};
 use serde_json::{json, Value};
 
 use crate::args::{
-    AlertsArgs, AlertsVerb, BudgetVerb, Cli, InjectionVerb, Layout, LivenessVerb, MonitorSetupArgs,
-    MonitorVerb, NextTaskVerb, RuntimeVerb,
+    AlertsArgs, AlertsVerb, BudgetVerb, Cli, Format, InjectionVerb, Layout, LivenessVerb,
+    MonitorSetupArgs, MonitorVerb, NextTaskVerb, RuntimeVerb,
 };
 use crate::cmd::hermit::hermit_scope;
 use crate::cmd::{call_in, finish_script, mutate, open, print_read, Access};
 use crate::exit::CliError;
-use crate::input::read_stdin;
-use crate::output::print;
+use crate::input::read_stdin_text;
+use crate::output::{print, print_raw};
 
 /// Whether a verb belongs to the heartbeat half (the alert-state ladder's run in `alerts.rs`).
 pub(crate) fn handles(verb: &AlertsVerb) -> bool {
@@ -76,9 +76,11 @@ enum Input {
     Text(String),
     Runtime(Vec<(String, Value)>),
     Setup(MonitorSetup),
+    /// Upstream's verdict line for input it refuses before writing (printed with exit 0).
+    Refused(&'static str),
 }
 
-fn read_input(verb: &AlertsVerb, scope: &str) -> Result<Input, CliError> {
+fn read_input(cli: &Cli, verb: &AlertsVerb, scope: &str) -> Result<Input, CliError> {
     Ok(match verb {
         AlertsVerb::Budget(BudgetVerb::Record { level, period, action, spend, cap }) => {
             let input = BudgetInput {
@@ -92,7 +94,10 @@ fn read_input(verb: &AlertsVerb, scope: &str) -> Result<Input, CliError> {
             Input::Budget(input)
         }
         AlertsVerb::NextTask(NextTaskVerb::Queue { .. }) => {
-            let text = read_stdin()?;
+            let text = read_stdin_text()?;
+            if let Some(line) = next_task_refused(&text).filter(|_| cli.format == Format::Verdict) {
+                return Ok(Input::Refused(line));
+            }
             check_next_task(&text)?;
             Input::Text(text)
         }
@@ -132,7 +137,10 @@ fn read_input(verb: &AlertsVerb, scope: &str) -> Result<Input, CliError> {
 }
 
 fn mutation(cli: &Cli, verb: &AlertsVerb, scope: &str) -> Result<(), CliError> {
-    let input = read_input(verb, scope)?;
+    let input = read_input(cli, verb, scope)?;
+    if let Input::Refused(line) = input {
+        return print_raw(line);
+    }
     let call = call_in(cli, hook_name(verb), scope);
     check_time(call.now_ms)?;
     let engine = open(cli, Access::Write)?;

@@ -14,7 +14,7 @@ use crate::args::{Cli, Format, Layout, MicroVerb, MoveArgs, ProposalsArgs, Propo
 use crate::cmd::hermit::hermit_scope;
 use crate::cmd::{call_in, finish_script, mutate, open, print_read, Access};
 use crate::exit::CliError;
-use crate::input::read_stdin;
+use crate::input::{read_stdin, read_stdin_text};
 use crate::output::{print, print_raw};
 
 fn required(what: &str, value: Option<&String>) -> Result<String, CliError> {
@@ -95,7 +95,8 @@ fn read_input(cli: &Cli, verb: &ProposalsVerb) -> Result<Option<Input>, CliError
         ProposalsVerb::Patch { file, sets, expect, stdin } => {
             let (mut sets, mut decision) = (sets.clone(), None);
             if *stdin {
-                let (more, line) = parse_patch_stdin(&read_stdin()?);
+                // Upstream's one stdin-optional verb: an empty stdin patches nothing more.
+                let (more, line) = parse_patch_stdin(&read_stdin_text()?);
                 sets.extend(more);
                 decision = line;
             }

@@ -22,12 +22,12 @@ use super::heartbeat::{BUDGET_FILE, FILE_KIND};
 use super::heartbeat::{NEXT_TASK_FILE, REV_ID, REV_KIND, RUNTIME_FIELDS_MAX, RUNTIME_FILE};
 use super::heartbeat_rules::num;
 use super::heartbeat_rules::{self as rules, BudgetInput, Layout};
-use super::ladder::{decide_tick, indeterminate, micro_items, proposal_items};
+use super::ladder::{decide_tick, micro_items, proposal_items};
 use super::ladder::{render_alert_state, seed, TickClock, TickSources};
 use super::ladder::{STATE_ID, STATE_KIND, TICK_BYTES_MAX};
 use super::project::render_alerts;
 use super::self_eval::prop_facts;
-use super::tick_input::{Rejection, TickInput};
+use super::tick_input::TickInput;
 use crate::kernel::call::{Call, Outcome, Plan};
 use crate::kernel::compat::stamp::{local_stamp, stamp_ms, zone};
 use crate::kernel::doc::{read_doc, read_docs};
@@ -38,8 +38,7 @@ use crate::kernel::write::Kernel;
 /// The alert-state file is carried whole by one event, so it is bounded like an event's value.
 pub(crate) const ALERT_STATE_FILE_BYTES_MAX: usize = crate::kernel::limits::VALUE_BYTES_MAX;
 /// The fields of upstream's tick line, in its order (the rest of the result is hookstate's).
-const TICK_LINE_FIELDS: [&str; 5] =
-    ["appended", "notifications", "self_eval_proposals", "heartbeat_result", "monitoring_lines"];
+const TICK_LINE_FIELDS: [&str; 3] = ["monitoring_lines", "notifications", "heartbeat_result"];
 
 /// claude-code-hermit's heartbeat state on an open store: `engine.alerts()`.
 #[derive(Clone, Copy)]
@@ -96,30 +95,17 @@ fn read_next_task(txn: &dyn ReadTxn, scope: &str) -> Result<NextTaskView> {
 /// # Errors
 /// [`Error::Empty`], [`Error::TooLarge`].
 pub fn check_next_task(text: &str) -> Result<()> {
-    if text.is_empty() {
+    if next_task_refused(text).is_some() {
         return Err(Error::Empty { what: "the next task".into() });
     }
     check_size(NEXT_TASK_FILE, text)
 }
 
-/// The lines a rejected tick payload prints with `--format verdict`: upstream's INDETERMINATE
-/// line (the clock in the scope's `config.timezone`), which fails only for unparseable JSON.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TickRejected {
-    /// Upstream's one JSON line.
-    pub line: String,
-    /// Upstream exits 1 (only for a payload that is not JSON).
-    pub fails: bool,
-}
-
-/// The verdict of a rejected tick payload: nothing was written, no store was opened.
-///
-/// # Errors
-/// [`Error::LegacyFile`] for a bad config, [`Error::BadTimeZone`], [`Error::TimeOutOfRange`].
-pub fn tick_rejected(scope: &str, now_ms: u64, rejection: &Rejection) -> Result<TickRejected> {
-    let clock = TickClock::at(now_ms, &scope_config(scope)?.timezone)?;
-    let line = indeterminate(&rejection.reason, &clock).to_string();
-    Ok(TickRejected { line, fails: rejection.unparseable })
+/// Upstream's verdict for a next task it refuses before writing anything: content that is
+/// empty or only whitespace is `ERROR|empty-content`, printed with exit 0.
+#[must_use]
+pub fn next_task_refused(text: &str) -> Option<&'static str> {
+    text.trim().is_empty().then_some("ERROR|empty-content")
 }
 
 /// Upstream's tick line: the result's fields upstream prints, in its order.
@@ -366,7 +352,7 @@ impl Alerts<'_> {
                 return Ok(refusal("next_task_exists", message, line, Nothing {}));
             }
             let events = vec![written(NEXT_TASK_FILE, text.to_owned(), "next-task queue")];
-            Ok(done(events, answer("OK|queued", Queued { bytes: text.len() })))
+            Ok(done(events, answer("OK", Queued { bytes: text.len() })))
         })
     }
 

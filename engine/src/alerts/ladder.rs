@@ -353,7 +353,8 @@ pub(crate) fn decide_tick(
     let mut out = classify(&classifiable, &firing, &silent, prev_digest, !read_failure, clock);
     out.alerts.extend(frozen);
     let failure_date = read_failure_date(&state, &micro, &proposals, &stale, clock, &mut out);
-    let mut self_eval = marked_self_eval(&state, &model, canonical_keys(input).as_ref());
+    let mut self_eval =
+        marked_self_eval(&state, &input.self_eval_updates, &model, canonical_keys(input).as_ref());
     let ticks = js_int(state.get("total_ticks"));
     let proposals_due = match ticks.filter(|t| t % SELF_EVAL_EVERY_TICKS == 0) {
         Some(_) => self_evaluate(
@@ -381,22 +382,20 @@ pub(crate) fn decide_tick(
         notifications: &out.notifications,
         self_eval_proposals: &proposals_due,
         heartbeat_result: result_kind,
-        reason: None,
         monitoring_lines: &out.monitoring_lines,
     };
     (state, serde_json::to_value(result).map(fields).unwrap_or_default())
 }
 
-/// Upstream's `alert-update` line: what a tick appended (always 0: the caller appends the
-/// monitoring lines), notified, proposed and concluded.
+/// A tick's result: what it appended (always 0: the caller appends the monitoring lines),
+/// notified, proposed and concluded. `--format verdict` prints the three fields of upstream's
+/// `update-alert-state` line (`tick_line`).
 #[derive(Serialize)]
 struct TickResult<'a> {
     appended: u64,
     notifications: &'a [String],
     self_eval_proposals: &'a [Value],
     heartbeat_result: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    reason: Option<&'a str>,
     monitoring_lines: &'a [String],
 }
 
@@ -422,15 +421,18 @@ fn split_frozen(
     (classifiable, frozen)
 }
 
-/// `self_eval` with `fired_since_self_eval` set on every checklist key the model fired, so a
-/// firing that recovers before the next evaluation still counts.
+/// `self_eval` with the payload's `self_eval_updates` laid over it (entry by entry, as
+/// upstream's object spread does) and `fired_since_self_eval` set on every checklist key the
+/// model fired, so a firing that recovers before the next evaluation still counts.
 fn marked_self_eval(
     state: &Map<String, Value>,
+    updates: &Map<String, Value>,
     model: &[FiringItem],
     canonical: Option<&HashSet<String>>,
 ) -> Map<String, Value> {
     let mut self_eval =
         state.get("self_eval").and_then(Value::as_object).cloned().unwrap_or_default();
+    self_eval.extend(updates.iter().map(|(k, v)| (k.clone(), v.clone())));
     for item in model.iter().filter(|i| canonical.is_some_and(|c| c.contains(&i.key))) {
         let mut entry =
             self_eval.get(&item.key).and_then(Value::as_object).cloned().unwrap_or_default();
@@ -474,24 +476,6 @@ fn read_failure_date(
         failed.join(", ")
     ));
     json!(clock.today)
-}
-
-/// Upstream's INDETERMINATE line for a rejected payload: nothing was written.
-#[must_use]
-pub(crate) fn indeterminate(reason: &str, clock: &TickClock) -> Value {
-    let line = format!(
-        "[{}] Heartbeat: evaluation indeterminate ({reason}) — state untouched.",
-        clock.hhmm
-    );
-    let result = TickResult {
-        appended: 0,
-        notifications: &[],
-        self_eval_proposals: &[],
-        heartbeat_result: "INDETERMINATE",
-        reason: Some(reason),
-        monitoring_lines: &[line],
-    };
-    serde_json::to_value(result).unwrap_or(Value::Null)
 }
 
 /// Parses `state/alert-state.json` as upstream's reader does: anything but one JSON object is

@@ -30,6 +30,17 @@ const QUARANTINE_SUFFIX: &str = ".corrupt-";
 /// count as a counter.
 const STATE_FIELDS: Fields = Fields { maps: &["alerts", "self_eval"], counters: &["total_ticks"] };
 
+/// Upstream's stderr line when the state directory's `state/alert-state.json` is a directory:
+/// its reader fails with `EISDIR` and the tick is skipped (exit 0, nothing printed or written),
+/// so a transient read error never replaces a healthy file. `None` for anything else (a missing
+/// file, a regular one, or a problem the mirror reports itself). Reads metadata only.
+#[must_use]
+pub fn alert_state_read_failure(dir: &Path) -> Option<String> {
+    let path = dir.join("state").join(ALERT_STATE_FILE);
+    let is_dir = std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir());
+    is_dir.then(|| "update-alert-state: read failed (EISDIR); skipping write".to_owned())
+}
+
 /// What the state directory's alert-state file held.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AlertFile {

@@ -22,7 +22,7 @@ pub(crate) mod project;
 pub(crate) mod self_eval;
 pub(crate) mod tick_input;
 
-pub use api::{check_next_task, tick_line, tick_rejected, Alerts, TickRejected, TokenRead};
+pub use api::{check_next_task, next_task_refused, tick_line, Alerts, TokenRead};
 pub use config::HeartbeatConfig;
 pub use heartbeat::parse_runtime_set;
 pub use heartbeat::{FILE_BYTES_MAX, NEXT_TASK_FILE, STATE_FILES};
@@ -31,7 +31,7 @@ pub use heartbeat_rules::{
 };
 pub use heartbeat_rules::{monitor_command, period_key, LIVENESS_WAIT_MS_MAX};
 pub use layout_alerts::ALERT_STATE_FILE;
-pub use layout_alerts::{read_hermit_alerts, AlertFile};
+pub use layout_alerts::{alert_state_read_failure, read_hermit_alerts, AlertFile};
 pub use layout_heartbeat::{read_heartbeat_files, HeartbeatFiles};
 pub use monitor::{
     check_liveness_wait, monitor_setup, InjectionRead, LivenessRead, MonitorArgs, MonitorStatus,

@@ -213,7 +213,7 @@ fn render_heartbeat(event: &HeartbeatEvent) -> Map<String, Value> {
             }
             "runtime set" => ("OK|runtime".to_owned(), Value::Null),
             "monitor stop" => ("OK|stopped".to_owned(), json!({ "stopped": true })),
-            "next-task queue" => ("OK|queued".to_owned(), json!({ "bytes": text.len() })),
+            "next-task queue" => ("OK".to_owned(), json!({ "bytes": text.len() })),
             _ => return fields(json!({ "file": file, "why": why })),
         },
         HeartbeatEvent::FileRemoved { file, why } => match why.as_str() {

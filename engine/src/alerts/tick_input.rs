@@ -16,6 +16,8 @@ pub(crate) const FIRING_ITEMS_MAX: usize = 256;
 /// The sources a payload's `unreadable` may name (so it holds at most this many).
 pub(crate) const UNREADABLE_SOURCES: [&str; 3] =
     ["micro-proposals.json", "proposals/", "sessions/SHELL.md"];
+/// `self_eval_updates` entries one tick may carry: one per checklist item at most.
+pub(crate) const SELF_EVAL_UPDATES_MAX: usize = CHECKLIST_ITEMS_MAX;
 /// Checklist items (`HEARTBEAT.md` lines) one tick may name.
 pub(crate) const CHECKLIST_ITEMS_MAX: usize = 256;
 /// Longest alert text, key, item or session id: a channel message line, with room to spare.
@@ -64,6 +66,8 @@ pub struct TickInput {
     pub(crate) micro_unreadable: bool,
     pub(crate) proposals_unreadable: bool,
     pub(crate) shell_unreadable: bool,
+    /// Upstream's `self_eval_updates`: entries laid over `self_eval` (an object, else none).
+    pub(crate) self_eval_updates: Map<String, Value>,
 }
 
 /// Why a payload was rejected: upstream's INDETERMINATE reason.
@@ -315,6 +319,13 @@ pub fn parse_tick_input(text: &str) -> std::result::Result<TickInput, Rejection>
         proposals: parse_items(map, "proposals", PROPOSAL_PREFIX)?,
         ..TickInput::default()
     };
+    // Upstream lays an object over `self_eval` and ignores any other shape.
+    if let Some(Value::Object(updates)) = map.get("self_eval_updates") {
+        if updates.len() > SELF_EVAL_UPDATES_MAX {
+            return Err(reject("malformed-self_eval_updates"));
+        }
+        input.self_eval_updates = updates.clone();
+    }
     for source in &unreadable {
         match source.as_str() {
             "micro-proposals.json" => input.micro_unreadable = true,

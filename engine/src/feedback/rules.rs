@@ -379,7 +379,8 @@ pub struct Drained {
     pub claimed: Vec<Claimed>,
     /// Whether it consumed an address request.
     pub address_consumed: bool,
-    /// Why it did not drain, when a request names another session.
+    /// Why it skipped the project (heartbeat included): a request names another session, or
+    /// names one while this session's id is unknown.
     pub skipped: Option<String>,
     /// The Stop hook's nudge: listen mode is on and no listener heartbeat is fresh.
     pub listen_waiting: bool,
@@ -390,6 +391,19 @@ pub struct Drained {
     pub go_on: bool,
     /// The project.
     pub project: String,
+}
+
+/// Why a drain skipped a project a request names a session for.
+fn skip_reason(session: Option<&str>) -> &'static str {
+    match session {
+        Some(_) => "another session is requested",
+        None => "a session is requested and this session's id is unknown",
+    }
+}
+
+/// Whether the comment `id` was pending before this pass claimed it.
+fn was_pending(inbox: &Inbox, id: &str) -> bool {
+    inbox.comments.iter().any(|(c, row)| c == id && status(&row.doc) == Some(Status::Pending))
 }
 
 /// One drain pass over a project: manifest, (tick: heartbeat), session routing, claims when the
@@ -406,17 +420,27 @@ pub(crate) fn decide_drain(
     let address = inbox.files.get(&FileKind::Address);
     let requested = requested_session(inbox, &mode);
     let session_ok = requested.as_deref().is_none_or(|r| Some(r) == who.session);
-    let mut heartbeat = Value::Null;
-    if pass == Pass::Tick {
-        let event = heartbeat_event(inbox, None, who.now_ms, interval_s);
-        if let FeedbackEvent::FileWritten { doc, .. } = &event {
-            heartbeat = legacy_json::to_value(doc);
-        }
-        events.push(event);
-    }
     let wants = mode == "listen" || address.is_some();
+    // The skill's step 3: a project a request names another session for (or names one while
+    // this session's id is unknown) is skipped entirely, its heartbeat included.
+    let skipped = (wants && !session_ok).then(|| skip_reason(who.session).to_owned());
+    let drains = wants && session_ok;
+    // Step 2: a stopped project writes its final heartbeat after the one drain an address
+    // request asks for; every other heartbeat (step 3) comes before the drain (step 4).
+    let beat_after = mode == "stopped" && drains;
+    let beats = pass == Pass::Tick && skipped.is_none();
+    let mut heartbeat = Value::Null;
+    let mut beat = |events: &mut Vec<FeedbackEvent>, drained_pending: usize| {
+        let pending = pending_count(inbox).saturating_sub(drained_pending);
+        let doc = heartbeat_doc(&mode, who.now_ms, interval_s, pending);
+        heartbeat = legacy_json::to_value(&doc);
+        events.push(FeedbackEvent::FileWritten { file: FileKind::Heartbeat, doc, request: 0 });
+    };
+    if beats && !beat_after {
+        beat(&mut events, 0);
+    }
     let mut claimed = Vec::new();
-    if wants && session_ok {
+    if drains {
         let (claims, shown) =
             claim_events(inbox, who, None, crate::kernel::limits::APPEND_EVENT_COUNT_MAX);
         events.extend(claims);
@@ -425,14 +449,18 @@ pub(crate) fn decide_drain(
             events.push(FeedbackEvent::AddressConsumed { request: address.request });
         }
     }
+    if beats && beat_after {
+        let was_pending = claimed.iter().filter(|c| was_pending(inbox, &c.id)).count();
+        beat(&mut events, was_pending);
+    }
     let listen_waiting = pass == Pass::Stop
         && session_ok
         && mode == "listen"
         && inbox.files.contains_key(&FileKind::Control)
         && !heartbeat_fresh(inbox, who.now_ms);
     let result = Drained {
-        address_consumed: wants && session_ok && address.is_some(),
-        skipped: (wants && !session_ok).then(|| "another session is requested".to_owned()),
+        address_consumed: drains && address.is_some(),
+        skipped,
         listen_waiting,
         heartbeat,
         go_on: pass == Pass::Tick && (mode != "stopped"),

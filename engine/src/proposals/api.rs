@@ -10,6 +10,7 @@
 use std::path::Path;
 
 use hookstate_schema::format::decode_event;
+use hookstate_schema::heartbeat::FileDoc;
 use hookstate_schema::hermit::dir_of;
 use hookstate_schema::proposals::{IndexDoc, MpSeqDoc, PropDoc, QueueDoc};
 use hookstate_schema::proposals::{PROP_KIND, QUEUE_ID, QUEUE_KIND};
@@ -24,7 +25,7 @@ use super::moves::{MoveInput, PatchInput};
 use super::project::{ledger_line, LEDGER_KIND};
 use super::props::PROP_FILE_BYTES_MAX;
 use super::props::{check_prop_file, decide_create, render_index, resolve_id};
-use super::props::{CreateInput, INDEX_ID, INDEX_KIND};
+use super::props::{CreateInput, INDEX_ID, INDEX_KIND, PROPOSALS_DIR};
 use crate::kernel::call::{Call, Outcome};
 use crate::kernel::compat::stamp::{stamp_ms, stamp_s, zoned, zoned_stamp};
 use crate::kernel::doc::{read_doc, read_docs};
@@ -60,6 +61,22 @@ pub(crate) fn state_dir(scope: &str) -> Result<&Path> {
     dir_of(scope)
         .map(Path::new)
         .ok_or_else(|| Error::bad(format!("scope {scope:?}"), "is not hermit:<abs state dir>"))
+}
+
+/// The heartbeat's row of `state/runtime.json` (its exact text), which the session domain
+/// shares; read here by its schema kind, as upstream's create reads the file.
+const RUNTIME_KIND: &str = "heartbeat.file";
+const RUNTIME_ID: &str = "runtime.json";
+
+/// `state/runtime.json`'s `session_id` when it is a non-empty string: upstream's create defaults
+/// `Session:` to it (`runtime?.session_id ?? null`; an unparseable file reads as none).
+fn runtime_session(txn: &dyn ReadTxn, scope: &str) -> Result<Option<String>> {
+    let Some(doc) = read_doc::<FileDoc>(txn, scope, RUNTIME_KIND, RUNTIME_ID)? else {
+        return Ok(None);
+    };
+    let runtime: Option<Value> = serde_json::from_str(&doc.text).ok();
+    let session = runtime.as_ref().and_then(|r| r.get("session_id")).and_then(Value::as_str);
+    Ok(session.filter(|s| !s.is_empty()).map(str::to_owned))
 }
 
 /// `config.timezone` of the hermit state directory `dir`, `UTC` when unset or the file is absent.
@@ -252,7 +269,11 @@ impl Proposals<'_> {
         let now = (stamp_ms(call.now_ms), stamp_s(call.now_ms));
         self.k.write(call, |txn| {
             let props = read_props(txn, &call.scope)?;
-            Ok(decide_create(&props, input, &created, &hhmmss, now.clone()))
+            let mut input = input.clone();
+            if input.session.is_none() {
+                input.session = runtime_session(txn, &call.scope)?;
+            }
+            Ok(decide_create(&props, &input, &created, &hhmmss, now.clone()))
         })
     }
 
@@ -327,7 +348,8 @@ impl Proposals<'_> {
     }
 
     /// The index of a scope's proposals, as `proposals-index.json` holds it (read-only), and
-    /// upstream's `OK|<n> proposals` line.
+    /// upstream's `OK|<n> proposals` line, or `SKIP|no state dir` when the state directory does
+    /// not exist and `SKIP|no proposals dir` when it holds no `proposals/` and the store no PROP.
     ///
     /// # Errors
     /// Store errors.
@@ -335,7 +357,17 @@ impl Proposals<'_> {
         validate_scope(scope)?;
         let txn = self.k.begin_read()?;
         let index = self.index_value(&*txn, scope)?;
-        Ok(IndexRead { verdict: format!("OK|{} proposals", index["count"]), index })
+        let dir = state_dir(scope)?;
+        // Upstream skips without the directories it would read; a store holding proposals
+        // has them whether or not a mirror wrote `proposals/`.
+        let verdict = if !dir.is_dir() {
+            "SKIP|no state dir".to_owned()
+        } else if index["count"].as_u64() == Some(0) && !dir.join(PROPOSALS_DIR).is_dir() {
+            "SKIP|no proposals dir".to_owned()
+        } else {
+            format!("OK|{} proposals", index["count"])
+        };
+        Ok(IndexRead { verdict, index })
     }
 
     fn index_value(&self, txn: &dyn ReadTxn, scope: &str) -> Result<Value> {

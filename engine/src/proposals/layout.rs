@@ -22,7 +22,8 @@ use super::api::{ledger_lines, read_index, read_props as stored_props, Proposals
 use super::merge::{merge_ledger, merge_prop, merge_queue, queue_style, resolved_id};
 use super::merge::{PropMerge, Resolved};
 use super::micro::QUEUE_ENTRIES_MAX;
-use super::props::{check_prop_file, prop_doc, render_index, PROPS_MAX, PROP_FILE_BYTES_MAX};
+use super::props::PROP_FILE_BYTES_MAX;
+use super::props::{check_prop_file, prop_doc, render_index, PROPOSALS_DIR, PROPS_MAX};
 use crate::kernel::call::{fields, Call, Conflict, Outcome, Plan, Refusal};
 use crate::kernel::doc::read_doc;
 use crate::kernel::error::{Error, Result};
@@ -44,8 +45,6 @@ pub const QUEUE_FILE: &str = "micro-proposals.json";
 pub const LEDGER_FILE: &str = "proposal-metrics.jsonl";
 /// The index file's name under `state/`.
 pub const INDEX_FILE: &str = "proposals-index.json";
-/// The PROP files' directory.
-pub(crate) const PROPOSALS_DIR: &str = "proposals";
 /// The index: a row of a few hundred bytes per proposal.
 pub(crate) const INDEX_FILE_BYTES_MAX: usize = 16 * 1024 * 1024;
 
@@ -54,8 +53,8 @@ fn corrupt(why: &str) -> Error {
 }
 
 /// Parses the queue file as upstream's tri-state reader does: a missing or null `pending` is
-/// healed to `[]`; invalid JSON, a non-object, a non-array `pending` or a non-object entry is
-/// corrupt, never an empty queue. The style it was written in is kept.
+/// healed to `[]`; invalid JSON, a non-object, a non-array `pending` or an entry that is neither
+/// an object nor `null` is corrupt, never an empty queue. The style it was written in is kept.
 ///
 /// # Errors
 /// [`Error::LegacyFile`] naming why the file is corrupt.
@@ -75,6 +74,12 @@ pub(crate) fn parse_queue(bytes: &[u8]) -> Result<QueueDoc> {
     }
     let mut entries = Vec::with_capacity(pending.len());
     for entry in pending {
+        // A hand-edited `null` entry is kept for the next brief-cycle to prune, as upstream's
+        // reader keeps it (`dropped: [null]`); no other verb matches it.
+        if entry.is_null() {
+            entries.push(entry.to_string());
+            continue;
+        }
         let Value::Object(map) = &entry else {
             return Err(corrupt("an entry is not an object"));
         };

@@ -211,13 +211,14 @@ pub(crate) fn follow_ups(entry: &Map<String, Value>) -> i64 {
 pub(crate) enum AnswerError {
     /// Several labels start with the answer.
     Ambiguous(Vec<String>),
-    /// No label matches (or a number out of range, or not yes/no without options).
+    /// No label matches (or a number out of range).
     NoMatch(Vec<String>),
 }
 
 /// Resolves an operator's answer against an entry's options (channel-responder rules): a bare
 /// number k selects options[k-1]; a case-insensitive exact label, else a case-insensitive unique
-/// prefix, selects that label; without options only yes or no is accepted.
+/// prefix, selects that label. Without options the answer is the operator's own text (trimmed;
+/// yes and no in lower case), as upstream records it (issue 19).
 ///
 /// # Errors
 /// [`AnswerError`] with the candidates (ambiguous) or the labels (no match).
@@ -228,10 +229,10 @@ pub(crate) fn resolve_answer(
     let answer = answer.trim();
     let lower = answer.to_lowercase();
     let Some(options) = options.filter(|o| !o.is_empty()) else {
-        return match lower.as_str() {
-            "yes" | "no" => Ok(lower),
-            _ => Err(AnswerError::NoMatch(vec!["yes".into(), "no".into()])),
-        };
+        return Ok(match lower.as_str() {
+            "yes" | "no" => lower,
+            _ => answer.to_owned(),
+        });
     };
     if !answer.is_empty() && answer.bytes().all(|b| b.is_ascii_digit()) {
         let picked = answer.parse::<usize>().ok().and_then(|k| k.checked_sub(1));
@@ -627,8 +628,8 @@ mod tests {
         check(Some(&near), "", Err(AnswerError::NoMatch(labels(&near))));
         check(None, "Yes", Ok("yes"));
         check(None, " no ", Ok("no"));
-        check(None, "1", Err(AnswerError::NoMatch(labels(&["yes", "no"]))));
-        check(None, "sure", Err(AnswerError::NoMatch(labels(&["yes", "no"]))));
+        check(None, "1", Ok("1"));
+        check(None, " the blue one ", Ok("the blue one"));
     }
 
     proptest::proptest! {

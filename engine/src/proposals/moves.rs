@@ -112,8 +112,10 @@ pub struct MoveInput {
     pub session: Option<String>,
 }
 
-/// Appends `line` at the end of the Operator Decision section unless it already ends with it.
-pub(crate) fn append_decision(text: &str, line: &str) -> Option<String> {
+/// Appends `raw` (its `@now` expanded to `now_zoned`) at the end of the Operator Decision
+/// section unless the section already ends with it, each `@now` read as any timestamp: the
+/// skills' decision lines say `... on @now.`, so a retry a second later is the same decision.
+pub(crate) fn append_decision(text: &str, raw: &str, now_zoned: &str) -> Option<String> {
     let lines: Vec<&str> = text.split('\n').collect();
     let heading = lines.iter().position(|l| l.trim_end() == DECISION_HEADING)?;
     let end = lines[heading + 1..]
@@ -121,13 +123,55 @@ pub(crate) fn append_decision(text: &str, line: &str) -> Option<String> {
         .position(|l| l.starts_with("## "))
         .map_or(lines.len(), |i| heading + 1 + i);
     let last = (heading + 1..end).rev().find(|&i| !lines[i].trim().is_empty());
-    if last.is_some_and(|i| lines[i].trim() == line.trim()) {
+    if last.is_some_and(|i| same_decision(lines[i].trim(), raw.trim())) {
         return Some(text.to_owned());
     }
+    let line = raw.replace(NOW_TOKEN, now_zoned);
     let at = last.map_or(heading + 1, |i| i + 1);
     let mut out: Vec<&str> = lines.clone();
-    out.insert(at, line);
+    out.insert(at, &line);
     Some(out.join("\n"))
+}
+
+/// The placeholder a `--set` value or a decision line expands to the zoned time.
+const NOW_TOKEN: &str = "@now";
+
+/// Whether `line` is `raw` with each `@now` standing for one timestamp
+/// (`YYYY-MM-DDTHH:MM:SS` then `Z` or `±HH:MM`).
+fn same_decision(line: &str, raw: &str) -> bool {
+    let mut parts = raw.split(NOW_TOKEN);
+    let Some(mut rest) = parts.next().and_then(|first| line.strip_prefix(first)) else {
+        return false;
+    };
+    for part in parts {
+        let Some(after) = timestamp_len(rest).and_then(|n| rest[n..].strip_prefix(part)) else {
+            return false;
+        };
+        rest = after;
+    }
+    rest.is_empty()
+}
+
+/// The length of the timestamp `s` starts with, if it starts with one.
+fn timestamp_len(s: &str) -> Option<usize> {
+    const DATE_TIME: &[u8] = b"dddd-dd-ddTdd:dd:dd";
+    let bytes = s.as_bytes();
+    let shape = |pattern: &[u8], from: usize| {
+        pattern.iter().enumerate().all(|(i, &p)| {
+            bytes
+                .get(from + i)
+                .is_some_and(|&b| if p == b'd' { b.is_ascii_digit() } else { b == p })
+        })
+    };
+    if !shape(DATE_TIME, 0) {
+        return None;
+    }
+    let zone = DATE_TIME.len();
+    match bytes.get(zone) {
+        Some(b'Z') => Some(zone + 1),
+        Some(b'+' | b'-') if shape(b"dd:dd", zone + 1) => Some(zone + 6),
+        _ => None,
+    }
 }
 
 /// The file after a move: the status, the dated keys, `responded` and `accepted_in_session`
@@ -155,7 +199,7 @@ fn moved_text(
         ])?;
     }
     if let Some(line) = &input.decision {
-        text = append_decision(&text, &line.replace("@now", now_zoned)).ok_or([
+        text = append_decision(&text, line, now_zoned).ok_or([
             "no_section",
             "no-operator-decision-section",
             "the file has no Operator Decision section",
@@ -242,7 +286,7 @@ pub struct PatchInput {
 
 /// A `--set` value as upstream's `parseSetValue` reads it, with `@now` expanded.
 fn set_value(raw: &str, now_zoned: &str) -> Value {
-    let raw = raw.replace("@now", now_zoned);
+    let raw = raw.replace(NOW_TOKEN, now_zoned);
     match raw.as_str() {
         "true" => Value::Bool(true),
         "false" => Value::Bool(false),
@@ -298,6 +342,11 @@ pub(crate) fn decide_patch(
             return error_plan("invalid_key", format!("invalid-key:{key}"), "bad key".into());
         }
         let value = set_value(raw, now_zoned);
+        // Upstream's patch fails on the frontmatter before anything else reads it.
+        let Some(next) = fm_set(&text, key, &value) else {
+            let message = "the frontmatter has no closing ---".to_owned();
+            return error_plan("bad_frontmatter", "frontmatter-terminator-missing".into(), message);
+        };
         if let Some(target) = value.as_str().filter(|_| key == "status") {
             let legal =
                 Move::to(target).is_some_and(|m| m.legal_from().contains(&current.as_str()));
@@ -306,14 +355,10 @@ pub(crate) fn decide_patch(
                 return error_plan("illegal_move", token, "illegal status move".into());
             }
         }
-        let Some(next) = fm_set(&text, key, &value) else {
-            let message = "the frontmatter has no closing ---".to_owned();
-            return error_plan("bad_frontmatter", "frontmatter-terminator-missing".into(), message);
-        };
         text = next;
     }
     if let Some(line) = &input.decision {
-        let Some(next) = append_decision(&text, &line.replace("@now", now_zoned)) else {
+        let Some(next) = append_decision(&text, line, now_zoned) else {
             let message = "the file has no Operator Decision section".to_owned();
             return error_plan("no_section", "no-operator-decision-section".into(), message);
         };
@@ -456,9 +501,32 @@ mod tests {
     #[test]
     fn decision_lines_append_once_at_the_section_end() {
         let text = "---\na: 1\n---\n# P\n\n## Operator Decision\n";
-        let once = append_decision(text, "Accepted.").unwrap();
+        let now = "2026-11-29T17:00:00-05:00";
+        let once = append_decision(text, "Accepted.", now).unwrap();
         assert_eq!(once, "---\na: 1\n---\n# P\n\n## Operator Decision\nAccepted.\n");
-        assert_eq!(append_decision(&once, "Accepted.").unwrap(), once);
-        assert!(append_decision("---\n---\nno section\n", "x").is_none());
+        assert_eq!(append_decision(&once, "Accepted.", now).unwrap(), once);
+        assert!(append_decision("---\n---\nno section\n", "x", now).is_none());
+    }
+
+    #[test]
+    fn at_now_in_a_decision_line_matches_any_timestamp() {
+        let text = "---\na: 1\n---\n# P\n\n## Operator Decision\nAccepted on \
+                    2026-11-29T17:00:00-05:00.\n";
+        let raw = "Accepted on @now.";
+        for later in ["2026-11-30T09:01:02+01:00", "2026-11-30T08:01:02Z"] {
+            assert_eq!(append_decision(text, raw, later).unwrap(), text, "{later}");
+        }
+        let other = append_decision(text, "Resolved on @now.", "2026-11-30T08:01:02Z").unwrap();
+        assert!(other.ends_with("Resolved on 2026-11-30T08:01:02Z.\n"), "{other}");
+        // Not a timestamp where @now stands, or text around it that differs: a new line.
+        let loose = "---\n---\n## Operator Decision\nAccepted on yesterday.\n";
+        assert_ne!(append_decision(loose, raw, "2026-11-30T08:01:02Z").unwrap(), loose);
+        let short = "---\n---\n## Operator Decision\nAccepted on 2026-11-29T17:00:00.\n";
+        assert_ne!(append_decision(short, raw, "2026-11-30T08:01:02Z").unwrap(), short);
+        assert!(!same_decision("Accepted on 2026-11-29T17:00:00Z. Twice", raw));
+        assert!(same_decision(
+            "At 2026-11-29T17:00:00Z and 2026-11-29T17:00:01Z",
+            "At @now and @now"
+        ));
     }
 }

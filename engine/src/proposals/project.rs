@@ -196,7 +196,8 @@ fn new_entry(event: &ProposalsEvent) -> String {
 fn position(entries: &[String], id: &str, skip_pending: bool) -> Option<usize> {
     entries.iter().position(|text| {
         let entry = entry_map(text);
-        entry_str(&entry, "id") == Some(id) && !(skip_pending && is_pending(&entry))
+        // An entry without a string id (a hand-edited `null`) is dropped by the id "".
+        entry_str(&entry, "id").unwrap_or_default() == id && !(skip_pending && is_pending(&entry))
     })
 }
 

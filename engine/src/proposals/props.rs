@@ -16,6 +16,9 @@ use super::micro::{answer_refusal, to_fields};
 use crate::kernel::call::{fields, Plan};
 use crate::kernel::error::{Error, Result};
 
+/// The PROP files' directory under the state directory.
+pub(crate) const PROPOSALS_DIR: &str = "proposals";
+
 /// Document kind of the index stamp (id [`INDEX_ID`]).
 pub(crate) const INDEX_KIND: &str = "proposals.index";
 /// The one id of the index document.
@@ -525,7 +528,7 @@ mod tests {
             let _ = resolve_id(&[], &text);
             let doc = prop_doc("PROP-001-x-000000.md", &text);
             let _ = render_index(&[("PROP-001-x-000000".into(), doc)], "");
-            let _ = crate::proposals::moves::append_decision(&text, &title);
+            let _ = crate::proposals::moves::append_decision(&text, &title, "2026-11-29T17:00:00Z");
             let _ = fm_set(&text, "status", &json!(title));
         }
     }

@@ -1,0 +1,211 @@
+//! Upstream's argument order for claude-code-hermit's scripts, so a plugin's
+//! `scripts/proposal.ts` and `heartbeat.ts` can be one-line shims:
+//! `hookstate [options] hermit proposal <verb> <dir> …` and
+//! `hookstate [options] hermit heartbeat alert-state <state-file>` become hookstate's own verbs
+//! (`proposals --dir <dir> <verb> …`, `alerts --dir <dir> tick`, …), in the verdict format and
+//! mirrored over the state directory unless the options say otherwise.
+//!
+//! Moves words only: every rule stays with the verb it names. What upstream answers before it
+//! reads anything (a missing argument, an unknown verb) is answered here, with upstream's
+//! stream and exit code.
+
+use std::ffi::{OsStr, OsString};
+use std::path::Path;
+
+/// What the command line becomes.
+pub(crate) enum Dropin {
+    /// hookstate's own command line (unchanged when it is not a drop-in spelling), and the
+    /// script's usage line when it is one: a call hookstate cannot parse then exits 1 with that
+    /// line first, as upstream's scripts answer a mis-invocation.
+    Args(Vec<OsString>, Option<&'static str>),
+    /// Upstream's answer without running a verb: stdout, stderr, exit code.
+    Answer { stdout: &'static str, stderr: String, code: u8 },
+}
+
+/// The word after `hermit` that names an upstream script.
+const PROPOSAL: &str = "proposal";
+const HEARTBEAT: &str = "heartbeat";
+
+/// `bun proposal.ts` without its verb or state directory.
+const PROPOSAL_USAGE: &str = "Usage: bun proposal.ts <create|patch|shell-append|next-task|\
+    queue-micro|micro|index|event|resolve-id> <hermit-state-dir> [args...]";
+/// `bun heartbeat.ts alert-state` without its state file.
+const ALERT_STATE_USAGE: &str =
+    "Usage: bun heartbeat.ts alert-state <state-file-path>   # eval-json on stdin";
+
+/// `proposal.ts` verbs upstream has and hookstate does not build (docs/decisions.md).
+const PROPOSAL_NOT_BUILT: [&str; 5] =
+    ["gate", "metrics", "success-signal", "quality-gate", "routine"];
+
+/// Rewrites a drop-in spelling; any other command line is returned as it is.
+pub(crate) fn rewrite(args: Vec<OsString>) -> Dropin {
+    let at = args
+        .windows(2)
+        .position(|pair| pair[0] == "hermit" && (pair[1] == PROPOSAL || pair[1] == HEARTBEAT));
+    let Some(at) = at else {
+        return Dropin::Args(args, None);
+    };
+    let (options, words) = args.split_at(at);
+    let script = words[1].clone();
+    let words = &words[2..];
+    if script == PROPOSAL {
+        proposal(options, words)
+    } else {
+        heartbeat(options, words)
+    }
+}
+
+fn has_option(options: &[OsString], name: &str) -> bool {
+    let with_value = format!("{name}=");
+    options.iter().any(|o| o == name || o.to_string_lossy().starts_with(&with_value))
+}
+
+/// The options, plus `--format verdict` and `--mirror <dir>` unless already given.
+fn with_defaults(options: &[OsString], dir: &OsStr) -> Vec<OsString> {
+    let mut out = options.to_vec();
+    if !has_option(options, "--format") {
+        out.extend(["--format".into(), "verdict".into()]);
+    }
+    if !has_option(options, "--mirror") {
+        out.extend(["--mirror".into(), dir.to_owned()]);
+    }
+    out
+}
+
+fn usage(line: &str) -> Dropin {
+    Dropin::Answer { stdout: "", stderr: format!("{line}\n"), code: 1 }
+}
+
+fn proposal(options: &[OsString], words: &[OsString]) -> Dropin {
+    let (Some(verb), Some(dir)) = (words.first(), words.get(1)) else {
+        return usage(PROPOSAL_USAGE);
+    };
+    let rest = &words[2..];
+    let verb_text = verb.to_string_lossy();
+    let mut out = with_defaults(options, dir);
+    let domain = |out: &mut Vec<OsString>, name: &str| {
+        out.extend([name.into(), "--dir".into(), dir.clone()]);
+    };
+    match verb_text.as_ref() {
+        "create" | "queue-micro" | "index" | "resolve-id" | "event" | "micro" => {
+            domain(&mut out, "proposals");
+            out.push(verb.clone());
+            out.extend_from_slice(rest);
+        }
+        // Upstream reads stdin whenever it is not a terminal; so does `--stdin`.
+        "patch" => {
+            domain(&mut out, "proposals");
+            out.push(verb.clone());
+            out.extend_from_slice(rest);
+            out.push("--stdin".into());
+        }
+        "next-task" => {
+            domain(&mut out, "alerts");
+            out.extend(["next-task".into(), "queue".into()]);
+            out.extend_from_slice(rest);
+        }
+        "shell-append" => {
+            out.extend(["hermit".into(), "shell-append".into(), dir.clone()]);
+            out.extend_from_slice(rest);
+        }
+        other if PROPOSAL_NOT_BUILT.contains(&other) => {
+            let stderr = format!(
+                "hookstate: proposal.ts {other} is not built in hookstate (docs/decisions.md)\n"
+            );
+            return Dropin::Answer { stdout: "", stderr, code: crate::exit::INVALID };
+        }
+        _ => {
+            return Dropin::Answer {
+                stdout: "ERROR|unknown-verb\n",
+                stderr: String::new(),
+                code: 0,
+            }
+        }
+    }
+    Dropin::Args(out, Some(PROPOSAL_USAGE))
+}
+
+fn heartbeat(options: &[OsString], words: &[OsString]) -> Dropin {
+    match (words.first().map(|w| w.to_string_lossy()), words.get(1)) {
+        (Some(verb), Some(file)) if verb == "alert-state" => {
+            // stateFile = <stateDir>/state/alert-state.json, as upstream derives it.
+            let dir = Path::new(file).parent().and_then(Path::parent).unwrap_or(Path::new(""));
+            let dir = if dir.as_os_str().is_empty() { Path::new(".") } else { dir };
+            let mut out = with_defaults(options, dir.as_os_str());
+            out.extend(["alerts".into(), "--dir".into(), dir.as_os_str().to_owned()]);
+            out.push("tick".into());
+            out.extend_from_slice(&words[2..]);
+            Dropin::Args(out, Some(ALERT_STATE_USAGE))
+        }
+        (Some(verb), None) if verb == "alert-state" => usage(ALERT_STATE_USAGE),
+        (Some(verb), _) => {
+            let stderr = format!(
+                "hookstate: heartbeat.ts {verb} is not built in this spelling; see docs/verbs.md\n"
+            );
+            Dropin::Answer { stdout: "", stderr, code: crate::exit::USAGE }
+        }
+        (None, _) => usage(ALERT_STATE_USAGE),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(line: &str) -> Vec<OsString> {
+        line.split(' ').map(OsString::from).collect()
+    }
+
+    fn rewritten(line: &str) -> String {
+        match rewrite(args(line)) {
+            Dropin::Args(out, _) => {
+                out.iter().map(|a| a.to_string_lossy().into_owned()).collect::<Vec<_>>().join(" ")
+            }
+            Dropin::Answer { stdout, stderr, code } => {
+                format!("answer {code} {stdout:?} {stderr:?}")
+            }
+        }
+    }
+
+    #[test]
+    fn upstream_order_becomes_hookstates_verbs() {
+        let cases = [
+            ("hs hermit proposal create D", "hs --format verdict --mirror D proposals --dir D create"),
+            (
+                "hs --db x hermit proposal micro D resolve MP-1 --action approved",
+                "hs --db x --format verdict --mirror D proposals --dir D micro resolve MP-1 --action approved",
+            ),
+            (
+                "hs hermit proposal patch D PROP-1 --set status=accepted",
+                "hs --format verdict --mirror D proposals --dir D patch PROP-1 --set status=accepted --stdin",
+            ),
+            ("hs hermit proposal next-task D", "hs --format verdict --mirror D alerts --dir D next-task queue"),
+            (
+                "hs --format json --mirror M hermit proposal shell-append D --section findings",
+                "hs --format json --mirror M hermit shell-append D --section findings",
+            ),
+            (
+                "hs hermit heartbeat alert-state D/state/alert-state.json",
+                "hs --format verdict --mirror D alerts --dir D tick",
+            ),
+            ("hs hermit task open D", "hs hermit task open D"),
+            ("hs kv get hermit", "hs kv get hermit"),
+        ];
+        for (line, expected) in cases {
+            assert_eq!(rewritten(line), expected, "{line}");
+        }
+    }
+
+    #[test]
+    fn what_upstream_answers_before_reading_anything() {
+        assert_eq!(
+            rewritten("hs hermit proposal frob D"),
+            "answer 0 \"ERROR|unknown-verb\\n\" \"\""
+        );
+        assert!(rewritten("hs hermit proposal create")
+            .starts_with("answer 1 \"\" \"Usage: bun proposal.ts"));
+        assert!(rewritten("hs hermit heartbeat alert-state")
+            .starts_with("answer 1 \"\" \"Usage: bun heartbeat.ts"));
+        assert!(rewritten("hs hermit proposal gate D").starts_with("answer 3 \"\""));
+    }
+}

@@ -1,0 +1,443 @@
+//! Issue 19: hookstate as a drop-in for upstream's `proposal.ts`, `heartbeat.ts alert-state` and
+//! the moonshine listener's tick. Each test pins one difference a new user saw between the two
+//! (upstream's behaviour at the revision the issue names), through the real binary.
+//!
+//! Does not run upstream's scripts: their lines and file effects are pinned from the issue and
+//! the spec.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Value};
+
+use super::{Run, Store};
+
+/// 2026-09-14T08:15:02.118Z.
+const NOW_MS: u64 = 1_789_373_702_118;
+
+/// A store and an empty hermit state directory (UTC).
+struct Hermit {
+    store: Store,
+    dir: PathBuf,
+    _home: tempfile::TempDir,
+}
+
+impl Hermit {
+    fn new() -> Hermit {
+        let store = Store::new();
+        let home = tempfile::tempdir().unwrap();
+        let dir = home.path().join(".claude-code-hermit");
+        std::fs::create_dir_all(dir.join("state")).unwrap();
+        std::fs::write(dir.join("config.json"), "{\"timezone\":\"UTC\"}\n").unwrap();
+        Hermit { store, dir, _home: home }
+    }
+
+    fn d(&self) -> &str {
+        self.dir.to_str().unwrap()
+    }
+
+    /// `hookstate --now-ms N --format verdict <domain> --dir DIR <args>`.
+    fn verdict(&self, now: u64, domain: &str, args: &[&str], stdin: Option<&str>) -> Run {
+        let now = now.to_string();
+        let mut full = vec!["--now-ms", &now, "--format", "verdict", domain, "--dir", self.d()];
+        full.extend_from_slice(args);
+        self.store.run_with_stdin(&full, stdin.map(str::as_bytes))
+    }
+
+    fn proposal(&self, args: &[&str], stdin: Option<&str>) -> Run {
+        self.verdict(NOW_MS, "proposals", args, stdin)
+    }
+}
+
+fn line(run: Run, expected: &str) -> Run {
+    let run = run.expect(0);
+    assert_eq!(run.stdout, format!("{expected}\n"), "{run:?}");
+    run
+}
+
+fn ledger(h: &Hermit) -> Vec<Value> {
+    let run = h.store.run(&["proposals", "--dir", h.d(), "ledger"]).expect(0);
+    run.json()["ledger"].as_array().cloned().unwrap_or_default()
+}
+
+#[test]
+fn proposal_micro_resolve_records_a_free_text_answer_on_an_entry_without_options() {
+    let h = Hermit::new();
+    let queued = h.proposal(&["queue-micro"], Some("{\"tier\":1,\"question\":\"Which colour?\"}"));
+    let id = queued.expect(0).stdout.trim().strip_prefix("QUEUED|").unwrap().to_owned();
+    let args = ["micro", "resolve", &id, "--action", "answered", "--answer", "the blue one"];
+    line(h.proposal(&args, None), &format!("RESOLVED|{id}|answered"));
+    let resolved: Vec<Value> =
+        ledger(&h).into_iter().filter(|row| row["type"] == "micro-resolved").collect();
+    assert_eq!(resolved.len(), 1, "{resolved:?}");
+    assert_eq!(resolved[0]["answer"], "the blue one", "{resolved:?}");
+    // Yes and no still read as the words they are.
+    let queued = h.proposal(&["queue-micro"], Some("{\"tier\":1,\"question\":\"Ship?\"}"));
+    let id = queued.expect(0).stdout.trim().strip_prefix("QUEUED|").unwrap().to_owned();
+    let args = ["micro", "resolve", &id, "--action", "answered", "--answer", "Yes"];
+    line(h.proposal(&args, None), &format!("RESOLVED|{id}|answered"));
+    let last = ledger(&h).into_iter().rev().find(|row| row["type"] == "micro-resolved").unwrap();
+    assert_eq!(last["answer"], "yes");
+}
+
+#[test]
+fn proposal_next_task_prints_ok_and_refuses_empty_content_with_exit_0() {
+    let h = Hermit::new();
+    let before = h.store.snapshot();
+    line(
+        h.verdict(NOW_MS, "alerts", &["next-task", "queue"], Some(" \n\t\n")),
+        "ERROR|empty-content",
+    );
+    line(h.verdict(NOW_MS, "alerts", &["next-task", "queue"], Some("")), "ERROR|empty-content");
+    assert_eq!(h.store.snapshot(), before, "an empty next task leaves the store unchanged");
+    line(h.verdict(NOW_MS, "alerts", &["next-task", "queue"], Some("Do X next.\n")), "OK");
+    let again = h.verdict(NOW_MS, "alerts", &["next-task", "queue"], Some("Do Y.\n"));
+    line(again, "ERROR|next-task-exists");
+}
+
+#[test]
+fn proposal_index_skips_without_a_proposals_dir_or_a_state_dir() {
+    let h = Hermit::new();
+    line(h.proposal(&["index"], None), "SKIP|no proposals dir");
+    let gone = h.dir.with_file_name("never-made");
+    let now = NOW_MS.to_string();
+    let args =
+        ["--now-ms", &now, "--format", "verdict", "proposals", "--dir", gone.to_str().unwrap()];
+    line(h.store.run(&[&args[..], &["index"]].concat()), "SKIP|no state dir");
+    assert!(!gone.exists());
+    // A proposal in the store (or a proposals/ directory) is indexed as before.
+    let created = h.proposal(&["create"], Some("Title: Try it\n---\nBody.\n")).expect(0);
+    assert!(created.stdout.starts_with("PROP-001-try-it-"), "{created:?}");
+    line(h.proposal(&["index"], None), "OK|1 proposals");
+    let other = Hermit::new();
+    std::fs::create_dir_all(other.dir.join("proposals")).unwrap();
+    line(other.proposal(&["index"], None), "OK|0 proposals");
+}
+
+fn prop_text(h: &Hermit, id: &str) -> String {
+    let out = h.dir.with_file_name("export");
+    let scope = format!("hermit:{}", std::fs::canonicalize(&h.dir).unwrap().display());
+    let to = out.to_str().unwrap();
+    h.store
+        .run(&["--scope", &scope, "export", "--layout", "hermit-proposals", "--to", to])
+        .expect(0);
+    let text = std::fs::read_to_string(out.join("proposals").join(format!("{id}.md"))).unwrap();
+    std::fs::remove_dir_all(&out).unwrap();
+    text
+}
+
+#[test]
+fn proposal_patch_reads_at_now_as_a_wildcard_and_takes_an_empty_stdin() {
+    let h = Hermit::new();
+    let created = h.proposal(&["create"], Some("Title: Try it\n---\nBody.\n")).expect(0);
+    let id = created.stdout.trim().to_owned();
+    let decision = "Decision: Accepted on @now.\n";
+    let args = ["patch", &id, "--set", "status=accepted", "--stdin"];
+    line(h.verdict(NOW_MS, "proposals", &args, Some(decision)), &format!("OK|{id}"));
+    // The skill's retry a minute later: the same line with a fresh @now is already recorded.
+    let retry = h.verdict(NOW_MS + 60_000, "proposals", &["patch", &id, "--stdin"], Some(decision));
+    line(retry, &format!("OK|{id}"));
+    let text = prop_text(&h, &id);
+    assert_eq!(text.matches("Accepted on ").count(), 1, "{text}");
+    assert!(text.contains("Accepted on 2026-09-14T08:15:02+00:00."), "{text}");
+    // A different decision is appended.
+    let other = "Decision: Resolved on @now.\n";
+    let args = ["patch", &id, "--set", "status=resolved", "--stdin"];
+    line(h.verdict(NOW_MS + 120_000, "proposals", &args, Some(other)), &format!("OK|{id}"));
+    assert!(prop_text(&h, &id).contains("Resolved on 2026-09-14T08:17:02+00:00."));
+    // An empty stdin (defer or dismiss without a note) is not an error.
+    let args = ["patch", &id, "--set", "reviewed=true", "--stdin"];
+    line(h.verdict(NOW_MS, "proposals", &args, Some("")), &format!("OK|{id}"));
+    assert!(prop_text(&h, &id).contains("reviewed: true"));
+}
+
+// ---- the one-line shim: `hookstate hermit proposal "$@"` -----------------------------------
+
+impl Hermit {
+    /// `hookstate --now-ms N hermit <script> <words>`: what the shim runs.
+    fn shim(&self, script: &str, words: &[&str], stdin: Option<&str>) -> Run {
+        let now = NOW_MS.to_string();
+        let mut full = vec!["--now-ms", now.as_str(), "hermit", script];
+        full.extend_from_slice(words);
+        self.store.run_with_stdin(&full, stdin.map(str::as_bytes))
+    }
+}
+
+#[test]
+fn the_shim_takes_upstreams_words_and_keeps_the_directory_current() {
+    let h = Hermit::new();
+    let d = h.d();
+    let queued = line(
+        h.shim("proposal", &["queue-micro", d], Some("{\"tier\":1,\"question\":\"Colour?\"}")),
+        "QUEUED|MP-20260914-0",
+    );
+    assert!(queued.stderr.is_empty());
+    let resolve =
+        ["micro", d, "resolve", "MP-20260914-0", "--action", "answered", "--answer", "blue"];
+    line(h.shim("proposal", &resolve, None), "RESOLVED|MP-20260914-0|answered");
+    let created = h.shim("proposal", &["create", d], Some("Title: Try it\n---\nBody.\n")).expect(0);
+    let id = created.stdout.trim().to_owned();
+    let file = h.dir.join("proposals").join(format!("{id}.md"));
+    assert!(file.is_file(), "the mirror wrote {}", file.display());
+    let patch = ["patch", d, &id, "--set", "status=accepted"];
+    line(h.shim("proposal", &patch, Some("Decision: Accepted on @now.\n")), &format!("OK|{id}"));
+    line(
+        h.shim("proposal", &["patch", d, &id, "--set", "reviewed=true"], None),
+        &format!("OK|{id}"),
+    );
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(text.contains("status: accepted") && text.contains("reviewed: true"), "{text}");
+    let event = ["event", d, "responded", &format!("--id={id}"), "--action=accept"];
+    line(h.shim("proposal", &event, None), "OK");
+    line(h.shim("proposal", &["resolve-id", d, "PROP-1"], None), &format!("MATCH|{id}.md"));
+    line(h.shim("proposal", &["index", d], None), "OK|1 proposals");
+    line(h.shim("proposal", &["next-task", d], Some("Do X.\n")), "OK");
+    assert_eq!(std::fs::read_to_string(h.dir.join("sessions/NEXT-TASK.md")).unwrap(), "Do X.\n");
+    let ledger = std::fs::read_to_string(h.dir.join("state/proposal-metrics.jsonl")).unwrap();
+    assert_eq!(ledger.lines().count(), 4, "queued, resolved, created, responded: {ledger}");
+    // heartbeat.ts alert-state <state file>: the directory is the file's grandparent.
+    let state_file = h.dir.join("state/alert-state.json");
+    let tick = h.shim(
+        "heartbeat",
+        &["alert-state", state_file.to_str().unwrap()],
+        Some("{\"firing\":[]}"),
+    );
+    let out: Value = serde_json::from_str(&tick.expect(0).stdout).unwrap();
+    assert_eq!(out["heartbeat_result"], "OK", "{out}");
+    assert!(state_file.is_file(), "the mirror wrote alert-state.json");
+}
+
+#[test]
+fn proposal_create_defaults_session_to_runtime_json() {
+    let h = Hermit::new();
+    let runtime = "{\n  \"version\": 1,\n  \"session_state\": \"in_progress\",\n  \"session_id\": \
+                   \"S-007\"\n}\n";
+    std::fs::write(h.dir.join("state/runtime.json"), runtime).unwrap();
+    let created = h.shim("proposal", &["create", h.d()], Some("Title: Try it\n---\nBody.\n"));
+    let id = created.expect(0).stdout.trim().to_owned();
+    let text = std::fs::read_to_string(h.dir.join("proposals").join(format!("{id}.md"))).unwrap();
+    assert!(text.contains("\nsession: S-007\n"), "{text}");
+    // A `Session:` header still wins; a bare one falls back to the runtime's.
+    let named = h.shim("proposal", &["create", h.d()], Some("Title: B\nSession: S-001\n---\nB.\n"));
+    let id = named.expect(0).stdout.trim().to_owned();
+    let text = std::fs::read_to_string(h.dir.join("proposals").join(format!("{id}.md"))).unwrap();
+    assert!(text.contains("\nsession: S-001\n"), "{text}");
+}
+
+#[test]
+fn proposal_patch_of_a_file_without_its_closing_frontmatter_line_says_so() {
+    let h = Hermit::new();
+    std::fs::create_dir_all(h.dir.join("proposals")).unwrap();
+    let text =
+        "---\nid: PROP-001-x-000000\nstatus: proposed\n\n# Proposal\n\n## Operator Decision\n";
+    std::fs::write(h.dir.join("proposals/PROP-001-x-000000.md"), text).unwrap();
+    let patch = ["patch", h.d(), "PROP-001-x-000000", "--set", "status=accepted"];
+    line(h.shim("proposal", &patch, None), "ERROR|frontmatter-terminator-missing");
+    assert_eq!(
+        std::fs::read_to_string(h.dir.join("proposals/PROP-001-x-000000.md")).unwrap(),
+        text
+    );
+}
+
+#[test]
+fn proposal_brief_cycle_prunes_a_hand_edited_null_entry() {
+    let h = Hermit::new();
+    let queue = "{\n  \"pending\": [\n    null,\n    {\n      \"id\": \"MP-20260914-0\",\n      \
+                 \"tier\": 1,\n      \"status\": \"pending\",\n      \"follow_up_count\": 0,\n      \
+                 \"ts\": \"2026-09-14T08:00:00Z\",\n      \"question\": \"Ship?\"\n    }\n  ]\n}\n";
+    std::fs::write(h.dir.join("state/micro-proposals.json"), queue).unwrap();
+    // Other verbs read the queue and never match the null.
+    line(h.shim("proposal", &["micro", h.d(), "nudge", "MP-20260914-9"], None), "NONE|no-match");
+    let cycle = h.shim("proposal", &["micro", h.d(), "brief-cycle"], None).expect(0);
+    let out: Value = serde_json::from_str(&cycle.stdout).unwrap();
+    assert_eq!(out["dropped"], json!([null]), "{out}");
+    assert_eq!(out["new"][0]["id"], "MP-20260914-0", "{out}");
+    let file = std::fs::read_to_string(h.dir.join("state/micro-proposals.json")).unwrap();
+    let kept: Value = serde_json::from_str(&file).unwrap();
+    assert_eq!(kept["pending"].as_array().map(Vec::len), Some(1), "{file}");
+    assert_eq!(kept["pending"][0]["follow_up_count"], 1, "{file}");
+    // Any other non-object entry is still a corrupt file, refused whole.
+    std::fs::write(h.dir.join("state/micro-proposals.json"), "{\"pending\":[7]}\n").unwrap();
+    let refused = h.shim("proposal", &["micro", h.d(), "brief-cycle"], None);
+    assert_ne!(refused.code, 0, "{refused:?}");
+}
+
+#[test]
+fn the_shim_answers_a_bad_call_as_upstream_does() {
+    let h = Hermit::new();
+    let before = h.store.snapshot();
+    // An unknown verb: a verdict line, exit 0.
+    let unknown = h.shim("proposal", &["frob", h.d()], None);
+    assert_eq!(
+        (unknown.code, unknown.stdout.as_str(), unknown.stderr.as_str()),
+        (0, "ERROR|unknown-verb\n", "")
+    );
+    // No verb or no directory: upstream's usage line on stderr, exit 1, nothing on stdout.
+    for words in [&[][..], &["create"][..]] {
+        let run = h.shim("proposal", words, None);
+        assert_eq!((run.code, run.stdout.as_str()), (1, ""), "{run:?}");
+        assert!(run.stderr.starts_with("Usage: bun proposal.ts "), "{run:?}");
+    }
+    // A verb hookstate cannot parse (an unknown micro verb): exit 1, the usage line first.
+    let run = h.shim("proposal", &["micro", h.d(), "frob"], None);
+    assert_eq!((run.code, run.stdout.as_str()), (1, ""), "{run:?}");
+    assert!(run.stderr.starts_with("Usage: bun proposal.ts "), "{run:?}");
+    assert_eq!(run.stderr.lines().count(), 2, "{run:?}");
+    let run = h.shim("heartbeat", &["alert-state"], None);
+    assert_eq!((run.code, run.stdout.as_str()), (1, ""), "{run:?}");
+    assert!(run.stderr.starts_with("Usage: bun heartbeat.ts alert-state "), "{run:?}");
+    // An upstream verb hookstate does not build says so (exit 3), never a fake verdict.
+    let gate = h.shim("proposal", &["gate", h.d(), "--gate", "triage"], Some("Title: x\n"));
+    assert_eq!((gate.code, gate.stdout.as_str()), (3, ""), "{gate:?}");
+    assert!(gate.stderr.contains("proposal.ts gate is not built"), "{gate:?}");
+    assert_eq!(h.store.snapshot(), before, "nothing was written");
+    assert_eq!(std::fs::read_dir(h.dir.join("state")).unwrap().count(), 0);
+}
+
+// ---- heartbeat.ts alert-state (`alerts tick`) ------------------------------------------------
+
+#[test]
+fn alert_state_prints_upstream_keys_and_lays_self_eval_updates_over_self_eval() {
+    let h = Hermit::new();
+    let tick = |payload: &str| {
+        let run = h.verdict(NOW_MS, "alerts", &["tick"], Some(payload)).expect(0);
+        let out: Value = serde_json::from_str(&run.stdout).unwrap();
+        let keys: Vec<String> = out.as_object().unwrap().keys().cloned().collect();
+        assert_eq!(keys, ["monitoring_lines", "notifications", "heartbeat_result"], "{out}");
+    };
+    tick(
+        r#"{"firing":[],"self_eval_updates":{"checklist:ci":{"clean_ticks":3},"checklist:db":{"clean_ticks":1}}}"#,
+    );
+    let state = || h.store.run(&["alerts", "--dir", h.d(), "list"]).expect(0).json();
+    assert_eq!(state()["self_eval"]["checklist:ci"], json!({ "clean_ticks": 3 }));
+    // Entry by entry, as an object spread: an update replaces its entry whole, the rest stay.
+    tick(r#"{"firing":[],"self_eval_updates":{"checklist:ci":{"weight":2}}}"#);
+    let self_eval = state()["self_eval"].clone();
+    assert_eq!(self_eval["checklist:ci"], json!({ "weight": 2 }), "{self_eval}");
+    assert_eq!(self_eval["checklist:db"], json!({ "clean_ticks": 1 }), "{self_eval}");
+    // Any other shape is ignored, as upstream ignores it.
+    tick(r#"{"firing":[],"self_eval_updates":["checklist:ci"]}"#);
+    assert_eq!(state()["self_eval"], self_eval);
+}
+
+#[test]
+fn alert_state_that_is_a_directory_skips_the_tick_with_exit_0() {
+    let h = Hermit::new();
+    let state_file = h.dir.join("state/alert-state.json");
+    std::fs::create_dir_all(&state_file).unwrap();
+    let before = h.store.snapshot();
+    let run = h.shim(
+        "heartbeat",
+        &["alert-state", state_file.to_str().unwrap()],
+        Some("{\"firing\":[]}"),
+    );
+    assert_eq!(
+        (run.code, run.stdout.as_str(), run.stderr.as_str()),
+        (0, "", "update-alert-state: read failed (EISDIR); skipping write\n")
+    );
+    assert_eq!(h.store.snapshot(), before, "nothing was written");
+    assert!(state_file.is_dir());
+}
+
+// ---- the moonshine listener's tick, step by step -------------------------------------------
+
+const PROJECT: &str = "essay";
+
+fn fb(store: &Store, now: u64, session: Option<&str>, args: &[&str]) -> Run {
+    let now = now.to_string();
+    let mut all = vec!["--now-ms", &now];
+    if let Some(session) = session {
+        all.extend(["--session", session]);
+    }
+    all.extend(["feedback", "--project", PROJECT]);
+    all.extend_from_slice(args);
+    store.run(&all)
+}
+
+fn add_comment(store: &Store, now: u64, text: &str) {
+    let target = r#"{"kind":"block","path":"a.md","range":[0,4],"excerpt":"Some"}"#;
+    fb(store, now, None, &["add", "--target", target, text]).expect(0);
+}
+
+fn heartbeat(store: &Store) -> Value {
+    fb(store, NOW_MS, None, &["list"]).expect(0).json()["heartbeat"].clone()
+}
+
+fn mirror_files(home: &Path) -> Vec<String> {
+    let dir = home.join(PROJECT).join(".feedback");
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .map(|rd| rd.map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+#[test]
+fn tick_step_3_skips_a_project_another_session_is_requested_for_entirely() {
+    let store = Store::new();
+    add_comment(&store, NOW_MS, "One.");
+    fb(&store, NOW_MS, None, &["control", "listen", "--for-session", "A"]).expect(0);
+    let tick = fb(&store, NOW_MS, Some("B"), &["tick"]).expect(0).json();
+    let project = &tick["projects"][0];
+    assert_eq!(project["skipped"], "another session is requested", "{tick}");
+    assert_eq!((&project["heartbeat"], &tick["claimed"]), (&Value::Null, &json!([])), "{tick}");
+    assert_eq!(heartbeat(&store), Value::Null, "no heartbeat for a project this session skips");
+    // Through the mirror: no heartbeat.json appears in the directory either.
+    let home = tempfile::tempdir().unwrap();
+    let mirror = home.path().to_str().unwrap();
+    let now = NOW_MS.to_string();
+    let args = ["--now-ms", &now, "--session", "B", "feedback", "--mirror", mirror, "tick"];
+    store.run(&args).expect(0);
+    let files = mirror_files(home.path());
+    assert!(!files.iter().any(|f| f == "heartbeat.json"), "{files:?}");
+    // The requested session drains and writes its heartbeat.
+    let own = fb(&store, NOW_MS, Some("A"), &["tick"]).expect(0).json();
+    assert_eq!(own["claimed"][0]["comment"], "One.", "{own}");
+    assert_eq!(heartbeat(&store)["mode"], "listen");
+}
+
+#[test]
+fn tick_step_3_skips_a_named_request_when_the_session_id_is_missing_and_says_so() {
+    let store = Store::new();
+    add_comment(&store, NOW_MS, "One.");
+    fb(&store, NOW_MS, None, &["control", "listen", "--for-session", "A"]).expect(0);
+    let tick = fb(&store, NOW_MS, None, &["tick"]).expect(0).json();
+    let project = &tick["projects"][0];
+    assert_eq!(project["skipped"], "a session is requested and this session's id is unknown");
+    assert_eq!(project["heartbeat"], Value::Null, "{tick}");
+    assert_eq!(heartbeat(&store), Value::Null);
+    // A request that names nobody is this session's, known or not.
+    fb(&store, NOW_MS, None, &["control", "listen"]).expect(0);
+    let open = fb(&store, NOW_MS, None, &["tick"]).expect(0).json();
+    assert_eq!(open["projects"][0]["skipped"], Value::Null, "{open}");
+    assert_eq!(open["claimed"][0]["comment"], "One.", "{open}");
+}
+
+#[test]
+fn tick_step_2_writes_the_stopped_heartbeat_after_an_address_drain() {
+    let store = Store::new();
+    add_comment(&store, NOW_MS, "One.");
+    add_comment(&store, NOW_MS, "Two.");
+    fb(&store, NOW_MS, None, &["control", "stopped"]).expect(0);
+    fb(&store, NOW_MS, None, &["address"]).expect(0);
+    let tick = fb(&store, NOW_MS, Some("A"), &["tick"]).expect(0).json();
+    assert_eq!(tick["claimed"].as_array().map(Vec::len), Some(2), "{tick}");
+    let beat = &tick["projects"][0]["heartbeat"];
+    assert_eq!((&beat["mode"], &beat["pending"]), (&json!("stopped"), &json!(0)), "{tick}");
+    assert_eq!(heartbeat(&store)["pending"], 0);
+    assert_eq!(tick["continue"], false);
+    // Stopped without a request: the final heartbeat counts what is still pending.
+    add_comment(&store, NOW_MS, "Three.");
+    let idle = fb(&store, NOW_MS + 1_000, Some("A"), &["tick"]).expect(0).json();
+    assert_eq!(idle["projects"][0]["heartbeat"]["pending"], 1, "{idle}");
+    assert_eq!(idle["claimed"], json!([]));
+}
+
+#[test]
+fn tick_step_3_in_listen_mode_counts_pending_before_the_drain() {
+    let store = Store::new();
+    add_comment(&store, NOW_MS, "One.");
+    fb(&store, NOW_MS, None, &["control", "listen"]).expect(0);
+    let tick = fb(&store, NOW_MS, Some("A"), &["tick"]).expect(0).json();
+    assert_eq!(tick["claimed"].as_array().map(Vec::len), Some(1), "{tick}");
+    assert_eq!(tick["projects"][0]["heartbeat"]["pending"], 1, "step 3 precedes step 4");
+}
