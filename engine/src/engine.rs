@@ -437,8 +437,6 @@ impl Engine {
     }
 }
 
-/// Renders an event as one JSON object for `hookstate log`.
-
 /// Renders an event as one JSON object for `hookstate log`: its position, time, scope, actor,
 /// `body` (the result fields it stands for), `data` (every field it carries, whole, strings up
 /// to [`crate::ops::LOG_FIELD_BYTES_DEFAULT`]), the request of a keyed call, and its links.
