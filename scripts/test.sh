@@ -28,7 +28,7 @@ step "cargo test --workspace"
 cargo test --workspace --locked
 
 step "node client tests (node --test; the debug hookstate the tests built)"
-HOOKSTATE_BIN="$PWD/target/debug/hookstate" node --test clients/node/test/
+HOOKSTATE_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/hookstate" node --test clients/node/test/
 
 step "the suites on PostgreSQL (backend matrix)"
 HOOKSTATE_TEST_PG_URL="$pg_url" bash scripts/test-pg.sh

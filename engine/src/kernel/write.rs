@@ -292,6 +292,16 @@ impl Kernel {
         if !ignore_anchor {
             let anchors = self.read_anchors();
             self.anchor_gate(&*txn, &head, anchors)?;
+            // A store's first write anchors seq 0 before it commits, when its creator was killed
+            // before doing so: else a first writer killed between its commit and its anchor
+            // write leaves events with no anchor, which refuses every write. An empty log hides
+            // nothing a rollback could take back, so this anchors no more than creation would.
+            // Best effort, and not counted: the move after the commit retries and counts.
+            if head.seq == 0 {
+                let store_id = self.store_id;
+                let genesis = |current: Option<&str>| anchor::advance(current, &store_id, &head);
+                let _ = self.storage.update_anchors(&store_id, &mut |c| genesis(c));
+            }
         }
         // A store with a server clock (PostgreSQL) times the call by it, read under the write
         // lock: every host agrees, and event times follow log order.
