@@ -23,6 +23,15 @@ FILE_ONLY=(
     exit_5_verify_names_the_first_bad_seq_of_a_rewritten_event
     rebuild_removes_stale_temporary_files_of_killed_writers_only
     integrity_idem::a_repeat_with_other_volatile_flags_replays_the_first_result
+    # The operator verbs over a store's file (backup, checkpoint and compact, doctor, metrics'
+    # file size) and `serve` (a Unix socket beside a store file) are redb-only for now.
+    ops::a_backup_of_a_live_store_verifies_and_has_its_head
+    ops::compact_
+    ops::doctor_
+    ops::metrics_count_events_per_domain_and_queue_depths_in_json_and_prometheus
+    ops::verify_refuses_a_checkpoint_whose_rows_were_edited
+    ops::verify_refuses_events_per_domain_that_are_not_the_logs
+    served::
 )
 # The domain suites of tests/ that open their stores through the matrix.
 DOMAIN=(alerts:: feedback_mirror:: feedback_model:: heartbeat:: mirror_race:: model:: observer::
