@@ -9,11 +9,12 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use hookstate_schema::format::{
-    self, encode_head, encode_view_key, encode_view_row, Head, META_HEAD,
+    self, encode_head, encode_view_key, encode_view_row, Head, META_DOMAIN_EVENTS, META_HEAD,
 };
-use hookstate_schema::{ViewKey, ViewRow};
+use hookstate_schema::{ViewKey, ViewRow, BODY_VARIANTS};
 
 use crate::audit::{self, VerifyOptions};
+use crate::kernel::counts;
 use crate::kernel::error::{Error, Result};
 use crate::kernel::project;
 use crate::kernel::view::read_head;
@@ -57,6 +58,7 @@ pub(crate) fn copy(source: &Kernel, to: &Path, options: OpenOptions) -> Result<C
         )));
     }
     let mut views = BTreeMap::<ViewKey, ViewRow>::new();
+    let mut counted: counts::Counts = [0; BODY_VARIANTS];
     let mut expected = Head { seq: 0, hash: dest.genesis() };
     read.events(1, head.seq, &mut |seq, bytes| {
         let broken = |why: &str| Error::ChainBroken { seq, why: why.into() };
@@ -69,6 +71,7 @@ pub(crate) fn copy(source: &Kernel, to: &Path, options: OpenOptions) -> Result<C
         }
         txn.append_event(seq, bytes)?;
         project::apply(source.table(), &mut views, &event);
+        counted[event.content.body.variant_index()] += 1;
         expected = Head { seq, hash: event.hash };
         Ok(true)
     })?;
@@ -82,6 +85,7 @@ pub(crate) fn copy(source: &Kernel, to: &Path, options: OpenOptions) -> Result<C
         let key_bytes = encode_view_key(key);
         txn.put_view(&key_bytes, &encode_view_row(&key_bytes, row))?;
     }
+    txn.put_meta(META_DOMAIN_EVENTS, &counts::encode(&counted))?;
     txn.put_meta(META_HEAD, &encode_head(&head))?;
     txn.commit()?;
     drop(read);
