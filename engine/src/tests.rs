@@ -293,11 +293,11 @@ fn micro_queued(scope: &str, n: usize) -> (String, Body) {
 fn ledger_reads(others: usize) -> (usize, u64) {
     let dir = tempfile::tempdir().unwrap();
     let (engine, rows) = counted(&dir.path().join("s.redb"));
-    let mine = "hermit:/work/a/.claude-code-hermit";
+    let mine = "hermit:/srv/a/.claude-code-hermit";
     let mut events: Vec<_> = (1..=3).map(|n| micro_queued(mine, n)).collect();
     // 100 lines per other directory: one directory's queue is rewritten by each of its events.
     events.extend(
-        (0..others).map(|n| micro_queued(&format!("hermit:/work/b{}/.hermit", n / 100), n % 100)),
+        (0..others).map(|n| micro_queued(&format!("hermit:/srv/b{}/.hermit", n / 100), n % 100)),
     );
     engine.append_unchecked(&call("s"), &events).unwrap();
     rows.store(0, Ordering::Relaxed);

@@ -52,6 +52,13 @@ pub(crate) struct Failed {
     pub(crate) touched: bool,
 }
 
+/// Tries at the anchor lock for a store's seq-0 anchor before its first commit: 50 pauses of
+/// 1 ms cover a creator's anchor write (one small file and an fsync) on a loaded machine, and
+/// bound what the first write of a store can wait.
+const GENESIS_ANCHOR_TRIES: u32 = 50;
+/// The pause between those tries.
+const GENESIS_ANCHOR_PAUSE: Duration = Duration::from_millis(1);
+
 /// Where a caller wants warning lines to go as they happen (the CLI: stderr).
 pub(crate) type WarningSink = Box<dyn Fn(&str) + Send + Sync>;
 
@@ -297,10 +304,17 @@ impl Kernel {
             // write leaves events with no anchor, which refuses every write. An empty log hides
             // nothing a rollback could take back, so this anchors no more than creation would.
             // Best effort, and not counted: the move after the commit retries and counts.
+            // The anchor lock may be held by a creator writing that very anchor (or killed
+            // doing so: the kernel drops its lock), so this waits for it, briefly.
             if head.seq == 0 {
                 let store_id = self.store_id;
                 let genesis = |current: Option<&str>| anchor::advance(current, &store_id, &head);
-                let _ = self.storage.update_anchors(&store_id, &mut |c| genesis(c));
+                for _ in 0..GENESIS_ANCHOR_TRIES {
+                    match self.storage.update_anchors(&store_id, &mut |c| genesis(c)) {
+                        Ok(false) => std::thread::sleep(GENESIS_ANCHOR_PAUSE),
+                        Ok(true) | Err(_) => break,
+                    }
+                }
             }
         }
         // A store with a server clock (PostgreSQL) times the call by it, read under the write
