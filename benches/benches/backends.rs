@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use hookstate_benches::{
     locate_hookstate, machine, ms, per_second, ratio, scale, scratch_dir, timed, utc_now,
-    BenchResult, Sample,
+    BenchResult, Sample, CLEARED_ENV,
 };
 
 /// Alternating rounds of one redb claim and one PostgreSQL claim.
@@ -35,9 +35,6 @@ const LEASE_MS: &str = "600000";
 const QUEUE: &str = "q";
 /// The variable naming a PostgreSQL database to use instead of a cluster of the bench's own.
 const PG_URL_VAR: &str = "HOOKSTATE_BENCH_PG_URL";
-/// Environment variables of the binary that would change what a call does.
-const CLEARED_ENV: [&str; 5] =
-    ["HOOKSTATE_DB", "HOOKSTATE_SCOPE", "HOOKSTATE_SESSION", "HOOKSTATE_NOW_MS", "HOOKSTATE_AGENT"];
 
 /// A throw-away cluster of the bench's own, stopped by its pid on drop.
 struct Cluster {

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use hookstate_benches::{
     locate_hookstate, machine, ms, per_second, ratio, scale, scratch_dir, timed, utc_now,
-    BenchResult, Located, Sample,
+    BenchResult, Located, Sample, CLEARED_ENV,
 };
 use hookstate_engine::limits::DELIVERIES_DEFAULT;
 use hookstate_engine::{Call, Command as EngineCommand, Engine, OpenOptions};
@@ -55,14 +55,6 @@ const SCOPE: &str = "bench";
 const QUEUE: &str = "q";
 /// Columns of the summary table's first column.
 const LABEL_WIDTH: usize = 44;
-/// Environment variables of the `hookstate` binary that would change what a call does.
-const CLEARED_ENV: [&str; 5] = [
-    "HOOKSTATE_DB",
-    "HOOKSTATE_SCOPE",
-    "HOOKSTATE_WAIT_MS",
-    "HOOKSTATE_SESSION",
-    "HOOKSTATE_AGENT",
-];
 
 /// What the legacy hooks do per claim, one `bash` process per call: find the first pending
 /// `<id>.json`, rename it to `<id>.json.claiming.$$`, check that it is still pending, rewrite the

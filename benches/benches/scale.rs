@@ -18,7 +18,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use hookstate_benches::{
     locate_hookstate, machine, ms, per_second, ratio, scratch_dir, timed, utc_now, BenchResult,
-    Sample,
+    Sample, CLEARED_ENV,
 };
 use hookstate_engine::schema::feedback::{FeedbackEvent, FileKind, JsonDoc, Style};
 use hookstate_engine::schema::proposals::ProposalsEvent;
@@ -55,15 +55,6 @@ const QUEUE: &str = "work";
 /// The listening project every store has: listen mode with a fresh listener heartbeat and
 /// nothing to deliver, so an idle Stop hook prints nothing.
 const LISTENING: &str = "listening";
-const CLEARED_ENV: [&str; 7] = [
-    "HOOKSTATE_DB",
-    "HOOKSTATE_SCOPE",
-    "HOOKSTATE_WAIT_MS",
-    "HOOKSTATE_FORMAT",
-    "HOOKSTATE_SESSION",
-    "HOOKSTATE_AGENT",
-    "HOOKSTATE_ANCHOR_DIR",
-];
 const STOP_PAYLOAD: &str =
     r#"{"session_id":"bench-session","cwd":"/","hook_event_name":"Stop","stop_hook_active":false}"#;
 

@@ -227,6 +227,20 @@ pub fn machine(dir: &Path) -> String {
     )
 }
 
+/// Environment variables of the `hookstate` binary that would change what a bench's call does
+/// (its store, scope, wait, output format, identity, clock or anchor directory): every bench clears
+/// them for the processes it starts.
+pub const CLEARED_ENV: [&str; 8] = [
+    "HOOKSTATE_DB",
+    "HOOKSTATE_SCOPE",
+    "HOOKSTATE_WAIT_MS",
+    "HOOKSTATE_FORMAT",
+    "HOOKSTATE_SESSION",
+    "HOOKSTATE_AGENT",
+    "HOOKSTATE_NOW_MS",
+    "HOOKSTATE_ANCHOR_DIR",
+];
+
 #[cfg(test)]
 mod tests {
     use super::*;
