@@ -889,9 +889,17 @@ pub(crate) enum ProposalsVerb {
     Ledger,
     /// Create a PROP: stdin holds `Title:` (required), `Source:`, `Session:` (default:
     /// state/runtime.json's session_id), `Category:`,
-    /// `Tags:` (JSON), `Related-Sessions:` (JSON), `Self-Eval-Key:` lines, a `---` line, the body.
+    /// `Tags:` (JSON), `Related-Sessions:` (JSON), `Self-Eval-Key:`, `Findings:` lines, a `---`
+    /// line, the body. With --mirror, the `- <id>: <Findings: or title>` line is appended under
+    /// SHELL.md's `## Findings` too (a warning on stderr when it cannot be).
     /// Verdict: the PROP-NNN-<slug>-<HHMMSS> id, or ERROR|<token>.
-    Create,
+    Create {
+        /// Refuse as upstream does when the state directory or its
+        /// templates/PROPOSAL.md.template is missing or malformed (ERROR|state-dir-not-found,
+        /// ERROR|template-missing, ERROR|template-malformed), nothing written.
+        #[arg(long)]
+        require_template: bool,
+    },
     /// Accept a PROP (proposed or deferred -> accepted). Verdict: OK|<id> or ERROR|<reason>.
     Accept(MoveArgs),
     /// Defer a PROP (proposed -> deferred).
@@ -918,6 +926,10 @@ pub(crate) enum ProposalsVerb {
         /// Read `Decision:` and `Set:` lines from stdin.
         #[arg(long)]
         stdin: bool,
+        /// After the patch lands, write state/compact-requested.json
+        /// (`{"requested_at":<now>,"reason":"proposal-resolve"}`), as upstream's flag does.
+        #[arg(long)]
+        request_compact: bool,
     },
     /// Record a ledger event: `responded --id PROP-… --action accept|defer|dismiss` (once per
     /// proposal; a repeat records nothing) or `resolved --id PROP-…`.

@@ -87,7 +87,13 @@ fn proposal(options: &[OsString], words: &[OsString]) -> Dropin {
         out.extend([name.into(), "--dir".into(), dir.clone()]);
     };
     match verb_text.as_ref() {
-        "create" | "queue-micro" | "index" | "resolve-id" | "event" | "micro" => {
+        // Upstream refuses a create without its template, before it writes anything.
+        "create" => {
+            domain(&mut out, "proposals");
+            out.extend([verb.clone(), "--require-template".into()]);
+            out.extend_from_slice(rest);
+        }
+        "queue-micro" | "index" | "resolve-id" | "event" | "micro" => {
             domain(&mut out, "proposals");
             out.push(verb.clone());
             out.extend_from_slice(rest);
@@ -170,7 +176,10 @@ mod tests {
     #[test]
     fn upstream_order_becomes_hookstates_verbs() {
         let cases = [
-            ("hs hermit proposal create D", "hs --format verdict --mirror D proposals --dir D create"),
+            (
+                "hs hermit proposal create D",
+                "hs --format verdict --mirror D proposals --dir D create --require-template",
+            ),
             (
                 "hs --db x hermit proposal micro D resolve MP-1 --action approved",
                 "hs --db x --format verdict --mirror D proposals --dir D micro resolve MP-1 --action approved",

@@ -9,6 +9,7 @@ mod alerts;
 mod audit;
 mod copy;
 mod core;
+mod dropin;
 mod engine;
 mod feedback;
 mod kernel;
@@ -48,11 +49,13 @@ pub use crate::observer::{
 };
 // Claude-code-hermit proposals: `engine.proposals()`.
 pub use crate::proposals::{
-    parse_create, parse_micro_input, parse_patch_stdin, read_hermit_files, CreateInput,
-    CreateRefused, HermitFiles, IndexRead, LedgerRead, ListRead, MicroInput, Move, MoveInput,
-    PatchInput, Proposals, QueueRead, ResolveIdRead, ResolveInput, INDEX_FILE, LEDGER_FILE,
-    QUEUE_FILE,
+    decision_sources_unreadable, parse_create, parse_micro_input, parse_patch_stdin,
+    read_hermit_files, template_refused, CreateInput, CreateRefused, HermitFiles, IndexRead,
+    LedgerRead, ListRead, MicroInput, Move, MoveInput, PatchInput, Proposals, QueueRead,
+    ResolveIdRead, ResolveInput, SourcesUnreadable, INDEX_FILE, LEDGER_FILE, QUEUE_FILE,
 };
+// The drop-in's calls across the hermit domains (upstream's create, patch, alert-state).
+pub use crate::dropin::{hermit_alert_state, hermit_create, hermit_patch, Composed};
 // Claude-code-hermit session state: `engine.session()`, and the `hermit-session` codec.
 pub use crate::session::{
     conversation_reads_stdin, hermit_scope, kind_of as session_file_kind,
