@@ -910,6 +910,24 @@ pub(crate) enum ProposalsVerb {
     Resolve(MoveArgs),
     /// The index, as state/proposals-index.json holds it. Verdict: OK|<n> proposals.
     Index,
+    /// Triage survival and acceptance per autonomous proposal source, from the ledger
+    /// (`proposal.ts metrics`). Verdict: upstream's markdown table, or with --source one line
+    /// (`<key>: triage-survival …, acceptance …, sample N — OK|KILL (…)|INSUFFICIENT (…)`).
+    Metrics {
+        /// One source: reflect, capability-brainstorm, procedure-capture or scheduled-check.
+        #[arg(long)]
+        source: Option<String>,
+    },
+    /// `proposal.ts success-signal` with upstream's arguments: `--validate "<predicate>"`
+    /// (prints OK, exit 0, or the reason, exit 1), or `<state dir> <accepted_date>
+    /// <accepted_in_session|null> <predicate>`: one JSON line
+    /// {"verdict":"MET|UNMET|INSUFFICIENT_DATA",…} over the session reports since acceptance.
+    /// Grammar: avg_session_cost_usd <OP> <NUMBER> over <N> sessions.
+    SuccessSignal {
+        /// Upstream's words.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// Patch a PROP's frontmatter line by line (`--set key=value`, `@now` expands) and append
     /// an Operator Decision line once; a status change must be a legal move. With --stdin,
     /// `Decision: <line>` and `Set: key=value` lines are read from stdin too.

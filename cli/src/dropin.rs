@@ -26,16 +26,16 @@ pub(crate) enum Dropin {
 const PROPOSAL: &str = "proposal";
 const HEARTBEAT: &str = "heartbeat";
 
-/// `bun proposal.ts` without its verb or state directory.
+/// `bun proposal.ts` without its verb or state directory (the fork's newest verb list).
 const PROPOSAL_USAGE: &str = "Usage: bun proposal.ts <create|patch|shell-append|next-task|\
-    queue-micro|micro|index|event|resolve-id> <hermit-state-dir> [args...]";
+    routine|resolve-id|gate|queue-micro|micro|index|anchor|metrics|event|success-signal|\
+    quality-gate> <hermit-state-dir> [args...]";
 /// `bun heartbeat.ts alert-state` without its state file.
 const ALERT_STATE_USAGE: &str =
     "Usage: bun heartbeat.ts alert-state <state-file-path>   # eval-json on stdin";
 
 /// `proposal.ts` verbs upstream has and hookstate does not build (docs/decisions.md).
-const PROPOSAL_NOT_BUILT: [&str; 5] =
-    ["gate", "metrics", "success-signal", "quality-gate", "routine"];
+const PROPOSAL_NOT_BUILT: [&str; 3] = ["gate", "quality-gate", "routine"];
 
 /// Rewrites a drop-in spelling; any other command line is returned as it is.
 pub(crate) fn rewrite(args: Vec<OsString>) -> Dropin {
@@ -76,7 +76,45 @@ fn usage(line: &str) -> Dropin {
     Dropin::Answer { stdout: "", stderr: format!("{line}\n"), code: 1 }
 }
 
+/// The default state directory of `metrics` (upstream's `.claude-code-hermit`).
+const DEFAULT_DIR: &str = ".claude-code-hermit";
+
+/// `metrics [<stateDir>] [--source=<key>]` and `success-signal <words>`: verbs whose state
+/// directory is optional, so they are answered before the usage check.
+fn optional_dir(options: &[OsString], verb: &str, tail: &[OsString]) -> Option<Dropin> {
+    let text = |w: &OsString| w.to_string_lossy().into_owned();
+    match verb {
+        "metrics" => {
+            let dir = tail.iter().find(|w| !text(w).starts_with("--"));
+            let dir = dir.cloned().unwrap_or_else(|| DEFAULT_DIR.into());
+            let source =
+                tail.iter().find_map(|w| text(w).strip_prefix("--source=").map(str::to_owned));
+            let mut out = with_defaults(options, &dir);
+            out.extend(["proposals".into(), "--dir".into(), dir, "metrics".into()]);
+            if let Some(source) = source.filter(|s| !s.is_empty()) {
+                out.extend(["--source".into(), source.into()]);
+            }
+            Some(Dropin::Args(out, Some(PROPOSAL_USAGE)))
+        }
+        "success-signal" => {
+            let mut out = options.to_vec();
+            if !has_option(options, "--format") {
+                out.extend(["--format".into(), "verdict".into()]);
+            }
+            out.extend(["proposals".into(), "success-signal".into(), "--".into()]);
+            out.extend_from_slice(tail);
+            Some(Dropin::Args(out, Some(PROPOSAL_USAGE)))
+        }
+        _ => None,
+    }
+}
+
 fn proposal(options: &[OsString], words: &[OsString]) -> Dropin {
+    if let Some(verb) = words.first() {
+        if let Some(out) = optional_dir(options, &verb.to_string_lossy(), &words[1..]) {
+            return out;
+        }
+    }
     let (Some(verb), Some(dir)) = (words.first(), words.get(1)) else {
         return usage(PROPOSAL_USAGE);
     };
@@ -196,6 +234,15 @@ mod tests {
             (
                 "hs hermit heartbeat alert-state D/state/alert-state.json",
                 "hs --format verdict --mirror D alerts --dir D tick",
+            ),
+            ("hs hermit proposal metrics", "hs --format verdict --mirror .claude-code-hermit proposals --dir .claude-code-hermit metrics"),
+            (
+                "hs hermit proposal metrics D --source=reflect --x",
+                "hs --format verdict --mirror D proposals --dir D metrics --source reflect",
+            ),
+            (
+                "hs hermit proposal success-signal --validate a < 1 over 2 sessions",
+                "hs --format verdict proposals success-signal -- --validate a < 1 over 2 sessions",
             ),
             ("hs hermit task open D", "hs hermit task open D"),
             ("hs kv get hermit", "hs kv get hermit"),

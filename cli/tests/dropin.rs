@@ -376,6 +376,100 @@ fn proposal_patch_request_compact_writes_the_compact_marker() {
     assert!(text.contains("status: accepted"), "{text}");
 }
 
+#[test]
+fn proposal_metrics_reports_survival_and_acceptance_per_source() {
+    let h = Hermit::new();
+    line(h.shim("proposal", &["metrics", h.d()], None), "No proposal metrics yet.");
+    line(
+        h.shim("proposal", &["metrics", h.d(), "--source=reflect"], None),
+        "reflect: no proposal metrics yet",
+    );
+    let stdin = "Title: Cache it\nSource: auto-detected\n---\nBody.\n";
+    let id = h.shim("proposal", &["create", h.d()], Some(stdin)).expect(0).stdout.trim().to_owned();
+    let event = ["event", h.d(), "responded", &format!("--id={id}"), "--action=accept"];
+    line(h.shim("proposal", &event, None), "OK");
+    // The triage agents' verdicts, appended by upstream's gate; the next mirrored call adopts them.
+    let ledger = h.dir.join("state/proposal-metrics.jsonl");
+    let mut text = std::fs::read_to_string(&ledger).unwrap();
+    for verdict in ["CREATE", "CREATE", "DROP", "DROP", "DROP", "DROP", "DROP", "DROP"] {
+        text.push_str(&format!(
+            "{{\"ts\":\"2026-09-14T08:00:00Z\",\"type\":\"triage-verdict\",\"caller\":\"reflect\",\
+             \"verdict\":\"{verdict}\"}}\n"
+        ));
+    }
+    std::fs::write(&ledger, text).unwrap();
+    h.shim("proposal", &["queue-micro", h.d()], Some("{\"question\":\"Adopt?\"}")).expect(0);
+    line(
+        h.shim("proposal", &["metrics", h.d(), "--source=reflect"], None),
+        "reflect: triage-survival 25% (2/8), acceptance 100% (1/1), sample 8 — OK",
+    );
+    let table = h.shim("proposal", &["metrics", h.d()], None).expect(0);
+    assert_eq!(
+        table.stdout,
+        "### Proposal acceptance by source\n\n| Source | Survival (CREATE/total) | Acceptance \
+         (accepted/created) | n | Gate |\n|---|---|---|---|---|\n| reflect | 25% (2/8) | 100% \
+         (1/1) | 8 | - |\n| capability-brainstorm | - | - | 0 | n<8 |\n| procedure-capture | - | \
+         - | 0 | n<8 |\n| scheduled-check | - | n/a | 0 | n<8 |\n"
+    );
+}
+
+#[test]
+fn proposal_success_signal_validates_and_evaluates_over_the_session_reports() {
+    let h = Hermit::new();
+    let validate =
+        |predicate: &str| h.shim("proposal", &["success-signal", "--validate", predicate], None);
+    line(validate("avg_session_cost_usd <= 1.5 over 3 sessions"), "OK");
+    let bad = validate("avg_session_cost_usd == 2 over 3 sessions");
+    assert_eq!(
+        (bad.code, bad.stdout.as_str(), bad.stderr.as_str()),
+        (
+            1,
+            "invalid grammar; expected: avg_session_cost_usd <OP> <NUMBER> over <N> sessions (OP: \
+             < <= > >=)\n",
+            ""
+        )
+    );
+    let report = |n: u32, date: &str, cost: &str| {
+        let text = format!(
+            "---\nid: S-{n:03}\nstatus: completed\ndate: {date}\ncost_usd: {cost}\n---\n\n# \
+             Session Report: S-{n:03}\n"
+        );
+        std::fs::write(h.dir.join(format!("sessions/S-{n:03}-REPORT.md")), text).unwrap();
+    };
+    report(1, "2026-09-01T09:00:00+00:00", "4.00");
+    report(2, "2026-09-10T09:00:00+00:00", "1.20");
+    report(3, "2026-09-11T09:00:00+00:00", "0.00");
+    report(4, "2026-09-12T09:00:00+00:00", "1.60");
+    // A mirrored call adopts the reports.
+    h.shim("proposal", &["queue-micro", h.d()], Some("{\"question\":\"Adopt?\"}")).expect(0);
+    let eval = |session: &str, window: &str| {
+        let predicate = format!("avg_session_cost_usd < 1.5 over {window} sessions");
+        let words = ["success-signal", h.d(), "2026-09-05T00:00:00Z", session, &predicate];
+        let run = h.shim("proposal", &words, None).expect(0);
+        serde_json::from_str::<Value>(&run.stdout).unwrap()
+    };
+    // S-001 is before acceptance and S-003 recorded no cost: S-002 and S-004 average 1.4.
+    assert_eq!(
+        eval("null", "2"),
+        json!({ "verdict": "MET", "metric": "avg_session_cost_usd", "op": "<", "threshold": 1.5,
+                "window": 2, "observed": 1.4, "sessions_counted": 2 })
+    );
+    assert_eq!(eval("S-002", "2")["verdict"], "INSUFFICIENT_DATA");
+    assert_eq!(eval("S-002", "1")["observed"], 1.6);
+    assert_eq!(eval("S-002", "1")["verdict"], "UNMET");
+    // Too few words: the usage line, then INSUFFICIENT_DATA, exit 0.
+    let short = h.shim("proposal", &["success-signal", h.d()], None).expect(0);
+    assert!(short.stdout.starts_with("usage: proposal.ts success-signal <stateDir> "), "{short:?}");
+    assert!(
+        short.stdout.ends_with(
+            "{\"verdict\":\"INSUFFICIENT_DATA\",\"metric\":null,\"op\":null,\
+                                    \"threshold\":null,\"window\":null,\"observed\":null,\
+                                    \"sessions_counted\":0}\n"
+        ),
+        "{short:?}"
+    );
+}
+
 // ---- heartbeat.ts alert-state (`alerts tick`) ------------------------------------------------
 
 #[test]

@@ -51,8 +51,8 @@ pub use crate::observer::{
 pub use crate::proposals::{
     decision_sources_unreadable, parse_create, parse_micro_input, parse_patch_stdin,
     read_hermit_files, template_refused, CreateInput, CreateRefused, HermitFiles, IndexRead,
-    LedgerRead, ListRead, MicroInput, Move, MoveInput, PatchInput, Proposals, QueueRead,
-    ResolveIdRead, ResolveInput, SourcesUnreadable, INDEX_FILE, LEDGER_FILE, QUEUE_FILE,
+    LedgerRead, ListRead, MetricsRead, MicroInput, Move, MoveInput, PatchInput, Proposals,
+    QueueRead, ResolveIdRead, ResolveInput, SourcesUnreadable, INDEX_FILE, LEDGER_FILE, QUEUE_FILE,
 };
 // The drop-in's calls across the hermit domains (upstream's create, patch, alert-state).
 pub use crate::dropin::{hermit_alert_state, hermit_create, hermit_patch, Composed};
@@ -62,7 +62,7 @@ pub use crate::session::{
     parse_file as parse_session_file, path_of as session_file_path,
     render_file as render_session_file, scope_dir as hermit_dir, task_reads_stdin,
     Answer as SessionAnswer, CheckResult, Content as SessionContent, Exit as SessionExit,
-    PauseInput, RuntimeWrite, Session, SessionFile, Stream as VerdictStream,
+    PauseInput, RuntimeWrite, Session, SessionFile, SignalAnswer, Stream as VerdictStream,
     Verdict as SessionVerdict, PAUSE_REASONS,
 };
 // Loopd's signals: `engine.signals()`.

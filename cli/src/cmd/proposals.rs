@@ -25,6 +25,11 @@ fn required(what: &str, value: Option<&String>) -> Result<String, CliError> {
 }
 
 pub(crate) fn run(cli: &Cli, args: &ProposalsArgs) -> Result<(), CliError> {
+    // Its state directory, when it has one, is one of its words.
+    if let ProposalsVerb::SuccessSignal { args } = &args.verb {
+        let answer = read(cli)?.session().success_signal(args)?;
+        return print_text(&answer.stdout, answer.exit);
+    }
     let scope = hermit_scope(cli, args.dir.as_deref())?;
     match &args.verb {
         ProposalsVerb::Queue => return print_read(cli, &read(cli)?.proposals().pending(&scope)?),
@@ -38,6 +43,13 @@ pub(crate) fn run(cli: &Cli, args: &ProposalsArgs) -> Result<(), CliError> {
                 return print_raw(&index.verdict);
             }
             return print(cli.format, &index.index);
+        }
+        ProposalsVerb::Metrics { source } => {
+            let metrics = read(cli)?.proposals().metrics(&scope, source.as_deref())?;
+            if cli.format == Format::Verdict {
+                return print_text(&metrics.verdict, crate::exit::OK);
+            }
+            return print_read(cli, &metrics);
         }
         ProposalsVerb::ResolveId { input } => {
             return print_read(cli, &read(cli)?.proposals().resolve_id(&scope, input)?);
@@ -83,6 +95,16 @@ fn template_refusal(
         return Ok(None);
     }
     Ok(template_refused(&hermit_dir(scope)?)?)
+}
+
+/// Prints upstream's whole stdout as it is and ends with its exit code.
+fn print_text(text: &str, code: u8) -> Result<(), CliError> {
+    std::io::Write::write_all(&mut crate::output::stdout(), text.as_bytes())
+        .map_err(|source| CliError::Io { op: "write the verdict".into(), source })?;
+    match code {
+        crate::exit::OK => Ok(()),
+        other => Err(CliError::Quiet(other)),
+    }
 }
 
 fn read(cli: &Cli) -> Result<std::sync::Arc<Engine>, CliError> {

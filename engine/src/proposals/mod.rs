@@ -11,13 +11,14 @@
 pub(crate) mod api;
 pub(crate) mod layout;
 pub(crate) mod merge;
+pub(crate) mod metrics;
 pub(crate) mod micro;
 pub(crate) mod moves;
 pub(crate) mod project;
 pub(crate) mod props;
 pub(crate) mod sources;
 
-pub use api::{IndexRead, LedgerRead, ListRead, Proposals, QueueRead, ResolveIdRead};
+pub use api::{IndexRead, LedgerRead, ListRead, MetricsRead, Proposals, QueueRead, ResolveIdRead};
 pub use layout::{read_hermit_files, HermitFiles};
 pub use layout::{INDEX_FILE, LEDGER_FILE, QUEUE_FILE};
 pub use micro::{parse_micro_input, MicroInput, ResolveInput};
