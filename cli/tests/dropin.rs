@@ -6,6 +6,7 @@
 //! the spec.
 
 use std::path::{Path, PathBuf};
+use std::process::Stdio;
 
 use serde_json::{json, Value};
 
@@ -160,12 +161,43 @@ fn proposal_patch_reads_at_now_as_a_wildcard_and_takes_an_empty_stdin() {
 // ---- the one-line shim: `hookstate hermit proposal "$@"` -----------------------------------
 
 impl Hermit {
-    /// `hookstate --now-ms N hermit <script> <words>`: what the shim runs.
+    /// `hookstate --now-ms N hermit <script> <words>`: what the shim runs, in a project whose
+    /// state directory this is (`AGENT_DIR`, the pin's one override).
     fn shim(&self, script: &str, words: &[&str], stdin: Option<&str>) -> Run {
+        self.shim_from(&[("AGENT_DIR", self.d())], None, script, words, stdin)
+    }
+
+    /// The shim with these variables set (`AGENT_DIR` and `CLAUDE_PROJECT_DIR` cleared unless
+    /// given), from `cwd`.
+    fn shim_from(
+        &self,
+        vars: &[(&str, &str)],
+        cwd: Option<&Path>,
+        script: &str,
+        words: &[&str],
+        stdin: Option<&str>,
+    ) -> Run {
+        use std::io::Write;
         let now = NOW_MS.to_string();
-        let mut full = vec!["--now-ms", now.as_str(), "hermit", script];
-        full.extend_from_slice(words);
-        self.store.run_with_stdin(&full, stdin.map(str::as_bytes))
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_hookstate"));
+        command.arg("--db").arg(self.store.db()).args(["--now-ms", &now, "hermit", script]);
+        command.args(words).env_remove("HOOKSTATE_SESSION");
+        command.env_remove("AGENT_DIR").env_remove("CLAUDE_PROJECT_DIR").envs(vars.iter().copied());
+        if let Some(cwd) = cwd {
+            command.current_dir(cwd);
+        }
+        let piped = if stdin.is_some() { Stdio::piped() } else { Stdio::null() };
+        let mut child =
+            command.stdin(piped).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        if let Some(text) = stdin {
+            let _ = child.stdin.take().unwrap().write_all(text.as_bytes());
+        }
+        let out = child.wait_with_output().unwrap();
+        Run {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
     }
 }
 
@@ -468,6 +500,38 @@ fn proposal_success_signal_validates_and_evaluates_over_the_session_reports() {
         ),
         "{short:?}"
     );
+}
+
+#[test]
+fn proposal_refuses_another_projects_state_dir_as_the_forks_pin_does() {
+    let h = Hermit::new();
+    let before = h.store.snapshot();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let stdin = Some("Title: Try it\n---\nBody.\n");
+    // From an unrelated directory, with no AGENT_DIR: refused on stderr, exit 1, nothing run.
+    let refused = h.shim_from(&[], Some(elsewhere.path()), "proposal", &["create", h.d()], stdin);
+    let pinned = elsewhere.path().join(".claude-code-hermit");
+    assert_eq!((refused.code, refused.stdout.as_str()), (1, ""), "{refused:?}");
+    assert_eq!(
+        refused.stderr,
+        format!(
+            "proposal.ts: state dir must be this project's ({}); got {}\n",
+            pinned.display(),
+            h.d()
+        )
+    );
+    assert_eq!(h.store.snapshot(), before, "nothing was written");
+    assert!(!h.dir.join("proposals").exists());
+    // CLAUDE_PROJECT_DIR names the project whose directory it is; from a subdirectory of the
+    // project the walk up finds it too.
+    let project = h.dir.parent().unwrap();
+    let named = [("CLAUDE_PROJECT_DIR", project.to_str().unwrap())];
+    let ok = h.shim_from(&named, Some(elsewhere.path()), "proposal", &["create", h.d()], stdin);
+    assert!(ok.stdout.starts_with("PROP-001-try-it-"), "{ok:?}");
+    std::fs::create_dir_all(project.join("src/deep")).unwrap();
+    let deep = project.join("src/deep");
+    let walked = h.shim_from(&[], Some(&deep), "proposal", &["index", h.d()], None);
+    line(walked, "OK|1 proposals");
 }
 
 // ---- heartbeat.ts alert-state (`alerts tick`) ------------------------------------------------

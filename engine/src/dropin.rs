@@ -6,9 +6,10 @@
 //! directory's files change together), so no domain imports another.
 //!
 //! Decides nothing itself: every rule stays with the verb it calls; this file only orders the
-//! calls and turns a tail step's refusal into upstream's stderr warning.
+//! calls and turns a tail step's refusal into upstream's stderr warning. It also holds the newer
+//! `proposal.ts`'s state-directory pin, which the drop-in checks before any verb runs.
 
-use std::path::Path;
+use std::path::{Component, Path, PathBuf};
 
 use crate::alerts::TickInput;
 use crate::engine::{Engine, Layout};
@@ -131,4 +132,89 @@ pub fn hermit_alert_state(
         Layout::Hermit
     };
     engine.mirrored(call, &layout, dir, |e| e.alerts().tick(call, &input))
+}
+
+/// What upstream's `hermitDir()` resolves the project's state directory from: the caller's
+/// `AGENT_DIR` and `CLAUDE_PROJECT_DIR` and working directory.
+#[derive(Debug, Clone, Default)]
+pub struct PinEnv {
+    /// `AGENT_DIR` (honoured only when absolute).
+    pub agent_dir: Option<PathBuf>,
+    /// `CLAUDE_PROJECT_DIR`.
+    pub project_dir: Option<PathBuf>,
+    /// The working directory.
+    pub cwd: PathBuf,
+}
+
+/// The state directory's name under a project root.
+const STATE_DIR_NAME: &str = ".claude-code-hermit";
+/// `findHermitDir`'s walk: the working directory and at most this many levels in all.
+const WALK_LEVELS_MAX: usize = 8;
+
+/// `path.resolve`: `p` against `cwd`, `.` and `..` removed lexically (symlinks are not read).
+fn resolve(cwd: &Path, p: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for part in cwd.join(p).components() {
+        match part {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+fn exists(p: &Path) -> bool {
+    std::fs::metadata(p).is_ok()
+}
+
+/// A worktree's projected state directory: a `config.json` and no `state/`.
+fn is_projection(dir: &Path) -> bool {
+    exists(&dir.join("config.json")) && !exists(&dir.join("state"))
+}
+
+/// Upstream's `hermitDir()`: an absolute `AGENT_DIR`; else `CLAUDE_PROJECT_DIR`'s state
+/// directory when it exists and is no projection; else the nearest ancestor's (8 levels) that
+/// holds a `config.json` and is no projection; else `./.claude-code-hermit`.
+#[must_use]
+pub fn hermit_state_dir(env: &PinEnv) -> PathBuf {
+    if let Some(agent) = env.agent_dir.as_deref().filter(|a| a.is_absolute()) {
+        return resolve(&env.cwd, agent);
+    }
+    if let Some(project) = env.project_dir.as_deref().filter(|p| !p.as_os_str().is_empty()) {
+        let dir = resolve(&env.cwd, &project.join(STATE_DIR_NAME));
+        if exists(&dir) && !is_projection(&dir) {
+            return dir;
+        }
+    }
+    let mut at = resolve(&env.cwd, Path::new("."));
+    for _ in 0..WALK_LEVELS_MAX {
+        let dir = at.join(STATE_DIR_NAME);
+        if exists(&dir.join("config.json")) && !is_projection(&dir) {
+            return dir;
+        }
+        if !at.pop() {
+            break;
+        }
+    }
+    resolve(&env.cwd, Path::new(STATE_DIR_NAME))
+}
+
+/// The newer `proposal.ts`'s state-directory pin (`pinStateDirOrExit`): the directory a call
+/// names must be this project's, resolved as [`hermit_state_dir`] does, so a pre-approved call
+/// cannot act on another project's state. `None` when it is; else upstream's stderr line (the
+/// call exits 1 and does nothing). The linked-worktree fallback (the main checkout's state
+/// directory, asked of git) is not consulted.
+#[must_use]
+pub fn pin_refusal(script: &str, named: &Path, env: &PinEnv) -> Option<String> {
+    let pinned = hermit_state_dir(env);
+    (resolve(&env.cwd, named) != pinned).then(|| {
+        format!(
+            "{script}: state dir must be this project's ({}); got {}",
+            pinned.display(),
+            named.display()
+        )
+    })
 }

@@ -55,7 +55,10 @@ pub use crate::proposals::{
     QueueRead, ResolveIdRead, ResolveInput, SourcesUnreadable, INDEX_FILE, LEDGER_FILE, QUEUE_FILE,
 };
 // The drop-in's calls across the hermit domains (upstream's create, patch, alert-state).
-pub use crate::dropin::{hermit_alert_state, hermit_create, hermit_patch, Composed};
+pub use crate::dropin::{
+    hermit_alert_state, hermit_create, hermit_patch, hermit_state_dir, pin_refusal, Composed,
+    PinEnv,
+};
 // Claude-code-hermit session state: `engine.session()`, and the `hermit-session` codec.
 pub use crate::session::{
     conversation_reads_stdin, hermit_scope, kind_of as session_file_kind,
