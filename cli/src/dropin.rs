@@ -37,7 +37,7 @@ const ALERT_STATE_USAGE: &str =
     "Usage: bun heartbeat.ts alert-state <state-file-path>   # eval-json on stdin";
 
 /// `proposal.ts` verbs upstream has and hookstate does not build (docs/decisions.md).
-const PROPOSAL_NOT_BUILT: [&str; 3] = ["gate", "quality-gate", "routine"];
+const PROPOSAL_NOT_BUILT: [&str; 4] = ["gate", "quality-gate", "routine", "anchor"];
 
 /// Rewrites a drop-in spelling; any other command line is returned as it is.
 pub(crate) fn rewrite(args: Vec<OsString>) -> Dropin {
