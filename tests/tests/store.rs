@@ -358,3 +358,34 @@ fn a_read_of_a_store_left_needing_repair_still_answers() {
     assert_eq!(value["found"], true, "{value}");
     assert_eq!(engine.head().unwrap().seq, 3);
 }
+
+/// How long the test below holds the anchor lock, as a creator writing the seq-0 anchor would:
+/// well inside the first write's wait for that lock (`GENESIS_ANCHOR_TRIES` × 1 ms, 50 ms), and
+/// longer than one small commit, so that a first write that did not wait would commit and then
+/// find the lock still held.
+const CREATOR_LOCK_HOLD: std::time::Duration = std::time::Duration::from_millis(10);
+
+#[test]
+fn a_first_write_waits_for_a_creator_holding_the_anchor_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.redb");
+    let engine = Engine::open(&path, OpenOptions::default()).unwrap();
+    let anchor = engine.location().unwrap().anchor_path;
+    // A creator killed before its seq-0 anchor was written: a store of no events, no anchor.
+    std::fs::remove_file(&anchor).unwrap();
+    // Another creator holds the anchor lock (an advisory lock on the directory) for a moment.
+    let lock = std::fs::File::open(dir.path()).unwrap();
+    lock.lock().unwrap();
+    let holder = std::thread::spawn(move || {
+        std::thread::sleep(CREATOR_LOCK_HOLD);
+        lock.unlock().unwrap();
+    });
+    put(&engine, 1);
+    holder.join().unwrap();
+    // The first write anchored its store: the next write is not refused for a missing anchor,
+    // and verify finds the anchor at the head.
+    assert!(anchor.exists(), "the first write left no anchor");
+    put(&engine, 2);
+    let report = engine.ops().verify(Default::default()).unwrap();
+    assert_eq!(report.events, 2);
+}
