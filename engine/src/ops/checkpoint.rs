@@ -20,6 +20,7 @@ use crate::kernel::counts;
 use crate::kernel::error::{Error, Result};
 use crate::kernel::project::idem_expired;
 use crate::kernel::view::{decode_row, read_head, read_row};
+use crate::ops::api::Ops;
 use crate::ops::snapshot::{Mark, CHECKPOINT_KEY, CHECKPOINT_SCOPE};
 
 /// What a checkpoint recorded.
@@ -63,7 +64,7 @@ fn count_log(
     Ok(counted)
 }
 
-impl Engine {
+impl Ops<'_> {
     /// Records a checkpoint at the head: the view rows, kept in the store, and their digest in a
     /// record event of the chain.
     ///
@@ -134,22 +135,6 @@ impl Engine {
         })
     }
 
-    /// Drops every event up to the latest checkpoint, keeping at least the last `keep_events`
-    /// events, then compacts the file. At `now_ms` no idempotency key bound by a dropped event
-    /// may still be live (they are bound for `IDEM_KEY_TTL_MS`).
-    ///
-    /// # Errors
-    /// [`Error::BadInput`] with no checkpoint, a checkpoint within the events kept, or a live key
-    /// bound by a dropped event; [`Error::Busy`]; store errors.
-    pub fn compact(&mut self, keep_events: u64, now_ms: u64) -> Result<CompactReport> {
-        let path = self.kernel().path();
-        let size = || std::fs::symlink_metadata(&path).map(|m| m.len()).unwrap_or(0);
-        let file_bytes_before = size();
-        let (dropped, after_seq) = self.drop_before_checkpoint(keep_events, now_ms)?;
-        self.kernel_mut().storage_mut().compact_file()?;
-        Ok(CompactReport { dropped, after_seq, file_bytes_before, file_bytes_after: size() })
-    }
-
     fn drop_before_checkpoint(&self, keep_events: u64, now_ms: u64) -> Result<(u64, u64)> {
         let kernel = self.kernel();
         let mut txn = kernel.begin_write()?;
@@ -200,4 +185,20 @@ impl Engine {
         }
         Ok((dropped, mark.head.seq))
     }
+}
+
+/// `hookstate compact`: drops every event up to the latest checkpoint, keeping at least the last `keep_events`
+/// events, then compacts the file. At `now_ms` no idempotency key bound by a dropped event
+/// may still be live (they are bound for `IDEM_KEY_TTL_MS`).
+///
+/// # Errors
+/// [`Error::BadInput`] with no checkpoint, a checkpoint within the events kept, or a live key
+/// bound by a dropped event; [`Error::Busy`]; store errors.
+pub fn compact(engine: &mut Engine, keep_events: u64, now_ms: u64) -> Result<CompactReport> {
+    let path = engine.kernel().path();
+    let size = || std::fs::symlink_metadata(&path).map(|m| m.len()).unwrap_or(0);
+    let file_bytes_before = size();
+    let (dropped, after_seq) = engine.ops().drop_before_checkpoint(keep_events, now_ms)?;
+    engine.kernel_mut().storage_mut().compact_file()?;
+    Ok(CompactReport { dropped, after_seq, file_bytes_before, file_bytes_after: size() })
 }
