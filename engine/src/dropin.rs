@@ -47,7 +47,7 @@ fn acted_on(outcome: &Outcome) -> Option<String> {
 
 fn absorb(outcome: &mut Outcome, tail: &Outcome) {
     outcome.appended += tail.appended;
-    outcome.head = tail.head.clone();
+    outcome.head = tail.head;
 }
 
 /// `proposal.ts create`: the PROP (`engine.proposals().create`), then its Findings line
