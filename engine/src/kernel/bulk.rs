@@ -43,6 +43,7 @@ impl Kernel {
         if events.is_empty() {
             return Ok(head);
         }
+        crate::kernel::counts::add(&mut *txn, events.iter().map(|(_, body)| body))?;
         txn.put_meta(META_HEAD, &encode_head(&head))?;
         if let Err(err) = txn.commit() {
             self.poison();
