@@ -126,24 +126,25 @@ fn run(dir: &Path, events: u64) -> BenchResult<()> {
     let source = dir.join(format!("generated-{events}.jsonl"));
     generate(&source, events)?;
     let db = dir.join(format!("store-{events}/state.redb"));
-    let (_, restore) =
-        timed(|| Ok(Engine::restore(&db, &source, &mut BufReader::new(File::open(&source)?))?))?;
+    let (_, restore) = timed(|| {
+        Ok(hookstate_engine::restore(&db, &source, &mut BufReader::new(File::open(&source)?))?)
+    })?;
     let engine = Engine::open(&db, OpenOptions { create: false, ..OpenOptions::default() })?;
     let dumped = dir.join(format!("dump-{events}.jsonl"));
     let (_, dump) = timed(|| {
         let mut out = BufWriter::new(File::create(&dumped)?);
-        engine.dump(&mut |line| writeln!(out, "{line}").is_ok(), &mut |_, _| {})?;
+        engine.ops().dump(&mut |line| writeln!(out, "{line}").is_ok(), &mut |_, _| {})?;
         Ok(out.flush()?)
     })?;
-    let (_, verify) = timed(|| Ok(engine.verify(Default::default())?))?;
-    let (_, rebuild) = timed(|| Ok(engine.rebuild()?))?;
+    let (_, verify) = timed(|| Ok(engine.ops().verify(Default::default())?))?;
+    let (_, rebuild) = timed(|| Ok(engine.ops().rebuild()?))?;
     let middle = events / 2;
     let (_, as_of) = timed(|| {
-        let past = engine.at_seq(middle)?;
+        let past = engine.ops().at_seq(middle)?;
         Ok(past.query(SCOPE, &Query::KvGet { key: "k1".into() }, START_MS + events)?)
     })?;
     let backup_path = dir.join(format!("backup-{events}/state.redb"));
-    let (_, backup) = timed(|| Ok(engine.backup(&backup_path)?))?;
+    let (_, backup) = timed(|| Ok(engine.ops().backup(&backup_path)?))?;
     let mut engine = engine;
     let call = Call {
         scope: SCOPE.into(),
@@ -152,10 +153,11 @@ fn run(dir: &Path, events: u64) -> BenchResult<()> {
         fingerprint: None,
         now_ms: START_MS + events + 1,
     };
-    let (_, checkpoint) = timed(|| Ok(engine.checkpoint(&call)?))?;
+    let (_, checkpoint) = timed(|| Ok(engine.ops().checkpoint(&call)?))?;
     let before = bytes(&db);
-    let (compacted, compact) = timed(|| Ok(engine.compact(0, START_MS + events + 2)?))?;
-    let (_, verify_after) = timed(|| Ok(engine.verify(Default::default())?))?;
+    let (compacted, compact) =
+        timed(|| Ok(hookstate_engine::compact(&mut engine, 0, START_MS + events + 2)?))?;
+    let (_, verify_after) = timed(|| Ok(engine.ops().verify(Default::default())?))?;
     let per_event_us = |d: Duration| d.as_secs_f64() * 1e6 / events as f64;
     println!(
         "\n{events} events: store {before} bytes (before compact), dump {} bytes, backup {} bytes",

@@ -5,7 +5,7 @@
 //! ready items; file bytes per event; `verify` and `rebuild` time and peak memory; and the
 //! claims bench's per-call and K = 1, 2, 4, 8 tables, with the fdatasyncs of one mutating call.
 //!
-//! Stores are built with the engine's bulk loader (`Engine::append_unchecked`, `testing`
+//! Stores are built with the engine's bulk loader (`hookstate_engine::append_unchecked`, `testing`
 //! feature) in batched transactions, so a 1M-event store takes seconds to minutes. Prints one
 //! summary table; never passes or fails on timing. `HOOKSTATE_SCALE_SIZES` (default
 //! `100000,1000000`) picks the store sizes.
@@ -309,13 +309,13 @@ fn load(engine: &Engine, events: impl Iterator<Item = (String, Body)>) -> BenchR
     for event in events {
         batch.push(event);
         if batch.len() == BATCH {
-            engine.append_unchecked(&call(SCOPE), &batch)?;
+            hookstate_engine::append_unchecked(engine, &call(SCOPE), &batch)?;
             count += batch.len() as u64;
             batch.clear();
         }
     }
     if !batch.is_empty() {
-        engine.append_unchecked(&call(SCOPE), &batch)?;
+        hookstate_engine::append_unchecked(engine, &call(SCOPE), &batch)?;
         count += batch.len() as u64;
     }
     Ok(count)

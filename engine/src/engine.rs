@@ -15,8 +15,6 @@ use crate::alerts::layout_alerts::AlertsLayout;
 use crate::alerts::layout_heartbeat::HeartbeatLayout;
 use crate::alerts::project::AlertsProjection;
 use crate::alerts::Alerts;
-use crate::audit::{self, RebuildReport, VerifyOptions, VerifyReport};
-use crate::copy::{self, CopyReport};
 use crate::core::project::CoreProjection;
 use crate::core::query::Query;
 use crate::core::{self, Command};
@@ -34,7 +32,7 @@ use crate::observer::Observer;
 use crate::proposals::layout::ProposalsLayout;
 use crate::proposals::project::ProposalsProjection;
 use crate::proposals::Proposals;
-use crate::query::{self, LogFilter, Stats};
+use crate::query::{self, LogFilter};
 use crate::session::layout::mirror::SessionLayout;
 use crate::session::project::SessionProjection;
 use crate::session::Session;
@@ -210,64 +208,6 @@ impl Engine {
         Ok(Engine { kernel: Kernel::new(storage, &PROJECTIONS, wait)? })
     }
 
-    /// Opens the store at `path` as [`Engine::open`] does, and for a PostgreSQL store also
-    /// upgrades tables of an older schema version, in one transaction (`hookstate init`); a
-    /// database written by a newer build is refused.
-    ///
-    /// # Errors
-    /// As [`Engine::open`], and [`crate::Error::SchemaTooNew`].
-    pub fn init(path: &Path, options: OpenOptions) -> Result<Engine> {
-        let wait = options.wait()?;
-        let storage = store::init(path, options)?;
-        Ok(Engine { kernel: Kernel::new(storage, &PROJECTIONS, wait)? })
-    }
-
-    /// Copies this store into a new store at `to` (a file path or a `postgres://` address,
-    /// opened with `options`): the same events at the same seqs with the same hashes, the views
-    /// rebuilt, in one transaction; then verifies the destination. A destination file must not
-    /// exist; a destination database must hold no events.
-    ///
-    /// # Errors
-    /// [`crate::Error::Invalid`] for a destination that exists or holds events,
-    /// [`crate::Error::ChainBroken`] for a source that does not verify, store errors.
-    pub fn copy_to(&self, to: &Path, options: OpenOptions) -> Result<CopyReport> {
-        copy::copy(&self.kernel, to, options)
-    }
-
-    /// Opens the store on a test `backend` (an in-memory disk image), creating it there when the
-    /// backend is empty and `options.create` is set; the anchor lives beside `path`, in a real
-    /// directory. `read_only` is ignored. Only with the `testing` feature, for the power-loss
-    /// simulator.
-    ///
-    /// # Errors
-    /// As [`Engine::open`].
-    #[cfg(feature = "testing")]
-    pub fn open_with_backend(
-        path: &Path,
-        backend: impl store::Backend,
-        options: OpenOptions,
-    ) -> Result<Engine> {
-        let wait = options.wait()?;
-        let storage = store::open_on_backend(path, backend, options)?;
-        Ok(Engine { kernel: Kernel::new(storage, &PROJECTIONS, wait)? })
-    }
-
-    /// Appends `events` (scope, body) as they are, in one write transaction, projected as every
-    /// write is, and returns the new head: the bulk loader benches build large stores with. No
-    /// rule is checked, so the caller must append what the verbs would have appended. Only with
-    /// the `testing` feature.
-    ///
-    /// # Errors
-    /// [`Error::TooMany`] past `BULK_EVENTS_MAX` events; as every write.
-    #[cfg(any(test, feature = "testing"))]
-    pub fn append_unchecked(
-        &self,
-        call: &Call,
-        events: &[(String, hookstate_schema::Body)],
-    ) -> Result<Head> {
-        self.kernel.append_batch(call, events)
-    }
-
     /// Where the store lives and what its anchors say: its path, its anchor's path, whether it
     /// exists (`false` only for the empty stand-in that [`OpenOptions::absent_is_empty`] gives a
     /// read of an absent store), and the error a write would be refused with when an anchor
@@ -321,37 +261,10 @@ impl Engine {
         query::events(&self.kernel, filter)
     }
 
-    /// Counts events, scopes, views and queue depths, and says where the store lives.
-    ///
-    /// # Errors
-    /// Corruption and store errors.
-    pub fn stats(&self) -> Result<Stats> {
-        query::stats(&self.kernel)
-    }
-
-    /// Verifies the chain from genesis, the anchors outside the store, and that the stored
-    /// views equal a rebuild of the log; `options.accept_missing_anchor` accepts (and writes) a
-    /// missing anchor on a store with events. Reads only: never changes a byte of the store.
-    ///
-    /// # Errors
-    /// [`crate::Error::ChainBroken`] naming the first bad seq, [`crate::Error::AnchorMismatch`],
-    /// [`crate::Error::ViewMismatch`], [`crate::Error::Corrupt`] and store errors.
-    pub fn verify(&self, options: VerifyOptions) -> Result<VerifyReport> {
-        audit::verify(&self.kernel, options)
-    }
-
     /// Hands every later warning line to `sink` as it happens (the CLI prints them on stderr);
     /// only the first sink set is kept.
     pub fn set_warning_sink(&self, sink: Box<dyn Fn(&str) + Send + Sync>) {
         self.kernel.set_warning_sink(sink);
-    }
-
-    /// Drops every view and recomputes it from the log, after checking the chain.
-    ///
-    /// # Errors
-    /// [`crate::Error::ChainBroken`] (nothing is changed then) and store errors.
-    pub fn rebuild(&self) -> Result<RebuildReport> {
-        audit::rebuild(&self.kernel)
     }
 
     /// Runs `verb` as a mirrored call: under the mirror directory's lock, adopts what writers of
@@ -413,6 +326,40 @@ impl Engine {
     pub fn session(&self) -> Session<'_> {
         Session::new(&self.kernel)
     }
+}
+
+/// Opens the store on a test `backend` (an in-memory disk image), creating it there when the
+/// backend is empty and `options.create` is set; the anchor lives beside `path`, in a real
+/// directory. `read_only` is ignored. Only with the `testing` feature, for the power-loss
+/// simulator.
+///
+/// # Errors
+/// As [`Engine::open`].
+#[cfg(feature = "testing")]
+pub fn open_on_backend(
+    path: &Path,
+    backend: impl store::Backend,
+    options: OpenOptions,
+) -> Result<Engine> {
+    let wait = options.wait()?;
+    let storage = store::open_on_backend(path, backend, options)?;
+    Engine::on_storage(storage, wait)
+}
+
+/// Appends `events` (scope, body) to `engine` as they are, in one write transaction, projected as
+/// every write is, and returns the new head: the bulk loader benches build large stores with. No
+/// rule is checked, so the caller must append what the verbs would have appended. Only with the
+/// `testing` feature.
+///
+/// # Errors
+/// [`Error::TooMany`] past `BULK_EVENTS_MAX` events; as every write.
+#[cfg(any(test, feature = "testing"))]
+pub fn append_unchecked(
+    engine: &Engine,
+    call: &Call,
+    events: &[(String, hookstate_schema::Body)],
+) -> Result<Head> {
+    engine.kernel.append_batch(call, events)
 }
 
 /// How a server's batch ended (`serve::writer`).

@@ -67,6 +67,10 @@ pub use crate::audit::{RebuildReport, VerifyOptions, VerifyReport};
 pub use crate::copy::CopyReport;
 pub use crate::core::query::Query;
 pub use crate::core::{Command, Expect};
+#[cfg(any(test, feature = "testing"))]
+pub use crate::engine::append_unchecked;
+#[cfg(feature = "testing")]
+pub use crate::engine::open_on_backend;
 pub use crate::engine::{check, parse_legacy, Engine, Layout, LegacyFile, LegacyParse, Location};
 pub use crate::engine::{event_to_json, render_event};
 pub use crate::kernel::call::{Call, Conflict, Fingerprint, MirrorReport, Outcome, Refusal};
@@ -77,9 +81,11 @@ pub use crate::kernel::value::validate_json;
 #[cfg(feature = "testing")]
 pub use crate::legacy::durable;
 pub use crate::ops::checkpoint::{CheckpointReport, CompactReport};
+// The operator's verbs: `engine.ops()`, and the three that take no shared engine.
 pub use crate::ops::doctor::{DoctorFinding, DoctorOptions, Level};
 pub use crate::ops::dump::{DumpReport, RestoreReport};
 pub use crate::ops::metrics::{Metrics, QueueMetrics};
+pub use crate::ops::{compact, doctor, restore, Ops};
 pub use crate::ops::{
     DUMP_LINE_BYTES_MAX, DUMP_VERSION, LOG_FIELD_BYTES_DEFAULT, LOG_FIELD_BYTES_MIN,
 };

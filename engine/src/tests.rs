@@ -164,7 +164,7 @@ fn claim_rows(ready: usize, claimed: usize) -> u64 {
     let dir = tempfile::tempdir().unwrap();
     let (engine, rows) = counted(&dir.path().join("s.redb"));
     let items: Vec<_> = (0..claimed + ready).map(|n| push(&format!("i{n:06}"), None)).collect();
-    engine.append_unchecked(&call("s"), &items).unwrap();
+    crate::engine::append_unchecked(&engine, &call("s"), &items).unwrap();
     let claim = Command::QueueClaim {
         queue: "work".into(),
         item: None,
@@ -193,7 +193,7 @@ fn claim_next_skips_items_addressed_elsewhere_and_takes_an_expired_lease_first()
     let dir = tempfile::tempdir().unwrap();
     let (engine, _) = counted(&dir.path().join("s.redb"));
     let items = vec![push("a", None), push("b", Some("other")), push("c", None)];
-    engine.append_unchecked(&call("s"), &items).unwrap();
+    crate::engine::append_unchecked(&engine, &call("s"), &items).unwrap();
     let claim = |lease_ms, now_ms| {
         let command =
             Command::QueueClaim { queue: "work".into(), item: None, holder: "w".into(), lease_ms };
@@ -246,7 +246,7 @@ fn stop_rows(accumulating: usize, comments: usize, addressed: usize) -> u64 {
     for p in 0..accumulating {
         events.extend(project(&format!("acc{p:03}"), "accumulate", comments));
     }
-    engine.append_unchecked(&call("s"), &events).unwrap();
+    crate::engine::append_unchecked(&engine, &call("s"), &events).unwrap();
     let ask = StopAsk {
         drain: DrainAsk { pass: Pass::Stop, holder: None, stale_ms: 300_000, interval_s: 45 },
         home: dir.path().to_path_buf(),
@@ -298,7 +298,7 @@ fn ledger_reads(others: usize) -> (usize, u64) {
     events.extend(
         (0..others).map(|n| micro_queued(&format!("hermit:/srv/b{}/.hermit", n / 100), n % 100)),
     );
-    engine.append_unchecked(&call("s"), &events).unwrap();
+    crate::engine::append_unchecked(&engine, &call("s"), &events).unwrap();
     rows.store(0, Ordering::Relaxed);
     let lines = engine.proposals().ledger(mine).unwrap().len();
     (lines, rows.load(Ordering::Relaxed))

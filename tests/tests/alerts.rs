@@ -81,7 +81,7 @@ fn upstream_four_ticks_reproduce_the_real_alert_state_byte_for_byte() {
     }
     assert_eq!(lines[1][0], "[16:50] Heartbeat: resolved — CI red");
     assert_eq!(h.export(), fixture_bytes("hermit"), "the ladder reproduces upstream's file");
-    h.engine.verify(Default::default()).unwrap();
+    h.engine.ops().verify(Default::default()).unwrap();
 }
 
 #[test]
@@ -138,7 +138,7 @@ fn ticks_keep_precheck_fields_and_foreign_keys_in_place_and_date_in_the_configur
     assert_eq!(micro["consecutive_clean"], 1, "its queue entry is gone from the store");
     h.engine.alerts().count_tick(&h.call(2)).unwrap();
     assert_eq!(h.engine.alerts().state(&h.scope).unwrap()["total_ticks"], 362);
-    h.engine.verify(Default::default()).unwrap();
+    h.engine.ops().verify(Default::default()).unwrap();
 }
 
 #[test]
@@ -172,7 +172,7 @@ fn structured_keys_follow_the_proposals_of_the_same_scope() {
     let state = h.engine.alerts().state(&h.scope).unwrap();
     assert_eq!(state["alerts"]["proposal-pending:PROP-002"], frozen);
     assert_eq!(state["last_clean_eval_at"], Value::Null);
-    h.engine.verify(Default::default()).unwrap();
+    h.engine.ops().verify(Default::default()).unwrap();
 }
 
 /// The end of a mirrored alerts call writes `alert-state.json` only over bytes the call saw:

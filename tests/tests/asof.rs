@@ -97,7 +97,7 @@ fn run(seed: u64) {
     }
     assert!(engine.head().unwrap().seq > STEPS as u64 / 2, "most steps appended");
     for (seq, at, live) in &recorded {
-        let past = engine.at_seq(*seq).unwrap();
+        let past = engine.ops().at_seq(*seq).unwrap();
         assert_eq!(past.head().unwrap().seq, *seq);
         assert_eq!(&answers(&past, *at), live, "seed {seed}: reads as of seq {seq}");
     }
@@ -116,10 +116,10 @@ fn an_as_of_store_refuses_writes_and_a_seq_past_the_head() {
     let engine = Engine::open(&dir.path().join("state.redb"), OpenOptions::default()).unwrap();
     let put = Command::KvPut { key: "k".into(), value: "1".into(), expect: Expect::Any };
     engine.execute(&call(START_MS, "s"), &put).unwrap();
-    let past = engine.at_seq(1).unwrap();
+    let past = engine.ops().at_seq(1).unwrap();
     assert!(matches!(past.execute(&call(START_MS, "s"), &put), Err(Error::ReadOnly)));
-    assert!(matches!(engine.at_seq(2), Err(Error::OutOfRange { value: 2, max: 1, .. })));
-    assert_eq!(engine.seq_as_of(START_MS - 1).unwrap(), 0);
-    assert_eq!(engine.seq_as_of(START_MS).unwrap(), 1);
-    assert!(past.verify(Default::default()).is_ok(), "the as-of store verifies");
+    assert!(matches!(engine.ops().at_seq(2), Err(Error::OutOfRange { value: 2, max: 1, .. })));
+    assert_eq!(engine.ops().seq_as_of(START_MS - 1).unwrap(), 0);
+    assert_eq!(engine.ops().seq_as_of(START_MS).unwrap(), 1);
+    assert!(past.ops().verify(Default::default()).is_ok(), "the as-of store verifies");
 }

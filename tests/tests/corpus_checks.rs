@@ -218,9 +218,10 @@ pub(crate) fn check_db_file_bytes(data: &[u8]) {
             absent_is_empty: false,
             anchor_dir: None,
             server_clock: true,
+            upgrade_schema: false,
         };
         if let Ok(engine) = Engine::open(&path, options) {
-            let _ = engine.verify(accept);
+            let _ = engine.ops().verify(accept);
         }
     }
 }

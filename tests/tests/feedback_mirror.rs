@@ -62,5 +62,5 @@ fn a_mirror_never_overwrites_a_comment_file_changed_during_the_call() {
     let shown = engine.feedback().show(&call(0).scope, "fb_mii0k1q2_4x8c2d").unwrap();
     assert_eq!(shown.record["status"], "dismissed", "adopted by the next call: {shown:?}");
     assert_eq!(std::fs::read_to_string(&file).unwrap(), theirs);
-    engine.verify(Default::default()).unwrap();
+    engine.ops().verify(Default::default()).unwrap();
 }

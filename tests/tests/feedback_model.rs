@@ -182,7 +182,7 @@ fn run(ops: &[Op]) -> Result<(), TestCaseError> {
             }
         };
         prop_assert_eq!(got, want, "step {} {:?}", step, op);
-        let report = engine.verify(Default::default());
+        let report = engine.ops().verify(Default::default());
         prop_assert!(report.is_ok(), "verify after step {step}: {report:?}");
     }
     let listed = engine.feedback().list(SCOPE).unwrap();

@@ -66,7 +66,7 @@ impl Hermit {
     }
 
     fn verify(&self) {
-        self.engine.verify(Default::default()).unwrap();
+        self.engine.ops().verify(Default::default()).unwrap();
     }
 }
 

@@ -116,7 +116,7 @@ fn race(case: &mut dyn Case, seed: u64) {
     let call = case.call(now_ms);
     engine.mirrored(&call, &layout, &dir, |engine| case.mutate(engine, now_ms, &mut rng)).unwrap();
     let lost = case.lost(&engine, &dir);
-    engine.verify(Default::default()).unwrap();
+    engine.ops().verify(Default::default()).unwrap();
     println!(
         "mirror race {name} seed={seed} rounds={} legacy_writes={writes} kept={kept} conflicts={conflicts} lost={}",
         rounds(),

@@ -400,7 +400,7 @@ fn run(ops: &[Op]) -> Result<(), TestCaseError> {
         };
         let outcome = engine.execute(&call, &command).unwrap();
         prop_assert_eq!(answer_of(&outcome), expected, "step {} {:?}", step, op);
-        let report = engine.verify(Default::default());
+        let report = engine.ops().verify(Default::default());
         prop_assert!(report.is_ok(), "verify after step {step}: {report:?}");
     }
     let counter = engine

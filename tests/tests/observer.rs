@@ -116,7 +116,7 @@ fn race_2_a_sweep_between_injection_and_clear_loses_pending_naively_but_not_here
     let now = engine.observer().doc(SCOPE).unwrap().pending_version;
     assert!(engine.observer().pending_clear(&call(), now).unwrap().refusal.is_none());
     assert_eq!(engine.observer().doc(SCOPE).unwrap().state.pending, None);
-    engine.verify(Default::default()).unwrap();
+    engine.ops().verify(Default::default()).unwrap();
 }
 
 #[test]
@@ -180,6 +180,6 @@ fn observer_state_round_trips_byte_for_byte() {
         assert!(engine.observer().import(&call(), &from, "bad.json").is_err());
         std::fs::write(from.join("unknown.json"), br#"{"turns":1}"#).unwrap();
         assert!(engine.observer().import(&call(), &from, "unknown.json").is_err());
-        engine.verify(Default::default()).unwrap();
+        engine.ops().verify(Default::default()).unwrap();
     }
 }

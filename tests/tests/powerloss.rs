@@ -15,7 +15,7 @@ use std::ops::Bound;
 use std::sync::{Arc, Mutex};
 
 use hookstate_engine::schema::Actor;
-use hookstate_engine::{creation_is_atomic, Call, Command, Engine, Expect, LogFilter, OpenOptions};
+use hookstate_engine::{creation_is_atomic, Call, Command, Expect, LogFilter, OpenOptions};
 
 /// Commands in the seeded workload (each is one durable commit when it appends).
 const WORKLOAD_COMMANDS: u64 = 16;
@@ -177,6 +177,7 @@ fn options(create: bool) -> OpenOptions {
         absent_is_empty: false,
         anchor_dir: None,
         server_clock: true,
+        upgrade_schema: false,
     }
 }
 
@@ -237,7 +238,7 @@ struct RunResult {
 fn run(seed: u64, fault: Fault) -> RunResult {
     let scratch = tempfile::tempdir().unwrap();
     let disk = Arc::new(Mutex::new(Disk::default()));
-    let engine = Engine::open_with_backend(
+    let engine = hookstate_engine::open_on_backend(
         &scratch.path().join("sim.redb"),
         SimBackend(Arc::clone(&disk)),
         options(true),
@@ -320,9 +321,12 @@ fn check(image: Vec<u8>, anchor: Option<&[u8]>, acked: &[(u64, [u8; 32])]) -> Re
     }
     let disk = Disk { durable: image.clone(), current: image, ..Disk::default() };
     let backend = SimBackend(Arc::new(Mutex::new(disk)));
-    let engine =
-        Engine::open_with_backend(&scratch.path().join("sim.redb"), backend, options(false))
-            .map_err(|e| format!("unopenable: {e}"))?;
+    let engine = hookstate_engine::open_on_backend(
+        &scratch.path().join("sim.redb"),
+        backend,
+        options(false),
+    )
+    .map_err(|e| format!("unopenable: {e}"))?;
     // Lost events first: an image that lost a commit also fails `verify` (its anchor, moved
     // after that commit, is ahead of its log), and the loss is the finding.
     let events = engine.log(&LogFilter::default()).map_err(|e| format!("log: {e}"))?;
@@ -332,7 +336,7 @@ fn check(image: Vec<u8>, anchor: Option<&[u8]>, acked: &[(u64, [u8; 32])]) -> Re
             return Err(format!("acked event {seq} lost"));
         }
     }
-    engine.verify(Default::default()).map_err(|e| format!("verify: {e}"))?;
+    engine.ops().verify(Default::default()).map_err(|e| format!("verify: {e}"))?;
     Ok(())
 }
 
@@ -435,8 +439,12 @@ fn power_loss_during_creation_leaves_no_store_or_an_openable_one() {
         let disk = Arc::new(Mutex::new(Disk { crash_at, ..Disk::default() }));
         let backend = SimBackend(Arc::clone(&disk));
         let opened = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            Engine::open_with_backend(&scratch.path().join("sim.redb"), backend, options(true))
-                .is_ok()
+            hookstate_engine::open_on_backend(
+                &scratch.path().join("sim.redb"),
+                backend,
+                options(true),
+            )
+            .is_ok()
         }));
         (disk, opened)
     };

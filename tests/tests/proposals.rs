@@ -116,7 +116,7 @@ fn real_hermit_state_round_trips_byte_for_byte_both_ways() {
         let again = second.tmp.path().join("again");
         assert_eq!(second.export(&again), (queue, ledger), "{fixture}: second round trip");
         assert_eq!(tree(&again), tree(&out), "{fixture}: every file, PROPs and index included");
-        second.engine.verify(Default::default()).unwrap();
+        second.engine.ops().verify(Default::default()).unwrap();
     }
 }
 
@@ -399,7 +399,7 @@ fn an_imported_responded_line_counts_as_the_first_response() {
     let first = event("PROP-002-nightly-digest-flaky-tests-165046");
     assert_eq!(first.result["recorded"], true);
     assert!(h.ledger_tail().contains("\"type\":\"responded\",\"proposal_id\":\"PROP-002"));
-    h.engine.verify(Default::default()).unwrap();
+    h.engine.ops().verify(Default::default()).unwrap();
 }
 
 /// Spec §2.1 hazards 1 and 2, replayed step by step: two unlocked read-modify-write enqueues
@@ -508,5 +508,5 @@ fn a_mirror_never_overwrites_proposals_files_changed_during_the_call() {
     let ours = format!("Asked at {}?", NOV_29_22H + 1000);
     assert!(ledger.contains(&ours), "the call's own line is kept too: {ledger}");
     assert!(std::fs::read_to_string(&files[3]).unwrap().ends_with("\nEdited by hand.\n"));
-    h.engine.verify(Default::default()).unwrap();
+    h.engine.ops().verify(Default::default()).unwrap();
 }

@@ -117,7 +117,7 @@ fn import_then_export_is_byte_for_byte_on_the_fixtures() {
     h.engine.session().import(&h.call(NOW + 1), &h.dir).unwrap();
     h.engine.session().export(&h.scope, &out).unwrap();
     assert_eq!(files(&out), before);
-    h.engine.verify(Default::default()).unwrap();
+    h.engine.ops().verify(Default::default()).unwrap();
 }
 
 #[test]
@@ -219,7 +219,7 @@ fn the_runtime_transition_table_through_the_write_path() {
     );
     assert_eq!(runtime["transition"], serde_json::Value::Null);
     assert_eq!(runtime["cost_usd"], 1.5, "a merged field survives every move");
-    h.engine.verify(Default::default()).unwrap();
+    h.engine.ops().verify(Default::default()).unwrap();
 }
 
 #[test]
@@ -235,7 +235,7 @@ fn the_heartbeats_runtime_writes_and_the_sessions_share_one_runtime_json() {
         (Some(1), Some(3))
     );
     assert_eq!(h.runtime()["watchdog"], 1);
-    h.engine.verify(Default::default()).unwrap();
+    h.engine.ops().verify(Default::default()).unwrap();
 }
 
 /// A hermit whose directory the first mirrored call adopted (the fixtures' files).
@@ -264,7 +264,7 @@ fn the_first_mirrored_call_adopts_the_directory_as_an_import_would() {
     let out = h._tmp.path().join("export");
     h.engine.session().export(&h.scope, &out).unwrap();
     assert_eq!(files(&out), files(&h.dir), "the store holds what the directory holds");
-    h.engine.verify(Default::default()).unwrap();
+    h.engine.ops().verify(Default::default()).unwrap();
 }
 
 const TASK: &str = "tasks/T-20260914-081502.md";
@@ -334,7 +334,7 @@ fn outside_writes_are_adopted_per_record() {
         assert!(exported == *bytes, "{rel}: the store does not hold the outside write");
         assert!(std::fs::read(h.dir.join(rel)).unwrap() == *bytes, "{rel} was rewritten");
     }
-    h.engine.verify(Default::default()).unwrap();
+    h.engine.ops().verify(Default::default()).unwrap();
 }
 
 #[test]
@@ -372,7 +372,7 @@ fn a_stale_rewrite_never_reverts_an_acknowledged_change() {
     assert_eq!(report.conflicts[0].record, "T-20260914-081502");
     let task = h.file(TASK);
     assert!(task.contains("acknowledged entry") && !task.contains("legacy entry"), "{task}");
-    h.engine.verify(Default::default()).unwrap();
+    h.engine.ops().verify(Default::default()).unwrap();
 }
 
 #[test]
@@ -396,7 +396,7 @@ fn a_corrupt_file_is_quarantined_and_the_stores_version_written_back() {
     let filter =
         hookstate_engine::LogFilter { kind: Some("file_quarantined".into()), ..Default::default() };
     assert_eq!(h.engine.log(&filter).unwrap().len(), 2);
-    h.engine.verify(Default::default()).unwrap();
+    h.engine.ops().verify(Default::default()).unwrap();
 }
 
 #[test]
@@ -425,7 +425,7 @@ fn a_deleted_file_is_rewritten_and_a_refused_verb_writes_nothing() {
     assert_eq!(outcome.refusal.as_ref().map(|r| r.reason), Some("invalid"));
     assert_eq!(outcome.mirror.unwrap().written, ["sessions/SHELL.md"]);
     assert_eq!(h.file("sessions/SHELL.md"), shell);
-    h.engine.verify(Default::default()).unwrap();
+    h.engine.ops().verify(Default::default()).unwrap();
 }
 
 #[test]
@@ -460,7 +460,7 @@ fn a_marker_the_store_removes_is_removed_from_the_directory() {
     let outcome = h.mirrored(NOW + 60_002, |e| e.session().runtime_get(&h.scope));
     let report = outcome.mirror.unwrap();
     assert!(report.removed.is_empty() && report.written.is_empty(), "{report:?}");
-    h.engine.verify(Default::default()).unwrap();
+    h.engine.ops().verify(Default::default()).unwrap();
 }
 
 #[test]
@@ -486,7 +486,7 @@ fn a_marker_removed_outside_is_adopted_while_the_store_holds_what_the_mirror_saw
         h.file("state/last-operator-action.json"),
         "{\"at\":\"2026-09-14T08:16:02.119Z\"}\n"
     );
-    h.engine.verify(Default::default()).unwrap();
+    h.engine.ops().verify(Default::default()).unwrap();
 }
 
 #[test]
@@ -531,5 +531,5 @@ fn the_marker_writers_and_readers_on_the_store() {
         compact,
         "{\"requested_at\":\"2026-09-14T10:15:02+02:00\",\"reason\":\"proposal-resolve\"}\n"
     );
-    h.engine.verify(Default::default()).unwrap();
+    h.engine.ops().verify(Default::default()).unwrap();
 }

@@ -116,7 +116,7 @@ fn failed_sends_cap_per_pm_and_a_newer_pm_clears_it() {
     let pm = engine.signals().pm(&scope).unwrap().unwrap();
     assert_eq!(pm.current.session, "pm-new");
     assert_eq!(pm.history.iter().map(|e| e.session.as_str()).collect::<Vec<_>>(), ["pm-old"]);
-    engine.verify(Default::default()).unwrap();
+    engine.ops().verify(Default::default()).unwrap();
 }
 
 /// Issue 13, item 8: a delivery report must name a turn the session signalled in the bundle (not
@@ -151,7 +151,7 @@ fn delivery_reports_name_a_real_turn_and_a_retried_failure_counts_once() {
         Some("pm"),
         "one failed turn reported twice is one failure"
     );
-    engine.verify(Default::default()).unwrap();
+    engine.ops().verify(Default::default()).unwrap();
 }
 
 #[test]
@@ -180,7 +180,7 @@ fn import_export(fixture: &str) -> (Vec<u8>, Vec<u8>, serde_json::Value) {
     let outcome = engine.signals().import(&call("import", 1), &from, "store.json").unwrap();
     let to = dir.path().join("to");
     engine.signals().export(&to, "store.json").unwrap();
-    engine.verify(Default::default()).unwrap();
+    engine.ops().verify(Default::default()).unwrap();
     let exported = std::fs::read(to.join("store.json")).unwrap();
     (original, exported, outcome.to_json())
 }

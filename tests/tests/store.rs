@@ -47,6 +47,7 @@ fn open(path: &Path) -> Result<Engine, Error> {
             absent_is_empty: false,
             anchor_dir: None,
             server_clock: true,
+            upgrade_schema: false,
         },
     )
 }
@@ -99,7 +100,7 @@ fn chain_broken_at(result: Result<hookstate_engine::VerifyReport, Error>) -> u64
 #[test]
 fn verify_passes_on_a_clean_store_and_counts_everything() {
     let (_dir, path) = store_with(12);
-    let report = open(&path).unwrap().verify(Default::default()).unwrap();
+    let report = open(&path).unwrap().ops().verify(Default::default()).unwrap();
     assert_eq!(report.events, 12);
     assert_eq!(report.anchor_seq, Some(12));
     assert_eq!(report.views, 3);
@@ -109,14 +110,14 @@ fn verify_passes_on_a_clean_store_and_counts_everything() {
 fn rewritten_event_with_its_old_hash_is_found_at_its_seq() {
     let (_dir, path) = store_with(8);
     rewrite_event(&path, 5, false);
-    assert_eq!(chain_broken_at(open(&path).unwrap().verify(Default::default())), 5);
+    assert_eq!(chain_broken_at(open(&path).unwrap().ops().verify(Default::default())), 5);
 }
 
 #[test]
 fn rewritten_and_rehashed_event_breaks_the_next_link() {
     let (_dir, path) = store_with(8);
     rewrite_event(&path, 5, true);
-    assert_eq!(chain_broken_at(open(&path).unwrap().verify(Default::default())), 6);
+    assert_eq!(chain_broken_at(open(&path).unwrap().ops().verify(Default::default())), 6);
 }
 
 #[test]
@@ -133,7 +134,7 @@ fn rewritten_last_event_with_a_moved_head_is_caught_by_the_anchor() {
     }
     txn.commit().unwrap();
     drop(db);
-    let result = open(&path).unwrap().verify(Default::default());
+    let result = open(&path).unwrap().ops().verify(Default::default());
     assert!(matches!(result, Err(Error::AnchorMismatch { .. })), "{result:?}");
 }
 
@@ -149,7 +150,7 @@ fn rollback_to_an_older_copy_is_caught_by_the_anchor() {
         }
     }
     std::fs::copy(&old, &path).unwrap();
-    let result = open(&path).unwrap().verify(Default::default());
+    let result = open(&path).unwrap().ops().verify(Default::default());
     match result {
         Err(Error::AnchorMismatch { why }) => assert!(why.contains("seq 6"), "{why}"),
         other => panic!("rollback went unseen: {other:?}"),
@@ -169,10 +170,10 @@ fn deleted_view_row_is_found_and_rebuild_restores_it() {
     txn.commit().unwrap();
     drop(db);
     let engine = open(&path).unwrap();
-    assert!(matches!(engine.verify(Default::default()), Err(Error::ViewMismatch { .. })));
-    let rebuilt = engine.rebuild().unwrap();
+    assert!(matches!(engine.ops().verify(Default::default()), Err(Error::ViewMismatch { .. })));
+    let rebuilt = engine.ops().rebuild().unwrap();
     assert_eq!((rebuilt.events, rebuilt.views), (4, 3));
-    engine.verify(Default::default()).unwrap();
+    engine.ops().verify(Default::default()).unwrap();
 }
 
 #[test]
@@ -213,7 +214,7 @@ fn flipped_file_bytes_never_panic_and_never_verify_wrongly() {
         std::fs::write(&case_path, &bytes).unwrap();
         std::fs::write(case_dir.path().join("state.redb.head"), &anchor).unwrap();
         let outcome = std::panic::catch_unwind(|| {
-            open(&case_path).and_then(|e| e.verify(Default::default()))
+            open(&case_path).and_then(|e| e.ops().verify(Default::default()))
         });
         match outcome {
             Ok(Ok(report)) => {
@@ -307,7 +308,7 @@ fn idempotency_key_replays_the_first_result_and_appends_once() {
     assert_eq!(again.head, first.head);
     assert_eq!(again.result["token"], first.result["token"]);
     assert_eq!(engine.head().unwrap().seq, 2, "the replay appended nothing");
-    engine.verify(Default::default()).unwrap();
+    engine.ops().verify(Default::default()).unwrap();
 }
 
 #[test]
@@ -350,9 +351,41 @@ fn a_read_of_a_store_left_needing_repair_still_answers() {
         absent_is_empty: false,
         anchor_dir: None,
         server_clock: true,
+        upgrade_schema: false,
     };
     let engine = Engine::open(&copy, options).unwrap();
     let value = engine.query("t", &hookstate_engine::Query::KvGet { key: "k1".into() }, 0).unwrap();
     assert_eq!(value["found"], true, "{value}");
     assert_eq!(engine.head().unwrap().seq, 3);
+}
+
+/// How long the test below holds the anchor lock, as a creator writing the seq-0 anchor would:
+/// well inside the first write's wait for that lock (`GENESIS_ANCHOR_TRIES` × 1 ms, 50 ms), and
+/// longer than one small commit, so that a first write that did not wait would commit and then
+/// find the lock still held.
+const CREATOR_LOCK_HOLD: std::time::Duration = std::time::Duration::from_millis(10);
+
+#[test]
+fn a_first_write_waits_for_a_creator_holding_the_anchor_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.redb");
+    let engine = Engine::open(&path, OpenOptions::default()).unwrap();
+    let anchor = engine.location().unwrap().anchor_path;
+    // A creator killed before its seq-0 anchor was written: a store of no events, no anchor.
+    std::fs::remove_file(&anchor).unwrap();
+    // Another creator holds the anchor lock (an advisory lock on the directory) for a moment.
+    let lock = std::fs::File::open(dir.path()).unwrap();
+    lock.lock().unwrap();
+    let holder = std::thread::spawn(move || {
+        std::thread::sleep(CREATOR_LOCK_HOLD);
+        lock.unlock().unwrap();
+    });
+    put(&engine, 1);
+    holder.join().unwrap();
+    // The first write anchored its store: the next write is not refused for a missing anchor,
+    // and verify finds the anchor at the head.
+    assert!(anchor.exists(), "the first write left no anchor");
+    put(&engine, 2);
+    let report = engine.ops().verify(Default::default()).unwrap();
+    assert_eq!(report.events, 2);
 }

@@ -415,3 +415,58 @@ fn every_engine_source_file_is_a_declared_module() {
     println!("tidy modules reached={} files={}", reached.len(), files.len());
     assert!(orphans.is_empty(), "files no `mod` declaration brings in: {orphans:?}");
 }
+
+/// Public methods `Engine` may have (issue 11: "at most ~15"): the core primitives, the mirror,
+/// and one handle per domain plus the operator's; anything else goes behind a handle.
+const ENGINE_METHODS_MAX: usize = 15;
+
+/// The `pub fn` names declared directly in the `impl Engine` blocks of `code`.
+fn engine_methods(code: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut rest = code;
+    while let Some(at) = rest.find("impl Engine {") {
+        let body = &rest[at + "impl Engine {".len()..];
+        let mut depth = 1usize;
+        let mut end = body.len();
+        for (i, c) in body.char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' => depth -= 1,
+                _ => {}
+            }
+            if depth == 0 {
+                end = i;
+                break;
+            }
+            if depth == 1 && body[i..].starts_with("pub fn ") {
+                let name = &body[i + "pub fn ".len()..];
+                names.push(name.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect());
+            }
+        }
+        rest = &body[end..];
+    }
+    names
+}
+
+#[test]
+fn engine_has_at_most_its_bound_of_public_methods() {
+    let mut files = Vec::new();
+    rust_files(&workspace().join("engine/src"), &mut files);
+    let mut methods = Vec::new();
+    for file in &files {
+        methods.extend(engine_methods(&code_of(&fs::read_to_string(file).unwrap())));
+    }
+    println!("tidy engine_methods={} {}", methods.len(), methods.join(" "));
+    assert!(methods.contains(&"open".to_owned()), "the scan finds Engine::open: {methods:?}");
+    assert!(
+        methods.len() <= ENGINE_METHODS_MAX,
+        "Engine has {} public methods, more than {ENGINE_METHODS_MAX}: {methods:?}",
+        methods.len()
+    );
+}
+
+#[test]
+fn the_method_counter_counts_a_planted_method() {
+    let planted = "impl Engine {\n    pub fn open() {}\n    fn inner() { if x { y } }\n    pub(crate) fn k() {}\n    pub fn extra(&self) -> X { X {} }\n}\nimpl Other {\n    pub fn not_engine() {}\n}\nimpl Engine {\n    pub fn third() {}\n}";
+    assert_eq!(engine_methods(planted), ["open", "extra", "third"]);
+}

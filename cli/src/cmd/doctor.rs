@@ -6,7 +6,7 @@
 use std::fmt::Write as _;
 
 use hookstate_engine::schema::format::to_hex;
-use hookstate_engine::{DoctorOptions, Engine, Level, Metrics};
+use hookstate_engine::{DoctorOptions, Level, Metrics};
 use serde_json::{json, Value};
 
 use crate::args::{Cli, Format};
@@ -29,7 +29,7 @@ pub(crate) fn doctor(cli: &Cli) -> Result<(), CliError> {
              not the PostgreSQL store {address}: run hookstate verify and hookstate metrics there"
         )));
     }
-    let findings = Engine::doctor(&path, &options);
+    let findings = hookstate_engine::doctor(&path, &options);
     let problems = findings.iter().filter(|f| f.level == Level::Problem).count();
     let list: Vec<Value> = findings
         .iter()
@@ -59,7 +59,7 @@ pub(crate) fn doctor(cli: &Cli) -> Result<(), CliError> {
 
 pub(crate) fn metrics(cli: &Cli, prometheus: bool) -> Result<(), CliError> {
     let engine = open(cli, Access::Read)?;
-    let metrics = engine.metrics(cli.now_ms.unwrap_or_else(now_ms))?;
+    let metrics = engine.ops().metrics(cli.now_ms.unwrap_or_else(now_ms))?;
     if prometheus {
         return print_raw(prometheus_text(&metrics).trim_end());
     }

@@ -7,7 +7,7 @@ use std::io::{BufReader, IsTerminal, Write};
 use std::os::unix::fs::OpenOptionsExt;
 
 use hookstate_engine::schema::format::to_hex;
-use hookstate_engine::{Engine, RestoreReport};
+use hookstate_engine::RestoreReport;
 use serde_json::json;
 
 use crate::args::{BackupArgs, Cli, DumpArgs, RestoreArgs};
@@ -49,7 +49,7 @@ pub(crate) fn dump(cli: &Cli, args: &DumpArgs) -> Result<(), CliError> {
             let _ = write!(std::io::stderr(), "\rhookstate: dumped {done} of {all} events");
         }
     };
-    let report = engine.dump(&mut sink, &mut progress)?;
+    let report = engine.ops().dump(&mut sink, &mut progress)?;
     if terminal {
         let _ = writeln!(std::io::stderr());
     }
@@ -72,26 +72,26 @@ pub(crate) fn restore(cli: &Cli, args: &RestoreArgs) -> Result<(), CliError> {
     let target = db_path(cli)?;
     let report = if args.from.as_os_str() == "-" {
         let stdin = std::io::stdin();
-        Engine::restore(&target, &args.from, &mut stdin.lock())?
+        hookstate_engine::restore(&target, &args.from, &mut stdin.lock())?
     } else {
         let file = std::fs::File::open(&args.from).map_err(|source| CliError::Io {
             op: format!("open {}", args.from.display()),
             source,
         })?;
-        Engine::restore(&target, &args.from, &mut BufReader::new(file))?
+        hookstate_engine::restore(&target, &args.from, &mut BufReader::new(file))?
     };
     built(cli, &target, &report)
 }
 
 pub(crate) fn backup(cli: &Cli, args: &BackupArgs) -> Result<(), CliError> {
     let engine = open(cli, Access::Export)?;
-    let report = engine.backup(&args.to)?;
+    let report = engine.ops().backup(&args.to)?;
     built(cli, &args.to, &report)
 }
 
 pub(crate) fn checkpoint(cli: &Cli) -> Result<(), CliError> {
     let engine = open(cli, Access::Write)?;
-    let report = engine.checkpoint(&crate::cmd::call(cli, "checkpoint"))?;
+    let report = engine.ops().checkpoint(&crate::cmd::call(cli, "checkpoint"))?;
     print(
         cli.format,
         &json!({
@@ -104,7 +104,11 @@ pub(crate) fn checkpoint(cli: &Cli) -> Result<(), CliError> {
 
 pub(crate) fn compact(cli: &Cli, keep: u64) -> Result<(), CliError> {
     let mut engine = crate::cmd::open_at(cli, Access::Write, &crate::cmd::db_path(cli)?)?;
-    let report = engine.compact(keep, cli.now_ms.unwrap_or_else(crate::cmd::now_ms))?;
+    let report = hookstate_engine::compact(
+        &mut engine,
+        keep,
+        cli.now_ms.unwrap_or_else(crate::cmd::now_ms),
+    )?;
     print(
         cli.format,
         &json!({

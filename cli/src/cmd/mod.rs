@@ -187,10 +187,7 @@ pub(crate) fn open_at(cli: &Cli, access: Access, db: &Path) -> Result<Engine, Cl
         return Err(CliError::Usage("--at-seq and --as-of are for reads and exports only".into()));
     }
     let options = options(cli, access, db)?;
-    let engine = match access {
-        Access::Init => Engine::init(db, options)?,
-        _ => Engine::open(db, options)?,
-    };
+    let engine = Engine::open(db, options)?;
     let engine = if as_of { ops::as_of(cli, &engine)? } else { engine };
     engine.set_warning_sink(Box::new(|line| {
         let _ = writeln!(crate::output::stderr(), "hookstate: {}", one_line(line));
@@ -214,6 +211,8 @@ pub(crate) fn options(cli: &Cli, access: Access, db: &Path) -> Result<OpenOption
         anchor_dir: anchor_dir(cli, access, db)?,
         // A test clock (HOOKSTATE_NOW_MS) pins the time; else a database server's clock rules.
         server_clock: cli.now_ms.is_none(),
+        // `init` upgrades an older PostgreSQL schema; every other verb refuses one.
+        upgrade_schema: access == Access::Init,
     })
 }
 

@@ -28,10 +28,10 @@ pub(crate) fn init(cli: &Cli) -> Result<(), CliError> {
 pub(crate) fn as_of(cli: &Cli, engine: &Engine) -> Result<Engine, CliError> {
     let seq = match (cli.at_seq, parse_time("as-of", cli.as_of.as_ref())?) {
         (Some(seq), _) => seq,
-        (None, Some(at_ms)) => engine.seq_as_of(at_ms)?,
+        (None, Some(at_ms)) => engine.ops().seq_as_of(at_ms)?,
         (None, None) => return Err(CliError::Usage("no --at-seq or --as-of".into())),
     };
-    Ok(engine.at_seq(seq)?)
+    Ok(engine.ops().at_seq(seq)?)
 }
 
 fn parse_time(what: &str, text: Option<&String>) -> Result<Option<u64>, CliError> {
@@ -97,7 +97,7 @@ pub(crate) fn print_events(
 
 pub(crate) fn verify(cli: &Cli, accept_missing_anchor: bool) -> Result<(), CliError> {
     let engine = open(cli, Access::Verify)?;
-    match engine.verify(VerifyOptions { accept_missing_anchor }) {
+    match engine.ops().verify(VerifyOptions { accept_missing_anchor }) {
         Ok(report) => print(
             cli.format,
             &json!({
@@ -124,7 +124,7 @@ pub(crate) fn verify(cli: &Cli, accept_missing_anchor: bool) -> Result<(), CliEr
 
 pub(crate) fn rebuild(cli: &Cli) -> Result<(), CliError> {
     let engine = open(cli, Access::Audit)?;
-    let report = engine.rebuild()?;
+    let report = engine.ops().rebuild()?;
     print(
         cli.format,
         &json!({
@@ -137,7 +137,7 @@ pub(crate) fn rebuild(cli: &Cli) -> Result<(), CliError> {
 
 pub(crate) fn stats(cli: &Cli) -> Result<(), CliError> {
     let engine = open(cli, Access::Read)?;
-    let stats = engine.stats()?;
+    let stats = engine.ops().stats()?;
     let at = engine.location()?;
     // An absent store has no hash of its own: its stand-in's genesis is not the store's.
     let hash = at.exists.then(|| to_hex(&stats.head.hash));
@@ -155,7 +155,7 @@ pub(crate) fn stats(cli: &Cli) -> Result<(), CliError> {
 
 pub(crate) fn copy(cli: &Cli, args: &CopyArgs) -> Result<(), CliError> {
     let source = open_at(cli, Access::Verify, &args.from)?;
-    let report = source.copy_to(&args.to, options(cli, Access::Write, &args.to)?)?;
+    let report = source.ops().copy_to(&args.to, options(cli, Access::Write, &args.to)?)?;
     print(
         cli.format,
         &json!({

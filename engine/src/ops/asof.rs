@@ -14,9 +14,10 @@ use crate::kernel::counts;
 use crate::kernel::error::{Error, Result};
 use crate::kernel::project;
 use crate::kernel::view::read_head;
+use crate::ops::api::Ops;
 use crate::store::memory_filled;
 
-impl Engine {
+impl Ops<'_> {
     /// The store as it was when its head was `seq`: a read-only engine in memory whose reads
     /// answer as this store's did then.
     ///

@@ -20,6 +20,7 @@ use crate::kernel::counts;
 use crate::kernel::error::{Error, Result};
 use crate::kernel::project::idem_expired;
 use crate::kernel::view::{decode_row, read_head, read_row};
+use crate::ops::api::Ops;
 use crate::ops::snapshot::{Mark, CHECKPOINT_KEY, CHECKPOINT_SCOPE};
 
 /// What a checkpoint recorded.
@@ -64,7 +65,7 @@ fn count_log(
     Ok(counted)
 }
 
-impl Engine {
+impl Ops<'_> {
     /// Records a checkpoint at the head: the view rows, kept in the store, and their digest in a
     /// record event of the chain.
     ///
@@ -135,21 +136,6 @@ impl Engine {
         })
     }
 
-    /// Drops every event up to the latest checkpoint, keeping at least the last `keep_events`
-    /// events, then compacts the file. At `now_ms` no idempotency key bound by a dropped event
-    /// may still be live (they are bound for `IDEM_KEY_TTL_MS`).
-    ///
-    /// # Errors
-    /// [`Error::BadInput`] with no checkpoint, a checkpoint within the events kept, or a live key
-    /// bound by a dropped event; [`Error::Busy`]; store errors.
-    pub fn compact(&mut self, keep_events: u64, now_ms: u64) -> Result<CompactReport> {
-        let file_bytes_before = self.kernel().storage().stored_bytes();
-        let (dropped, after_seq) = self.drop_before_checkpoint(keep_events, now_ms)?;
-        self.kernel_mut().storage_mut().compact_file()?;
-        let file_bytes_after = self.kernel().storage().stored_bytes();
-        Ok(CompactReport { dropped, after_seq, file_bytes_before, file_bytes_after })
-    }
-
     fn drop_before_checkpoint(&self, keep_events: u64, now_ms: u64) -> Result<(u64, u64)> {
         let kernel = self.kernel();
         let mut txn = kernel.begin_write()?;
@@ -200,4 +186,19 @@ impl Engine {
         }
         Ok((dropped, mark.head.seq))
     }
+}
+
+/// `hookstate compact`: drops every event up to the latest checkpoint, keeping at least the last `keep_events`
+/// events, then compacts the file. At `now_ms` no idempotency key bound by a dropped event
+/// may still be live (they are bound for `IDEM_KEY_TTL_MS`).
+///
+/// # Errors
+/// [`Error::BadInput`] with no checkpoint, a checkpoint within the events kept, or a live key
+/// bound by a dropped event; [`Error::Busy`]; store errors.
+pub fn compact(engine: &mut Engine, keep_events: u64, now_ms: u64) -> Result<CompactReport> {
+    let file_bytes_before = engine.kernel().storage().stored_bytes();
+    let (dropped, after_seq) = engine.ops().drop_before_checkpoint(keep_events, now_ms)?;
+    engine.kernel_mut().storage_mut().compact_file()?;
+    let file_bytes_after = engine.kernel().storage().stored_bytes();
+    Ok(CompactReport { dropped, after_seq, file_bytes_before, file_bytes_after })
 }

@@ -81,23 +81,21 @@ fn finding(check: &'static str, level: Level, what: String, hint: Option<&str>) 
     DoctorFinding { check, level, what, hint: hint.map(str::to_owned) }
 }
 
-impl Engine {
-    /// Examines the store at `path` and what surrounds it; never writes.
-    #[must_use]
-    pub fn doctor(path: &Path, options: &DoctorOptions) -> Vec<DoctorFinding> {
-        let mut out = Vec::new();
-        let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        let safe = check_permissions(path, dir, &mut out);
-        if safe {
-            check_store(path, options, &mut out);
-        }
-        check_temporaries(path, dir, &mut out);
-        if let Some(mirror) = &options.mirror {
-            check_mirror(mirror, &mut out);
-        }
-        check_open_by(path, &mut out);
-        out
+/// `hookstate doctor`: examines the store at `path` and what surrounds it; never writes.
+#[must_use]
+pub fn doctor(path: &Path, options: &DoctorOptions) -> Vec<DoctorFinding> {
+    let mut out = Vec::new();
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let safe = check_permissions(path, dir, &mut out);
+    if safe {
+        check_store(path, options, &mut out);
     }
+    check_temporaries(path, dir, &mut out);
+    if let Some(mirror) = &options.mirror {
+        check_mirror(mirror, &mut out);
+    }
+    check_open_by(path, &mut out);
+    out
 }
 
 /// Checks the directory's and files' owners and modes; `false` when the store must not be
@@ -186,7 +184,7 @@ fn check_store(path: &Path, options: &DoctorOptions, out: &mut Vec<DoctorFinding
             return;
         }
     };
-    match engine.verify(crate::audit::VerifyOptions::default()) {
+    match engine.ops().verify(crate::audit::VerifyOptions::default()) {
         Ok(report) => {
             let from = report
                 .from_checkpoint

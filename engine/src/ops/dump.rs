@@ -19,12 +19,13 @@ use hookstate_schema::format::{
 use hookstate_schema::{ViewKey, ViewRow, BODY_VARIANTS};
 use serde_json::{json, Value};
 
-use crate::engine::{render_event, Engine, PROJECTIONS};
+use crate::engine::{render_event, PROJECTIONS};
 use crate::kernel::counts;
 use crate::kernel::error::{Error, Result};
 use crate::kernel::project;
 use crate::kernel::storage::WriteTxn;
 use crate::kernel::view::read_head;
+use crate::ops::api::Ops;
 use crate::ops::{
     DUMP_LINE_BYTES_MAX, DUMP_PROGRESS_EVENTS, DUMP_VERSION, LOG_FIELD_BYTES_DEFAULT,
 };
@@ -50,7 +51,7 @@ pub struct RestoreReport {
     pub head: Head,
 }
 
-impl Engine {
+impl Ops<'_> {
     /// Writes the log as JSON lines from one read snapshot: the header, then every event.
     /// `sink` takes each line (without its newline) and returns `false` to stop (a closed
     /// output); `progress` is told `(events written, events in all)` every
@@ -105,46 +106,6 @@ impl Engine {
         Ok(DumpReport { events: written, head })
     }
 
-    /// Builds a new store at `target` from the dump read from `input` (named `source` in
-    /// errors): every record re-verified, the chain re-linked from the header's genesis, the
-    /// views projected, all in one transaction; the new store has the dumped store's id and
-    /// head hash.
-    ///
-    /// # Errors
-    /// [`Error::BadInput`] naming the first bad line of the dump (nothing is left at `target`);
-    /// [`Error::BadInput`] when `target` exists; IO and store errors.
-    pub fn restore(target: &Path, source: &Path, input: &mut dyn BufRead) -> Result<RestoreReport> {
-        let mut reader = Lines { input, source, number: 0 };
-        let header = reader.next_line()?.ok_or_else(|| reader.bad("the dump is empty"))?;
-        let (store_id, want_head) = parse_header(&header).map_err(|why| reader.bad(&why))?;
-        let mut views = BTreeMap::<ViewKey, ViewRow>::new();
-        let mut counts = [0u64; BODY_VARIANTS];
-        let mut events = 0u64;
-        let head = create_filled(target, &store_id, &mut |txn| {
-            let mut head = Head { seq: 0, hash: genesis_hash(&store_id) };
-            while let Some(line) = reader.next_line()? {
-                let event = check_line(&line, &head).map_err(|why| reader.bad(&why))?;
-                txn.append_event(event.seq, &record_of(&line))?;
-                project::apply(&PROJECTIONS, &mut views, &event);
-                counts[event.content.body.variant_index()] += 1;
-                head = Head { seq: event.seq, hash: event.hash };
-                events += 1;
-            }
-            if head != want_head {
-                let why = format!(
-                    "the dump ends at seq {} but its header's head is seq {} (truncated?)",
-                    head.seq, want_head.seq
-                );
-                return Err(reader.bad_next(&why));
-            }
-            write_views(txn, &views)?;
-            txn.put_meta(META_DOMAIN_EVENTS, &counts::encode(&counts))?;
-            txn.put_meta(META_HEAD, &encode_head(&head))?;
-            Ok(head)
-        })?;
-        Ok(RestoreReport { events, views: views.len() as u64, head })
-    }
-
     /// Copies this store, as of one read snapshot, into a new store at `target` while writers
     /// go on: the same id, events, views and head (a verified copy, compact: only live pages).
     ///
@@ -191,6 +152,46 @@ impl Engine {
         })?;
         Ok(RestoreReport { events, views, head })
     }
+}
+
+/// `hookstate restore`: builds a new store at `target` from the dump read from `input` (named `source` in
+/// errors): every record re-verified, the chain re-linked from the header's genesis, the
+/// views projected, all in one transaction; the new store has the dumped store's id and
+/// head hash.
+///
+/// # Errors
+/// [`Error::BadInput`] naming the first bad line of the dump (nothing is left at `target`);
+/// [`Error::BadInput`] when `target` exists; IO and store errors.
+pub fn restore(target: &Path, source: &Path, input: &mut dyn BufRead) -> Result<RestoreReport> {
+    let mut reader = Lines { input, source, number: 0 };
+    let header = reader.next_line()?.ok_or_else(|| reader.bad("the dump is empty"))?;
+    let (store_id, want_head) = parse_header(&header).map_err(|why| reader.bad(&why))?;
+    let mut views = BTreeMap::<ViewKey, ViewRow>::new();
+    let mut counts = [0u64; BODY_VARIANTS];
+    let mut events = 0u64;
+    let head = create_filled(target, &store_id, &mut |txn| {
+        let mut head = Head { seq: 0, hash: genesis_hash(&store_id) };
+        while let Some(line) = reader.next_line()? {
+            let event = check_line(&line, &head).map_err(|why| reader.bad(&why))?;
+            txn.append_event(event.seq, &record_of(&line))?;
+            project::apply(&PROJECTIONS, &mut views, &event);
+            counts[event.content.body.variant_index()] += 1;
+            head = Head { seq: event.seq, hash: event.hash };
+            events += 1;
+        }
+        if head != want_head {
+            let why = format!(
+                "the dump ends at seq {} but its header's head is seq {} (truncated?)",
+                head.seq, want_head.seq
+            );
+            return Err(reader.bad_next(&why));
+        }
+        write_views(txn, &views)?;
+        txn.put_meta(META_DOMAIN_EVENTS, &counts::encode(&counts))?;
+        txn.put_meta(META_HEAD, &encode_head(&head))?;
+        Ok(head)
+    })?;
+    Ok(RestoreReport { events, views: views.len() as u64, head })
 }
 
 fn write_views(txn: &mut dyn WriteTxn, views: &BTreeMap<ViewKey, ViewRow>) -> Result<()> {

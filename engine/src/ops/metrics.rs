@@ -7,10 +7,10 @@
 use hookstate_schema::format::{self, item_prefix, queue_meta_prefix, Head};
 use hookstate_schema::{ItemState, ViewKey, ViewRow};
 
-use crate::engine::Engine;
 use crate::kernel::error::{Error, Result};
 use crate::kernel::storage::ReadTxn;
 use crate::kernel::view::{decode_row, read_head};
+use crate::ops::api::Ops;
 use crate::ops::kinds;
 
 /// One queue's numbers.
@@ -47,7 +47,7 @@ pub struct Metrics {
     pub queues: Vec<QueueMetrics>,
 }
 
-impl Engine {
+impl Ops<'_> {
     /// The store's metrics at `now_ms`, from one read snapshot.
     ///
     /// # Errors

@@ -1,9 +1,13 @@
-//! The operator's verbs over a whole store: events rendered whole for `log`, the names its
-//! filters accept, dump, restore and backup, doctor and metrics.
+//! The operator's verbs over a whole store, behind the handle [`Ops`] (`engine.ops()`): verify
+//! and rebuild, stats, copy, as-of reads, checkpoint, dump and backup, metrics; and the three that
+//! do not fit a shared handle, as functions: [`compact`] (it needs the engine to itself),
+//! [`doctor`] and [`restore`] (they act on a path, without an engine). Also events rendered whole
+//! for `log` and the names its filters accept.
 //!
 //! Part of the engine's top: it may use the domains' projection table through `engine.rs`, the
 //! kernel and the stores. Does not print; the CLI does.
 
+pub(crate) mod api;
 pub(crate) mod asof;
 pub(crate) mod checkpoint;
 pub(crate) mod doctor;
@@ -12,6 +16,11 @@ pub(crate) mod kinds;
 pub(crate) mod metrics;
 pub(crate) mod render;
 pub(crate) mod snapshot;
+
+pub use api::Ops;
+pub use checkpoint::compact;
+pub use doctor::doctor;
+pub use dump::restore;
 
 /// A string field of an event that `log` and `dump` print whole: anything that came in on stdin
 /// fits, so by default nothing is cut; `log --field-bytes-max` cuts shorter.

@@ -57,6 +57,10 @@ pub struct OpenOptions {
     /// PostgreSQL store), so that hosts with skewed clocks agree. Off: by each call's `now_ms`,
     /// as tests that inject time need. A redb store has no server: always the call's time.
     pub server_clock: bool,
+    /// For a PostgreSQL store, upgrade tables of an older schema version, in one transaction
+    /// (`hookstate init`); without it such a database is refused. A database written by a newer
+    /// build is refused either way. A redb store has no schema to upgrade: ignored.
+    pub upgrade_schema: bool,
 }
 
 impl Default for OpenOptions {
@@ -69,6 +73,7 @@ impl Default for OpenOptions {
             absent_is_empty: false,
             anchor_dir: None,
             server_clock: true,
+            upgrade_schema: false,
         }
     }
 }
@@ -159,7 +164,9 @@ impl Storage for FileStore {
 /// [`Error::Io`] and the store variants.
 pub(crate) fn open(path: &Path, options: OpenOptions) -> Result<Box<dyn Storage>> {
     if let Some(text) = remote(path) {
-        return open_remote(text, &options, postgres::Intent::Open);
+        let intent =
+            if options.upgrade_schema { postgres::Intent::Init } else { postgres::Intent::Open };
+        return open_remote(text, &options, intent);
     }
     let wait = options.wait()?;
     let empty_if_absent = options.absent_is_empty && options.read_only && !options.create;
@@ -220,18 +227,6 @@ fn open_remote(
         Some(store) => Ok(store),
         None if options.absent_is_empty && options.read_only && !options.create => empty(&shown),
         None => Err(Error::NoStore { path: shown }),
-    }
-}
-
-/// Opens the store at `path` as [`open`] does, and for a PostgreSQL store also upgrades tables
-/// of an older schema version (in one transaction), which [`open`] refuses: `hookstate init`.
-///
-/// # Errors
-/// As [`open`].
-pub(crate) fn init(path: &Path, options: OpenOptions) -> Result<Box<dyn Storage>> {
-    match remote(path) {
-        Some(text) => open_remote(text, &options, postgres::Intent::Init),
-        None => open(path, options),
     }
 }
 

@@ -20,7 +20,7 @@ use redb::{
 };
 
 /// The storage seam a test backend implements (for the `testing` feature's
-/// `Engine::open_with_backend`).
+/// `hookstate_engine::open_on_backend`).
 #[cfg(feature = "testing")]
 pub use redb::StorageBackend as Backend;
 

@@ -1,0 +1,77 @@
+//! The operator's handle, `engine.ops()`: the verbs over a whole store that share an engine
+//! (verify, rebuild, stats, copy; as-of reads, checkpoint, dump, backup and metrics are declared
+//! beside their own code in this folder).
+//!
+//! Declared here rather than in engine.rs: the operator's verbs sit above `Engine` (an as-of read
+//! returns one), so engine.rs does not import them.
+
+use std::path::Path;
+
+use crate::audit::{self, RebuildReport, VerifyOptions, VerifyReport};
+use crate::copy::{self, CopyReport};
+use crate::engine::Engine;
+use crate::kernel::error::Result;
+use crate::kernel::write::Kernel;
+use crate::query::{self, Stats};
+use crate::store::OpenOptions;
+
+/// The operator's handle on a store (`engine.ops()`): what audits, copies, snapshots and measures
+/// the store as a whole, as opposed to a domain's verbs.
+#[derive(Clone, Copy)]
+pub struct Ops<'e> {
+    engine: &'e Engine,
+}
+
+impl Engine {
+    /// The operator's verbs over the whole store: verify, rebuild, stats, copy, as-of reads,
+    /// checkpoint, dump, backup and metrics.
+    #[must_use]
+    pub fn ops(&self) -> Ops<'_> {
+        Ops { engine: self }
+    }
+}
+
+impl<'e> Ops<'e> {
+    pub(crate) fn kernel(&self) -> &'e Kernel {
+        self.engine.kernel()
+    }
+
+    /// Verifies the chain from genesis, the anchors outside the store, and that the stored
+    /// views equal a rebuild of the log; `options.accept_missing_anchor` accepts (and writes) a
+    /// missing anchor on a store with events. Reads only: never changes a byte of the store.
+    ///
+    /// # Errors
+    /// [`crate::Error::ChainBroken`] naming the first bad seq, [`crate::Error::AnchorMismatch`],
+    /// [`crate::Error::ViewMismatch`], [`crate::Error::Corrupt`] and store errors.
+    pub fn verify(&self, options: VerifyOptions) -> Result<VerifyReport> {
+        audit::verify(self.kernel(), options)
+    }
+
+    /// Drops every view and recomputes it from the log, after checking the chain.
+    ///
+    /// # Errors
+    /// [`crate::Error::ChainBroken`] (nothing is changed then) and store errors.
+    pub fn rebuild(&self) -> Result<RebuildReport> {
+        audit::rebuild(self.kernel())
+    }
+
+    /// Counts events, scopes, views and queue depths, and says where the store lives.
+    ///
+    /// # Errors
+    /// Corruption and store errors.
+    pub fn stats(&self) -> Result<Stats> {
+        query::stats(self.kernel())
+    }
+
+    /// Copies this store into a new store at `to` (a file path or a `postgres://` address,
+    /// opened with `options`): the same events at the same seqs with the same hashes, the views
+    /// rebuilt, in one transaction; then verifies the destination. A destination file must not
+    /// exist; a destination database must hold no events.
+    ///
+    /// # Errors
+    /// [`crate::Error::Invalid`] for a destination that exists or holds events,
+    /// [`crate::Error::ChainBroken`] for a source that does not verify, store errors.
+    pub fn copy_to(&self, to: &Path, options: OpenOptions) -> Result<CopyReport> {
+        copy::copy(self.kernel(), to, options)
+    }
+}
