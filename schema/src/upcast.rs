@@ -294,31 +294,121 @@ impl<'de> Deserialize<'de> for Fields {
 }
 
 /// The shape version the body of an encoded event content is stored at: its `v`, 1 when
-/// absent. Restore uses it to tell an upcast event from an edited one.
+/// absent. It skims the content (every other value is skipped, not built), so the record
+/// version check costs a versioned kind little.
 ///
 /// # Errors
 /// When the content is not a map holding a body of one domain and one kind.
 pub fn stored_version(content_bytes: &[u8]) -> Result<u16, String> {
-    let content: Fields = rmp_serde::from_slice(content_bytes).map_err(|e| e.to_string())?;
-    let single = |wire: Option<&Wire>| match wire {
-        Some(Wire::Map(entries)) if entries.len() == 1 => Ok(entries[0].1.clone()),
-        // A kind without fields is stored as its bare name: shape 1.
-        Some(Wire::Str(_)) => Ok(Wire::Nil),
-        _ => Err("no body of one domain and one kind".to_owned()),
-    };
-    let body = content.0.iter().find(|(key, _)| key == "body").map(|(_, value)| value);
-    let domain = single(body)?;
-    let payload = match domain {
-        Wire::Nil => return Ok(1),
-        other => single(Some(&other))?,
-    };
-    let Wire::Map(entries) = payload else {
-        return Ok(1);
-    };
-    let version = entries.iter().find(|(key, _)| *key == Wire::Str(VERSION_FIELD.into()));
-    match version.map(|(_, value)| value) {
-        None => Ok(1),
-        Some(Wire::Uint(v)) => u16::try_from(*v).map_err(|_| format!("shape version {v}")),
-        Some(other) => Err(format!("shape version {other:?}")),
+    let skim: ContentSkim =
+        rmp_serde::from_slice(content_bytes).map_err(|e| format!("skimming for v: {e}"))?;
+    skim.0.ok_or_else(|| "no body of one domain and one kind".to_owned())
+}
+
+/// The `v` of the body of a content map (`None`: no body).
+struct ContentSkim(Option<u16>);
+/// A map of one entry, whose value is skimmed by `Inner`; a bare string (a kind without fields)
+/// is shape 1.
+#[derive(Clone, Copy)]
+struct OneOf<Inner>(Inner);
+/// The `v` among a kind's fields.
+#[derive(Clone, Copy)]
+struct VersionSkim;
+
+impl<'de> Deserialize<'de> for ContentSkim {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = ContentSkim;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an event content map")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ContentSkim, A::Error> {
+                let mut found = None;
+                while let Some(key) = map.next_key::<String>()? {
+                    if key == "body" {
+                        found = Some(map.next_value_seed(OneOf(OneOf(VersionSkim)))?);
+                    } else {
+                        map.next_value::<de::IgnoredAny>()?;
+                    }
+                }
+                Ok(ContentSkim(found))
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+impl<'de, Inner: de::DeserializeSeed<'de, Value = u16> + Copy> de::DeserializeSeed<'de>
+    for OneOf<Inner>
+{
+    type Value = u16;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<u16, D::Error> {
+        struct V<Inner>(Inner);
+        impl<'de, Inner: de::DeserializeSeed<'de, Value = u16> + Copy> Visitor<'de> for V<Inner> {
+            type Value = u16;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a map of one entry, or a bare variant name")
+            }
+            fn visit_str<E>(self, _: &str) -> Result<u16, E> {
+                Ok(1)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<u16, A::Error> {
+                if map.next_key::<de::IgnoredAny>()?.is_none() {
+                    return Err(de::Error::custom("an empty map"));
+                }
+                let version = map.next_value_seed(self.0)?;
+                if map.next_key::<de::IgnoredAny>()?.is_some() {
+                    return Err(de::Error::custom("a map of more than one entry"));
+                }
+                Ok(version)
+            }
+        }
+        d.deserialize_any(V(self.0))
+    }
+}
+
+impl<'de> de::DeserializeSeed<'de> for VersionSkim {
+    type Value = u16;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<u16, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = u16;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a kind's fields")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<u16, A::Error> {
+                let mut version = 1;
+                while let Some(key) = map.next_key::<String>()? {
+                    if key == VERSION_FIELD {
+                        version = map.next_value()?;
+                    } else {
+                        map.next_value::<de::IgnoredAny>()?;
+                    }
+                }
+                Ok(version)
+            }
+            // A kind whose fields are not a map (a newtype of a non-struct) is shape 1.
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<u16, A::Error> {
+                while seq.next_element::<de::IgnoredAny>()?.is_some() {}
+                Ok(1)
+            }
+            fn visit_str<E>(self, _: &str) -> Result<u16, E> {
+                Ok(1)
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<u16, E> {
+                Ok(1)
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<u16, E> {
+                Ok(1)
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<u16, E> {
+                Ok(1)
+            }
+            fn visit_unit<E>(self) -> Result<u16, E> {
+                Ok(1)
+            }
+        }
+        d.deserialize_any(V)
     }
 }
