@@ -542,25 +542,42 @@ fn compact_keeps_the_events_a_live_idempotency_key_is_bound_to() {
 const SHAPE_1_DUMP: &str =
     concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/upcast/micro-queued-v1.dump");
 
+/// Runs the binary on `db` with `stdin`, without a second anchor directory: the dumped store's
+/// id has no second anchor on this host, and `restore` does not seed one.
+fn old_store_run(db: &std::path::Path, args: &[&str], stdin: &[u8]) -> super::Run {
+    use std::io::Write as _;
+    let mut child = super::support::hookstate(db)
+        .env_remove("HOOKSTATE_ANCHOR_DIR")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(stdin).unwrap();
+    let out = child.wait_with_output().unwrap();
+    super::Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
 #[test]
 fn a_store_of_shape_1_events_restores_verifies_and_reads_them_at_shape_2() {
     let store = Store::new();
     let target = store.dir.path().join("old/state.redb");
-    let header: Value = serde_json::from_str(
-        std::fs::read_to_string(SHAPE_1_DUMP).unwrap().lines().next().unwrap(),
-    )
-    .unwrap();
+    let first = std::fs::read_to_string(SHAPE_1_DUMP).unwrap();
+    let header: Value = serde_json::from_str(first.lines().next().unwrap()).unwrap();
+    let at = |args: &[&str]| old_store_run(&target, args, b"").expect(0);
     // Every stored hash is re-verified over the stored bytes: the chain holds as it was written.
-    let restored = super::run_in(&target, &["restore", "--from", SHAPE_1_DUMP]).expect(0).json();
+    let restored = at(&["restore", "--from", SHAPE_1_DUMP]).json();
     assert_eq!(restored["head"], header["head"], "{restored}");
-    let at = |args: &[&str]| super::run_in(&target, args).expect(0);
     assert_eq!(at(&["verify"]).json()["ok"], true);
     at(&["rebuild"]);
     assert_eq!(at(&["verify"]).json()["ok"], true, "views rebuilt from upcast events match");
-    let data: Vec<Value> = lines(&at(&["log", "--kind", "micro_queued"]).stdout)
-        .iter()
-        .map(|e| e["data"].clone())
-        .collect();
+    let logged = at(&["log", "--kind", "micro_queued"]).stdout;
+    let data: Vec<Value> = lines(&logged).iter().map(|e| e["data"].clone()).collect();
     assert_eq!(data.len(), 3);
     assert_eq!(data[0]["v"], 2, "{}", data[0]);
     assert_eq!(data[0]["on_resolve"], "", "the ask with an empty on_resolve stays an ask");
@@ -580,18 +597,8 @@ fn a_store_of_shape_1_events_restores_verifies_and_reads_them_at_shape_2() {
     let dir = store.dir.path().join("hermit");
     std::fs::create_dir_all(&dir).unwrap();
     let new_scope = format!("hermit:{}", dir.display());
-    let queued = super::support::hookstate(&target)
-        .args(["--scope", &new_scope, "proposals", "queue-micro"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .and_then(|mut child| {
-            use std::io::Write as _;
-            child.stdin.take().unwrap().write_all(br#"{"question":"New?","on_resolve":""}"#)?;
-            child.wait_with_output()
-        })
-        .unwrap();
-    assert!(queued.status.success(), "{queued:?}");
+    let payload = br#"{"question":"New?","on_resolve":""}"#;
+    old_store_run(&target, &["--scope", &new_scope, "proposals", "queue-micro"], payload).expect(0);
     let records: Vec<String> = lines(&at(&["dump"]).stdout)[1..]
         .iter()
         .map(|l| l["record"].as_str().unwrap()[..8].to_owned())
