@@ -127,10 +127,12 @@ pub(crate) enum Verb {
     /// `hermit proposal <verb> <dir> …` and `hermit heartbeat alert-state <state file>` (its
     /// dir's state/alert-state.json) take proposal.ts's and heartbeat.ts's words in their order and
     /// run the matching proposals, alerts or hermit verb, with --format verdict and --mirror
-    /// <dir> unless given: create, patch (stdin read), shell-append, next-task, queue-micro,
-    /// micro, index, event, resolve-id; an unknown verb prints ERROR|unknown-verb (exit 0), a
-    /// missing verb or dir upstream's Usage line (exit 1); gate, metrics, success-signal,
-    /// quality-gate and routine are not built (exit 3).
+    /// <dir> unless given: create (--require-template), patch (stdin read, --request-compact),
+    /// shell-append, next-task, queue-micro, micro, index, event, resolve-id, metrics,
+    /// success-signal; a state dir that is not this project's (AGENT_DIR, CLAUDE_PROJECT_DIR,
+    /// the walk up from the working directory) is refused on stderr (exit 1), an unknown verb
+    /// prints ERROR|unknown-verb (exit 0), a missing verb or dir upstream's Usage line (exit 1);
+    /// gate, quality-gate, routine and anchor are not built (exit 3).
     Hermit(crate::args_session::HermitArgs),
     /// Print events as JSON lines, filtered.
     Log(LogArgs),
@@ -890,9 +892,17 @@ pub(crate) enum ProposalsVerb {
     Ledger,
     /// Create a PROP: stdin holds `Title:` (required), `Source:`, `Session:` (default:
     /// state/runtime.json's session_id), `Category:`,
-    /// `Tags:` (JSON), `Related-Sessions:` (JSON), `Self-Eval-Key:` lines, a `---` line, the body.
+    /// `Tags:` (JSON), `Related-Sessions:` (JSON), `Self-Eval-Key:`, `Findings:` lines, a `---`
+    /// line, the body. With --mirror, the `- <id>: <Findings: or title>` line is appended under
+    /// SHELL.md's `## Findings` too (a warning on stderr when it cannot be).
     /// Verdict: the PROP-NNN-<slug>-<HHMMSS> id, or ERROR|<token>.
-    Create,
+    Create {
+        /// Refuse as upstream does when the state directory or its
+        /// templates/PROPOSAL.md.template is missing or malformed (ERROR|state-dir-not-found,
+        /// ERROR|template-missing, ERROR|template-malformed), nothing written.
+        #[arg(long)]
+        require_template: bool,
+    },
     /// Accept a PROP (proposed or deferred -> accepted). Verdict: OK|<id> or ERROR|<reason>.
     Accept(MoveArgs),
     /// Defer a PROP (proposed -> deferred).
@@ -903,6 +913,24 @@ pub(crate) enum ProposalsVerb {
     Resolve(MoveArgs),
     /// The index, as state/proposals-index.json holds it. Verdict: OK|<n> proposals.
     Index,
+    /// Triage survival and acceptance per autonomous proposal source, from the ledger
+    /// (`proposal.ts metrics`). Verdict: upstream's markdown table, or with --source one line
+    /// (`<key>: triage-survival …, acceptance …, sample N — OK|KILL (…)|INSUFFICIENT (…)`).
+    Metrics {
+        /// One source: reflect, capability-brainstorm, procedure-capture or scheduled-check.
+        #[arg(long)]
+        source: Option<String>,
+    },
+    /// `proposal.ts success-signal` with upstream's arguments: `--validate "<predicate>"`
+    /// (prints OK, exit 0, or the reason, exit 1), or `<state dir> <accepted_date>
+    /// <accepted_in_session|null> <predicate>`: one JSON line
+    /// {"verdict":"MET|UNMET|INSUFFICIENT_DATA",…} over the session reports since acceptance.
+    /// Grammar: avg_session_cost_usd <OP> <NUMBER> over <N> sessions.
+    SuccessSignal {
+        /// Upstream's words.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// Patch a PROP's frontmatter line by line (`--set key=value`, `@now` expands) and append
     /// an Operator Decision line once; a status change must be a legal move. With --stdin,
     /// `Decision: <line>` and `Set: key=value` lines are read from stdin too.
@@ -919,6 +947,10 @@ pub(crate) enum ProposalsVerb {
         /// Read `Decision:` and `Set:` lines from stdin.
         #[arg(long)]
         stdin: bool,
+        /// After the patch lands, write state/compact-requested.json
+        /// (`{"requested_at":<now>,"reason":"proposal-resolve"}`), as upstream's flag does.
+        #[arg(long)]
+        request_compact: bool,
     },
     /// Record a ledger event: `responded --id PROP-… --action accept|defer|dismiss` (once per
     /// proposal; a repeat records nothing) or `resolved --id PROP-…`.

@@ -12,6 +12,8 @@
 use std::ffi::{OsStr, OsString};
 use std::path::Path;
 
+use hookstate_engine::PinEnv;
+
 /// What the command line becomes.
 pub(crate) enum Dropin {
     /// hookstate's own command line (unchanged when it is not a drop-in spelling), and the
@@ -26,19 +28,29 @@ pub(crate) enum Dropin {
 const PROPOSAL: &str = "proposal";
 const HEARTBEAT: &str = "heartbeat";
 
-/// `bun proposal.ts` without its verb or state directory.
+/// `bun proposal.ts` without its verb or state directory (the fork's newest verb list).
 const PROPOSAL_USAGE: &str = "Usage: bun proposal.ts <create|patch|shell-append|next-task|\
-    queue-micro|micro|index|event|resolve-id> <hermit-state-dir> [args...]";
+    routine|resolve-id|gate|queue-micro|micro|index|anchor|metrics|event|success-signal|\
+    quality-gate> <hermit-state-dir> [args...]";
 /// `bun heartbeat.ts alert-state` without its state file.
 const ALERT_STATE_USAGE: &str =
     "Usage: bun heartbeat.ts alert-state <state-file-path>   # eval-json on stdin";
 
 /// `proposal.ts` verbs upstream has and hookstate does not build (docs/decisions.md).
-const PROPOSAL_NOT_BUILT: [&str; 5] =
-    ["gate", "metrics", "success-signal", "quality-gate", "routine"];
+const PROPOSAL_NOT_BUILT: [&str; 4] = ["gate", "quality-gate", "routine", "anchor"];
 
 /// Rewrites a drop-in spelling; any other command line is returned as it is.
 pub(crate) fn rewrite(args: Vec<OsString>) -> Dropin {
+    let env = PinEnv {
+        agent_dir: std::env::var_os("AGENT_DIR").map(Into::into),
+        project_dir: std::env::var_os("CLAUDE_PROJECT_DIR").map(Into::into),
+        cwd: std::env::current_dir().unwrap_or_default(),
+    };
+    rewrite_in(args, &env)
+}
+
+/// [`rewrite`] with the state-directory pin resolved from `env`.
+fn rewrite_in(args: Vec<OsString>, env: &PinEnv) -> Dropin {
     let at = args
         .windows(2)
         .position(|pair| pair[0] == "hermit" && (pair[1] == PROPOSAL || pair[1] == HEARTBEAT));
@@ -49,7 +61,7 @@ pub(crate) fn rewrite(args: Vec<OsString>) -> Dropin {
     let script = words[1].clone();
     let words = &words[2..];
     if script == PROPOSAL {
-        proposal(options, words)
+        proposal(options, words, env)
     } else {
         heartbeat(options, words)
     }
@@ -72,14 +84,75 @@ fn with_defaults(options: &[OsString], dir: &OsStr) -> Vec<OsString> {
     out
 }
 
+/// The newer `proposal.ts`'s pin: a state directory that is not this project's (as
+/// `hermitDir()` resolves it from `AGENT_DIR`, `CLAUDE_PROJECT_DIR` and the working directory)
+/// is refused with upstream's stderr line and exit 1, before anything is read.
+fn pinned(dir: &OsStr, env: &PinEnv) -> Option<Dropin> {
+    let line = hookstate_engine::pin_refusal("proposal.ts", Path::new(dir), env)?;
+    Some(Dropin::Answer { stdout: "", stderr: format!("{line}\n"), code: 1 })
+}
+
 fn usage(line: &str) -> Dropin {
     Dropin::Answer { stdout: "", stderr: format!("{line}\n"), code: 1 }
 }
 
-fn proposal(options: &[OsString], words: &[OsString]) -> Dropin {
+/// The default state directory of `metrics` (upstream's `.claude-code-hermit`).
+const DEFAULT_DIR: &str = ".claude-code-hermit";
+
+/// `metrics [<stateDir>] [--source=<key>]` and `success-signal <words>`: verbs whose state
+/// directory is optional, so they are answered before the usage check.
+fn optional_dir(
+    options: &[OsString],
+    verb: &str,
+    tail: &[OsString],
+    env: &PinEnv,
+) -> Option<Dropin> {
+    let text = |w: &OsString| w.to_string_lossy().into_owned();
+    match verb {
+        "metrics" => {
+            let dir = tail.iter().find(|w| !text(w).starts_with("--"));
+            if let Some(refused) = dir.and_then(|d| pinned(d, env)) {
+                return Some(refused);
+            }
+            let dir = dir.cloned().unwrap_or_else(|| DEFAULT_DIR.into());
+            let source =
+                tail.iter().find_map(|w| text(w).strip_prefix("--source=").map(str::to_owned));
+            let mut out = with_defaults(options, &dir);
+            out.extend(["proposals".into(), "--dir".into(), dir, "metrics".into()]);
+            if let Some(source) = source.filter(|s| !s.is_empty()) {
+                out.extend(["--source".into(), source.into()]);
+            }
+            Some(Dropin::Args(out, Some(PROPOSAL_USAGE)))
+        }
+        "success-signal" => {
+            let evaluates = tail.first().is_some_and(|w| w != "--validate") && tail.len() >= 4;
+            if let Some(refused) = tail.first().filter(|_| evaluates).and_then(|d| pinned(d, env)) {
+                return Some(refused);
+            }
+            let mut out = options.to_vec();
+            if !has_option(options, "--format") {
+                out.extend(["--format".into(), "verdict".into()]);
+            }
+            out.extend(["proposals".into(), "success-signal".into(), "--".into()]);
+            out.extend_from_slice(tail);
+            Some(Dropin::Args(out, Some(PROPOSAL_USAGE)))
+        }
+        _ => None,
+    }
+}
+
+fn proposal(options: &[OsString], words: &[OsString], env: &PinEnv) -> Dropin {
+    if let Some(verb) = words.first() {
+        if let Some(out) = optional_dir(options, &verb.to_string_lossy(), &words[1..], env) {
+            return out;
+        }
+    }
     let (Some(verb), Some(dir)) = (words.first(), words.get(1)) else {
         return usage(PROPOSAL_USAGE);
     };
+    if let Some(refused) = pinned(dir, env) {
+        return refused;
+    }
     let rest = &words[2..];
     let verb_text = verb.to_string_lossy();
     let mut out = with_defaults(options, dir);
@@ -87,7 +160,13 @@ fn proposal(options: &[OsString], words: &[OsString]) -> Dropin {
         out.extend([name.into(), "--dir".into(), dir.clone()]);
     };
     match verb_text.as_ref() {
-        "create" | "queue-micro" | "index" | "resolve-id" | "event" | "micro" => {
+        // Upstream refuses a create without its template, before it writes anything.
+        "create" => {
+            domain(&mut out, "proposals");
+            out.extend([verb.clone(), "--require-template".into()]);
+            out.extend_from_slice(rest);
+        }
+        "queue-micro" | "index" | "resolve-id" | "event" | "micro" => {
             domain(&mut out, "proposals");
             out.push(verb.clone());
             out.extend_from_slice(rest);
@@ -156,8 +235,13 @@ mod tests {
         line.split(' ').map(OsString::from).collect()
     }
 
+    /// The pin of a project at /x whose state directory the words call `D`.
+    fn env() -> PinEnv {
+        PinEnv { agent_dir: Some("/x/D".into()), project_dir: None, cwd: "/x".into() }
+    }
+
     fn rewritten(line: &str) -> String {
-        match rewrite(args(line)) {
+        match rewrite_in(args(line), &env()) {
             Dropin::Args(out, _) => {
                 out.iter().map(|a| a.to_string_lossy().into_owned()).collect::<Vec<_>>().join(" ")
             }
@@ -170,7 +254,10 @@ mod tests {
     #[test]
     fn upstream_order_becomes_hookstates_verbs() {
         let cases = [
-            ("hs hermit proposal create D", "hs --format verdict --mirror D proposals --dir D create"),
+            (
+                "hs hermit proposal create D",
+                "hs --format verdict --mirror D proposals --dir D create --require-template",
+            ),
             (
                 "hs --db x hermit proposal micro D resolve MP-1 --action approved",
                 "hs --db x --format verdict --mirror D proposals --dir D micro resolve MP-1 --action approved",
@@ -187,6 +274,15 @@ mod tests {
             (
                 "hs hermit heartbeat alert-state D/state/alert-state.json",
                 "hs --format verdict --mirror D alerts --dir D tick",
+            ),
+            ("hs hermit proposal metrics", "hs --format verdict --mirror .claude-code-hermit proposals --dir .claude-code-hermit metrics"),
+            (
+                "hs hermit proposal metrics D --source=reflect --x",
+                "hs --format verdict --mirror D proposals --dir D metrics --source reflect",
+            ),
+            (
+                "hs hermit proposal success-signal --validate a < 1 over 2 sessions",
+                "hs --format verdict proposals success-signal -- --validate a < 1 over 2 sessions",
             ),
             ("hs hermit task open D", "hs hermit task open D"),
             ("hs kv get hermit", "hs kv get hermit"),
@@ -207,5 +303,19 @@ mod tests {
         assert!(rewritten("hs hermit heartbeat alert-state")
             .starts_with("answer 1 \"\" \"Usage: bun heartbeat.ts"));
         assert!(rewritten("hs hermit proposal gate D").starts_with("answer 3 \"\""));
+        // Another project's directory is refused before anything runs (the fork's pin), also
+        // for an unknown verb, a metrics positional and an evaluated success signal.
+        let refused =
+            "answer 1 \"\" \"proposal.ts: state dir must be this project's (/x/D); got E\\n\"";
+        for line in [
+            "hs hermit proposal create E",
+            "hs hermit proposal frob E",
+            "hs hermit proposal metrics E",
+            "hs hermit proposal success-signal E 2026-09-01 null avg_session_cost_usd < 1 over 2 sessions",
+        ] {
+            assert_eq!(rewritten(line), refused, "{line}");
+        }
+        // The pin compares resolved paths.
+        assert!(rewritten("hs hermit proposal create ../x/D/.").starts_with("hs --format verdict"));
     }
 }

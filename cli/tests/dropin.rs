@@ -6,6 +6,7 @@
 //! the spec.
 
 use std::path::{Path, PathBuf};
+use std::process::Stdio;
 
 use serde_json::{json, Value};
 
@@ -14,7 +15,10 @@ use super::{Run, Store};
 /// 2026-09-14T08:15:02.118Z.
 const NOW_MS: u64 = 1_789_373_702_118;
 
-/// A store and an empty hermit state directory (UTC).
+/// The head of upstream's `templates/PROPOSAL.md.template` (create needs one to exist).
+const TEMPLATE: &str = "---\nid:\ntitle:\nstatus: proposed\n---\n\n# Proposal: PROP-NNN — Title\n";
+
+/// A store and a hermit state directory holding its config, template and SHELL.md (UTC).
 struct Hermit {
     store: Store,
     dir: PathBuf,
@@ -28,6 +32,10 @@ impl Hermit {
         let dir = home.path().join(".claude-code-hermit");
         std::fs::create_dir_all(dir.join("state")).unwrap();
         std::fs::write(dir.join("config.json"), "{\"timezone\":\"UTC\"}\n").unwrap();
+        std::fs::create_dir_all(dir.join("templates")).unwrap();
+        std::fs::write(dir.join("templates/PROPOSAL.md.template"), TEMPLATE).unwrap();
+        std::fs::create_dir_all(dir.join("sessions")).unwrap();
+        std::fs::write(dir.join("sessions/SHELL.md"), SHELL).unwrap();
         Hermit { store, dir, _home: home }
     }
 
@@ -153,12 +161,43 @@ fn proposal_patch_reads_at_now_as_a_wildcard_and_takes_an_empty_stdin() {
 // ---- the one-line shim: `hookstate hermit proposal "$@"` -----------------------------------
 
 impl Hermit {
-    /// `hookstate --now-ms N hermit <script> <words>`: what the shim runs.
+    /// `hookstate --now-ms N hermit <script> <words>`: what the shim runs, in a project whose
+    /// state directory this is (`AGENT_DIR`, the pin's one override).
     fn shim(&self, script: &str, words: &[&str], stdin: Option<&str>) -> Run {
+        self.shim_from(&[("AGENT_DIR", self.d())], None, script, words, stdin)
+    }
+
+    /// The shim with these variables set (`AGENT_DIR` and `CLAUDE_PROJECT_DIR` cleared unless
+    /// given), from `cwd`.
+    fn shim_from(
+        &self,
+        vars: &[(&str, &str)],
+        cwd: Option<&Path>,
+        script: &str,
+        words: &[&str],
+        stdin: Option<&str>,
+    ) -> Run {
+        use std::io::Write;
         let now = NOW_MS.to_string();
-        let mut full = vec!["--now-ms", now.as_str(), "hermit", script];
-        full.extend_from_slice(words);
-        self.store.run_with_stdin(&full, stdin.map(str::as_bytes))
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_hookstate"));
+        command.arg("--db").arg(self.store.db()).args(["--now-ms", &now, "hermit", script]);
+        command.args(words).env_remove("HOOKSTATE_SESSION");
+        command.env_remove("AGENT_DIR").env_remove("CLAUDE_PROJECT_DIR").envs(vars.iter().copied());
+        if let Some(cwd) = cwd {
+            command.current_dir(cwd);
+        }
+        let piped = if stdin.is_some() { Stdio::piped() } else { Stdio::null() };
+        let mut child =
+            command.stdin(piped).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        if let Some(text) = stdin {
+            let _ = child.stdin.take().unwrap().write_all(text.as_bytes());
+        }
+        let out = child.wait_with_output().unwrap();
+        Run {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
     }
 }
 
@@ -293,6 +332,208 @@ fn the_shim_answers_a_bad_call_as_upstream_does() {
     assert_eq!(std::fs::read_dir(h.dir.join("state")).unwrap().count(), 0);
 }
 
+/// SHELL.md with the sections upstream's template has.
+const SHELL: &str = "# Active Session\n\n## Progress Log\n\n## Findings\n\n## Monitoring\n";
+
+#[test]
+fn proposal_create_appends_the_findings_line_to_shell_md() {
+    let h = Hermit::new();
+    let stdin = "Title: Cache the CI install\nFindings: CI spends 4 min installing\n---\nBody.\n";
+    let created = h.shim("proposal", &["create", h.d()], Some(stdin)).expect(0);
+    let id = created.stdout.trim().to_owned();
+    assert!(created.stderr.is_empty(), "{created:?}");
+    let shell = std::fs::read_to_string(h.dir.join("sessions/SHELL.md")).unwrap();
+    let expected = format!(
+        "# Active Session\n\n## Progress Log\n\n## Findings\n- {id}: CI spends 4 min \
+         installing\n\n## Monitoring\n"
+    );
+    assert_eq!(shell, expected);
+    // Without a Findings: header the title is the summary, appended after the first line.
+    let second = h.shim("proposal", &["create", h.d()], Some("Title: Second\n---\nB.\n"));
+    let second = second.expect(0).stdout.trim().to_owned();
+    let shell = std::fs::read_to_string(h.dir.join("sessions/SHELL.md")).unwrap();
+    assert!(
+        shell.contains(&format!("installing\n- {second}: Second\n\n## Monitoring\n")),
+        "{shell}"
+    );
+}
+
+#[test]
+fn proposal_create_without_shell_md_warns_and_keeps_the_proposal() {
+    let h = Hermit::new();
+    std::fs::remove_file(h.dir.join("sessions/SHELL.md")).unwrap();
+    let created = h.shim("proposal", &["create", h.d()], Some("Title: Try it\n---\nBody.\n"));
+    assert_eq!(created.code, 0, "{created:?}");
+    assert_eq!(created.stderr, "WARN: findings append: SHELL.md unreadable\n", "{created:?}");
+    let id = created.stdout.trim();
+    assert!(h.dir.join("proposals").join(format!("{id}.md")).is_file());
+    assert!(!h.dir.join("sessions/SHELL.md").exists(), "no SHELL.md is made up");
+}
+
+#[test]
+fn proposal_create_without_its_template_writes_nothing() {
+    let h = Hermit::new();
+    std::fs::remove_file(h.dir.join("templates/PROPOSAL.md.template")).unwrap();
+    let before = h.store.snapshot();
+    let stdin = Some("Title: Try it\n---\nBody.\n");
+    line(h.shim("proposal", &["create", h.d()], stdin), "ERROR|template-missing");
+    assert_eq!(h.store.snapshot(), before, "nothing was written");
+    assert!(!h.dir.join("proposals").exists());
+    std::fs::write(h.dir.join("templates/PROPOSAL.md.template"), "# no frontmatter\n").unwrap();
+    line(h.shim("proposal", &["create", h.d()], stdin), "ERROR|template-malformed");
+    std::fs::write(h.dir.join("templates/PROPOSAL.md.template"), "---\nid:\n").unwrap();
+    line(h.shim("proposal", &["create", h.d()], stdin), "ERROR|template-malformed");
+    assert_eq!(h.store.snapshot(), before, "nothing was written");
+    // Bad stdin is still refused first, as upstream parses it before it looks at the template.
+    line(h.shim("proposal", &["create", h.d()], Some("Title: x\n")), "ERROR|missing-separator");
+}
+
+#[test]
+fn proposal_patch_request_compact_writes_the_compact_marker() {
+    let h = Hermit::new();
+    let created = h.shim("proposal", &["create", h.d()], Some("Title: Try it\n---\nBody.\n"));
+    let id = created.expect(0).stdout.trim().to_owned();
+    let marker = h.dir.join("state/compact-requested.json");
+    // A patch that does not land writes no marker.
+    let missing = ["patch", h.d(), "PROP-009-nope-000000", "--request-compact"];
+    line(h.shim("proposal", &missing, None), "ERROR|no-such-proposal");
+    assert!(!marker.exists());
+    let patch = ["patch", h.d(), &id, "--set", "status=accepted", "--request-compact"];
+    line(h.shim("proposal", &patch, Some("Decision: Accepted on @now.\n")), &format!("OK|{id}"));
+    assert_eq!(
+        std::fs::read_to_string(&marker).unwrap(),
+        "{\"requested_at\":\"2026-09-14T08:15:02+00:00\",\"reason\":\"proposal-resolve\"}\n"
+    );
+    let text = prop_text(&h, &id);
+    assert!(text.contains("status: accepted"), "{text}");
+}
+
+#[test]
+fn proposal_metrics_reports_survival_and_acceptance_per_source() {
+    let h = Hermit::new();
+    line(h.shim("proposal", &["metrics", h.d()], None), "No proposal metrics yet.");
+    line(
+        h.shim("proposal", &["metrics", h.d(), "--source=reflect"], None),
+        "reflect: no proposal metrics yet",
+    );
+    let stdin = "Title: Cache it\nSource: auto-detected\n---\nBody.\n";
+    let id = h.shim("proposal", &["create", h.d()], Some(stdin)).expect(0).stdout.trim().to_owned();
+    let event = ["event", h.d(), "responded", &format!("--id={id}"), "--action=accept"];
+    line(h.shim("proposal", &event, None), "OK");
+    // The triage agents' verdicts, appended by upstream's gate; the next mirrored call adopts them.
+    let ledger = h.dir.join("state/proposal-metrics.jsonl");
+    let mut text = std::fs::read_to_string(&ledger).unwrap();
+    for verdict in ["CREATE", "CREATE", "DROP", "DROP", "DROP", "DROP", "DROP", "DROP"] {
+        text.push_str(&format!(
+            "{{\"ts\":\"2026-09-14T08:00:00Z\",\"type\":\"triage-verdict\",\"caller\":\"reflect\",\
+             \"verdict\":\"{verdict}\"}}\n"
+        ));
+    }
+    std::fs::write(&ledger, text).unwrap();
+    h.shim("proposal", &["queue-micro", h.d()], Some("{\"question\":\"Adopt?\"}")).expect(0);
+    line(
+        h.shim("proposal", &["metrics", h.d(), "--source=reflect"], None),
+        "reflect: triage-survival 25% (2/8), acceptance 100% (1/1), sample 8 — OK",
+    );
+    let table = h.shim("proposal", &["metrics", h.d()], None).expect(0);
+    assert_eq!(
+        table.stdout,
+        "### Proposal acceptance by source\n\n| Source | Survival (CREATE/total) | Acceptance \
+         (accepted/created) | n | Gate |\n|---|---|---|---|---|\n| reflect | 25% (2/8) | 100% \
+         (1/1) | 8 | - |\n| capability-brainstorm | - | - | 0 | n<8 |\n| procedure-capture | - | \
+         - | 0 | n<8 |\n| scheduled-check | - | n/a | 0 | n<8 |\n"
+    );
+}
+
+#[test]
+fn proposal_success_signal_validates_and_evaluates_over_the_session_reports() {
+    let h = Hermit::new();
+    let validate =
+        |predicate: &str| h.shim("proposal", &["success-signal", "--validate", predicate], None);
+    line(validate("avg_session_cost_usd <= 1.5 over 3 sessions"), "OK");
+    let bad = validate("avg_session_cost_usd == 2 over 3 sessions");
+    assert_eq!(
+        (bad.code, bad.stdout.as_str(), bad.stderr.as_str()),
+        (
+            1,
+            "invalid grammar; expected: avg_session_cost_usd <OP> <NUMBER> over <N> sessions (OP: \
+             < <= > >=)\n",
+            ""
+        )
+    );
+    let report = |n: u32, date: &str, cost: &str| {
+        let text = format!(
+            "---\nid: S-{n:03}\nstatus: completed\ndate: {date}\ncost_usd: {cost}\n---\n\n# \
+             Session Report: S-{n:03}\n"
+        );
+        std::fs::write(h.dir.join(format!("sessions/S-{n:03}-REPORT.md")), text).unwrap();
+    };
+    report(1, "2026-09-01T09:00:00+00:00", "4.00");
+    report(2, "2026-09-10T09:00:00+00:00", "1.20");
+    report(3, "2026-09-11T09:00:00+00:00", "0.00");
+    report(4, "2026-09-12T09:00:00+00:00", "1.60");
+    // A mirrored call adopts the reports.
+    h.shim("proposal", &["queue-micro", h.d()], Some("{\"question\":\"Adopt?\"}")).expect(0);
+    let eval = |session: &str, window: &str| {
+        let predicate = format!("avg_session_cost_usd < 1.5 over {window} sessions");
+        let words = ["success-signal", h.d(), "2026-09-05T00:00:00Z", session, &predicate];
+        let run = h.shim("proposal", &words, None).expect(0);
+        serde_json::from_str::<Value>(&run.stdout).unwrap()
+    };
+    // S-001 is before acceptance and S-003 recorded no cost: S-002 and S-004 average 1.4.
+    assert_eq!(
+        eval("null", "2"),
+        json!({ "verdict": "MET", "metric": "avg_session_cost_usd", "op": "<", "threshold": 1.5,
+                "window": 2, "observed": 1.4, "sessions_counted": 2 })
+    );
+    assert_eq!(eval("S-002", "2")["verdict"], "INSUFFICIENT_DATA");
+    assert_eq!(eval("S-002", "1")["observed"], 1.6);
+    assert_eq!(eval("S-002", "1")["verdict"], "UNMET");
+    // Too few words: the usage line, then INSUFFICIENT_DATA, exit 0.
+    let short = h.shim("proposal", &["success-signal", h.d()], None).expect(0);
+    assert!(short.stdout.starts_with("usage: proposal.ts success-signal <stateDir> "), "{short:?}");
+    assert!(
+        short.stdout.ends_with(
+            "{\"verdict\":\"INSUFFICIENT_DATA\",\"metric\":null,\"op\":null,\
+                                    \"threshold\":null,\"window\":null,\"observed\":null,\
+                                    \"sessions_counted\":0}\n"
+        ),
+        "{short:?}"
+    );
+}
+
+#[test]
+fn proposal_refuses_another_projects_state_dir_as_the_forks_pin_does() {
+    let h = Hermit::new();
+    let before = h.store.snapshot();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let stdin = Some("Title: Try it\n---\nBody.\n");
+    // From an unrelated directory, with no AGENT_DIR: refused on stderr, exit 1, nothing run.
+    let refused = h.shim_from(&[], Some(elsewhere.path()), "proposal", &["create", h.d()], stdin);
+    let pinned = elsewhere.path().join(".claude-code-hermit");
+    assert_eq!((refused.code, refused.stdout.as_str()), (1, ""), "{refused:?}");
+    assert_eq!(
+        refused.stderr,
+        format!(
+            "proposal.ts: state dir must be this project's ({}); got {}\n",
+            pinned.display(),
+            h.d()
+        )
+    );
+    assert_eq!(h.store.snapshot(), before, "nothing was written");
+    assert!(!h.dir.join("proposals").exists());
+    // CLAUDE_PROJECT_DIR names the project whose directory it is; from a subdirectory of the
+    // project the walk up finds it too.
+    let project = h.dir.parent().unwrap();
+    let named = [("CLAUDE_PROJECT_DIR", project.to_str().unwrap())];
+    let ok = h.shim_from(&named, Some(elsewhere.path()), "proposal", &["create", h.d()], stdin);
+    assert!(ok.stdout.starts_with("PROP-001-try-it-"), "{ok:?}");
+    std::fs::create_dir_all(project.join("src/deep")).unwrap();
+    let deep = project.join("src/deep");
+    let walked = h.shim_from(&[], Some(&deep), "proposal", &["index", h.d()], None);
+    line(walked, "OK|1 proposals");
+}
+
 // ---- heartbeat.ts alert-state (`alerts tick`) ------------------------------------------------
 
 #[test]
@@ -336,6 +577,106 @@ fn alert_state_that_is_a_directory_skips_the_tick_with_exit_0() {
     );
     assert_eq!(h.store.snapshot(), before, "nothing was written");
     assert!(state_file.is_dir());
+}
+
+impl Hermit {
+    /// `hermit heartbeat alert-state <dir>/state/alert-state.json` with an empty firing set:
+    /// upstream's line, parsed.
+    fn alert_state(&self) -> Value {
+        let file = self.dir.join("state/alert-state.json");
+        let run = self.shim("heartbeat", &["alert-state", file.to_str().unwrap()], Some(EMPTY));
+        let run = run.expect(0);
+        assert!(run.stderr.is_empty(), "{run:?}");
+        serde_json::from_str(&run.stdout).unwrap()
+    }
+
+    fn alerts(&self) -> Value {
+        self.store.run(&["alerts", "--dir", self.d(), "list"]).expect(0).json()["alerts"].clone()
+    }
+}
+
+const EMPTY: &str = "{\"firing\":[]}";
+
+#[test]
+fn alert_state_derives_the_stale_session_alert_from_runtime_and_the_progress_log() {
+    let h = Hermit::new();
+    std::fs::create_dir_all(h.dir.join("sessions")).unwrap();
+    let shell = "# Active Session\n\n## Progress Log\n[05:10] Started\n[05:40] Did X\n\n\
+                 ## Findings\n- [08:00] not a progress entry\n\n## Monitoring\n";
+    std::fs::write(h.dir.join("sessions/SHELL.md"), shell).unwrap();
+    // Idle: nothing fires, however old the log.
+    std::fs::write(h.dir.join("state/runtime.json"), "{\"session_state\":\"idle\"}\n").unwrap();
+    assert_eq!(h.alert_state()["heartbeat_result"], "OK");
+    // In progress and quiet for 2 h 35 min, past the default 2 h.
+    let runtime = "{\"session_state\":\"in_progress\",\"session_id\":\"S-004\"}\n";
+    std::fs::write(h.dir.join("state/runtime.json"), runtime).unwrap();
+    let text = "session marked in-progress but quiet — no Progress Log entry since [05:40] (~2.6h)";
+    assert_eq!(
+        h.alert_state(),
+        json!({
+            "monitoring_lines": [format!("[08:15] Heartbeat: {text}")],
+            "notifications": [text],
+            "heartbeat_result": "ALERT",
+        })
+    );
+    assert_eq!(h.alerts()["stale-session"]["text"], text);
+    // A longer `heartbeat.stale_threshold` keeps it quiet: the alert ages toward resolution.
+    let config = "{\"timezone\":\"UTC\",\"heartbeat\":{\"stale_threshold\":\"3h\"}}\n";
+    std::fs::write(h.dir.join("config.json"), config).unwrap();
+    assert_eq!(h.alert_state()["heartbeat_result"], "OK");
+    assert_eq!(h.alerts()["stale-session"]["consecutive_clean"], 1);
+}
+
+#[test]
+fn alert_state_freezes_pending_decisions_while_their_files_are_unreadable() {
+    let h = Hermit::new();
+    let queued =
+        h.shim("proposal", &["queue-micro", h.d()], Some("{\"tier\":1,\"question\":\"Ship?\"}"));
+    let key = format!(
+        "micro-proposal-pending:{}",
+        queued.expect(0).stdout.trim().strip_prefix("QUEUED|").unwrap()
+    );
+    assert_eq!(h.alert_state()["heartbeat_result"], "ALERT");
+    assert_eq!(h.alerts()[&key]["count"], 1);
+    // A hand edit breaks the queue file: the alert is frozen, the operator told once a day, the
+    // parse detail in the monitoring line, and the file left as it is.
+    let queue = h.dir.join("state/micro-proposals.json");
+    std::fs::write(&queue, "{\"pending\": [\n").unwrap();
+    let tick = h.alert_state();
+    let lines = tick["monitoring_lines"].as_array().unwrap();
+    assert_eq!(lines.len(), 1, "{tick}");
+    let line = lines[0].as_str().unwrap();
+    assert!(
+        line.starts_with(
+            "[08:15] Heartbeat: structured read failure (micro-proposals.json) — \
+             micro-proposals.json is unparseable ("
+        ) && line.ends_with("). Pending-decision alerts frozen."),
+        "{line}"
+    );
+    assert_eq!(
+        tick["notifications"],
+        json!(["I can't read the record of decisions waiting on you — some may be pending \
+                without showing up. It needs a repair before I can see them again."])
+    );
+    assert_eq!(tick["heartbeat_result"], "ALERT");
+    // The same day: no second notice, and the frozen alert does not age out (two clean ticks
+    // would resolve it).
+    let again = h.alert_state();
+    assert_eq!(
+        (again["notifications"].clone(), again["monitoring_lines"].clone()),
+        (json!([]), json!([]))
+    );
+    assert_eq!(h.alerts()[&key]["count"], 1);
+    assert_eq!(h.alerts()[&key]["consecutive_clean"], 0);
+    assert_eq!(std::fs::read_to_string(&queue).unwrap(), "{\"pending\": [\n");
+    // A PROP file that cannot be read freezes the proposal alerts the same way (no detail).
+    let h = Hermit::new();
+    std::fs::create_dir_all(h.dir.join("proposals/PROP-001-broken-000000.md")).unwrap();
+    let tick = h.alert_state();
+    assert_eq!(
+        tick["monitoring_lines"][0],
+        "[08:15] Heartbeat: structured read failure (proposals/). Pending-decision alerts frozen."
+    );
 }
 
 // ---- the moonshine listener's tick, step by step -------------------------------------------

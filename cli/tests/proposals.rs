@@ -337,8 +337,12 @@ fn mirror_writes_the_files_and_adopts_an_unmigrated_scripts_entry() {
         "---\nid: PROP-003-old-script-120000\ntitle: \"Old script\"\nstatus: proposed\n---\n";
     std::fs::create_dir_all(h.dir.join("proposals")).unwrap();
     std::fs::write(h.dir.join("proposals/PROP-003-old-script-120000.md"), foreign).unwrap();
-    let created = mirrored(&["create"], Some("Title: After the old one\n---\nbody\n")).expect(0);
+    let created = mirrored(&["create"], Some("Title: After the old one\n---\nbody\n"));
     assert!(created.stdout.starts_with("PROP-004-"), "{created:?}");
+    // Mirrored, create appends its SHELL.md Findings line as upstream does; this directory has
+    // no SHELL.md, so upstream's warning is the one stderr line.
+    assert_eq!(created.code, 0, "{created:?}");
+    assert_eq!(created.stderr, "WARN: findings append: SHELL.md unreadable\n", "{created:?}");
     line(mirrored(&["index"], None), 0, "OK|2 proposals");
     let index = std::fs::read_to_string(h.dir.join("state/proposals-index.json")).unwrap();
     assert!(index.contains("\"title\": \"Old script\""), "{index}");

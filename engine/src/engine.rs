@@ -87,6 +87,10 @@ pub enum Layout {
     /// the heartbeat files and the session files (what every hermit verb's `--mirror` keeps;
     /// `state/runtime.json` once, through the session layout).
     Hermit,
+    /// [`Layout::Hermit`] without the proposal files: what an alerts tick keeps while one of them
+    /// cannot be read (upstream freezes the pending-decision alerts and leaves those files as
+    /// they are; `hookstate_engine::hermit_alert_state`).
+    HermitBesideProposals,
     /// claude-code-hermit's proposal files: `state/micro-proposals.json`,
     /// `state/proposal-metrics.jsonl`, `proposals/PROP-*.md`, `state/proposals-index.json`.
     HermitProposals,
@@ -107,17 +111,17 @@ impl Layout {
             Layout::Loopd { file } => vec![Box::new(LoopdLayout { file: file.clone() })],
             Layout::Observer { file } => vec![Box::new(ObserverLayout { file: file.clone() })],
             Layout::Moonshine => vec![Box::new(MoonshineLayout)],
-            Layout::Hermit => {
+            Layout::Hermit | Layout::HermitBesideProposals => {
                 // state/runtime.json's row is written by both the heartbeat and the session
                 // domains; the session layout keeps the file (its merge finds the version a
                 // stale writer read), so the heartbeat layout is composed without it.
                 let heartbeat = Without { inner: Box::new(HeartbeatLayout), files: &[RUNTIME] };
-                vec![
-                    Box::new(ProposalsLayout),
-                    Box::new(AlertsLayout),
-                    Box::new(heartbeat),
-                    Box::new(SessionLayout),
-                ]
+                let mut layouts: Vec<Box<dyn MirrorLayout>> =
+                    vec![Box::new(AlertsLayout), Box::new(heartbeat), Box::new(SessionLayout)];
+                if *self == Layout::Hermit {
+                    layouts.insert(0, Box::new(ProposalsLayout));
+                }
+                layouts
             }
             Layout::HermitProposals => vec![Box::new(ProposalsLayout)],
             Layout::HermitAlerts => vec![Box::new(AlertsLayout)],

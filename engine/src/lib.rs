@@ -9,6 +9,7 @@ mod alerts;
 mod audit;
 mod copy;
 mod core;
+mod dropin;
 mod engine;
 mod feedback;
 mod kernel;
@@ -48,10 +49,15 @@ pub use crate::observer::{
 };
 // Claude-code-hermit proposals: `engine.proposals()`.
 pub use crate::proposals::{
-    parse_create, parse_micro_input, parse_patch_stdin, read_hermit_files, CreateInput,
-    CreateRefused, HermitFiles, IndexRead, LedgerRead, ListRead, MicroInput, Move, MoveInput,
-    PatchInput, Proposals, QueueRead, ResolveIdRead, ResolveInput, INDEX_FILE, LEDGER_FILE,
-    QUEUE_FILE,
+    decision_sources_unreadable, parse_create, parse_micro_input, parse_patch_stdin,
+    read_hermit_files, template_refused, CreateInput, CreateRefused, HermitFiles, IndexRead,
+    LedgerRead, ListRead, MetricsRead, MicroInput, Move, MoveInput, PatchInput, Proposals,
+    QueueRead, ResolveIdRead, ResolveInput, SourcesUnreadable, INDEX_FILE, LEDGER_FILE, QUEUE_FILE,
+};
+// The drop-in's calls across the hermit domains (upstream's create, patch, alert-state).
+pub use crate::dropin::{
+    hermit_alert_state, hermit_create, hermit_patch, hermit_state_dir, pin_refusal, Composed,
+    PinEnv,
 };
 // Claude-code-hermit session state: `engine.session()`, and the `hermit-session` codec.
 pub use crate::session::{
@@ -59,7 +65,7 @@ pub use crate::session::{
     parse_file as parse_session_file, path_of as session_file_path,
     render_file as render_session_file, scope_dir as hermit_dir, task_reads_stdin,
     Answer as SessionAnswer, CheckResult, Content as SessionContent, Exit as SessionExit,
-    PauseInput, RuntimeWrite, Session, SessionFile, Stream as VerdictStream,
+    PauseInput, RuntimeWrite, Session, SessionFile, SignalAnswer, Stream as VerdictStream,
     Verdict as SessionVerdict, PAUSE_REASONS,
 };
 // Loopd's signals: `engine.signals()`.

@@ -227,6 +227,11 @@ pub struct TasksMeta {
     pub open: u64,
 }
 
+/// The view kind of the session's markdown files (`SHELL.md`, the template), by file name.
+pub const TEXT_KIND: &str = "session.text";
+/// The id of `sessions/SHELL.md`'s row.
+pub const SHELL_ID: &str = "SHELL.md";
+
 /// A markdown file's exact text (`SHELL.md`, the template, a report).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TextDoc {

@@ -8,7 +8,8 @@
 use std::io::Write;
 
 use hookstate_engine::{
-    alert_state_read_failure, check_time, parse_tick_input, tick_line, Rejection,
+    alert_state_read_failure, check_time, hermit_alert_state, parse_tick_input, tick_line,
+    Rejection,
 };
 use serde_json::Value;
 
@@ -63,9 +64,13 @@ fn tick(cli: &Cli, scope: &str) -> Result<(), CliError> {
         return Ok(());
     }
     let engine = open(cli, Access::Write)?;
-    let outcome = mutate(cli, &engine, &call, Layout::HermitAlerts, |engine| {
-        engine.alerts().tick(&call, &input)
-    })?;
+    // Mirrored, the decision sources are the directory's files, as upstream reads them.
+    let outcome = match cli.mirror.as_deref() {
+        Some(dir) => hermit_alert_state(&engine, &call, dir, &input)?,
+        None => mutate(cli, &engine, &call, Layout::HermitAlerts, |engine| {
+            engine.alerts().tick(&call, &input)
+        })?,
+    };
     warn_conflicts(&outcome);
     if verdict {
         return print_raw(&tick_line(&outcome));

@@ -6,6 +6,9 @@
 //! mirrored over the whole state directory. Does not decide anything: the engine sets each
 //! verdict line, and which refusals upstream prints with exit 0.
 
+use std::io::Write;
+
+use hookstate_engine::{hermit_create, hermit_dir, hermit_patch, template_refused};
 use hookstate_engine::{parse_create, parse_micro_input, parse_patch_stdin};
 use hookstate_engine::{CreateInput, MicroInput, Move, MoveInput, PatchInput, ResolveInput};
 use hookstate_engine::{Engine, Outcome};
@@ -22,6 +25,11 @@ fn required(what: &str, value: Option<&String>) -> Result<String, CliError> {
 }
 
 pub(crate) fn run(cli: &Cli, args: &ProposalsArgs) -> Result<(), CliError> {
+    // Its state directory, when it has one, is one of its words.
+    if let ProposalsVerb::SuccessSignal { args } = &args.verb {
+        let answer = read(cli)?.session().success_signal(args)?;
+        return print_text(&answer.stdout, answer.exit);
+    }
     let scope = hermit_scope(cli, args.dir.as_deref())?;
     match &args.verb {
         ProposalsVerb::Queue => return print_read(cli, &read(cli)?.proposals().pending(&scope)?),
@@ -36,22 +44,67 @@ pub(crate) fn run(cli: &Cli, args: &ProposalsArgs) -> Result<(), CliError> {
             }
             return print(cli.format, &index.index);
         }
+        ProposalsVerb::Metrics { source } => {
+            let metrics = read(cli)?.proposals().metrics(&scope, source.as_deref())?;
+            if cli.format == Format::Verdict {
+                return print_text(&metrics.verdict, crate::exit::OK);
+            }
+            return print_read(cli, &metrics);
+        }
         ProposalsVerb::ResolveId { input } => {
             return print_read(cli, &read(cli)?.proposals().resolve_id(&scope, input)?);
         }
         _ => {}
     }
     // Stdin is read and checked before the store is opened, so bad input leaves it untouched.
-    let input = match read_input(cli, &args.verb)? {
+    let input = match read_input(cli, &scope, &args.verb)? {
         Some(input) => input,
         None => return Ok(()),
     };
     let call = call_in(cli, hook_name(&args.verb), &scope);
     let engine = open(cli, Access::Write)?;
+    let mut warnings = Vec::new();
     let outcome = mutate(cli, &engine, &call, Layout::HermitProposals, |engine| {
-        verb(engine, &call, &args.verb, input)
+        // Upstream's create and patch also write a session row (SHELL.md's Findings line, the
+        // compact marker): one composed engine call, inside the same mirrored call.
+        let composed = match (&args.verb, input) {
+            (ProposalsVerb::Create { .. }, Input::Create(input)) if cli.mirror.is_some() => {
+                hermit_create(engine, &call, &input)?
+            }
+            (ProposalsVerb::Patch { request_compact: true, .. }, Input::Patch(input)) => {
+                hermit_patch(engine, &call, &input, true)?
+            }
+            (verb_, input) => return verb(engine, &call, verb_, input),
+        };
+        warnings = composed.warnings;
+        Ok(composed.outcome)
     })?;
+    for warning in &warnings {
+        let _ = writeln!(std::io::stderr(), "WARN: {warning}");
+    }
     finish_script(cli, &outcome)
+}
+
+/// `create --require-template`'s check of the scope's state directory, before anything is
+/// opened.
+fn template_refusal(
+    scope: &str,
+    require: bool,
+) -> Result<Option<hookstate_engine::CreateRefused>, CliError> {
+    if !require {
+        return Ok(None);
+    }
+    Ok(template_refused(&hermit_dir(scope)?)?)
+}
+
+/// Prints upstream's whole stdout as it is and ends with its exit code.
+fn print_text(text: &str, code: u8) -> Result<(), CliError> {
+    std::io::Write::write_all(&mut crate::output::stdout(), text.as_bytes())
+        .map_err(|source| CliError::Io { op: "write the verdict".into(), source })?;
+    match code {
+        crate::exit::OK => Ok(()),
+        other => Err(CliError::Quiet(other)),
+    }
 }
 
 fn read(cli: &Cli) -> Result<std::sync::Arc<Engine>, CliError> {
@@ -70,11 +123,18 @@ enum Input {
 
 /// The checked input of a mutation; `None` when a create's refusal was already printed as
 /// upstream's verdict.
-fn read_input(cli: &Cli, verb: &ProposalsVerb) -> Result<Option<Input>, CliError> {
+fn read_input(cli: &Cli, scope: &str, verb: &ProposalsVerb) -> Result<Option<Input>, CliError> {
     Ok(Some(match verb {
         ProposalsVerb::QueueMicro => Input::Micro(parse_micro_input(&read_stdin()?)?),
-        ProposalsVerb::Create => match parse_create(&read_stdin()?) {
-            Ok(input) => Input::Create(input),
+        ProposalsVerb::Create { require_template } => match parse_create(&read_stdin()?) {
+            Ok(input) => match template_refusal(scope, *require_template)? {
+                Some(refused) if cli.format == Format::Verdict => {
+                    print_raw(&refused.verdict())?;
+                    return Ok(None);
+                }
+                Some(refused) => return Err(CliError::Invalid(refused.to_string())),
+                None => Input::Create(input),
+            },
             Err(refused) if cli.format == Format::Verdict => {
                 print_raw(&refused.verdict())?;
                 return Ok(None);
@@ -92,7 +152,7 @@ fn read_input(cli: &Cli, verb: &ProposalsVerb) -> Result<Option<Input>, CliError
         ProposalsVerb::Micro(MicroVerb::Nudge { id }) => {
             Input::Id(required("<MP-id>", id.as_ref())?)
         }
-        ProposalsVerb::Patch { file, sets, expect, stdin } => {
+        ProposalsVerb::Patch { file, sets, expect, stdin, .. } => {
             let (mut sets, mut decision) = (sets.clone(), None);
             if *stdin {
                 // Upstream's one stdin-optional verb: an empty stdin patches nothing more.
@@ -112,7 +172,7 @@ fn hook_name(verb: &ProposalsVerb) -> &'static str {
         ProposalsVerb::Micro(MicroVerb::Resolve { .. }) => "proposals-micro-resolve",
         ProposalsVerb::Micro(MicroVerb::Nudge { .. }) => "proposals-micro-nudge",
         ProposalsVerb::Micro(MicroVerb::BriefCycle) => "proposals-micro-brief-cycle",
-        ProposalsVerb::Create => "proposals-create",
+        ProposalsVerb::Create { .. } => "proposals-create",
         ProposalsVerb::Patch { .. } => "proposals-patch",
         ProposalsVerb::Event { .. } => "proposals-event",
         _ => "proposals-move",
@@ -146,7 +206,7 @@ fn verb(
             proposals.micro_nudge(call, &id)
         }
         (ProposalsVerb::Micro(MicroVerb::BriefCycle), _) => proposals.brief_cycle(call),
-        (ProposalsVerb::Create, Input::Create(input)) => proposals.create(call, &input),
+        (ProposalsVerb::Create { .. }, Input::Create(input)) => proposals.create(call, &input),
         (ProposalsVerb::Patch { .. }, Input::Patch(input)) => proposals.patch(call, &input),
         (ProposalsVerb::Event { kind, id, action }, _) => {
             proposals.event(call, kind, id.as_deref(), action.as_deref())

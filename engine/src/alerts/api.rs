@@ -9,6 +9,7 @@
 use hookstate_schema::alerts::{AlertStateDoc, AlertsEvent};
 use hookstate_schema::heartbeat::{FileDoc, HeartbeatEvent, NextTaskRevDoc};
 use hookstate_schema::proposals::{PropDoc, QueueDoc, PROP_KIND, QUEUE_ID, QUEUE_KIND};
+use hookstate_schema::session::{TextDoc, SHELL_ID, TEXT_KIND};
 use hookstate_schema::{validate_scope, Body};
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -27,7 +28,8 @@ use super::ladder::{render_alert_state, seed, TickClock, TickSources};
 use super::ladder::{STATE_ID, STATE_KIND, TICK_BYTES_MAX};
 use super::project::render_alerts;
 use super::self_eval::prop_facts;
-use super::tick_input::TickInput;
+use super::stale::derive_stale;
+use super::tick_input::{FiringItem, TickInput};
 use crate::kernel::call::{Call, Outcome, Plan};
 use crate::kernel::compat::stamp::{local_stamp, stamp_ms, zone};
 use crate::kernel::doc::{read_doc, read_docs};
@@ -170,17 +172,32 @@ impl Alerts<'_> {
 
     /// One evaluation tick (`heartbeat.ts alert-state`) in the scope's `config.timezone`: reads
     /// the alert state, derives the structured keys from the scope's micro-proposal queue and
-    /// PROP files (unless the payload gives or disowns them), runs the ladder and
-    /// self-evaluation, and appends the new state, all in one write transaction.
+    /// PROP files (unless the payload gives or disowns them) and the stale-session alert from
+    /// the stored `runtime.json` and SHELL.md (unless the payload's `stale_session` gives it),
+    /// runs the ladder and self-evaluation, and appends the new state, all in one write
+    /// transaction.
     ///
     /// # Errors
     /// [`Error::BadTimeZone`], [`Error::TimeOutOfRange`], [`Error::BadInput`] for a state over
     /// the limits; store errors.
     pub fn tick(&self, call: &Call, input: &TickInput) -> Result<Outcome> {
         validate_scope(&call.scope)?;
-        let clock = TickClock::at(call.now_ms, &scope_config(&call.scope)?.timezone)?;
+        let config = scope_config(&call.scope)?;
+        let clock = TickClock::at(call.now_ms, &config.timezone)?;
+        let stale = |txn: &dyn ReadTxn| -> Result<Option<FiringItem>> {
+            let runtime = read_file(txn, &call.scope, RUNTIME_FILE)?;
+            let shell = read_doc::<TextDoc>(txn, &call.scope, TEXT_KIND, SHELL_ID)?;
+            let shell = shell.map(|d| d.text);
+            Ok(derive_stale(
+                runtime.as_deref(),
+                shell.as_deref(),
+                &clock.hhmm,
+                config.stale_threshold_s,
+            ))
+        };
         self.k.write(call, |txn| {
-            let sources = tick_sources(txn, &call.scope, input)?;
+            let mut sources = tick_sources(txn, &call.scope, input)?;
+            sources.stale = stale(txn)?;
             let (state, result) = decide_tick(sources, input, &clock);
             check_tick_size(&state, &result)?;
             let (state, result) =
@@ -439,7 +456,7 @@ fn tick_sources(txn: &dyn ReadTxn, scope: &str, input: &TickInput) -> Result<Tic
         (Some(items), false) => Some(items.clone()),
         (None, false) => Some(proposal_items(&props)),
     };
-    Ok(TickSources { state, micro, proposals, props: prop_facts(&props) })
+    Ok(TickSources { state, micro, proposals, props: prop_facts(&props), stale: None })
 }
 
 /// Refuses a tick whose state would not fit the file import and the mirror read, or one event.

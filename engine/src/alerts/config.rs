@@ -1,5 +1,6 @@
 //! What the alerts verbs read of a hermit state directory's settings: `config.json`'s
-//! `timezone`, `always_on`, `escalation` and `heartbeat.every` / `.enabled`, and `state/.boot-id`
+//! `timezone`, `always_on`, `escalation` and `heartbeat.every` / `.enabled` / `.stale_threshold`,
+//! and `state/.boot-id`
 //! (upstream's `readBootId`), read in the directory the scope names.
 //!
 //! Read-only: `config.json` is never adopted or written. Does not decide anything.
@@ -38,6 +39,9 @@ pub struct HeartbeatConfig {
     pub every_s: Option<u64>,
     /// `state/.boot-id`, trimmed, when it exists and is a short single line.
     pub boot_id: Option<String>,
+    /// `heartbeat.stale_threshold` as whole seconds (`parseDuration`, default 2 h): how long a
+    /// running session's Progress Log may stay quiet before the stale-session alert fires.
+    pub stale_threshold_s: u64,
 }
 
 /// The state directory a hermit scope names.
@@ -110,6 +114,10 @@ pub(crate) fn read_config(dir: &Path) -> Result<HeartbeatConfig> {
             && config.get("escalation").and_then(Value::as_str) == Some("conservative"),
         heartbeat_disabled: heartbeat.and_then(|h| h.get("enabled")) == Some(&Value::Bool(false)),
         every_s: heartbeat.and_then(|h| h.get("every")).and_then(duration_s),
+        stale_threshold_s: heartbeat
+            .and_then(|h| h.get("stale_threshold"))
+            .and_then(duration_s)
+            .unwrap_or(super::stale::STALE_THRESHOLD_S_DEFAULT),
         boot_id: read_boot_id(dir)?,
     })
 }

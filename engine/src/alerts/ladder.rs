@@ -314,6 +314,8 @@ pub(crate) struct TickSources {
     pub(crate) proposals: Derived,
     /// The PROP files, for self-evaluation.
     pub(crate) props: Vec<PropFacts>,
+    /// The stale-session item derived from the stored runtime.json and SHELL.md, when it fires.
+    pub(crate) stale: Option<FiringItem>,
 }
 
 /// The new alert-state object and the tick's result (upstream `alert-update`).
@@ -322,15 +324,17 @@ pub(crate) fn decide_tick(
     input: &TickInput,
     clock: &TickClock,
 ) -> (Map<String, Value>, Map<String, Value>) {
-    let TickSources { mut state, micro, proposals, props } = sources;
+    let TickSources { mut state, micro, proposals, props, stale: derived_stale } = sources;
     let model: Vec<FiringItem> = resolve_firing(input)
         .unwrap_or_default()
         .into_iter()
         .filter(|f| !is_reserved(&f.key))
         .collect();
+    // The payload's `stale_session` (precheck's text) wins; else the derivation from the store.
     let stale: Derived = (!input.shell_unreadable).then(|| {
         let text = input.stale_session.clone();
         text.map(|text| FiringItem { key: STALE_KEY.into(), text, channel_text: None })
+            .or(derived_stale)
             .into_iter()
             .collect()
     });
@@ -352,7 +356,13 @@ pub(crate) fn decide_tick(
     let prev_digest = state.get("last_digest_date").cloned().unwrap_or(Value::Null);
     let mut out = classify(&classifiable, &firing, &silent, prev_digest, !read_failure, clock);
     out.alerts.extend(frozen);
-    let failure_date = read_failure_date(&state, &micro, &proposals, &stale, clock, &mut out);
+    let failure_date = read_failure_date(
+        &state,
+        [&micro, &proposals, &stale],
+        input.micro_error.as_deref(),
+        clock,
+        &mut out,
+    );
     let mut self_eval =
         marked_self_eval(&state, &input.self_eval_updates, &model, canonical_keys(input).as_ref());
     let ticks = js_int(state.get("total_ticks"));
@@ -446,9 +456,8 @@ fn marked_self_eval(
 /// `structured_read_failure_notified_date`.
 fn read_failure_date(
     state: &Map<String, Value>,
-    micro: &Derived,
-    proposals: &Derived,
-    stale: &Derived,
+    [micro, proposals, stale]: [&Derived; 3],
+    micro_error: Option<&str>,
     clock: &TickClock,
     out: &mut Classified,
 ) -> Value {
@@ -470,10 +479,13 @@ fn read_failure_date(
     let decisions = micro.is_none() || proposals.is_none();
     out.notifications
         .push(if decisions { DECISION_READ_FAILURE } else { SHELL_READ_FAILURE }.to_owned());
+    // The parse detail goes to the file only; the operator's notice stays plain.
+    let detail = micro_error.filter(|_| micro.is_none()).map(|e| format!(" — {e}"));
     out.monitoring_lines.push(format!(
-        "[{}] Heartbeat: structured read failure ({}). Pending-decision alerts frozen.",
+        "[{}] Heartbeat: structured read failure ({}){}. Pending-decision alerts frozen.",
         clock.hhmm,
-        failed.join(", ")
+        failed.join(", "),
+        detail.unwrap_or_default()
     ));
     json!(clock.today)
 }
@@ -560,6 +572,7 @@ mod tests {
             micro,
             proposals: Some(Vec::new()),
             props: Vec::new(),
+            stale: None,
         };
         decide_tick(sources, input, &clock(day))
     }

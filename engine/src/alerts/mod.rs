@@ -20,6 +20,7 @@ pub(crate) mod merge;
 pub(crate) mod monitor;
 pub(crate) mod project;
 pub(crate) mod self_eval;
+pub(crate) mod stale;
 pub(crate) mod tick_input;
 
 pub use api::{check_next_task, next_task_refused, tick_line, Alerts, TokenRead};

@@ -66,6 +66,9 @@ pub struct TickInput {
     pub(crate) micro_unreadable: bool,
     pub(crate) proposals_unreadable: bool,
     pub(crate) shell_unreadable: bool,
+    /// Why `micro-proposals.json` could not be read, for the read-failure monitoring line (set
+    /// by a mirrored tick that found the file corrupt, not by the payload).
+    pub(crate) micro_error: Option<String>,
     /// Upstream's `self_eval_updates`: entries laid over `self_eval` (an object, else none).
     pub(crate) self_eval_updates: Map<String, Value>,
 }

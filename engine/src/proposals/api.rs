@@ -191,6 +191,13 @@ pub struct IndexRead {
     pub index: Value,
 }
 
+/// `proposals metrics`: upstream's whole stdout (a markdown table or one verdict line).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MetricsRead {
+    /// The text, every line ending in a newline.
+    pub verdict: String,
+}
+
 /// `proposals resolve-id`: upstream's verdict line.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ResolveIdRead {
@@ -334,6 +341,17 @@ impl Proposals<'_> {
             };
             Ok(decide_patch(doc.as_ref(), input, &now_zoned, updated.clone()))
         })
+    }
+
+    /// `proposal.ts metrics [--source=<key>]` over a scope's ledger (read-only): triage
+    /// survival and acceptance per autonomous source.
+    ///
+    /// # Errors
+    /// Store errors.
+    pub fn metrics(&self, scope: &str, source: Option<&str>) -> Result<MetricsRead> {
+        validate_scope(scope)?;
+        let lines = ledger_lines(&*self.k.begin_read()?, scope)?;
+        Ok(MetricsRead { verdict: super::metrics::metrics_report(&lines, source) })
     }
 
     /// `resolve-id` over a scope's PROPs (read-only): an exact id or file name, else every PROP

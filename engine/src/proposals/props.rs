@@ -177,6 +177,8 @@ pub struct CreateInput {
     pub related_sessions: Vec<String>,
     /// `Self-Eval-Key:`.
     pub self_eval_key: Option<String>,
+    /// `Findings:`, the one-line summary of the SHELL.md Findings line (the title when absent).
+    pub findings: Option<String>,
     /// The body, trimmed as upstream trims it.
     pub body: String,
 }
@@ -248,6 +250,7 @@ fn create_input(stdin: &str) -> std::result::Result<CreateInput, &'static str> {
         tags: list("Tags", "invalid-tags")?,
         related_sessions: list("Related-Sessions", "invalid-related-sessions")?,
         self_eval_key: header(head, "Self-Eval-Key"),
+        findings: header(head, "Findings"),
         body,
     })
 }

@@ -11,6 +11,7 @@
 pub(crate) mod api;
 mod api_archive;
 mod api_ledgers;
+mod api_signal;
 mod api_tasks;
 #[cfg(test)]
 mod fixture_tests;
@@ -25,4 +26,5 @@ pub use api_ledgers::{CheckResult, RuntimeWrite};
 pub use api_tasks::{conversation_reads_stdin, task_reads_stdin};
 pub use layout::files::{kind_of, path_of, Content, SessionFile};
 pub use layout::files::{parse as parse_file, render as render_file};
+pub use rules::signal::SignalAnswer;
 pub use rules::verdict::{Stream, Verdict};

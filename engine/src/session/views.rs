@@ -35,7 +35,7 @@ pub(crate) const CONVERSATIONS_KIND: &str = "session.conversations";
 /// A marker, by its file name under `state/`.
 pub(crate) const MARKER_KIND: &str = "session.marker";
 /// `SHELL.md` and the template, by file name.
-pub(crate) const TEXT_KIND: &str = "session.text";
+pub(crate) const TEXT_KIND: &str = hookstate_schema::session::TEXT_KIND;
 /// A session report, by file name.
 pub(crate) const REPORT_KIND: &str = "session.report";
 /// Counts: the reports' highest number ([`REPORTS_ID`]), the open tasks ([`TASKS_ID`]), the
@@ -72,7 +72,7 @@ pub(crate) const OBSERVATIONS_ID: &str = "observations";
 /// `hypotheses.jsonl`'s row.
 pub(crate) const HYPOTHESES_ID: &str = "hypotheses";
 /// `SHELL.md`'s row.
-pub(crate) const SHELL_ID: &str = "SHELL.md";
+pub(crate) const SHELL_ID: &str = hookstate_schema::session::SHELL_ID;
 /// The template's row.
 pub(crate) const TEMPLATE_ID: &str = "SHELL.md.template";
 /// Records `list --all` reads at most: a hermit opens a few tasks a day.

@@ -15,6 +15,7 @@ pub(crate) mod recover;
 pub(crate) mod report;
 pub(crate) mod runtime;
 pub(crate) mod shell;
+pub(crate) mod signal;
 pub(crate) mod task_doc;
 pub(crate) mod task_verbs;
 pub(crate) mod tasks;
