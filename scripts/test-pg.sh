@@ -23,8 +23,10 @@ FILE_ONLY=(
     exit_5_verify_names_the_first_bad_seq_of_a_rewritten_event
     rebuild_removes_stale_temporary_files_of_killed_writers_only
     integrity_idem::a_repeat_with_other_volatile_flags_replays_the_first_result
-    # The operator verbs over a store's file (backup, checkpoint and compact, doctor, metrics'
-    # file size) and `serve` (a Unix socket beside a store file) are redb-only for now.
+    # The operator tests below check a store file (its size shrinking, its bytes edited, the
+    # doctor's file checks) and `serve` (a Unix socket beside a store file): redb only. On
+    # PostgreSQL, cli/tests/postgres.rs runs metrics, checkpoint, compact and backup, and checks
+    # that doctor and serve refuse a database store.
     ops::a_backup_of_a_live_store_verifies_and_has_its_head
     ops::compact_
     ops::doctor_

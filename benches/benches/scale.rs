@@ -21,7 +21,7 @@ use hookstate_benches::{
     Sample, CLEARED_ENV,
 };
 use hookstate_engine::schema::feedback::{FeedbackEvent, FileKind, JsonDoc, Style};
-use hookstate_engine::schema::proposals::ProposalsEvent;
+use hookstate_engine::schema::proposals::{MicroQueued, ProposalsEvent};
 use hookstate_engine::schema::{Body, CoreEvent};
 use hookstate_engine::{Call, Command as CoreCommand, Engine, Expect, OpenOptions};
 use serde_json::Value;
@@ -275,15 +275,14 @@ fn micro_id(n: usize) -> String {
 }
 
 fn micro_queued(scope: &str, n: usize, now: u64) -> (String, Body) {
-    let event = ProposalsEvent::MicroQueued {
+    let event = ProposalsEvent::MicroQueued(MicroQueued {
         id: micro_id(n),
         tier: 1,
         question: format!("Should the nightly job {n} move to the weekend?"),
         options: None,
         on_resolve: None,
-        ask: false,
         ts: stamp(now),
-    };
+    });
     (scope.to_owned(), Body::Proposals(event))
 }
 

@@ -153,7 +153,8 @@ pub(crate) enum Verb {
     /// Hold the store open and answer calls on a Unix socket beside it (`<db>.sock`), committing
     /// the writes of concurrent calls together: every `hookstate` call on this store finds the
     /// server by itself and forwards to it, or runs in-process when there is none. One server per
-    /// store; SIGTERM or SIGINT stop it after the calls in flight (docs/protocol.md).
+    /// store; SIGTERM or SIGINT stop it after the calls in flight (docs/protocol.md). Store
+    /// files only: a PostgreSQL store is already shared by its server.
     Serve(ServeArgs),
     /// Copy a store into a new one, on either backend: the same events at the same seqs with the
     /// same hashes, the views rebuilt, in one transaction; then verify the copy.
@@ -182,7 +183,7 @@ pub(crate) enum Verb {
     },
     /// Examine the store: permissions, a full verify, the anchor, stale temporary files, the
     /// --mirror directory, processes that have it open, size and growth; a hint per finding.
-    /// Exits 5 when a finding is a problem.
+    /// Exits 5 when a finding is a problem. Store files only (on PostgreSQL: verify, metrics).
     Doctor,
     /// Events per domain, queue depths, the oldest ready item's age, parked items, file size and
     /// head, as JSON or (--prometheus) Prometheus text.

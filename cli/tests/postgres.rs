@@ -268,3 +268,74 @@ fn tls_verifies_the_servers_self_signed_certificate() {
     assert!(![0, 2].contains(&refused.code), "{refused:?}");
     assert!(!refused.stderr.contains(PASSWORD), "{refused:?}");
 }
+
+/// Every path under `dir`, sorted: what a refused verb must leave as it was.
+fn tree(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(next) = todo.pop() {
+        for entry in std::fs::read_dir(&next).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                todo.push(path.clone());
+            }
+            out.push(path);
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn metrics_checkpoint_compact_and_backup_work_on_a_database_store() {
+    let Some(base) = base() else { return };
+    let home = tempfile::tempdir().unwrap();
+    let db = fresh(&base, "ops");
+    for n in 0..5 {
+        run(home.path(), &db, &["kv", "put", &format!("k{n}"), &n.to_string()]).expect(0);
+    }
+    run(home.path(), &db, &["queue", "push", "q", "a", "{}"]).expect(0);
+    let metrics = run(home.path(), &db, &["metrics"]).expect(0).json();
+    assert!(metrics["file_bytes"].as_u64().unwrap() > 0, "the tables' size: {metrics}");
+    assert_eq!(metrics["events_per_domain"]["core"], 6, "{metrics}");
+    assert_eq!(metrics["queues"][0]["ready"], 1, "{metrics}");
+    let text = run(home.path(), &db, &["metrics", "--prometheus"]).expect(0).stdout;
+    assert!(text.contains("hookstate_events_total{domain=\"core\"} 6"), "{text}");
+    let checkpoint = run(home.path(), &db, &["checkpoint"]).expect(0).json();
+    assert_eq!(checkpoint["at"]["seq"], 6, "{checkpoint}");
+    let compact = run(home.path(), &db, &["compact", "--keep", "0"]).expect(0).json();
+    assert_eq!(compact["dropped"], 6, "{compact}");
+    let verify = run(home.path(), &db, &["verify"]).expect(0).json();
+    assert_eq!(verify["from_checkpoint"], 6, "verify proves the chain from the checkpoint");
+    let logged = run(home.path(), &db, &["log"]).expect(0).stdout;
+    assert_eq!(logged.lines().count(), 1, "only the checkpoint's event is left: {logged}");
+    assert_eq!(run(home.path(), &db, &["kv", "get", "k3"]).expect(0).json()["value"], 3);
+    let at = run(home.path(), &db, &["--at-seq", "7", "kv", "get", "k4"]).expect(0).json();
+    assert_eq!(at["value"], 4, "an as-of read from the checkpoint: {at}");
+    let file = home.path().join("backup/state.redb");
+    let backup = run(home.path(), &db, &["backup", "--to", file.to_str().unwrap()]).expect(0);
+    let db_head = head(&run(home.path(), &db, &["verify"]).expect(0));
+    let file_head = head(&finish(hookstate(home.path()).arg("--db").arg(&file).arg("verify")));
+    assert_eq!(file_head, db_head, "the backup file verifies at the store's head: {backup:?}");
+}
+
+#[test]
+fn doctor_and_serve_refuse_a_database_store_in_one_line_and_change_nothing() {
+    let Some(base) = base() else { return };
+    let home = tempfile::tempdir().unwrap();
+    let db = fresh(&base, "fileonly");
+    run(home.path(), &db, &["kv", "put", "k", "1"]).expect(0);
+    let before = (tree(home.path()), head(&run(home.path(), &db, &["verify"]).expect(0)));
+    for (args, says) in
+        [(&["doctor"][..], "doctor checks a store file"), (&["serve"], "serve runs")]
+    {
+        let refused = run(home.path(), &db, args);
+        assert_eq!(refused.code, 64, "{args:?}: {refused:?}");
+        assert_eq!(refused.stderr.lines().count(), 1, "{refused:?}");
+        assert!(refused.stderr.contains(says), "{refused:?}");
+        assert!(!refused.stderr.contains(PASSWORD), "{refused:?}");
+        assert!(refused.stdout.is_empty(), "{refused:?}");
+        let after = (tree(home.path()), head(&run(home.path(), &db, &["verify"]).expect(0)));
+        assert_eq!(after, before, "{args:?} wrote something");
+    }
+}

@@ -276,15 +276,14 @@ fn an_idle_stop_hook_reads_no_addressed_comment_of_a_listening_project() {
 }
 
 fn micro_queued(scope: &str, n: usize) -> (String, Body) {
-    let event = ProposalsEvent::MicroQueued {
+    let event = ProposalsEvent::MicroQueued(hookstate_schema::proposals::MicroQueued {
         id: format!("MP-20260101-{n}"),
         tier: 1,
         question: "Move the nightly job?".into(),
         options: None,
         on_resolve: None,
-        ask: false,
         ts: "2026-01-01T00:00:00Z".into(),
-    };
+    });
     (scope.to_owned(), Body::Proposals(event))
 }
 

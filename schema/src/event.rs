@@ -85,7 +85,8 @@ pub struct Event {
     pub content: EventContent,
 }
 
-/// What happened, per domain. New domains add a variant; old variants never change shape.
+/// What happened, per domain. New domains add a variant. A kind's shape changes only through a
+/// new shape version and an upcaster from the old one (`upcast.rs`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Body {
     /// The core primitives: records, claim queues, counters, sets and capped lists.
@@ -140,6 +141,19 @@ impl Body {
             Body::Alerts(_) => "alerts",
             Body::Heartbeat(_) => "heartbeat",
             Body::Session(_) => "session",
+        }
+    }
+
+    /// The shape version this build writes for this body's kind: 1, or the kind's
+    /// [`Shaped::VERSION`](crate::upcast::Shaped::VERSION) for a kind whose shape changed.
+    #[must_use]
+    pub fn shape_version(&self) -> u16 {
+        use crate::upcast::Shaped as _;
+        match self {
+            Body::Proposals(crate::proposals::ProposalsEvent::MicroQueued(_)) => {
+                crate::proposals::MicroQueued::VERSION
+            }
+            _ => 1,
         }
     }
 

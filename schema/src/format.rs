@@ -15,9 +15,13 @@ use crate::view::{ViewKey, ViewRow};
 /// hot verbs read (docs/decisions.md, "Costs that grow with the work"). An older store is
 /// upgraded by `hookstate rebuild`.
 pub const FORMAT_VERSION: u16 = 3;
-/// The newest record envelope version this build writes and reads: records did not change in
-/// format 3 (only view rows did), so they are still written with `v: 2`.
-pub const RECORD_VERSION: u16 = 2;
+/// The newest record envelope version this build writes and reads. Version 3 marks a record
+/// whose body is at a shape version above 1 (`upcast.rs`), so that a build from before shape
+/// versions refuses it as too new instead of misreading it; every other record is still written
+/// with [`RECORD_VERSION_SHAPE_1`], byte for byte as before.
+pub const RECORD_VERSION: u16 = 3;
+/// The envelope version of a record whose body is at shape 1 (every kind's first shape).
+pub const RECORD_VERSION_SHAPE_1: u16 = 2;
 /// The oldest format `rebuild` upgrades; every other verb refuses an older store.
 pub const FORMAT_VERSION_UPGRADABLE: u16 = 1;
 /// Table of events: `u64 seq -> envelope bytes`.
@@ -140,8 +144,12 @@ pub fn encode_content(content: &EventContent) -> Vec<u8> {
 pub fn encode_event(seq: u64, prev: &[u8; 32], content: &EventContent) -> (Vec<u8>, [u8; 32]) {
     let content_bytes = encode_content(content);
     let hash = event_hash(prev, seq, &content_bytes);
+    let v = match content.body.shape_version() {
+        1 => RECORD_VERSION_SHAPE_1,
+        _ => RECORD_VERSION,
+    };
     let envelope = Envelope {
-        v: RECORD_VERSION,
+        v,
         seq,
         prev: ByteArray::new(*prev),
         hash: ByteArray::new(hash),
@@ -169,7 +177,9 @@ fn decode_whole<T: serde::de::DeserializeOwned>(
     Ok(value)
 }
 
-/// Decodes a stored record and checks that its hash matches its content bytes.
+/// Decodes a stored record and checks that its hash matches its content bytes. A body stored
+/// at an older shape is upcast to the current one (`upcast.rs`): every reader sees current
+/// shapes, and the hash is checked over the stored bytes, never re-encoded ones.
 ///
 /// # Errors
 /// [`FormatError::Undecodable`], [`FormatError::TooNew`] or [`FormatError::HashMismatch`].
@@ -190,7 +200,35 @@ pub fn decode_event(bytes: &[u8]) -> Result<Event, FormatError> {
         return Err(FormatError::HashMismatch { seq: envelope.seq });
     }
     let content: EventContent = decode_whole("event content", &envelope.content)?;
+    check_record_version(envelope.v, &content, &envelope.content)?;
     Ok(Event { seq: envelope.seq, prev, hash, content })
+}
+
+/// The envelope version is not hashed, so it must agree with the (hashed) body: version 3 holds
+/// exactly the bodies stored at a shape above 1. The stored shape is read again only for a kind
+/// that has shapes above 1.
+fn check_record_version(v: u16, content: &EventContent, bytes: &[u8]) -> Result<(), FormatError> {
+    let stored = match content.body.shape_version() {
+        1 => 1,
+        _ => crate::upcast::stored_version(bytes)
+            .map_err(|detail| FormatError::Undecodable { what: "event content", detail })?,
+    };
+    if (v == RECORD_VERSION) != (stored > 1) {
+        let detail = format!("record version {v} holds a body stored at shape {stored}");
+        return Err(FormatError::Undecodable { what: "event content", detail });
+    }
+    Ok(())
+}
+
+/// The shape version a stored record's body is at (1 when its kind has none), as stored: below
+/// [`crate::Body::shape_version`] of the decoded event when [`decode_event`] upcast it.
+///
+/// # Errors
+/// [`FormatError::Undecodable`].
+pub fn stored_shape_version(bytes: &[u8]) -> Result<u16, FormatError> {
+    let envelope: Envelope = decode_whole("event envelope", bytes)?;
+    crate::upcast::stored_version(&envelope.content)
+        .map_err(|detail| FormatError::Undecodable { what: "event content", detail })
 }
 
 const KEY_RECORD: u8 = b'r';
@@ -475,6 +513,7 @@ pub fn from_hex<const N: usize>(text: &str) -> Option<[u8; N]> {
 mod tests {
     use super::*;
     use crate::event::{Actor, Body, CoreEvent, Request};
+    use crate::proposals::{MicroQueued, ProposalsEvent};
 
     fn sample_content() -> EventContent {
         EventContent {
@@ -612,6 +651,146 @@ mod tests {
             matches!(decoded, Err(FormatError::TooNew { found, .. }) if found == RECORD_VERSION + 1),
             "{decoded:?}"
         );
+    }
+
+    /// Three `micro_queued` records of one chain, written at shape 1 by the build before shape
+    /// versions (an ask with an empty `on_resolve`, an ask with a skill, a plain entry).
+    const MICRO_QUEUED_V1: &str = include_str!("../fixtures/micro_queued_v1.hex");
+    const MICRO_QUEUED_V1_STORE_ID: [u8; STORE_ID_BYTES] = [0x5a; STORE_ID_BYTES];
+
+    fn v1_records() -> Vec<Vec<u8>> {
+        MICRO_QUEUED_V1
+            .lines()
+            .map(|line| {
+                let pairs = (0..line.len() / 2).map(|i| from_hex::<1>(&line[i * 2..i * 2 + 2]));
+                pairs.map(|b| b.unwrap()[0]).collect()
+            })
+            .collect()
+    }
+
+    fn queued(id: &str, tier: i64, question: &str, options: Option<&[&str]>) -> MicroQueued {
+        MicroQueued {
+            id: id.into(),
+            tier,
+            question: question.into(),
+            options: options.map(|o| o.iter().map(|&l| l.to_owned()).collect()),
+            on_resolve: None,
+            ts: String::new(),
+        }
+    }
+
+    #[test]
+    fn golden_shape_1_micro_queued_records_decode_into_shape_2_and_keep_their_chain() {
+        let mut ask_empty =
+            queued("MP-20261201-1", 1, "Ship the release today?", Some(&["yes", "no"]));
+        ask_empty.on_resolve = Some(String::new());
+        ask_empty.ts = "2026-12-01T09:00:00Z".into();
+        let mut ask_skill = queued("MP-20261201-2", 1, "Which Node line?", Some(&["20.x", "22.x"]));
+        ask_skill.on_resolve = Some("/hermit:pin-node {answer}".into());
+        ask_skill.ts = "2026-12-01T09:01:00Z".into();
+        let mut plain = queued("MP-20261201-3", 2, "Archive the old logs?", None);
+        plain.ts = "2026-12-01T09:02:00Z".into();
+        let want = [ask_empty, ask_skill, plain];
+        let mut prev = genesis_hash(&MICRO_QUEUED_V1_STORE_ID);
+        let records = v1_records();
+        assert_eq!(records.len(), want.len());
+        for (index, (record, want)) in records.iter().zip(want).enumerate() {
+            assert_eq!(stored_shape_version(record).unwrap(), 1, "record {index} is shape 1");
+            let event = decode_event(record).unwrap();
+            assert_eq!(event.seq, index as u64 + 1);
+            assert_eq!(event.prev, prev, "record {index} links to the one before");
+            assert_eq!(event.content.body, Body::Proposals(ProposalsEvent::MicroQueued(want)));
+            assert_eq!(event.content.body.shape_version(), 2);
+            prev = event.hash;
+        }
+        let first = decode_event(&records[0]).unwrap();
+        let ProposalsEvent::MicroQueued(ref q) = first_queued(&first.content.body) else {
+            unreachable!()
+        };
+        assert!(q.is_ask(), "an empty on_resolve still made an ask");
+        assert_eq!(q.skill(), None);
+    }
+
+    fn first_queued(body: &Body) -> ProposalsEvent {
+        match body {
+            Body::Proposals(event) => event.clone(),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn shape_1_fields_are_not_shape_2_without_the_upcaster() {
+        // What decoding would do with no upcaster: shape 2 refuses shape 1's `ask` field, and
+        // the registry has the step that removes it.
+        let event = decode_event(&v1_records()[0]).unwrap();
+        let mut fields = crate::upcast::Fields::encode(&first_queued(&event.content.body)).unwrap();
+        let Some(crate::upcast::Wire::Map(mut inner)) = fields.take("MicroQueued") else {
+            panic!("{fields:?}")
+        };
+        inner.push((crate::upcast::Wire::Str("ask".into()), crate::upcast::Wire::Bool(true)));
+        let as_v1 = crate::upcast::Fields(
+            inner
+                .into_iter()
+                .filter_map(|(k, v)| match k {
+                    crate::upcast::Wire::Str(k) if k != "v" => Some((k, v)),
+                    _ => None,
+                })
+                .collect(),
+        );
+        assert!(as_v1.decode::<MicroQueued>().is_err(), "shape 2 would read shape 1 silently");
+        for (kind, version) in [("micro_queued", <MicroQueued as crate::upcast::Shaped>::VERSION)] {
+            for from in 1..version {
+                assert!(
+                    crate::upcast::upcaster("proposals", kind, from).is_some(),
+                    "{kind} {from}"
+                );
+            }
+        }
+    }
+
+    /// Pins shape 2 of `micro_queued`: record version 3, the fields led by `v: 2`.
+    #[test]
+    fn golden_bytes_of_a_shape_2_record() {
+        let mut content = sample_content();
+        let mut q = queued("MP-20261201-1", 1, "Ship?", None);
+        q.on_resolve = Some(String::new());
+        q.ts = "2026-12-01T09:00:00Z".into();
+        content.body = Body::Proposals(ProposalsEvent::MicroQueued(q));
+        let (bytes, _) = encode_event(1, &[0u8; 32], &content);
+        let envelope: Envelope = decode_whole("event envelope", &bytes).unwrap();
+        assert_eq!(envelope.v, RECORD_VERSION);
+        let body_bytes = to_hex(&envelope.content);
+        let shape_2 = concat!(
+            "a4626f647981a950726f706f73616c7381ab4d6963726f517565756564",
+            "87a17602a26964ad4d502d32303236313230312d31",
+        );
+        assert!(body_bytes.contains(shape_2), "{body_bytes}");
+        assert_eq!(stored_shape_version(&bytes).unwrap(), 2);
+        assert_eq!(decode_event(&bytes).unwrap().content, content);
+        let unshaped = encode_event(1, &[0u8; 32], &sample_content()).0;
+        let envelope: Envelope = decode_whole("event envelope", &unshaped).unwrap();
+        assert_eq!(envelope.v, RECORD_VERSION_SHAPE_1, "a shape-1 kind keeps its old bytes");
+    }
+
+    #[test]
+    fn a_shape_newer_than_this_build_is_refused() {
+        let mut content = sample_content();
+        content.body = Body::Proposals(ProposalsEvent::MicroQueued(queued("MP-1", 1, "q", None)));
+        let plain = encode_content(&content);
+        // `v` is the first field of the kind: its value is the byte after `a1 76`.
+        let at = plain.windows(3).position(|w| w == [0xa1, 0x76, 0x02]).unwrap();
+        let mut newer = plain.clone();
+        newer[at + 2] = 0x03;
+        let envelope = Envelope {
+            v: RECORD_VERSION,
+            seq: 1,
+            prev: ByteArray::new([0; 32]),
+            hash: ByteArray::new(event_hash(&[0; 32], 1, &newer)),
+            content: ByteBuf::from(newer),
+        };
+        let decoded = decode_event(&rmp_serde::to_vec_named(&envelope).unwrap());
+        let Err(FormatError::Undecodable { detail, .. }) = decoded else { panic!("{decoded:?}") };
+        assert!(detail.contains("shape 3 is newer than this build (2)"), "{detail}");
     }
 
     #[test]

@@ -14,6 +14,7 @@ pub mod observer;
 pub mod proposals;
 pub mod session;
 pub mod signals;
+pub mod upcast;
 pub mod view;
 
 pub use event::{Actor, Body, CoreEvent, Event, EventContent, BODY_VARIANTS};

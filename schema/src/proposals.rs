@@ -33,23 +33,13 @@ pub fn frontmatter(text: &str) -> Option<(Vec<(String, String)>, usize)> {
 /// Events of the proposals domain. Scope: `hermit:<abs state dir>`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ProposalsEvent {
-    /// A micro-proposal was queued; it also stands for a `micro-queued` ledger line.
-    MicroQueued {
-        /// `MP-YYYYMMDD-N`.
-        id: String,
-        /// The tier (forced to 1 when `on_resolve` was given).
-        tier: i64,
-        /// The question, the dedup key among pending entries.
-        question: String,
-        /// 2–4 answer labels, when given.
-        options: Option<Vec<String>>,
-        /// The skill invocation run after an answer, with an `{answer}` placeholder.
-        on_resolve: Option<String>,
-        /// `on_resolve` was present in the payload (the ledger line says `"kind":"ask"`).
-        ask: bool,
-        /// utcISOStamp of the queueing.
-        ts: String,
-    },
+    /// A micro-proposal was queued; it also stands for a `micro-queued` ledger line. Shape 2
+    /// ([`MicroQueued`]); shape 1 is read through [`micro_queued_v1_to_v2`].
+    #[serde(
+        serialize_with = "crate::upcast::serialize",
+        deserialize_with = "crate::upcast::deserialize"
+    )]
+    MicroQueued(MicroQueued),
     /// A micro-proposal left the queue; it also stands for a `micro-resolved` ledger line.
     MicroResolved {
         /// The entry's id.
@@ -154,7 +144,7 @@ impl ProposalsEvent {
     #[must_use]
     pub fn kind(&self) -> &'static str {
         match self {
-            ProposalsEvent::MicroQueued { .. } => "micro_queued",
+            ProposalsEvent::MicroQueued(_) => "micro_queued",
             ProposalsEvent::MicroResolved { .. } => "micro_resolved",
             ProposalsEvent::MicroNudged { .. } => "micro_nudged",
             ProposalsEvent::MicroDropped { .. } => "micro_dropped",
@@ -168,6 +158,88 @@ impl ProposalsEvent {
             ProposalsEvent::IndexImported { .. } => "index_imported",
         }
     }
+}
+
+/// A queued micro-proposal (`micro_queued`, shape 2): the payload's fields as the queueing
+/// decided them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MicroQueued {
+    /// `MP-YYYYMMDD-N`.
+    pub id: String,
+    /// The tier (forced to 1 for an ask).
+    pub tier: i64,
+    /// The question, the dedup key among pending entries.
+    pub question: String,
+    /// 2–4 answer labels, when given.
+    pub options: Option<Vec<String>>,
+    /// The payload's `on_resolve` exactly as given: `Some` makes the entry an ask (the ledger
+    /// line says `"kind":"ask"`), and the skill invocation run after an answer, with an
+    /// `{answer}` placeholder, is its text when not empty.
+    pub on_resolve: Option<String>,
+    /// utcISOStamp of the queueing.
+    pub ts: String,
+}
+
+impl MicroQueued {
+    /// Whether the entry is an ask: the payload had an `on_resolve`, even an empty one.
+    #[must_use]
+    pub fn is_ask(&self) -> bool {
+        self.on_resolve.is_some()
+    }
+
+    /// The skill invocation the queue entry keeps: `on_resolve` when it is not empty.
+    #[must_use]
+    pub fn skill(&self) -> Option<&str> {
+        self.on_resolve.as_deref().filter(|text| !text.is_empty())
+    }
+}
+
+impl crate::upcast::Shaped for MicroQueued {
+    const DOMAIN: &'static str = "proposals";
+    const KIND: &'static str = "micro_queued";
+    const VERSION: u16 = 2;
+}
+
+/// `micro_queued` shape 1: the ask flag and the skill text apart, the text already emptied of
+/// an empty `on_resolve`, so `ask: false` with a skill could be stored and an empty
+/// `on_resolve` was told only by the flag.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MicroQueuedV1 {
+    id: String,
+    tier: i64,
+    question: String,
+    options: Option<Vec<String>>,
+    on_resolve: Option<String>,
+    ask: bool,
+    ts: String,
+}
+
+/// The upcaster of `micro_queued` from shape 1: `on_resolve` becomes the payload's as given
+/// (an ask without a skill had `""`), and `ask` goes, since it is `on_resolve.is_some()`. A
+/// shape-1 skill without the flag (no build wrote one) reads as an ask: its queue entry ran the
+/// skill after an answer, which only an ask does.
+///
+/// # Errors
+/// When the fields are not shape 1's.
+pub fn micro_queued_v1_to_v2(
+    fields: crate::upcast::Fields,
+) -> Result<crate::upcast::Fields, String> {
+    let old: MicroQueuedV1 = fields.decode()?;
+    let on_resolve = match (old.ask, old.on_resolve) {
+        (true, None) => Some(String::new()),
+        (_, text) => text,
+    };
+    let new = MicroQueued {
+        id: old.id,
+        tier: old.tier,
+        question: old.question,
+        options: old.options,
+        on_resolve,
+        ts: old.ts,
+    };
+    crate::upcast::Fields::encode(&new)
 }
 
 /// The micro-proposal queue of one state directory, as the legacy file holds it.

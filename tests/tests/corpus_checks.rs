@@ -16,7 +16,7 @@ use hookstate_engine::{parse_findings, parse_rows};
 use hookstate_engine::{parse_hook_payload, parse_stop_payload};
 use hookstate_engine::{parse_legacy, LegacyFile};
 use hookstate_engine::{validate_json, Call, Command, Engine, OpenOptions};
-use hookstate_schema::format::{self, FormatError, RECORD_VERSION};
+use hookstate_schema::format::{self, FormatError, RECORD_VERSION_SHAPE_1};
 use hookstate_schema::id::{ID_BYTES_MAX, SCOPE_BYTES_MAX};
 use hookstate_schema::{validate_id, validate_scope, Actor, Event, ViewKey};
 use serde_json::value::RawValue;
@@ -80,14 +80,15 @@ fn check_canonical_event(event: &Event, content_bytes: Option<&[u8]>) {
 }
 
 /// A record envelope in MessagePack, written by hand (the schema keeps its envelope type
-/// private): a map of `v`, `seq`, `prev`, `hash` and `content`, with the hash computed over
-/// `content` so that it matches. `None` when the content is too long for a bin32.
+/// private): a map of `v` (the version of a body at shape 1; a body stored at a later shape is
+/// refused as undecodable content), `seq`, `prev`, `hash` and `content`, with the hash computed
+/// over `content` so that it matches. `None` when the content is too long for a bin32.
 fn wrap_content(seq: u64, prev: &[u8; 32], content: &[u8]) -> Option<Vec<u8>> {
     let len = u32::try_from(content.len()).ok()?;
     let hash = format::event_hash(prev, seq, content);
     let mut out = vec![0x85];
     out.extend_from_slice(b"\xa1v\xcd");
-    out.extend_from_slice(&RECORD_VERSION.to_be_bytes());
+    out.extend_from_slice(&RECORD_VERSION_SHAPE_1.to_be_bytes());
     out.extend_from_slice(b"\xa3seq\xcf");
     out.extend_from_slice(&seq.to_be_bytes());
     out.extend_from_slice(b"\xa4prev\xc4\x20");

@@ -21,6 +21,14 @@ pub(crate) fn doctor(cli: &Cli) -> Result<(), CliError> {
         now_ms: cli.now_ms.unwrap_or_else(now_ms),
     };
     let path = db_path(cli)?;
+    if let Some(address) = hookstate_engine::remote_address(&path) {
+        // Its checks are of a file and what lies beside it; on a database they would judge the
+        // address as a path (and print it whole).
+        return Err(CliError::Usage(format!(
+            "doctor checks a store file (permissions, anchor, temporary files, lock holders), \
+             not the PostgreSQL store {address}: run hookstate verify and hookstate metrics there"
+        )));
+    }
     let findings = hookstate_engine::doctor(&path, &options);
     let problems = findings.iter().filter(|f| f.level == Level::Problem).count();
     let list: Vec<Value> = findings

@@ -28,6 +28,14 @@ pub(crate) fn run(cli: &Cli, args: &ServeArgs) -> Result<(), CliError> {
         }
         other => other.map(Duration::from_secs),
     };
+    if let Some(address) = hookstate_engine::remote_address(&db_path(cli)?) {
+        // The socket and its lock live beside a store file; a database is already shared by its
+        // server, so every host calls it directly.
+        return Err(CliError::Usage(format!(
+            "serve runs beside a store file, not the PostgreSQL store {address}: call it \
+             directly, its server already shares it"
+        )));
+    }
     let engine = open(cli, Access::Write)?;
     let handler = Arc::new(crate::served::ServedCli::new(db_path(cli)?));
     // A panic inside a served call is that call's answer (exit 5 and its line), not the

@@ -106,6 +106,11 @@ pub(crate) trait Storage: Send + Sync {
     }
     /// Opens a read snapshot.
     fn begin_read(&self) -> Result<Box<dyn ReadTxn + '_>>;
+    /// The bytes the store takes: its file's size, or what the backend says its tables take; 0
+    /// when it cannot say.
+    fn stored_bytes(&self) -> u64 {
+        std::fs::symlink_metadata(self.path()).map_or(0, |m| m.len())
+    }
     /// Gives the file's free space back to the filesystem, when the backend can; returns whether
     /// it did.
     fn compact_file(&mut self) -> Result<bool> {

@@ -43,7 +43,8 @@ pub struct CompactReport {
     pub dropped: u64,
     /// The log now starts after this seq (the checkpoint's).
     pub after_seq: u64,
-    /// The store file's size before.
+    /// The bytes the store took before (its file's size; on PostgreSQL its tables', whose
+    /// space the server's vacuum gives back later).
     pub file_bytes_before: u64,
     /// Its size after.
     pub file_bytes_after: u64,
@@ -195,10 +196,9 @@ impl Ops<'_> {
 /// [`Error::BadInput`] with no checkpoint, a checkpoint within the events kept, or a live key
 /// bound by a dropped event; [`Error::Busy`]; store errors.
 pub fn compact(engine: &mut Engine, keep_events: u64, now_ms: u64) -> Result<CompactReport> {
-    let path = engine.kernel().path();
-    let size = || std::fs::symlink_metadata(&path).map(|m| m.len()).unwrap_or(0);
-    let file_bytes_before = size();
+    let file_bytes_before = engine.kernel().storage().stored_bytes();
     let (dropped, after_seq) = engine.ops().drop_before_checkpoint(keep_events, now_ms)?;
     engine.kernel_mut().storage_mut().compact_file()?;
-    Ok(CompactReport { dropped, after_seq, file_bytes_before, file_bytes_after: size() })
+    let file_bytes_after = engine.kernel().storage().stored_bytes();
+    Ok(CompactReport { dropped, after_seq, file_bytes_before, file_bytes_after })
 }

@@ -37,7 +37,8 @@ pub struct QueueMetrics {
 pub struct Metrics {
     /// The head.
     pub head: Head,
-    /// Size of the store file in bytes.
+    /// Bytes the store takes: its file's size, or on PostgreSQL its tables' (0 when the server
+    /// cannot say).
     pub file_bytes: u64,
     /// Events appended per domain since genesis; `None` for a store made before the counts
     /// were kept, until `hookstate rebuild` counts them.
@@ -78,7 +79,7 @@ impl Ops<'_> {
             queue.oldest_ready_age_ms = oldest_ready_at(&*txn, &queue.scope, &queue.queue)?
                 .map(|at_ms| now_ms.saturating_sub(at_ms));
         }
-        let file_bytes = std::fs::symlink_metadata(kernel.path()).map(|m| m.len()).unwrap_or(0);
+        let file_bytes = kernel.storage().stored_bytes();
         Ok(Metrics { head, file_bytes, events_per_domain, queues })
     }
 }

@@ -6,7 +6,7 @@
 //! Every verdict line upstream's `proposal.ts` prints is in the result's `verdict` field. No IO,
 //! no clock (time comes in as stamps), no store: `api.rs` reads the queue and calls these.
 
-use hookstate_schema::proposals::{ProposalsEvent, QueueDoc};
+use hookstate_schema::proposals::{MicroQueued, ProposalsEvent, QueueDoc};
 use hookstate_schema::Body;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -303,15 +303,14 @@ pub(crate) fn decide_queue(
     let ask = input.on_resolve.is_some();
     let tier = if ask { 1 } else { input.tier.as_ref().and_then(Value::as_i64).unwrap_or(1) };
     let id = format!("{MP_PREFIX}{date}-{next}");
-    let event = ProposalsEvent::MicroQueued {
+    let event = ProposalsEvent::MicroQueued(MicroQueued {
         id,
         tier,
         question,
         options: input.options.clone(),
-        on_resolve: input.on_resolve.clone().filter(|t| !t.is_empty()),
-        ask,
+        on_resolve: input.on_resolve.clone(),
         ts,
-    };
+    });
     let result = render(&event);
     Ok(Plan { events: vec![Body::Proposals(event)], result, ..Plan::default() })
 }
@@ -502,7 +501,7 @@ struct Nudged<'a> {
 /// other proposals events.
 pub(crate) fn render_micro(event: &ProposalsEvent) -> Option<Map<String, Value>> {
     Some(match event {
-        ProposalsEvent::MicroQueued { id, tier, ts, .. } => {
+        ProposalsEvent::MicroQueued(MicroQueued { id, tier, ts, .. }) => {
             to_fields(&Queued { verdict: format!("QUEUED|{id}"), id, tier: *tier, ts })
         }
         ProposalsEvent::MicroResolved { id, action, answer, channel, .. } => to_fields(&Resolved {
@@ -556,14 +555,15 @@ struct ResolvedLine<'a> {
 /// `JSON.stringify` writes it. `None` for other events.
 pub(crate) fn micro_ledger_line(event: &ProposalsEvent) -> Option<String> {
     match event {
-        ProposalsEvent::MicroQueued { id, tier, question, ask, ts, .. } => {
+        ProposalsEvent::MicroQueued(queued) => {
+            let MicroQueued { id, tier, question, ts, .. } = queued;
             let line = QueuedLine {
                 ts,
                 kind: "micro-queued",
                 micro_id: id,
                 tier: *tier,
                 question,
-                ask: ask.then_some("ask"),
+                ask: queued.is_ask().then_some("ask"),
             };
             serde_json::to_string(&line).ok()
         }
@@ -681,15 +681,14 @@ mod tests {
 
     #[test]
     fn ledger_lines_are_upstreams_compact_json_with_ts_first() {
-        let queued = ProposalsEvent::MicroQueued {
+        let queued = ProposalsEvent::MicroQueued(MicroQueued {
             id: "MP-20261129-4".into(),
             tier: 1,
             question: "Ship?".into(),
             options: None,
             on_resolve: Some("/x {answer}".into()),
-            ask: true,
             ts: "2026-11-29T22:00:00Z".into(),
-        };
+        });
         assert_eq!(
             micro_ledger_line(&queued).unwrap(),
             "{\"ts\":\"2026-11-29T22:00:00Z\",\"type\":\"micro-queued\",\"micro_id\":\

@@ -5,7 +5,8 @@
 //! Pure: no IO, no clock, no failure.
 
 use hookstate_schema::proposals::{
-    IndexDoc, MpSeqDoc, PropDoc, ProposalsEvent, QueueDoc, PROP_KIND, QUEUE_ID, QUEUE_KIND,
+    IndexDoc, MicroQueued, MpSeqDoc, PropDoc, ProposalsEvent, QueueDoc, PROP_KIND, QUEUE_ID,
+    QUEUE_KIND,
 };
 use hookstate_schema::{Body, Event, ViewKey};
 use serde::Serialize;
@@ -119,7 +120,7 @@ pub(crate) fn touched_keys(scope: &str, event: &ProposalsEvent) -> Vec<ViewKey> 
     let queue = doc_key(scope, QUEUE_KIND, QUEUE_ID);
     let prop = |file: &str| doc_key(scope, PROP_KIND, file.trim_end_matches(".md"));
     match event {
-        ProposalsEvent::MicroQueued { id, .. } => {
+        ProposalsEvent::MicroQueued(MicroQueued { id, .. }) => {
             let mut keys = vec![queue];
             keys.extend(seq_key(scope, id));
             keys
@@ -176,10 +177,10 @@ struct NewEntry<'a> {
 }
 
 fn new_entry(event: &ProposalsEvent) -> String {
-    let ProposalsEvent::MicroQueued { id, tier, question, options, on_resolve, ts, .. } = event
-    else {
+    let ProposalsEvent::MicroQueued(queued) = event else {
         return String::new();
     };
+    let MicroQueued { id, tier, question, options, ts, .. } = queued;
     let entry = NewEntry {
         id,
         tier: *tier,
@@ -188,7 +189,7 @@ fn new_entry(event: &ProposalsEvent) -> String {
         ts,
         question,
         options: options.as_deref(),
-        on_resolve: on_resolve.as_deref(),
+        on_resolve: queued.skill(),
     };
     serde_json::to_string(&entry).unwrap_or_default()
 }
@@ -230,7 +231,7 @@ fn rewritten(views: &dyn ViewAccess, key: &ViewKey, file: &str, text: &str) -> P
 pub(crate) fn apply(views: &mut dyn ViewAccess, scope: &str, event: &ProposalsEvent) {
     let key = doc_key(scope, QUEUE_KIND, QUEUE_ID);
     match event {
-        ProposalsEvent::MicroQueued { id, .. } => {
+        ProposalsEvent::MicroQueued(MicroQueued { id, .. }) => {
             edit_queue(views, &key, |queue| queue.entries.push(new_entry(event)));
             bump_seq(views, scope, id);
         }

@@ -600,6 +600,20 @@ impl Storage for PgStore {
     fn remove_stale_temps(&self) -> Result<u32> {
         Ok(0)
     }
+    /// The store's three tables with their indexes and TOAST data, as the server counts them;
+    /// 0 from a server without `pg_total_relation_size` (a distributed SQL engine) or on any
+    /// error, since a size is a figure for an operator, never a decision.
+    fn stored_bytes(&self) -> u64 {
+        let sql = "SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0)::bigint FROM pg_class c \
+                   WHERE c.relnamespace = to_regnamespace(current_schema()) \
+                   AND c.relname IN ('hookstate_meta', 'hookstate_log', 'hookstate_views')";
+        let Ok(mut client) = self.take() else {
+            return 0;
+        };
+        let bytes = client.query_one(sql, &[]).ok().and_then(|row| row.try_get::<_, i64>(0).ok());
+        self.give(client);
+        bytes.and_then(|b| u64::try_from(b).ok()).unwrap_or(0)
+    }
     fn begin_write(&self, deadline: Instant) -> Result<Box<dyn WriteTxn + '_>> {
         if self.read_only {
             return Err(Error::ReadOnly);
@@ -794,6 +808,17 @@ impl WriteTxn for PgTxn<'_> {
 
     fn delete_view(&mut self, key: &[u8]) -> Result<()> {
         self.execute("DELETE FROM hookstate_views WHERE key = $1", &[(&key, Type::BYTEA)])
+    }
+
+    fn drop_events_through(&mut self, seq: u64) -> Result<u64> {
+        let sql = "WITH dropped AS (DELETE FROM hookstate_log WHERE seq <= $1 RETURNING seq) \
+                   SELECT count(*) FROM dropped";
+        let rows = self.query(sql, &[(&to_bigint(seq), Type::INT8)])?;
+        let count: i64 = match rows.first() {
+            Some(row) => row.try_get(0).map_err(|e| Error::Corrupt(e.to_string()))?,
+            None => 0,
+        };
+        Ok(u64::try_from(count).unwrap_or(0))
     }
 
     fn clear_views(&mut self) -> Result<()> {
