@@ -9,6 +9,8 @@
 //! calls and turns a tail step's refusal into upstream's stderr warning. It also holds the newer
 //! `proposal.ts`'s state-directory pin, which the drop-in checks before any verb runs.
 
+mod summary;
+
 use std::path::{Component, Path, PathBuf};
 
 use crate::alerts::TickInput;
@@ -74,6 +76,16 @@ pub fn hermit_create(engine: &Engine, call: &Call, input: &CreateInput) -> Resul
         }
     }
     Ok(Composed { outcome, warnings })
+}
+
+/// `proposal.ts create`'s last tail step, after the mirrored create landed: upstream's
+/// `generate-summary.ts` `run(<dir>/state)`, which regenerates `state/state-summary.md` from the
+/// directory's alert files, ledger, queue and `state/reflection-state.json` (`updated:` is
+/// `now_ms`). Returns the stderr lines upstream prints; never fails the create. Not called for
+/// a refused create.
+#[must_use]
+pub fn hermit_summary(dir: &Path, now_ms: u64) -> Vec<String> {
+    summary::regenerate(dir, now_ms)
 }
 
 /// appendShellLine's error for a refused shell append, as upstream words it.
