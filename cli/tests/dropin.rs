@@ -831,7 +831,6 @@ fn summary(h: &Hermit) -> String {
 
 /// What upstream's generate-summary.ts `run()` writes, read from its code: the frontmatter's
 /// rates are `(rate / 100).toFixed(2)` (`null` without data), the body's `${rate}%` (`no data`).
-#[expect(clippy::too_many_arguments, reason = "one argument per line of the report")]
 fn expected_summary(
     created: (u32, u32, u32),
     responded: u32,

@@ -9,8 +9,6 @@
 //! calls and turns a tail step's refusal into upstream's stderr warning. It also holds the newer
 //! `proposal.ts`'s state-directory pin, which the drop-in checks before any verb runs.
 
-mod summary;
-
 use std::path::{Component, Path, PathBuf};
 
 use crate::alerts::TickInput;
@@ -85,7 +83,7 @@ pub fn hermit_create(engine: &Engine, call: &Call, input: &CreateInput) -> Resul
 /// a refused create.
 #[must_use]
 pub fn hermit_summary(dir: &Path, now_ms: u64) -> Vec<String> {
-    summary::regenerate(dir, now_ms)
+    crate::proposals::regenerate_summary(dir, now_ms)
 }
 
 /// appendShellLine's error for a refused shell append, as upstream words it.

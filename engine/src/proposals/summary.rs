@@ -2,23 +2,24 @@
 //! its best-effort tail: `state/state-summary.md`, a report over the alert files, the ledger,
 //! the micro-proposal queue and `state/reflection-state.json`.
 //!
-//! Runs after the mirrored create, so the files the store holds (the alert files, the queue,
-//! the ledger) are the ones the call just wrote; `reflection-state.json`, which no layout holds,
-//! is read as a plain file. Every read is bounded and goes through [`Root`]; the one write is
-//! [`Root::write`]'s durable replace, inside the state directory. Decides nothing for a domain:
-//! it only counts what the files say, as upstream's generator does.
+//! Runs after the mirrored create (`dropin::hermit_summary`), so the files the store holds (the
+//! alert files, the queue, the ledger) are the ones the call just wrote; `reflection-state.json`,
+//! which no layout holds, is read as a plain file. Every read is bounded (the ledger by the
+//! layout's bound) and goes through [`Root`]; the one write is [`Root::write`]'s durable
+//! replace, inside the state directory. Decides nothing: it only counts what the files say, as
+//! upstream's generator does. Not upstream's mtime fast path (skip when the summary is newer
+//! than every input): after a create the ledger is always newer.
 
 use std::path::Path;
 
 use serde_json::{Map, Value};
 
+use super::layout::{LEDGER_FILE, LEDGER_FILE_BYTES_MAX, QUEUE_FILE, STATE_DIR};
 use crate::kernel::compat::js::{math_round, number_string, to_fixed_2};
 use crate::kernel::compat::js_trim;
 use crate::kernel::compat::stamp::{date_parse, stamp_ms, TIME_MS_MAX};
 use crate::legacy::root::Root;
 
-/// The state directory under the hermit directory.
-const STATE_DIR: &str = "state";
 /// The generator's output.
 const OUTPUT_FILE: &str = "state-summary.md";
 /// Its presence says the hermit is initialised; without it nothing is written.
@@ -28,16 +29,10 @@ const ALERT_FILES: [&str; 4] =
     [ALERT_STATE_FILE, "budget-alerts.json", "telemetry-alert.json", "doctor-alerts.json"];
 /// The reflection skill's state: no layout holds it, so it is read from the directory.
 const REFLECTION_FILE: &str = "reflection-state.json";
-/// The micro-proposal queue.
-const QUEUE_FILE: &str = "micro-proposals.json";
-/// The proposal ledger.
-const LEDGER_FILE: &str = "proposal-metrics.jsonl";
 /// An alert file, the queue, the reflection state or the old summary: small JSON or Markdown
 /// documents; 8 MiB is far above any real one and bounds the read. A larger file reads as
 /// unreadable (upstream's `catch {}`: its default).
 const SMALL_FILE_BYTES_MAX: usize = 8 * 1024 * 1024;
-/// The ledger grows with the history: the proposals layout's bound on it (64 MiB).
-const LEDGER_BYTES_MAX: usize = 64 * 1024 * 1024;
 
 /// What one regeneration read: a file's text, `Err` when it exists and cannot be read.
 type Read = std::result::Result<Option<String>, String>;
@@ -155,11 +150,9 @@ fn tally(text: &str) -> Tally {
                 }
             }
             Some("resolved") => t.resolved += 1,
-            Some("micro-queued") => {
-                // Bridged asks are not yes/no decisions: out of the approval rate's denominator.
-                if event.get("kind").and_then(Value::as_str) != Some("ask") {
-                    t.micro_queued += 1;
-                }
+            // Bridged asks are not yes/no decisions: out of the approval rate's denominator.
+            Some("micro-queued") if event.get("kind").and_then(Value::as_str) != Some("ask") => {
+                t.micro_queued += 1;
             }
             Some("micro-resolved") => match event.get("action").and_then(Value::as_str) {
                 Some("approved") => t.micro_approved += 1,
@@ -243,21 +236,20 @@ pub(crate) fn regenerate(dir: &Path, now_ms: u64) -> Vec<String> {
         .and_then(|mut rs| rs.remove("last_reflection"))
         .filter(|v| truthy(Some(v)));
 
-    let t = match read(&state, LEDGER_FILE, LEDGER_BYTES_MAX) {
+    let t = match read(&state, LEDGER_FILE, LEDGER_FILE_BYTES_MAX) {
         Ok(text) => tally(text.as_deref().unwrap_or_default()),
         Err(why) => {
             stderr.push(format!("generate-summary: failed to read metrics: {why}"));
             Tally::default()
         }
     };
-    let auto_rate = rate(count(&t.accepted_by, "auto-detected"), count(&t.created_by, "auto-detected"));
+    let auto_rate =
+        rate(count(&t.accepted_by, "auto-detected"), count(&t.created_by, "auto-detected"));
     let manual_rate = rate(count(&t.accepted_by, "manual"), count(&t.created_by, "manual"));
 
     let (mut micro_pending, mut question) = (0usize, None);
-    if let Some(Some(mut queue)) = read(&state, QUEUE_FILE, SMALL_FILE_BYTES_MAX)
-        .ok()
-        .flatten()
-        .map(|text| object(&text))
+    if let Some(Some(mut queue)) =
+        read(&state, QUEUE_FILE, SMALL_FILE_BYTES_MAX).ok().flatten().map(|text| object(&text))
     {
         let pending = match queue.remove("pending") {
             Some(Value::Array(items)) => items,
@@ -265,7 +257,9 @@ pub(crate) fn regenerate(dir: &Path, now_ms: u64) -> Vec<String> {
         };
         let active: Vec<&Value> = pending
             .iter()
-            .filter(|e| truthy(Some(e)) && e.get("status").and_then(Value::as_str) == Some("pending"))
+            .filter(|e| {
+                truthy(Some(e)) && e.get("status").and_then(Value::as_str) == Some("pending")
+            })
             .collect();
         micro_pending = active.len();
         if let [only] = active.as_slice() {
