@@ -894,7 +894,8 @@ pub(crate) enum ProposalsVerb {
     /// state/runtime.json's session_id), `Category:`,
     /// `Tags:` (JSON), `Related-Sessions:` (JSON), `Self-Eval-Key:`, `Findings:` lines, a `---`
     /// line, the body. With --mirror, the `- <id>: <Findings: or title>` line is appended under
-    /// SHELL.md's `## Findings` too (a warning on stderr when it cannot be).
+    /// SHELL.md's `## Findings` too (a warning on stderr when it cannot be), then
+    /// state/state-summary.md is regenerated as upstream's generate-summary.ts writes it.
     /// Verdict: the PROP-NNN-<slug>-<HHMMSS> id, or ERROR|<token>.
     Create {
         /// Refuse as upstream does when the state directory or its

@@ -782,3 +782,173 @@ fn tick_step_3_in_listen_mode_counts_pending_before_the_drain() {
     assert_eq!(tick["claimed"].as_array().map(Vec::len), Some(1), "{tick}");
     assert_eq!(tick["projects"][0]["heartbeat"]["pending"], 1, "step 3 precedes step 4");
 }
+
+/// `state/alert-state.json` as upstream's heartbeat writes it: two alerts firing, one suppressed.
+const ALERT_STATE: &str = r#"{
+  "alerts": {
+    "custom:ci-red": {
+      "count": 2,
+      "consecutive_clean": 0,
+      "suppressed": false,
+      "first_seen": "2026-09-13",
+      "last_seen": "2026-09-14",
+      "text": "CI is red"
+    },
+    "custom:disk": {
+      "count": 7,
+      "consecutive_clean": 0,
+      "suppressed": true,
+      "first_seen": "2026-09-10",
+      "last_seen": "2026-09-14",
+      "text": "disk above 90%"
+    },
+    "custom:flaky": {
+      "count": 1,
+      "consecutive_clean": 1,
+      "suppressed": false,
+      "first_seen": "2026-09-14",
+      "last_seen": "2026-09-14",
+      "text": "a flaky test"
+    }
+  },
+  "last_digest_date": null,
+  "self_eval": {},
+  "total_ticks": 3
+}
+"#;
+
+/// A hermit with an initialised alert state and a reflection state (which no layout holds).
+fn summary_hermit(reflection: &str) -> Hermit {
+    let h = Hermit::new();
+    std::fs::write(h.dir.join("state/alert-state.json"), ALERT_STATE).unwrap();
+    std::fs::write(h.dir.join("state/reflection-state.json"), reflection).unwrap();
+    h
+}
+
+fn summary(h: &Hermit) -> String {
+    std::fs::read_to_string(h.dir.join("state/state-summary.md")).unwrap()
+}
+
+/// What upstream's generate-summary.ts `run()` writes, read from its code: the frontmatter's
+/// rates are `(rate / 100).toFixed(2)` (`null` without data), the body's `${rate}%` (`no data`).
+fn expected_summary(
+    created: (u32, u32, u32),
+    responded: u32,
+    rates: [(&str, &str); 3],
+    pending: u32,
+    question: &str,
+    approval: (&str, &str),
+    reflection: (&str, &str),
+) -> String {
+    let (all, auto, manual) = created;
+    let [(rr, rr_text), (ar, ar_text), (mr, mr_text)] = rates;
+    format!(
+        "---\nupdated: 2026-09-14T08:15:02.118Z\nactive_alerts: 2\nsuppressed_alerts: 1\n\
+         proposals_created: {all}\nproposals_responded: {responded}\nproposals_resolved: 0\n\
+         response_rate: {rr}\nauto_detect_accept_rate: {ar}\nmanual_accept_rate: {mr}\n\
+         micro_pending: {pending}\nmicro_approval_rate: {}\nlast_reflection: {}\n---\n\
+         # Agent State\n\n## Alerts\nActive: 2\nSuppressed: 1\n\n## Proposals\n\
+         Created: {all} (auto-detected: {auto}, manual: {manual})\nResponded: {responded}\n\
+         Resolved: 0\nResponse rate: {rr_text}\nAuto-detected accept rate: {ar_text}\n\
+         Manual accept rate: {mr_text}\n\n## Micro-Proposals\nPending: {pending}\n\
+         Question: {question}\nApproval rate: {}\nBridged asks answered: 0\n\n## Reflection\n\
+         Last: {}\n",
+        approval.0, reflection.0, approval.1, reflection.1
+    )
+}
+
+#[test]
+fn proposal_create_regenerates_state_summary_md_as_upstream_writes_it() {
+    let h = summary_hermit("{\"last_reflection\":\"2026-09-13T22:05:00.000Z\"}\n");
+    let d = h.d();
+    let queue = |question: &str| {
+        let stdin = format!("{{\"tier\":1,\"question\":\"{question}\"}}");
+        h.shim("proposal", &["queue-micro", d], Some(&stdin)).expect(0).stdout.trim().to_owned()
+    };
+    assert_eq!(queue("Pin node to 20.x?"), "QUEUED|MP-20260914-0");
+    assert_eq!(queue("Delete merged branches?"), "QUEUED|MP-20260914-1");
+    let approve = ["micro", d, "resolve", "MP-20260914-1", "--action", "approved"];
+    h.shim("proposal", &approve, None).expect(0);
+    assert!(!h.dir.join("state/state-summary.md").exists(), "only create regenerates it");
+
+    let stdin = "Title: Cache the CI install\nSource: auto-detected\n---\nBody.\n";
+    let created = h.shim("proposal", &["create", d], Some(stdin)).expect(0);
+    assert!(created.stderr.is_empty(), "{created:?}");
+    let id = created.stdout.trim().to_owned();
+    let reflection = ("2026-09-13T22:05:00.000Z", "2026-09-13 22:05");
+    assert_eq!(
+        summary(&h),
+        expected_summary(
+            (1, 1, 0),
+            0,
+            [("0.00", "0%"), ("0.00", "0%"), ("null", "no data")],
+            1,
+            "Pin node to 20.x?",
+            ("0.50", "50%"),
+            reflection,
+        )
+    );
+
+    let event = ["event", d, "responded", &format!("--id={id}"), "--action=accept"];
+    line(h.shim("proposal", &event, None), "OK");
+    let second = h.shim("proposal", &["create", d], Some("Title: Second\n---\nB.\n")).expect(0);
+    assert!(second.stderr.is_empty(), "{second:?}");
+    assert_eq!(
+        summary(&h),
+        expected_summary(
+            (2, 1, 1),
+            1,
+            [("0.50", "50%"), ("1.00", "100%"), ("0.00", "0%")],
+            1,
+            "Pin node to 20.x?",
+            ("0.50", "50%"),
+            reflection,
+        )
+    );
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let meta = std::fs::metadata(h.dir.join("state/state-summary.md")).unwrap();
+        let umask_mode = 0o666 & !0o022;
+        assert_eq!(meta.permissions().mode() & 0o777, umask_mode, "writeFileSync's mode");
+    }
+}
+
+#[test]
+fn proposal_create_summary_follows_upstream_on_missing_and_unreadable_inputs() {
+    // No alert-state.json: the hermit is not initialised and upstream writes nothing.
+    let h = Hermit::new();
+    let created = h.shim("proposal", &["create", h.d()], Some("Title: Try it\n---\nBody.\n"));
+    assert!(created.expect(0).stderr.is_empty());
+    assert!(!h.dir.join("state/state-summary.md").exists());
+
+    // An unparseable reflection state and no queue: `never`, `null`, no question, no data.
+    let h = summary_hermit("{not json\n");
+    let created = h.shim("proposal", &["create", h.d()], Some("Title: Try it\n---\nBody.\n"));
+    assert!(created.expect(0).stderr.is_empty());
+    let expected = expected_summary(
+        (1, 0, 1),
+        0,
+        [("0.00", "0%"), ("null", "no data"), ("0.00", "0%")],
+        0,
+        "none",
+        ("null", "no data"),
+        ("null", "never"),
+    );
+    assert_eq!(summary(&h), expected);
+
+    // A refused create writes no summary (nor replaces the one there).
+    let h = summary_hermit("{}\n");
+    line(h.shim("proposal", &["create", h.d()], Some("Title: x\n")), "ERROR|missing-separator");
+    line(h.shim("proposal", &["create", h.d()], Some("---\nBody.\n")), "ERROR|missing-title");
+    assert!(!h.dir.join("state/state-summary.md").exists());
+
+    // A last_reflection no Date reads makes upstream's toISOString throw: create's tail warns,
+    // writes no summary, and the PROP stands.
+    let h = summary_hermit("{\"last_reflection\":\"last tuesday\"}\n");
+    let created = h.shim("proposal", &["create", h.d()], Some("Title: Try it\n---\nBody.\n"));
+    assert_eq!(created.code, 0, "{created:?}");
+    assert_eq!(created.stderr, "WARN: summary regen failed: Invalid Date\n", "{created:?}");
+    assert!(h.dir.join("proposals").join(format!("{}.md", created.stdout.trim())).is_file());
+    assert!(!h.dir.join("state/state-summary.md").exists());
+}

@@ -76,6 +76,16 @@ pub fn hermit_create(engine: &Engine, call: &Call, input: &CreateInput) -> Resul
     Ok(Composed { outcome, warnings })
 }
 
+/// `proposal.ts create`'s last tail step, after the mirrored create landed: upstream's
+/// `generate-summary.ts` `run(<dir>/state)`, which regenerates `state/state-summary.md` from the
+/// directory's alert files, ledger, queue and `state/reflection-state.json` (`updated:` is
+/// `now_ms`). Returns the stderr lines upstream prints; never fails the create. Not called for
+/// a refused create.
+#[must_use]
+pub fn hermit_summary(dir: &Path, now_ms: u64) -> Vec<String> {
+    crate::proposals::regenerate_summary(dir, now_ms)
+}
+
 /// appendShellLine's error for a refused shell append, as upstream words it.
 fn shell_failure(answer: &Answer, heading: &str) -> Option<String> {
     match answer.verdict.lines.first().map(String::as_str) {

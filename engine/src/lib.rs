@@ -56,8 +56,8 @@ pub use crate::proposals::{
 };
 // The drop-in's calls across the hermit domains (upstream's create, patch, alert-state).
 pub use crate::dropin::{
-    hermit_alert_state, hermit_create, hermit_patch, hermit_state_dir, pin_refusal, Composed,
-    PinEnv,
+    hermit_alert_state, hermit_create, hermit_patch, hermit_state_dir, hermit_summary, pin_refusal,
+    Composed, PinEnv,
 };
 // Claude-code-hermit session state: `engine.session()`, and the `hermit-session` codec.
 pub use crate::session::{

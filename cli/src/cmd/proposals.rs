@@ -8,7 +8,7 @@
 
 use std::io::Write;
 
-use hookstate_engine::{hermit_create, hermit_dir, hermit_patch, template_refused};
+use hookstate_engine::{hermit_create, hermit_dir, hermit_patch, hermit_summary, template_refused};
 use hookstate_engine::{parse_create, parse_micro_input, parse_patch_stdin};
 use hookstate_engine::{CreateInput, MicroInput, Move, MoveInput, PatchInput, ResolveInput};
 use hookstate_engine::{Engine, Outcome};
@@ -81,6 +81,14 @@ pub(crate) fn run(cli: &Cli, args: &ProposalsArgs) -> Result<(), CliError> {
     })?;
     for warning in &warnings {
         let _ = writeln!(std::io::stderr(), "WARN: {warning}");
+    }
+    // Upstream's create ends by regenerating state/state-summary.md, after its writes landed.
+    if let (ProposalsVerb::Create { .. }, Some(dir), None) =
+        (&args.verb, cli.mirror.as_deref(), &outcome.refusal)
+    {
+        for line in hermit_summary(dir, call.now_ms) {
+            let _ = writeln!(std::io::stderr(), "{line}");
+        }
     }
     finish_script(cli, &outcome)
 }

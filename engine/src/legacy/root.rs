@@ -41,11 +41,12 @@ fn is_temp_name(name: &str) -> bool {
 const UPSTREAM_FILE_MODE: u32 = 0o666;
 /// The files whose upstream writer creates them that way: moonshine's `.feedback/` files (the
 /// Stop hook's jq redirect, the web dev server), and hermit's queue, ledger, index, PROP files
-/// and heartbeat files (`writeFileAtomic`, `heartbeat-monitor.sh`). Every other file gets
+/// and heartbeat files (`writeFileAtomic`, `heartbeat-monitor.sh`), and `state-summary.md`
+/// (`generate-summary.ts`'s `writeFileSync`). Every other file gets
 /// [`FILE_MODE`]: `alert-state.json` (upstream's `writeAlertState` chmods it to 0600), the loopd
 /// and observer plugin-store files (written by Claude Code's plugin store, whose mode is not
 /// documented), and hookstate's own sidecars, stamps and locks.
-const UMASK_FILES: [&str; 15] = [
+const UMASK_FILES: [&str; 16] = [
     "control.json",
     "address.json",
     "heartbeat.json",
@@ -61,6 +62,7 @@ const UMASK_FILES: [&str; 15] = [
     "injection-alert.json",
     "runtime.json",
     "NEXT-TASK.md",
+    "state-summary.md",
 ];
 
 /// The mode a new file `name` gets: what its upstream writer gives it (see [`UMASK_FILES`]).
