@@ -712,6 +712,66 @@ fn mirror_files(home: &Path) -> Vec<String> {
     names
 }
 
+/// The re-surface window of step 4: a comment delivered longer ago than this is drained again.
+const RESURFACE_MS: u64 = 300_000;
+
+#[test]
+fn tick_step_1_writes_a_missing_adapter_manifest_and_keeps_an_existing_one() {
+    let store = Store::new();
+    add_comment(&store, NOW_MS, "One.");
+    let home = tempfile::tempdir().unwrap();
+    let mirror = home.path().to_str().unwrap();
+    let tick = |now: u64| {
+        let now = now.to_string();
+        store.run(&["--now-ms", &now, "feedback", "--mirror", mirror, "tick"]).expect(0);
+    };
+    tick(NOW_MS);
+    let manifest = home.path().join(PROJECT).join(".feedback").join("adapter.json");
+    let written: Value =
+        serde_json::from_str(&std::fs::read_to_string(&manifest).unwrap()).unwrap();
+    assert_eq!(
+        (&written["harness"], &written["version"]),
+        (&json!("claude-code"), &json!("adapter")),
+        "{written}"
+    );
+    assert!(written["installedAt"].as_str().is_some_and(|t| t.ends_with('Z')), "{written}");
+    // A manifest already there before the listener's first tick (another install's) is kept.
+    let other = Store::new();
+    add_comment(&other, NOW_MS, "One.");
+    let second = tempfile::tempdir().unwrap();
+    let dir = second.path().join(PROJECT).join(".feedback");
+    std::fs::create_dir_all(&dir).unwrap();
+    let theirs =
+        "{\"harness\":\"other\",\"version\":\"9\",\"installedAt\":\"2020-01-01T00:00:00Z\"}";
+    std::fs::write(dir.join("adapter.json"), theirs).unwrap();
+    let now = NOW_MS.to_string();
+    let mirror = second.path().to_str().unwrap();
+    other.run(&["--now-ms", &now, "feedback", "--mirror", mirror, "tick"]).expect(0);
+    // Its values are kept (the mirror re-renders the adopted file in its own layout).
+    let kept: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("adapter.json")).unwrap()).unwrap();
+    assert_eq!(kept, serde_json::from_str::<Value>(theirs).unwrap());
+}
+
+#[test]
+fn tick_step_4_drains_pending_and_stale_delivered_comments_only_in_listen_mode() {
+    let store = Store::new();
+    add_comment(&store, NOW_MS, "One.");
+    fb(&store, NOW_MS, None, &["control", "paused"]).expect(0);
+    // Paused: the heartbeat only.
+    let paused = fb(&store, NOW_MS, Some("A"), &["tick"]).expect(0).json();
+    assert_eq!(paused["claimed"], json!([]), "{paused}");
+    assert_eq!(paused["projects"][0]["heartbeat"]["mode"], "paused", "{paused}");
+    fb(&store, NOW_MS, None, &["control", "listen"]).expect(0);
+    let first = fb(&store, NOW_MS, Some("A"), &["tick"]).expect(0).json();
+    assert_eq!(first["claimed"][0]["comment"], "One.", "{first}");
+    // Delivered and never addressed: not again within the window, re-surfaced after it.
+    let soon = fb(&store, NOW_MS + RESURFACE_MS - 1_000, Some("A"), &["tick"]).expect(0).json();
+    assert_eq!(soon["claimed"], json!([]), "{soon}");
+    let later = fb(&store, NOW_MS + RESURFACE_MS + 1_000, Some("A"), &["tick"]).expect(0).json();
+    assert_eq!(later["claimed"][0]["comment"], "One.", "{later}");
+}
+
 #[test]
 fn tick_step_3_skips_a_project_another_session_is_requested_for_entirely() {
     let store = Store::new();
