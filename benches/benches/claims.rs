@@ -21,7 +21,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use hookstate_benches::{
     locate_hookstate, machine, ms, per_second, ratio, scale, scratch_dir, timed, utc_now,
-    BenchResult, Located, Sample, CLEARED_ENV,
+    BenchResult, Located, Sample, CLEARED_ENV, LEGACY_CLAIM,
 };
 use hookstate_engine::limits::DELIVERIES_DEFAULT;
 use hookstate_engine::{Call, Command as EngineCommand, Engine, OpenOptions};
@@ -55,26 +55,6 @@ const SCOPE: &str = "bench";
 const QUEUE: &str = "q";
 /// Columns of the summary table's first column.
 const LABEL_WIDTH: usize = 44;
-
-/// What the legacy hooks do per claim, one `bash` process per call: find the first pending
-/// `<id>.json`, rename it to `<id>.json.claiming.$$`, check that it is still pending, rewrite the
-/// status with sed, rename it back. No fsync anywhere: not durable.
-const LEGACY_CLAIM: &str = r#"
-dir=$1
-f=$(grep -l '"status":"pending"' "$dir"/*.json 2>/dev/null | head -n 1)
-if [ -z "$f" ]; then echo '{"claimed":false}'; exit 0; fi
-id=${f##*/}; id=${id%.json}
-c="$f.claiming.$$"
-mv "$f" "$c" 2>/dev/null || { echo '{"claimed":false,"lost":true}'; exit 0; }
-if grep -q '"status":"pending"' "$c"; then
-  sed -i 's/"status":"pending"/"status":"delivered"/' "$c"
-  mv "$c" "$f"
-  echo "{\"claimed\":true,\"item\":\"$id\"}"
-else
-  mv "$c" "$f"
-  echo '{"claimed":false,"lost":true}'
-fi
-"#;
 
 const REPRODUCE: &str =
     "reproduce: cargo build --release -p hookstate && cargo bench -p hookstate-benches --bench claims";

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use hookstate_benches::{
     locate_hookstate, machine, ms, per_second, ratio, scratch_dir, timed, utc_now, BenchResult,
-    Sample, CLEARED_ENV,
+    Sample, CLEARED_ENV, LEGACY_CLAIM,
 };
 use hookstate_engine::schema::feedback::{FeedbackEvent, FileKind, JsonDoc, Style};
 use hookstate_engine::schema::proposals::{MicroQueued, ProposalsEvent};
@@ -57,24 +57,6 @@ const QUEUE: &str = "work";
 const LISTENING: &str = "listening";
 const STOP_PAYLOAD: &str =
     r#"{"session_id":"bench-session","cwd":"/","hook_event_name":"Stop","stop_hook_active":false}"#;
-
-/// The legacy hooks' claim: one `bash` process per call (mv, grep, sed, mv; not durable).
-const LEGACY_CLAIM: &str = r#"
-dir=$1
-f=$(grep -l '"status":"pending"' "$dir"/*.json 2>/dev/null | head -n 1)
-if [ -z "$f" ]; then echo '{"claimed":false}'; exit 0; fi
-id=${f##*/}; id=${id%.json}
-c="$f.claiming.$$"
-mv "$f" "$c" 2>/dev/null || { echo '{"claimed":false,"lost":true}'; exit 0; }
-if grep -q '"status":"pending"' "$c"; then
-  sed -i 's/"status":"pending"/"status":"delivered"/' "$c"
-  mv "$c" "$f"
-  echo "{\"claimed\":true,\"item\":\"$id\"}"
-else
-  mv "$c" "$f"
-  echo '{"claimed":false,"lost":true}'
-fi
-"#;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Kind {

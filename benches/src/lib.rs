@@ -227,6 +227,26 @@ pub fn machine(dir: &Path) -> String {
     )
 }
 
+/// What the legacy hooks do per claim, one `bash` process per call: find the first pending
+/// `<id>.json`, rename it to `<id>.json.claiming.$$`, check that it is still pending, rewrite the
+/// status with sed, rename it back. No fsync anywhere: not durable.
+pub const LEGACY_CLAIM: &str = r#"
+dir=$1
+f=$(grep -l '"status":"pending"' "$dir"/*.json 2>/dev/null | head -n 1)
+if [ -z "$f" ]; then echo '{"claimed":false}'; exit 0; fi
+id=${f##*/}; id=${id%.json}
+c="$f.claiming.$$"
+mv "$f" "$c" 2>/dev/null || { echo '{"claimed":false,"lost":true}'; exit 0; }
+if grep -q '"status":"pending"' "$c"; then
+  sed -i 's/"status":"pending"/"status":"delivered"/' "$c"
+  mv "$c" "$f"
+  echo "{\"claimed\":true,\"item\":\"$id\"}"
+else
+  mv "$c" "$f"
+  echo '{"claimed":false,"lost":true}'
+fi
+"#;
+
 /// Environment variables of the `hookstate` binary that would change what a bench's call does
 /// (its store, scope, wait, output format, identity, clock or anchor directory): every bench clears
 /// them for the processes it starts.
