@@ -10,7 +10,8 @@
 //! summary table; never passes or fails on timing. `HOOKSTATE_SCALE_SIZES` (default
 //! `100000,1000000`) picks the store sizes. With `HOOKSTATE_BASELINE_BIN` naming another
 //! `hookstate` binary (an earlier build), its `verify` is timed on the same stores in the same
-//! run, for a before/after ratio.
+//! run, for a before/after ratio. With `HOOKSTATE_SCALE_KEEP=1` the scratch directory and its
+//! stores are left in place (its path is printed), for profiling a verb on them.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -31,6 +32,8 @@ use serde_json::Value;
 /// Store sizes (events of history, and of live work) unless `HOOKSTATE_SCALE_SIZES` says.
 const SIZES_DEFAULT: [usize; 2] = [100_000, 1_000_000];
 const SIZES_VAR: &str = "HOOKSTATE_SCALE_SIZES";
+/// Set to 1, the stores are kept after the run.
+const KEEP_VAR: &str = "HOOKSTATE_SCALE_KEEP";
 /// Events per bulk transaction while building a store.
 const BATCH: usize = 50_000;
 /// Measured calls per verb and store (after the warmup).
@@ -79,6 +82,7 @@ struct Store {
 
 fn main() -> BenchResult<()> {
     let scratch = scratch_dir(Path::new(env!("CARGO_TARGET_TMPDIR")), "scale-")?;
+    let keep = std::env::var(KEEP_VAR).is_ok_and(|v| v == "1");
     let dir = scratch.path();
     let sizes = sizes()?;
     println!("hookstate `scale` bench — {}", utc_now());
@@ -108,6 +112,9 @@ fn main() -> BenchResult<()> {
         races.push(race(&bin, dir, k)?);
     }
     summary(&stores, &calls, &depth, &bytes, &audits, &per_call, &syncs, &races);
+    if keep {
+        println!("stores kept ({KEEP_VAR}=1): {}", scratch.keep().display());
+    }
     Ok(())
 }
 
