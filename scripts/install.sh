@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds hookstate once (release profile: optimised for size, stripped) and installs, under the
+# Builds hookstate once (release profile: optimised for speed, stripped) and installs, under the
 # prefix (default ~/.local):
 #   bin/hookstate
 #   share/bash-completion/completions/hookstate

@@ -5,7 +5,8 @@
 //! store, for a before/after ratio in the same run.
 //!
 //! Owns the five sections of PERF.md it measures: the durability floor, in-process claims at one
-//! claim per durable commit, the per-call cost of the `hookstate` binary, K concurrent
+//! claim per durable commit and with group commit (batches 1, 8, 64, 512 through
+//! `engine.ops().execute_batch`, with claims per raw fdatasync), the per-call cost of the `hookstate` binary, K concurrent
 //! per-call processes with a double-claim count, and the same claims through `hookstate serve`
 //! (`serve/mod.rs`: persistent clients and CLI processes, the server's batch sizes). Does not assert or fail on any figure: it is a
 //! benchmark, never a test; it exits non-zero only when it cannot run at all.
@@ -37,6 +38,12 @@ const FSYNC_WARMUP: usize = 10;
 const BLOCK_BYTES: usize = 4096;
 /// Items pushed, then claimed one per durable commit, in process.
 const IN_PROCESS_CLAIMS: usize = 500;
+/// Batch sizes of the in-process group-commit round (`engine.ops().execute_batch`).
+const GROUP_BATCHES: [usize; 4] = [1, 8, 64, 512];
+/// Durable commits each group-commit batch size is timed over (items = commits × batch).
+const GROUP_COMMITS: usize = 64;
+/// Items one prefill batch pushes.
+const PREFILL_BATCH: usize = 512;
 /// Alternating rounds of `/bin/true`, `hookstate queue claim` and the legacy bash claim.
 const PER_CALL_ROUNDS: usize = 150;
 /// Untimed rounds before them (page cache, binary loading).
@@ -71,6 +78,17 @@ struct InProcess {
     claims_per_s: f64,
     sample: Sample,
     not_claimed: usize,
+}
+
+/// Section 2b, one batch size.
+struct Grouped {
+    batch: usize,
+    claims: usize,
+    elapsed: Duration,
+    /// One latency per batch: every claim of a batch is answered when its commit returns.
+    sample: Sample,
+    not_claimed: usize,
+    double_claims: usize,
 }
 
 /// Section 3.
@@ -127,6 +145,16 @@ fn main() -> BenchResult<()> {
 
     let floor = raw_fdatasync(scratch.path(), FSYNC_ITERS * scale)?;
     let in_process = in_process_claims(scratch.path(), IN_PROCESS_CLAIMS * scale, floor.per_s)?;
+    let mut grouped = Vec::new();
+    for batch in GROUP_BATCHES {
+        grouped.push(group_commit_claims(
+            scratch.path(),
+            batch,
+            GROUP_COMMITS * scale,
+            floor.per_s,
+        )?);
+    }
+    println!();
     let located = match locate_hookstate() {
         Ok(located) => {
             println!(
@@ -163,7 +191,8 @@ fn main() -> BenchResult<()> {
         println!();
         served = Some(serve::run(&located.path, scratch.path(), scale)?);
     }
-    summary(&floor, &in_process, located.as_ref(), per_call.as_ref(), &concurrent, served.as_ref());
+    let measured = Measured { floor, in_process, grouped, per_call, concurrent, served };
+    summary(&measured, located.as_ref());
     Ok(())
 }
 
@@ -295,6 +324,85 @@ fn in_process_claims(dir: &Path, n: usize, fsync_per_s: f64) -> BenchResult<InPr
     );
     println!();
     Ok(InProcess { pushes_per_s, claims_per_s, sample, not_claimed })
+}
+
+// ---------------------------------------------------------------------------------------------
+// 2b. In-process group commit: many claims per durable commit.
+
+/// Pushes `items` items through `engine` in batches of [`PREFILL_BATCH`] pushes.
+fn prefill_grouped(engine: &Engine, items: usize) -> BenchResult<()> {
+    let pushes: Vec<(Call, EngineCommand)> = (0..items)
+        .map(|n| {
+            let push = EngineCommand::QueuePush {
+                queue: QUEUE.into(),
+                item: item_id(n),
+                payload: format!("{{\"n\":{n}}}"),
+                for_session: None,
+                max_deliveries: DELIVERIES_DEFAULT,
+            };
+            (call(), push)
+        })
+        .collect();
+    for chunk in pushes.chunks(PREFILL_BATCH) {
+        for answer in engine.ops().execute_batch(chunk)? {
+            if let Some(refusal) = answer?.refusal {
+                return Err(format!("a prefill push was refused: {}", refusal.message).into());
+            }
+        }
+    }
+    Ok(())
+}
+
+fn group_commit_claims(
+    dir: &Path,
+    batch: usize,
+    commits: usize,
+    fsync_per_s: f64,
+) -> BenchResult<Grouped> {
+    let items = batch * commits;
+    let store = dir.join(format!("grouped-{batch}.redb"));
+    let engine = Engine::open(&store, OpenOptions::default())?;
+    prefill_grouped(&engine, items)?;
+    let claim = EngineCommand::QueueClaim {
+        queue: QUEUE.into(),
+        item: None,
+        holder: "bench".into(),
+        lease_ms: LEASE_MS,
+    };
+    let mut latencies = Vec::with_capacity(commits);
+    let mut seen = BTreeMap::<String, usize>::new();
+    let mut not_claimed = 0;
+    let start = Instant::now();
+    for _ in 0..commits {
+        let calls: Vec<(Call, EngineCommand)> =
+            (0..batch).map(|_| (call(), claim.clone())).collect();
+        let t = Instant::now();
+        let answers = engine.ops().execute_batch(&calls)?;
+        latencies.push(t.elapsed());
+        for answer in answers {
+            let outcome = answer?;
+            match outcome.result.get("item").and_then(Value::as_str) {
+                Some(item) if outcome.result.get("claimed") == Some(&Value::Bool(true)) => {
+                    *seen.entry(item.to_owned()).or_default() += 1;
+                }
+                _ => not_claimed += 1,
+            }
+        }
+    }
+    let elapsed = start.elapsed();
+    drop(engine);
+    let double_claims = seen.values().map(|n| n.saturating_sub(1)).sum();
+    let sample = Sample::new(latencies);
+    let claims_per_s = per_second(items, elapsed);
+    println!(
+        "== 2b. group commit, batch {batch:>3}: {claims_per_s:.0} claims/s, commit p50 {:.3} ms, \
+         p99 {:.3} ms; {:.2} claims per raw fdatasync; double claims {double_claims}, \
+         unclaimed {not_claimed}",
+        ms(sample.p50()),
+        ms(sample.p99()),
+        ratio(claims_per_s, fsync_per_s)
+    );
+    Ok(Grouped { batch, claims: items, elapsed, sample, not_claimed, double_claims })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -539,14 +647,18 @@ fn row(label: &str, rate: &str, sample: &Sample, note: &str) {
     );
 }
 
-fn summary(
-    floor: &Floor,
-    in_process: &InProcess,
-    located: Option<&Located>,
-    per_call: Option<&PerCall>,
-    concurrent: &[Concurrent],
-    served: Option<&serve::Served>,
-) {
+/// Everything one run measured, for the summary.
+struct Measured {
+    floor: Floor,
+    in_process: InProcess,
+    grouped: Vec<Grouped>,
+    per_call: Option<PerCall>,
+    concurrent: Vec<Concurrent>,
+    served: Option<serve::Served>,
+}
+
+fn summary(measured: &Measured, located: Option<&Located>) {
+    let Measured { floor, in_process, grouped, per_call, concurrent, served } = measured;
     println!();
     println!("== summary ({})", utc_now());
     println!(
@@ -574,6 +686,20 @@ fn summary(
             in_process.not_claimed
         ),
     );
+    for g in grouped {
+        let claims_per_s = per_second(g.claims, g.elapsed);
+        row(
+            &format!("in-process group commit, batch {}", g.batch),
+            &format!("{claims_per_s:.0}/s"),
+            &g.sample,
+            &format!(
+                "{:.2} claims per raw fdatasync (double claims {}, unclaimed {})",
+                ratio(claims_per_s, floor.per_s),
+                g.double_claims,
+                g.not_claimed
+            ),
+        );
+    }
     if let (Some(located), Some(per_call)) = (located, per_call) {
         per_call_rows(located, per_call);
         for c in concurrent {

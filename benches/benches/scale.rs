@@ -8,7 +8,9 @@
 //! Stores are built with the engine's bulk loader (`hookstate_engine::append_unchecked`, `testing`
 //! feature) in batched transactions, so a 1M-event store takes seconds to minutes. Prints one
 //! summary table; never passes or fails on timing. `HOOKSTATE_SCALE_SIZES` (default
-//! `100000,1000000`) picks the store sizes.
+//! `100000,1000000`) picks the store sizes. With `HOOKSTATE_BASELINE_BIN` naming another
+//! `hookstate` binary (an earlier build), its `verify` is timed on the same stores in the same
+//! run, for a before/after ratio.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -647,7 +649,12 @@ struct Audit {
     events: u64,
     verify: Option<(f64, u64)>,
     rebuild: Option<(f64, u64)>,
+    /// `verify` by the baseline binary (`HOOKSTATE_BASELINE_BIN`), on the same store.
+    baseline_verify: Option<(f64, u64)>,
 }
+
+/// The environment variable naming an earlier `hookstate` binary whose `verify` is timed beside.
+const BASELINE_VAR: &str = "HOOKSTATE_BASELINE_BIN";
 
 fn time_verb(bin: &Path, db: &Path, verb: &str) -> BenchResult<Option<(f64, u64)>> {
     if !Path::new("/usr/bin/time").is_file() {
@@ -674,19 +681,29 @@ fn time_verb(bin: &Path, db: &Path, verb: &str) -> BenchResult<Option<(f64, u64)
 fn audit(bin: &Path, stores: &[Store]) -> BenchResult<Vec<Audit>> {
     println!();
     let mut out = Vec::new();
+    let baseline = std::env::var_os(BASELINE_VAR).filter(|b| !b.is_empty()).map(PathBuf::from);
     for store in stores.iter().filter(|s| s.events > 10_000) {
+        let baseline_verify = match &baseline {
+            Some(old) => time_verb(old, &store.db, "verify")?,
+            None => None,
+        };
         let verify = time_verb(bin, &store.db, "verify")?;
         let rebuild = time_verb(bin, &store.db, "rebuild")?;
         let show = |r: &Option<(f64, u64)>| {
             r.map_or("n/a".to_owned(), |(s, k)| format!("{s:.2} s, {:.0} MiB", k as f64 / 1024.0))
         };
         println!(
-            "== audit {:<14} verify {} | rebuild {}",
+            "== audit {:<14} verify {} | rebuild {}{}",
             store.label,
             show(&verify),
-            show(&rebuild)
+            show(&rebuild),
+            baseline.as_ref().map_or(String::new(), |_| format!(
+                " | baseline verify {}",
+                show(&baseline_verify)
+            ))
         );
-        out.push(Audit { label: store.label.clone(), events: store.events, verify, rebuild });
+        let label = store.label.clone();
+        out.push(Audit { label, events: store.events, verify, rebuild, baseline_verify });
     }
     Ok(out)
 }
@@ -941,8 +958,11 @@ fn summary(
         );
     }
     println!();
-    println!("| audit | events | verify s | verify peak MiB | rebuild s | rebuild peak MiB |");
-    println!("|---|---|---|---|---|---|");
+    println!(
+        "| audit | events | verify s | verify peak MiB | rebuild s | rebuild peak MiB | \
+         baseline verify s | baseline verify MiB |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
     let cell = |r: &Option<(f64, u64)>| {
         r.map_or(("n/a".to_owned(), "n/a".to_owned()), |(s, k)| {
             (format!("{s:.2}"), format!("{:.0}", k as f64 / 1024.0))
@@ -951,7 +971,8 @@ fn summary(
     for a in audits {
         let (vs, vm) = cell(&a.verify);
         let (rs, rm) = cell(&a.rebuild);
-        println!("| {} | {} | {vs} | {vm} | {rs} | {rm} |", a.label, a.events);
+        let (bs, bm) = cell(&a.baseline_verify);
+        println!("| {} | {} | {vs} | {vm} | {rs} | {rm} | {bs} | {bm} |", a.label, a.events);
     }
     println!();
     let (samples, failed) = per_call;

@@ -17,7 +17,7 @@ use crate::kernel::counts::Counts;
 use crate::kernel::error::{Error, Result};
 use crate::kernel::project::{self, Table};
 use crate::kernel::storage::ReadTxn;
-use crate::kernel::view::{decode_row, read_head, read_row};
+use crate::kernel::view::{decode_row, decode_stored, read_head};
 use crate::kernel::write::Kernel;
 
 /// What `verify` checked.
@@ -56,6 +56,20 @@ pub struct RebuildReport {
 }
 
 type Views = BTreeMap<ViewKey, ViewRow>;
+
+/// Rows looked up (verify) or written (rebuild) per visit of the views table: bounds the keys and
+/// rows held at once beside the rebuilt views.
+const VIEW_CHUNK_ROWS: usize = 4096;
+
+/// A rebuilt row with its encoded key, in the stored table's order.
+type Expected<'v> = Vec<(Vec<u8>, &'v ViewKey, &'v ViewRow)>;
+
+/// The rebuilt rows in the order of their encoded keys (the stored table's order).
+fn expected(rebuilt: &Views) -> Expected<'_> {
+    let mut expected = rebuilt.iter().map(|(k, v)| (encode_view_key(k), k, v)).collect::<Vec<_>>();
+    expected.sort_by(|a, b| a.0.cmp(&b.0));
+    expected
+}
 
 /// Walks the log from genesis to the head, checking every link, and projects it.
 fn replay_chain(txn: &dyn ReadTxn, table: &Table, genesis: [u8; 32]) -> Result<Replayed> {
@@ -110,9 +124,7 @@ fn broken(seq: u64, why: &str) -> Error {
 }
 
 /// Compares the stored views with a rebuild; returns the number of rows compared.
-fn compare_views(txn: &dyn ReadTxn, rebuilt: &Views) -> Result<u64> {
-    let mut expected = rebuilt.iter().map(|(k, v)| (encode_view_key(k), k, v)).collect::<Vec<_>>();
-    expected.sort_by(|a, b| a.0.cmp(&b.0));
+fn compare_views(txn: &dyn ReadTxn, expected: &Expected<'_>) -> Result<u64> {
     let mut index = 0usize;
     txn.views_with_prefix(&[], &mut |key, row| {
         let (stored_key, stored_row) = decode_row(key, row)?;
@@ -139,22 +151,25 @@ fn compare_views(txn: &dyn ReadTxn, rebuilt: &Views) -> Result<u64> {
 /// Checks that every rebuilt row is found by a point lookup of its key, and equal: a scan can
 /// agree with a rebuild while a damaged branch page routes lookups past rows (the rows every
 /// reader and writer reaches by key). With `compare_views`, every stored row is then reachable.
-fn check_lookups(txn: &dyn ReadTxn, rebuilt: &Views) -> Result<u64> {
+fn check_lookups(txn: &dyn ReadTxn, expected: &Expected<'_>) -> Result<u64> {
     // The planted bug: verify trusts the scans and skips the lookups.
     #[cfg(feature = "bugdrill")]
     if crate::kernel::drill::is(crate::kernel::drill::Drill::VerifyScansOnly) {
         return Ok(0);
     }
     let mut found = 0u64;
-    for (key, want) in rebuilt {
-        match read_row(txn, key)? {
-            Some(row) if row == *want => found += 1,
-            Some(_) => return Err(Error::ViewMismatch { key: format!("{key:?} (lookup)") }),
-            None => {
+    for chunk in expected.chunks(VIEW_CHUNK_ROWS) {
+        let keys: Vec<&[u8]> = chunk.iter().map(|(bytes, _, _)| bytes.as_slice()).collect();
+        for ((bytes, key, want), stored) in chunk.iter().zip(txn.views(&keys)?) {
+            let Some(stored) = stored else {
                 return Err(Error::ViewMismatch {
                     key: format!("{key:?} (in the table but not found by a lookup of its key)"),
-                })
+                });
+            };
+            if decode_stored(key, bytes, &stored)? != **want {
+                return Err(Error::ViewMismatch { key: format!("{key:?} (lookup)") });
             }
+            found += 1;
         }
     }
     Ok(found)
@@ -188,8 +203,10 @@ pub(crate) fn verify(kernel: &Kernel, options: VerifyOptions) -> Result<VerifyRe
             )));
         }
     }
-    let compared = compare_views(&*txn, &views)?;
-    let lookups = check_lookups(&*txn, &views)?;
+    let expected = expected(&views);
+    let compared = compare_views(&*txn, &expected)?;
+    let lookups = check_lookups(&*txn, &expected)?;
+    drop(expected);
     let missing = states.iter().find(|(_, state)| *state == AnchorState::Missing);
     let mut re_anchored = false;
     let required = kernel.storage().anchor_required();
@@ -230,10 +247,17 @@ pub(crate) fn rebuild(kernel: &Kernel) -> Result<RebuildReport> {
         replay_chain(&*txn, kernel.table(), kernel.genesis())?;
     txn.clear_views()?;
     txn.put_meta(META_DOMAIN_EVENTS, &crate::kernel::counts::encode(&counts))?;
+    let mut chunk = Vec::with_capacity(VIEW_CHUNK_ROWS.min(views.len()));
     for (key, row) in &views {
         let key_bytes = encode_view_key(key);
-        txn.put_view(&key_bytes, &encode_view_row(&key_bytes, row))?;
+        let row = encode_view_row(&key_bytes, row);
+        chunk.push((key_bytes, Some(row)));
+        if chunk.len() == VIEW_CHUNK_ROWS {
+            txn.write_views(&chunk)?;
+            chunk.clear();
+        }
     }
+    txn.write_views(&chunk)?;
     let upgraded = kernel.needs_upgrade();
     if upgraded {
         txn.put_meta(META_FORMAT, &FORMAT_VERSION.to_be_bytes())?;

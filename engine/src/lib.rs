@@ -94,7 +94,8 @@ pub use crate::ops::dump::{DumpReport, RestoreReport};
 pub use crate::ops::metrics::{Metrics, QueueMetrics};
 pub use crate::ops::{compact, doctor, restore, Ops};
 pub use crate::ops::{
-    DUMP_LINE_BYTES_MAX, DUMP_VERSION, LOG_FIELD_BYTES_DEFAULT, LOG_FIELD_BYTES_MIN,
+    DUMP_LINE_BYTES_MAX, DUMP_VERSION, GROUP_CALLS_MAX, LOG_FIELD_BYTES_DEFAULT,
+    LOG_FIELD_BYTES_MIN,
 };
 pub use crate::signals::{
     bundle_scope, is_bundle_root, lexical_join, resolve_bundle, turn_line, Signals, TurnInput,

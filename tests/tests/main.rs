@@ -9,6 +9,7 @@ mod docs;
 mod exportcrash;
 mod feedback_mirror;
 mod feedback_model;
+mod group;
 mod heartbeat;
 mod mirror_race;
 mod model;

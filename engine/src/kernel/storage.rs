@@ -26,6 +26,11 @@ pub(crate) trait ReadTxn {
     fn events(&self, from: u64, to: u64, visit: &mut EventVisitor<'_>) -> Result<()>;
     /// One view row.
     fn view(&self, key: &[u8]) -> Result<Option<Vec<u8>>>;
+    /// Several view rows, in the order of `keys`: what a write reads before it projects, in one
+    /// visit of the views table where the backend can (redb opens a table per call otherwise).
+    fn views(&self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
+        keys.iter().map(|key| self.view(key)).collect()
+    }
     /// Visits the view rows whose key starts with `prefix`, in key order, until `visit` returns
     /// `false`.
     fn views_with_prefix(&self, prefix: &[u8], visit: &mut RowVisitor<'_>) -> Result<()>;
@@ -47,6 +52,17 @@ pub(crate) trait WriteTxn: ReadTxn {
     fn put_view(&mut self, key: &[u8], row: &[u8]) -> Result<()>;
     /// Removes a view row.
     fn delete_view(&mut self, key: &[u8]) -> Result<()>;
+    /// Sets (`Some`) or removes (`None`) several view rows, in order: a projected event's
+    /// changes, in one visit of the views table where the backend can.
+    fn write_views(&mut self, changes: &[(Vec<u8>, Option<Vec<u8>>)]) -> Result<()> {
+        for (key, row) in changes {
+            match row {
+                Some(row) => self.put_view(key, row)?,
+                None => self.delete_view(key)?,
+            }
+        }
+        Ok(())
+    }
     /// Removes every view row.
     fn clear_views(&mut self) -> Result<()>;
     /// Removes the records of every event up to `seq` (compaction after a checkpoint); returns

@@ -99,9 +99,46 @@ pub(crate) fn read_row(txn: &dyn ReadTxn, key: &ViewKey) -> Result<Option<ViewRo
     let Some(bytes) = txn.view(&key_bytes)? else {
         return Ok(None);
     };
-    decode_view_row(&key_bytes, &bytes)
-        .map(Some)
-        .map_err(|e| Error::Corrupt(format!("view {key:?}: {e}")))
+    decode_stored(key, &key_bytes, &bytes).map(Some)
+}
+
+/// The rows of `keys` that `overlay` does not hold yet, read in one visit of the views table and
+/// preloaded into it (each checked as [`read_row`] checks one).
+///
+/// # Errors
+/// As [`read_row`].
+pub(crate) fn preload_rows(
+    txn: &dyn ReadTxn,
+    overlay: &mut Overlay,
+    keys: Vec<ViewKey>,
+) -> Result<()> {
+    let mut wanted: Vec<ViewKey> = Vec::with_capacity(keys.len());
+    for key in keys {
+        if !overlay.has(&key) && !wanted.contains(&key) {
+            wanted.push(key);
+        }
+    }
+    if wanted.is_empty() {
+        return Ok(());
+    }
+    let encoded: Vec<Vec<u8>> = wanted.iter().map(encode_view_key).collect();
+    let stored = txn.views(&encoded.iter().map(Vec::as_slice).collect::<Vec<_>>())?;
+    for ((key, key_bytes), bytes) in wanted.into_iter().zip(&encoded).zip(stored) {
+        let row = match bytes {
+            Some(bytes) => Some(decode_stored(&key, key_bytes, &bytes)?),
+            None => None,
+        };
+        overlay.preload(key, row);
+    }
+    Ok(())
+}
+
+/// Decodes and checks the stored row of `key` (encoded `key_bytes`).
+///
+/// # Errors
+/// [`Error::Corrupt`] when the row fails its checksum or does not decode.
+pub(crate) fn decode_stored(key: &ViewKey, key_bytes: &[u8], bytes: &[u8]) -> Result<ViewRow> {
+    decode_view_row(key_bytes, bytes).map_err(|e| Error::Corrupt(format!("view {key:?}: {e}")))
 }
 
 /// Decodes a stored row met in a scan (its key and its checked value).

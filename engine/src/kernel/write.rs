@@ -30,7 +30,7 @@ use crate::kernel::limits::{
 };
 use crate::kernel::project::{self, Table};
 use crate::kernel::storage::{ReadTxn, Storage, WriteTxn};
-use crate::kernel::view::{read_head, read_row, Overlay};
+use crate::kernel::view::{preload_rows, read_head, read_row, Overlay};
 use hookstate_schema::ViewRow;
 
 /// An open store as the domains see it: transactions, the write path and the projections.
@@ -515,27 +515,19 @@ impl Kernel {
     /// Applies one event to the stored views through an overlay of the rows it touches.
     pub(crate) fn project_live(&self, txn: &mut dyn WriteTxn, event: &Event) -> Result<()> {
         let mut overlay = Overlay::default();
-        for key in project::touched_keys(self.table, event) {
-            if !overlay.has(&key) {
-                let row = read_row(txn, &key)?;
-                overlay.preload(key, row);
-            }
-        }
-        for key in project::derived_keys(self.table, event, &overlay) {
-            if !overlay.has(&key) {
-                let row = read_row(txn, &key)?;
-                overlay.preload(key, row);
-            }
-        }
+        preload_rows(&*txn, &mut overlay, project::touched_keys(self.table, event))?;
+        let derived = project::derived_keys(self.table, event, &overlay);
+        preload_rows(&*txn, &mut overlay, derived)?;
         project::apply(self.table, &mut overlay, event);
-        for (key, row) in overlay.changes() {
-            let key_bytes = encode_view_key(key);
-            match row {
-                Some(row) => txn.put_view(&key_bytes, &encode_view_row(&key_bytes, row))?,
-                None => txn.delete_view(&key_bytes)?,
-            }
-        }
-        Ok(())
+        let changes: Vec<(Vec<u8>, Option<Vec<u8>>)> = overlay
+            .changes()
+            .map(|(key, row)| {
+                let key_bytes = encode_view_key(key);
+                let row = row.map(|row| encode_view_row(&key_bytes, row));
+                (key_bytes, row)
+            })
+            .collect();
+        txn.write_views(&changes)
     }
 
     /// The answer to a repeat of a keyed call: the first call's result, replayed, when the key

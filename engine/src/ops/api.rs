@@ -1,5 +1,5 @@
 //! The operator's handle, `engine.ops()`: the verbs over a whole store that share an engine
-//! (verify, rebuild, stats, copy; as-of reads, checkpoint, dump, backup and metrics are declared
+//! (verify, rebuild, stats, copy; as-of reads, checkpoint, dump, backup, metrics and group commit are declared
 //! beside their own code in this folder).
 //!
 //! Declared here rather than in engine.rs: the operator's verbs sit above `Engine` (an as-of read
@@ -32,6 +32,10 @@ impl Engine {
 }
 
 impl<'e> Ops<'e> {
+    pub(crate) fn engine(&self) -> &'e Engine {
+        self.engine
+    }
+
     pub(crate) fn kernel(&self) -> &'e Kernel {
         self.engine.kernel()
     }

@@ -1,5 +1,5 @@
 //! The operator's verbs over a whole store, behind the handle [`Ops`] (`engine.ops()`): verify
-//! and rebuild, stats, copy, as-of reads, checkpoint, dump and backup, metrics; and the three that
+//! and rebuild, stats, copy, as-of reads, checkpoint, dump and backup, metrics, group commit; and the three that
 //! do not fit a shared handle, as functions: [`compact`] (it needs the engine to itself),
 //! [`doctor`] and [`restore`] (they act on a path, without an engine). Also events rendered whole
 //! for `log` and the names its filters accept.
@@ -12,6 +12,7 @@ pub(crate) mod asof;
 pub(crate) mod checkpoint;
 pub(crate) mod doctor;
 pub(crate) mod dump;
+pub(crate) mod group;
 pub(crate) mod kinds;
 pub(crate) mod metrics;
 pub(crate) mod render;
@@ -21,6 +22,7 @@ pub use api::Ops;
 pub use checkpoint::compact;
 pub use doctor::doctor;
 pub use dump::restore;
+pub use group::GROUP_CALLS_MAX;
 
 /// A string field of an event that `log` and `dump` print whole: anything that came in on stdin
 /// fits, so by default nothing is cut; `log --field-bytes-max` cuts shorter.

@@ -359,6 +359,16 @@ macro_rules! read_impl {
                 Ok(value.map(|v| v.value().to_vec()))
             }
 
+            fn views(&self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
+                let table = self.txn.open_table(VIEWS).map_err(convert)?;
+                keys.iter()
+                    .map(|key| {
+                        let value = table.get(*key).map_err(convert)?;
+                        Ok(value.map(|v| v.value().to_vec()))
+                    })
+                    .collect()
+            }
+
             fn views_with_prefix(&self, prefix: &[u8], visit: &mut RowVisitor<'_>) -> Result<()> {
                 let table = self.txn.open_table(VIEWS).map_err(convert)?;
                 for row in table.range(prefix..).map_err(convert)? {
@@ -399,6 +409,17 @@ impl WriteTxn for RedbWrite {
     fn delete_view(&mut self, key: &[u8]) -> Result<()> {
         let mut table = self.txn.open_table(VIEWS).map_err(convert)?;
         table.remove(key).map_err(convert)?;
+        Ok(())
+    }
+
+    fn write_views(&mut self, changes: &[(Vec<u8>, Option<Vec<u8>>)]) -> Result<()> {
+        let mut table = self.txn.open_table(VIEWS).map_err(convert)?;
+        for (key, row) in changes {
+            match row {
+                Some(row) => table.insert(key.as_slice(), row.as_slice()).map_err(convert)?,
+                None => table.remove(key.as_slice()).map_err(convert)?,
+            };
+        }
         Ok(())
     }
 

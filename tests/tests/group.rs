@@ -1,0 +1,245 @@
+//! Group commit for an embedding program (`engine.ops().execute_batch`): many calls, one durable
+//! commit, each call answered as it would be alone. The store sits on an in-memory redb backend
+//! that counts `sync_data` calls, so "one commit" is measured, not assumed.
+
+use std::ops::Bound;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use hookstate_engine::{Call, Command, Engine, Error, Expect, OpenOptions, Query, GROUP_CALLS_MAX};
+use serde_json::Value;
+
+/// Items each test pushes and then claims.
+const ITEMS: usize = 64;
+/// The queue every test uses.
+const QUEUE: &str = "jobs";
+/// The scope every call acts in.
+const SCOPE: &str = "group";
+/// Far longer than a test: a claim never expires while it runs.
+const LEASE_MS: u64 = 3_600_000;
+
+/// A file held in memory that counts its flushes. One process: every lock is granted.
+#[derive(Debug, Clone, Default)]
+struct CountingBackend {
+    bytes: Arc<Mutex<Vec<u8>>>,
+    syncs: Arc<AtomicU64>,
+}
+
+type LockResult<T> = Result<T, redb::BackendError>;
+
+impl redb::StorageBackend for CountingBackend {
+    fn len(&self) -> std::io::Result<u64> {
+        Ok(self.bytes.lock().unwrap().len() as u64)
+    }
+
+    fn read(&self, offset: u64, out: &mut [u8]) -> std::io::Result<()> {
+        let bytes = self.bytes.lock().unwrap();
+        let start = usize::try_from(offset).unwrap();
+        let found = bytes.get(start..start + out.len()).ok_or_else(|| {
+            std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "read past the end")
+        })?;
+        out.copy_from_slice(found);
+        Ok(())
+    }
+
+    fn set_len(&self, len: u64) -> std::io::Result<()> {
+        self.bytes.lock().unwrap().resize(usize::try_from(len).unwrap(), 0);
+        Ok(())
+    }
+
+    fn sync_data(&self) -> std::io::Result<()> {
+        self.syncs.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+
+    fn write(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
+        let mut bytes = self.bytes.lock().unwrap();
+        let start = usize::try_from(offset).unwrap();
+        if bytes.len() < start + data.len() {
+            bytes.resize(start + data.len(), 0);
+        }
+        bytes[start..start + data.len()].copy_from_slice(data);
+        Ok(())
+    }
+
+    fn try_lock_range(&self, _: Bound<u64>, _: Bound<u64>) -> LockResult<bool> {
+        Ok(true)
+    }
+    fn try_lock_shared_range(&self, _: Bound<u64>, _: Bound<u64>) -> LockResult<bool> {
+        Ok(true)
+    }
+    fn lock_range(&self, _: Bound<u64>, _: Bound<u64>) -> LockResult<()> {
+        Ok(())
+    }
+    fn lock_shared_range(&self, _: Bound<u64>, _: Bound<u64>) -> LockResult<()> {
+        Ok(())
+    }
+    fn unlock_range(&self, _: Bound<u64>, _: Bound<u64>) -> LockResult<()> {
+        Ok(())
+    }
+    fn query_lock_range(&self, _: Bound<u64>, _: Bound<u64>) -> LockResult<bool> {
+        Ok(false)
+    }
+}
+
+struct Store {
+    _dir: tempfile::TempDir,
+    engine: Engine,
+    syncs: Arc<AtomicU64>,
+}
+
+impl Store {
+    fn new() -> Store {
+        let dir = tempfile::tempdir().unwrap();
+        let backend = CountingBackend::default();
+        let syncs = Arc::clone(&backend.syncs);
+        let engine = hookstate_engine::open_on_backend(
+            &dir.path().join("group.redb"),
+            backend,
+            OpenOptions::default(),
+        )
+        .unwrap();
+        Store { _dir: dir, engine, syncs }
+    }
+
+    fn syncs(&self) -> u64 {
+        self.syncs.load(Ordering::SeqCst)
+    }
+
+    fn head_seq(&self) -> u64 {
+        self.engine.head().unwrap().seq
+    }
+}
+
+fn call(idem_key: Option<&str>) -> Call {
+    Call {
+        scope: SCOPE.into(),
+        actor: Default::default(),
+        idem_key: idem_key.map(str::to_owned),
+        fingerprint: None,
+        now_ms: 1_700_000_000_000,
+    }
+}
+
+fn push(n: usize) -> Command {
+    Command::QueuePush {
+        queue: QUEUE.into(),
+        item: format!("item-{n:03}"),
+        payload: format!("{{\"n\":{n}}}"),
+        for_session: None,
+        max_deliveries: 3,
+    }
+}
+
+fn claim() -> Command {
+    Command::QueueClaim { queue: QUEUE.into(), item: None, holder: "h".into(), lease_ms: LEASE_MS }
+}
+
+fn counter(delta: i64) -> Command {
+    Command::CounterAdd { name: "c".into(), delta }
+}
+
+fn counter_value(store: &Store) -> Value {
+    let value = store.engine.query(SCOPE, &Query::CounterGet { name: "c".into() }, 0).unwrap();
+    value["value"].clone()
+}
+
+#[test]
+fn a_batch_of_claims_flushes_like_one_commit_and_claims_each_item_once() {
+    let store = Store::new();
+    // The pushes one call each: a durable commit apiece.
+    let before = store.syncs();
+    for n in 0..ITEMS {
+        store.engine.execute(&call(None), &push(n)).unwrap();
+    }
+    let one_by_one = store.syncs() - before;
+    assert!(one_by_one >= ITEMS as u64, "every call flushed at least once: {one_by_one}");
+    assert_eq!(store.head_seq(), ITEMS as u64, "every push appended its event");
+
+    let claims: Vec<(Call, Command)> = (0..ITEMS).map(|_| (call(None), claim())).collect();
+    let before = store.syncs();
+    let answers = store.engine.ops().execute_batch(&claims).unwrap();
+    let batched = store.syncs() - before;
+    assert!(
+        batched >= 1 && batched * (ITEMS as u64 / 4) <= one_by_one,
+        "64 claims in one batch flushed {batched} times, 64 pushes one by one {one_by_one}"
+    );
+    let mut items: Vec<String> = Vec::new();
+    let mut tokens: Vec<u64> = Vec::new();
+    for answer in answers {
+        let result = answer.unwrap().result;
+        assert_eq!(result["claimed"], Value::Bool(true), "{result:?}");
+        items.push(result["item"].as_str().unwrap().to_owned());
+        tokens.push(result["token"].as_u64().unwrap());
+    }
+    let claimed = items.len();
+    items.sort();
+    items.dedup();
+    assert_eq!(items.len(), claimed, "each claim of the batch saw the claims before it");
+    assert!(tokens.windows(2).all(|w| w[0] < w[1]), "fencing tokens rise in call order");
+    let next = store.engine.execute(&call(None), &claim()).unwrap();
+    assert_eq!(next.result["claimed"], Value::Bool(false), "the queue is drained");
+}
+
+#[test]
+fn a_bad_call_in_a_batch_answers_alone_and_the_others_commit() {
+    let store = Store::new();
+    let bad = Command::QueuePush {
+        queue: QUEUE.into(),
+        item: "no spaces allowed".into(),
+        payload: "{}".into(),
+        for_session: None,
+        max_deliveries: 3,
+    };
+    let put_twice = Command::KvPut { key: "k".into(), value: "1".into(), expect: Expect::Create };
+    let calls = vec![
+        (call(None), push(1)),
+        (call(None), bad),
+        (call(None), put_twice.clone()),
+        (call(None), put_twice),
+        (call(None), push(2)),
+    ];
+    let answers = store.engine.ops().execute_batch(&calls).unwrap();
+    assert!(answers[0].is_ok());
+    assert!(matches!(answers[1], Err(Error::BadId(_))), "{:?}", answers[1]);
+    assert!(answers[2].as_ref().unwrap().refusal.is_none());
+    let refusal = answers[3].as_ref().unwrap().refusal.as_ref();
+    assert!(refusal.is_some(), "the second create sees the first one's write in the batch");
+    assert!(answers[4].is_ok());
+    let listed = store.engine.query(SCOPE, &Query::QueueList { queue: QUEUE.into() }, 0).unwrap();
+    let text = listed.to_string();
+    assert!(text.contains("item-001") && text.contains("item-002"), "{text}");
+    assert_eq!(store.head_seq(), 3, "two pushes and one put appended");
+}
+
+#[test]
+fn an_idempotency_key_replays_inside_a_batch_and_across_batches() {
+    let store = Store::new();
+    let calls = vec![(call(Some("add-5")), counter(5)), (call(Some("add-5")), counter(5))];
+    let answers = store.engine.ops().execute_batch(&calls).unwrap();
+    let first = answers[0].as_ref().unwrap();
+    let second = answers[1].as_ref().unwrap();
+    assert_eq!(first.result, second.result, "the repeat answers what the first call answered");
+    assert_eq!(counter_value(&store), Value::from(5), "the repeat added nothing");
+    let again = store.engine.ops().execute_batch(&calls[..1]).unwrap();
+    assert_eq!(again[0].as_ref().unwrap().result, first.result);
+    assert_eq!(counter_value(&store), Value::from(5));
+    assert_eq!(store.head_seq(), 1);
+}
+
+#[test]
+fn a_batch_over_its_bound_is_refused_whole_and_changes_nothing() {
+    let store = Store::new();
+    let calls: Vec<(Call, Command)> =
+        (0..=GROUP_CALLS_MAX).map(|_| (call(None), counter(1))).collect();
+    let before = store.syncs();
+    let refused = store.engine.ops().execute_batch(&calls);
+    assert!(matches!(refused, Err(Error::Invalid(_))), "{refused:?}");
+    assert_eq!(store.syncs(), before, "nothing was written");
+    assert_eq!(store.head_seq(), 0);
+    let empty = store.engine.ops().execute_batch(&[]).unwrap();
+    assert!(empty.is_empty());
+    let at_bound = store.engine.ops().execute_batch(&calls[..GROUP_CALLS_MAX]).unwrap();
+    assert_eq!(at_bound.len(), GROUP_CALLS_MAX);
+    assert_eq!(counter_value(&store), Value::from(GROUP_CALLS_MAX as i64));
+}
