@@ -107,6 +107,15 @@ mod tests {
     }
 
     #[test]
+    fn the_import_help_states_the_engines_bounds() {
+        let mut cli = <crate::args::Cli as clap::CommandFactory>::command();
+        let help = cli.find_subcommand_mut("import").unwrap().render_long_help().to_string();
+        let events = hookstate_engine::IMPORT_TXN_EVENTS_MAX;
+        let mib = hookstate_engine::IMPORT_TXN_BYTES_MAX / (1024 * 1024);
+        assert!(help.contains(&format!("{events} events and {mib} MiB")), "{help}");
+    }
+
+    #[test]
     fn the_line_names_projects_events_commits_and_rate() {
         let line = import_line(&progress(4, 10, 40), Duration::from_secs(2));
         assert_eq!(line, "import: 4/10 projects, 40/100 events, 2 commits, 20 events/s");

@@ -37,13 +37,14 @@ const INBOX: &str = ".feedback";
 const CLAIMING: &str = ".json.claiming.";
 
 /// Events one import transaction holds at most, unless one project alone holds more (a project
-/// is never split): many small projects share a commit, and a transaction's dirty pages stay
-/// bounded (two projects at [`COMMENTS_MAX`] fit, so a home of full projects commits in pairs).
-pub const IMPORT_TXN_EVENTS_MAX: usize = 2 * (COMMENTS_MAX + FileKind::ALL.len());
+/// is never split): a commit costs a few milliseconds against some 40 µs an event, so at 4,096
+/// events commits are a few percent of an import, while the copies a transaction keeps of its
+/// events (the plan, the encoded records, the rows it projects) stay some tens of MiB.
+pub const IMPORT_TXN_EVENTS_MAX: usize = 4096;
 /// Legacy file bytes one import transaction holds at most, unless one project alone holds more:
-/// 32 MiB bounds the transaction's pages whatever the files' sizes (at [`FILE_BYTES_MAX`] a
-/// file, that is about 680 files).
-pub const IMPORT_TXN_BYTES_MAX: usize = 32 * 1024 * 1024;
+/// 8 MiB is 4,096 files of 2 KiB, a large comment, so the event bound is the one a typical home
+/// meets, and a home of large files (up to [`FILE_BYTES_MAX`] each) stays as bounded.
+pub const IMPORT_TXN_BYTES_MAX: usize = 8 * 1024 * 1024;
 
 /// The bounds of one import transaction: projects are added to a transaction while its events and
 /// legacy bytes stay within them; a project is never split, so a project larger than the bounds
