@@ -75,15 +75,16 @@ impl<W: Write> Line<W> {
         }
         let text = import_line(p, now.saturating_duration_since(self.start));
         let pad = self.width.saturating_sub(text.len());
-        self.width = text.len();
         let end = if last { "\n" } else { "" };
         let _ = write!(self.out, "\r{text}{:pad$}{end}", "");
         let _ = self.out.flush();
+        // An ended line is no longer open.
+        self.width = if last { 0 } else { text.len() };
     }
 
     /// Ends a line an import left open (it was refused or failed before its last project).
     pub(crate) fn finish(&mut self) {
-        if self.width > 0 && self.throttle.last.is_some() {
+        if self.width > 0 {
             let _ = writeln!(self.out);
             let _ = self.out.flush();
             self.width = 0;
@@ -151,6 +152,8 @@ mod tests {
             // Too soon: not written.
             line.import(&progress(1, 100, 10), t0 + Duration::from_millis(1));
             line.import(&progress(100, 100, 1000), t0 + Duration::from_secs(1));
+            // The last update ended the line: finishing adds nothing.
+            line.finish();
         }
         let text = String::from_utf8(out).unwrap();
         assert_eq!(
