@@ -127,7 +127,12 @@ fn run(dir: &Path, events: u64) -> BenchResult<()> {
     generate(&source, events)?;
     let db = dir.join(format!("store-{events}/state.redb"));
     let (_, restore) = timed(|| {
-        Ok(hookstate_engine::restore(&db, &source, &mut BufReader::new(File::open(&source)?))?)
+        Ok(hookstate_engine::restore(
+            &db,
+            &source,
+            None,
+            &mut BufReader::new(File::open(&source)?),
+        )?)
     })?;
     let engine = Engine::open(&db, OpenOptions { create: false, ..OpenOptions::default() })?;
     let dumped = dir.join(format!("dump-{events}.jsonl"));

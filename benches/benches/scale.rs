@@ -3,14 +3,16 @@
 //! ready queue items, pending micro-proposals in other state directories), in the same run:
 //! idle `hook stop`, `queue claim` (next) and a mirrored hermit verb; claim at 200 and 5,000
 //! ready items; file bytes per event; `verify` and `rebuild` time and peak memory; and the
-//! claims bench's per-call and K = 1, 2, 4, 8 tables, with the fdatasyncs of one mutating call.
+//! claims bench's per-call and K = 1, 2, 4, 8 tables, with the fdatasyncs of one mutating call
+//! (per call, and forwarded to a `hookstate serve`: the CLI's and the server's, summed).
 //!
 //! Stores are built with the engine's bulk loader (`hookstate_engine::append_unchecked`, `testing`
 //! feature) in batched transactions, so a 1M-event store takes seconds to minutes. Prints one
 //! summary table; never passes or fails on timing. `HOOKSTATE_SCALE_SIZES` (default
 //! `100000,1000000`) picks the store sizes. With `HOOKSTATE_BASELINE_BIN` naming another
 //! `hookstate` binary (an earlier build), its `verify` is timed on the same stores in the same
-//! run, for a before/after ratio.
+//! run, for a before/after ratio. With `HOOKSTATE_SCALE_KEEP=1` the scratch directory and its
+//! stores are left in place (its path is printed), for profiling a verb on them.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -31,6 +33,8 @@ use serde_json::Value;
 /// Store sizes (events of history, and of live work) unless `HOOKSTATE_SCALE_SIZES` says.
 const SIZES_DEFAULT: [usize; 2] = [100_000, 1_000_000];
 const SIZES_VAR: &str = "HOOKSTATE_SCALE_SIZES";
+/// Set to 1, the stores are kept after the run.
+const KEEP_VAR: &str = "HOOKSTATE_SCALE_KEEP";
 /// Events per bulk transaction while building a store.
 const BATCH: usize = 50_000;
 /// Measured calls per verb and store (after the warmup).
@@ -79,6 +83,7 @@ struct Store {
 
 fn main() -> BenchResult<()> {
     let scratch = scratch_dir(Path::new(env!("CARGO_TARGET_TMPDIR")), "scale-")?;
+    let keep = std::env::var(KEEP_VAR).is_ok_and(|v| v == "1");
     let dir = scratch.path();
     let sizes = sizes()?;
     println!("hookstate `scale` bench — {}", utc_now());
@@ -108,6 +113,9 @@ fn main() -> BenchResult<()> {
         races.push(race(&bin, dir, k)?);
     }
     summary(&stores, &calls, &depth, &bytes, &audits, &per_call, &syncs, &races);
+    if keep {
+        println!("stores kept ({KEEP_VAR}=1): {}", scratch.keep().display());
+    }
     Ok(())
 }
 
@@ -785,6 +793,32 @@ fn per_call(bin: &Path, dir: &Path) -> BenchResult<(Vec<Sample>, Vec<usize>)> {
 }
 
 /// Sync calls of one `queue claim` and one `kv put` process, counted by `strace -f -c`.
+/// The sync calls `strace -c` counted, by name, in its summary `text`.
+fn sync_counts(text: &str) -> BTreeMap<String, u64> {
+    let mut counts = BTreeMap::new();
+    for line in text.lines() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        // "% time  seconds  usecs/call  calls  [errors]  syscall"
+        if let (Some(name), true) = (fields.last(), fields.len() >= 5) {
+            if SYNC_CALLS.contains(name) {
+                if let Ok(calls) = fields[3].parse::<u64>() {
+                    *counts.entry((*name).to_owned()).or_default() += calls;
+                }
+            }
+        }
+    }
+    counts
+}
+
+/// The system calls that make data durable, as strace names them.
+const SYNC_CALLS: [&str; 6] = ["fsync", "fdatasync", "sync_file_range", "msync", "sync", "syncfs"];
+/// How long a server or a tracer is given to start before the traced call.
+const SETTLE: Duration = Duration::from_millis(300);
+
+fn strace_filter() -> String {
+    format!("trace={}", SYNC_CALLS.join(","))
+}
+
 fn fdatasyncs(bin: &Path, dir: &Path) -> BenchResult<Vec<(&'static str, BTreeMap<String, u64>)>> {
     if Command::new("strace").arg("-V").output().is_err() {
         println!("\n== fdatasyncs: strace not found, skipped");
@@ -801,30 +835,63 @@ fn fdatasyncs(bin: &Path, dir: &Path) -> BenchResult<Vec<(&'static str, BTreeMap
         ("kv put", vec!["--scope", SCOPE, "kv", "put", "k", "1"]),
     ] {
         let mut command = Command::new("strace");
-        command.args(["-f", "-c", "-e", "trace=fsync,fdatasync,sync_file_range,msync,sync,syncfs"]);
+        command.args(["-f", "-c", "-e", &strace_filter()]);
         command.arg(bin).arg("--db").arg(&db).args(&args);
         for var in CLEARED_ENV {
             command.env_remove(var);
         }
         let output = command.stdin(Stdio::null()).output()?;
-        let mut counts = BTreeMap::new();
-        for line in String::from_utf8_lossy(&output.stderr).lines() {
-            let fields: Vec<&str> = line.split_whitespace().collect();
-            // "% time  seconds  usecs/call  calls  [errors]  syscall"
-            if let (Some(name), true) = (fields.last(), fields.len() >= 5) {
-                if ["fsync", "fdatasync", "sync_file_range", "msync", "sync", "syncfs"]
-                    .contains(name)
-                {
-                    if let Ok(calls) = fields[3].parse::<u64>() {
-                        counts.insert((*name).to_owned(), calls);
-                    }
-                }
-            }
-        }
+        let counts = sync_counts(&String::from_utf8_lossy(&output.stderr));
         println!("\n== syncs of one `{what}` process (strace -f -c): {counts:?}");
         out.push((what, counts));
     }
+    out.push(("queue claim through serve", served_syncs(bin, &db)?));
     Ok(out)
+}
+
+/// The syncs of one `queue claim` process that forwards to a running `hookstate serve`, counted
+/// in both processes (the CLI's and the server's, traced while the call runs), summed.
+fn served_syncs(bin: &Path, db: &Path) -> BenchResult<BTreeMap<String, u64>> {
+    let mut server =
+        hookstate(bin, db).args(["serve", "--idle-exit-s", "60"]).stdout(Stdio::null()).spawn()?;
+    let socket = PathBuf::from(format!("{}.sock", db.display()));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !socket.exists() && Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(10));
+    }
+    thread::sleep(SETTLE);
+    let log = db.with_extension("server-strace");
+    let mut tracer = Command::new("strace")
+        .args(["-f", "-c", "-e", &strace_filter(), "-o"])
+        .arg(&log)
+        .args(["-p", &server.id().to_string()])
+        .stderr(Stdio::null())
+        .spawn()?;
+    thread::sleep(SETTLE);
+    let mut command = Command::new("strace");
+    command.args(["-f", "-c", "-e", &strace_filter()]);
+    command.arg(bin).arg("--db").arg(db).args(["--scope", SCOPE, "queue", "claim", QUEUE]);
+    for var in CLEARED_ENV {
+        command.env_remove(var);
+    }
+    let output = command.stdin(Stdio::null()).output()?;
+    let client = sync_counts(&String::from_utf8_lossy(&output.stderr));
+    thread::sleep(SETTLE);
+    Command::new("kill").args(["-INT", &tracer.id().to_string()]).status()?;
+    tracer.wait()?;
+    Command::new("kill").args(["-TERM", &server.id().to_string()]).status()?;
+    server.wait()?;
+    let served = sync_counts(&std::fs::read_to_string(&log).unwrap_or_default());
+    let claimed = String::from_utf8_lossy(&output.stdout).contains("\"claimed\":true");
+    println!(
+        "\n== syncs of one `queue claim` through serve: client {client:?}, server {served:?} \
+         (claimed: {claimed})"
+    );
+    let mut total = client;
+    for (name, calls) in served {
+        *total.entry(name).or_default() += calls;
+    }
+    Ok(total)
 }
 
 struct Race {

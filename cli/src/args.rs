@@ -165,6 +165,8 @@ pub(crate) enum Verb {
     Dump(DumpArgs),
     /// Build a new store at --db from a dump, re-verifying every hash and link: a dump that is
     /// truncated, reordered or edited is refused, naming its first bad line, and nothing is made.
+    /// With --anchor-dir the store's second anchor is moved to the restored head; a dump older
+    /// than that anchor has seen is refused (exit 5).
     Restore(RestoreArgs),
     /// Copy the store, as of one consistent snapshot, into a new store at --to while writers go
     /// on (same id, events, views and head; check it with `hookstate --db PATH verify`).

@@ -99,6 +99,43 @@ fn dump_then_restore_reproduces_the_head_hash_and_the_views() {
     assert_eq!(again.lines().take(7).collect::<Vec<_>>(), dump.lines().collect::<Vec<_>>());
 }
 
+/// A restore with a second anchor directory moves that anchor to the restored head, so the
+/// restored store takes writes at once (it used to refuse every write, exit 5, until `verify
+/// --accept-missing-anchor`); an older dump than the anchor has seen is refused and makes
+/// nothing.
+#[test]
+fn restore_with_a_second_anchor_takes_writes_and_refuses_an_older_dump() {
+    let store = written();
+    let old = store.dir.path().join("old.jsonl");
+    std::fs::write(&old, dump_of(&store)).unwrap();
+    store.run(&["kv", "put", "k", "2"]).expect(0);
+    let new = store.dir.path().join("new.jsonl");
+    std::fs::write(&new, dump_of(&store)).unwrap();
+
+    let anchors = tempfile::tempdir().unwrap();
+    let dir = anchors.path().to_str().unwrap();
+    let with_dir = |target: &std::path::Path, args: &[&str]| {
+        let mut all = vec!["--anchor-dir", dir];
+        all.extend_from_slice(args);
+        super::run_in(target, &all)
+    };
+    let target = store.dir.path().join("restored/state.redb");
+    with_dir(&target, &["restore", "--from", new.to_str().unwrap()]).expect(0);
+    let files: Vec<_> = std::fs::read_dir(anchors.path()).unwrap().collect();
+    assert_eq!(files.len(), 1, "the restore wrote the store's second anchor");
+    let put = with_dir(&target, &["kv", "put", "k", "3"]);
+    assert_eq!(put.code, 0, "the restored store takes writes: {put:?}");
+    let verify = with_dir(&target, &["verify"]).expect(0).json();
+    assert_eq!(verify["second_anchor_seq"], 6, "{verify}");
+
+    // The second anchor has seen seq 6; a dump that ends at seq 4 would be a rollback.
+    let older = store.dir.path().join("older/state.redb");
+    let refused = with_dir(&older, &["restore", "--from", old.to_str().unwrap()]);
+    assert_eq!(refused.code, 5, "{refused:?}");
+    assert!(refused.stderr.contains("further along than the dump"), "{refused:?}");
+    assert!(!older.exists(), "a refused restore left {}", older.display());
+}
+
 /// Restores `text` into the store `name` and returns the run; a refusal leaves no new store.
 fn restore_text(store: &Store, name: &str, text: &str) -> super::Run {
     let file = store.dir.path().join(format!("{name}.jsonl"));

@@ -70,15 +70,16 @@ pub(crate) fn dump(cli: &Cli, args: &DumpArgs) -> Result<(), CliError> {
 
 pub(crate) fn restore(cli: &Cli, args: &RestoreArgs) -> Result<(), CliError> {
     let target = db_path(cli)?;
+    let anchor_dir = cli.anchor_dir.as_deref();
     let report = if args.from.as_os_str() == "-" {
         let stdin = std::io::stdin();
-        hookstate_engine::restore(&target, &args.from, &mut stdin.lock())?
+        hookstate_engine::restore(&target, &args.from, anchor_dir, &mut stdin.lock())?
     } else {
         let file = std::fs::File::open(&args.from).map_err(|source| CliError::Io {
             op: format!("open {}", args.from.display()),
             source,
         })?;
-        hookstate_engine::restore(&target, &args.from, &mut BufReader::new(file))?
+        hookstate_engine::restore(&target, &args.from, anchor_dir, &mut BufReader::new(file))?
     };
     built(cli, &target, &report)
 }

@@ -126,7 +126,9 @@ impl Ops<'_> {
         let (mut events, mut views) = (0u64, 0u64);
         // Counted from the log (after the base it was compacted to, if it was).
         let mut counts = crate::ops::snapshot::log_start(&*snapshot, kernel.genesis())?.counts;
-        create_filled(target, &store_id, &mut |txn| {
+        // A backup is set aside, not used in the store's place: the live store keeps its
+        // second anchor (a restore of the backup checks and moves it).
+        create_filled(target, &store_id, None, &mut |txn| {
             snapshot.events(1, head.seq, &mut |seq, record| {
                 let event = format::decode_event(record)
                     .map_err(|e| Error::ChainBroken { seq, why: e.to_string() })?;
@@ -157,19 +159,26 @@ impl Ops<'_> {
 /// `hookstate restore`: builds a new store at `target` from the dump read from `input` (named `source` in
 /// errors): every record re-verified, the chain re-linked from the header's genesis, the
 /// views projected, all in one transaction; the new store has the dumped store's id and
-/// head hash.
+/// head hash. With `anchor_dir` (`HOOKSTATE_ANCHOR_DIR`) the store's second anchor there is moved
+/// to the restored head (created when absent), so the store takes writes at once.
 ///
 /// # Errors
 /// [`Error::BadInput`] naming the first bad line of the dump (nothing is left at `target`);
-/// [`Error::BadInput`] when `target` exists; IO and store errors.
-pub fn restore(target: &Path, source: &Path, input: &mut dyn BufRead) -> Result<RestoreReport> {
+/// [`Error::BadInput`] when `target` exists; [`Error::AnchorMismatch`] when the second anchor
+/// is ahead of the dump's head (an older dump: nothing is left at `target`); IO and store errors.
+pub fn restore(
+    target: &Path,
+    source: &Path,
+    anchor_dir: Option<&Path>,
+    input: &mut dyn BufRead,
+) -> Result<RestoreReport> {
     let mut reader = Lines { input, source, number: 0 };
     let header = reader.next_line()?.ok_or_else(|| reader.bad("the dump is empty"))?;
     let (store_id, want_head) = parse_header(&header).map_err(|why| reader.bad(&why))?;
     let mut views = BTreeMap::<ViewKey, ViewRow>::new();
     let mut counts = [0u64; BODY_VARIANTS];
     let mut events = 0u64;
-    let head = create_filled(target, &store_id, &mut |txn| {
+    let head = create_filled(target, &store_id, anchor_dir, &mut |txn| {
         let mut head = Head { seq: 0, hash: genesis_hash(&store_id) };
         while let Some(line) = reader.next_line()? {
             let event = check_line(&line, &head).map_err(|why| reader.bad(&why))?;

@@ -1,6 +1,8 @@
 //! A new store built whole in one transaction (a restore from a dump, a backup of a live
 //! store): made in a temporary file beside the target, published at the target's name only once
-//! it is complete and synced, then anchored at its head.
+//! it is complete and synced, then anchored at its head (and, for a restore with a second anchor
+//! directory, the second anchor moved to it, or the restore refused when that anchor has seen
+//! the store further along).
 //!
 //! A failed build leaves nothing at the target. Does not know what the events say; the caller
 //! fills the transaction.
@@ -8,7 +10,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use hookstate_schema::format::{format_anchor, Head, STORE_ID_BYTES};
+use hookstate_schema::format::{format_anchor, parse_anchor, Head, STORE_ID_BYTES};
 
 use crate::kernel::error::{Error, Result};
 use crate::kernel::storage::WriteTxn;
@@ -16,30 +18,40 @@ use crate::kernel::write::initial_meta;
 
 use super::dir::StoreDir;
 use super::redb::RedbStore;
+use super::second_anchor::SecondAnchor;
 
 /// How long the build waits for its own new file's write lock: nobody else can know its name.
 const OWN_FILE_WAIT: Duration = Duration::from_secs(10);
 
 /// Builds a new store at `path` with the identity `store_id`: `fill` writes its events, views
 /// and head into the one transaction and returns the head, which the anchor beside the new
-/// store is set to.
+/// store is set to. With `anchor_dir` (a restore's `HOOKSTATE_ANCHOR_DIR`), the store's second
+/// anchor there is moved to the head too (created when absent), so the restored store takes
+/// writes; a second anchor ahead of the head refuses the build (nothing is left at `path`).
 ///
 /// # Errors
 /// [`Error::Invalid`] when a store (or an anchor) is already at `path`; `fill`'s errors (nothing
-/// is left at `path` then); IO and store errors.
+/// is left at `path` then); [`Error::AnchorMismatch`] for a second anchor that is ahead of the
+/// built head, of another store, or that does not parse; IO and store errors.
 pub(crate) fn create_filled(
     path: &Path,
     store_id: &[u8; STORE_ID_BYTES],
+    anchor_dir: Option<&Path>,
     fill: &mut dyn FnMut(&mut dyn WriteTxn) -> Result<Head>,
 ) -> Result<Head> {
     let dir = StoreDir::open(path, true)?;
+    let second = anchor_dir.map(SecondAnchor::open).transpose()?;
     let exists = || Error::bad(format!("target {}", path.display()), "exists: name a new store");
     if dir.open_store(true)?.is_some() || dir.read_anchor()?.is_some() {
         return Err(exists());
     }
     let (file, temp) = dir.create_temp("create")?;
     let built = build(&dir, file, store_id, fill);
-    let head = match built {
+    let checked = built.and_then(|head| match &second {
+        Some(second) => second_anchor_allows(second, store_id, &head).map(|()| head),
+        None => Ok(head),
+    });
+    let head = match checked {
         Ok(head) => head,
         Err(err) => {
             let _ = dir.remove(&temp);
@@ -50,9 +62,46 @@ pub(crate) fn create_filled(
         return Err(exists());
     }
     if let Some(_lock) = dir.lock_anchors()? {
-        dir.write_anchor(&format_anchor(store_id, &head))?;
+        let text = format_anchor(store_id, &head);
+        dir.write_anchor(&text)?;
+        if let Some(second) = &second {
+            let current = second.read_last(store_id)?;
+            if crate::kernel::anchor::advance(current.as_deref(), store_id, &head).is_some() {
+                second.append(store_id, &text)?;
+            }
+        }
     }
     Ok(head)
+}
+
+/// Whether a store built at `head` may take the second anchor of `store_id`: it may when that
+/// anchor is absent or at most at `head`. One ahead means this host saw the store further along
+/// than the build (an older dump restored), which the next call would refuse as a rollback, so
+/// the build is refused now, saying so.
+fn second_anchor_allows(
+    second: &SecondAnchor,
+    store_id: &[u8; STORE_ID_BYTES],
+    head: &Head,
+) -> Result<()> {
+    let Some(text) = second.read_last(store_id)? else {
+        return Ok(());
+    };
+    let path = second.path(store_id);
+    let refuse = |why: String| Error::AnchorMismatch { why: format!("{}: {why}", path.display()) };
+    let (id, anchored) =
+        parse_anchor(&text).map_err(|e| refuse(format!("the anchor does not parse ({e})")))?;
+    if id != *store_id {
+        return Err(refuse("the anchor belongs to another store".into()));
+    }
+    if anchored.seq > head.seq {
+        return Err(refuse(format!(
+            "the anchor is at seq {} but the restored log ends at seq {}: this host saw the store \
+             further along than the dump (restore a newer dump, or move the anchor file aside if \
+             the rollback is intended)",
+            anchored.seq, head.seq
+        )));
+    }
+    Ok(())
 }
 
 fn build(
