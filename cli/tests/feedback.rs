@@ -788,7 +788,7 @@ fn import_on_a_terminal(db: &Path, home: &Path) -> (i32, String, String) {
     let name = ptsname(&master, Vec::new()).unwrap();
     let slave =
         std::fs::OpenOptions::new().read(true).write(true).open(name.to_str().unwrap()).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_hookstate"))
+    let child = Command::new(env!("CARGO_BIN_EXE_hookstate"))
         .arg("--db")
         .arg(db)
         .args(["import", "--layout", "moonshine", "--from"])
