@@ -14,6 +14,10 @@
 #   FUZZ_SECS=60 scripts/fuzz-smoke.sh stdin_json event_decode
 #   FUZZ_RUNS=10000000 FUZZ_SECS=3600 scripts/fuzz-smoke.sh   # 10M runs each, at most an hour
 #                                                             # (scripts/soak.sh --fuzz-runs)
+#   FUZZ_NO_DEBUG_ASSERTIONS=1 scripts/fuzz-smoke.sh db_file_bytes
+#       # built as the shipped binary is (cargo fuzz -O, in fuzz/target/no-debug-assertions):
+#       # redb's own debug assertions fire on crafted store files, where the release build
+#       # reports a damaged store (docs/testing.md)
 set -uo pipefail
 cd "$(dirname "$0")/../fuzz"
 
@@ -24,6 +28,10 @@ if [ -n "${FUZZ_RUNS:-}" ]; then
 fi
 rss_mb=512
 timeout_secs=5
+build_flags=(--sanitizer=none)
+if [ -n "${FUZZ_NO_DEBUG_ASSERTIONS:-}" ]; then
+    build_flags+=(-O --target-dir target/no-debug-assertions)
+fi
 
 if ! cargo fuzz --version >/dev/null 2>&1; then
     echo "installing cargo-fuzz"
@@ -37,7 +45,7 @@ else
 fi
 
 # Build every target first, so build time does not count against the fuzzing time.
-cargo fuzz build --sanitizer=none >/dev/null 2>&1 || { cargo fuzz build --sanitizer=none; exit 1; }
+cargo fuzz build "${build_flags[@]}" >/dev/null 2>&1 || { cargo fuzz build "${build_flags[@]}"; exit 1; }
 
 failed=0
 passed_targets=0
@@ -46,7 +54,7 @@ log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 for t in "${targets[@]}"; do
     mkdir -p "target/corpus/$t"
-    cargo fuzz run "$t" "target/corpus/$t" "corpus/$t" --sanitizer=none -- \
+    cargo fuzz run "$t" "target/corpus/$t" "corpus/$t" "${build_flags[@]}" -- \
         -max_total_time="$secs" "${runs_arg[@]}" -rss_limit_mb="$rss_mb" \
         -timeout="$timeout_secs" >"$log" 2>&1
     status=$?

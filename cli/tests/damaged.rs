@@ -148,3 +148,33 @@ fn damaged_stores_exit_5_without_a_panic_and_stay_unchanged() {
     );
     assert!(problems.is_empty(), "{problems:#?}");
 }
+
+/// A store file the `db_file_bytes` fuzz target found (2026-12-01): a page number past its region.
+/// A reader meets it in redb 4.6.0's `debug_assert!` (a debug binary's panic, answered by the
+/// panic hook) or, in a release binary, as a short read (a damaged store); a writer's open first
+/// runs redb's crash recovery, which rewrites a header flag, and then reaches an `unreachable!()`
+/// inside redb's B-tree code (the panic hook answers, in both builds). Every verb must end with
+/// exit 5 and one stderr line; reads must leave the file as it was. That a writer's recovery
+/// rewrites the header of a file it then finds damaged is redb's, and is in issue 13's note.
+const REDB_REGION_ASSERT: &str =
+    concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/damaged/redb-region-assert.redb");
+
+#[test]
+fn a_store_file_that_trips_a_redb_assertion_is_exit_5_in_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("assert.redb");
+    for (args, _) in VERBS {
+        let read = matches!(args[0], "verify" | "stats") || args[..2] == ["kv", "get"];
+        std::fs::copy(REDB_REGION_ASSERT, &path).unwrap();
+        let before = std::fs::read(&path).unwrap();
+        let (code, stderr) = run_bounded(&path, args).expect("the call ended within its bound");
+        assert_eq!(code, 5, "{args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+        let damaged = stderr.contains("damaged store file");
+        let asserted = stderr.contains("internal error") && stderr.contains("redb");
+        assert!(damaged || asserted, "{args:?}: {stderr}");
+        if read {
+            assert_eq!(std::fs::read(&path).unwrap(), before, "{args:?} changed the file");
+        }
+    }
+}
