@@ -202,6 +202,17 @@ pub(crate) enum Verb {
     #[command(subcommand)]
     Hook(HookVerb),
     /// Adopt a legacy layout's files as events (every file checked before anything is written).
+    ///
+    /// moonshine: projects go in name order, several whole projects per transaction, at most
+    /// 4096 events and 8 MiB of files each (a project is never split: a larger one is a
+    /// transaction of its own; with --idem-key, one project per transaction). A project that
+    /// already has state refuses the import (exit 1): the projects before it stay imported, it
+    /// and the projects after it are not touched. A claim held by a live legacy process refuses
+    /// before anything is written. A failed or killed import leaves the projects of the
+    /// transactions it committed: the first ones in name order, each complete, and nothing of
+    /// the rest; import those with --project. When stderr is a terminal, one line there shows
+    /// the progress (projects, events, commits, events/s); stdout and a piped stderr are as
+    /// without it.
     Import(ImportArgs),
     /// Write a legacy layout's files, byte for byte, through the safe writer.
     Export(ExportArgs),

@@ -14,6 +14,7 @@ mod exit;
 mod forward;
 mod input;
 mod output;
+mod progress;
 mod request;
 mod served;
 

@@ -747,3 +747,91 @@ fn an_idem_keyed_verb_through_a_mirror_that_adopts_a_direct_write_still_runs() {
     assert_eq!(status("fb_web2"), "pending", "the retry still adopts");
     store.run(&["verify"]).expect(0);
 }
+
+/// What `import` of the real home prints, as it printed before imports were batched.
+const REAL_IMPORT_STDOUT: &str = "{\"imported\":[{\"project\":\"gradient-descent\",\"events\":5,\
+\"restored\":[],\"ignored\":[],\"seq\":5}],\"ok\":true}\n";
+/// What `import` of a generated five-project home prints, as it printed before (one commit per
+/// project then; one commit for all five now).
+const FIVE_IMPORT_STDOUT: &str = "{\"imported\":[\
+{\"project\":\"p0000\",\"events\":5,\"restored\":[],\"ignored\":[],\"seq\":5},\
+{\"project\":\"p0001\",\"events\":4,\"restored\":[],\"ignored\":[],\"seq\":9},\
+{\"project\":\"p0002\",\"events\":5,\"restored\":[],\"ignored\":[],\"seq\":14},\
+{\"project\":\"p0003\",\"events\":4,\"restored\":[],\"ignored\":[],\"seq\":18},\
+{\"project\":\"p0004\",\"events\":5,\"restored\":[],\"ignored\":[],\"seq\":23}],\"ok\":true}\n";
+
+#[test]
+fn a_batched_import_prints_the_same_bytes_and_nothing_on_a_stderr_that_is_no_terminal() {
+    let store = Store::new();
+    let home = real_home(&store);
+    let run = store.run(&["import", "--layout", "moonshine", "--from", home.to_str().unwrap()]);
+    let run = run.expect(0);
+    assert_eq!(run.stdout, REAL_IMPORT_STDOUT);
+    assert_eq!(run.stderr, "", "no progress line on a pipe");
+    let five = scratch(&store).join("five");
+    hookstate_testkit::moonshine_home(&five, 5, 3);
+    let other = Store::new();
+    let run = other.run(&["import", "--layout", "moonshine", "--from", five.to_str().unwrap()]);
+    let run = run.expect(0);
+    assert_eq!(run.stdout, FIVE_IMPORT_STDOUT);
+    assert_eq!(run.stderr, "");
+    other.run(&["verify"]).expect(0);
+}
+
+/// Runs `hookstate import` of `home` into `db` with a pseudo-terminal as its stderr: the exit
+/// code, stdout, and what the terminal showed.
+fn import_on_a_terminal(db: &Path, home: &Path) -> (i32, String, String) {
+    use rustix::pty::{grantpt, openpt, ptsname, unlockpt, OpenptFlags};
+    let master = openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY).unwrap();
+    grantpt(&master).unwrap();
+    unlockpt(&master).unwrap();
+    let name = ptsname(&master, Vec::new()).unwrap();
+    let slave =
+        std::fs::OpenOptions::new().read(true).write(true).open(name.to_str().unwrap()).unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_hookstate"))
+        .arg("--db")
+        .arg(db)
+        .args(["import", "--layout", "moonshine", "--from"])
+        .arg(home)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::from(slave))
+        .spawn()
+        .unwrap();
+    // Read the terminal while the child runs (its buffer is small); reads end with EIO once the
+    // child, the last holder of the other side, is gone.
+    let reader = std::thread::spawn(move || {
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = rustix::io::read(&master, &mut buf) {
+            if n == 0 {
+                break;
+            }
+            seen.extend_from_slice(&buf[..n]);
+        }
+        String::from_utf8_lossy(&seen).into_owned()
+    });
+    let out = child.wait_with_output().unwrap();
+    let shown = reader.join().unwrap();
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned(), shown)
+}
+
+#[test]
+fn on_a_terminal_import_shows_one_updating_progress_line_and_prints_the_same_stdout() {
+    let store = Store::new();
+    let home = scratch(&store).join("home");
+    hookstate_testkit::moonshine_home(&home, 40, 4);
+    let (code, stdout, shown) = import_on_a_terminal(&store.db(), &home);
+    assert_eq!(code, 0, "{shown}");
+    // The same answer as on a pipe.
+    let piped = Store::new();
+    let run = piped.run(&["import", "--layout", "moonshine", "--from", home.to_str().unwrap()]);
+    assert_eq!(stdout, run.expect(0).stdout);
+    // One line (the terminal shows \n as \r\n), rewritten in place with \r, ending at the total.
+    let lines: Vec<&str> = shown.split_terminator("\r\n").collect();
+    assert_eq!(lines.len(), 1, "{shown:?}");
+    let last = lines[0].rsplit('\r').next().unwrap();
+    assert!(last.starts_with("import: 40/40 projects, 220/220 events, 1 commits, "), "{shown:?}");
+    assert!(last.trim_end().ends_with(" events/s"), "{shown:?}");
+    assert!(lines[0].starts_with("\rimport: 0/40 projects"), "the first update: {shown:?}");
+}

@@ -37,9 +37,10 @@ pub use crate::alerts::{
 pub use crate::feedback::{
     check as check_feedback, check_comment_id, enabled as moonshine_enabled, moonshine_home,
     project_of, scope_for, ClaimAsk, Claimed, CommentView, DrainAsk, Drained, Exported, Feedback,
-    Imported, ImportedProject, Input as FeedbackInput, Listing, MoonshineImport, Pass, ReplyVia,
-    Stop, StopAsk, Tick, TickAsk, TickClaim, TickOff, COMMENTS_MAX, COMMENT_BYTES_MAX,
-    HEARTBEAT_INTERVAL_S_DEFAULT, INTERVAL_S_MAX, KILL_SWITCH_OFF, MODES, MOONSHINE_HOME_DEFAULT,
+    ImportBatch, ImportProgress, Imported, ImportedProject, Input as FeedbackInput, Listing,
+    MoonshineImport, Pass, ReplyVia, Stop, StopAsk, Tick, TickAsk, TickClaim, TickOff,
+    COMMENTS_MAX, COMMENT_BYTES_MAX, HEARTBEAT_INTERVAL_S_DEFAULT, IMPORT_TXN_BYTES_MAX,
+    IMPORT_TXN_EVENTS_MAX, INTERVAL_S_MAX, KILL_SWITCH_OFF, MODES, MOONSHINE_HOME_DEFAULT,
     REPLY_BYTES_MAX, STALE_DELIVERED_MS_DEFAULT, STALE_MS_MAX, TARGET_KINDS,
 };
 // Claude-management's observer: `engine.observer()`.

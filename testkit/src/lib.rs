@@ -1,5 +1,6 @@
 //! hookstate-testkit: the helpers the test suites (tests/, cli/tests/) and the benches share,
-//! written once: a seeded generator ([`Rng`]), a directory copy ([`copy_dir`]), and the hermit
+//! written once: a seeded generator ([`Rng`]), a directory copy ([`copy_dir`]), a large
+//! moonshine home shaped like the real fixtures ([`moonshine_home`]), and the hermit
 //! fixture harness ([`Hermit`]): a state directory copied from a fixture beside a fresh store,
 //! and the backend matrix ([`store`]): with `HOOKSTATE_TEST_PG_URL` set to a throw-away
 //! PostgreSQL database, every store a suite opens through [`store`] is a schema of its own in
@@ -87,6 +88,81 @@ pub fn copy_dir(from: &Path, to: &Path) {
             std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
         }
     }
+}
+
+/// The comment statuses a generated home cycles through, as the web and the Stop hook leave them.
+const STATUSES: [&str; 4] = ["pending", "delivered", "addressed", "dismissed"];
+
+/// Writes a moonshine home under `home`: `projects` projects (`p0000`, `p0001`, ...), each with a
+/// `.feedback/` inbox of `comments` comment files shaped like the real fixtures (the web's
+/// two-space JSON, a block or figure target, every status), a `control.json` (accumulate, or
+/// listen for every tenth project) and, for every other project, the adapter's `adapter.json`.
+/// The same arguments write the same bytes. Returns the events an import appends (one per file).
+///
+/// # Panics
+/// On any IO failure.
+pub fn moonshine_home(home: &Path, projects: usize, comments: usize) -> usize {
+    let mut rng = Rng(0x6d6f_6f6e);
+    let mut files = 0;
+    for p in 0..projects {
+        let project = format!("p{p:04}");
+        let inbox = home.join(&project).join(".feedback");
+        std::fs::create_dir_all(&inbox).unwrap();
+        let mode = if p % 10 == 0 { "listen" } else { "accumulate" };
+        let control = serde_json::json!({ "mode": mode, "updatedAt": "2026-11-29T21:50:52.772Z" });
+        write_json(&inbox.join("control.json"), &control);
+        files += 1;
+        if p % 2 == 0 {
+            let adapter = r#"{"harness":"claude-code","version":"adapter","installedAt":"2026-11-29T21:50:52Z"}"#;
+            std::fs::write(inbox.join("adapter.json"), format!("{adapter}\n")).unwrap();
+            files += 1;
+        }
+        for c in 0..comments {
+            let id = format!("fb_m{:07x}_{:06x}", p * comments + c, rng.below(1 << 24));
+            let status = STATUSES[c % STATUSES.len()];
+            let delivered = (status != "pending").then_some("2026-11-29T21:50:52Z");
+            let addressed = (status == "addressed").then_some("2026-11-29T21:50:53Z");
+            let reply = (status == "addressed").then_some("Named it in the first sentence.");
+            let target = if c % 3 == 0 {
+                serde_json::json!({
+                    "kind": "figure",
+                    "path": format!("series/{:02}-part.md", c % 40),
+                    "figureId": "loss-landscape",
+                    "excerpt": "<Figure id=\"loss-landscape\" />",
+                    "anchorHash": format!("{:06x}", rng.below(1 << 24)),
+                })
+            } else {
+                let start = rng.below(10_000);
+                serde_json::json!({
+                    "kind": "block",
+                    "path": format!("series/{:02}-part.md", c % 40),
+                    "range": [start, start + 1 + rng.below(400)],
+                    "excerpt": "The learning rate η sets the step size.",
+                    "anchorHash": format!("{:06x}", rng.below(1 << 24)),
+                })
+            };
+            let comment = serde_json::json!({
+                "id": id,
+                "ts": "2026-11-29T21:50:52.772Z",
+                "project": project,
+                "status": status,
+                "target": target,
+                "comment": format!("Comment {c}: show what happens when η is too large."),
+                "reply": reply,
+                "deliveredAt": delivered,
+                "addressedAt": addressed,
+            });
+            write_json(&inbox.join(format!("{id}.json")), &comment);
+            files += 1;
+        }
+    }
+    files
+}
+
+/// Writes `value` as the web does: two-space JSON and a newline.
+fn write_json(path: &Path, value: &serde_json::Value) {
+    let text = serde_json::to_string_pretty(value).unwrap();
+    std::fs::write(path, format!("{text}\n")).unwrap();
 }
 
 /// The variable naming the PostgreSQL database of the second run of the suites.

@@ -11,6 +11,7 @@ mod feedback_mirror;
 mod feedback_model;
 mod group;
 mod heartbeat;
+mod import;
 mod mirror_race;
 mod model;
 mod observer;

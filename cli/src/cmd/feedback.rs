@@ -6,11 +6,12 @@
 
 use std::io::Write;
 use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
 use hookstate_engine::parse_stop_payload;
 use hookstate_engine::{Call, Engine, MirrorReport, Outcome};
 use hookstate_engine::{ClaimAsk, DrainAsk, FeedbackInput as Input, Pass, StopAsk, TickAsk};
-use hookstate_engine::{MoonshineImport, TickOff};
+use hookstate_engine::{ImportBatch, MoonshineImport, TickOff};
 use serde::Serialize;
 
 use crate::args::{Cli, DrainArgs, ExportArgs, FeedbackArgs, FeedbackVerb, HookVerb, ImportArgs};
@@ -252,7 +253,22 @@ pub(crate) fn import(cli: &Cli, args: &ImportArgs) -> Result<(), CliError> {
     let import = MoonshineImport::read(&args.from, args.project.as_deref())?;
     let imported = match import.refused() {
         Some(refused) => refused,
-        None => open(cli, Access::Write)?.feedback().import(&call(cli, "import"), import)?,
+        None => {
+            let engine = open(cli, Access::Write)?;
+            let call = call(cli, "import");
+            let batch = ImportBatch::default();
+            if crate::progress::stderr_is_terminal() {
+                let interval = Duration::from_millis(crate::progress::PROGRESS_INTERVAL_MS);
+                let mut line = crate::progress::Line::new(std::io::stderr(), interval);
+                let imported = engine.feedback().import_batched(&call, import, batch, &mut |p| {
+                    line.import(p, Instant::now());
+                });
+                line.finish();
+                imported?
+            } else {
+                engine.feedback().import_batched(&call, import, batch, &mut |_| {})?
+            }
+        }
     };
     print_json(cli, &imported)?;
     match imported.refusal {

@@ -14,7 +14,7 @@ use serde_json::{json, Map, Value};
 
 use super::hook::{anchor_matches, stop_reason, ReplyVia};
 use super::input::{self, check, project_of, scope_for, ClaimAsk, DrainAsk, Input};
-use super::layout::{self, Exported, Imported, MoonshineImport};
+use super::layout::{self, Exported, ImportBatch, ImportProgress, Imported, MoonshineImport};
 use super::project::{read_drain_inbox, read_inbox, COMMENT, DRAINABLE, INDEX_SCOPE, PROJECT};
 use super::rules::Pass;
 use super::rules::{self, Claimer, Drained, COMMENTS_MAX};
@@ -322,13 +322,33 @@ impl Feedback<'_> {
 }
 
 impl Feedback<'_> {
-    /// Adopts parsed `.feedback/` inboxes as events, one transaction per project.
+    /// Adopts parsed `.feedback/` inboxes as events, projects in name order, several whole
+    /// projects per transaction within the default [`ImportBatch`] ([`Feedback::import_batched`]).
     ///
     /// # Errors
-    /// Store errors. A project that already has state, or a claim held by a live legacy process,
-    /// is a refusal and nothing more is written.
+    /// Store errors. A project that already has state is a refusal: the projects before it stay
+    /// imported, nothing of it or of the rest is written. A claim held by a live legacy process
+    /// refuses the import before anything is written.
     pub fn import(&self, call: &Call, import: MoonshineImport) -> Result<Imported> {
-        layout::import(self.k, call, import)
+        layout::import(self.k, call, import, ImportBatch::default(), &mut |_| {})
+    }
+
+    /// [`Feedback::import`] within `batch` (several whole projects per transaction while their
+    /// events and legacy bytes fit; [`ImportBatch::PER_PROJECT`] for one per transaction; a keyed
+    /// call takes one per transaction whatever `batch` says), telling `progress` once before the
+    /// first commit and after each. A project is never split across transactions, so a failed
+    /// or killed import leaves a prefix of the projects, in name order, each complete.
+    ///
+    /// # Errors
+    /// As [`Feedback::import`]; after a store error the projects of earlier commits stay.
+    pub fn import_batched(
+        &self,
+        call: &Call,
+        import: MoonshineImport,
+        batch: ImportBatch,
+        progress: &mut dyn FnMut(&ImportProgress),
+    ) -> Result<Imported> {
+        layout::import(self.k, call, import, batch, progress)
     }
 
     /// Writes the legacy files of every project (or `only`) under `to`, byte for byte, through

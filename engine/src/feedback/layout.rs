@@ -7,6 +7,7 @@
 //! event is appended, so a bad file changes nothing. Does not decide inbox rules; `rules.rs`
 //! and `outside.rs` do.
 
+use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
@@ -20,7 +21,7 @@ use super::input::check_comment_id;
 use super::outside::{self, Counters, Merged};
 use super::project::{read_inbox, COMMENT, FILE, INDEX_SCOPE, PROJECT, SCOPE_PREFIX};
 use super::rules::{status, COMMENTS_MAX, MODES};
-use crate::kernel::call::{Call, Conflict, Refusal};
+use crate::kernel::call::{Call, Conflict, Plan, Refusal};
 use crate::kernel::doc::{read_doc, read_docs};
 use crate::kernel::error::{Error, Result};
 use crate::kernel::storage::ReadTxn;
@@ -34,6 +35,54 @@ pub(crate) const FILE_BYTES_MAX: usize = 48 * 1024;
 /// The inbox directory of a project.
 const INBOX: &str = ".feedback";
 const CLAIMING: &str = ".json.claiming.";
+
+/// Events one import transaction holds at most, unless one project alone holds more (a project
+/// is never split): a commit costs a few milliseconds against some 40 µs an event, so at 4,096
+/// events commits are a few percent of an import, while the copies a transaction keeps of its
+/// events (the plan, the encoded records, the rows it projects) stay some tens of MiB.
+pub const IMPORT_TXN_EVENTS_MAX: usize = 4096;
+/// Legacy file bytes one import transaction holds at most, unless one project alone holds more:
+/// 8 MiB is 4,096 files of 2 KiB, a large comment, so the event bound is the one a typical home
+/// meets, and a home of large files (up to [`FILE_BYTES_MAX`] each) stays as bounded.
+pub const IMPORT_TXN_BYTES_MAX: usize = 8 * 1024 * 1024;
+
+/// The bounds of one import transaction: projects are added to a transaction while its events and
+/// legacy bytes stay within them; a project is never split, so a project larger than the bounds
+/// is a transaction of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ImportBatch {
+    /// Events per transaction.
+    pub events_max: usize,
+    /// Legacy file bytes per transaction.
+    pub bytes_max: usize,
+}
+
+impl ImportBatch {
+    /// One project per transaction (what every import did before batching; a keyed import still
+    /// does, so that each project's scope keeps its idempotency row).
+    pub const PER_PROJECT: ImportBatch = ImportBatch { events_max: 0, bytes_max: 0 };
+}
+
+impl Default for ImportBatch {
+    fn default() -> Self {
+        ImportBatch { events_max: IMPORT_TXN_EVENTS_MAX, bytes_max: IMPORT_TXN_BYTES_MAX }
+    }
+}
+
+/// Where an import is, told after each commit (and once before the first).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ImportProgress {
+    /// Projects committed.
+    pub projects_done: usize,
+    /// Projects the home holds.
+    pub projects_total: usize,
+    /// Events committed.
+    pub events_done: usize,
+    /// Events the import appends when every project is taken.
+    pub events_total: usize,
+    /// Transactions committed.
+    pub commits: usize,
+}
 
 /// The file name of one of the four other files.
 fn file_name(kind: FileKind) -> String {
@@ -79,13 +128,18 @@ pub struct Imported {
     /// The refusal, for the exit.
     #[serde(skip)]
     pub refusal: Option<Refusal>,
+    /// Transactions committed (not printed: the output is the same however the projects were
+    /// batched).
+    #[serde(skip)]
+    pub commits: usize,
 }
 
 impl Imported {
     fn refused(imported: Option<Vec<ImportedProject>>, refusal: Refusal, project: &str) -> Self {
         let reason = refusal.reason;
         let project = Some(project.to_owned());
-        Imported { imported, ok: false, refused: Some(reason), project, refusal: Some(refusal) }
+        let refused = Some(reason);
+        Imported { imported, ok: false, refused, project, refusal: Some(refusal), commits: 0 }
     }
 }
 
@@ -132,15 +186,18 @@ impl MoonshineImport {
 struct Parsed {
     project: String,
     events: Vec<FeedbackEvent>,
+    /// The bytes of the files taken for records.
+    bytes: usize,
     restored: Vec<String>,
     ignored: Vec<String>,
     live_claim: Option<String>,
 }
 
-fn read_doc_file(dir: &Root, name: &str) -> Result<Option<JsonDoc>> {
+/// Reads and parses `name`, with its size.
+fn read_doc_file(dir: &Root, name: &str) -> Result<Option<(JsonDoc, usize)>> {
     let where_ = format!("{}/{name}", dir.path().display());
     match dir.read(name, FILE_BYTES_MAX)? {
-        Some(bytes) => parse_doc(&where_, &bytes).map(Some),
+        Some(bytes) => parse_doc(&where_, &bytes).map(|doc| Some((doc, bytes.len()))),
         None => Ok(None),
     }
 }
@@ -229,9 +286,10 @@ fn claiming<'a>(name: &'a str, names: &[String]) -> Option<Claiming<'a>> {
 
 fn add_comment(parsed: &mut Parsed, inbox: &Root, name: &str, id: &str) -> Result<()> {
     check_comment_id(id)?;
-    let doc = read_doc_file(inbox, name)?
+    let (doc, len) = read_doc_file(inbox, name)?
         .ok_or_else(|| Error::legacy(name, "vanished while importing"))?;
     check_comment(name, id, &doc)?;
+    parsed.bytes += len;
     parsed.events.push(FeedbackEvent::CommentAdded { id: id.into(), doc });
     Ok(())
 }
@@ -241,8 +299,9 @@ fn parse_project(project: &str, inbox: &Root) -> Result<Parsed> {
     let names = inbox.list()?;
     for name in &names {
         if let Some(kind) = FileKind::ALL.iter().find(|k| file_name(**k) == *name) {
-            let Some(doc) = read_doc_file(inbox, name)? else { continue };
+            let Some((doc, len)) = read_doc_file(inbox, name)? else { continue };
             check_file(name, *kind, &doc)?;
+            parsed.bytes += len;
             let request = u64::from(*kind == FileKind::Address);
             parsed.events.push(FeedbackEvent::FileWritten { file: *kind, doc, request });
             continue;
@@ -303,42 +362,117 @@ fn scope_of(project: &str) -> String {
     format!("{SCOPE_PREFIX}{project}")
 }
 
-/// Adopts parsed `.feedback/` inboxes as events, one transaction per project.
+/// The projects of the next transaction, from `projects` in order: the first, then each next one
+/// while the events and bytes stay within `batch`.
+fn next_batch(
+    projects: &mut std::iter::Peekable<impl Iterator<Item = Parsed>>,
+    batch: ImportBatch,
+) -> Vec<Parsed> {
+    let mut out: Vec<Parsed> = Vec::new();
+    let (mut events, mut bytes) = (0usize, 0usize);
+    while let Some(next) = projects.peek() {
+        let fits = events.saturating_add(next.events.len()) <= batch.events_max
+            && bytes.saturating_add(next.bytes) <= batch.bytes_max;
+        if !out.is_empty() && !fits {
+            break;
+        }
+        events = events.saturating_add(next.events.len());
+        bytes = bytes.saturating_add(next.bytes);
+        let Some(next) = projects.next() else { break };
+        out.push(next);
+    }
+    out
+}
+
+/// Adopts parsed `.feedback/` inboxes as events, projects in name order, several whole projects
+/// per transaction within `batch` (one per transaction for a keyed call), telling `progress`
+/// after each commit. A project is never split across transactions. Each commit holds whole
+/// projects, so a failed or killed import leaves the projects of the transactions committed
+/// before it: a prefix of the projects in name order, each complete, and nothing of the rest.
 ///
 /// # Errors
-/// Store errors. A project that already has state, or a claim held by a live legacy process,
-/// is a refusal and nothing more is written.
-pub(crate) fn import(k: &Kernel, call: &Call, import: MoonshineImport) -> Result<Imported> {
+/// Store errors (the projects of earlier transactions stay). A project that already has state
+/// is a refusal: the projects before it are imported, it and the rest are not; a claim held by
+/// a live legacy process refuses the whole import before anything is written.
+pub(crate) fn import(
+    k: &Kernel,
+    call: &Call,
+    import: MoonshineImport,
+    batch: ImportBatch,
+    progress: &mut dyn FnMut(&ImportProgress),
+) -> Result<Imported> {
     if let Some(refused) = import.refused() {
         return Ok(refused);
     }
+    // A keyed call's replay row is per scope: each project keeps its own, as it always did.
+    let batch = if call.idem_key.is_some() { ImportBatch::PER_PROJECT } else { batch };
+    let mut state = ImportProgress {
+        projects_done: 0,
+        projects_total: import.projects.len(),
+        events_done: 0,
+        events_total: import.projects.iter().map(|p| p.events.len()).sum(),
+        commits: 0,
+    };
+    progress(&state);
     let mut done = Vec::new();
-    for p in import.projects {
-        let call = call.in_scope(&scope_of(&p.project));
+    let mut projects = import.projects.into_iter().peekable();
+    while projects.peek().is_some() {
+        let group = next_batch(&mut projects, batch);
+        let Some(first) = group.first() else { break };
+        let call = call.in_scope(&scope_of(&first.project));
+        // The first project of the group that already has state, as the last decision saw it.
+        let refused_at = Cell::new(None);
         let outcome = k.write(&call, |txn| {
-            if read_doc::<bool>(txn, INDEX_SCOPE, PROJECT, &p.project)?.is_some() {
-                let message =
-                    format!("project {} already has feedback state in the store", p.project);
-                let details = serde_json::json!({ "project": p.project });
-                return Ok(crate::kernel::call::Plan::refuse("exists", message, details));
+            refused_at.set(None);
+            let mut plan = Plan::default();
+            for (i, p) in group.iter().enumerate() {
+                if read_doc::<bool>(txn, INDEX_SCOPE, PROJECT, &p.project)?.is_some() {
+                    refused_at.set(Some(i));
+                    break;
+                }
+                let scope = scope_of(&p.project);
+                let events = p.events.iter().map(|e| (scope.clone(), Body::Feedback(e.clone())));
+                plan.scoped_events.extend(events);
             }
-            Ok(crate::kernel::call::Plan {
-                events: p.events.iter().cloned().map(Body::Feedback).collect(),
-                ..crate::kernel::call::Plan::default()
-            })
+            Ok(plan)
         })?;
-        if let Some(refused) = outcome.refusal {
-            return Ok(Imported::refused(Some(done), refused, &p.project));
+        if outcome.appended > 0 {
+            state.commits += 1;
         }
-        done.push(ImportedProject {
-            project: p.project,
-            events: p.events.len(),
-            restored: p.restored,
-            ignored: p.ignored,
-            seq: outcome.head.seq,
-        });
+        let taken = refused_at.get().unwrap_or(group.len());
+        let mut seq = outcome.head.seq - outcome.appended;
+        let mut group = group.into_iter();
+        for p in group.by_ref().take(taken) {
+            seq += p.events.len() as u64;
+            state.projects_done += 1;
+            state.events_done += p.events.len();
+            done.push(ImportedProject {
+                project: p.project,
+                events: p.events.len(),
+                restored: p.restored,
+                ignored: p.ignored,
+                seq,
+            });
+        }
+        progress(&state);
+        if let Some(p) = group.next() {
+            let message = format!("project {} already has feedback state in the store", p.project);
+            let details = serde_json::json!({ "project": p.project });
+            let refusal = Refusal::new("exists", message, details);
+            let mut refused = Imported::refused(Some(done), refusal, &p.project);
+            refused.commits = state.commits;
+            return Ok(refused);
+        }
     }
-    Ok(Imported { imported: Some(done), ok: true, refused: None, project: None, refusal: None })
+    let commits = state.commits;
+    Ok(Imported {
+        imported: Some(done),
+        ok: true,
+        refused: None,
+        project: None,
+        refusal: None,
+        commits,
+    })
 }
 
 /// Writes the legacy files of every project (or `only`) under `to`, byte for byte, through

@@ -20,7 +20,10 @@ pub use api::{CommentView, Feedback, Listing, Stop, StopAsk, Tick, TickAsk, Tick
 pub use hook::ReplyVia;
 pub use input::{check, check_comment_id, enabled, moonshine_home, project_of, scope_for};
 pub use input::{ClaimAsk, DrainAsk, Input, KILL_SWITCH_OFF, MOONSHINE_HOME_DEFAULT};
-pub use layout::{Exported, Imported, ImportedProject, MoonshineImport};
+pub use layout::{
+    Exported, ImportBatch, ImportProgress, Imported, ImportedProject, MoonshineImport,
+};
+pub use layout::{IMPORT_TXN_BYTES_MAX, IMPORT_TXN_EVENTS_MAX};
 pub use rules::{Claimed, Drained, Pass};
 pub use rules::{COMMENTS_MAX, COMMENT_BYTES_MAX, HEARTBEAT_INTERVAL_S_DEFAULT, INTERVAL_S_MAX};
 pub use rules::{MODES, REPLY_BYTES_MAX, STALE_DELIVERED_MS_DEFAULT, STALE_MS_MAX, TARGET_KINDS};

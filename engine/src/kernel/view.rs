@@ -5,7 +5,7 @@
 //! Does not know any domain's rows; `doc.rs` adds typed documents on top. No IO beyond the
 //! transaction it is handed.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use hookstate_schema::format::{
     decode_head, decode_view_key, decode_view_row, encode_view_key, Head, META_HEAD,
@@ -37,19 +37,35 @@ impl ViewAccess for BTreeMap<ViewKey, ViewRow> {
     }
 }
 
-/// The rows one event may read or write, preloaded from the store. Touching any other row is a
+/// The rows the events of one call read and write, each read from the store once (the first
+/// event that names it) and written back once, after the last event. An event may touch only the
+/// rows it named ([`Overlay::next_event`] starts a new event's list): touching any other row is a
 /// bug in a projection's `touched_keys`, and panics rather than write a view that a rebuild would
-/// not produce.
+/// not produce, even when an earlier event of the call loaded that row.
 #[derive(Debug, Default)]
 pub(crate) struct Overlay {
     rows: BTreeMap<ViewKey, Option<ViewRow>>,
     dirty: BTreeMap<ViewKey, ()>,
+    /// The rows the current event named.
+    named: BTreeSet<ViewKey>,
 }
 
 impl Overlay {
-    /// Records the stored value of a touched row.
+    /// Starts the next event: it may touch only the rows it names from now on.
+    pub(crate) fn next_event(&mut self) {
+        self.named.clear();
+    }
+
+    /// Records the stored value of a touched row (kept as it is when already held), and names
+    /// it for the current event.
     pub(crate) fn preload(&mut self, key: ViewKey, row: Option<ViewRow>) {
+        self.named.insert(key.clone());
         self.rows.entry(key).or_insert(row);
+    }
+
+    /// Names a row already held for the current event.
+    pub(crate) fn name(&mut self, key: ViewKey) {
+        self.named.insert(key);
     }
 
     /// Whether a row is already loaded.
@@ -65,17 +81,19 @@ impl Overlay {
 
 impl ViewAccess for Overlay {
     fn get(&self, key: &ViewKey) -> Option<&ViewRow> {
-        let row = self.rows.get(key);
-        assert!(row.is_some(), "projection read {key:?}, which touched_keys did not name");
-        row.and_then(Option::as_ref)
+        assert!(
+            self.named.contains(key),
+            "projection read {key:?}, which touched_keys did not name"
+        );
+        self.rows.get(key).and_then(Option::as_ref)
     }
     fn put(&mut self, key: ViewKey, row: ViewRow) {
-        assert!(self.rows.contains_key(&key), "projection wrote unnamed {key:?}");
+        assert!(self.named.contains(&key), "projection wrote unnamed {key:?}");
         self.dirty.insert(key.clone(), ());
         self.rows.insert(key, Some(row));
     }
     fn delete(&mut self, key: &ViewKey) {
-        assert!(self.rows.contains_key(key), "projection deleted unnamed {key:?}");
+        assert!(self.named.contains(key), "projection deleted unnamed {key:?}");
         self.dirty.insert(key.clone(), ());
         self.rows.insert(key.clone(), None);
     }
@@ -102,8 +120,8 @@ pub(crate) fn read_row(txn: &dyn ReadTxn, key: &ViewKey) -> Result<Option<ViewRo
     decode_stored(key, &key_bytes, &bytes).map(Some)
 }
 
-/// The rows of `keys` that `overlay` does not hold yet, read in one visit of the views table and
-/// preloaded into it (each checked as [`read_row`] checks one).
+/// Names `keys` for the overlay's current event, reading the rows it does not hold yet in one
+/// visit of the views table (each checked as [`read_row`] checks one).
 ///
 /// # Errors
 /// As [`read_row`].
@@ -114,7 +132,9 @@ pub(crate) fn preload_rows(
 ) -> Result<()> {
     let mut wanted: Vec<ViewKey> = Vec::with_capacity(keys.len());
     for key in keys {
-        if !overlay.has(&key) && !wanted.contains(&key) {
+        if overlay.has(&key) {
+            overlay.name(key);
+        } else if !wanted.contains(&key) {
             wanted.push(key);
         }
     }
@@ -151,4 +171,54 @@ pub(crate) fn decode_row(key: &[u8], row: &[u8]) -> Result<(ViewKey, ViewRow)> {
     let view_row =
         decode_view_row(key, row).map_err(|e| Error::Corrupt(format!("view {view_key:?}: {e}")))?;
     Ok((view_key, view_row))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(name: &str) -> ViewKey {
+        ViewKey::Record { scope: "s".into(), key: name.into() }
+    }
+
+    fn row(value: &str) -> ViewRow {
+        ViewRow::Record { value: value.into(), rev: 1 }
+    }
+
+    #[test]
+    fn a_shared_overlay_keeps_what_earlier_events_wrote_and_reads_each_row_once() {
+        let mut overlay = Overlay::default();
+        overlay.next_event();
+        overlay.preload(key("a"), None);
+        overlay.put(key("a"), row("1"));
+        overlay.next_event();
+        assert!(overlay.has(&key("a")), "held: not read from the store again");
+        // A stored value met again does not replace what the call wrote.
+        overlay.preload(key("a"), Some(row("stale")));
+        assert_eq!(overlay.get(&key("a")), Some(&row("1")));
+        overlay.delete(&key("a"));
+        let changes: Vec<_> = overlay.changes().collect();
+        assert_eq!(changes, vec![(&key("a"), None)]);
+    }
+
+    #[test]
+    #[should_panic(expected = "which touched_keys did not name")]
+    fn an_event_may_not_read_a_row_only_an_earlier_event_named() {
+        let mut overlay = Overlay::default();
+        overlay.next_event();
+        overlay.preload(key("a"), Some(row("1")));
+        overlay.next_event();
+        overlay.preload(key("b"), None);
+        let _ = overlay.get(&key("a"));
+    }
+
+    #[test]
+    #[should_panic(expected = "projection wrote unnamed")]
+    fn an_event_may_not_write_a_row_only_an_earlier_event_named() {
+        let mut overlay = Overlay::default();
+        overlay.next_event();
+        overlay.preload(key("a"), None);
+        overlay.next_event();
+        overlay.put(key("a"), row("2"));
+    }
 }

@@ -379,10 +379,14 @@ impl Kernel {
         }
         let appended = encoded.len() as u64;
         let touched = |error: Error| Failed { error, touched: true };
+        // One overlay for the call: a row its events share (a project's counters and index
+        // rows, for an import of thousands of comments) is read once and written once.
+        let mut overlay = Overlay::default();
         for (event, record) in encoded {
             txn.append_event(event.seq, &record).map_err(touched)?;
-            self.project_live(txn, &event).map_err(touched)?;
+            self.project_into(&*txn, &mut overlay, &event).map_err(touched)?;
         }
+        write_overlay(txn, &overlay).map_err(touched)?;
         if appended > 0 {
             let bodies = plan.events.iter().chain(plan.scoped_events.iter().map(|e| &e.1));
             counts::add(&mut *txn, bodies).map_err(touched)?;
@@ -515,19 +519,24 @@ impl Kernel {
     /// Applies one event to the stored views through an overlay of the rows it touches.
     pub(crate) fn project_live(&self, txn: &mut dyn WriteTxn, event: &Event) -> Result<()> {
         let mut overlay = Overlay::default();
-        preload_rows(&*txn, &mut overlay, project::touched_keys(self.table, event))?;
-        let derived = project::derived_keys(self.table, event, &overlay);
-        preload_rows(&*txn, &mut overlay, derived)?;
-        project::apply(self.table, &mut overlay, event);
-        let changes: Vec<(Vec<u8>, Option<Vec<u8>>)> = overlay
-            .changes()
-            .map(|(key, row)| {
-                let key_bytes = encode_view_key(key);
-                let row = row.map(|row| encode_view_row(&key_bytes, row));
-                (key_bytes, row)
-            })
-            .collect();
-        txn.write_views(&changes)
+        self.project_into(&*txn, &mut overlay, event)?;
+        write_overlay(txn, &overlay)
+    }
+
+    /// Applies one event to the rows `overlay` holds, reading from the store the rows it names
+    /// that the overlay does not hold yet; nothing is written until [`write_overlay`].
+    pub(crate) fn project_into(
+        &self,
+        txn: &dyn ReadTxn,
+        overlay: &mut Overlay,
+        event: &Event,
+    ) -> Result<()> {
+        overlay.next_event();
+        preload_rows(txn, overlay, project::touched_keys(self.table, event))?;
+        let derived = project::derived_keys(self.table, event, overlay);
+        preload_rows(txn, overlay, derived)?;
+        project::apply(self.table, overlay, event);
+        Ok(())
     }
 
     /// The answer to a repeat of a keyed call: the first call's result, replayed, when the key
@@ -578,6 +587,19 @@ impl Kernel {
         };
         Ok(Some(Outcome { result, refusal: None, head, appended: 0, replayed: true, mirror: None }))
     }
+}
+
+/// Writes the rows `overlay`'s events changed, in one visit of the views table.
+fn write_overlay(txn: &mut dyn WriteTxn, overlay: &Overlay) -> Result<()> {
+    let changes: Vec<(Vec<u8>, Option<Vec<u8>>)> = overlay
+        .changes()
+        .map(|(key, row)| {
+            let key_bytes = encode_view_key(key);
+            let row = row.map(|row| encode_view_row(&key_bytes, row));
+            (key_bytes, row)
+        })
+        .collect();
+    txn.write_views(&changes)
 }
 
 /// Who and when, for the events of one call: the call, and the time its events carry (the store
