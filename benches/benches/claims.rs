@@ -18,10 +18,10 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::thread;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime};
 
 use hookstate_benches::{
-    locate_hookstate, machine, ms, per_second, ratio, scale, scratch_dir, timed, utc_now,
+    locate_hookstate, machine, ms, now_ms, per_second, ratio, scale, scratch_dir, timed, utc_now,
     BenchResult, Located, Sample, CLEARED_ENV, LEGACY_CLAIM,
 };
 use hookstate_engine::limits::DELIVERIES_DEFAULT;
@@ -206,14 +206,6 @@ fn age(path: &Path) -> String {
         .unwrap_or_default()
 }
 
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .ok()
-        .and_then(|d| u64::try_from(d.as_millis()).ok())
-        .unwrap_or_default()
-}
-
 fn call() -> Call {
     Call {
         scope: SCOPE.into(),
@@ -226,6 +218,27 @@ fn call() -> Call {
 
 fn item_id(n: usize) -> String {
     format!("item-{n:06}")
+}
+
+/// The push of item `n` into the bench's queue.
+fn push_command(n: usize) -> EngineCommand {
+    EngineCommand::QueuePush {
+        queue: QUEUE.into(),
+        item: item_id(n),
+        payload: format!("{{\"n\":{n}}}"),
+        for_session: None,
+        max_deliveries: DELIVERIES_DEFAULT,
+    }
+}
+
+/// A claim of the next item of the bench's queue, leased past the bench's end.
+fn claim_command() -> EngineCommand {
+    EngineCommand::QueueClaim {
+        queue: QUEUE.into(),
+        item: None,
+        holder: "bench".into(),
+        lease_ms: LEASE_MS,
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -273,14 +286,7 @@ fn prefill(store: &Path, items: usize) -> BenchResult<Duration> {
     let engine = Engine::open(store, OpenOptions::default())?;
     let start = Instant::now();
     for n in 0..items {
-        let push = EngineCommand::QueuePush {
-            queue: QUEUE.into(),
-            item: item_id(n),
-            payload: format!("{{\"n\":{n}}}"),
-            for_session: None,
-            max_deliveries: DELIVERIES_DEFAULT,
-        };
-        let outcome = engine.execute(&call(), &push)?;
+        let outcome = engine.execute(&call(), &push_command(n))?;
         if let Some(refusal) = outcome.refusal {
             return Err(format!("push {n} refused: {}", refusal.message).into());
         }
@@ -293,12 +299,7 @@ fn in_process_claims(dir: &Path, n: usize, fsync_per_s: f64) -> BenchResult<InPr
     let store = dir.join("in-process.redb");
     let push_time = prefill(&store, n)?;
     let engine = Engine::open(&store, OpenOptions::default())?;
-    let claim = EngineCommand::QueueClaim {
-        queue: QUEUE.into(),
-        item: None,
-        holder: "bench".into(),
-        lease_ms: LEASE_MS,
-    };
+    let claim = claim_command();
     let mut latencies = Vec::with_capacity(n);
     let mut not_claimed = 0;
     let start = Instant::now();
@@ -331,18 +332,8 @@ fn in_process_claims(dir: &Path, n: usize, fsync_per_s: f64) -> BenchResult<InPr
 
 /// Pushes `items` items through `engine` in batches of [`PREFILL_BATCH`] pushes.
 fn prefill_grouped(engine: &Engine, items: usize) -> BenchResult<()> {
-    let pushes: Vec<(Call, EngineCommand)> = (0..items)
-        .map(|n| {
-            let push = EngineCommand::QueuePush {
-                queue: QUEUE.into(),
-                item: item_id(n),
-                payload: format!("{{\"n\":{n}}}"),
-                for_session: None,
-                max_deliveries: DELIVERIES_DEFAULT,
-            };
-            (call(), push)
-        })
-        .collect();
+    let pushes: Vec<(Call, EngineCommand)> =
+        (0..items).map(|n| (call(), push_command(n))).collect();
     for chunk in pushes.chunks(PREFILL_BATCH) {
         for answer in engine.ops().execute_batch(chunk)? {
             if let Some(refusal) = answer?.refusal {
@@ -363,12 +354,7 @@ fn group_commit_claims(
     let store = dir.join(format!("grouped-{batch}.redb"));
     let engine = Engine::open(&store, OpenOptions::default())?;
     prefill_grouped(&engine, items)?;
-    let claim = EngineCommand::QueueClaim {
-        queue: QUEUE.into(),
-        item: None,
-        holder: "bench".into(),
-        lease_ms: LEASE_MS,
-    };
+    let claim = claim_command();
     let mut latencies = Vec::with_capacity(commits);
     let mut seen = BTreeMap::<String, usize>::new();
     let mut not_claimed = 0;

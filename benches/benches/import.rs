@@ -11,10 +11,10 @@
 
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use hookstate_benches::{
-    locate_hookstate, machine, per_second, ratio, scratch_dir, timed, utc_now, BenchResult,
+    locate_hookstate, machine, now_ms, per_second, ratio, scratch_dir, timed, utc_now, BenchResult,
     CLEARED_ENV,
 };
 use hookstate_engine::{Call, Engine, ImportBatch, MoonshineImport, OpenOptions};
@@ -32,7 +32,7 @@ fn main() -> BenchResult<()> {
     if let Some(dir) = std::env::var_os(HOMES_VAR) {
         for (projects, comments) in shapes {
             let home = Path::new(&dir).join(format!("{projects}x{comments}"));
-            let events = hookstate_testkit::moonshine_home(&home, projects, comments);
+            let events = hookstate_testkit::moonshine_home(&home, projects, comments)?;
             println!("{}: {events} files", home.display());
         }
         return Ok(());
@@ -55,7 +55,7 @@ fn main() -> BenchResult<()> {
     let mut rows = Vec::new();
     for (projects, comments) in shapes {
         let home = dir.join(format!("{projects}x{comments}"));
-        let events = hookstate_testkit::moonshine_home(&home, projects, comments);
+        let events = hookstate_testkit::moonshine_home(&home, projects, comments)?;
         let label = format!("{projects} × {comments}");
         let mut old = Vec::new();
         let mut new = Vec::new();
@@ -99,14 +99,6 @@ fn shapes() -> BenchResult<Vec<(usize, usize)>> {
         })
         .collect::<Result<Vec<_>, String>>()
         .map_err(Into::into)
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .ok()
-        .and_then(|d| u64::try_from(d.as_millis()).ok())
-        .unwrap_or_default()
 }
 
 /// One import's figures.

@@ -18,11 +18,11 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::thread;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use hookstate_benches::{
-    locate_hookstate, machine, ms, per_second, ratio, scratch_dir, timed, utc_now, BenchResult,
-    Sample, CLEARED_ENV, LEGACY_CLAIM,
+    locate_hookstate, machine, ms, now_ms, per_second, ratio, scratch_dir, timed, utc_now,
+    BenchResult, Sample, CLEARED_ENV, LEGACY_CLAIM,
 };
 use hookstate_engine::schema::feedback::{FeedbackEvent, FileKind, JsonDoc, Style};
 use hookstate_engine::schema::proposals::{MicroQueued, ProposalsEvent};
@@ -128,14 +128,6 @@ fn sizes() -> BenchResult<Vec<usize>> {
             .collect::<Result<Vec<_>, _>>()
             .map_err(Into::into),
     }
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .ok()
-        .and_then(|d| u64::try_from(d.as_millis()).ok())
-        .unwrap_or_default()
 }
 
 fn call(scope: &str) -> Call {

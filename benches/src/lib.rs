@@ -7,7 +7,7 @@
 use std::error::Error;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// The error type of a bench's `main`.
 pub type BenchError = Box<dyn Error + Send + Sync>;
@@ -260,6 +260,16 @@ pub const CLEARED_ENV: [&str; 8] = [
     "HOOKSTATE_NOW_MS",
     "HOOKSTATE_ANCHOR_DIR",
 ];
+
+/// Now, in UTC ms, for the calls a bench makes in process (0 if the clock is before 1970).
+#[must_use]
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .ok()
+        .and_then(|d| u64::try_from(d.as_millis()).ok())
+        .unwrap_or_default()
+}
 
 #[cfg(test)]
 mod tests {

@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 use serde_json::{json, Value};
 
 use super::{Run, Store};
-use hookstate_testkit::copy_dir;
+use hookstate_testkit::{copy_dir, read_tree};
 
 const PROJECT: &str = "gradient-descent";
 /// 2026-11-29T21:50:52Z, when the real fixtures were written.
@@ -20,24 +20,6 @@ const FIXTURE_NOW_MS: u64 = 1_795_989_052_000;
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/legacy/moonshine")
-}
-
-/// Every file under `dir`, relative path → bytes.
-fn tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
-    fn walk(base: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
-        for entry in std::fs::read_dir(dir).unwrap() {
-            let entry = entry.unwrap();
-            if entry.file_type().unwrap().is_dir() {
-                walk(base, &entry.path(), out);
-            } else {
-                let rel = entry.path().strip_prefix(base).unwrap().display().to_string();
-                out.insert(rel, std::fs::read(entry.path()).unwrap());
-            }
-        }
-    }
-    let mut out = BTreeMap::new();
-    walk(dir, dir, &mut out);
-    out
 }
 
 /// A directory beside the store's (the store directory's snapshot must hold only the store).
@@ -122,7 +104,7 @@ fn the_real_upstream_run_replayed_prints_the_hooks_bytes_and_exports_the_real_fi
     fb(&store, &["dismiss", "fb_mii0l7aa_0p3k9w"]).expect(0);
     let out = scratch(&store).join("out");
     store.run(&["export", "--layout", "moonshine", "--to", out.to_str().unwrap()]).expect(0);
-    assert_eq!(tree(&out), tree(&fixtures().join("home/.agent/moonshine")));
+    assert_eq!(read_tree(&out), read_tree(&fixtures().join("home/.agent/moonshine")));
 }
 
 #[test]
@@ -133,7 +115,7 @@ fn real_files_round_trip_both_ways() {
     let out = scratch(&store).join("out");
     let export = ["export", "--layout", "moonshine", "--to", out.to_str().unwrap()];
     store.run(&export).expect(0);
-    assert_eq!(tree(&out), tree(&home), "export(import(files)) == files");
+    assert_eq!(read_tree(&out), read_tree(&home), "export(import(files)) == files");
     let again = store.run(&export).expect(0).json();
     assert_eq!((again["written"].as_u64(), again["unchanged"].as_u64()), (Some(0), Some(5)));
     let second = Store::new();
@@ -232,7 +214,7 @@ fn orphaned_claims_are_restored_by_the_spec_rules() {
     assert_eq!(show["record"]["status"], "delivered");
     let exported = scratch(&store).join("out");
     store.run(&["export", "--layout", "moonshine", "--to", exported.to_str().unwrap()]).expect(0);
-    assert_eq!(tree(&exported), tree(&fixtures().join("home/.agent/moonshine")));
+    assert_eq!(read_tree(&exported), read_tree(&fixtures().join("home/.agent/moonshine")));
 }
 
 fn add(store: &Store, now: u64, text: &str) -> String {
@@ -673,7 +655,7 @@ fn spec_written_files_round_trip_both_ways() {
     store.run(&["import", "--layout", "moonshine", "--from", home.to_str().unwrap()]).expect(0);
     let out = scratch(&store).join("spec-out");
     store.run(&["export", "--layout", "moonshine", "--to", out.to_str().unwrap()]).expect(0);
-    assert_eq!(tree(&out), tree(&home));
+    assert_eq!(read_tree(&out), read_tree(&home));
     let second = Store::new();
     second.run(&["import", "--layout", "moonshine", "--from", out.to_str().unwrap()]).expect(0);
     let list =
@@ -769,7 +751,7 @@ fn a_batched_import_prints_the_same_bytes_and_nothing_on_a_stderr_that_is_no_ter
     assert_eq!(run.stdout, REAL_IMPORT_STDOUT);
     assert_eq!(run.stderr, "", "no progress line on a pipe");
     let five = scratch(&store).join("five");
-    hookstate_testkit::moonshine_home(&five, 5, 3);
+    hookstate_testkit::moonshine_home(&five, 5, 3).unwrap();
     let other = Store::new();
     let run = other.run(&["import", "--layout", "moonshine", "--from", five.to_str().unwrap()]);
     let run = run.expect(0);
@@ -820,7 +802,7 @@ fn import_on_a_terminal(db: &Path, home: &Path) -> (i32, String, String) {
 fn on_a_terminal_import_shows_one_updating_progress_line_and_prints_the_same_stdout() {
     let store = Store::new();
     let home = scratch(&store).join("home");
-    hookstate_testkit::moonshine_home(&home, 40, 4);
+    hookstate_testkit::moonshine_home(&home, 40, 4).unwrap();
     let (code, stdout, shown) = import_on_a_terminal(&store.db(), &home);
     assert_eq!(code, 0, "{shown}");
     // The same answer as on a pipe.

@@ -9,7 +9,7 @@
 //! calls and turns a tail step's refusal into upstream's stderr warning. It also holds the newer
 //! `proposal.ts`'s state-directory pin, which the drop-in checks before any verb runs.
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use crate::alerts::TickInput;
 use crate::engine::{Engine, Layout};
@@ -17,6 +17,7 @@ use crate::kernel::call::{Call, Outcome};
 use crate::kernel::error::Result;
 use crate::proposals::{decision_sources_unreadable, CreateInput, PatchInput};
 use crate::session::Answer;
+use crate::signals::lexical_join;
 
 /// A composed call's outcome (the first step's, with every step's appends counted) and the
 /// warnings upstream prints on stderr for a best-effort tail step (`WARN: <warning>`), which
@@ -161,21 +162,6 @@ const STATE_DIR_NAME: &str = ".claude-code-hermit";
 /// `findHermitDir`'s walk: the working directory and at most this many levels in all.
 const WALK_LEVELS_MAX: usize = 8;
 
-/// `path.resolve`: `p` against `cwd`, `.` and `..` removed lexically (symlinks are not read).
-fn resolve(cwd: &Path, p: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for part in cwd.join(p).components() {
-        match part {
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::CurDir => {}
-            other => out.push(other.as_os_str()),
-        }
-    }
-    out
-}
-
 fn exists(p: &Path) -> bool {
     std::fs::metadata(p).is_ok()
 }
@@ -191,15 +177,15 @@ fn is_projection(dir: &Path) -> bool {
 #[must_use]
 pub fn hermit_state_dir(env: &PinEnv) -> PathBuf {
     if let Some(agent) = env.agent_dir.as_deref().filter(|a| a.is_absolute()) {
-        return resolve(&env.cwd, agent);
+        return lexical_join(&env.cwd, agent);
     }
     if let Some(project) = env.project_dir.as_deref().filter(|p| !p.as_os_str().is_empty()) {
-        let dir = resolve(&env.cwd, &project.join(STATE_DIR_NAME));
+        let dir = lexical_join(&env.cwd, project.join(STATE_DIR_NAME));
         if exists(&dir) && !is_projection(&dir) {
             return dir;
         }
     }
-    let mut at = resolve(&env.cwd, Path::new("."));
+    let mut at = lexical_join(&env.cwd, Path::new("."));
     for _ in 0..WALK_LEVELS_MAX {
         let dir = at.join(STATE_DIR_NAME);
         if exists(&dir.join("config.json")) && !is_projection(&dir) {
@@ -209,7 +195,7 @@ pub fn hermit_state_dir(env: &PinEnv) -> PathBuf {
             break;
         }
     }
-    resolve(&env.cwd, Path::new(STATE_DIR_NAME))
+    lexical_join(&env.cwd, Path::new(STATE_DIR_NAME))
 }
 
 /// The newer `proposal.ts`'s state-directory pin (`pinStateDirOrExit`): the directory a call
@@ -220,7 +206,7 @@ pub fn hermit_state_dir(env: &PinEnv) -> PathBuf {
 #[must_use]
 pub fn pin_refusal(script: &str, named: &Path, env: &PinEnv) -> Option<String> {
     let pinned = hermit_state_dir(env);
-    (resolve(&env.cwd, named) != pinned).then(|| {
+    (lexical_join(&env.cwd, named) != pinned).then(|| {
         format!(
             "{script}: state dir must be this project's ({}); got {}",
             pinned.display(),

@@ -1,5 +1,6 @@
 //! hookstate-testkit: the helpers the test suites (tests/, cli/tests/) and the benches share,
-//! written once: a seeded generator ([`Rng`]), a directory copy ([`copy_dir`]), a large
+//! written once: a seeded generator ([`Rng`]), a directory copy ([`copy_dir`]) and read
+//! ([`read_tree`]), a large
 //! moonshine home shaped like the real fixtures ([`moonshine_home`]), and the hermit
 //! fixture harness ([`Hermit`]): a state directory copied from a fixture beside a fresh store,
 //! and the backend matrix ([`store`]): with `HOOKSTATE_TEST_PG_URL` set to a throw-away
@@ -90,6 +91,29 @@ pub fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
+/// Every file under `dir`, by its path relative to `dir`, with its bytes: what a test compares
+/// when it says a tree came back byte for byte.
+///
+/// # Panics
+/// On any IO failure.
+#[must_use]
+pub fn read_tree(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    fn walk(base: &Path, dir: &Path, out: &mut std::collections::BTreeMap<String, Vec<u8>>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let entry = entry.unwrap();
+            if entry.file_type().unwrap().is_dir() {
+                walk(base, &entry.path(), out);
+            } else {
+                let rel = entry.path().strip_prefix(base).unwrap().display().to_string();
+                out.insert(rel, std::fs::read(entry.path()).unwrap());
+            }
+        }
+    }
+    let mut out = std::collections::BTreeMap::new();
+    walk(dir, dir, &mut out);
+    out
+}
+
 /// The comment statuses a generated home cycles through, as the web and the Stop hook leave them.
 const STATUSES: [&str; 4] = ["pending", "delivered", "addressed", "dismissed"];
 
@@ -98,23 +122,24 @@ const STATUSES: [&str; 4] = ["pending", "delivered", "addressed", "dismissed"];
 /// two-space JSON, a block or figure target, every status), a `control.json` (accumulate, or
 /// listen for every tenth project) and, for every other project, the adapter's `adapter.json`.
 /// The same arguments write the same bytes. Returns the events an import appends (one per file).
+/// A bench calls it too, so it returns IO errors rather than panicking.
 ///
-/// # Panics
-/// On any IO failure.
-pub fn moonshine_home(home: &Path, projects: usize, comments: usize) -> usize {
+/// # Errors
+/// IO errors creating the directories or writing the files.
+pub fn moonshine_home(home: &Path, projects: usize, comments: usize) -> std::io::Result<usize> {
     let mut rng = Rng(0x6d6f_6f6e);
     let mut files = 0;
     for p in 0..projects {
         let project = format!("p{p:04}");
         let inbox = home.join(&project).join(".feedback");
-        std::fs::create_dir_all(&inbox).unwrap();
+        std::fs::create_dir_all(&inbox)?;
         let mode = if p % 10 == 0 { "listen" } else { "accumulate" };
         let control = serde_json::json!({ "mode": mode, "updatedAt": "2026-11-29T21:50:52.772Z" });
-        write_json(&inbox.join("control.json"), &control);
+        write_json(&inbox.join("control.json"), &control)?;
         files += 1;
         if p % 2 == 0 {
             let adapter = r#"{"harness":"claude-code","version":"adapter","installedAt":"2026-11-29T21:50:52Z"}"#;
-            std::fs::write(inbox.join("adapter.json"), format!("{adapter}\n")).unwrap();
+            std::fs::write(inbox.join("adapter.json"), format!("{adapter}\n"))?;
             files += 1;
         }
         for c in 0..comments {
@@ -152,17 +177,17 @@ pub fn moonshine_home(home: &Path, projects: usize, comments: usize) -> usize {
                 "deliveredAt": delivered,
                 "addressedAt": addressed,
             });
-            write_json(&inbox.join(format!("{id}.json")), &comment);
+            write_json(&inbox.join(format!("{id}.json")), &comment)?;
             files += 1;
         }
     }
-    files
+    Ok(files)
 }
 
 /// Writes `value` as the web does: two-space JSON and a newline.
-fn write_json(path: &Path, value: &serde_json::Value) {
-    let text = serde_json::to_string_pretty(value).unwrap();
-    std::fs::write(path, format!("{text}\n")).unwrap();
+fn write_json(path: &Path, value: &serde_json::Value) -> std::io::Result<()> {
+    let text = serde_json::to_string_pretty(value).map_err(std::io::Error::other)?;
+    std::fs::write(path, format!("{text}\n"))
 }
 
 /// The variable naming the PostgreSQL database of the second run of the suites.

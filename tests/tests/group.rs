@@ -1,10 +1,10 @@
 //! Group commit for an embedding program (`engine.ops().execute_batch`): many calls, one durable
-//! commit, each call answered as it would be alone. The store sits on an in-memory redb backend
-//! that counts `sync_data` calls, so "one commit" is measured, not assumed.
+//! commit, each call answered as it would be alone. The store sits on the power-loss simulator's
+//! in-memory disk, which counts its syncs, so "one commit" is measured, not assumed.
 
-use std::ops::Bound;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+
+use crate::powerloss::{Disk, SimBackend};
 
 use hookstate_engine::{Call, Command, Engine, Error, Expect, OpenOptions, Query, GROUP_CALLS_MAX};
 use serde_json::Value;
@@ -18,92 +18,27 @@ const SCOPE: &str = "group";
 /// Far longer than a test: a claim never expires while it runs.
 const LEASE_MS: u64 = 3_600_000;
 
-/// A file held in memory that counts its flushes. One process: every lock is granted.
-#[derive(Debug, Clone, Default)]
-struct CountingBackend {
-    bytes: Arc<Mutex<Vec<u8>>>,
-    syncs: Arc<AtomicU64>,
-}
-
-type LockResult<T> = Result<T, redb::BackendError>;
-
-impl redb::StorageBackend for CountingBackend {
-    fn len(&self) -> std::io::Result<u64> {
-        Ok(self.bytes.lock().unwrap().len() as u64)
-    }
-
-    fn read(&self, offset: u64, out: &mut [u8]) -> std::io::Result<()> {
-        let bytes = self.bytes.lock().unwrap();
-        let start = usize::try_from(offset).unwrap();
-        let found = bytes.get(start..start + out.len()).ok_or_else(|| {
-            std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "read past the end")
-        })?;
-        out.copy_from_slice(found);
-        Ok(())
-    }
-
-    fn set_len(&self, len: u64) -> std::io::Result<()> {
-        self.bytes.lock().unwrap().resize(usize::try_from(len).unwrap(), 0);
-        Ok(())
-    }
-
-    fn sync_data(&self) -> std::io::Result<()> {
-        self.syncs.fetch_add(1, Ordering::SeqCst);
-        Ok(())
-    }
-
-    fn write(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
-        let mut bytes = self.bytes.lock().unwrap();
-        let start = usize::try_from(offset).unwrap();
-        if bytes.len() < start + data.len() {
-            bytes.resize(start + data.len(), 0);
-        }
-        bytes[start..start + data.len()].copy_from_slice(data);
-        Ok(())
-    }
-
-    fn try_lock_range(&self, _: Bound<u64>, _: Bound<u64>) -> LockResult<bool> {
-        Ok(true)
-    }
-    fn try_lock_shared_range(&self, _: Bound<u64>, _: Bound<u64>) -> LockResult<bool> {
-        Ok(true)
-    }
-    fn lock_range(&self, _: Bound<u64>, _: Bound<u64>) -> LockResult<()> {
-        Ok(())
-    }
-    fn lock_shared_range(&self, _: Bound<u64>, _: Bound<u64>) -> LockResult<()> {
-        Ok(())
-    }
-    fn unlock_range(&self, _: Bound<u64>, _: Bound<u64>) -> LockResult<()> {
-        Ok(())
-    }
-    fn query_lock_range(&self, _: Bound<u64>, _: Bound<u64>) -> LockResult<bool> {
-        Ok(false)
-    }
-}
-
 struct Store {
     _dir: tempfile::TempDir,
     engine: Engine,
-    syncs: Arc<AtomicU64>,
+    disk: Arc<Mutex<Disk>>,
 }
 
 impl Store {
     fn new() -> Store {
         let dir = tempfile::tempdir().unwrap();
-        let backend = CountingBackend::default();
-        let syncs = Arc::clone(&backend.syncs);
+        let disk = Arc::new(Mutex::new(Disk::default()));
         let engine = hookstate_engine::open_on_backend(
             &dir.path().join("group.redb"),
-            backend,
+            SimBackend(Arc::clone(&disk)),
             OpenOptions::default(),
         )
         .unwrap();
-        Store { _dir: dir, engine, syncs }
+        Store { _dir: dir, engine, disk }
     }
 
     fn syncs(&self) -> u64 {
-        self.syncs.load(Ordering::SeqCst)
+        self.disk.lock().unwrap().syncs
     }
 
     fn head_seq(&self) -> u64 {

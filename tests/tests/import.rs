@@ -7,14 +7,13 @@
 //! Commits are watched from outside the import: the progress callback reads the store's head
 //! after each one, and the head must sit exactly on a project boundary.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
 use hookstate_engine::schema::Actor;
 use hookstate_engine::{
     Call, Engine, ImportBatch, ImportProgress, Imported, LogFilter, MoonshineImport,
 };
-use hookstate_testkit::{moonshine_home, options, store};
+use hookstate_testkit::{moonshine_home, options, read_tree, store};
 
 /// 2026-11-29T21:50:52Z, when the real fixtures were written.
 const NOW_MS: u64 = 1_795_989_052_000;
@@ -60,24 +59,6 @@ fn import(engine: &Engine, home: &Path, only: Option<&str>, batch: ImportBatch) 
     Watched { imported, heads, last }
 }
 
-/// Every file under `dir`, relative path → bytes.
-fn tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
-    fn walk(base: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
-        for entry in std::fs::read_dir(dir).unwrap() {
-            let entry = entry.unwrap();
-            if entry.file_type().unwrap().is_dir() {
-                walk(base, &entry.path(), out);
-            } else {
-                let rel = entry.path().strip_prefix(base).unwrap().display().to_string();
-                out.insert(rel, std::fs::read(entry.path()).unwrap());
-            }
-        }
-    }
-    let mut out = BTreeMap::new();
-    walk(dir, dir, &mut out);
-    out
-}
-
 /// The seqs where each project's events end, in import order (the only heads a commit of
 /// whole projects can leave), from the import's answer.
 fn boundaries(imported: &Imported) -> Vec<u64> {
@@ -92,7 +73,7 @@ fn projects_of(imported: &Imported) -> Vec<String> {
 fn a_batched_import_equals_the_per_project_import_event_for_event() {
     let tmp = tempfile::tempdir().unwrap();
     let home = tmp.path().join("home");
-    let files = moonshine_home(&home, 30, 12);
+    let files = moonshine_home(&home, 30, 12).unwrap();
     let old_engine = open(tmp.path(), "old.redb");
     let new_engine = open(tmp.path(), "new.redb");
     let old = import(&old_engine, &home, None, ImportBatch::PER_PROJECT);
@@ -124,7 +105,7 @@ fn a_batched_import_equals_the_per_project_import_event_for_event() {
     new_engine.ops().verify(Default::default()).unwrap();
     let out = tmp.path().join("out");
     new_engine.feedback().export(&out, None).unwrap();
-    assert_eq!(tree(&out), tree(&home), "export(batched import(files)) == files");
+    assert_eq!(read_tree(&out), read_tree(&home), "export(batched import(files)) == files");
     // One commit per project before; the 30 small projects now share one.
     assert_eq!(old.imported.commits, 30);
     assert_eq!(old.heads[1..], boundaries(&old.imported)[..]);
@@ -136,7 +117,7 @@ fn a_batched_import_equals_the_per_project_import_event_for_event() {
 fn a_refused_project_in_the_middle_leaves_the_projects_before_it_and_nothing_of_itself() {
     let tmp = tempfile::tempdir().unwrap();
     let home = tmp.path().join("home");
-    moonshine_home(&home, 12, 5);
+    moonshine_home(&home, 12, 5).unwrap();
     let engine = open(tmp.path(), "state.redb");
     // p0007 is in the store already (imported alone, then changed there).
     let first = import(&engine, &home, Some("p0007"), ImportBatch::default());
@@ -178,7 +159,7 @@ fn the_bounds_hold_whole_projects_per_commit_within_events_and_bytes() {
     let tmp = tempfile::tempdir().unwrap();
     let home = tmp.path().join("home");
     // 20 projects of 12 events (control, adapter for every other, 10 comments): 11 or 12 each.
-    let files = moonshine_home(&home, 20, 10);
+    let files = moonshine_home(&home, 20, 10).unwrap();
     let engine = open(tmp.path(), "events.redb");
     let bounds = ImportBatch { events_max: 50, bytes_max: usize::MAX };
     let run = import(&engine, &home, None, bounds);
@@ -203,7 +184,7 @@ fn the_bounds_hold_whole_projects_per_commit_within_events_and_bytes() {
     engine.ops().verify(Default::default()).unwrap();
 
     // The byte bound alone splits too: three projects' files per commit at most.
-    let one_project: u64 = tree(&home.join("p0001")).values().map(|b| b.len() as u64).sum();
+    let one_project: u64 = read_tree(&home.join("p0001")).values().map(|b| b.len() as u64).sum();
     let bytes_max = usize::try_from(3 * one_project + one_project / 2).unwrap();
     let engine = open(tmp.path(), "bytes.redb");
     let run = import(&engine, &home, None, ImportBatch { events_max: usize::MAX, bytes_max });

@@ -39,12 +39,14 @@ enum Op {
 /// The disk: what a power cut would keep (`durable`), what reads see (`current`), and the
 /// operations in between.
 #[derive(Debug, Default)]
-struct Disk {
+pub(crate) struct Disk {
     durable: Vec<u8>,
     current: Vec<u8>,
     pending: Vec<Op>,
     /// Mutating operations done so far (writes, set_lens, syncs).
     ops: u64,
+    /// Syncs done so far (group.rs counts a batch's flushes with them).
+    pub(crate) syncs: u64,
     /// The mutating operation that does not happen: the power is cut just before it.
     crash_at: Option<u64>,
     /// The durable image and the unsynced operations at the cut (the cut write among them, as it
@@ -103,7 +105,7 @@ impl Disk {
 
 /// redb's view of the simulated disk. One process, so every lock is granted.
 #[derive(Debug, Clone)]
-struct SimBackend(Arc<Mutex<Disk>>);
+pub(crate) struct SimBackend(pub(crate) Arc<Mutex<Disk>>);
 
 type LockResult<T> = Result<T, redb::BackendError>;
 
@@ -134,6 +136,7 @@ impl redb::StorageBackend for SimBackend {
     fn sync_data(&self) -> std::io::Result<()> {
         let mut disk = self.0.lock().unwrap();
         disk.step(None)?;
+        disk.syncs += 1;
         disk.durable = disk.current.clone();
         disk.pending.clear();
         Ok(())

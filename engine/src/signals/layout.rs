@@ -62,7 +62,7 @@ fn read_pointer(path: &Path) -> Option<String> {
 
 /// Joins `rel` to `base` lexically: `.` dropped, `..` folded, no symlink resolved.
 #[must_use]
-pub fn lexical_join(base: &Path, rel: &str) -> PathBuf {
+pub fn lexical_join(base: &Path, rel: impl AsRef<Path>) -> PathBuf {
     let joined = base.join(rel);
     let mut out = PathBuf::new();
     for part in joined.components() {
