@@ -1,6 +1,13 @@
 //! Command-line arguments: the global options and every verb, as clap derives.
 //!
 //! Does not validate ids or values; the engine does, before anything is written.
+//!
+//! Every verb enum is `defer = true`: a call builds only the verbs on its own path (the names and
+//! one-line abouts of the others stay eager, for the parent's help), which is a quarter of a short
+//! call's time (docs/decisions.md). Hence two rules: the doc comment of an `Args` struct or of a
+//! verb enum is a plain comment (clap would apply it over the verb's about when the verb is built),
+//! and no verb's argument shares an id with a global option (clap propagates globals before it
+//! builds a deferred verb). Code that walks the whole tree takes [`full_command`].
 
 use std::path::PathBuf;
 
@@ -15,6 +22,14 @@ const ABOUT: &str = "\
 A transactional state store for agent hooks: every mutation is an append-only, hash-chained event
 in one redb file, projected into views in the same transaction. Claims are exclusive leases with
 fencing tokens. Results go to stdout as one JSON object; errors are one line on stderr.";
+
+/// The whole command tree, every deferred verb built: for code that walks it (the server's table
+/// of environment variables, the reference page, completions, tests).
+pub(crate) fn full_command() -> clap::Command {
+    let mut command = <Cli as clap::CommandFactory>::command();
+    command.build();
+    command
+}
 
 /// Top-level arguments.
 #[derive(Debug, Parser)]
@@ -85,8 +100,9 @@ pub(crate) enum Format {
     Verdict,
 }
 
-/// Every verb.
+// Every verb.
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub(crate) enum Verb {
     /// Create the store (atomically) if it does not exist, and print its head; on PostgreSQL,
     /// create or upgrade the tables in one transaction.
@@ -232,7 +248,7 @@ pub(crate) enum Verb {
     Panic,
 }
 
-/// `copy` arguments.
+// `copy` arguments.
 #[derive(Debug, Args)]
 pub(crate) struct CopyArgs {
     /// The store to copy (a file or a postgres:// address); it is only read.
@@ -243,7 +259,7 @@ pub(crate) struct CopyArgs {
     pub(crate) to: PathBuf,
 }
 
-/// Where a JSON value comes from.
+// Where a JSON value comes from.
 #[derive(Debug, Args)]
 pub(crate) struct ValueSource {
     /// Read the JSON value from stdin instead of the argument.
@@ -251,8 +267,9 @@ pub(crate) struct ValueSource {
     pub(crate) stdin: bool,
 }
 
-/// `kv` verbs.
+// `kv` verbs.
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub(crate) enum KvVerb {
     /// Print a record's value and revision.
     Get {
@@ -276,8 +293,9 @@ pub(crate) enum KvVerb {
     },
 }
 
-/// `queue` verbs.
+// `queue` verbs.
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub(crate) enum QueueVerb {
     /// Add an item.
     Push {
@@ -337,7 +355,7 @@ pub(crate) enum QueueVerb {
     },
 }
 
-/// An item and the token of its claim.
+// An item and the token of its claim.
 #[derive(Debug, Args)]
 pub(crate) struct HolderArgs {
     /// Queue name.
@@ -349,8 +367,9 @@ pub(crate) struct HolderArgs {
     pub(crate) token: u64,
 }
 
-/// `counter` verbs.
+// `counter` verbs.
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub(crate) enum CounterVerb {
     /// Add DELTA (default 1; may be negative) and print the new value.
     Add {
@@ -367,8 +386,9 @@ pub(crate) enum CounterVerb {
     },
 }
 
-/// `set` verbs.
+// `set` verbs.
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub(crate) enum SetVerb {
     /// Add a member; prints "added": true only the first time.
     Add {
@@ -386,8 +406,9 @@ pub(crate) enum SetVerb {
     },
 }
 
-/// `list` verbs.
+// `list` verbs.
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub(crate) enum ListVerb {
     /// Append a JSON row, keeping the last --cap rows.
     Append {
@@ -408,7 +429,7 @@ pub(crate) enum ListVerb {
     },
 }
 
-/// `log` filters.
+// `log` filters.
 #[derive(Debug, Args)]
 pub(crate) struct LogArgs {
     /// Only events of the --scope given (otherwise every scope).
@@ -452,7 +473,7 @@ pub(crate) struct LogArgs {
     pub(crate) follow: bool,
 }
 
-/// `dump` options.
+// `dump` options.
 #[derive(Debug, Args)]
 pub(crate) struct DumpArgs {
     /// Write the dump to this new file (0600; refused if it exists) instead of stdout.
@@ -460,7 +481,7 @@ pub(crate) struct DumpArgs {
     pub(crate) to: Option<PathBuf>,
 }
 
-/// `restore` options.
+// `restore` options.
 #[derive(Debug, Args)]
 pub(crate) struct RestoreArgs {
     /// The dump to read (`-` for stdin).
@@ -468,7 +489,7 @@ pub(crate) struct RestoreArgs {
     pub(crate) from: PathBuf,
 }
 
-/// `backup` options.
+// `backup` options.
 #[derive(Debug, Args)]
 pub(crate) struct BackupArgs {
     /// The new store file to write (refused if it exists); its anchor goes beside it.
@@ -476,7 +497,7 @@ pub(crate) struct BackupArgs {
     pub(crate) to: PathBuf,
 }
 
-/// `serve` options.
+// `serve` options.
 #[derive(Debug, Args)]
 pub(crate) struct ServeArgs {
     /// The socket [default: the store's path with `.sock` appended]; clients find it through
@@ -489,7 +510,7 @@ pub(crate) struct ServeArgs {
     pub(crate) idle_exit_s: Option<u64>,
 }
 
-/// `demo` options.
+// `demo` options.
 #[derive(Debug, Args)]
 pub(crate) struct DemoArgs {
     /// Directory for the demo store [default: a new temporary directory, removed afterwards].
@@ -503,8 +524,9 @@ pub(crate) struct DemoArgs {
     pub(crate) items: u32,
 }
 
-/// `signals` verbs. The bundle names the scope `loopd:<bundle>`.
+// `signals` verbs. The bundle names the scope `loopd:<bundle>`.
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub(crate) enum SignalsVerb {
     /// The bundle's current PM and the registrations before it.
     Pm {
@@ -521,6 +543,7 @@ pub(crate) enum SignalsVerb {
     /// A session's latest record and its turn history from the log.
     Show {
         /// The role session.
+        #[arg(id = "role_session", value_name = "SESSION")]
         session: String,
         /// Bundle root.
         #[arg(long)]
@@ -532,6 +555,7 @@ pub(crate) enum SignalsVerb {
     /// Record whether the line of a turn reached the PM.
     Delivered {
         /// The role session.
+        #[arg(id = "role_session", value_name = "SESSION")]
         session: String,
         /// Bundle root.
         #[arg(long)]
@@ -545,8 +569,9 @@ pub(crate) enum SignalsVerb {
     },
 }
 
-/// `observer` verbs (scope from --scope, e.g. observer:<session>).
+// `observer` verbs (scope from --scope, e.g. observer:<session>).
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub(crate) enum ObserverVerb {
     /// Observe rows: a JSON object or array of {kind, text} / {kind: "tool_use", name, input}
     /// on stdin.
@@ -582,8 +607,9 @@ pub(crate) enum ObserverVerb {
     State,
 }
 
-/// `observer pending` verbs.
+// `observer pending` verbs.
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub(crate) enum PendingVerb {
     /// Print the pending text and its version (inject it, then clear with that version).
     Take,
@@ -595,7 +621,7 @@ pub(crate) enum PendingVerb {
     },
 }
 
-/// `import` options.
+// `import` options.
 #[derive(Debug, Args)]
 pub(crate) struct ImportArgs {
     /// The layout of the files.
@@ -613,7 +639,7 @@ pub(crate) struct ImportArgs {
     pub(crate) name: Option<String>,
 }
 
-/// `export` options.
+// `export` options.
 #[derive(Debug, Args)]
 pub(crate) struct ExportArgs {
     /// The layout to write.
@@ -631,7 +657,7 @@ pub(crate) struct ExportArgs {
     pub(crate) name: Option<String>,
 }
 
-/// `feedback` options and verb.
+// `feedback` options and verb.
 #[derive(Debug, Args)]
 pub(crate) struct FeedbackArgs {
     /// The moonshine project: sets the scope to moonshine:<project>.
@@ -642,7 +668,7 @@ pub(crate) struct FeedbackArgs {
     pub(crate) verb: FeedbackVerb,
 }
 
-/// The re-delivery window and listener interval shared by claim, tick and the Stop hook.
+// The re-delivery window and listener interval shared by claim, tick and the Stop hook.
 #[derive(Debug, Args)]
 pub(crate) struct DrainArgs {
     /// A delivered comment may be claimed again once its deliveredAt is this old.
@@ -653,8 +679,9 @@ pub(crate) struct DrainArgs {
     pub(crate) holder: Option<String>,
 }
 
-/// `feedback` verbs.
+// `feedback` verbs.
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub(crate) enum FeedbackVerb {
     /// Add a pending comment (the web's format); prints its id.
     Add {
@@ -746,8 +773,9 @@ pub(crate) enum ReplyVia {
     Files,
 }
 
-/// `hook` verbs.
+// `hook` verbs.
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub(crate) enum HookVerb {
     /// SessionStart: register the session as the bundle's PM when cwd is a bundle root.
     SessionStart,
@@ -819,8 +847,8 @@ pub(crate) enum Layout {
     HermitSession,
 }
 
-/// `alerts` options and verbs, drop-ins for `bun heartbeat.ts alert-state <state-file>` and
-/// precheck's tick count.
+// `alerts` options and verbs, drop-ins for `bun heartbeat.ts alert-state <state-file>` and
+// precheck's tick count.
 #[derive(Debug, Args)]
 pub(crate) struct AlertsArgs {
     /// The hermit state directory (.claude-code-hermit): the scope becomes hermit:<abs dir> and
@@ -834,8 +862,9 @@ pub(crate) struct AlertsArgs {
     pub(crate) verb: AlertsVerb,
 }
 
-/// `alerts` verbs.
+// `alerts` verbs.
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub(crate) enum AlertsVerb {
     /// One heartbeat evaluation tick (heartbeat.ts alert-state): the eval JSON on stdin.
     ///
@@ -875,7 +904,7 @@ pub(crate) enum AlertsVerb {
     Runtime(RuntimeVerb),
 }
 
-/// `proposals` options and verbs, drop-ins for `bun proposal.ts <verb> <dir>`.
+// `proposals` options and verbs, drop-ins for `bun proposal.ts <verb> <dir>`.
 #[derive(Debug, Args)]
 pub(crate) struct ProposalsArgs {
     /// The hermit state directory (.claude-code-hermit): the scope becomes hermit:<abs dir> and
@@ -887,8 +916,9 @@ pub(crate) struct ProposalsArgs {
     pub(crate) verb: ProposalsVerb,
 }
 
-/// `proposals` verbs.
+// `proposals` verbs.
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub(crate) enum ProposalsVerb {
     /// Queue a micro-proposal: JSON {"tier", "question", "options"?, "on_resolve"?} on stdin.
     /// Verdict: QUEUED|<MP-id> or DUPLICATE|<id> (a pending entry asks the same question).
@@ -987,7 +1017,7 @@ pub(crate) enum ProposalsVerb {
     },
 }
 
-/// A PROP status move.
+// A PROP status move.
 #[derive(Debug, Args)]
 pub(crate) struct MoveArgs {
     /// The full PROP id (or its file name).
@@ -1003,8 +1033,9 @@ pub(crate) struct MoveArgs {
     pub(crate) in_session: Option<String>,
 }
 
-/// `proposals micro` verbs.
+// `proposals micro` verbs.
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub(crate) enum MicroVerb {
     /// Remove an entry and record its micro-resolved line; with --answer, resolve the answer
     /// against the entry's options and render its on_resolve.
@@ -1035,8 +1066,9 @@ pub(crate) enum MicroVerb {
     BriefCycle,
 }
 
-/// `alerts budget` verbs.
+// `alerts budget` verbs.
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub(crate) enum BudgetVerb {
     /// Create the alert of the current period (config timezone) unless its key exists (never
     /// reset), and reap past periods. Verdict: OK|created|<key> or OK|exists|<key>.
@@ -1069,7 +1101,7 @@ pub(crate) enum BudgetVerb {
     List,
 }
 
-/// What the monitor verbs compare the registration with.
+// What the monitor verbs compare the registration with.
 #[derive(Debug, Args)]
 pub(crate) struct MonitorSetupArgs {
     /// Poll interval in seconds [default: config heartbeat.every, else 1800].
@@ -1084,8 +1116,9 @@ pub(crate) struct MonitorSetupArgs {
     pub(crate) boot_id: Option<String>,
 }
 
-/// `alerts monitor` verbs.
+// `alerts monitor` verbs.
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub(crate) enum MonitorVerb {
     /// FRESH|interval=<s>, or REARM|<reason> with OLD_TASK:, FIRST_START:1, INTERVAL:, CMD:
     /// lines (deletes the liveness record and stamps armed_at).
@@ -1109,8 +1142,9 @@ pub(crate) enum MonitorVerb {
     Status(MonitorSetupArgs),
 }
 
-/// `alerts liveness` verbs.
+// `alerts liveness` verbs.
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub(crate) enum LivenessVerb {
     /// Record one monitor poll: {"last_peek_at":"<UTC now, whole seconds>"}.
     Peek,
@@ -1118,8 +1152,9 @@ pub(crate) enum LivenessVerb {
     Read,
 }
 
-/// `alerts injection` verbs.
+// `alerts injection` verbs.
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub(crate) enum InjectionVerb {
     /// Record the announced hash (overwrites). Verdict: OK|recorded|<hash>.
     Record {
@@ -1136,8 +1171,9 @@ pub(crate) enum InjectionVerb {
     },
 }
 
-/// `alerts next-task` verbs.
+// `alerts next-task` verbs.
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub(crate) enum NextTaskVerb {
     /// Queue sessions/NEXT-TASK.md from stdin, exclusively unless --replace.
     /// Verdict: OK, ERROR|empty-content (empty or blank content, exit 0) or
@@ -1161,8 +1197,9 @@ pub(crate) enum NextTaskVerb {
     },
 }
 
-/// `alerts runtime` verbs.
+// `alerts runtime` verbs.
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub(crate) enum RuntimeVerb {
     /// Merge FIELD=JSON pairs (a value that is not JSON is a string) into runtime.json.
     Set {
@@ -1174,4 +1211,36 @@ pub(crate) enum RuntimeVerb {
     },
     /// Print runtime.json.
     Get,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// clap's own checks of every verb (unique ids, valid defaults and conflicts), which a
+    /// deferred verb only meets when it is built: a verb argument named like a global option
+    /// fails here.
+    #[test]
+    fn every_verb_passes_claps_checks() {
+        full_command().debug_assert();
+    }
+
+    /// A deferred verb keeps the about of its variant, not its `Args` struct's doc comment.
+    #[test]
+    fn a_built_verb_keeps_its_about() {
+        let command = full_command();
+        let about = |name: &str| {
+            let sub = command.find_subcommand(name).and_then(|s| s.get_about());
+            sub.map(|a| a.to_string()).unwrap_or_default()
+        };
+        assert!(
+            about("hermit").starts_with("claude-code-hermit session state"),
+            "{}",
+            about("hermit")
+        );
+        assert!(about("proposals").starts_with("claude-code-hermit micro-proposals"));
+        let kv = command.find_subcommand("kv").and_then(|kv| kv.find_subcommand("put"));
+        let put = kv.and_then(|put| put.get_about()).map(|a| a.to_string()).unwrap_or_default();
+        assert!(put.starts_with("Write a record"), "{put}");
+    }
 }

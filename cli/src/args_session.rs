@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 
-/// `hermit` options and verbs.
+// `hermit` options and verbs.
 #[derive(Debug, Args)]
 pub(crate) struct HermitArgs {
     /// The hermit state directory (.claude-code-hermit) of the verbs that take none in their
@@ -22,8 +22,9 @@ pub(crate) struct HermitArgs {
     pub(crate) verb: HermitVerb,
 }
 
-/// `hermit` verbs.
+// `hermit` verbs.
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub(crate) enum HermitVerb {
     /// task.ts: `<open|note|block|close|cancel|list> <dir> [id] [--flags]`. Verdict: the JSON
     /// line, or the error token on stderr (exit 1; 64 for a bad verb or flag).
@@ -50,6 +51,7 @@ pub(crate) enum HermitVerb {
     /// prune-observations: `<dir>`. Verdict: pruned N, kept M.
     PruneObservations {
         /// The state directory.
+        #[arg(id = "state_dir", value_name = "DIR")]
         dir: PathBuf,
     },
     /// later.ts: `<add|list|due|cancel|check|verdict> <dir> …`. hookstate does not run a
@@ -107,8 +109,9 @@ pub(crate) enum HermitVerb {
     Marker(MarkerVerb),
 }
 
-/// `hermit runtime` verbs.
+// `hermit runtime` verbs.
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub(crate) enum RuntimeVerb {
     /// Merge fields (FIELD=JSON, a bare word is a string) and delete --unset ones, keeping every
     /// other writer's field; the lifecycle fields are refused. Verdict: OK|runtime.
@@ -142,8 +145,9 @@ pub(crate) enum RuntimeVerb {
     },
 }
 
-/// `hermit marker` verbs.
+// `hermit marker` verbs.
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub(crate) enum MarkerVerb {
     /// The Stop pipeline: the operator turn ends (operator-turn-open.json removed).
     TurnClose,

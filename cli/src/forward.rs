@@ -304,7 +304,7 @@ mod tests {
             command.get_subcommands().for_each(|sub| walk(sub, out));
         }
         let mut vars = Vec::new();
-        walk(&<crate::args::Cli as clap::CommandFactory>::command(), &mut vars);
+        walk(&crate::args::full_command(), &mut vars);
         assert!(vars.len() > 8, "{vars:?}");
         for var in vars {
             assert!(FORWARDED_ENV.contains(&var.as_str()), "{var} is not forwarded");

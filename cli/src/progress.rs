@@ -109,7 +109,7 @@ mod tests {
 
     #[test]
     fn the_import_help_states_the_engines_bounds() {
-        let mut cli = <crate::args::Cli as clap::CommandFactory>::command();
+        let mut cli = crate::args::full_command();
         let help = cli.find_subcommand_mut("import").unwrap().render_long_help().to_string();
         let events = hookstate_engine::IMPORT_TXN_EVENTS_MAX;
         let mib = hookstate_engine::IMPORT_TXN_BYTES_MAX / (1024 * 1024);

@@ -15,10 +15,10 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use clap::{CommandFactory, FromArgMatches};
+use clap::FromArgMatches;
 use hookstate_engine::{Engine, Handler, Job, Prepared, Reply, Run, StdinSource};
 
-use crate::args::{Cli, FeedbackVerb, HookVerb, Verb};
+use crate::args::{full_command, Cli, FeedbackVerb, HookVerb, Verb};
 use crate::cmd::Access;
 use crate::exit::CliError;
 
@@ -274,12 +274,12 @@ impl ServedCli {
     /// A handler for the store at `store` (its path as the server opened it).
     pub(crate) fn new(store: PathBuf) -> ServedCli {
         let store = std::fs::canonicalize(&store).unwrap_or(store);
-        ServedCli { store, commands: Mutex::new(Vec::new()), table: EnvTable::of(&Cli::command()) }
+        ServedCli { store, commands: Mutex::new(Vec::new()), table: EnvTable::of(&full_command()) }
     }
 
     fn command(&self) -> clap::Command {
         let pooled = self.commands.lock().ok().and_then(|mut pool| pool.pop());
-        pooled.unwrap_or_else(|| without_env(Cli::command()))
+        pooled.unwrap_or_else(|| without_env(full_command()))
     }
 
     fn give_back(&self, command: clap::Command) {
@@ -491,6 +491,9 @@ impl EnvTable {
             let env = env.to_string_lossy().into_owned();
             if root && arg.is_global_set() {
                 self.globals.push((long.to_owned(), env));
+            } else if arg.is_global_set() {
+                // A root global the build propagated into this verb: listed once, above.
+                continue;
             } else {
                 let id = arg.get_id().to_string();
                 self.leaves.push((path.clone(), id, long.to_owned(), env));
@@ -566,10 +569,14 @@ mod tests {
                     out.push(arg.get_id().to_string());
                 }
             }
-            command.get_subcommands().for_each(|sub| walk(sub, out));
+            // The hermit verbs are not served: they resolve their paths in-process.
+            command
+                .get_subcommands()
+                .filter(|s| s.get_name() != "hermit")
+                .for_each(|sub| walk(sub, out));
         }
         let mut ids = Vec::new();
-        walk(&Cli::command(), &mut ids);
+        walk(&full_command(), &mut ids);
         assert!(ids.len() >= PATH_ARGS.len(), "found {ids:?}");
         for id in &ids {
             assert!(PATH_ARGS.contains(&id.as_str()), "path argument {id} is not rebased");
@@ -578,7 +585,7 @@ mod tests {
 
     #[test]
     fn environment_values_become_flags_unless_given() {
-        let table = EnvTable::of(&Cli::command());
+        let table = EnvTable::of(&full_command());
         let env = BTreeMap::from([
             ("HOOKSTATE_SCOPE".to_owned(), "s1".to_owned()),
             ("HOOKSTATE_SESSION".to_owned(), "abc".to_owned()),
@@ -598,7 +605,7 @@ mod tests {
             command.get_arguments().filter(|a| a.get_env().is_some()).count()
                 + command.get_subcommands().map(walk).sum::<usize>()
         }
-        assert!(walk(&Cli::command()) > 5);
-        assert_eq!(walk(&without_env(Cli::command())), 0);
+        assert!(walk(&full_command()) > 5);
+        assert_eq!(walk(&without_env(full_command())), 0);
     }
 }

@@ -6,9 +6,9 @@
 use std::fmt::Write as _;
 use std::io::Write;
 
-use clap::{Command, CommandFactory};
+use clap::Command;
 
-use crate::args::Cli;
+use crate::args::full_command;
 use crate::exit::CliError;
 
 fn stdout_error(source: std::io::Error) -> CliError {
@@ -18,14 +18,14 @@ fn stdout_error(source: std::io::Error) -> CliError {
 /// Prints the completion script of `shell`.
 pub(crate) fn completions(shell: clap_complete::Shell) -> Result<(), CliError> {
     let mut out = Vec::new();
-    clap_complete::generate(shell, &mut Cli::command(), "hookstate", &mut out);
+    clap_complete::generate(shell, &mut full_command(), "hookstate", &mut out);
     write_all(&out)
 }
 
 /// Prints the man page.
 pub(crate) fn man() -> Result<(), CliError> {
     let mut out = Vec::new();
-    clap_mangen::Man::new(Cli::command()).render(&mut out).map_err(stdout_error)?;
+    clap_mangen::Man::new(full_command()).render(&mut out).map_err(stdout_error)?;
     write_all(&out)
 }
 
@@ -41,8 +41,7 @@ fn write_all(bytes: &[u8]) -> Result<(), CliError> {
 
 /// The whole of `docs/cli.md`.
 pub(crate) fn reference_text() -> String {
-    let mut command = Cli::command();
-    command.build();
+    let command = full_command();
     let mut out = String::from(
         "# hookstate CLI reference\n\n\
          Generated from the clap definitions (`cli/src/args.rs`) by `hookstate __cli-reference`; \
