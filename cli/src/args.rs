@@ -25,10 +25,53 @@ fencing tokens. Results go to stdout as one JSON object; errors are one line on 
 
 /// The whole command tree, every deferred verb built: for code that walks it (the server's table
 /// of environment variables, the reference page, completions, tests).
+///
+/// clap copies the verbs into its `help` verb's tree when it builds the top level, before a
+/// deferred verb has its verbs, so that copy is made again here from the built tree, as clap makes
+/// it (names, abouts and hidden flags; no arguments): completions of `hookstate help kv put`
+/// stay whole.
 pub(crate) fn full_command() -> clap::Command {
     let mut command = <Cli as clap::CommandFactory>::command();
     command.build();
-    command
+    let bin = format!("{} help", command.get_bin_name().unwrap_or("hookstate"));
+    let verbs: Vec<clap::Command> = command
+        .get_subcommands()
+        .filter(|s| s.get_name() != "help")
+        .map(|verb| help_copy(verb, &bin))
+        .collect();
+    let help = |help: clap::Command| {
+        let about = help.get_about().cloned().unwrap_or_default();
+        let own = clap::Command::new("help").about(about.clone()).bin_name(format!("{bin} help"));
+        let own = own.disable_help_flag(true).disable_version_flag(true);
+        clap::Command::new("help")
+            .about(about)
+            .bin_name(bin.clone())
+            .disable_help_flag(true)
+            .disable_version_flag(true)
+            .disable_help_subcommand(true)
+            .subcommands(verbs)
+            .subcommand(own)
+    };
+    command.mut_subcommand("help", help)
+}
+
+/// A verb as clap's `help` verb lists it under `parent`: its name, about and hidden flag, and its
+/// verbs.
+fn help_copy(verb: &clap::Command, parent: &str) -> clap::Command {
+    let bin = format!("{parent} {}", verb.get_name());
+    let verbs: Vec<clap::Command> = verb
+        .get_subcommands()
+        .filter(|s| s.get_name() != "help")
+        .map(|sub| help_copy(sub, &bin))
+        .collect();
+    clap::Command::new(verb.get_name().to_owned())
+        .bin_name(bin)
+        .hide(verb.is_hide_set())
+        .about(verb.get_about().cloned().unwrap_or_default())
+        .disable_help_flag(true)
+        .disable_version_flag(true)
+        .disable_help_subcommand(true)
+        .subcommands(verbs)
 }
 
 /// Top-level arguments.
@@ -1223,6 +1266,23 @@ mod tests {
     #[test]
     fn every_verb_passes_claps_checks() {
         full_command().debug_assert();
+    }
+
+    /// The `help` verb's tree reaches every verb's verbs (completions of `hookstate help queue
+    /// claim`), as it did before the verbs were deferred, and lists each once.
+    #[test]
+    fn the_help_tree_reaches_nested_verbs() {
+        let command = full_command();
+        let help = command.find_subcommand("help").expect("a help verb");
+        let queue = help.find_subcommand("queue").expect("help queue");
+        assert!(queue.find_subcommand("claim").is_some());
+        assert!(queue.find_subcommand("help").is_none());
+        let mut names: Vec<&str> = help.get_subcommands().map(clap::Command::get_name).collect();
+        let all = names.len();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), all);
+        assert_eq!(queue.get_bin_name(), Some("hookstate help queue"));
     }
 
     /// A deferred verb keeps the about of its variant, not its `Args` struct's doc comment.
