@@ -3,7 +3,7 @@
 //! Does not validate ids or values; the engine does, before anything is written.
 //!
 //! Every verb enum is `defer = true`: a call builds only the verbs on its own path (the names and
-//! one-line abouts of the others stay eager, for the parent's help), which is a quarter of a short
+//! one-line abouts of the others stay eager, for the parent's help), which was a fifth of a short
 //! call's time (docs/decisions.md). Hence two rules: the doc comment of an `Args` struct or of a
 //! verb enum is a plain comment (clap would apply it over the verb's about when the verb is built),
 //! and no verb's argument shares an id with a global option (clap propagates globals before it
