@@ -2,8 +2,8 @@
 //! Code runs it (through a shell, the event's JSON payload on stdin, `CLAUDE_PLUGIN_ROOT` and
 //! `CLAUDE_PROJECT_DIR` set, here `HOOKSTATE_DB` pointing at a temporary store), with its stdout,
 //! stderr and exit code checked; the commands a hook hands the model (an ack, a reply) run in a
-//! shell without `HOOKSTATE_DB` and still reach that store; and the launcher's own failures never
-//! exit 2.
+//! shell without `HOOKSTATE_DB` and still reach that store; the SessionStart server detaches and
+//! answers the later hooks; and the launcher's own failures never exit 2.
 //!
 //! Does not build hookstate: the launcher is pointed at the test binary with `HOOKSTATE_BIN`.
 
@@ -11,7 +11,9 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
+use hookstate_engine::{socket_path, Client, ClientFrame, ServeStats, ServerFrame};
 use serde_json::{json, Value};
 
 use super::Run;
@@ -126,12 +128,69 @@ fn handed(reason: &str, marker: &str) -> String {
     reason[start + marker.len()..].lines().next().unwrap().trim().to_owned()
 }
 
+/// The longest a backgrounded hook command may take to give the shell back, and a detached
+/// server to start listening or to stop.
+const DETACH_WAIT: Duration = Duration::from_secs(10);
+
+/// The server the SessionStart hook started, stopped (SIGTERM) when dropped, so a failing test
+/// leaves no server waiting out its idle time.
+struct Served {
+    socket: PathBuf,
+    pid: u32,
+}
+
+impl Served {
+    /// Waits for the server on `db` to answer and names it.
+    fn find(db: &Path) -> Served {
+        let socket = socket_path(db);
+        let pid = answering(&socket);
+        Served { socket, pid }
+    }
+
+    fn stats(&self) -> ServeStats {
+        let mut client = Client::connect(&self.socket, DETACH_WAIT).unwrap();
+        client.send(&ClientFrame::Stats { id: 1 }).unwrap();
+        match client.receive(Instant::now() + DETACH_WAIT).unwrap() {
+            ServerFrame::Stats { stats, .. } => stats,
+            other => panic!("asked for stats, got {other:?}"),
+        }
+    }
+
+    /// Stops the server and waits until its socket no longer answers.
+    fn stop(&self) {
+        let _ = Command::new("kill").args(["-TERM", &self.pid.to_string()]).status();
+        let start = Instant::now();
+        while Client::connect(&self.socket, Duration::from_millis(200)).is_ok() {
+            assert!(start.elapsed() < DETACH_WAIT, "the server did not stop");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// The pid of the server answering on `socket`, waiting for one at most [`DETACH_WAIT`].
+fn answering(socket: &Path) -> u32 {
+    let start = Instant::now();
+    loop {
+        if let Ok(client) = Client::connect(socket, DETACH_WAIT) {
+            return client.pid;
+        }
+        assert!(start.elapsed() < DETACH_WAIT, "no server answered on {}", socket.display());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = Command::new("kill").args(["-TERM", &self.pid.to_string()]).status();
+    }
+}
+
 #[test]
 fn every_hook_of_the_plugin_runs_as_claude_code_runs_it() {
     let world = World::new();
     std::fs::create_dir(world.project()).unwrap();
     let all = commands();
-    assert_eq!(all.values().map(Vec::len).sum::<usize>(), 4, "{all:?}");
+    assert_eq!(all.values().map(Vec::len).sum::<usize>(), 5, "{all:?}");
     let stop = world.payload("Stop", json!({ "stop_hook_active": false }));
 
     // Before the first write there is no store: the Stop hooks allow the stop and create none.
@@ -155,7 +214,21 @@ fn every_hook_of_the_plugin_runs_as_claude_code_runs_it() {
     let added = world.hookstate(&["log", "--kind", "set_added"]).expect(0).stdout;
     assert_eq!(added.lines().count(), 1, "the resume added the session again: {added}");
 
-    // PostToolUse: each tool use counts once, per project.
+    // SessionStart: the server for the session's calls gives the shell back at once, prints
+    // nothing, and serves the store; a second start (a resume) leaves the first one serving.
+    let serve = command(&all, "SessionStart", " serve ");
+    let start = world.payload("SessionStart", json!({ "source": "startup" }));
+    let began = Instant::now();
+    let run = world.shell(serve, &start, true);
+    assert_eq!((run.code, run.stdout.as_str(), run.stderr.as_str()), (0, "", ""), "{run:?}");
+    assert!(began.elapsed() < DETACH_WAIT, "the shell waited for the server");
+    let served = Served::find(&world.db());
+    let run = world.shell(serve, &start, true);
+    assert_eq!((run.code, run.stdout.as_str(), run.stderr.as_str()), (0, "", ""), "{run:?}");
+    assert_eq!(answering(&served.socket), served.pid, "a second server took over");
+    let before = served.stats();
+
+    // PostToolUse: each tool use counts once, per project, answered by the server.
     let count = command(&all, "PostToolUse", "counter add");
     let tool = world.payload(
         "PostToolUse",
@@ -166,6 +239,9 @@ fn every_hook_of_the_plugin_runs_as_claude_code_runs_it() {
         assert_eq!((run.code, run.stderr.as_str()), (0, ""), "{run:?}");
         assert_eq!(run.json()["value"], n, "{run:?}");
     }
+    let after = served.stats();
+    assert_eq!(after.writes - before.writes, 3, "the counts did not go through the server");
+    served.stop();
 
     // Stop with a queued task: the session gets it, with an ack command for this store.
     world.hookstate(&["queue", "push", "tasks", "t1", "\"update the changelog\""]).expect(0);
@@ -218,6 +294,8 @@ fn every_hook_of_the_plugin_runs_as_claude_code_runs_it() {
         assert_ne!(run.code, 2, "{command}: {run:?}");
         assert!(run.code == 0 || run.code == 3, "{command}: {run:?}");
     }
+    // The server that loop started again.
+    Served::find(&world.db()).stop();
 }
 
 #[test]
