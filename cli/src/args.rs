@@ -548,7 +548,8 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "PATH")]
     pub(crate) socket: Option<PathBuf>,
     /// Stop after this many seconds without a request (a SessionStart hook can start the server
-    /// and forget it).
+    /// and forget it). The server also stops, as on SIGTERM, when its executable is replaced (an
+    /// upgrade), within a second.
     #[arg(long, value_name = "N")]
     pub(crate) idle_exit_s: Option<u64>,
 }

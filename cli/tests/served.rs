@@ -207,6 +207,62 @@ fn the_cli_suite_answers_the_same_through_a_server() {
     assert_eq!(requests, script().len() as u64, "calls the server answered: {last}");
 }
 
+/// How long a server may take to notice its executable was replaced and stop (it looks once a
+/// second).
+const REPLACED_STOP_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+#[test]
+fn a_server_stops_when_its_executable_is_replaced_and_not_when_it_is_only_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let exe = bin.join("hookstate");
+    std::fs::copy(env!("CARGO_BIN_EXE_hookstate"), &exe).unwrap();
+    let db = dir.path().join("state.redb");
+    let mut child = Command::new(&exe)
+        .args(["--db", db.to_str().unwrap(), "serve", "--idle-exit-s", LEFT_BEHIND_IDLE_S])
+        .env_remove("HOOKSTATE_SESSION")
+        .env_remove("HOOKSTATE_SCOPE")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    assert!(line.contains("\"serving\""), "{line}");
+    // Reading the executable (another process starting from it) is no upgrade.
+    std::fs::read(&exe).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1_500));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the server stopped with its executable unchanged"
+    );
+    let put = hookstate(&db).args(["kv", "put", "k", "1"]).output().unwrap();
+    assert_eq!(put.status.code(), Some(0), "{put:?}");
+    // An upgrade: a new file renamed over the old name.
+    let next = bin.join(".hookstate.new");
+    std::fs::copy(env!("CARGO_BIN_EXE_hookstate"), &next).unwrap();
+    std::fs::rename(&next, &exe).unwrap();
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(start.elapsed() < REPLACED_STOP_WAIT, "the server did not stop after the upgrade");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(0));
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
+    let last: Value = serde_json::from_str(rest.lines().last().unwrap_or("")).unwrap();
+    assert_eq!(last["stopped"], "replaced", "{rest}");
+    assert!(!hookstate_engine::socket_path(&db).exists(), "the socket outlived the server");
+    let get = hookstate(&db).args(["kv", "get", "k"]).output().unwrap();
+    assert_eq!(get.status.code(), Some(0), "calls run in-process after it: {get:?}");
+}
+
 #[test]
 fn a_second_server_names_the_first_and_exits_non_zero() {
     let dir = tempfile::tempdir().unwrap();

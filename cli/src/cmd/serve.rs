@@ -47,7 +47,9 @@ pub(crate) fn run(cli: &Cli, args: &ServeArgs) -> Result<(), CliError> {
             std::process::exit(i32::from(crate::exit::CORRUPT));
         }
     }));
-    let options = ServeOptions { socket: args.socket.clone(), idle_exit };
+    // An upgrade replaces the binary: the server stops rather than answer with the old build.
+    let watch_exe = std::env::current_exe().ok();
+    let options = ServeOptions { socket: args.socket.clone(), idle_exit, watch_exe };
     let format = cli.format;
     let report = serve(engine, &options, handler, &mut |serving| {
         let line = json!({

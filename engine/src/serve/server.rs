@@ -48,6 +48,8 @@ pub(crate) const REPLY_WRITE_MS: u64 = 5_000;
 pub const HELLO_WAIT_MS: u64 = 200;
 /// How often the accept loop and idle connections look at the stop flag.
 const TICK_MS: u64 = 50;
+/// How often the accept loop looks whether the watched executable was replaced.
+const EXE_CHECK_MS: u64 = 1_000;
 /// The poll timeout of one tick.
 fn tick() -> Timespec {
     Timespec { tv_sec: 0, tv_nsec: i64::try_from(TICK_MS * 1_000_000).unwrap_or(0) }
@@ -64,6 +66,10 @@ pub struct ServeOptions {
     pub socket: Option<PathBuf>,
     /// Stop after this long without a request.
     pub idle_exit: Option<Duration>,
+    /// Stop, as on SIGTERM, once the file at this path is no longer the one it was when the
+    /// server started (another inode, size or modification time): a server started by a hook
+    /// then does not go on answering with an old build after an upgrade.
+    pub watch_exe: Option<PathBuf>,
 }
 
 /// Where a started server listens (handed to the caller once it accepts connections).
@@ -80,7 +86,7 @@ pub struct Serving {
 /// Why and how a server stopped.
 #[derive(Debug, Clone)]
 pub struct ServeReport {
-    /// `signal`, `idle` or `commit_failed`.
+    /// `signal`, `idle`, `replaced` or `commit_failed`.
     pub stopped: &'static str,
     /// The counters.
     pub stats: Stats,
@@ -136,7 +142,8 @@ pub fn serve(
             .map_err(|e| Error::io("start the writer thread", &socket, e))?
     };
     ready(&Serving { db: db.clone(), socket: socket.clone(), pid });
-    let connections = accept_loop(&shared, &listener, &jobs, options.idle_exit);
+    let watch = options.watch_exe.as_deref().map(Watched::new);
+    let connections = accept_loop(&shared, &listener, &jobs, options.idle_exit, watch);
     // New clients find no socket and run in-process; the ones connected finish their request.
     let _ = std::fs::remove_file(&socket);
     drop(listener);
@@ -148,6 +155,7 @@ pub fn serve(
     let stopped = match shared.stop.load(Ordering::SeqCst) {
         x if x == Stop::CommitFailed as usize => "commit_failed",
         x if x == Stop::Idle as usize => "idle",
+        x if x == Stop::Replaced as usize => "replaced",
         _ => "signal",
     };
     let stats = shared.stats.lock().map(|s| s.clone()).unwrap_or_default();
@@ -211,16 +219,53 @@ fn check_socket_dir(path: &Path) -> Result<(), Error> {
     Ok(())
 }
 
+/// A file's identity as the watch compares it.
+type FileId = (u64, u64, u64, Option<std::time::SystemTime>);
+
+fn file_id(path: &Path) -> Option<FileId> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(path).ok()?;
+    Some((meta.dev(), meta.ino(), meta.len(), meta.modified().ok()))
+}
+
+/// The executable a server watches: its path, and its identity when the server started.
+struct Watched {
+    path: PathBuf,
+    at_start: Option<FileId>,
+    checked: Instant,
+}
+
+impl Watched {
+    fn new(path: &Path) -> Watched {
+        Watched { path: path.to_owned(), at_start: file_id(path), checked: Instant::now() }
+    }
+
+    /// Whether the file was replaced, looked at once per [`EXE_CHECK_MS`]. A file that could
+    /// not be read at the start is not watched.
+    fn replaced(&mut self) -> bool {
+        if self.at_start.is_none() || self.checked.elapsed() < Duration::from_millis(EXE_CHECK_MS) {
+            return false;
+        }
+        self.checked = Instant::now();
+        file_id(&self.path) != self.at_start
+    }
+}
+
 /// Accepts connections until the server stops; returns the connection threads to join.
 fn accept_loop(
     shared: &Arc<Shared>,
     listener: &UnixListener,
     jobs: &Sender<Pending>,
     idle_exit: Option<Duration>,
+    mut watch: Option<Watched>,
 ) -> Vec<thread::JoinHandle<()>> {
     let mut threads: Vec<thread::JoinHandle<()>> = Vec::new();
     while !shared.stopping() {
         threads.retain(|t| !t.is_finished());
+        if watch.as_mut().is_some_and(Watched::replaced) {
+            shared.stop(Stop::Replaced);
+            break;
+        }
         if let Some(idle) = idle_exit {
             let quiet_us =
                 shared.now_us().saturating_sub(shared.last_request_us.load(Ordering::SeqCst));

@@ -58,6 +58,8 @@ pub(crate) enum Stop {
     Signal = 1,
     Idle = 2,
     CommitFailed = 3,
+    /// The watched executable was replaced (an upgrade).
+    Replaced = 4,
 }
 
 /// What the connection threads and the writer share.
