@@ -326,3 +326,59 @@ fn the_launcher_never_exits_2_when_it_finds_no_binary() {
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(stderr.contains("no hookstate binary"), "{stderr}");
 }
+
+/// A stand-in `hookstate` that prints where it was found, the launcher it was given
+/// (`HOOKSTATE_PROGRAM`) and its arguments.
+fn fake_binary(path: &Path, label: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let script = format!("#!/bin/sh\necho \"{label} $HOOKSTATE_PROGRAM $*\"\n");
+    std::fs::write(path, script).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+#[test]
+fn the_launcher_runs_the_binary_on_path_else_the_one_it_built_and_names_itself() {
+    let world = World::new();
+    // A copy of the plugin outside any checkout.
+    let root = world.dir.path().join("copy/plugin");
+    std::fs::create_dir_all(root.join("bin")).unwrap();
+    std::fs::create_dir_all(root.join(".claude-plugin")).unwrap();
+    let launcher = root.join("bin/hookstate");
+    std::fs::copy(plugin_root().join("bin/hookstate"), &launcher).unwrap();
+    std::fs::copy(
+        plugin_root().join(".claude-plugin/plugin.json"),
+        root.join(".claude-plugin/plugin.json"),
+    )
+    .unwrap();
+    let on_path = world.dir.path().join("path");
+    let cache = world.dir.path().join("cache");
+    fake_binary(&on_path.join("hookstate"), "path");
+    fake_binary(&cache.join("bin/hookstate"), "cache");
+    let run = |how: &Path, path: &str| {
+        let out = Command::new("bash")
+            .arg(how)
+            .args(["counter", "get", "c"])
+            .current_dir(world.dir.path())
+            .env("CLAUDE_PLUGIN_ROOT", &root)
+            .env("PATH", path)
+            .env("HOOKSTATE_CACHE_DIR", &cache)
+            .env_remove("HOOKSTATE_BIN")
+            .env_remove("HOOKSTATE_LAUNCHED")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    let path = format!("{}:/usr/bin:/bin", on_path.display());
+    let named = format!("{} counter get c", launcher.display());
+    assert_eq!(run(&launcher, &path), format!("path {named}"));
+    // Called by a path with `..` in it, it still names itself by its plain absolute path.
+    let roundabout = root.join("bin/../bin/hookstate");
+    assert_eq!(run(&roundabout, &path), format!("path {named}"));
+    let relative = Path::new("copy/plugin/bin/hookstate");
+    assert_eq!(run(relative, &path), format!("path {named}"));
+    // Nothing on PATH and no checkout around it: the binary it built into its cache.
+    assert_eq!(run(&launcher, "/usr/bin:/bin"), format!("cache {named}"));
+}
