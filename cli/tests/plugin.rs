@@ -382,3 +382,31 @@ fn the_launcher_runs_the_binary_on_path_else_the_one_it_built_and_names_itself()
     // Nothing on PATH and no checkout around it: the binary it built into its cache.
     assert_eq!(run(&launcher, "/usr/bin:/bin"), format!("cache {named}"));
 }
+
+/// The hooks' usual case writes nothing: a repeated SessionStart and a Stop with no queued work
+/// are answered from the store opened for reading, so the file is not touched (a writer's open
+/// and close alone rewrite its header and allocator state, and cost five fdatasyncs); a Stop
+/// with work does write.
+#[test]
+fn an_idle_hook_leaves_the_store_file_untouched() {
+    let world = World::new();
+    std::fs::create_dir(world.project()).unwrap();
+    let all = commands();
+    let once = command(&all, "SessionStart", "hook once");
+    let claim = command(&all, "Stop", "hook claim");
+    let start = world.payload("SessionStart", json!({ "source": "startup" }));
+    let stop = world.payload("Stop", json!({ "stop_hook_active": false }));
+    let first = world.shell(once, &start, true);
+    assert_eq!((first.code, first.stderr.as_str()), (0, ""), "{first:?}");
+    let bytes = std::fs::read(world.db()).unwrap();
+    for (command, payload) in [(once, &start), (claim, &stop), (claim, &stop)] {
+        let run = world.shell(command, payload, true);
+        assert_eq!((run.code, run.stdout.as_str(), run.stderr.as_str()), (0, "", ""), "{run:?}");
+        assert!(std::fs::read(world.db()).unwrap() == bytes, "{command} rewrote the store file");
+    }
+    world.hookstate(&["queue", "push", "tasks", "t1"]).expect(0);
+    let bytes = std::fs::read(world.db()).unwrap();
+    let run = world.shell(claim, &stop, true);
+    assert_eq!(run.json()["decision"], "block", "{run:?}");
+    assert!(std::fs::read(world.db()).unwrap() != bytes, "the claim was not written");
+}

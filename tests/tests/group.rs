@@ -178,3 +178,33 @@ fn a_batch_over_its_bound_is_refused_whole_and_changes_nothing() {
     assert_eq!(at_bound.len(), GROUP_CALLS_MAX);
     assert_eq!(counter_value(&store), Value::from(GROUP_CALLS_MAX as i64));
 }
+
+/// `answer_if_idle`: a call that appends nothing is answered from a read snapshot, with the
+/// answer the write path gives, no sync and no event; a call that would append, or that carries
+/// an idempotency key, is left to the write path.
+#[test]
+fn an_idle_call_is_answered_from_a_snapshot_and_a_writing_one_is_not() {
+    let store = Store::new();
+    let ops = store.engine.ops();
+    let (syncs, head) = (store.syncs(), store.head_seq());
+    let empty = ops.answer_if_idle(&call(None), &claim()).unwrap().expect("an empty queue is idle");
+    assert_eq!(empty.result["claimed"], false, "{:?}", empty.result);
+    assert_eq!((store.syncs(), store.head_seq()), (syncs, head), "an idle answer wrote");
+    // The write path's answer to the same call is the same.
+    let written = store.engine.execute(&call(None), &claim()).unwrap();
+    assert_eq!(written.result, empty.result);
+
+    let member = Command::SetAdd { set: "seen".into(), member: "s-1".into() };
+    assert!(ops.answer_if_idle(&call(None), &member).unwrap().is_none(), "a new member appends");
+    assert_eq!(store.engine.execute(&call(None), &member).unwrap().result["added"], true);
+    let (syncs, head) = (store.syncs(), store.head_seq());
+    let again = ops.answer_if_idle(&call(None), &member).unwrap().expect("a known member is idle");
+    assert_eq!(again.result["added"], false, "{:?}", again.result);
+    assert_eq!((store.syncs(), store.head_seq()), (syncs, head));
+
+    store.engine.execute(&call(None), &push(0)).unwrap();
+    assert!(ops.answer_if_idle(&call(None), &claim()).unwrap().is_none(), "an item to claim");
+    assert!(ops.answer_if_idle(&call(Some("k-1")), &member).unwrap().is_none(), "a keyed call");
+    let bad = Command::SetAdd { set: "no spaces allowed".into(), member: "m".into() };
+    assert!(matches!(ops.answer_if_idle(&call(None), &bad), Err(Error::BadId(_))));
+}

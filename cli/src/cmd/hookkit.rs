@@ -45,7 +45,7 @@ fn claim(cli: &Cli, queue: &str, lease_ms: u64) -> Result<(), CliError> {
     let command =
         Command::QueueClaim { queue: queue.to_owned(), item: None, holder: session, lease_ms };
     hookstate_engine::check(&call, &command)?;
-    let outcome = open(cli, Access::Write)?.execute(&call, &command)?;
+    let outcome = idle_or_execute(cli, &call, &command)?;
     let result = Value::Object(outcome.result);
     if outcome.refusal.is_some() || result["claimed"] != true {
         return Ok(());
@@ -77,9 +77,24 @@ fn once(cli: &Cli, set: &str, say: Option<&str>) -> Result<(), CliError> {
     let call = call(cli, "hook-once");
     let command = Command::SetAdd { set: set.to_owned(), member: payload.session_id };
     hookstate_engine::check(&call, &command)?;
-    let outcome = open(cli, Access::Write)?.execute(&call, &command)?;
+    let outcome = idle_or_execute(cli, &call, &command)?;
     match (outcome.result.get("added"), say) {
         (Some(Value::Bool(true)), Some(text)) => print_raw(text),
         _ => Ok(()),
+    }
+}
+
+/// The answer of a hook's call: from a read-only store when it appends nothing there (an empty
+/// queue, a session already seen, the usual case of these hooks), which costs no fdatasync; else
+/// run under the write lock, which decides again.
+fn idle_or_execute(
+    cli: &Cli,
+    call: &hookstate_engine::Call,
+    command: &Command,
+) -> Result<hookstate_engine::Outcome, CliError> {
+    let idle = open(cli, Access::Read)?.ops().answer_if_idle(call, command)?;
+    match idle {
+        Some(outcome) => Ok(outcome),
+        None => Ok(open(cli, Access::Write)?.execute(call, command)?),
     }
 }

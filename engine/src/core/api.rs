@@ -49,6 +49,36 @@ pub(crate) fn execute(kernel: &Kernel, call: &Call, command: &Command) -> Result
     kernel.write(call, |txn| decide(txn, call, &command).map(Plan::from))
 }
 
+/// Decides `command` on a read snapshot and answers it there when it appends nothing (a claim
+/// of an empty queue, a member already in its set): no write transaction is begun. A no-op
+/// answer is the one the write path would give at the snapshot's moment, since a decision that
+/// appends nothing changes nothing a later call reads. `None` when it would append, and when the
+/// snapshot cannot stand in for the write path: a call with an idempotency key (a repeat
+/// replays the first answer there), a store that keeps its own clock (PostgreSQL leases run by
+/// it), a store its anchors disagree with (a writer refuses it).
+///
+/// # Errors
+/// As [`check`]; store errors.
+pub(crate) fn answer_if_idle(
+    kernel: &Kernel,
+    call: &Call,
+    command: &Command,
+) -> Result<Option<Outcome>> {
+    let command = check(call, command)?;
+    if call.idem_key.is_some() || kernel.anchor_note()?.is_some() {
+        return Ok(None);
+    }
+    let txn = kernel.begin_read()?;
+    if txn.clock_ms().is_some() {
+        return Ok(None);
+    }
+    let plan = Plan::from(decide(&*txn, call, &command)?);
+    if !plan.events.is_empty() || !plan.scoped_events.is_empty() {
+        return Ok(None);
+    }
+    kernel.answer_read(&*txn, plan).map(Some)
+}
+
 fn check_lease(lease_ms: u64) -> Result<()> {
     if lease_ms == 0 || lease_ms > LEASE_MS_MAX {
         let (what, min, max, unit) = ("lease", 1, LEASE_MS_MAX, " ms");

@@ -14,6 +14,20 @@ use crate::ops::api::Ops;
 pub const GROUP_CALLS_MAX: usize = 1024;
 
 impl Ops<'_> {
+    /// The answer of a core call that, decided on a read snapshot, appends nothing (a claim of an
+    /// empty queue, a member already in its set), without a write transaction: on a store file
+    /// opened only for reading it costs no fdatasync, where [`Engine::execute`] opens a writer
+    /// for it. `None` when the call would append, carries an idempotency key, or the store keeps
+    /// its own clock or disagrees with its anchors: run it with [`Engine::execute`] then, which
+    /// decides again under the write lock. A hook that is idle most of the time (a Stop hook
+    /// claiming from a mostly empty queue) asks this first.
+    ///
+    /// # Errors
+    /// [`crate::Error::Invalid`] for a bad call or command; store errors.
+    pub fn answer_if_idle(&self, call: &Call, command: &Command) -> Result<Option<Outcome>> {
+        crate::core::api::answer_if_idle(self.kernel(), call, command)
+    }
+
     /// Runs `calls` in order in one write transaction and commits it once, durably: each call's
     /// decision sees the writes of the calls before it, idempotency keys and compare-and-swaps are
     /// decided exactly as by [`Engine::execute`], and each call gets its own answer (a refusal or
