@@ -298,19 +298,22 @@ fn every_hook_of_the_plugin_runs_as_claude_code_runs_it() {
     Served::find(&world.db()).stop();
 }
 
-#[test]
-fn the_launcher_never_exits_2_when_it_finds_no_binary() {
-    let world = World::new();
-    // A copy of the plugin outside any checkout, with no hookstate on PATH and no cargo.
+/// A copy of the plugin's launcher and manifest in `world`, outside any checkout: its root.
+fn plugin_copy(world: &World) -> PathBuf {
     let root = world.dir.path().join("copy/plugin");
     std::fs::create_dir_all(root.join("bin")).unwrap();
     std::fs::create_dir_all(root.join(".claude-plugin")).unwrap();
     std::fs::copy(plugin_root().join("bin/hookstate"), root.join("bin/hookstate")).unwrap();
-    std::fs::copy(
-        plugin_root().join(".claude-plugin/plugin.json"),
-        root.join(".claude-plugin/plugin.json"),
-    )
-    .unwrap();
+    let manifest = ".claude-plugin/plugin.json";
+    std::fs::copy(plugin_root().join(manifest), root.join(manifest)).unwrap();
+    root
+}
+
+#[test]
+fn the_launcher_never_exits_2_when_it_finds_no_binary() {
+    let world = World::new();
+    // A copy of the plugin outside any checkout, with no hookstate on PATH and no cargo.
+    let root = plugin_copy(&world);
     let out = Command::new("bash")
         .arg(root.join("bin/hookstate"))
         .args(["counter", "get", "c"])
@@ -341,16 +344,8 @@ fn fake_binary(path: &Path, label: &str) {
 fn the_launcher_runs_the_binary_on_path_else_the_one_it_built_and_names_itself() {
     let world = World::new();
     // A copy of the plugin outside any checkout.
-    let root = world.dir.path().join("copy/plugin");
-    std::fs::create_dir_all(root.join("bin")).unwrap();
-    std::fs::create_dir_all(root.join(".claude-plugin")).unwrap();
+    let root = plugin_copy(&world);
     let launcher = root.join("bin/hookstate");
-    std::fs::copy(plugin_root().join("bin/hookstate"), &launcher).unwrap();
-    std::fs::copy(
-        plugin_root().join(".claude-plugin/plugin.json"),
-        root.join(".claude-plugin/plugin.json"),
-    )
-    .unwrap();
     let on_path = world.dir.path().join("path");
     let cache = world.dir.path().join("cache");
     fake_binary(&on_path.join("hookstate"), "path");
