@@ -673,11 +673,21 @@ pub(crate) fn initial_meta(store_id: &[u8; STORE_ID_BYTES]) -> Vec<(&'static str
     ]
 }
 
+/// What a failed read of the format version says: a store that cannot answer now (a
+/// PostgreSQL server restarting, a lock held) is that error, exit 4 or 6, never "not a store";
+/// any other failure means the tables are not hookstate's.
+fn unreadable_identity(err: Error, not_ours: impl Fn(&str) -> Error) -> Error {
+    match err {
+        Error::StoreIo(_) | Error::Busy { .. } | Error::TxnConflict(_) => err,
+        _ => not_ours("no hookstate metadata"),
+    }
+}
+
 fn read_identity(storage: &dyn Storage) -> Result<([u8; STORE_ID_BYTES], u16)> {
     let txn = storage.begin_read()?;
     let path = storage.path();
     let not_ours = |why: &str| Error::NotAStore { path: path.clone(), why: why.into() };
-    let version = txn.meta(META_FORMAT).map_err(|_| not_ours("no hookstate metadata"))?;
+    let version = txn.meta(META_FORMAT).map_err(|e| unreadable_identity(e, not_ours))?;
     let version = version.ok_or_else(|| not_ours("no format version"))?;
     let version: [u8; 2] = version.as_slice().try_into().map_err(|_| not_ours("bad format"))?;
     let found = u16::from_be_bytes(version);
@@ -690,4 +700,22 @@ fn read_identity(storage: &dyn Storage) -> Result<([u8; STORE_ID_BYTES], u16)> {
     let id = txn.meta(META_STORE_ID)?.ok_or_else(|| not_ours("no store id"))?;
     let id = id.as_slice().try_into().map_err(|_| not_ours("bad store id"))?;
     Ok((id, found))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A restarting server's error while the identity is read stays an IO error (exit 6), where
+    /// it was once reported as "not a hookstate store" (exit 5, as if the store were damaged).
+    #[test]
+    fn a_store_that_cannot_answer_is_not_called_foreign() {
+        let not_ours = |why: &str| Error::NotAStore { path: PathBuf::from("s"), why: why.into() };
+        let io = Error::StoreIo(Box::new(std::io::Error::other("terminating connection")));
+        assert!(matches!(unreadable_identity(io, not_ours), Error::StoreIo(_)));
+        let busy = Error::Busy { waited_ms: 5 };
+        assert!(matches!(unreadable_identity(busy, not_ours), Error::Busy { .. }));
+        let missing = Error::Store(Box::new(std::io::Error::other("no table hookstate_meta")));
+        assert!(matches!(unreadable_identity(missing, not_ours), Error::NotAStore { .. }));
+    }
 }
