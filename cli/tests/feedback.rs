@@ -104,7 +104,10 @@ fn the_real_upstream_run_replayed_prints_the_hooks_bytes_and_exports_the_real_fi
     fb(&store, &["dismiss", "fb_mii0l7aa_0p3k9w"]).expect(0);
     let out = scratch(&store).join("out");
     store.run(&["export", "--layout", "moonshine", "--to", out.to_str().unwrap()]).expect(0);
-    assert_eq!(read_tree(&out), read_tree(&fixtures().join("home/.agent/moonshine")));
+    assert_eq!(
+        read_tree(&out).unwrap(),
+        read_tree(&fixtures().join("home/.agent/moonshine")).unwrap()
+    );
 }
 
 #[test]
@@ -115,7 +118,11 @@ fn real_files_round_trip_both_ways() {
     let out = scratch(&store).join("out");
     let export = ["export", "--layout", "moonshine", "--to", out.to_str().unwrap()];
     store.run(&export).expect(0);
-    assert_eq!(read_tree(&out), read_tree(&home), "export(import(files)) == files");
+    assert_eq!(
+        read_tree(&out).unwrap(),
+        read_tree(&home).unwrap(),
+        "export(import(files)) == files"
+    );
     let again = store.run(&export).expect(0).json();
     assert_eq!((again["written"].as_u64(), again["unchanged"].as_u64()), (Some(0), Some(5)));
     let second = Store::new();
@@ -214,7 +221,10 @@ fn orphaned_claims_are_restored_by_the_spec_rules() {
     assert_eq!(show["record"]["status"], "delivered");
     let exported = scratch(&store).join("out");
     store.run(&["export", "--layout", "moonshine", "--to", exported.to_str().unwrap()]).expect(0);
-    assert_eq!(read_tree(&exported), read_tree(&fixtures().join("home/.agent/moonshine")));
+    assert_eq!(
+        read_tree(&exported).unwrap(),
+        read_tree(&fixtures().join("home/.agent/moonshine")).unwrap()
+    );
 }
 
 fn add(store: &Store, now: u64, text: &str) -> String {
@@ -655,7 +665,7 @@ fn spec_written_files_round_trip_both_ways() {
     store.run(&["import", "--layout", "moonshine", "--from", home.to_str().unwrap()]).expect(0);
     let out = scratch(&store).join("spec-out");
     store.run(&["export", "--layout", "moonshine", "--to", out.to_str().unwrap()]).expect(0);
-    assert_eq!(read_tree(&out), read_tree(&home));
+    assert_eq!(read_tree(&out).unwrap(), read_tree(&home).unwrap());
     let second = Store::new();
     second.run(&["import", "--layout", "moonshine", "--from", out.to_str().unwrap()]).expect(0);
     let list =

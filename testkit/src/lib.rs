@@ -94,24 +94,26 @@ pub fn copy_dir(from: &Path, to: &Path) {
 /// Every file under `dir`, by its path relative to `dir`, with its bytes: what a test compares
 /// when it says a tree came back byte for byte.
 ///
-/// # Panics
-/// On any IO failure.
-#[must_use]
-pub fn read_tree(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
-    fn walk(base: &Path, dir: &Path, out: &mut std::collections::BTreeMap<String, Vec<u8>>) {
-        for entry in std::fs::read_dir(dir).unwrap() {
-            let entry = entry.unwrap();
-            if entry.file_type().unwrap().is_dir() {
-                walk(base, &entry.path(), out);
+/// # Errors
+/// The first IO error of the walk.
+pub fn read_tree(dir: &Path) -> std::io::Result<std::collections::BTreeMap<String, Vec<u8>>> {
+    type Tree = std::collections::BTreeMap<String, Vec<u8>>;
+    fn walk(base: &Path, dir: &Path, out: &mut Tree) -> std::io::Result<()> {
+        for entry in std::fs::read_dir(dir)? {
+            let entry = entry?;
+            let path = entry.path();
+            if entry.file_type()?.is_dir() {
+                walk(base, &path, out)?;
             } else {
-                let rel = entry.path().strip_prefix(base).unwrap().display().to_string();
-                out.insert(rel, std::fs::read(entry.path()).unwrap());
+                let rel = path.strip_prefix(base).unwrap_or(&path).display().to_string();
+                out.insert(rel, std::fs::read(&path)?);
             }
         }
+        Ok(())
     }
-    let mut out = std::collections::BTreeMap::new();
-    walk(dir, dir, &mut out);
-    out
+    let mut out = Tree::new();
+    walk(dir, dir, &mut out)?;
+    Ok(out)
 }
 
 /// The comment statuses a generated home cycles through, as the web and the Stop hook leave them.

@@ -105,7 +105,11 @@ fn a_batched_import_equals_the_per_project_import_event_for_event() {
     new_engine.ops().verify(Default::default()).unwrap();
     let out = tmp.path().join("out");
     new_engine.feedback().export(&out, None).unwrap();
-    assert_eq!(read_tree(&out), read_tree(&home), "export(batched import(files)) == files");
+    assert_eq!(
+        read_tree(&out).unwrap(),
+        read_tree(&home).unwrap(),
+        "export(batched import(files)) == files"
+    );
     // One commit per project before; the 30 small projects now share one.
     assert_eq!(old.imported.commits, 30);
     assert_eq!(old.heads[1..], boundaries(&old.imported)[..]);
@@ -184,7 +188,8 @@ fn the_bounds_hold_whole_projects_per_commit_within_events_and_bytes() {
     engine.ops().verify(Default::default()).unwrap();
 
     // The byte bound alone splits too: three projects' files per commit at most.
-    let one_project: u64 = read_tree(&home.join("p0001")).values().map(|b| b.len() as u64).sum();
+    let one_project: u64 =
+        read_tree(&home.join("p0001")).unwrap().values().map(|b| b.len() as u64).sum();
     let bytes_max = usize::try_from(3 * one_project + one_project / 2).unwrap();
     let engine = open(tmp.path(), "bytes.redb");
     let run = import(&engine, &home, None, ImportBatch { events_max: usize::MAX, bytes_max });

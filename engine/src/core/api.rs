@@ -65,11 +65,12 @@ pub(crate) fn answer_if_idle(
     command: &Command,
 ) -> Result<Option<Outcome>> {
     let command = check(call, command)?;
-    if call.idem_key.is_some() || kernel.anchor_note()?.is_some() {
+    if call.idem_key.is_some() {
         return Ok(None);
     }
+    // One snapshot for the anchor check and the decision.
     let txn = kernel.begin_read()?;
-    if txn.clock_ms().is_some() {
+    if txn.clock_ms().is_some() || kernel.anchor_problem(&*txn)?.is_some() {
         return Ok(None);
     }
     let plan = Plan::from(decide(&*txn, call, &command)?);

@@ -199,10 +199,17 @@ impl Kernel {
         if !self.storage.exists() {
             return Ok(None);
         }
+        self.anchor_problem(&*self.begin_read()?)
+    }
+
+    /// [`Kernel::anchor_note`] in a snapshot the caller already holds.
+    pub(crate) fn anchor_problem(&self, txn: &dyn ReadTxn) -> Result<Option<Error>> {
+        if !self.storage.exists() {
+            return Ok(None);
+        }
         let anchors = self.read_anchors();
-        let txn = self.begin_read()?;
-        let head = read_head(&*txn)?;
-        Ok(self.anchor_gate(&*txn, &head, anchors).err())
+        let head = read_head(txn)?;
+        Ok(self.anchor_gate(txn, &head, anchors).err())
     }
 
     /// The anchor check a write must pass: every anchor agrees with the log, and none is missing
