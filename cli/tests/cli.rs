@@ -515,6 +515,14 @@ fn run_with(db: &Path, args: &[&str], stdin: &str) -> (i32, String) {
         .unwrap();
     child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
     let out = child.wait_with_output().unwrap();
+    if !out.status.success() {
+        // Shown with the test's output when it fails: which call, and what it said.
+        eprintln!(
+            "{args:?} exited {:?}: {}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
     (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
