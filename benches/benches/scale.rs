@@ -12,7 +12,8 @@
 //! `100000,1000000`) picks the store sizes. With `HOOKSTATE_BASELINE_BIN` naming another
 //! `hookstate` binary (an earlier build), its `verify` is timed on the same stores in the same
 //! run, for a before/after ratio. With `HOOKSTATE_SCALE_KEEP=1` the scratch directory and its
-//! stores are left in place (its path is printed), for profiling a verb on them.
+//! stores are left in place (its path is printed), for profiling a verb on them. With
+//! `HOOKSTATE_SCALE_AUDIT_ONLY=1` only the stores are built and `verify` and `rebuild` timed.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -35,6 +36,8 @@ const SIZES_DEFAULT: [usize; 2] = [100_000, 1_000_000];
 const SIZES_VAR: &str = "HOOKSTATE_SCALE_SIZES";
 /// Set to 1, the stores are kept after the run.
 const KEEP_VAR: &str = "HOOKSTATE_SCALE_KEEP";
+/// Set to 1, only the stores are built and audited (`verify`, `rebuild`).
+const AUDIT_ONLY_VAR: &str = "HOOKSTATE_SCALE_AUDIT_ONLY";
 /// Events per bulk transaction while building a store.
 const BATCH: usize = 50_000;
 /// Measured calls per verb and store (after the warmup).
@@ -84,6 +87,7 @@ struct Store {
 fn main() -> BenchResult<()> {
     let scratch = scratch_dir(Path::new(env!("CARGO_TARGET_TMPDIR")), "scale-")?;
     let keep = std::env::var(KEEP_VAR).is_ok_and(|v| v == "1");
+    let audit_only = std::env::var(AUDIT_ONLY_VAR).is_ok_and(|v| v == "1");
     let dir = scratch.path();
     let sizes = sizes()?;
     println!("hookstate `scale` bench — {}", utc_now());
@@ -101,6 +105,13 @@ fn main() -> BenchResult<()> {
     for &n in &sizes {
         stores.push(build(dir, Kind::History, n)?);
         stores.push(build(dir, Kind::Live, n)?);
+    }
+    if audit_only {
+        audit(&bin, &stores)?;
+        if keep {
+            println!("stores kept ({KEEP_VAR}=1): {}", scratch.keep().display());
+        }
+        return Ok(());
     }
     let calls = measure_calls(&bin, dir, &mut stores)?;
     let depth = claim_depths(&bin, dir)?;

@@ -2,21 +2,19 @@
 //! and a point lookup of every row); rebuild views from the log (and upgrade an older format).
 //!
 //! Both walk the whole stored log once (from the checkpoint it was compacted to, if it was) and
-//! project it into an in-memory map, so a stored view that a
-//! replay would not produce is found. Does not repair anything but views.
+//! project it into views of their own (`kernel::replay`: held in memory up to a bound, then in a
+//! spill table beside the store), so a stored view that a replay would not produce is found.
+//! Does not repair anything but views.
 
-use std::collections::BTreeMap;
-
-use hookstate_schema::format::{
-    self, encode_view_key, encode_view_row, Head, FORMAT_VERSION, META_DOMAIN_EVENTS, META_FORMAT,
-};
-use hookstate_schema::{ViewKey, ViewRow};
+use hookstate_schema::format::{self, Head, FORMAT_VERSION, META_DOMAIN_EVENTS, META_FORMAT};
 
 use crate::kernel::anchor::{self, AnchorState};
 use crate::kernel::counts::Counts;
 use crate::kernel::error::{Error, Result};
-use crate::kernel::project::{self, Table};
-use crate::kernel::storage::ReadTxn;
+use crate::kernel::limits::SPILL_HELD_ROWS_MAX;
+use crate::kernel::project::Table;
+use crate::kernel::replay::{shown_key, RebuiltRows, ReplayViews};
+use crate::kernel::storage::{ReadTxn, Storage};
 use crate::kernel::view::{decode_row, decode_stored, read_head};
 use crate::kernel::write::Kernel;
 
@@ -55,27 +53,19 @@ pub struct RebuildReport {
     pub upgraded_to: Option<u16>,
 }
 
-type Views = BTreeMap<ViewKey, ViewRow>;
-
-/// Rows looked up (verify) or written (rebuild) per visit of the views table: bounds the keys and
-/// rows held at once beside the rebuilt views.
-const VIEW_CHUNK_ROWS: usize = 4096;
-
-/// A rebuilt row with its encoded key, in the stored table's order.
-type Expected<'v> = Vec<(Vec<u8>, &'v ViewKey, &'v ViewRow)>;
-
-/// The rebuilt rows in the order of their encoded keys (the stored table's order).
-fn expected(rebuilt: &Views) -> Expected<'_> {
-    let mut expected = rebuilt.iter().map(|(k, v)| (encode_view_key(k), k, v)).collect::<Vec<_>>();
-    expected.sort_by(|a, b| a.0.cmp(&b.0));
-    expected
-}
-
 /// Walks the log from genesis to the head, checking every link, and projects it.
-fn replay_chain(txn: &dyn ReadTxn, table: &Table, genesis: [u8; 32]) -> Result<Replayed> {
+fn replay_chain<'s>(
+    txn: &dyn ReadTxn,
+    storage: &'s dyn Storage,
+    table: &Table,
+    genesis: [u8; 32],
+    held_max: usize,
+) -> Result<Replayed<'s>> {
     let head = read_head(txn)?;
     let start = crate::ops::snapshot::log_start(txn, genesis)?;
-    let (mut views, mut counts) = (start.views, start.counts);
+    let mut views = ReplayViews::new(storage, held_max);
+    views.start_from(start.views)?;
+    let mut counts = start.counts;
     let mut expected = start.head;
     txn.events(1, head.seq, &mut |seq, bytes| {
         if seq != expected.seq + 1 {
@@ -88,7 +78,7 @@ fn replay_chain(txn: &dyn ReadTxn, table: &Table, genesis: [u8; 32]) -> Result<R
         if event.prev != expected.hash {
             return Err(broken(seq, "prev does not match the previous event's hash"));
         }
-        project::apply(table, &mut views, &event);
+        views.apply(table, &event)?;
         counts[event.content.body.variant_index()] += 1;
         expected = Head { seq, hash: event.hash };
         Ok(true)
@@ -111,9 +101,9 @@ fn replay_chain(txn: &dyn ReadTxn, table: &Table, genesis: [u8; 32]) -> Result<R
 }
 
 /// What a replay of the stored log found.
-struct Replayed {
+struct Replayed<'s> {
     head: Head,
-    views: Views,
+    views: ReplayViews<'s>,
     counts: Counts,
     /// The checkpoint the stored log starts after, when it was compacted.
     from_checkpoint: Option<u64>,
@@ -123,56 +113,85 @@ fn broken(seq: u64, why: &str) -> Error {
     Error::ChainBroken { seq, why: why.into() }
 }
 
-/// Compares the stored views with a rebuild; returns the number of rows compared.
-fn compare_views(txn: &dyn ReadTxn, expected: &Expected<'_>) -> Result<u64> {
-    let mut index = 0usize;
+/// Whether a stored row is the rebuilt one: the same bytes, or (a row an older format wrote)
+/// the same row once both are decoded and the stored one's checksum checked.
+fn same_row(key: &[u8], want: &[u8], stored: &[u8]) -> Result<bool> {
+    if want == stored {
+        return Ok(true);
+    }
+    let (view_key, want) = decode_row(key, want)?;
+    Ok(decode_stored(&view_key, key, stored)? == want)
+}
+
+/// Compares the stored views with a rebuild, in one scan beside a pass over the rebuilt rows;
+/// returns the number of rows compared.
+fn compare_views(txn: &dyn ReadTxn, rebuilt: &mut RebuiltRows) -> Result<u64> {
+    rebuilt.rewind();
+    let (mut chunk, mut index, mut compared) = (rebuilt.next_chunk()?, 0usize, 0u64);
     txn.views_with_prefix(&[], &mut |key, row| {
-        let (stored_key, stored_row) = decode_row(key, row)?;
-        match expected.get(index) {
-            Some((bytes, want_key, want_row)) if bytes.as_slice() == key => {
-                if **want_row != stored_row {
-                    return Err(Error::ViewMismatch { key: format!("{want_key:?}") });
+        if index == chunk.len() {
+            chunk = rebuilt.next_chunk()?;
+            index = 0;
+        }
+        match chunk.get(index) {
+            Some((want_key, want_row)) if want_key.as_slice() == key => {
+                if !same_row(key, want_row, row)? {
+                    return Err(Error::ViewMismatch { key: shown_key(key) });
                 }
             }
-            Some((bytes, want_key, _)) if bytes.as_slice() < key => {
-                return Err(Error::ViewMismatch { key: format!("{want_key:?} (missing)") });
+            Some((want_key, _)) if want_key.as_slice() < key => {
+                return Err(Error::ViewMismatch {
+                    key: format!("{} (missing)", shown_key(want_key)),
+                });
             }
-            _ => return Err(Error::ViewMismatch { key: format!("{stored_key:?} (extra)") }),
+            _ => return Err(Error::ViewMismatch { key: format!("{} (extra)", shown_key(key)) }),
         }
         index += 1;
+        compared += 1;
         Ok(true)
     })?;
-    if let Some((_, key, _)) = expected.get(index) {
-        return Err(Error::ViewMismatch { key: format!("{key:?} (missing)") });
+    if index == chunk.len() {
+        chunk = rebuilt.next_chunk()?;
+        index = 0;
     }
-    Ok(index as u64)
+    if let Some((key, _)) = chunk.get(index) {
+        return Err(Error::ViewMismatch { key: format!("{} (missing)", shown_key(key)) });
+    }
+    Ok(compared)
 }
 
 /// Checks that every rebuilt row is found by a point lookup of its key, and equal: a scan can
 /// agree with a rebuild while a damaged branch page routes lookups past rows (the rows every
 /// reader and writer reaches by key). With `compare_views`, every stored row is then reachable.
-fn check_lookups(txn: &dyn ReadTxn, expected: &Expected<'_>) -> Result<u64> {
+fn check_lookups(txn: &dyn ReadTxn, rebuilt: &mut RebuiltRows) -> Result<u64> {
     // The planted bug: verify trusts the scans and skips the lookups.
     #[cfg(feature = "bugdrill")]
     if crate::kernel::drill::is(crate::kernel::drill::Drill::VerifyScansOnly) {
         return Ok(0);
     }
+    rebuilt.rewind();
     let mut found = 0u64;
-    for chunk in expected.chunks(VIEW_CHUNK_ROWS) {
-        let keys: Vec<&[u8]> = chunk.iter().map(|(bytes, _, _)| bytes.as_slice()).collect();
-        for ((bytes, key, want), stored) in chunk.iter().zip(txn.views(&keys)?) {
+    loop {
+        let chunk = rebuilt.next_chunk()?;
+        if chunk.is_empty() {
+            return Ok(found);
+        }
+        let keys: Vec<&[u8]> = chunk.iter().map(|(key, _)| key.as_slice()).collect();
+        for ((key, want), stored) in chunk.iter().zip(txn.views(&keys)?) {
             let Some(stored) = stored else {
                 return Err(Error::ViewMismatch {
-                    key: format!("{key:?} (in the table but not found by a lookup of its key)"),
+                    key: format!(
+                        "{} (in the table but not found by a lookup of its key)",
+                        shown_key(key)
+                    ),
                 });
             };
-            if decode_stored(key, bytes, &stored)? != **want {
-                return Err(Error::ViewMismatch { key: format!("{key:?} (lookup)") });
+            if !same_row(key, want, &stored)? {
+                return Err(Error::ViewMismatch { key: format!("{} (lookup)", shown_key(key)) });
             }
             found += 1;
         }
     }
-    Ok(found)
 }
 
 /// What `verify` may do beyond checking.
@@ -191,10 +210,21 @@ pub struct VerifyOptions {
 /// [`Error::ChainBroken`] naming the first bad seq, [`Error::AnchorMismatch`],
 /// [`Error::AnchorMissing`], [`Error::ViewMismatch`], [`Error::Corrupt`] and store errors.
 pub(crate) fn verify(kernel: &Kernel, options: VerifyOptions) -> Result<VerifyReport> {
+    verify_with(kernel, options, SPILL_HELD_ROWS_MAX).map(|(report, _)| report)
+}
+
+/// [`verify`], holding at most `held_max` rebuilt rows in memory; also says whether rows
+/// spilled.
+pub(crate) fn verify_with(
+    kernel: &Kernel,
+    options: VerifyOptions,
+    held_max: usize,
+) -> Result<(VerifyReport, bool)> {
     let anchors = kernel.read_anchors();
     let txn = kernel.begin_read()?;
     let Replayed { head, views, counts, from_checkpoint } =
-        replay_chain(&*txn, kernel.table(), kernel.genesis())?;
+        replay_chain(&*txn, kernel.storage(), kernel.table(), kernel.genesis(), held_max)?;
+    let spilled = views.spilled();
     let states = kernel.check_anchors(&*txn, &head, anchors)?;
     if let Some(stored) = crate::kernel::counts::read(&*txn)? {
         if stored != counts {
@@ -203,10 +233,10 @@ pub(crate) fn verify(kernel: &Kernel, options: VerifyOptions) -> Result<VerifyRe
             )));
         }
     }
-    let expected = expected(&views);
-    let compared = compare_views(&*txn, &expected)?;
-    let lookups = check_lookups(&*txn, &expected)?;
-    drop(expected);
+    let mut rebuilt = views.finish()?;
+    let compared = compare_views(&*txn, &mut rebuilt)?;
+    let lookups = check_lookups(&*txn, &mut rebuilt)?;
+    drop(rebuilt);
     let missing = states.iter().find(|(_, state)| *state == AnchorState::Missing);
     let mut re_anchored = false;
     let required = kernel.storage().anchor_required();
@@ -222,7 +252,7 @@ pub(crate) fn verify(kernel: &Kernel, options: VerifyOptions) -> Result<VerifyRe
     };
     let anchor_seq = states.first().and_then(|(_, state)| seq_of(state));
     let second_anchor_seq = states.get(1).and_then(|(_, state)| seq_of(state));
-    Ok(VerifyReport {
+    let report = VerifyReport {
         events: head.seq - from_checkpoint.map_or(0, |seq| seq + 1)
             + u64::from(from_checkpoint.is_some()),
         head,
@@ -232,7 +262,8 @@ pub(crate) fn verify(kernel: &Kernel, options: VerifyOptions) -> Result<VerifyRe
         lookups,
         re_anchored,
         from_checkpoint,
-    })
+    };
+    Ok((report, spilled))
 }
 
 /// Drops every view and recomputes it from the log, after checking the chain; a store of an
@@ -242,22 +273,29 @@ pub(crate) fn verify(kernel: &Kernel, options: VerifyOptions) -> Result<VerifyRe
 /// # Errors
 /// [`Error::ChainBroken`] (nothing is changed then) and store errors.
 pub(crate) fn rebuild(kernel: &Kernel) -> Result<RebuildReport> {
+    rebuild_with(kernel, SPILL_HELD_ROWS_MAX)
+}
+
+/// [`rebuild`], holding at most `held_max` rebuilt rows in memory.
+pub(crate) fn rebuild_with(kernel: &Kernel, held_max: usize) -> Result<RebuildReport> {
     let mut txn = kernel.begin_write()?;
     let Replayed { head, views, counts, .. } =
-        replay_chain(&*txn, kernel.table(), kernel.genesis())?;
+        replay_chain(&*txn, kernel.storage(), kernel.table(), kernel.genesis(), held_max)?;
     txn.clear_views()?;
     txn.put_meta(META_DOMAIN_EVENTS, &crate::kernel::counts::encode(&counts))?;
-    let mut chunk = Vec::with_capacity(VIEW_CHUNK_ROWS.min(views.len()));
-    for (key, row) in &views {
-        let key_bytes = encode_view_key(key);
-        let row = encode_view_row(&key_bytes, row);
-        chunk.push((key_bytes, Some(row)));
-        if chunk.len() == VIEW_CHUNK_ROWS {
-            txn.write_views(&chunk)?;
-            chunk.clear();
+    let mut rebuilt = views.finish()?;
+    let mut written = 0u64;
+    loop {
+        let chunk = rebuilt.next_chunk()?;
+        if chunk.is_empty() {
+            break;
         }
+        written += chunk.len() as u64;
+        let changes: Vec<(Vec<u8>, Option<Vec<u8>>)> =
+            chunk.into_iter().map(|(key, row)| (key, Some(row))).collect();
+        txn.write_views(&changes)?;
     }
-    txn.write_views(&chunk)?;
+    drop(rebuilt);
     let upgraded = kernel.needs_upgrade();
     if upgraded {
         txn.put_meta(META_FORMAT, &FORMAT_VERSION.to_be_bytes())?;
@@ -269,7 +307,7 @@ pub(crate) fn rebuild(kernel: &Kernel) -> Result<RebuildReport> {
     let stale_temps_removed = kernel.storage().remove_stale_temps()?;
     Ok(RebuildReport {
         events: head.seq,
-        views: views.len() as u64,
+        views: written,
         stale_temps_removed,
         upgraded_to: upgraded.then_some(FORMAT_VERSION),
     })

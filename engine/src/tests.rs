@@ -323,3 +323,136 @@ fn a_bulk_loaded_store_verifies() {
     let report = engine.ops().verify(Default::default()).unwrap();
     assert_eq!(report.events, 20);
 }
+
+/// A store with history of several domains: kv keys overwritten, queue items pushed, claimed,
+/// acked and released (idempotency keys on some calls), counters, sets and a capped list, a
+/// feedback project with comments, and micro-proposals.
+fn mixed_store(path: &Path) -> Engine {
+    let engine = Engine::open(path, OpenOptions::default()).unwrap();
+    let mut events = with_comments("p", "listen", 30, "pending");
+    events.extend((1..=20).map(|n| micro_queued("hermit:/srv/a/.claude-code-hermit", n)));
+    crate::engine::append_unchecked(&engine, &call("s"), &events).unwrap();
+    let run = |scope: &str, idem: Option<String>, command: Command| {
+        let call = Call { idem_key: idem, ..call(scope) };
+        engine.execute(&call, &command).unwrap()
+    };
+    for n in 0..60 {
+        let (key, value) = (format!("k{}", n % 20), format!("\"v{n}\""));
+        let idem = (n % 3 == 0).then(|| format!("put-{n}"));
+        run("s", idem, Command::KvPut { key, value, expect: crate::Expect::Any });
+        run("s", None, Command::CounterAdd { name: format!("c{}", n % 4), delta: 1 });
+        run("t", None, Command::SetAdd { set: "s".into(), member: format!("m{}", n % 7) });
+        run(
+            "t",
+            None,
+            Command::ListAppend { list: "l".into(), row: format!("{{\"n\":{n}}}"), cap: 10 },
+        );
+    }
+    for n in 0..30 {
+        let push = Command::QueuePush {
+            queue: "work".into(),
+            item: format!("i{n:03}"),
+            payload: "{}".into(),
+            for_session: None,
+            max_deliveries: 5,
+        };
+        run("s", None, push);
+    }
+    for n in 0..20 {
+        let claim = Command::QueueClaim {
+            queue: "work".into(),
+            item: None,
+            holder: "w".into(),
+            lease_ms: 600_000,
+        };
+        let outcome = run("s", Some(format!("claim-{n}")), claim);
+        let item = outcome.result["item"].as_str().unwrap().to_owned();
+        let token = outcome.result["token"].as_u64().unwrap();
+        let done = if n % 4 == 0 {
+            Command::QueueRelease { queue: "work".into(), item, token }
+        } else {
+            Command::QueueAck { queue: "work".into(), item, token }
+        };
+        run("s", None, done);
+    }
+    engine
+}
+
+/// Every stored view row, key and value bytes, in key order.
+fn stored_views(engine: &Engine) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let txn = engine.kernel().begin_read().unwrap();
+    let mut rows = Vec::new();
+    txn.views_with_prefix(&[], &mut |key, row| {
+        rows.push((key.to_vec(), row.to_vec()));
+        Ok(true)
+    })
+    .unwrap();
+    rows
+}
+
+/// Held rows for the replays below: far fewer than the store's rows, so they spill many times.
+const FEW_HELD: usize = 5;
+
+#[test]
+fn a_replay_that_spills_verifies_and_rebuilds_the_views_a_replay_in_memory_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = mixed_store(&dir.path().join("s.redb"));
+    let stored = stored_views(&engine);
+    assert!(stored.len() > 20 * FEW_HELD, "{} rows", stored.len());
+    let (in_memory, spilled) =
+        crate::audit::verify_with(engine.kernel(), Default::default(), usize::MAX).unwrap();
+    assert!(!spilled);
+    let (report, spilled) =
+        crate::audit::verify_with(engine.kernel(), Default::default(), FEW_HELD).unwrap();
+    assert!(spilled, "the replay moved rows to its spill table");
+    assert_eq!(report, in_memory);
+    assert_eq!(report.views, stored.len() as u64);
+    assert_eq!(report.lookups, stored.len() as u64);
+    let rebuilt = crate::audit::rebuild_with(engine.kernel(), FEW_HELD).unwrap();
+    assert_eq!(rebuilt.views, stored.len() as u64);
+    assert_eq!(stored_views(&engine), stored, "a spilled rebuild wrote the same rows");
+    let names: Vec<_> =
+        std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(names.len(), 2, "only the store and its anchor are left: {names:?}");
+}
+
+/// Raw view rows to set (`Some`) or remove (`None`).
+type Changes = Vec<(Vec<u8>, Option<Vec<u8>>)>;
+
+/// Changes the stored views of `engine` by `change` (raw rows, past the engine).
+fn tamper(engine: &Engine, change: &Changes) {
+    let deadline = Instant::now() + std::time::Duration::from_secs(5);
+    let mut txn = engine.kernel().storage().begin_write(deadline).unwrap();
+    txn.write_views(change).unwrap();
+    txn.commit().unwrap();
+}
+
+#[test]
+fn a_replay_that_spills_finds_a_changed_a_missing_and_an_extra_row() {
+    use hookstate_schema::format::{encode_view_key, encode_view_row};
+    use hookstate_schema::{ViewKey, ViewRow};
+    let record = |key: &str, value: &str| {
+        let key = encode_view_key(&ViewKey::Record { scope: "s".into(), key: key.into() });
+        let row = encode_view_row(&key, &ViewRow::Record { value: value.into(), rev: 1 });
+        (key, row)
+    };
+    let (k5, _) = record("k5", "");
+    let (changed_key, changed_row) = record("k7", "\"tampered\"");
+    let (extra_key, extra_row) = record("zz-extra", "1");
+    let cases: [(&str, Changes); 3] = [
+        ("changed", vec![(changed_key, Some(changed_row))]),
+        ("missing", vec![(k5, None)]),
+        ("extra", vec![(extra_key, Some(extra_row))]),
+    ];
+    for (what, change) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = mixed_store(&dir.path().join("s.redb"));
+        crate::audit::verify_with(engine.kernel(), Default::default(), FEW_HELD).unwrap();
+        tamper(&engine, &change);
+        let err = crate::audit::verify_with(engine.kernel(), Default::default(), FEW_HELD)
+            .expect_err(what);
+        assert!(matches!(err, crate::kernel::error::Error::ViewMismatch { .. }), "{what}: {err}");
+        crate::audit::rebuild_with(engine.kernel(), FEW_HELD).unwrap();
+        crate::audit::verify_with(engine.kernel(), Default::default(), FEW_HELD).unwrap();
+    }
+}

@@ -71,8 +71,20 @@ pub const ANCHOR_BYTES_MAX: usize = 256;
 pub const CONFLICTS_SHOWN_MAX: usize = 64;
 /// Entries in redb's page cache for a per-call process: small, since a call touches few pages.
 pub const CACHE_BYTES: usize = 32 * 1024 * 1024;
+/// Rebuilt view rows a replay (`verify`, `rebuild`) holds in memory before it moves them to its
+/// spill table beside the store: about 1 KiB each as the projections hold them, so this bounds
+/// the replay's own memory near 64 MiB whatever the store holds.
+pub const SPILL_HELD_ROWS_MAX: usize = 64 * 1024;
+/// redb's page cache for a replay's spill table.
+pub const SPILL_CACHE_BYTES: usize = 32 * 1024 * 1024;
+/// Bits of the filter a replay keeps of the keys in its spill table (2 MiB): a lookup of a key
+/// never spilled is skipped, with a false positive about 3% of the time at 2M spilled keys.
+pub const SPILL_FILTER_BITS: usize = 1 << 24;
+/// Rows read from or written to the spill table, or compared with the stored views, per visit.
+pub const SPILL_CHUNK_ROWS: usize = 4096;
 
 const _: () = assert!(EVENT_BYTES_MAX > VALUE_BYTES_MAX);
+const _: () = assert!(SPILL_FILTER_BITS.is_multiple_of(64));
 const _: () = assert!(STDIN_BYTES_MAX >= VALUE_BYTES_MAX);
 const _: () = assert!(LEASE_MS_DEFAULT <= LEASE_MS_MAX);
 const _: () = assert!(DELIVERIES_DEFAULT <= DELIVERIES_MAX);

@@ -23,6 +23,7 @@ pub(crate) mod fsio;
 pub(crate) mod hook;
 pub mod limits;
 pub(crate) mod project;
+pub(crate) mod replay;
 pub(crate) mod storage;
 pub(crate) mod value;
 pub(crate) mod view;

@@ -74,6 +74,19 @@ pub(crate) trait WriteTxn: ReadTxn {
     fn commit(self: Box<Self>) -> Result<()>;
 }
 
+/// A private table of rows by encoded view key, in key order, for a replay whose rebuilt views
+/// outgrow memory (`verify`, `rebuild`): never durable, never seen by another process, gone when
+/// dropped (and when its process is killed).
+pub(crate) trait SpillRows {
+    /// Sets (`Some`) or removes (`None`) rows.
+    fn write(&mut self, rows: &[(Vec<u8>, Option<Vec<u8>>)]) -> Result<()>;
+    /// The rows of `keys`, in their order.
+    fn get(&mut self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>>;
+    /// At most `limit` rows in key order, from the first key after `after` (from the start when
+    /// `None`).
+    fn after(&mut self, after: Option<&[u8]>, limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>>;
+}
+
 /// A store that hands out transactions, and keeps the anchor (the head copied outside it).
 pub(crate) trait Storage: Send + Sync {
     /// Whether the store exists on disk (`false` for a stand-in of an absent store).
@@ -126,6 +139,13 @@ pub(crate) trait Storage: Send + Sync {
     /// when it cannot say.
     fn stored_bytes(&self) -> u64 {
         std::fs::symlink_metadata(self.path()).map_or(0, |m| m.len())
+    }
+    /// A fresh [`SpillRows`] table for a replay, kept where the store is (an unnamed file in the
+    /// store's directory); `None` when this store has no place of its own for one (a stand-in,
+    /// a database server, a directory this process may only read): the replay then holds its
+    /// rows in memory.
+    fn spill(&self) -> Option<Box<dyn SpillRows>> {
+        None
     }
     /// Gives the file's free space back to the filesystem, when the backend can; returns whether
     /// it did.

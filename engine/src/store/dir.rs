@@ -24,7 +24,7 @@ use crate::kernel::walk;
 pub(crate) const ANCHOR_SUFFIX: &str = ".head";
 const TEMP_NAME_RANDOM_BYTES: usize = 8;
 
-const TEMP_PURPOSES: [&str; 2] = ["create", "head"];
+const TEMP_PURPOSES: [&str; 3] = ["create", "head", "spill"];
 
 /// The store file's name in `path`, refusing a path that names a directory: one that ends with a
 /// separator, `.` or `..` (`Path::file_name` would silently drop a trailing `/`).
@@ -123,6 +123,21 @@ impl StoreDir {
         let fd = rustix::fs::openat(&self.dir, &name, flags, Mode::from_raw_mode(FILE_MODE))
             .map_err(|e| io_err("create", &self.dir_path.join(&name), e))?;
         Ok((File::from(fd), name))
+    }
+
+    /// A new file with no name in the store's directory (`O_TMPFILE`; where the filesystem has
+    /// none, a temporary name unlinked at once, which a kill between the two leaves for
+    /// [`StoreDir::remove_stale_temps`]): its blocks are freed when the last handle closes.
+    pub(crate) fn unnamed_file(&self) -> Result<File> {
+        let flags = OFlags::RDWR | OFlags::TMPFILE | OFlags::CLOEXEC;
+        match rustix::fs::openat(&self.dir, ".", flags, Mode::from_raw_mode(FILE_MODE)) {
+            Ok(fd) => return Ok(File::from(fd)),
+            Err(Errno::OPNOTSUPP | Errno::ISDIR | Errno::INVAL) => {}
+            Err(other) => return Err(io_err("create an unnamed file in", &self.dir_path, other)),
+        }
+        let (file, name) = self.create_temp("spill")?;
+        self.remove(&name)?;
+        Ok(file)
     }
 
     /// The `non-atomic-create` drill: opens (creating, 0600) the store file itself, the way

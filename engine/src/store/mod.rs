@@ -12,6 +12,7 @@ mod postgres;
 mod redb;
 mod scratch;
 mod second_anchor;
+mod spill;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -22,7 +23,7 @@ use crate::kernel::anchor;
 use crate::kernel::error::{Error, Result};
 use crate::kernel::fsio::random_bytes;
 use crate::kernel::limits::WAIT_MS_MAX;
-use crate::kernel::storage::{ReadTxn, Storage, WriteTxn};
+use crate::kernel::storage::{ReadTxn, SpillRows, Storage, WriteTxn};
 use crate::kernel::write::initial_meta;
 
 use self::dir::StoreDir;
@@ -141,6 +142,11 @@ impl Storage for FileStore {
     }
     fn remove_stale_temps(&self) -> Result<u32> {
         self.dir.remove_stale_temps()
+    }
+    fn spill(&self) -> Option<Box<dyn SpillRows>> {
+        let file = self.dir.unnamed_file().ok()?;
+        let spill = self::spill::RedbSpill::create(file).ok()?;
+        Some(Box::new(spill))
     }
     fn begin_write(&self, deadline: Instant) -> Result<Box<dyn WriteTxn + '_>> {
         self.db.begin_write(deadline)

@@ -1,0 +1,290 @@
+//! The views a replay of the whole log rebuilds (`verify`, `rebuild`), in bounded memory.
+//!
+//! Rows are held in memory until there are more than [`SPILL_HELD_ROWS_MAX`]; then they move to
+//! the store's spill table ([`SpillRows`], an unnamed file beside the store) and from there on
+//! each event first loads the rows it names (`touched_keys`, then `derived_keys`, as the live
+//! write path does), so memory holds at most the bound plus one event's rows whatever the store
+//! holds. A store with no place for a spill table keeps every row in memory, as before. The
+//! rebuilt rows come back in the stored table's order ([`RebuiltRows`]), encoded as stored.
+//!
+//! Does not read the log or compare anything: `audit.rs` does.
+
+use std::collections::{BTreeMap, HashMap};
+use std::hash::{DefaultHasher, Hash, Hasher};
+
+use hookstate_schema::format::{decode_view_key, encode_view_key, encode_view_row};
+use hookstate_schema::{Event, ViewKey, ViewRow};
+
+use crate::kernel::error::Result;
+use crate::kernel::limits::{SPILL_CHUNK_ROWS, SPILL_FILTER_BITS};
+use crate::kernel::project::{self, Table};
+use crate::kernel::storage::{SpillRows, Storage};
+use crate::kernel::view::{decode_stored, ViewAccess};
+
+/// A held row: its value (`None`: deleted, over a spilled row) and whether it changed since it
+/// was loaded from the spill table.
+#[derive(Debug)]
+struct Held {
+    row: Option<ViewRow>,
+    dirty: bool,
+}
+
+/// Which keys may be in the spill table (a Bloom filter over their encoded bytes): a key it
+/// has never seen is not looked up, as most keys an event names first (a new comment, a new
+/// item, an idempotency key) are not.
+struct SpillFilter {
+    words: Vec<u64>,
+}
+
+/// Bit positions per key.
+const FILTER_PROBES: u64 = 3;
+
+impl SpillFilter {
+    fn new() -> SpillFilter {
+        SpillFilter { words: vec![0; SPILL_FILTER_BITS / 64] }
+    }
+
+    fn positions(key: &[u8]) -> impl Iterator<Item = (usize, u64)> {
+        let mut hasher = DefaultHasher::new();
+        key.hash(&mut hasher);
+        let hash = hasher.finish();
+        let (first, step) = (hash & 0xffff_ffff, (hash >> 32) | 1);
+        (0..FILTER_PROBES).map(move |probe| {
+            let bit = first.wrapping_add(probe.wrapping_mul(step)) % SPILL_FILTER_BITS as u64;
+            ((bit / 64) as usize, 1u64 << (bit % 64))
+        })
+    }
+
+    fn insert(&mut self, key: &[u8]) {
+        for (word, mask) in SpillFilter::positions(key) {
+            self.words[word] |= mask;
+        }
+    }
+
+    fn may_hold(&self, key: &[u8]) -> bool {
+        SpillFilter::positions(key).all(|(word, mask)| self.words[word] & mask != 0)
+    }
+}
+
+/// The rows a replay has rebuilt so far.
+pub(crate) struct ReplayViews<'s> {
+    storage: &'s dyn Storage,
+    held: HashMap<ViewKey, Held>,
+    held_max: usize,
+    spill: Option<(Box<dyn SpillRows>, SpillFilter)>,
+    /// The store has no place for a spill table: every row stays held.
+    unbounded: bool,
+}
+
+impl<'s> ReplayViews<'s> {
+    /// Empty views that spill beside `storage` past `held_max` rows.
+    pub(crate) fn new(storage: &'s dyn Storage, held_max: usize) -> ReplayViews<'s> {
+        ReplayViews { storage, held: HashMap::new(), held_max, spill: None, unbounded: false }
+    }
+
+    /// Whether rows have moved to the spill table.
+    pub(crate) fn spilled(&self) -> bool {
+        self.spill.is_some()
+    }
+
+    /// Starts from the views of a checkpoint.
+    pub(crate) fn start_from(&mut self, views: BTreeMap<ViewKey, ViewRow>) -> Result<()> {
+        for (key, row) in views {
+            self.put(key, row);
+            self.bound()?;
+        }
+        Ok(())
+    }
+
+    /// Applies one event, loading the rows it names first when rows were spilled.
+    pub(crate) fn apply(&mut self, table: &Table, event: &Event) -> Result<()> {
+        if self.spill.is_some() {
+            self.load(project::touched_keys(table, event))?;
+            let derived = project::derived_keys(table, event, self);
+            self.load(derived)?;
+        }
+        project::apply(table, self, event);
+        self.bound()
+    }
+
+    /// Holds the rows of `keys` that are not held yet, read from the spill table.
+    fn load(&mut self, keys: Vec<ViewKey>) -> Result<()> {
+        let Some((spill, filter)) = self.spill.as_mut() else {
+            return Ok(());
+        };
+        let mut wanted: Vec<(ViewKey, Vec<u8>)> = Vec::with_capacity(keys.len());
+        for key in keys {
+            if self.held.contains_key(&key) || wanted.iter().any(|(k, _)| *k == key) {
+                continue;
+            }
+            let encoded = encode_view_key(&key);
+            if filter.may_hold(&encoded) {
+                wanted.push((key, encoded));
+            } else {
+                self.held.insert(key, Held { row: None, dirty: false });
+            }
+        }
+        if wanted.is_empty() {
+            return Ok(());
+        }
+        let stored = spill.get(&wanted.iter().map(|(_, k)| k.as_slice()).collect::<Vec<_>>())?;
+        for ((key, key_bytes), bytes) in wanted.into_iter().zip(stored) {
+            let row = match bytes {
+                Some(bytes) => Some(decode_stored(&key, &key_bytes, &bytes)?),
+                None => None,
+            };
+            self.held.insert(key, Held { row, dirty: false });
+        }
+        Ok(())
+    }
+
+    /// Moves the held rows to the spill table once there are more than the bound (making the
+    /// table the first time; a store without one keeps holding them).
+    fn bound(&mut self) -> Result<()> {
+        if self.held.len() <= self.held_max || self.unbounded {
+            return Ok(());
+        }
+        if self.spill.is_none() {
+            self.spill = self.storage.spill().map(|spill| (spill, SpillFilter::new()));
+            self.unbounded = self.spill.is_none();
+            if self.unbounded {
+                return Ok(());
+            }
+        }
+        self.flush()
+    }
+
+    /// Writes the changed held rows to the spill table, in key order and in one transaction, and
+    /// lets go of every held row.
+    fn flush(&mut self) -> Result<()> {
+        let Some((spill, filter)) = self.spill.as_mut() else {
+            return Ok(());
+        };
+        let mut changes: Vec<(Vec<u8>, Option<Vec<u8>>)> = std::mem::take(&mut self.held)
+            .into_iter()
+            .filter(|(_, held)| held.dirty)
+            .map(|(key, held)| {
+                let key_bytes = encode_view_key(&key);
+                let row = held.row.map(|row| encode_view_row(&key_bytes, &row));
+                (key_bytes, row)
+            })
+            .collect();
+        changes.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        for (key, row) in &changes {
+            if row.is_some() {
+                filter.insert(key);
+            }
+        }
+        spill.write(&changes)
+    }
+
+    /// The rebuilt rows, in the stored table's order.
+    pub(crate) fn finish(mut self) -> Result<RebuiltRows> {
+        if self.spill.is_some() {
+            self.flush()?;
+        }
+        let source = match self.spill.take() {
+            Some((spill, _)) => Source::Spilled(spill),
+            None => {
+                let mut rows: Vec<(Vec<u8>, ViewRow)> = std::mem::take(&mut self.held)
+                    .into_iter()
+                    .filter_map(|(key, held)| Some((encode_view_key(&key), held.row?)))
+                    .collect();
+                rows.sort_by(|a, b| a.0.cmp(&b.0));
+                Source::Held(rows)
+            }
+        };
+        Ok(RebuiltRows { source, next: Position::Start })
+    }
+}
+
+impl ViewAccess for ReplayViews<'_> {
+    fn get(&self, key: &ViewKey) -> Option<&ViewRow> {
+        match self.held.get(key) {
+            Some(held) => held.row.as_ref(),
+            None => {
+                // Spilled rows are loaded by name: reading another is a projection bug, which
+                // the live path's overlay refuses the same way.
+                assert!(self.spill.is_none(), "projection read {key:?}, which it did not name");
+                None
+            }
+        }
+    }
+    fn put(&mut self, key: ViewKey, row: ViewRow) {
+        self.held.insert(key, Held { row: Some(row), dirty: true });
+    }
+    fn delete(&mut self, key: &ViewKey) {
+        if self.spill.is_some() {
+            self.held.insert(key.clone(), Held { row: None, dirty: true });
+        } else {
+            self.held.remove(key);
+        }
+    }
+}
+
+/// Where the rebuilt rows are.
+enum Source {
+    Held(Vec<(Vec<u8>, ViewRow)>),
+    Spilled(Box<dyn SpillRows>),
+}
+
+/// How far a pass over the rebuilt rows has come.
+enum Position {
+    Start,
+    /// In the held rows, the index of the next one.
+    At(usize),
+    /// In the spill table, the last key handed out.
+    After(Vec<u8>),
+    Done,
+}
+
+/// A replay's rebuilt rows, encoded key and row as the views table stores them, in key order,
+/// handed out a chunk at a time; [`RebuiltRows::rewind`] starts another pass.
+pub(crate) struct RebuiltRows {
+    source: Source,
+    next: Position,
+}
+
+impl RebuiltRows {
+    /// Starts again from the first row.
+    pub(crate) fn rewind(&mut self) {
+        self.next = Position::Start;
+    }
+
+    /// The next rows (at most [`SPILL_CHUNK_ROWS`]); empty when every row was handed out.
+    pub(crate) fn next_chunk(&mut self) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let next = std::mem::replace(&mut self.next, Position::Done);
+        let (chunk, next) = match (&mut self.source, next) {
+            (_, Position::Done) => (Vec::new(), Position::Done),
+            (Source::Held(rows), next) => {
+                let from = match next {
+                    Position::At(index) => index,
+                    _ => 0,
+                };
+                let to = rows.len().min(from + SPILL_CHUNK_ROWS);
+                let chunk = rows[from..to]
+                    .iter()
+                    .map(|(key, row)| (key.clone(), encode_view_row(key, row)))
+                    .collect();
+                (chunk, Position::At(to))
+            }
+            (Source::Spilled(spill), next) => {
+                let after = match &next {
+                    Position::After(key) => Some(key.as_slice()),
+                    _ => None,
+                };
+                let chunk = spill.after(after, SPILL_CHUNK_ROWS)?;
+                let next =
+                    chunk.last().map_or(Position::Done, |(key, _)| Position::After(key.clone()));
+                (chunk, next)
+            }
+        };
+        self.next = if chunk.is_empty() { Position::Done } else { next };
+        Ok(chunk)
+    }
+}
+
+/// A stored key for a message: its decoded form, or its bytes when it does not decode.
+pub(crate) fn shown_key(key: &[u8]) -> String {
+    decode_view_key(key).map_or_else(|_| format!("{key:02x?}"), |key| format!("{key:?}"))
+}
