@@ -11,7 +11,7 @@ use hookstate_schema::format::{self, Head, FORMAT_VERSION, META_DOMAIN_EVENTS, M
 use crate::kernel::anchor::{self, AnchorState};
 use crate::kernel::counts::Counts;
 use crate::kernel::error::{Error, Result};
-use crate::kernel::limits::SPILL_HELD_ROWS_MAX;
+use crate::kernel::limits::{REPLAY_BATCH_EVENTS, REPLAY_QUEUE_BATCHES, SPILL_HELD_ROWS_MAX};
 use crate::kernel::project::Table;
 use crate::kernel::replay::{shown_key, RebuiltRows, ReplayViews};
 use crate::kernel::storage::{ReadTxn, Storage};
@@ -67,22 +67,49 @@ fn replay_chain<'s>(
     views.start_from(start.views)?;
     let mut counts = start.counts;
     let mut expected = start.head;
-    txn.events(1, head.seq, &mut |seq, bytes| {
-        if seq != expected.seq + 1 {
-            return Err(broken(expected.seq + 1, "event is missing"));
+    // This thread reads, decodes and chains the events; a second one projects them, in order.
+    let (batches, projector_in) =
+        std::sync::mpsc::sync_channel::<Vec<hookstate_schema::Event>>(REPLAY_QUEUE_BATCHES);
+    let (read, projected) = std::thread::scope(|scope| {
+        let projector = scope.spawn(move || -> Result<ReplayViews<'s>> {
+            for batch in projector_in {
+                for event in &batch {
+                    views.apply(table, event)?;
+                }
+            }
+            Ok(views)
+        });
+        let mut batch = Vec::with_capacity(REPLAY_BATCH_EVENTS);
+        let read = txn.events(1, head.seq, &mut |seq, bytes| {
+            if seq != expected.seq + 1 {
+                return Err(broken(expected.seq + 1, "event is missing"));
+            }
+            let event = format::decode_event(bytes).map_err(|e| broken(seq, &e.to_string()))?;
+            if event.seq != seq {
+                return Err(broken(seq, &format!("record claims seq {}", event.seq)));
+            }
+            if event.prev != expected.hash {
+                return Err(broken(seq, "prev does not match the previous event's hash"));
+            }
+            counts[event.content.body.variant_index()] += 1;
+            expected = Head { seq, hash: event.hash };
+            batch.push(event);
+            if batch.len() == REPLAY_BATCH_EVENTS {
+                let full = std::mem::replace(&mut batch, Vec::with_capacity(REPLAY_BATCH_EVENTS));
+                // A projector that stopped has its error to give: stop reading.
+                return Ok(batches.send(full).is_ok());
+            }
+            Ok(true)
+        });
+        if read.is_ok() && !batch.is_empty() {
+            let _ = batches.send(batch);
         }
-        let event = format::decode_event(bytes).map_err(|e| broken(seq, &e.to_string()))?;
-        if event.seq != seq {
-            return Err(broken(seq, &format!("record claims seq {}", event.seq)));
-        }
-        if event.prev != expected.hash {
-            return Err(broken(seq, "prev does not match the previous event's hash"));
-        }
-        views.apply(table, &event)?;
-        counts[event.content.body.variant_index()] += 1;
-        expected = Head { seq, hash: event.hash };
-        Ok(true)
-    })?;
+        drop(batches);
+        let projected = projector.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        (read, projected)
+    });
+    let views = projected?;
+    read?;
     if expected.seq != head.seq {
         return Err(broken(expected.seq + 1, "event is missing"));
     }

@@ -77,7 +77,7 @@ pub(crate) trait WriteTxn: ReadTxn {
 /// A private table of rows by encoded view key, in key order, for a replay whose rebuilt views
 /// outgrow memory (`verify`, `rebuild`): never durable, never seen by another process, gone when
 /// dropped (and when its process is killed).
-pub(crate) trait SpillRows {
+pub(crate) trait SpillRows: Send {
     /// Sets (`Some`) or removes (`None`) rows.
     fn write(&mut self, rows: &[(Vec<u8>, Option<Vec<u8>>)]) -> Result<()>;
     /// The rows of `keys`, in their order.
