@@ -72,11 +72,12 @@ pub const CONFLICTS_SHOWN_MAX: usize = 64;
 /// Entries in redb's page cache for a per-call process: small, since a call touches few pages.
 pub const CACHE_BYTES: usize = 32 * 1024 * 1024;
 /// Rebuilt view rows a replay (`verify`, `rebuild`) holds in memory before it moves them to its
-/// spill table beside the store: 1–1.5 KiB each as the projections hold them, so this bounds
-/// the replay's own memory near 64 MiB whatever the store holds.
-pub const SPILL_HELD_ROWS_MAX: usize = 48 * 1024;
+/// spill table beside the store: 1–1.5 KiB each as the projections hold them, and at most twice
+/// this many at once (those held, those being written), so the replay's own rows stay near
+/// 100 MiB whatever the store holds.
+pub const SPILL_HELD_ROWS_MAX: usize = 40 * 1024;
 /// redb's page cache for a replay's spill table.
-pub const SPILL_CACHE_BYTES: usize = 16 * 1024 * 1024;
+pub const SPILL_CACHE_BYTES: usize = 8 * 1024 * 1024;
 /// Events a replay's reading thread hands its projecting thread at once.
 pub const REPLAY_BATCH_EVENTS: usize = 256;
 /// Batches that may wait between a replay's two threads: with [`REPLAY_BATCH_EVENTS`], a bound on

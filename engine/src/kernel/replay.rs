@@ -1,21 +1,25 @@
 //! The views a replay of the whole log rebuilds (`verify`, `rebuild`), in bounded memory.
 //!
-//! Rows are held in memory until there are more than [`SPILL_HELD_ROWS_MAX`]; then they move to
-//! the store's spill table ([`SpillRows`], an unnamed file beside the store) and from there on
-//! each event first loads the rows it names (`touched_keys`, then `derived_keys`, as the live
-//! write path does), so memory holds at most the bound plus one event's rows whatever the store
-//! holds. A store with no place for a spill table keeps every row in memory, as before. The
-//! rebuilt rows come back in the stored table's order ([`RebuiltRows`]), encoded as stored.
+//! Rows are held in memory until there are more than [`SPILL_HELD_ROWS_MAX`]; then a writer
+//! thread moves them to the store's spill table ([`SpillRows`], an unnamed file beside the
+//! store) while the replay goes on, and from there on each event first loads the rows it names
+//! (`touched_keys`, then `derived_keys`, as the live write path does) from the held rows, the
+//! rows in flight or the table, so memory holds at most twice the bound plus one event's rows
+//! whatever the store holds. A store with no place for a spill table keeps every row in memory,
+//! as before. The rebuilt rows come back in the stored table's order ([`RebuiltRows`]), encoded
+//! as stored.
 //!
 //! Does not read the log or compare anything: `audit.rs` does.
 
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::Arc;
+use std::thread::JoinHandle;
 
 use hookstate_schema::format::{decode_view_key, encode_view_key, encode_view_row};
 use hookstate_schema::{Event, ViewKey, ViewRow};
 
-use crate::kernel::error::Result;
+use crate::kernel::error::{Error, Result};
 use crate::kernel::limits::{SPILL_CHUNK_ROWS, SPILL_FILTER_BITS};
 use crate::kernel::project::{self, Table};
 use crate::kernel::storage::{SpillRows, Storage};
@@ -44,10 +48,14 @@ impl SpillFilter {
         SpillFilter { words: vec![0; SPILL_FILTER_BITS / 64] }
     }
 
-    fn positions(key: &[u8]) -> impl Iterator<Item = (usize, u64)> {
+    /// The one hash a key's bit positions come from.
+    fn hash(key: &[u8]) -> u64 {
         let mut hasher = DefaultHasher::new();
         key.hash(&mut hasher);
-        let hash = hasher.finish();
+        hasher.finish()
+    }
+
+    fn positions(hash: u64) -> impl Iterator<Item = (usize, u64)> {
         let (first, step) = (hash & 0xffff_ffff, (hash >> 32) | 1);
         (0..FILTER_PROBES).map(move |probe| {
             let bit = first.wrapping_add(probe.wrapping_mul(step)) % SPILL_FILTER_BITS as u64;
@@ -55,23 +63,77 @@ impl SpillFilter {
         })
     }
 
-    fn insert(&mut self, key: &[u8]) {
-        for (word, mask) in SpillFilter::positions(key) {
+    fn insert(&mut self, hash: u64) {
+        for (word, mask) in SpillFilter::positions(hash) {
             self.words[word] |= mask;
         }
     }
 
     fn may_hold(&self, key: &[u8]) -> bool {
-        SpillFilter::positions(key).all(|(word, mask)| self.words[word] & mask != 0)
+        SpillFilter::positions(SpillFilter::hash(key))
+            .all(|(word, mask)| self.words[word] & mask != 0)
     }
+}
+
+type HeldRows = HashMap<ViewKey, Held>;
+
+/// Rows on their way to the spill table: a thread writes them while the replay goes on, and
+/// until it is joined they are read from here.
+struct InFlight {
+    rows: Arc<HeldRows>,
+    /// Answers the filter hashes of the rows it wrote.
+    writer: JoinHandle<Result<Vec<u64>>>,
+}
+
+/// The spill table, the filter of the keys it holds, and the rows being written to it.
+struct Spill {
+    table: Arc<dyn SpillRows>,
+    filter: SpillFilter,
+    in_flight: Option<InFlight>,
+}
+
+impl Spill {
+    /// Waits for the rows in flight to be written, and adds their keys to the filter.
+    fn land(&mut self) -> Result<()> {
+        let Some(in_flight) = self.in_flight.take() else {
+            return Ok(());
+        };
+        let hashes =
+            in_flight.writer.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
+        for hash in hashes {
+            self.filter.insert(hash);
+        }
+        Ok(())
+    }
+}
+
+/// Encodes the changed rows of `rows` as the views table stores them and writes them to `table`
+/// in key order; returns the filter hashes of the keys that now hold a row.
+fn write_rows(table: &dyn SpillRows, rows: &HeldRows) -> Result<Vec<u64>> {
+    let mut changes: Vec<(Vec<u8>, Option<Vec<u8>>)> = rows
+        .iter()
+        .filter(|(_, held)| held.dirty)
+        .map(|(key, held)| {
+            let key_bytes = encode_view_key(key);
+            let row = held.row.as_ref().map(|row| encode_view_row(&key_bytes, row));
+            (key_bytes, row)
+        })
+        .collect();
+    changes.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    table.write(&changes)?;
+    Ok(changes
+        .iter()
+        .filter(|(_, row)| row.is_some())
+        .map(|(key, _)| SpillFilter::hash(key))
+        .collect())
 }
 
 /// The rows a replay has rebuilt so far.
 pub(crate) struct ReplayViews<'s> {
     storage: &'s dyn Storage,
-    held: HashMap<ViewKey, Held>,
+    held: HeldRows,
     held_max: usize,
-    spill: Option<(Box<dyn SpillRows>, SpillFilter)>,
+    spill: Option<Spill>,
     /// The store has no place for a spill table: every row stays held.
     unbounded: bool,
 }
@@ -107,9 +169,10 @@ impl<'s> ReplayViews<'s> {
         self.bound()
     }
 
-    /// Holds the rows of `keys` that are not held yet, read from the spill table.
+    /// Holds the rows of `keys` that are not held yet: from the rows in flight, else from the
+    /// spill table (unless the filter says it never held the key).
     fn load(&mut self, keys: Vec<ViewKey>) -> Result<()> {
-        let Some((spill, filter)) = self.spill.as_mut() else {
+        let Some(spill) = self.spill.as_ref() else {
             return Ok(());
         };
         let mut wanted: Vec<(ViewKey, Vec<u8>)> = Vec::with_capacity(keys.len());
@@ -117,8 +180,13 @@ impl<'s> ReplayViews<'s> {
             if self.held.contains_key(&key) || wanted.iter().any(|(k, _)| *k == key) {
                 continue;
             }
+            let flying = spill.in_flight.as_ref().and_then(|f| f.rows.get(&key));
+            if let Some(held) = flying {
+                self.held.insert(key, Held { row: held.row.clone(), dirty: false });
+                continue;
+            }
             let encoded = encode_view_key(&key);
-            if filter.may_hold(&encoded) {
+            if spill.filter.may_hold(&encoded) {
                 wanted.push((key, encoded));
             } else {
                 self.held.insert(key, Held { row: None, dirty: false });
@@ -127,7 +195,8 @@ impl<'s> ReplayViews<'s> {
         if wanted.is_empty() {
             return Ok(());
         }
-        let stored = spill.get(&wanted.iter().map(|(_, k)| k.as_slice()).collect::<Vec<_>>())?;
+        let keys: Vec<&[u8]> = wanted.iter().map(|(_, k)| k.as_slice()).collect();
+        let stored = spill.table.get(&keys)?;
         for ((key, key_bytes), bytes) in wanted.into_iter().zip(stored) {
             let row = match bytes {
                 Some(bytes) => Some(decode_stored(&key, &key_bytes, &bytes)?),
@@ -145,7 +214,11 @@ impl<'s> ReplayViews<'s> {
             return Ok(());
         }
         if self.spill.is_none() {
-            self.spill = self.storage.spill().map(|spill| (spill, SpillFilter::new()));
+            self.spill = self.storage.spill().map(|table| Spill {
+                table,
+                filter: SpillFilter::new(),
+                in_flight: None,
+            });
             self.unbounded = self.spill.is_none();
             if self.unbounded {
                 return Ok(());
@@ -154,37 +227,32 @@ impl<'s> ReplayViews<'s> {
         self.flush()
     }
 
-    /// Writes the changed held rows to the spill table, in key order and in one transaction, and
-    /// lets go of every held row.
+    /// Lets go of every held row: a writer thread writes the changed ones to the spill table (in
+    /// key order, in one transaction) while the replay goes on, once the rows of the previous
+    /// flush have landed.
     fn flush(&mut self) -> Result<()> {
-        let Some((spill, filter)) = self.spill.as_mut() else {
+        let Some(spill) = self.spill.as_mut() else {
             return Ok(());
         };
-        let mut changes: Vec<(Vec<u8>, Option<Vec<u8>>)> = std::mem::take(&mut self.held)
-            .into_iter()
-            .filter(|(_, held)| held.dirty)
-            .map(|(key, held)| {
-                let key_bytes = encode_view_key(&key);
-                let row = held.row.map(|row| encode_view_row(&key_bytes, &row));
-                (key_bytes, row)
-            })
-            .collect();
-        changes.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        for (key, row) in &changes {
-            if row.is_some() {
-                filter.insert(key);
-            }
-        }
-        spill.write(&changes)
+        spill.land()?;
+        let rows = Arc::new(std::mem::take(&mut self.held));
+        let (table, to_write) = (Arc::clone(&spill.table), Arc::clone(&rows));
+        let writer = std::thread::Builder::new()
+            .name("replay-spill".into())
+            .spawn(move || write_rows(&*table, &to_write))
+            .map_err(|e| Error::io("start a thread for", "the replay's spill table", e))?;
+        spill.in_flight = Some(InFlight { rows, writer });
+        Ok(())
     }
 
     /// The rebuilt rows, in the stored table's order.
     pub(crate) fn finish(mut self) -> Result<RebuiltRows> {
-        if self.spill.is_some() {
-            self.flush()?;
-        }
+        self.flush()?;
         let source = match self.spill.take() {
-            Some((spill, _)) => Source::Spilled(spill),
+            Some(mut spill) => {
+                spill.land()?;
+                Source::Spilled(spill.table)
+            }
             None => {
                 let mut rows: Vec<(Vec<u8>, ViewRow)> = std::mem::take(&mut self.held)
                     .into_iter()
@@ -225,7 +293,7 @@ impl ViewAccess for ReplayViews<'_> {
 /// Where the rebuilt rows are.
 enum Source {
     Held(Vec<(Vec<u8>, ViewRow)>),
-    Spilled(Box<dyn SpillRows>),
+    Spilled(Arc<dyn SpillRows>),
 }
 
 /// How far a pass over the rebuilt rows has come.

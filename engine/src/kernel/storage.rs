@@ -77,14 +77,15 @@ pub(crate) trait WriteTxn: ReadTxn {
 /// A private table of rows by encoded view key, in key order, for a replay whose rebuilt views
 /// outgrow memory (`verify`, `rebuild`): never durable, never seen by another process, gone when
 /// dropped (and when its process is killed).
-pub(crate) trait SpillRows: Send {
-    /// Sets (`Some`) or removes (`None`) rows.
-    fn write(&mut self, rows: &[(Vec<u8>, Option<Vec<u8>>)]) -> Result<()>;
+pub(crate) trait SpillRows: Send + Sync {
+    /// Sets (`Some`) or removes (`None`) rows, in one transaction; reads after it returns see
+    /// them (a read that overlaps it may see the table before it).
+    fn write(&self, rows: &[(Vec<u8>, Option<Vec<u8>>)]) -> Result<()>;
     /// The rows of `keys`, in their order.
-    fn get(&mut self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>>;
+    fn get(&self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>>;
     /// At most `limit` rows in key order, from the first key after `after` (from the start when
     /// `None`).
-    fn after(&mut self, after: Option<&[u8]>, limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>>;
+    fn after(&self, after: Option<&[u8]>, limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>>;
 }
 
 /// A store that hands out transactions, and keeps the anchor (the head copied outside it).
@@ -144,7 +145,7 @@ pub(crate) trait Storage: Send + Sync {
     /// store's directory); `None` when this store has no place of its own for one (a stand-in,
     /// a database server, a directory this process may only read): the replay then holds its
     /// rows in memory.
-    fn spill(&self) -> Option<Box<dyn SpillRows>> {
+    fn spill(&self) -> Option<std::sync::Arc<dyn SpillRows>> {
         None
     }
     /// Gives the file's free space back to the filesystem, when the backend can; returns whether

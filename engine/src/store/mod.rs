@@ -143,10 +143,10 @@ impl Storage for FileStore {
     fn remove_stale_temps(&self) -> Result<u32> {
         self.dir.remove_stale_temps()
     }
-    fn spill(&self) -> Option<Box<dyn SpillRows>> {
+    fn spill(&self) -> Option<std::sync::Arc<dyn SpillRows>> {
         let file = self.dir.unnamed_file().ok()?;
         let spill = self::spill::RedbSpill::create(file).ok()?;
-        Some(Box::new(spill))
+        Some(std::sync::Arc::new(spill))
     }
     fn begin_write(&self, deadline: Instant) -> Result<Box<dyn WriteTxn + '_>> {
         self.db.begin_write(deadline)

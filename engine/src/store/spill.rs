@@ -1,26 +1,30 @@
 //! The spill table of a replay (`kernel::storage::SpillRows`) as a private redb database in an
 //! unnamed file: no durability, no locks another process could meet, no name left behind.
 //!
-//! Does not choose where the file lives (`store::dir` makes it) and does not know what the rows
-//! are: bytes by bytes, in key order.
+//! Written by one thread while another reads it: a read view of the table is kept until the
+//! next write commits. Does not choose where the file lives (`store::dir` makes it) and does not
+//! know what the rows are: bytes by bytes, in key order.
 
 use std::fs::File;
 use std::ops::Bound;
+use std::sync::{Mutex, MutexGuard};
 
 use redb::backends::FileBackend;
 use redb::{Database, Durability, ReadOnlyTable, ReadableDatabase, TableDefinition};
 
-use crate::kernel::error::Result;
+use crate::kernel::error::{Error, Result};
 use crate::kernel::limits::{SPILL_CACHE_BYTES, SPILL_CHUNK_ROWS};
 use crate::kernel::storage::SpillRows;
 use crate::store::bounded::convert;
 
 const ROWS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("spill");
 
+type Reader = ReadOnlyTable<&'static [u8], &'static [u8]>;
+
 /// The database, and a read view of its table kept until the next write.
 pub(crate) struct RedbSpill {
     db: Database,
-    reader: Option<ReadOnlyTable<&'static [u8], &'static [u8]>>,
+    reader: Mutex<Option<Reader>>,
 }
 
 impl RedbSpill {
@@ -30,24 +34,28 @@ impl RedbSpill {
         builder.set_cache_size(SPILL_CACHE_BYTES);
         let backend = FileBackend::new(file).map_err(convert)?;
         let db = builder.create_with_backend(backend).map_err(convert)?;
-        let mut spill = RedbSpill { db, reader: None };
+        let spill = RedbSpill { db, reader: Mutex::new(None) };
         spill.write(&[])?;
         Ok(spill)
     }
 
-    /// The read view of the table as last written.
-    fn reader(&mut self) -> Result<&ReadOnlyTable<&'static [u8], &'static [u8]>> {
-        let reader = match self.reader.take() {
+    fn lock(&self) -> Result<MutexGuard<'_, Option<Reader>>> {
+        self.reader.lock().map_err(|_| Error::Corrupt("a replay's spill thread panicked".into()))
+    }
+
+    /// Runs `read` on the read view of the table as last written.
+    fn read<T>(&self, read: impl FnOnce(&Reader) -> Result<T>) -> Result<T> {
+        let mut guard = self.lock()?;
+        let reader = match guard.take() {
             Some(reader) => reader,
             None => self.db.begin_read().map_err(convert)?.open_table(ROWS).map_err(convert)?,
         };
-        Ok(self.reader.insert(reader))
+        read(guard.insert(reader))
     }
 }
 
 impl SpillRows for RedbSpill {
-    fn write(&mut self, rows: &[(Vec<u8>, Option<Vec<u8>>)]) -> Result<()> {
-        self.reader = None;
+    fn write(&self, rows: &[(Vec<u8>, Option<Vec<u8>>)]) -> Result<()> {
         let mut txn = self.db.begin_write().map_err(convert)?;
         txn.set_durability(Durability::None).map_err(convert)?;
         {
@@ -63,24 +71,29 @@ impl SpillRows for RedbSpill {
                 }
             }
         }
-        txn.commit().map_err(convert)
+        txn.commit().map_err(convert)?;
+        *self.lock()? = None;
+        Ok(())
     }
 
-    fn get(&mut self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
-        let table = self.reader()?;
-        keys.iter()
-            .map(|key| Ok(table.get(*key).map_err(convert)?.map(|v| v.value().to_vec())))
-            .collect()
+    fn get(&self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
+        self.read(|table| {
+            keys.iter()
+                .map(|key| Ok(table.get(*key).map_err(convert)?.map(|v| v.value().to_vec())))
+                .collect()
+        })
     }
 
-    fn after(&mut self, after: Option<&[u8]>, limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        let table = self.reader()?;
-        let start = after.map_or(Bound::Unbounded, Bound::Excluded);
-        let mut out = Vec::with_capacity(limit.min(SPILL_CHUNK_ROWS));
-        for entry in table.range::<&[u8]>((start, Bound::Unbounded)).map_err(convert)?.take(limit) {
-            let (key, row) = entry.map_err(convert)?;
-            out.push((key.value().to_vec(), row.value().to_vec()));
-        }
-        Ok(out)
+    fn after(&self, after: Option<&[u8]>, limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.read(|table| {
+            let start = after.map_or(Bound::Unbounded, Bound::Excluded);
+            let mut out = Vec::with_capacity(limit.min(SPILL_CHUNK_ROWS));
+            let range = table.range::<&[u8]>((start, Bound::Unbounded)).map_err(convert)?;
+            for entry in range.take(limit) {
+                let (key, row) = entry.map_err(convert)?;
+                out.push((key.value().to_vec(), row.value().to_vec()));
+            }
+            Ok(out)
+        })
     }
 }
