@@ -15,7 +15,17 @@ use redb::{Database, Durability, ReadOnlyTable, ReadableDatabase, TableDefinitio
 use crate::kernel::error::{Error, Result};
 use crate::kernel::limits::{SPILL_CACHE_BYTES, SPILL_CHUNK_ROWS};
 use crate::kernel::storage::SpillRows;
-use crate::store::bounded::convert;
+
+/// Any error of the spill table is a failing scratch file, never a damaged store: an IO error
+/// (exit 6) that says which file.
+fn convert(err: impl Into<redb::Error>) -> Error {
+    let err: redb::Error = err.into();
+    Error::io(
+        "use",
+        "the replay's spill table (an unnamed file beside the store)",
+        std::io::Error::other(err),
+    )
+}
 
 const ROWS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("spill");
 
@@ -40,7 +50,7 @@ impl RedbSpill {
     }
 
     fn lock(&self) -> Result<MutexGuard<'_, Option<Reader>>> {
-        self.reader.lock().map_err(|_| Error::Corrupt("a replay's spill thread panicked".into()))
+        self.reader.lock().map_err(|_| Error::Store("a replay's spill thread panicked".into()))
     }
 
     /// Runs `read` on the read view of the table as last written.
