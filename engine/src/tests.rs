@@ -330,7 +330,36 @@ fn a_bulk_loaded_store_verifies() {
 fn mixed_store(path: &Path) -> Engine {
     let engine = Engine::open(path, OpenOptions::default()).unwrap();
     let mut events = with_comments("p", "listen", 30, "pending");
-    events.extend((1..=20).map(|n| micro_queued("hermit:/srv/a/.claude-code-hermit", n)));
+    let (a, b) = ("hermit:/srv/a/.claude-code-hermit", "hermit:/srv/b/.claude-code-hermit");
+    // Two queues edited in turn, so a replay's kept queue documents meet every kind of edit,
+    // and one replaced whole by an import (after which the kept form must not be used).
+    for n in 1..=20 {
+        events.push(micro_queued(a, n));
+        events.push(micro_queued(b, n));
+    }
+    let micro = |scope: &str, event: ProposalsEvent| (scope.to_owned(), Body::Proposals(event));
+    for n in (1..=20).step_by(3) {
+        let id = format!("MP-20260101-{n}");
+        events.push(micro(a, ProposalsEvent::MicroNudged { id: id.clone(), count: 2 }));
+        let resolved = ProposalsEvent::MicroResolved {
+            id: id.clone(),
+            action: "approved".into(),
+            question: "Move the nightly job?".into(),
+            answer: None,
+            ts: "2026-01-02T00:00:00Z".into(),
+            channel: None,
+        };
+        events.push(micro(a, resolved));
+        events.push(micro(a, ProposalsEvent::MicroDropped { id }));
+    }
+    let imported = ProposalsEvent::QueueImported {
+        top: "{\"pending\":[]}".into(),
+        entries: Vec::new(),
+        style: None,
+        verbatim: None,
+    };
+    events.push(micro(b, imported));
+    events.extend((21..=25).map(|n| micro_queued(b, n)));
     crate::engine::append_unchecked(&engine, &call("s"), &events).unwrap();
     let run = |scope: &str, idem: Option<String>, command: Command| {
         let call = Call { idem_key: idem, ..call(scope) };

@@ -116,6 +116,31 @@ pub(crate) fn put_doc<T: Serialize>(views: &mut dyn ViewAccess, key: ViewKey, va
     views.put(key, ViewRow::Doc { json });
 }
 
+/// Takes one document inside a projection that will write it back with [`put_doc_kept`]: the
+/// decoded form a replay kept of the current row when there is one, else [`get_doc`].
+pub(crate) fn take_doc<T: DeserializeOwned + 'static>(
+    views: &mut dyn ViewAccess,
+    key: &ViewKey,
+) -> Option<T> {
+    if let Some(kept) = views.take_kept(key) {
+        if let Ok(doc) = kept.downcast::<T>() {
+            return Some(*doc);
+        }
+    }
+    get_doc(views, key)
+}
+
+/// Writes one document as [`put_doc`] does, and keeps its decoded form beside the row for the
+/// next [`take_doc`] (a replay only).
+pub(crate) fn put_doc_kept<T: Serialize + Send + Sync + 'static>(
+    views: &mut dyn ViewAccess,
+    key: ViewKey,
+    value: T,
+) {
+    put_doc(views, key.clone(), &value);
+    views.keep(&key, Box::new(value));
+}
+
 /// Reads every document of one kind in every scope: `(scope, id, document)`, in key order.
 pub(crate) fn read_docs_all_scopes<T: DeserializeOwned>(
     txn: &dyn ReadTxn,

@@ -74,8 +74,8 @@ pub const CACHE_BYTES: usize = 32 * 1024 * 1024;
 /// Rebuilt view rows a replay (`verify`, `rebuild`) holds in memory before it moves them to its
 /// spill table beside the store: 1–1.5 KiB each as the projections hold them, and at most twice
 /// this many at once (those held, those being written), so the replay's own rows stay near
-/// 100 MiB whatever the store holds.
-pub const SPILL_HELD_ROWS_MAX: usize = 40 * 1024;
+/// 60 MiB whatever the store holds (its peak at 1M events: 126–152 MiB in all).
+pub const SPILL_HELD_ROWS_MAX: usize = 24 * 1024;
 /// redb's page cache for a replay's spill table.
 pub const SPILL_CACHE_BYTES: usize = 8 * 1024 * 1024;
 /// Events a replay's reading thread hands its projecting thread at once.

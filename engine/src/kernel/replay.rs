@@ -23,14 +23,20 @@ use crate::kernel::error::{Error, Result};
 use crate::kernel::limits::{SPILL_CHUNK_ROWS, SPILL_FILTER_BITS};
 use crate::kernel::project::{self, Table};
 use crate::kernel::storage::{SpillRows, Storage};
-use crate::kernel::view::{decode_stored, ViewAccess};
+use crate::kernel::view::{decode_stored, Kept, ViewAccess};
 
-/// A held row: its value (`None`: deleted, over a spilled row) and whether it changed since it
-/// was loaded from the spill table.
-#[derive(Debug)]
+/// A held row: its value (`None`: deleted, over a spilled row), whether it changed since it
+/// was loaded from the spill table, and the decoded document a projection kept beside it.
 struct Held {
     row: Option<ViewRow>,
     dirty: bool,
+    kept: Option<Kept>,
+}
+
+impl Held {
+    fn clean(row: Option<ViewRow>) -> Held {
+        Held { row, dirty: false, kept: None }
+    }
 }
 
 /// Which keys may be in the spill table (a Bloom filter over their encoded bytes): a key it
@@ -182,14 +188,14 @@ impl<'s> ReplayViews<'s> {
             }
             let flying = spill.in_flight.as_ref().and_then(|f| f.rows.get(&key));
             if let Some(held) = flying {
-                self.held.insert(key, Held { row: held.row.clone(), dirty: false });
+                self.held.insert(key, Held::clean(held.row.clone()));
                 continue;
             }
             let encoded = encode_view_key(&key);
             if spill.filter.may_hold(&encoded) {
                 wanted.push((key, encoded));
             } else {
-                self.held.insert(key, Held { row: None, dirty: false });
+                self.held.insert(key, Held::clean(None));
             }
         }
         if wanted.is_empty() {
@@ -202,7 +208,7 @@ impl<'s> ReplayViews<'s> {
                 Some(bytes) => Some(decode_stored(&key, &key_bytes, &bytes)?),
                 None => None,
             };
-            self.held.insert(key, Held { row, dirty: false });
+            self.held.insert(key, Held::clean(row));
         }
         Ok(())
     }
@@ -279,11 +285,19 @@ impl ViewAccess for ReplayViews<'_> {
         }
     }
     fn put(&mut self, key: ViewKey, row: ViewRow) {
-        self.held.insert(key, Held { row: Some(row), dirty: true });
+        self.held.insert(key, Held { row: Some(row), dirty: true, kept: None });
+    }
+    fn take_kept(&mut self, key: &ViewKey) -> Option<Kept> {
+        self.held.get_mut(key).and_then(|held| held.kept.take())
+    }
+    fn keep(&mut self, key: &ViewKey, doc: Kept) {
+        if let Some(held) = self.held.get_mut(key) {
+            held.kept = Some(doc);
+        }
     }
     fn delete(&mut self, key: &ViewKey) {
         if self.spill.is_some() {
-            self.held.insert(key.clone(), Held { row: None, dirty: true });
+            self.held.insert(key.clone(), Held { row: None, dirty: true, kept: None });
         } else {
             self.held.remove(key);
         }

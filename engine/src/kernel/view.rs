@@ -23,7 +23,19 @@ pub(crate) trait ViewAccess {
     fn put(&mut self, key: ViewKey, row: ViewRow);
     /// Removes a row.
     fn delete(&mut self, key: &ViewKey);
+    /// Takes the decoded document kept with the current row of `key` ([`ViewAccess::keep`]),
+    /// if any: a replay keeps what a projection just wrote, so that the next event editing the
+    /// same document need not decode it again. Any write of the row drops it.
+    fn take_kept(&mut self, _key: &ViewKey) -> Option<Kept> {
+        None
+    }
+    /// Keeps `doc`, the decoded form of the row just written at `key`, beside it (a no-op but
+    /// in a replay).
+    fn keep(&mut self, _key: &ViewKey, _doc: Kept) {}
 }
+
+/// A decoded document kept beside its row ([`ViewAccess::keep`]).
+pub(crate) type Kept = Box<dyn std::any::Any + Send + Sync>;
 
 impl ViewAccess for BTreeMap<ViewKey, ViewRow> {
     fn get(&self, key: &ViewKey) -> Option<&ViewRow> {
