@@ -197,7 +197,8 @@ pub(crate) enum Verb {
     Log(LogArgs),
     /// Check the chain from genesis, the head anchors, that views equal a rebuild and that every
     /// row is found by its key. Opens the store read-only and never writes it, so it can check a
-    /// read-only copy (a backup).
+    /// read-only copy (a backup). A large store's rebuilt rows go to a file with no name in the
+    /// store's directory (gone when it ends), or stay in memory where it may not write there.
     Verify {
         /// Accept a missing anchor on a store that holds events (you vouch for the store) and
         /// write it at the head; without this a missing anchor fails.

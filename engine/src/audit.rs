@@ -231,7 +231,8 @@ pub struct VerifyOptions {
 
 /// Verifies the chain from genesis, the anchors outside the store, that the stored views equal
 /// a rebuild of the log, and that every rebuilt row is found by a point lookup. Writes nothing,
-/// except the anchor when `options.accept_missing_anchor` re-anchors a store.
+/// except the anchor when `options.accept_missing_anchor` re-anchors a store, and the replay's
+/// spill table (`kernel::replay`: an unnamed file beside the store, gone when it returns).
 ///
 /// # Errors
 /// [`Error::ChainBroken`] naming the first bad seq, [`Error::AnchorMismatch`],
