@@ -13,7 +13,7 @@ use crate::kernel::counts::Counts;
 use crate::kernel::error::{Error, Result};
 use crate::kernel::limits::{REPLAY_BATCH_EVENTS, REPLAY_QUEUE_BATCHES, SPILL_HELD_ROWS_MAX};
 use crate::kernel::project::Table;
-use crate::kernel::replay::{shown_key, RebuiltRows, ReplayViews};
+use crate::kernel::replay::{shown_key, RebuiltRows, ReplayMemory, ReplayViews};
 use crate::kernel::storage::{ReadTxn, Storage};
 use crate::kernel::view::{decode_row, decode_stored, read_head};
 use crate::kernel::write::Kernel;
@@ -241,18 +241,18 @@ pub(crate) fn verify(kernel: &Kernel, options: VerifyOptions) -> Result<VerifyRe
     verify_with(kernel, options, SPILL_HELD_ROWS_MAX).map(|(report, _)| report)
 }
 
-/// [`verify`], holding at most `held_max` rebuilt rows in memory; also says whether rows
-/// spilled.
+/// [`verify`], holding at most `held_max` rebuilt rows in memory; also says what the replay's
+/// memory did.
 pub(crate) fn verify_with(
     kernel: &Kernel,
     options: VerifyOptions,
     held_max: usize,
-) -> Result<(VerifyReport, bool)> {
+) -> Result<(VerifyReport, ReplayMemory)> {
     let anchors = kernel.read_anchors();
     let txn = kernel.begin_read()?;
     let Replayed { head, views, counts, from_checkpoint } =
         replay_chain(&*txn, kernel.storage(), kernel.table(), kernel.genesis(), held_max)?;
-    let spilled = views.spilled();
+    let memory = views.memory();
     let states = kernel.check_anchors(&*txn, &head, anchors)?;
     if let Some(stored) = crate::kernel::counts::read(&*txn)? {
         if stored != counts {
@@ -291,7 +291,7 @@ pub(crate) fn verify_with(
         re_anchored,
         from_checkpoint,
     };
-    Ok((report, spilled))
+    Ok((report, memory))
 }
 
 /// Drops every view and recomputes it from the log, after checking the chain; a store of an

@@ -421,6 +421,9 @@ fn stored_views(engine: &Engine) -> Vec<(Vec<u8>, Vec<u8>)> {
 
 /// Held rows for the replays below: far fewer than the store's rows, so they spill many times.
 const FEW_HELD: usize = 5;
+/// The most rows one event of `mixed_store` names (an item with its indexes, meta and
+/// idempotency rows), for the bound the replay keeps.
+const EVENT_ROWS_MAX: usize = 8;
 
 #[test]
 fn a_replay_that_spills_verifies_and_rebuilds_the_views_a_replay_in_memory_does() {
@@ -428,12 +431,15 @@ fn a_replay_that_spills_verifies_and_rebuilds_the_views_a_replay_in_memory_does(
     let engine = mixed_store(&dir.path().join("s.redb"));
     let stored = stored_views(&engine);
     assert!(stored.len() > 20 * FEW_HELD, "{} rows", stored.len());
-    let (in_memory, spilled) =
+    let (in_memory, memory) =
         crate::audit::verify_with(engine.kernel(), Default::default(), usize::MAX).unwrap();
-    assert!(!spilled);
-    let (report, spilled) =
+    assert!(!memory.spilled);
+    assert!(memory.held_peak >= stored.len(), "in memory, every row was held: {memory:?}");
+    let (report, memory) =
         crate::audit::verify_with(engine.kernel(), Default::default(), FEW_HELD).unwrap();
-    assert!(spilled, "the replay moved rows to its spill table");
+    assert!(memory.spilled, "the replay moved rows to its spill table");
+    // The bound: the rows held and those in flight, each at most the bound plus one event's.
+    assert!(memory.held_peak <= 2 * (FEW_HELD + EVENT_ROWS_MAX), "{memory:?}");
     assert_eq!(report, in_memory);
     assert_eq!(report.views, stored.len() as u64);
     assert_eq!(report.lookups, stored.len() as u64);
@@ -493,10 +499,30 @@ fn a_replay_on_a_store_with_no_place_for_a_spill_table_holds_every_row() {
     let path = dir.path().join("s.redb");
     drop(mixed_store(&path));
     let (engine, _) = counted(&path);
-    let (report, spilled) =
+    let (report, memory) =
         crate::audit::verify_with(engine.kernel(), Default::default(), FEW_HELD).unwrap();
-    assert!(!spilled, "nowhere to spill: the rows stayed held");
+    assert!(!memory.spilled, "nowhere to spill: the rows stayed held");
     assert_eq!(report.views, stored_views(&engine).len() as u64);
     let rebuilt = crate::audit::rebuild_with(engine.kernel(), FEW_HELD).unwrap();
     assert_eq!(rebuilt.views, report.views);
+}
+
+#[test]
+fn a_replay_keeps_a_decoded_document_until_its_row_is_written_again() {
+    use crate::kernel::doc::{doc_key, put_doc_kept};
+    use crate::kernel::replay::ReplayViews;
+    use crate::kernel::view::ViewAccess;
+    use hookstate_schema::proposals::QueueDoc;
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(&dir.path().join("s.redb"), OpenOptions::default()).unwrap();
+    let mut views = ReplayViews::new(engine.kernel().storage(), usize::MAX);
+    let key = doc_key("s", "proposals.queue", "queue");
+    let queue = QueueDoc { entries: vec!["{\"id\":\"MP-1\"}".into()], ..QueueDoc::default() };
+    put_doc_kept(&mut views, key.clone(), queue.clone());
+    let kept = views.take_kept(&key).expect("kept beside the row it wrote");
+    assert_eq!(kept.downcast_ref::<QueueDoc>(), Some(&queue));
+    assert!(views.take_kept(&key).is_none(), "taken once");
+    put_doc_kept(&mut views, key.clone(), queue);
+    views.put(key.clone(), hookstate_schema::ViewRow::Doc { json: "{}".into() });
+    assert!(views.take_kept(&key).is_none(), "another write of the row drops it");
 }

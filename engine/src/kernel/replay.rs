@@ -142,17 +142,28 @@ pub(crate) struct ReplayViews<'s> {
     spill: Option<Spill>,
     /// The store has no place for a spill table: every row stays held.
     unbounded: bool,
+    /// The most rows held in memory at once, those in flight included.
+    held_peak: usize,
+}
+
+/// What a replay's memory did: whether rows moved to the spill table, and the most rows it held
+/// at once (in flight included), which the bound keeps near twice `held_max`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ReplayMemory {
+    pub(crate) spilled: bool,
+    pub(crate) held_peak: usize,
 }
 
 impl<'s> ReplayViews<'s> {
     /// Empty views that spill beside `storage` past `held_max` rows.
     pub(crate) fn new(storage: &'s dyn Storage, held_max: usize) -> ReplayViews<'s> {
-        ReplayViews { storage, held: HashMap::new(), held_max, spill: None, unbounded: false }
+        let held = HashMap::new();
+        ReplayViews { storage, held, held_max, spill: None, unbounded: false, held_peak: 0 }
     }
 
-    /// Whether rows have moved to the spill table.
-    pub(crate) fn spilled(&self) -> bool {
-        self.spill.is_some()
+    /// What the replay's memory did so far.
+    pub(crate) fn memory(&self) -> ReplayMemory {
+        ReplayMemory { spilled: self.spill.is_some(), held_peak: self.held_peak }
     }
 
     /// Starts from the views of a checkpoint.
@@ -216,6 +227,9 @@ impl<'s> ReplayViews<'s> {
     /// Moves the held rows to the spill table once there are more than the bound (making the
     /// table the first time; a store without one keeps holding them).
     fn bound(&mut self) -> Result<()> {
+        let flying =
+            self.spill.as_ref().and_then(|s| s.in_flight.as_ref()).map_or(0, |f| f.rows.len());
+        self.held_peak = self.held_peak.max(self.held.len() + flying);
         if self.held.len() <= self.held_max || self.unbounded {
             return Ok(());
         }
@@ -260,9 +274,15 @@ impl<'s> ReplayViews<'s> {
                 Source::Spilled(spill.table)
             }
             None => {
-                let mut rows: Vec<(Vec<u8>, ViewRow)> = std::mem::take(&mut self.held)
+                // Encoded once here, not once per pass over them (each decoded row is let go
+                // as it is encoded).
+                let mut rows: Vec<(Vec<u8>, Vec<u8>)> = std::mem::take(&mut self.held)
                     .into_iter()
-                    .filter_map(|(key, held)| Some((encode_view_key(&key), held.row?)))
+                    .filter_map(|(key, held)| {
+                        let key = encode_view_key(&key);
+                        let row = encode_view_row(&key, &held.row?);
+                        Some((key, row))
+                    })
                     .collect();
                 rows.sort_by(|a, b| a.0.cmp(&b.0));
                 Source::Held(rows)
@@ -306,7 +326,7 @@ impl ViewAccess for ReplayViews<'_> {
 
 /// Where the rebuilt rows are.
 enum Source {
-    Held(Vec<(Vec<u8>, ViewRow)>),
+    Held(Vec<(Vec<u8>, Vec<u8>)>),
     Spilled(Arc<dyn SpillRows>),
 }
 
@@ -344,11 +364,7 @@ impl RebuiltRows {
                     _ => 0,
                 };
                 let to = rows.len().min(from + SPILL_CHUNK_ROWS);
-                let chunk = rows[from..to]
-                    .iter()
-                    .map(|(key, row)| (key.clone(), encode_view_row(key, row)))
-                    .collect();
-                (chunk, Position::At(to))
+                (rows[from..to].to_vec(), Position::At(to))
             }
             (Source::Spilled(spill), next) => {
                 let after = match &next {

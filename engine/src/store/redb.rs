@@ -1,5 +1,5 @@
-//! The redb backend: with the two backends beside it (`bounded`, `scratch`), the only code that
-//! imports redb.
+//! The redb backend: with the two backends beside it (`bounded`, `scratch`) and a replay's spill
+//! table (`spill`), the only code that imports redb.
 //!
 //! Opens files handed to it (already opened safely by `store::dir`), in `MultiWriter` mode with
 //! `Durability::Immediate`, and converts every redb error into `Error` here. Does not choose
@@ -414,13 +414,7 @@ impl WriteTxn for RedbWrite {
 
     fn write_views(&mut self, changes: &[(Vec<u8>, Option<Vec<u8>>)]) -> Result<()> {
         let mut table = self.txn.open_table(VIEWS).map_err(convert)?;
-        for (key, row) in changes {
-            match row {
-                Some(row) => table.insert(key.as_slice(), row.as_slice()).map_err(convert)?,
-                None => table.remove(key.as_slice()).map_err(convert)?,
-            };
-        }
-        Ok(())
+        write_rows(&mut table, changes).map_err(convert)
     }
 
     fn clear_views(&mut self) -> Result<()> {
@@ -506,4 +500,19 @@ mod drill {
             self.inner.query_lock_range(start, end)
         }
     }
+}
+
+/// Sets (`Some`) or removes (`None`) rows of a bytes-to-bytes table, in order: the views table's
+/// writes, and a replay's spill table's (`store::spill`).
+pub(crate) fn write_rows(
+    table: &mut redb::Table<'_, &'static [u8], &'static [u8]>,
+    changes: &[(Vec<u8>, Option<Vec<u8>>)],
+) -> std::result::Result<(), redb::StorageError> {
+    for (key, row) in changes {
+        match row {
+            Some(row) => table.insert(key.as_slice(), row.as_slice())?,
+            None => table.remove(key.as_slice())?,
+        };
+    }
+    Ok(())
 }

@@ -70,16 +70,7 @@ impl SpillRows for RedbSpill {
         txn.set_durability(Durability::None).map_err(convert)?;
         {
             let mut table = txn.open_table(ROWS).map_err(convert)?;
-            for (key, row) in rows {
-                match row {
-                    Some(row) => {
-                        table.insert(key.as_slice(), row.as_slice()).map_err(convert)?;
-                    }
-                    None => {
-                        table.remove(key.as_slice()).map_err(convert)?;
-                    }
-                }
-            }
+            crate::store::redb::write_rows(&mut table, rows).map_err(convert)?;
         }
         txn.commit().map_err(convert)?;
         *self.lock()? = None;
