@@ -101,7 +101,11 @@ impl StorageBackend for BoundedBackend {
         self.inner.len()
     }
     fn read(&self, offset: u64, out: &mut [u8]) -> std::result::Result<(), BackendIoError> {
-        self.inner.read(offset, out)
+        self.inner.read(offset, out)?;
+        if offset == 0 && out.len() == REDB_HEADER_BYTES {
+            check_header_roots(out, self.inner.len()?)?;
+        }
+        Ok(())
     }
     fn set_len(&self, len: u64) -> std::result::Result<(), BackendIoError> {
         self.inner.set_len(len)
@@ -140,6 +144,74 @@ impl StorageBackend for BoundedBackend {
     fn query_lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> LockResult<bool> {
         self.inner.query_lock_range(start, end)
     }
+}
+
+/// The length of redb's header, the first read of every open (`DB_HEADER_SIZE` in redb's
+/// `header.rs`: 64 bytes of header, then two commit slots of [`SLOT_BYTES`]).
+pub(crate) const REDB_HEADER_BYTES: usize = 320;
+/// Where the header keeps its page size and its regions' most data pages (little-endian `u32`s).
+const PAGE_SIZE_AT: usize = 12;
+const REGION_PAGES_AT: usize = 20;
+const _: () = assert!(REDB_HEADER_BYTES as u64 == REDB_HEADER_LOCK_END);
+/// Where the two commit slots start, and the bytes of each.
+const SLOTS_AT: usize = 64;
+const SLOT_BYTES: usize = 128;
+/// In a slot: the user tree's and the system tree's non-null flags (one byte each), and where
+/// each root's page number (a little-endian `u64`) sits.
+const ROOTS: [(usize, usize); 2] = [(1, 8), (2, 40)];
+/// A page number keeps the page's order (its size is the page size times 2^order) in its top
+/// bits, and its index within its region, in pages of its order, in the low bits
+/// ([`PAGE_INDEX_MASK`] for order 0, shifted right by the order).
+const PAGE_ORDER_SHIFT: u32 = 59;
+const PAGE_INDEX_MASK: u64 = 0x000F_FFFF;
+
+/// Refuses a header whose commit slot names a root page larger than the whole file, or past the
+/// end of its region, before redb reads the page (an `InvalidData` error: a damaged store).
+///
+/// redb 4.6.0 allocates and zero-fills a buffer of the page's size before it reads the page (up
+/// to 4 GiB for the largest order it accepts) and only then finds it past the end of the file:
+/// a file damaged in those bits made every call, hooks included, take gigabytes, or abort where
+/// the allocation failed. A page past its region trips a redb debug assertion, and a writer's
+/// recovery rewrote the header before meeting an `unreachable!()`. No page of a database is
+/// larger than its file, and the region size is fixed when the file is created, so this refuses
+/// only damage. Both slots are checked, since redb may fall back on either; where in the file
+/// the page lies is left to redb, which reports a page past the end without such a buffer.
+pub(crate) fn check_header_roots(header: &[u8], file_len: u64) -> std::io::Result<()> {
+    let word = |at: usize, n: usize| -> u64 {
+        header
+            .get(at..at + n)
+            .map_or(0, |b| b.iter().rev().fold(0, |v, x| (v << 8) | u64::from(*x)))
+    };
+    let page_size = word(PAGE_SIZE_AT, 4);
+    let region_pages = word(REGION_PAGES_AT, 4);
+    let damaged = |why: String| Err(std::io::Error::new(std::io::ErrorKind::InvalidData, why));
+    for slot in 0..2 {
+        let base = SLOTS_AT + slot * SLOT_BYTES;
+        for (flag_at, root_at) in ROOTS {
+            if word(base + flag_at, 1) == 0 {
+                continue;
+            }
+            let number = word(base + root_at, 8);
+            // Five bits: at most 31, so neither shift below overflows a `u64`.
+            let order = u32::try_from(number >> PAGE_ORDER_SHIFT).unwrap_or(u32::MAX);
+            let bytes = page_size.checked_shl(order).unwrap_or(u64::MAX);
+            if bytes > file_len {
+                return damaged(format!(
+                    "commit slot {slot} names a root page of {bytes} bytes in a file of \
+                     {file_len} bytes"
+                ));
+            }
+            let index = number & (PAGE_INDEX_MASK >> order);
+            let end = (index + 1).checked_shl(order).unwrap_or(u64::MAX);
+            if end > region_pages {
+                return damaged(format!(
+                    "commit slot {slot} names a root page past the end of its region \
+                     ({end} of {region_pages} pages)"
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The pause before lock attempt `attempt`: doubling from [`LOCK_BACKOFF_US_MIN`] up to

@@ -198,8 +198,10 @@ impl RedbStore {
                 }
                 Err(redb::DatabaseError::RepairAborted) => return Ok(None),
                 // A header read without its lock raced a header write: read it again.
-                Err(redb::DatabaseError::Storage(redb::StorageError::Corrupted(_)))
-                    if lockless.load(Ordering::SeqCst) && torn < READ_TORN_RETRIES =>
+                Err(ref err)
+                    if lockless.load(Ordering::SeqCst)
+                        && torn < READ_TORN_RETRIES
+                        && is_torn_header(err) =>
                 {
                     torn += 1;
                     thread::sleep(backoff(torn));
@@ -294,6 +296,18 @@ impl RedbStore {
         builder.set_check_integrity_on_open(check_integrity).set_cache_size(CACHE_BYTES);
         let db = builder.create_with_backend(scratch).map_err(convert)?;
         Ok(RedbStore { db: Db::Scratch { db, _pin: pin } })
+    }
+}
+
+/// Whether an open's error is one a header read without its lock may cause by racing a header
+/// write: a slot that fails its checksum, or one whose roots fail `check_header_roots`.
+fn is_torn_header(err: &redb::DatabaseError) -> bool {
+    match err {
+        redb::DatabaseError::Storage(redb::StorageError::Corrupted(_)) => true,
+        redb::DatabaseError::Storage(redb::StorageError::Io(io)) => {
+            io.kind() == std::io::ErrorKind::InvalidData
+        }
+        _ => false,
     }
 }
 
