@@ -508,8 +508,8 @@ fn a_replay_on_a_store_with_no_place_for_a_spill_table_holds_every_row() {
 }
 
 #[test]
-fn a_replay_keeps_a_decoded_document_until_its_row_is_written_again() {
-    use crate::kernel::doc::{doc_key, put_doc_kept};
+fn a_replay_keeps_a_decoded_document_as_its_row_until_the_row_is_written_again() {
+    use crate::kernel::doc::{doc_key, edit_doc, get_doc};
     use crate::kernel::replay::ReplayViews;
     use crate::kernel::view::ViewAccess;
     use hookstate_schema::proposals::QueueDoc;
@@ -517,12 +517,24 @@ fn a_replay_keeps_a_decoded_document_until_its_row_is_written_again() {
     let engine = Engine::open(&dir.path().join("s.redb"), OpenOptions::default()).unwrap();
     let mut views = ReplayViews::new(engine.kernel().storage(), usize::MAX);
     let key = doc_key("s", "proposals.queue", "queue");
-    let queue = QueueDoc { entries: vec!["{\"id\":\"MP-1\"}".into()], ..QueueDoc::default() };
-    put_doc_kept(&mut views, key.clone(), queue.clone());
-    let kept = views.take_kept(&key).expect("kept beside the row it wrote");
-    assert_eq!(kept.downcast_ref::<QueueDoc>(), Some(&queue));
-    assert!(views.take_kept(&key).is_none(), "taken once");
-    put_doc_kept(&mut views, key.clone(), queue);
+    let entry = |n: u32| format!("{{\"id\":\"MP-{n}\"}}");
+    edit_doc::<QueueDoc>(&mut views, &key, |q| q.entries.push(entry(1)));
+    // Kept: a second edit finds the document in place (an edit of another type does not).
+    let mut found = None;
+    assert!(views.edit_kept(&key, &mut |doc| {
+        found = doc.downcast_mut::<QueueDoc>().map(|q| q.entries.clone());
+        found.is_some()
+    }));
+    assert_eq!(found, Some(vec![entry(1)]));
+    assert!(!views.edit_kept(&key, &mut |doc| doc.downcast_mut::<String>().is_some()));
+    // The row is the kept document's encoding, after each edit (encoded once, then again).
+    let read = |views: &ReplayViews<'_>| get_doc::<QueueDoc>(views, &key).unwrap().entries;
+    assert_eq!(read(&views), vec![entry(1)]);
+    edit_doc::<QueueDoc>(&mut views, &key, |q| q.entries.push(entry(2)));
+    assert_eq!(read(&views), vec![entry(1), entry(2)], "an edit after a read is seen");
+    // Another write of the row drops the kept document.
     views.put(key.clone(), hookstate_schema::ViewRow::Doc { json: "{}".into() });
-    assert!(views.take_kept(&key).is_none(), "another write of the row drops it");
+    assert!(!views.edit_kept(&key, &mut |_| true), "another write of the row drops it");
+    edit_doc::<QueueDoc>(&mut views, &key, |q| q.entries.push(entry(3)));
+    assert_eq!(read(&views), vec![entry(3)], "decoded again from the row written");
 }

@@ -116,29 +116,29 @@ pub(crate) fn put_doc<T: Serialize>(views: &mut dyn ViewAccess, key: ViewKey, va
     views.put(key, ViewRow::Doc { json });
 }
 
-/// Takes one document inside a projection that will write it back with [`put_doc_kept`]: the
-/// decoded form a replay kept of the current row when there is one, else [`get_doc`].
-pub(crate) fn take_doc<T: DeserializeOwned + 'static>(
-    views: &mut dyn ViewAccess,
-    key: &ViewKey,
-) -> Option<T> {
-    if let Some(kept) = views.take_kept(key) {
-        if let Ok(doc) = kept.downcast::<T>() {
-            return Some(*doc);
-        }
+/// Edits one document (a default one when there is none): in place when a replay keeps it
+/// decoded as its row ([`ViewAccess::edit_kept`]), else read with [`get_doc`] and written back
+/// with [`ViewAccess::put_kept`]. For large documents that many events edit in turn.
+pub(crate) fn edit_doc<T>(views: &mut dyn ViewAccess, key: &ViewKey, edit: impl FnOnce(&mut T))
+where
+    T: Serialize + DeserializeOwned + Default + Send + Sync + 'static,
+{
+    let mut edit = Some(edit);
+    let edited = views.edit_kept(key, &mut |doc| {
+        let (Some(doc), Some(edit)) = (doc.downcast_mut::<T>(), edit.take()) else {
+            return false;
+        };
+        edit(doc);
+        true
+    });
+    if edited {
+        return;
     }
-    get_doc(views, key)
-}
-
-/// Writes one document as [`put_doc`] does, and keeps its decoded form beside the row for the
-/// next [`take_doc`] (a replay only).
-pub(crate) fn put_doc_kept<T: Serialize + Send + Sync + 'static>(
-    views: &mut dyn ViewAccess,
-    key: ViewKey,
-    value: T,
-) {
-    put_doc(views, key.clone(), &value);
-    views.keep(&key, Box::new(value));
+    let mut doc = get_doc::<T>(views, key).unwrap_or_default();
+    if let Some(edit) = edit.take() {
+        edit(&mut doc);
+    }
+    views.put_kept(key.clone(), Box::new(doc));
 }
 
 /// Reads every document of one kind in every scope: `(scope, id, document)`, in key order.

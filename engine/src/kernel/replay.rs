@@ -11,9 +11,10 @@
 //!
 //! Does not read the log or compare anything: `audit.rs` does.
 
+use std::any::Any;
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{DefaultHasher, Hash, Hasher};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 
 use hookstate_schema::format::{decode_view_key, encode_view_key, encode_view_row};
@@ -23,19 +24,35 @@ use crate::kernel::error::{Error, Result};
 use crate::kernel::limits::{SPILL_CHUNK_ROWS, SPILL_FILTER_BITS};
 use crate::kernel::project::{self, Table};
 use crate::kernel::storage::{SpillRows, Storage};
-use crate::kernel::view::{decode_stored, Kept, ViewAccess};
+use crate::kernel::view::{decode_stored, KeptDoc, ViewAccess};
 
-/// A held row: its value (`None`: deleted, over a spilled row), whether it changed since it
-/// was loaded from the spill table, and the decoded document a projection kept beside it.
+/// A held row: its value (`None`: deleted, over a spilled row), or the decoded document that
+/// stands for it ([`ViewAccess::put_kept`]) with its encoding once something needed it, and
+/// whether it changed since it was loaded from the spill table.
 struct Held {
     row: Option<ViewRow>,
+    kept: Option<(Box<dyn KeptDoc>, OnceLock<ViewRow>)>,
     dirty: bool,
-    kept: Option<Kept>,
 }
 
 impl Held {
     fn clean(row: Option<ViewRow>) -> Held {
-        Held { row, dirty: false, kept: None }
+        Held { row, kept: None, dirty: false }
+    }
+
+    /// The row, encoding a kept document the first time it is asked for.
+    fn row(&self) -> Option<&ViewRow> {
+        match &self.kept {
+            Some((doc, encoded)) => Some(encoded.get_or_init(|| doc.row())),
+            None => self.row.as_ref(),
+        }
+    }
+
+    fn into_row(self) -> Option<ViewRow> {
+        match self.kept {
+            Some((doc, encoded)) => Some(encoded.into_inner().unwrap_or_else(|| doc.row())),
+            None => self.row,
+        }
     }
 }
 
@@ -121,7 +138,7 @@ fn write_rows(table: &dyn SpillRows, rows: &HeldRows) -> Result<Vec<u64>> {
         .filter(|(_, held)| held.dirty)
         .map(|(key, held)| {
             let key_bytes = encode_view_key(key);
-            let row = held.row.as_ref().map(|row| encode_view_row(&key_bytes, row));
+            let row = held.row().map(|row| encode_view_row(&key_bytes, row));
             (key_bytes, row)
         })
         .collect();
@@ -199,7 +216,7 @@ impl<'s> ReplayViews<'s> {
             }
             let flying = spill.in_flight.as_ref().and_then(|f| f.rows.get(&key));
             if let Some(held) = flying {
-                self.held.insert(key, Held::clean(held.row.clone()));
+                self.held.insert(key, Held::clean(held.row().cloned()));
                 continue;
             }
             let encoded = encode_view_key(&key);
@@ -280,7 +297,7 @@ impl<'s> ReplayViews<'s> {
                     .into_iter()
                     .filter_map(|(key, held)| {
                         let key = encode_view_key(&key);
-                        let row = encode_view_row(&key, &held.row?);
+                        let row = encode_view_row(&key, &held.into_row()?);
                         Some((key, row))
                     })
                     .collect();
@@ -295,7 +312,7 @@ impl<'s> ReplayViews<'s> {
 impl ViewAccess for ReplayViews<'_> {
     fn get(&self, key: &ViewKey) -> Option<&ViewRow> {
         match self.held.get(key) {
-            Some(held) => held.row.as_ref(),
+            Some(held) => held.row(),
             None => {
                 // Spilled rows are loaded by name: reading another is a projection bug, which
                 // the live path's overlay refuses the same way.
@@ -305,19 +322,28 @@ impl ViewAccess for ReplayViews<'_> {
         }
     }
     fn put(&mut self, key: ViewKey, row: ViewRow) {
-        self.held.insert(key, Held { row: Some(row), dirty: true, kept: None });
+        self.held.insert(key, Held { row: Some(row), kept: None, dirty: true });
     }
-    fn take_kept(&mut self, key: &ViewKey) -> Option<Kept> {
-        self.held.get_mut(key).and_then(|held| held.kept.take())
+    fn put_kept(&mut self, key: ViewKey, doc: Box<dyn KeptDoc>) {
+        self.held.insert(key, Held { row: None, kept: Some((doc, OnceLock::new())), dirty: true });
     }
-    fn keep(&mut self, key: &ViewKey, doc: Kept) {
-        if let Some(held) = self.held.get_mut(key) {
-            held.kept = Some(doc);
+    fn edit_kept(&mut self, key: &ViewKey, edit: &mut dyn FnMut(&mut dyn Any) -> bool) -> bool {
+        let Some(held) = self.held.get_mut(key) else {
+            return false;
+        };
+        let Some((doc, encoded)) = held.kept.as_mut() else {
+            return false;
+        };
+        if !edit(doc.as_any_mut()) {
+            return false;
         }
+        *encoded = OnceLock::new();
+        held.dirty = true;
+        true
     }
     fn delete(&mut self, key: &ViewKey) {
         if self.spill.is_some() {
-            self.held.insert(key.clone(), Held { row: None, dirty: true, kept: None });
+            self.held.insert(key.clone(), Held { row: None, kept: None, dirty: true });
         } else {
             self.held.remove(key);
         }

@@ -5,12 +5,14 @@
 //! Does not know any domain's rows; `doc.rs` adds typed documents on top. No IO beyond the
 //! transaction it is handed.
 
+use std::any::Any;
 use std::collections::{BTreeMap, BTreeSet};
 
 use hookstate_schema::format::{
     decode_head, decode_view_key, decode_view_row, encode_view_key, Head, META_HEAD,
 };
 use hookstate_schema::{ViewKey, ViewRow};
+use serde::Serialize;
 
 use crate::kernel::error::{Error, Result};
 use crate::kernel::storage::ReadTxn;
@@ -23,19 +25,39 @@ pub(crate) trait ViewAccess {
     fn put(&mut self, key: ViewKey, row: ViewRow);
     /// Removes a row.
     fn delete(&mut self, key: &ViewKey);
-    /// Takes the decoded document kept with the current row of `key` ([`ViewAccess::keep`]),
-    /// if any: a replay keeps what a projection just wrote, so that the next event editing the
-    /// same document need not decode it again. Any write of the row drops it.
-    fn take_kept(&mut self, _key: &ViewKey) -> Option<Kept> {
-        None
+    /// Writes `doc` as the row of `key`: encoded at once (what this default does), or, in a
+    /// replay, kept decoded in place of the row and encoded only when the row is read, moved to
+    /// the spill table or compared, so that events editing one large document in turn
+    /// ([`ViewAccess::edit_kept`]) neither decode nor encode it each time.
+    fn put_kept(&mut self, key: ViewKey, doc: Box<dyn KeptDoc>) {
+        self.put(key, doc.row());
     }
-    /// Keeps `doc`, the decoded form of the row just written at `key`, beside it (a no-op but
-    /// in a replay).
-    fn keep(&mut self, _key: &ViewKey, _doc: Kept) {}
+    /// Edits in place the document a replay keeps as the row of `key` ([`ViewAccess::put_kept`]),
+    /// when there is one and `edit` takes it (it answers whether it did). Answers whether the row
+    /// was edited; never, but in a replay.
+    fn edit_kept(&mut self, _key: &ViewKey, _edit: &mut dyn FnMut(&mut dyn Any) -> bool) -> bool {
+        false
+    }
 }
 
-/// A decoded document kept beside its row ([`ViewAccess::keep`]).
-pub(crate) type Kept = Box<dyn std::any::Any + Send + Sync>;
+/// A decoded document that can stand for its row ([`ViewAccess::put_kept`]).
+pub(crate) trait KeptDoc: Send + Sync {
+    /// The row the document is stored as.
+    fn row(&self) -> ViewRow;
+    /// The document, for [`ViewAccess::edit_kept`] to downcast.
+    fn as_any_mut(&mut self) -> &mut dyn Any;
+}
+
+impl<T: Serialize + Send + Sync + 'static> KeptDoc for T {
+    fn row(&self) -> ViewRow {
+        ViewRow::Doc {
+            json: serde_json::to_string(self).expect("a schema struct serializes to JSON"),
+        }
+    }
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}
 
 impl ViewAccess for BTreeMap<ViewKey, ViewRow> {
     fn get(&self, key: &ViewKey) -> Option<&ViewRow> {

@@ -17,7 +17,7 @@ use super::micro::{
     to_fields, MP_SEQ_KIND,
 };
 use super::props::{prop_doc, prop_ledger_line, render_prop, INDEX_ID, INDEX_KIND};
-use crate::kernel::doc::{doc_key, get_doc, put_doc, put_doc_kept, take_doc};
+use crate::kernel::doc::{doc_key, edit_doc, get_doc, put_doc};
 use crate::kernel::project::Projection;
 use crate::kernel::view::ViewAccess;
 
@@ -204,12 +204,13 @@ fn position(entries: &[String], id: &str, skip_pending: bool) -> Option<usize> {
 
 /// Changes the queue; any change drops the adopted file's verbatim text.
 fn edit_queue(views: &mut dyn ViewAccess, key: &ViewKey, edit: impl FnOnce(&mut QueueDoc)) {
-    // A replay keeps the decoded queue between its events: decoding it whole (up to 1,000
-    // entries) on every micro event was 22 % of a replay of live hermit work.
-    let mut queue = take_doc::<QueueDoc>(views, key).unwrap_or_default();
-    edit(&mut queue);
-    queue.verbatim = None;
-    put_doc_kept(views, key.clone(), queue);
+    // A replay keeps the decoded queue as its row between its events: decoding it whole (up to
+    // 1,000 entries) on every micro event was 22 % of a replay of live hermit work, and encoding
+    // it again most of the rest of the hermit events' share.
+    edit_doc::<QueueDoc>(views, key, |queue| {
+        edit(queue);
+        queue.verbatim = None;
+    });
 }
 
 /// Marks a PROP as having its `responded` line, when the PROP is known.
