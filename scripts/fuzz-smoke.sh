@@ -16,8 +16,7 @@
 #                                                             # (scripts/soak.sh --fuzz-runs)
 #   FUZZ_NO_DEBUG_ASSERTIONS=1 scripts/fuzz-smoke.sh db_file_bytes
 #       # built as the shipped binary is (cargo fuzz -O, in fuzz/target/no-debug-assertions):
-#       # redb's own debug assertions fire on crafted store files, where the release build
-#       # reports a damaged store (docs/testing.md)
+#       # no debug assertions in hookstate or its dependencies (docs/testing.md)
 set -uo pipefail
 cd "$(dirname "$0")/../fuzz"
 

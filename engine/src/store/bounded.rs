@@ -149,9 +149,15 @@ impl StorageBackend for BoundedBackend {
 /// The length of redb's header, the first read of every open (`DB_HEADER_SIZE` in redb's
 /// `header.rs`: 64 bytes of header, then two commit slots of [`SLOT_BYTES`]).
 pub(crate) const REDB_HEADER_BYTES: usize = 320;
-/// Where the header keeps its page size and its regions' most data pages (little-endian `u32`s).
+/// Where the header keeps its page size, its regions' header pages and their most data pages
+/// (little-endian `u32`s).
 const PAGE_SIZE_AT: usize = 12;
+const REGION_HEADER_PAGES_AT: usize = 16;
 const REGION_PAGES_AT: usize = 20;
+/// The bytes of a region in every file redb 4.6.0 creates without `set_region_size` (its
+/// `MAX_USABLE_REGION_SPACE`), as every store of this project is, with no region header pages
+/// (its file format 3): the header's region geometry, written once at creation and never again.
+const REGION_BYTES: u64 = 4 << 30;
 const _: () = assert!(REDB_HEADER_BYTES as u64 == REDB_HEADER_LOCK_END);
 /// Where the two commit slots start, and the bytes of each.
 const SLOTS_AT: usize = 64;
@@ -160,21 +166,22 @@ const SLOT_BYTES: usize = 128;
 /// each root's page number (a little-endian `u64`) sits.
 const ROOTS: [(usize, usize); 2] = [(1, 8), (2, 40)];
 /// A page number keeps the page's order (its size is the page size times 2^order) in its top
-/// bits, and its index within its region, in pages of its order, in the low bits
-/// ([`PAGE_INDEX_MASK`] for order 0, shifted right by the order).
+/// bits. (Its index within its region, in the low 20 bits shifted right by the order, cannot
+/// reach past a region of the geometry checked here.)
 const PAGE_ORDER_SHIFT: u32 = 59;
-const PAGE_INDEX_MASK: u64 = 0x000F_FFFF;
 
-/// Refuses a header whose commit slot names a root page larger than the whole file, or past the
-/// end of its region, before redb reads the page (an `InvalidData` error: a damaged store).
+/// Refuses a header whose region geometry is not the one every store is created with, or whose
+/// commit slot names a root page larger than the whole file, before redb reads anything it
+/// describes (an `InvalidData` error: a damaged store).
 ///
 /// redb 4.6.0 allocates and zero-fills a buffer of the page's size before it reads the page (up
 /// to 4 GiB for the largest order it accepts) and only then finds it past the end of the file:
 /// a file damaged in those bits made every call, hooks included, take gigabytes, or abort where
-/// the allocation failed. A page past its region trips a redb debug assertion, and a writer's
-/// recovery rewrote the header before meeting an `unreachable!()`. No page of a database is
-/// larger than its file, and the region size is fixed when the file is created, so this refuses
-/// only damage. Both slots are checked, since redb may fall back on either; where in the file
+/// the allocation failed. A region smaller than the one the file was created with puts pages
+/// past the end of their region: redb's debug assertion, and a writer's recovery that rewrote
+/// the header before it met an `unreachable!()`. No page of a database is larger than its file,
+/// and the geometry is written when the file is created and never again, so this refuses only
+/// damage. Both slots are checked, since redb may fall back on either; where in the file
 /// the page lies is left to redb, which reports a page past the end without such a buffer.
 pub(crate) fn check_header_roots(header: &[u8], file_len: u64) -> std::io::Result<()> {
     let word = |at: usize, n: usize| -> u64 {
@@ -185,6 +192,16 @@ pub(crate) fn check_header_roots(header: &[u8], file_len: u64) -> std::io::Resul
     let page_size = word(PAGE_SIZE_AT, 4);
     let region_pages = word(REGION_PAGES_AT, 4);
     let damaged = |why: String| Err(std::io::Error::new(std::io::ErrorKind::InvalidData, why));
+    if page_size == 0 || !page_size.is_power_of_two() {
+        return damaged(format!("the header's page size is {page_size} bytes"));
+    }
+    let region_header_pages = word(REGION_HEADER_PAGES_AT, 4);
+    if region_header_pages != 0 || region_pages != REGION_BYTES / page_size {
+        return damaged(format!(
+            "the header's region geometry ({region_header_pages} header and {region_pages} data \
+             pages of {page_size} bytes) is not the one the store was created with"
+        ));
+    }
     for slot in 0..2 {
         let base = SLOTS_AT + slot * SLOT_BYTES;
         for (flag_at, root_at) in ROOTS {
@@ -192,21 +209,13 @@ pub(crate) fn check_header_roots(header: &[u8], file_len: u64) -> std::io::Resul
                 continue;
             }
             let number = word(base + root_at, 8);
-            // Five bits: at most 31, so neither shift below overflows a `u64`.
+            // Five bits, at most 31, and a `u32` page size: the shift cannot overflow a `u64`.
             let order = u32::try_from(number >> PAGE_ORDER_SHIFT).unwrap_or(u32::MAX);
             let bytes = page_size.checked_shl(order).unwrap_or(u64::MAX);
             if bytes > file_len {
                 return damaged(format!(
                     "commit slot {slot} names a root page of {bytes} bytes in a file of \
                      {file_len} bytes"
-                ));
-            }
-            let index = number & (PAGE_INDEX_MASK >> order);
-            let end = (index + 1).checked_shl(order).unwrap_or(u64::MAX);
-            if end > region_pages {
-                return damaged(format!(
-                    "commit slot {slot} names a root page past the end of its region \
-                     ({end} of {region_pages} pages)"
                 ));
             }
         }
