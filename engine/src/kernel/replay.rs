@@ -56,7 +56,7 @@ impl Held {
     }
 }
 
-/// Which keys may be in the spill table (a Bloom filter over the keys' hashes): a key it
+/// Which keys may be in the spill table (a Bloom filter over their encoded bytes): a key it
 /// has never seen is not looked up, as most keys an event names first (a new comment, a new
 /// item, an idempotency key) are not.
 struct SpillFilter {
@@ -72,7 +72,7 @@ impl SpillFilter {
     }
 
     /// The one hash a key's bit positions come from.
-    fn hash(key: &ViewKey) -> u64 {
+    fn hash(key: &[u8]) -> u64 {
         let mut hasher = DefaultHasher::new();
         key.hash(&mut hasher);
         hasher.finish()
@@ -92,7 +92,7 @@ impl SpillFilter {
         }
     }
 
-    fn may_hold(&self, key: &ViewKey) -> bool {
+    fn may_hold(&self, key: &[u8]) -> bool {
         SpillFilter::positions(SpillFilter::hash(key))
             .all(|(word, mask)| self.words[word] & mask != 0)
     }
@@ -126,12 +126,6 @@ impl Spill {
         for hash in hashes {
             self.filter.insert(hash);
         }
-        // Freeing tens of thousands of rows took a tenth of the projecting thread's time at 1M
-        // live events: another thread does it, while the replay goes on.
-        let rows = in_flight.rows;
-        let freed =
-            std::thread::Builder::new().name("replay-free".into()).spawn(move || drop(rows));
-        drop(freed);
         Ok(())
     }
 }
@@ -139,22 +133,22 @@ impl Spill {
 /// Encodes the changed rows of `rows` as the views table stores them and writes them to `table`
 /// in key order; returns the filter hashes of the keys that now hold a row.
 fn write_rows(table: &dyn SpillRows, rows: &HeldRows) -> Result<Vec<u64>> {
-    let mut hashes = Vec::new();
     let mut changes: Vec<(Vec<u8>, Option<Vec<u8>>)> = rows
         .iter()
         .filter(|(_, held)| held.dirty)
         .map(|(key, held)| {
             let key_bytes = encode_view_key(key);
             let row = held.row().map(|row| encode_view_row(&key_bytes, row));
-            if row.is_some() {
-                hashes.push(SpillFilter::hash(key));
-            }
             (key_bytes, row)
         })
         .collect();
     changes.sort_unstable_by(|a, b| a.0.cmp(&b.0));
     table.write(&changes)?;
-    Ok(hashes)
+    Ok(changes
+        .iter()
+        .filter(|(_, row)| row.is_some())
+        .map(|(key, _)| SpillFilter::hash(key))
+        .collect())
 }
 
 /// The rows a replay has rebuilt so far.
@@ -225,8 +219,8 @@ impl<'s> ReplayViews<'s> {
                 self.held.insert(key, Held::clean(held.row().cloned()));
                 continue;
             }
-            if spill.filter.may_hold(&key) {
-                let encoded = encode_view_key(&key);
+            let encoded = encode_view_key(&key);
+            if spill.filter.may_hold(&encoded) {
                 wanted.push((key, encoded));
             } else {
                 self.held.insert(key, Held::clean(None));
