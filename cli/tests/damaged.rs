@@ -31,7 +31,22 @@ const VERBS: [(&[&str], bool); 5] = [
 
 /// Runs one call with a deadline; `None` if it hung and was killed.
 fn run_bounded(db: &Path, args: &[&str]) -> Option<(i32, String)> {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_hookstate"))
+    run_limited(db, args, None)
+}
+
+/// [`run_bounded`], the call's address space limited to `address_space_kib` when given (through
+/// `sh`'s `ulimit -v`).
+fn run_limited(db: &Path, args: &[&str], address_space_kib: Option<u64>) -> Option<(i32, String)> {
+    let mut command = match address_space_kib {
+        Some(kib) => {
+            let mut sh = Command::new("sh");
+            sh.arg("-c").arg(format!("ulimit -v {kib} && exec \"$0\" \"$@\""));
+            sh.arg(env!("CARGO_BIN_EXE_hookstate"));
+            sh
+        }
+        None => Command::new(env!("CARGO_BIN_EXE_hookstate")),
+    };
+    let mut child = command
         .arg("--db")
         .arg(db)
         .args(["--wait-ms", "1000"])
@@ -194,19 +209,9 @@ fn a_store_file_naming_a_page_larger_than_itself_is_exit_5_without_the_page_buff
     let before = std::fs::read(REDB_PAGE_4GIB).unwrap();
     for (args, _) in VERBS {
         std::fs::write(&path, &before).unwrap();
-        let out = Command::new("sh")
-            .arg("-c")
-            .arg(format!("ulimit -v {CALL_ADDRESS_SPACE_KIB} && exec \"$0\" \"$@\""))
-            .arg(env!("CARGO_BIN_EXE_hookstate"))
-            .arg("--db")
-            .arg(&path)
-            .args(["--wait-ms", "1000"])
-            .args(args)
-            .stdin(Stdio::null())
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(5), "{args:?}: {stderr}");
+        let (code, stderr) = run_limited(&path, args, Some(CALL_ADDRESS_SPACE_KIB))
+            .expect("the call ended within its bound");
+        assert_eq!(code, 5, "{args:?}: {stderr}");
         assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
         assert!(stderr.contains("damaged store file"), "{args:?}: {stderr}");
         assert!(stderr.contains("names a root page"), "{args:?}: {stderr}");

@@ -26,32 +26,42 @@ use crate::kernel::project::{self, Table};
 use crate::kernel::storage::{SpillRows, Storage};
 use crate::kernel::view::{decode_stored, KeptDoc, ViewAccess};
 
-/// A held row: its value (`None`: deleted, over a spilled row), or the decoded document that
-/// stands for it ([`ViewAccess::put_kept`]) with its encoding once something needed it, and
-/// whether it changed since it was loaded from the spill table.
+/// A held row and whether it changed since it was loaded from the spill table.
 struct Held {
-    row: Option<ViewRow>,
-    kept: Option<(Box<dyn KeptDoc>, OnceLock<ViewRow>)>,
+    value: Value,
     dirty: bool,
+}
+
+/// What a held row holds.
+enum Value {
+    /// The row (`None`: deleted, over a spilled row).
+    Row(Option<ViewRow>),
+    /// The decoded document that stands for the row ([`ViewAccess::put_kept`]), and its
+    /// encoding once something needed it.
+    Kept(Box<dyn KeptDoc>, OnceLock<ViewRow>),
 }
 
 impl Held {
     fn clean(row: Option<ViewRow>) -> Held {
-        Held { row, kept: None, dirty: false }
+        Held { value: Value::Row(row), dirty: false }
+    }
+
+    fn changed(value: Value) -> Held {
+        Held { value, dirty: true }
     }
 
     /// The row, encoding a kept document the first time it is asked for.
     fn row(&self) -> Option<&ViewRow> {
-        match &self.kept {
-            Some((doc, encoded)) => Some(encoded.get_or_init(|| doc.row())),
-            None => self.row.as_ref(),
+        match &self.value {
+            Value::Kept(doc, encoded) => Some(encoded.get_or_init(|| doc.row())),
+            Value::Row(row) => row.as_ref(),
         }
     }
 
     fn into_row(self) -> Option<ViewRow> {
-        match self.kept {
-            Some((doc, encoded)) => Some(encoded.into_inner().unwrap_or_else(|| doc.row())),
-            None => self.row,
+        match self.value {
+            Value::Kept(doc, encoded) => Some(encoded.into_inner().unwrap_or_else(|| doc.row())),
+            Value::Row(row) => row,
         }
     }
 }
@@ -322,16 +332,16 @@ impl ViewAccess for ReplayViews<'_> {
         }
     }
     fn put(&mut self, key: ViewKey, row: ViewRow) {
-        self.held.insert(key, Held { row: Some(row), kept: None, dirty: true });
+        self.held.insert(key, Held::changed(Value::Row(Some(row))));
     }
     fn put_kept(&mut self, key: ViewKey, doc: Box<dyn KeptDoc>) {
-        self.held.insert(key, Held { row: None, kept: Some((doc, OnceLock::new())), dirty: true });
+        self.held.insert(key, Held::changed(Value::Kept(doc, OnceLock::new())));
     }
     fn edit_kept(&mut self, key: &ViewKey, edit: &mut dyn FnMut(&mut dyn Any) -> bool) -> bool {
         let Some(held) = self.held.get_mut(key) else {
             return false;
         };
-        let Some((doc, encoded)) = held.kept.as_mut() else {
+        let Value::Kept(doc, encoded) = &mut held.value else {
             return false;
         };
         if !edit(doc.as_any_mut()) {
@@ -343,7 +353,7 @@ impl ViewAccess for ReplayViews<'_> {
     }
     fn delete(&mut self, key: &ViewKey) {
         if self.spill.is_some() {
-            self.held.insert(key.clone(), Held { row: None, kept: None, dirty: true });
+            self.held.insert(key.clone(), Held::changed(Value::Row(None)));
         } else {
             self.held.remove(key);
         }

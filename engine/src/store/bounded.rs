@@ -154,10 +154,12 @@ pub(crate) const REDB_HEADER_BYTES: usize = 320;
 const PAGE_SIZE_AT: usize = 12;
 const REGION_HEADER_PAGES_AT: usize = 16;
 const REGION_PAGES_AT: usize = 20;
-/// The bytes of a region in every file redb 4.6.0 creates without `set_region_size` (its
-/// `MAX_USABLE_REGION_SPACE`), as every store of this project is, with no region header pages
-/// (its file format 3): the header's region geometry, written once at creation and never again.
-const REGION_BYTES: u64 = 4 << 30;
+/// The page size of redb 4.6.0 (its `PAGE_SIZE`; it refuses a file with another), and the data
+/// pages of a region in every file it creates without `set_region_size` (its
+/// `MAX_USABLE_REGION_SPACE` of 4 GiB), as every store of this project is, with no region header
+/// pages (its file format 3): the header's geometry, written once at creation and never again.
+const PAGE_BYTES: u64 = 4096;
+const REGION_DATA_PAGES: u64 = (4 << 30) / PAGE_BYTES;
 const _: () = assert!(REDB_HEADER_BYTES as u64 == REDB_HEADER_LOCK_END);
 /// Where the two commit slots start, and the bytes of each.
 const SLOTS_AT: usize = 64;
@@ -191,12 +193,9 @@ pub(crate) fn check_header_roots(header: &[u8], file_len: u64) -> std::io::Resul
     };
     let page_size = word(PAGE_SIZE_AT, 4);
     let region_pages = word(REGION_PAGES_AT, 4);
-    let damaged = |why: String| Err(std::io::Error::new(std::io::ErrorKind::InvalidData, why));
-    if page_size == 0 || !page_size.is_power_of_two() {
-        return damaged(format!("the header's page size is {page_size} bytes"));
-    }
     let region_header_pages = word(REGION_HEADER_PAGES_AT, 4);
-    if region_header_pages != 0 || region_pages != REGION_BYTES / page_size {
+    let damaged = |why: String| Err(std::io::Error::new(std::io::ErrorKind::InvalidData, why));
+    if page_size != PAGE_BYTES || region_header_pages != 0 || region_pages != REGION_DATA_PAGES {
         return damaged(format!(
             "the header's region geometry ({region_header_pages} header and {region_pages} data \
              pages of {page_size} bytes) is not the one the store was created with"
@@ -209,7 +208,7 @@ pub(crate) fn check_header_roots(header: &[u8], file_len: u64) -> std::io::Resul
                 continue;
             }
             let number = word(base + root_at, 8);
-            // Five bits, at most 31, and a `u32` page size: the shift cannot overflow a `u64`.
+            // Five bits, at most 31: the shift of a 4 KiB page size cannot overflow a `u64`.
             let order = u32::try_from(number >> PAGE_ORDER_SHIFT).unwrap_or(u32::MAX);
             let bytes = page_size.checked_shl(order).unwrap_or(u64::MAX);
             if bytes > file_len {

@@ -42,13 +42,11 @@ pub(crate) struct ScratchBackend {
 
 impl ScratchBackend {
     /// A view of `file` (opened read-only is enough) whose header bytes are `header`; an
-    /// `InvalidData` error for a whole header (redb's 320 bytes) that cannot be the file's
+    /// `InvalidData` error for a header that cannot be the file's
     /// ([`check_header_roots`](crate::store::bounded::check_header_roots)).
     pub(crate) fn new(file: File, header: &[u8]) -> Io<ScratchBackend> {
         let len = file.metadata()?.len();
-        if header.len() == crate::store::bounded::REDB_HEADER_BYTES {
-            crate::store::bounded::check_header_roots(header, len)?;
-        }
+        crate::store::bounded::check_header_roots(header, len)?;
         let overlay = Overlay { pages: BTreeMap::new(), len, file_visible: len };
         let backend = ScratchBackend { file, overlay: Mutex::new(overlay) };
         backend.write(0, header)?;
@@ -161,11 +159,23 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f");
         std::fs::write(&path, vec![7u8; 10_000]).unwrap();
-        let backend = ScratchBackend::new(File::open(&path).unwrap(), &[1, 2, 3]).unwrap();
+        // A header as redb 4.6.0 writes one (4 KiB pages, regions of 2^20 pages, no roots).
+        let mut header = vec![0u8; crate::store::bounded::REDB_HEADER_BYTES];
+        header[..3].copy_from_slice(&[1, 2, 3]);
+        header[12..16].copy_from_slice(&4096u32.to_le_bytes());
+        header[20..24].copy_from_slice(&(1u32 << 20).to_le_bytes());
+        let mut foreign = header.clone();
+        foreign[20..24].copy_from_slice(&18u32.to_le_bytes());
+        let refused = ScratchBackend::new(File::open(&path).unwrap(), &foreign).unwrap_err();
+        assert_eq!(refused.kind(), std::io::ErrorKind::InvalidData, "{refused}");
+        let backend = ScratchBackend::new(File::open(&path).unwrap(), &header).unwrap();
         backend.write(4095, &[9, 9]).unwrap();
         let mut out = [0u8; 6];
         backend.read(0, &mut out).unwrap();
-        assert_eq!(out, [1, 2, 3, 7, 7, 7]);
+        assert_eq!(out, [1, 2, 3, 0, 0, 0]);
+        let mut out = [0u8; 4];
+        backend.read(318, &mut out).unwrap();
+        assert_eq!(out, [0, 0, 7, 7], "the file's bytes after the header");
         let mut out = [0u8; 4];
         backend.read(4094, &mut out).unwrap();
         assert_eq!(out, [7, 9, 9, 7]);
