@@ -98,6 +98,10 @@ drill durability-none 'powerloss .* lost_acked=[1-9]' \
     -p hookstate-tests --features bugdrill --test integration \
     powerloss::power_loss_at_every_operation_keeps_acked_events_and_an_openable_store
 
+drill header-syncs-skipped 'powerloss .* lost_acked=[1-9]' \
+    -p hookstate-tests --features bugdrill --test integration \
+    powerloss::power_loss_at_every_operation_keeps_acked_events_and_an_openable_store
+
 drill export-no-dir-fsync 'exportcrash .* lost_writes=[1-9]' \
     -p hookstate-tests --features bugdrill --test integration \
     exportcrash::export_crash_at_every_step_leaves_old_or_new_files_and_keeps_returned_writes

@@ -19,6 +19,9 @@ use hookstate_engine::{creation_is_atomic, Call, Command, Expect, LogFilter, Ope
 
 /// Commands in the seeded workload (each is one durable commit when it appends).
 const WORKLOAD_COMMANDS: u64 = 16;
+/// The command before which the workload closes the store and opens it again, so cuts fall in
+/// a clean close and in the open of a closed file too.
+const REOPEN_AT: u64 = WORKLOAD_COMMANDS / 2;
 /// Images per crash point: variant 0 drops every unsynced operation, the last keeps them all,
 /// the others keep a random subset with random sectors of each write.
 const IMAGES_PER_CRASH: u64 = 8;
@@ -241,12 +244,10 @@ struct RunResult {
 fn run(seed: u64, fault: Fault) -> RunResult {
     let scratch = tempfile::tempdir().unwrap();
     let disk = Arc::new(Mutex::new(Disk::default()));
-    let engine = hookstate_engine::open_on_backend(
-        &scratch.path().join("sim.redb"),
-        SimBackend(Arc::clone(&disk)),
-        options(true),
-    )
-    .unwrap();
+    let path = scratch.path().join("sim.redb");
+    let mut engine =
+        hookstate_engine::open_on_backend(&path, SimBackend(Arc::clone(&disk)), options(true))
+            .unwrap();
     let created_ops = {
         let mut disk = disk.lock().unwrap();
         let created = disk.ops;
@@ -263,6 +264,22 @@ fn run(seed: u64, fault: Fault) -> RunResult {
     let (mut acked, mut errors) = (Vec::new(), Vec::new());
     let workload = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         for n in 1..=WORKLOAD_COMMANDS {
+            if n == REOPEN_AT {
+                // A clean close and an open of the closed file, as every hook call does.
+                drop(engine);
+                match hookstate_engine::open_on_backend(
+                    &path,
+                    SimBackend(Arc::clone(&disk)),
+                    options(false),
+                ) {
+                    Ok(reopened) => engine = reopened,
+                    Err(err) => {
+                        assert!(fault != Fault::None, "the reopen failed without a fault: {err}");
+                        errors.push(err);
+                        return;
+                    }
+                }
+            }
             let call = Call {
                 scope: "sim".into(),
                 actor: Actor::default(),

@@ -47,11 +47,15 @@ pub enum Drill {
     /// `mirror-blind-write`: the mirror writes a file back without checking that it still holds
     /// the bytes the call saw (caught by the mirror race test as an outside change lost).
     MirrorBlindWrite,
+    /// `header-syncs-skipped`: the writer's backend skips every sync after which only the header
+    /// changed, a commit's own included, not only the flag changes it may skip (caught by the
+    /// power-loss simulator as an acknowledged commit lost).
+    HeaderSyncsSkipped,
 }
 
 impl Drill {
     /// Every drill with its name in [`DRILL_ENV`].
-    pub const ALL: [(Drill, &'static str); 9] = [
+    pub const ALL: [(Drill, &'static str); 10] = [
         (Drill::AckBeforeCommit, "ack-before-commit"),
         (Drill::CasSeparateRead, "cas-separate-read"),
         (Drill::DurabilityNone, "durability-none"),
@@ -61,6 +65,7 @@ impl Drill {
         (Drill::AnchorIgnored, "anchor-ignored"),
         (Drill::VerifyScansOnly, "verify-scans-only"),
         (Drill::MirrorBlindWrite, "mirror-blind-write"),
+        (Drill::HeaderSyncsSkipped, "header-syncs-skipped"),
     ];
 }
 

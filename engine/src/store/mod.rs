@@ -7,6 +7,7 @@
 mod bounded;
 mod dir;
 mod fill;
+mod flag_syncs;
 mod memory;
 mod postgres;
 mod redb;

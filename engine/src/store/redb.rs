@@ -28,6 +28,7 @@ use crate::kernel::error::{Error, Result};
 use crate::kernel::limits::{CACHE_BYTES, READ_ONLY_REPAIR_WAIT_MS, READ_TORN_RETRIES};
 use crate::kernel::storage::{EventVisitor, ReadTxn, RowVisitor, WriteTxn};
 use crate::store::bounded::{backoff, bounded, convert, REDB_HEADER_LOCK_END};
+use crate::store::flag_syncs::FlagSyncs;
 use crate::store::scratch::ScratchBackend;
 
 const LOG: TableDefinition<u64, &[u8]> = TableDefinition::new(LOG_TABLE);
@@ -130,7 +131,7 @@ impl RedbStore {
     pub(crate) fn open(file: &File, check_integrity: bool, wait: Duration) -> Result<Self> {
         let start = Instant::now();
         let (backend, timed_out, _) = bounded(file, wait, false)?;
-        match builder(check_integrity).create_with_backend(backend) {
+        match builder(check_integrity).create_with_backend(FlagSyncs::new(backend)) {
             Ok(db) => Ok(RedbStore { db: Db::Write(db) }),
             Err(_) if timed_out.load(Ordering::SeqCst) => {
                 Err(Error::Busy { waited_ms: waited_ms(start) })
@@ -152,6 +153,7 @@ impl RedbStore {
     ) -> Result<Self> {
         // The planted bug: once the store exists (a real store is created, synced and published
         // before any drill can touch it), commits return without a sync.
+        let backend = FlagSyncs::new(backend);
         #[cfg(feature = "bugdrill")]
         let skip = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         #[cfg(feature = "bugdrill")]
