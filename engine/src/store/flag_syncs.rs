@@ -166,5 +166,200 @@ impl<B: StorageBackend> StorageBackend for FlagSyncs<B> {
 }
 
 #[cfg(test)]
-#[path = "flag_syncs_tests.rs"]
-mod tests;
+mod tests {
+    use std::ops::Bound;
+    use std::sync::{Arc, Mutex};
+
+    use redb::{ConcurrencyMode, Database, ReadableDatabase, StorageBackend, TableDefinition};
+
+    use super::*;
+
+    /// A file in memory that counts the syncs that reach it; every lock is granted (one process).
+    #[derive(Debug, Clone, Default)]
+    struct Counted(Arc<Mutex<(Vec<u8>, u64)>>);
+
+    impl Counted {
+        fn syncs(&self) -> u64 {
+            self.0.lock().unwrap().1
+        }
+    }
+
+    impl StorageBackend for Counted {
+        fn len(&self) -> Io<u64> {
+            Ok(self.0.lock().unwrap().0.len() as u64)
+        }
+        fn read(&self, offset: u64, out: &mut [u8]) -> Io<()> {
+            let file = self.0.lock().unwrap();
+            let start = usize::try_from(offset).unwrap();
+            let bytes = file.0.get(start..start + out.len()).ok_or_else(|| {
+                std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "read past the end")
+            })?;
+            out.copy_from_slice(bytes);
+            Ok(())
+        }
+        fn set_len(&self, len: u64) -> Io<()> {
+            self.0.lock().unwrap().0.resize(usize::try_from(len).unwrap(), 0);
+            Ok(())
+        }
+        fn sync_data(&self) -> Io<()> {
+            self.0.lock().unwrap().1 += 1;
+            Ok(())
+        }
+        fn write(&self, offset: u64, data: &[u8]) -> Io<()> {
+            let mut file = self.0.lock().unwrap();
+            let start = usize::try_from(offset).unwrap();
+            if file.0.len() < start + data.len() {
+                file.0.resize(start + data.len(), 0);
+            }
+            file.0[start..start + data.len()].copy_from_slice(data);
+            Ok(())
+        }
+        fn try_lock_range(&self, _: Bound<u64>, _: Bound<u64>) -> Lock<bool> {
+            Ok(true)
+        }
+        fn try_lock_shared_range(&self, _: Bound<u64>, _: Bound<u64>) -> Lock<bool> {
+            Ok(true)
+        }
+        fn lock_range(&self, _: Bound<u64>, _: Bound<u64>) -> Lock<()> {
+            Ok(())
+        }
+        fn lock_shared_range(&self, _: Bound<u64>, _: Bound<u64>) -> Lock<()> {
+            Ok(())
+        }
+        fn unlock_range(&self, _: Bound<u64>, _: Bound<u64>) -> Lock<()> {
+            Ok(())
+        }
+        fn query_lock_range(&self, _: Bound<u64>, _: Bound<u64>) -> Lock<bool> {
+            Ok(false)
+        }
+    }
+
+    const TABLE: TableDefinition<'_, u64, &[u8]> = TableDefinition::new("t");
+
+    fn multi_writer() -> redb::Builder {
+        let mut builder = Database::builder();
+        builder.set_concurrency_mode(ConcurrencyMode::MultiWriter);
+        builder
+    }
+
+    /// One hook call on `backend`: open, one committed write, clean close.
+    fn one_call(backend: impl StorageBackend, n: u64) {
+        let db = multi_writer().create_with_backend(backend).unwrap();
+        let txn = db.begin_write().unwrap();
+        txn.open_table(TABLE).unwrap().insert(n, b"a hook's record".as_slice()).unwrap();
+        txn.commit().unwrap();
+    }
+
+    fn header(flags: u8) -> Vec<u8> {
+        let mut header = vec![0u8; REDB_HEADER_BYTES];
+        header[..FLAGS_AT].copy_from_slice(b"redb\x1a\n\xa9\r\n");
+        header[FLAGS_AT] = flags;
+        header[100] = 7;
+        header
+    }
+
+    /// A backend holding `base` as its header, wrapped.
+    fn holding(base: &[u8]) -> (Counted, FlagSyncs<Counted>) {
+        let file = Counted::default();
+        file.write(0, base).unwrap();
+        file.write(8192, &[1; 4096]).unwrap();
+        (file.clone(), FlagSyncs::new(file))
+    }
+
+    #[test]
+    fn a_call_skips_the_open_and_close_flag_syncs_and_its_commits_stay() {
+        let (plain, wrapped) = (Counted::default(), Counted::default());
+        one_call(plain.clone(), 0);
+        one_call(FlagSyncs::new(wrapped.clone()), 0);
+        let created = (plain.syncs(), wrapped.syncs());
+        for n in 1..=3 {
+            one_call(plain.clone(), n);
+            one_call(FlagSyncs::new(wrapped.clone()), n);
+        }
+        let per_call = ((plain.syncs() - created.0) / 3, (wrapped.syncs() - created.1) / 3);
+        println!("flag_syncs per_call_plain={} per_call_wrapped={}", per_call.0, per_call.1);
+        // The open's recovery mark and the close's sync before its clean header are skipped.
+        assert_eq!(per_call.1 + 2, per_call.0, "{per_call:?}");
+        // The file the wrapper left is what redb left: the same rows, a clean close.
+        let db = multi_writer().create_with_backend(wrapped.clone()).unwrap();
+        let txn = db.begin_read().unwrap();
+        let table = txn.open_table(TABLE).unwrap();
+        for n in 0..=3 {
+            assert_eq!(table.get(n).unwrap().unwrap().value(), b"a hook's record");
+        }
+        drop((table, txn, db));
+        assert_eq!(wrapped.0.lock().unwrap().0[FLAGS_AT] & RECOVERY_REQUIRED, 0);
+    }
+
+    #[test]
+    fn only_a_set_recovery_flag_or_a_cleared_unflushed_flag_is_skipped() {
+        let cases: [(u8, u8, bool); 7] = [
+            (0b0101, 0b0111, true),  // the open's mark
+            (0b1111, 0b0111, true),  // the unflushed flag cleared
+            (0b1101, 0b0111, true),  // both
+            (0b0111, 0b0101, false), // the recovery flag cleared: the clean close
+            (0b0111, 0b1111, false), // a primary marked unflushed: a commit's
+            (0b0101, 0b0100, false), // the primary slot swapped
+            (0b0101, 0b0001, false), // the two-phase flag
+        ];
+        for (before, after, skipped) in cases {
+            let (file, wrapped) = holding(&header(before));
+            wrapped.write(0, &header(after)).unwrap();
+            wrapped.sync_data().unwrap();
+            assert_eq!(file.syncs(), u64::from(!skipped), "{before:#06b} -> {after:#06b}");
+        }
+    }
+
+    #[test]
+    fn a_sync_runs_after_a_slot_change_a_page_write_a_grown_file_or_another_writers_header() {
+        let mark = |file: &FlagSyncs<Counted>| file.write(0, &header(0b0111)).unwrap();
+        // A slot byte changed beside the flag.
+        let (file, wrapped) = holding(&header(0b0101));
+        let mut slot = header(0b0111);
+        slot[100] = 8;
+        wrapped.write(0, &slot).unwrap();
+        wrapped.sync_data().unwrap();
+        assert_eq!(file.syncs(), 1, "slot changed");
+        // A page written.
+        let (file, wrapped) = holding(&header(0b0101));
+        mark(&wrapped);
+        wrapped.write(8192, &[2; 4096]).unwrap();
+        wrapped.sync_data().unwrap();
+        assert_eq!(file.syncs(), 1, "page written");
+        // The file grown; a trim is not a reason.
+        let (file, wrapped) = holding(&header(0b0101));
+        mark(&wrapped);
+        wrapped.set_len(16384).unwrap();
+        wrapped.sync_data().unwrap();
+        assert_eq!(file.syncs(), 1, "file grown");
+        let (file, wrapped) = holding(&header(0b1111));
+        wrapped.write(0, &header(0b0111)).unwrap();
+        wrapped.set_len(4096).unwrap();
+        wrapped.sync_data().unwrap();
+        assert_eq!(file.syncs(), 0, "file trimmed");
+        // Another process wrote the header after this handle did.
+        let (file, wrapped) = holding(&header(0b0101));
+        mark(&wrapped);
+        file.write(0, &header(0b1111)).unwrap();
+        wrapped.sync_data().unwrap();
+        assert_eq!(file.syncs(), 1, "header written by another process");
+        // Nothing written by this handle: a sync made for a dead writer's header.
+        let (file, wrapped) = holding(&header(0b1111));
+        wrapped.sync_data().unwrap();
+        assert_eq!(file.syncs(), 1, "nothing written");
+        // A skipped change still counts against the header before it: clearing the recovery flag
+        // afterwards is the clean close, which syncs.
+        let (file, wrapped) = holding(&header(0b0101));
+        mark(&wrapped);
+        wrapped.sync_data().unwrap();
+        wrapped.write(0, &header(0b0101)).unwrap();
+        wrapped.sync_data().unwrap();
+        assert_eq!(file.syncs(), 0, "back to the synced header: nothing to lose");
+        let (file, wrapped) = holding(&header(0b1111));
+        wrapped.write(0, &header(0b0111)).unwrap();
+        wrapped.sync_data().unwrap();
+        wrapped.write(0, &header(0b0101)).unwrap();
+        wrapped.sync_data().unwrap();
+        assert_eq!(file.syncs(), 1, "the clean header after a skipped flag change");
+    }
+}

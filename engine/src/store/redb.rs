@@ -151,9 +151,9 @@ impl RedbStore {
         meta: Option<&[(&str, &[u8])]>,
         check_integrity: bool,
     ) -> Result<Self> {
+        let backend = FlagSyncs::new(backend);
         // The planted bug: once the store exists (a real store is created, synced and published
         // before any drill can touch it), commits return without a sync.
-        let backend = FlagSyncs::new(backend);
         #[cfg(feature = "bugdrill")]
         let skip = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         #[cfg(feature = "bugdrill")]
