@@ -43,6 +43,10 @@ const PRIMARY_UNFLUSHED: u8 = 8;
 pub(crate) struct FlagSyncs<B> {
     inner: B,
     pending: Mutex<Pending>,
+    /// The `durability-none` drill: once set, every sync returns without syncing (redb refuses
+    /// `Durability::None` in `MultiWriter` mode, so the drill plants its effect here).
+    #[cfg(feature = "bugdrill")]
+    skip_every_sync: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// What this handle changed since its last sync.
@@ -58,7 +62,18 @@ struct Pending {
 
 impl<B: StorageBackend> FlagSyncs<B> {
     pub(crate) fn new(inner: B) -> Self {
-        FlagSyncs { inner, pending: Mutex::new(Pending::default()) }
+        FlagSyncs {
+            inner,
+            pending: Mutex::new(Pending::default()),
+            #[cfg(feature = "bugdrill")]
+            skip_every_sync: std::sync::Arc::default(),
+        }
+    }
+
+    /// The switch of the `durability-none` drill, set once the store exists.
+    #[cfg(feature = "bugdrill")]
+    pub(crate) fn drill_skips_every_sync(&self) -> std::sync::Arc<std::sync::atomic::AtomicBool> {
+        std::sync::Arc::clone(&self.skip_every_sync)
     }
 
     fn pending(&self) -> MutexGuard<'_, Pending> {
@@ -114,7 +129,8 @@ impl<B: StorageBackend> StorageBackend for FlagSyncs<B> {
     fn sync_data(&self) -> Io<()> {
         let mut pending = self.pending();
         #[cfg(feature = "bugdrill")]
-        let skip = self.skippable(&pending)
+        let skip = self.skip_every_sync.load(std::sync::atomic::Ordering::SeqCst)
+            || self.skippable(&pending)
             || (crate::kernel::drill::is(crate::kernel::drill::Drill::HeaderSyncsSkipped)
                 && !pending.other
                 && pending.latest.is_some());

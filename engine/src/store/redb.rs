@@ -155,9 +155,7 @@ impl RedbStore {
         // The planted bug: once the store exists (a real store is created, synced and published
         // before any drill can touch it), commits return without a sync.
         #[cfg(feature = "bugdrill")]
-        let skip = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        #[cfg(feature = "bugdrill")]
-        let backend = drill::NoSync { inner: backend, skip: std::sync::Arc::clone(&skip) };
+        let skip = backend.drill_skips_every_sync();
         let store = match meta {
             Some(meta) if backend.len().map_err(|e| convert(redb::StorageError::from(e)))? == 0 => {
                 RedbStore::create_on(backend, meta)
@@ -453,68 +451,6 @@ impl WriteTxn for RedbWrite {
 
     fn commit(self: Box<Self>) -> Result<()> {
         self.txn.commit().map_err(convert)
-    }
-}
-
-/// The `durability-none` drill's backend: redb refuses `Durability::None` in `MultiWriter` mode,
-/// so the drill plants its effect instead, a commit that returns without any sync.
-#[cfg(all(feature = "bugdrill", feature = "testing"))]
-mod drill {
-    use std::ops::Bound;
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::Arc;
-
-    use redb::{BackendError, StorageBackend};
-
-    #[derive(Debug)]
-    pub(super) struct NoSync<B> {
-        pub(super) inner: B,
-        pub(super) skip: Arc<AtomicBool>,
-    }
-
-    type Io<T> = std::result::Result<T, std::io::Error>;
-    type Lock<T> = std::result::Result<T, BackendError>;
-
-    impl<B: StorageBackend> StorageBackend for NoSync<B> {
-        fn len(&self) -> Io<u64> {
-            self.inner.len()
-        }
-        fn read(&self, offset: u64, out: &mut [u8]) -> Io<()> {
-            self.inner.read(offset, out)
-        }
-        fn set_len(&self, len: u64) -> Io<()> {
-            self.inner.set_len(len)
-        }
-        fn sync_data(&self) -> Io<()> {
-            if self.skip.load(Ordering::SeqCst) {
-                return Ok(());
-            }
-            self.inner.sync_data()
-        }
-        fn write(&self, offset: u64, data: &[u8]) -> Io<()> {
-            self.inner.write(offset, data)
-        }
-        fn close(&self) -> Io<()> {
-            self.inner.close()
-        }
-        fn try_lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Lock<bool> {
-            self.inner.try_lock_range(start, end)
-        }
-        fn try_lock_shared_range(&self, start: Bound<u64>, end: Bound<u64>) -> Lock<bool> {
-            self.inner.try_lock_shared_range(start, end)
-        }
-        fn lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Lock<()> {
-            self.inner.lock_range(start, end)
-        }
-        fn lock_shared_range(&self, start: Bound<u64>, end: Bound<u64>) -> Lock<()> {
-            self.inner.lock_shared_range(start, end)
-        }
-        fn unlock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Lock<()> {
-            self.inner.unlock_range(start, end)
-        }
-        fn query_lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Lock<bool> {
-            self.inner.query_lock_range(start, end)
-        }
     }
 }
 
