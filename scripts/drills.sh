@@ -102,6 +102,11 @@ drill header-syncs-skipped 'powerloss .* lost_acked=[1-9]' \
     -p hookstate-tests --features bugdrill --test integration \
     powerloss::power_loss_at_every_operation_keeps_acked_events_and_an_openable_store
 
+HOOKSTATE_KILL_SECS="${HOOKSTATE_KILL_SECS:-20}" \
+    drill close-header-stale 'killloop .* (lost_acked=[1-9]|verify=failed)' \
+    -p hookstate --features bugdrill --test cli \
+    killloop::kill_loop_loses_no_acked_event_and_never_double_claims
+
 drill export-no-dir-fsync 'exportcrash .* lost_writes=[1-9]' \
     -p hookstate-tests --features bugdrill --test integration \
     exportcrash::export_crash_at_every_step_leaves_old_or_new_files_and_keeps_returned_writes

@@ -51,11 +51,15 @@ pub enum Drill {
     /// changed, a commit's own included, not only the flag changes it may skip (caught by the
     /// power-loss simulator as an acknowledged commit lost).
     HeaderSyncsSkipped,
+    /// `close-header-stale`: a writer's close writes back the last header it wrote, flag cleared,
+    /// without checking that the file still holds it, so it overwrites a commit another process
+    /// made since (caught by the kill loop as a lost acked event).
+    CloseHeaderStale,
 }
 
 impl Drill {
     /// Every drill with its name in [`DRILL_ENV`].
-    pub const ALL: [(Drill, &'static str); 10] = [
+    pub const ALL: [(Drill, &'static str); 11] = [
         (Drill::AckBeforeCommit, "ack-before-commit"),
         (Drill::CasSeparateRead, "cas-separate-read"),
         (Drill::DurabilityNone, "durability-none"),
@@ -66,6 +70,7 @@ impl Drill {
         (Drill::VerifyScansOnly, "verify-scans-only"),
         (Drill::MirrorBlindWrite, "mirror-blind-write"),
         (Drill::HeaderSyncsSkipped, "header-syncs-skipped"),
+        (Drill::CloseHeaderStale, "close-header-stale"),
     ];
 }
 

@@ -4,11 +4,12 @@
 //! Part of the redb backend (`store::redb`); does not open databases.
 
 use std::ops::Bound;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use redb::{BackendError, StorageBackend};
 
-use crate::store::bounded::REDB_HEADER_BYTES;
+use crate::store::bounded::{REDB_HEADER_BYTES, REDB_HEADER_LOCK_END};
 
 type Io<T> = std::result::Result<T, std::io::Error>;
 type Lock<T> = std::result::Result<T, BackendError>;
@@ -21,6 +22,12 @@ const RECOVERY_REQUIRED: u8 = 2;
 /// `PRIMARY_UNFLUSHED`): set, other processes serve the previous commit and the next writer's
 /// open repairs.
 const PRIMARY_UNFLUSHED: u8 = 8;
+/// The flag of a primary slot written by a 2-phase commit (redb's `TWO_PHASE_COMMIT`), whose
+/// slot a later open trusts without looking at the other; every multi-writer commit sets it.
+const TWO_PHASE_COMMIT: u8 = 4;
+/// redb's writer lock byte (its `WRITER_BYTE`, `LOCK_BASE = 1 << 62`, redb's docs/design.md
+/// "Lock bytes"): held across every commit and across the clean close's header write.
+const REDB_WRITER_BYTE: u64 = 1 << 62;
 
 /// redb's file backend for a writer, which does not sync when the only change since its last
 /// sync is a header write that sets the recovery flag or clears the unflushed flag, the header
@@ -39,10 +46,16 @@ const PRIMARY_UNFLUSHED: u8 = 8;
 /// sync runs: page writes, a file grown, a slot, layout or other flag changed, a header another
 /// process wrote since, or nothing written by this handle (a sync made for a dead writer's
 /// header). The power-loss simulator opens its images through this backend.
+///
+/// Its close replaces redb's (see [`Closing`]): when the file's latest commit is this handle's
+/// own, a multi-writer commit that already recorded redb's allocator state and synced its slot,
+/// redb's allocator-state commit, trim and clean header (three syncs, and the next call's sync
+/// of regrowing the trimmed file) are skipped, and the clean header is written here, unsynced.
 #[derive(Debug)]
 pub(crate) struct FlagSyncs<B> {
     inner: B,
     pending: Mutex<Pending>,
+    closing: Arc<Closing>,
     /// The `durability-none` drill: once set, every sync returns without syncing (redb refuses
     /// `Durability::None` in `MultiWriter` mode, so the drill plants its effect here).
     #[cfg(feature = "bugdrill")]
@@ -58,6 +71,57 @@ struct Pending {
     latest: Option<Vec<u8>>,
     /// A write other than a whole header, or a `set_len` that grew the file.
     other: bool,
+    /// The last header this handle wrote, kept across syncs.
+    written: Option<Vec<u8>>,
+    /// Whether the file's header was clean (neither flag set) when this handle first wrote one:
+    /// its open found a file closed cleanly, which it did not repair.
+    found_clean: Option<bool>,
+}
+
+/// How a writer's handle closes, shared between the store (`store::redb`) and its backend.
+///
+/// redb's close commits its allocator state again, trims the file and writes a clean header, with
+/// three syncs; on the next call the trimmed file grows again, with a fourth. In multi-writer mode
+/// every commit already records the allocator state (`set_quick_repair` cannot turn it off), so
+/// when the file's latest commit is this handle's own, none of that changes what the next open
+/// reads. The store marks the close `started` before it drops redb's database; the backend then
+/// refuses the writer byte to redb's close, which skips its maintenance commit and its header, and
+/// at its own close writes the header redb's would have held: the file's header with the recovery
+/// flag cleared, under the writer byte and the header lock, and only when that header is the last
+/// one this handle wrote (no other process committed since), its primary slot is a flushed 2-phase
+/// commit, and this handle committed or found the file clean. The write is not synced: lost, the
+/// header keeps the recovery flag, which the next writer's open clears as after a killed writer
+/// (redb loads the recorded allocator state; it rebuilds it only when no commit recorded one).
+/// A handle that compacted leaves the close to redb (compaction's commits record no allocator
+/// state).
+#[derive(Debug, Default)]
+pub(crate) struct Closing {
+    started: AtomicBool,
+    committed: AtomicBool,
+    compacted: AtomicBool,
+}
+
+impl Closing {
+    /// The store is dropping its database: from now on the writer byte is refused to redb.
+    pub(crate) fn start(&self) {
+        self.started.store(true, Ordering::SeqCst);
+    }
+
+    /// A commit of this handle returned.
+    pub(crate) fn committed(&self) {
+        self.committed.store(true, Ordering::SeqCst);
+    }
+
+    /// This handle compacted the file: redb's own close runs.
+    pub(crate) fn compacted(&self) {
+        self.compacted.store(true, Ordering::SeqCst);
+    }
+
+    fn replaces_redbs(&self) -> bool {
+        self.started.load(Ordering::SeqCst)
+            && !self.compacted.load(Ordering::SeqCst)
+            && !std::thread::panicking()
+    }
 }
 
 impl<B: StorageBackend> FlagSyncs<B> {
@@ -65,6 +129,7 @@ impl<B: StorageBackend> FlagSyncs<B> {
         FlagSyncs {
             inner,
             pending: Mutex::new(Pending::default()),
+            closing: Arc::default(),
             #[cfg(feature = "bugdrill")]
             skip_every_sync: std::sync::Arc::default(),
         }
@@ -74,6 +139,11 @@ impl<B: StorageBackend> FlagSyncs<B> {
     #[cfg(feature = "bugdrill")]
     pub(crate) fn drill_skips_every_sync(&self) -> std::sync::Arc<std::sync::atomic::AtomicBool> {
         std::sync::Arc::clone(&self.skip_every_sync)
+    }
+
+    /// How this handle closes, for the store to mark.
+    pub(crate) fn closing(&self) -> Arc<Closing> {
+        Arc::clone(&self.closing)
     }
 
     fn pending(&self) -> MutexGuard<'_, Pending> {
@@ -94,6 +164,60 @@ impl<B: StorageBackend> FlagSyncs<B> {
             && only_safe_flags(base, latest)
             && self.file_header().is_some_and(|now| now == *latest)
     }
+
+    /// Whether this handle's close replaces redb's (see [`Closing`]): the store started it, did
+    /// not compact, and this handle committed or found the file clean.
+    fn replaces_redbs_close(&self) -> bool {
+        self.closing.replaces_redbs()
+            && (self.closing.committed.load(Ordering::SeqCst)
+                || self.pending().found_clean == Some(true))
+    }
+
+    /// The clean header of a close that replaces redb's (see [`Closing`]); a close that cannot
+    /// take the writer byte or the header lock, or finds the file not as this handle left it,
+    /// writes nothing and leaves the recovery flag for the next open.
+    fn write_clean_header(&self) {
+        let writer = (Bound::Included(REDB_WRITER_BYTE), Bound::Included(REDB_WRITER_BYTE));
+        if !matches!(self.inner.try_lock_range(writer.0, writer.1), Ok(true)) {
+            return;
+        }
+        let header_lock = (Bound::Included(0), Bound::Excluded(REDB_HEADER_LOCK_END));
+        if self.inner.lock_range(header_lock.0, header_lock.1).is_ok() {
+            let written = self.pending().written.clone();
+            // The planted bug: the header this handle wrote last, whatever the file holds now.
+            #[cfg(feature = "bugdrill")]
+            let file = if crate::kernel::drill::is(crate::kernel::drill::Drill::CloseHeaderStale) {
+                written.clone()
+            } else {
+                self.file_header()
+            };
+            #[cfg(not(feature = "bugdrill"))]
+            let file = self.file_header();
+            if let Some(header) = file.filter(|header| written.as_ref() == Some(header)) {
+                if let Some(clean) = cleared(&header) {
+                    // Unsynced by design (see `Closing`); an error leaves the flag set.
+                    let _ = self.inner.write(0, &clean);
+                }
+            }
+            let _ = self.inner.unlock_range(header_lock.0, header_lock.1);
+        }
+        let _ = self.inner.unlock_range(writer.0, writer.1);
+    }
+}
+
+/// `header` with its recovery flag cleared, when it has one to clear over a flushed 2-phase
+/// primary slot.
+fn cleared(header: &[u8]) -> Option<Vec<u8>> {
+    let flags = *header.get(FLAGS_AT)?;
+    let clearable = header.len() == REDB_HEADER_BYTES
+        && flags & RECOVERY_REQUIRED != 0
+        && flags & PRIMARY_UNFLUSHED == 0
+        && flags & TWO_PHASE_COMMIT != 0;
+    clearable.then(|| {
+        let mut clean = header.to_vec();
+        clean[FLAGS_AT] = flags & !RECOVERY_REQUIRED;
+        clean
+    })
 }
 
 /// Whether `latest` is `base` with at most the recovery flag set and the unflushed flag cleared.
@@ -140,7 +264,11 @@ impl<B: StorageBackend> StorageBackend for FlagSyncs<B> {
             return Ok(());
         }
         self.inner.sync_data()?;
-        *pending = Pending::default();
+        *pending = Pending {
+            written: pending.written.take(),
+            found_clean: pending.found_clean,
+            ..Pending::default()
+        };
         Ok(())
     }
     fn write(&self, offset: u64, data: &[u8]) -> Io<()> {
@@ -152,16 +280,31 @@ impl<B: StorageBackend> StorageBackend for FlagSyncs<B> {
                     None => pending.other = true,
                 }
             }
+            if pending.found_clean.is_none() {
+                let flags = pending.base.as_ref().and_then(|base| base.get(FLAGS_AT).copied());
+                pending.found_clean =
+                    Some(flags.is_some_and(|f| f & (RECOVERY_REQUIRED | PRIMARY_UNFLUSHED) == 0));
+            }
             pending.latest = Some(data.to_vec());
+            pending.written = Some(data.to_vec());
         } else {
             pending.other = true;
         }
         self.inner.write(offset, data)
     }
     fn close(&self) -> Io<()> {
+        if self.replaces_redbs_close() {
+            self.write_clean_header();
+        }
         self.inner.close()
     }
     fn try_lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Lock<bool> {
+        // redb's close asks for the writer byte to commit its allocator state and write its clean
+        // header; refused, it does neither, and this backend's close writes the header instead.
+        let writer = Bound::Included(REDB_WRITER_BYTE);
+        if start == writer && end == writer && self.replaces_redbs_close() {
+            return Ok(false);
+        }
         self.inner.try_lock_range(start, end)
     }
     fn try_lock_shared_range(&self, start: Bound<u64>, end: Bound<u64>) -> Lock<bool> {
@@ -186,7 +329,9 @@ mod tests {
     use std::ops::Bound;
     use std::sync::{Arc, Mutex};
 
-    use redb::{ConcurrencyMode, Database, ReadableDatabase, StorageBackend, TableDefinition};
+    use redb::{
+        ConcurrencyMode, Database, ReadableDatabase, ReadableTable, StorageBackend, TableDefinition,
+    };
 
     use super::*;
 
@@ -377,5 +522,132 @@ mod tests {
         wrapped.write(0, &header(0b0101)).unwrap();
         wrapped.sync_data().unwrap();
         assert_eq!(file.syncs(), 1, "the clean header after a skipped flag change");
+    }
+
+    /// One hook call whose close replaces redb's, as `store::redb` runs it: open, one committed
+    /// write, the close marked started, the database dropped.
+    fn replaced_call(file: &Counted, n: u64) {
+        let backend = FlagSyncs::new(file.clone());
+        let closing = backend.closing();
+        let db = multi_writer().create_with_backend(backend).unwrap();
+        let txn = db.begin_write().unwrap();
+        txn.open_table(TABLE).unwrap().insert(n, b"a hook's record".as_slice()).unwrap();
+        txn.commit().unwrap();
+        closing.committed();
+        closing.start();
+        drop(db);
+    }
+
+    fn flags(file: &Counted) -> u8 {
+        file.0.lock().unwrap().0[FLAGS_AT]
+    }
+
+    fn rows(file: &Counted) -> Vec<u64> {
+        let db = multi_writer().create_with_backend(file.clone()).unwrap();
+        let txn = db.begin_read().unwrap();
+        let table = txn.open_table(TABLE).unwrap();
+        let rows = table.iter().unwrap().map(|row| row.unwrap().0.value()).collect();
+        drop((table, txn));
+        rows
+    }
+
+    #[test]
+    fn a_replaced_close_costs_no_sync_and_leaves_a_clean_file_that_opens_fast() {
+        let file = Counted::default();
+        one_call(FlagSyncs::new(file.clone()), 0);
+        let (syncs, len) = (file.syncs(), file.len().unwrap());
+        for n in 1..=20 {
+            replaced_call(&file, n);
+            // A reader beside no live writer refuses a file with the recovery flag set.
+            assert_eq!(flags(&file) & RECOVERY_REQUIRED, 0, "call {n}");
+        }
+        let per_call = (file.syncs() - syncs) / 20;
+        println!(
+            "flag_syncs replaced_close per_call={per_call} len={len}->{}",
+            file.len().unwrap()
+        );
+        // The commit's two syncs, nothing of the open's or the close's.
+        assert_eq!(per_call, 2);
+        assert!(multi_writer().open_read_only_with_backend(file.clone()).is_ok());
+        assert_eq!(rows(&file), (0..=20).collect::<Vec<_>>());
+        // No trim, so no regrowth either: the file stays within the length redb's closes leave
+        // for the same rows, give or take a region's allocation.
+        let plain = Counted::default();
+        for n in 0..=20 {
+            one_call(plain.clone(), n);
+        }
+        let (ours, redbs) = (file.len().unwrap(), plain.len().unwrap());
+        assert!(ours <= redbs * 2, "{ours} bytes against redb's {redbs}");
+    }
+
+    #[test]
+    fn a_close_after_another_handles_commit_leaves_its_header_alone() {
+        let file = Counted::default();
+        one_call(FlagSyncs::new(file.clone()), 0);
+        let first = FlagSyncs::new(file.clone());
+        let closing = first.closing();
+        let db = multi_writer().create_with_backend(first).unwrap();
+        let txn = db.begin_write().unwrap();
+        txn.open_table(TABLE).unwrap().insert(1, b"first".as_slice()).unwrap();
+        txn.commit().unwrap();
+        closing.committed();
+        // Another handle commits after this one; its header is the file's now.
+        let second = FlagSyncs::new(file.clone());
+        let second_closing = second.closing();
+        let other = multi_writer().create_with_backend(second).unwrap();
+        let txn = other.begin_write().unwrap();
+        txn.open_table(TABLE).unwrap().insert(2, b"second".as_slice()).unwrap();
+        txn.commit().unwrap();
+        second_closing.committed();
+        let after_second = file.0.lock().unwrap().0[..REDB_HEADER_BYTES].to_vec();
+        closing.start();
+        drop(db);
+        assert_eq!(file.0.lock().unwrap().0[..REDB_HEADER_BYTES], after_second[..]);
+        second_closing.start();
+        drop(other);
+        assert_eq!(flags(&file) & RECOVERY_REQUIRED, 0);
+        assert_eq!(rows(&file), vec![0, 1, 2]);
+    }
+
+    #[test]
+    fn redb_closes_a_file_its_handle_found_unclean_and_did_not_commit_to_or_compacted() {
+        // Found unclean (a killed writer's flag), no commit: redb's close, a clean file.
+        let file = Counted::default();
+        one_call(FlagSyncs::new(file.clone()), 0);
+        file.0.lock().unwrap().0[FLAGS_AT] |= RECOVERY_REQUIRED;
+        let backend = FlagSyncs::new(file.clone());
+        let closing = backend.closing();
+        let db = multi_writer().create_with_backend(backend).unwrap();
+        let before = file.syncs();
+        closing.start();
+        drop(db);
+        assert!(file.syncs() > before, "redb's close syncs");
+        assert_eq!(flags(&file) & RECOVERY_REQUIRED, 0);
+        // Compacted: redb's close, whose allocator-state commit the compaction's commits lack.
+        let backend = FlagSyncs::new(file.clone());
+        let closing = backend.closing();
+        let mut db = multi_writer().create_with_backend(backend).unwrap();
+        let txn = db.begin_write().unwrap();
+        txn.open_table(TABLE).unwrap().insert(1, b"row".as_slice()).unwrap();
+        txn.commit().unwrap();
+        closing.committed();
+        closing.compacted();
+        db.compact().unwrap();
+        let before = file.syncs();
+        closing.start();
+        drop(db);
+        assert!(file.syncs() > before, "redb's close syncs");
+        assert_eq!(flags(&file) & RECOVERY_REQUIRED, 0);
+        assert_eq!(rows(&file), vec![0, 1]);
+    }
+
+    #[test]
+    fn only_a_flushed_two_phase_header_with_the_recovery_flag_is_cleared() {
+        assert_eq!(cleared(&header(0b0111)), Some(header(0b0101)));
+        assert_eq!(cleared(&header(0b0110)), Some(header(0b0100)));
+        assert_eq!(cleared(&header(0b0101)), None, "already clean");
+        assert_eq!(cleared(&header(0b1111)), None, "primary unflushed");
+        assert_eq!(cleared(&header(0b0011)), None, "not a 2-phase primary");
+        assert_eq!(cleared(&header(0b0111)[..100]), None, "not a whole header");
     }
 }

@@ -28,7 +28,7 @@ use crate::kernel::error::{Error, Result};
 use crate::kernel::limits::{CACHE_BYTES, READ_ONLY_REPAIR_WAIT_MS, READ_TORN_RETRIES};
 use crate::kernel::storage::{EventVisitor, ReadTxn, RowVisitor, WriteTxn};
 use crate::store::bounded::{backoff, bounded, convert, REDB_HEADER_LOCK_END};
-use crate::store::flag_syncs::FlagSyncs;
+use crate::store::flag_syncs::{Closing, FlagSyncs};
 use crate::store::scratch::ScratchBackend;
 
 const LOG: TableDefinition<u64, &[u8]> = TableDefinition::new(LOG_TABLE);
@@ -37,7 +37,19 @@ const META: TableDefinition<&str, &[u8]> = TableDefinition::new(META_TABLE);
 
 /// A redb database file in multi-writer mode, opened for writing or only for reading.
 pub(crate) struct RedbStore {
+    /// A writer on a [`FlagSyncs`] backend: how its close runs (see [`Closing`]). Declared
+    /// before `db`, so it drops first: the close is marked started before redb's runs.
+    closing: Option<StartsClose>,
     db: Db,
+}
+
+/// Marks a writer's close started when it drops (see [`Closing`]).
+struct StartsClose(std::sync::Arc<Closing>);
+
+impl Drop for StartsClose {
+    fn drop(&mut self) {
+        self.0.start();
+    }
 }
 
 enum Db {
@@ -86,7 +98,7 @@ impl RedbStore {
         meta: &[(&str, &[u8])],
     ) -> Result<Self> {
         let db = builder.create_with_backend(backend).map_err(convert)?;
-        let store = RedbStore { db: Db::Write(db) };
+        let store = RedbStore { db: Db::Write(db), closing: None };
         let mut txn = store.begin_write(Instant::now() + Duration::from_secs(1))?;
         for (key, value) in meta {
             txn.put_meta(key, value)?;
@@ -103,10 +115,7 @@ impl RedbStore {
         // can reach it.
         let memory = redb::backends::InMemoryBackend::new();
         let store = RedbStore::create_with(&Database::builder(), memory, meta)?;
-        match store.db {
-            Db::Write(db) => Ok(RedbStore { db: Db::Empty(db) }),
-            other => Ok(RedbStore { db: other }),
-        }
+        Ok(store.into_empty())
     }
 
     /// A database in memory with its tables and `meta`, filled by `fill` in one transaction,
@@ -120,9 +129,14 @@ impl RedbStore {
         let mut txn = store.begin_write(Instant::now() + Duration::from_secs(1))?;
         fill(&mut *txn)?;
         txn.commit()?;
-        match store.db {
-            Db::Write(db) => Ok(RedbStore { db: Db::Empty(db) }),
-            other => Ok(RedbStore { db: other }),
+        Ok(store.into_empty())
+    }
+
+    /// This store's database, made read-only (an in-memory store once filled).
+    fn into_empty(self) -> Self {
+        match self.db {
+            Db::Write(db) => RedbStore { db: Db::Empty(db), closing: self.closing },
+            other => RedbStore { db: other, closing: self.closing },
         }
     }
 
@@ -131,8 +145,10 @@ impl RedbStore {
     pub(crate) fn open(file: &File, check_integrity: bool, wait: Duration) -> Result<Self> {
         let start = Instant::now();
         let (backend, timed_out, _) = bounded(file, wait, false)?;
-        match builder(check_integrity).create_with_backend(FlagSyncs::new(backend)) {
-            Ok(db) => Ok(RedbStore { db: Db::Write(db) }),
+        let backend = FlagSyncs::new(backend);
+        let closing = Some(StartsClose(backend.closing()));
+        match builder(check_integrity).create_with_backend(backend) {
+            Ok(db) => Ok(RedbStore { db: Db::Write(db), closing }),
             Err(_) if timed_out.load(Ordering::SeqCst) => {
                 Err(Error::Busy { waited_ms: waited_ms(start) })
             }
@@ -152,6 +168,7 @@ impl RedbStore {
         check_integrity: bool,
     ) -> Result<Self> {
         let backend = FlagSyncs::new(backend);
+        let closing = backend.closing();
         // The planted bug: once the store exists (a real store is created, synced and published
         // before any drill can touch it), commits return without a sync.
         #[cfg(feature = "bugdrill")]
@@ -161,10 +178,14 @@ impl RedbStore {
                 RedbStore::create_on(backend, meta)
             }
             _ => match builder(check_integrity).create_with_backend(backend) {
-                Ok(db) => Ok(RedbStore { db: Db::Write(db) }),
+                Ok(db) => Ok(RedbStore { db: Db::Write(db), closing: None }),
                 Err(err) => Err(convert(err)),
             },
-        };
+        }
+        .map(|mut store| {
+            store.closing = Some(StartsClose(closing));
+            store
+        });
         #[cfg(feature = "bugdrill")]
         skip.store(
             crate::kernel::drill::is(crate::kernel::drill::Drill::DurabilityNone),
@@ -188,7 +209,7 @@ impl RedbStore {
         loop {
             let (backend, timed_out, lockless) = bounded(file, wait, true)?;
             match builder(false).open_read_only_with_backend(backend) {
-                Ok(db) => return Ok(Some(RedbStore { db: Db::Read(db) })),
+                Ok(db) => return Ok(Some(RedbStore { db: Db::Read(db), closing: None })),
                 Err(_) if timed_out.load(Ordering::SeqCst) => {
                     return Err(Error::Busy { waited_ms: waited_ms(start) })
                 }
@@ -246,14 +267,20 @@ impl RedbStore {
         txn.set_durability(Durability::Immediate)
             .map_err(|e| Error::Store(Box::new(redb::Error::from(e))))?;
         txn.set_quick_repair(true);
-        Ok(RedbWrite { txn })
+        let closing = self.closing.as_ref().map(|close| std::sync::Arc::clone(&close.0));
+        Ok(RedbWrite { txn, closing })
     }
 
     /// Compacts the file (redb takes the writer lock and the header lock for it); `false` when
     /// there was nothing to give back or the handle cannot write.
     pub(crate) fn compact_file(&mut self) -> Result<bool> {
         match &mut self.db {
-            Db::Write(db) => db.compact().map_err(|e| Error::Store(Box::new(redb::Error::from(e)))),
+            Db::Write(db) => {
+                if let Some(closing) = &self.closing {
+                    closing.0.compacted();
+                }
+                db.compact().map_err(|e| Error::Store(Box::new(redb::Error::from(e))))
+            }
             _ => Ok(false),
         }
     }
@@ -282,7 +309,7 @@ impl RedbStore {
     pub(crate) fn open_view(file: &File, wait: Duration, check_integrity: bool) -> Result<Self> {
         // A file that needs a repair has no live writer, so nothing moves its pages meanwhile.
         let pin = match RedbStore::open_read_only(file, wait)? {
-            Some(RedbStore { db: Db::Read(db) }) => {
+            Some(RedbStore { db: Db::Read(db), .. }) => {
                 let txn = db.begin_read().map_err(convert)?;
                 Some((db, txn))
             }
@@ -295,7 +322,7 @@ impl RedbStore {
         let mut builder = Database::builder();
         builder.set_check_integrity_on_open(check_integrity).set_cache_size(CACHE_BYTES);
         let db = builder.create_with_backend(scratch).map_err(convert)?;
-        Ok(RedbStore { db: Db::Scratch { db, _pin: pin } })
+        Ok(RedbStore { db: Db::Scratch { db, _pin: pin }, closing: None })
     }
 }
 
@@ -334,6 +361,7 @@ struct RedbRead {
 
 struct RedbWrite {
     txn: redb::WriteTransaction,
+    closing: Option<std::sync::Arc<Closing>>,
 }
 
 /// Both transaction kinds open tables the same way; this runs the shared read logic on any
@@ -450,7 +478,11 @@ impl WriteTxn for RedbWrite {
     }
 
     fn commit(self: Box<Self>) -> Result<()> {
-        self.txn.commit().map_err(convert)
+        self.txn.commit().map_err(convert)?;
+        if let Some(closing) = &self.closing {
+            closing.committed();
+        }
+        Ok(())
     }
 }
 
