@@ -36,6 +36,13 @@ const ANSWER_WAIT: Duration = Duration::from_secs(10);
 const HELLO_WAIT: Duration = Duration::from_secs(2);
 /// Failed calls after which a persistent client gives up.
 const CLIENT_ERRORS_MAX: usize = 5;
+/// How long a persistent client may drain its round before it gives up (a failed call): a
+/// round of 16,000 claims takes a few seconds.
+const CLIENT_ROUND_MAX: Duration = Duration::from_secs(300);
+/// How long a stopped server may take to exit after SIGTERM before it is killed.
+const STOP_WAIT: Duration = Duration::from_secs(10);
+/// How often a stopping server is polled.
+const STOP_POLL: Duration = Duration::from_millis(20);
 
 /// One round through the server.
 pub(crate) struct Round {
@@ -108,9 +115,17 @@ impl Drop for Server {
             .args(["-TERM", &self.child.id().to_string()])
             .status()
             .is_ok_and(|s| s.success());
-        if !stopped {
-            let _ = self.child.kill();
+        let deadline = Instant::now() + STOP_WAIT;
+        while stopped && Instant::now() < deadline {
+            if !matches!(self.child.try_wait(), Ok(None)) {
+                return;
+            }
+            thread::sleep(STOP_POLL);
         }
+        if stopped {
+            eprintln!("bench: the server did not stop on SIGTERM within {STOP_WAIT:?}; killing it");
+        }
+        let _ = self.child.kill();
         let _ = self.child.wait();
     }
 }
@@ -132,7 +147,12 @@ fn client(socket: &Path, id: usize) -> Result<(Vec<Claimed>, usize), String> {
     argv.push(holder);
     let mut claims = Vec::new();
     let mut errors = 0;
+    let round_start = Instant::now();
     for n in 0.. {
+        if round_start.elapsed() > CLIENT_ROUND_MAX {
+            errors += 1;
+            break;
+        }
         let run =
             Run { id: n, argv: argv.clone(), pid: Some(std::process::id()), ..Run::default() };
         let start = Instant::now();
