@@ -524,9 +524,9 @@ mod tests {
         assert_eq!(file.syncs(), 1, "the clean header after a skipped flag change");
     }
 
-    /// One hook call whose close replaces redb's, as `store::redb` runs it: open, one committed
-    /// write, the close marked started, the database dropped.
-    fn replaced_call(file: &Counted, n: u64) {
+    /// A writer's handle on `file` with row `n` committed, marked committed as `store::redb`
+    /// marks it.
+    fn committed(file: &Counted, n: u64) -> (Database, Arc<Closing>) {
         let backend = FlagSyncs::new(file.clone());
         let closing = backend.closing();
         let db = multi_writer().create_with_backend(backend).unwrap();
@@ -534,6 +534,13 @@ mod tests {
         txn.open_table(TABLE).unwrap().insert(n, b"a hook's record".as_slice()).unwrap();
         txn.commit().unwrap();
         closing.committed();
+        (db, closing)
+    }
+
+    /// One hook call whose close replaces redb's, as `store::redb` runs it: open, one committed
+    /// write, the close marked started, the database dropped.
+    fn replaced_call(file: &Counted, n: u64) {
+        let (db, closing) = committed(file, n);
         closing.start();
         drop(db);
     }
@@ -584,21 +591,9 @@ mod tests {
     fn a_close_after_another_handles_commit_leaves_its_header_alone() {
         let file = Counted::default();
         one_call(FlagSyncs::new(file.clone()), 0);
-        let first = FlagSyncs::new(file.clone());
-        let closing = first.closing();
-        let db = multi_writer().create_with_backend(first).unwrap();
-        let txn = db.begin_write().unwrap();
-        txn.open_table(TABLE).unwrap().insert(1, b"first".as_slice()).unwrap();
-        txn.commit().unwrap();
-        closing.committed();
+        let (db, closing) = committed(&file, 1);
         // Another handle commits after this one; its header is the file's now.
-        let second = FlagSyncs::new(file.clone());
-        let second_closing = second.closing();
-        let other = multi_writer().create_with_backend(second).unwrap();
-        let txn = other.begin_write().unwrap();
-        txn.open_table(TABLE).unwrap().insert(2, b"second".as_slice()).unwrap();
-        txn.commit().unwrap();
-        second_closing.committed();
+        let (other, second_closing) = committed(&file, 2);
         let after_second = file.0.lock().unwrap().0[..REDB_HEADER_BYTES].to_vec();
         closing.start();
         drop(db);
@@ -624,13 +619,7 @@ mod tests {
         assert!(file.syncs() > before, "redb's close syncs");
         assert_eq!(flags(&file) & RECOVERY_REQUIRED, 0);
         // Compacted: redb's close, whose allocator-state commit the compaction's commits lack.
-        let backend = FlagSyncs::new(file.clone());
-        let closing = backend.closing();
-        let mut db = multi_writer().create_with_backend(backend).unwrap();
-        let txn = db.begin_write().unwrap();
-        txn.open_table(TABLE).unwrap().insert(1, b"row".as_slice()).unwrap();
-        txn.commit().unwrap();
-        closing.committed();
+        let (mut db, closing) = committed(&file, 1);
         closing.compacted();
         db.compact().unwrap();
         let before = file.syncs();
