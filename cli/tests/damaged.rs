@@ -187,6 +187,7 @@ fn a_store_file_that_trips_a_redb_assertion_is_exit_5_in_one_line() {
         assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
         assert!(stderr.contains("damaged store file"), "{args:?}: {stderr}");
         assert!(stderr.contains("region geometry"), "{args:?}: {stderr}");
+        assert!(!stderr.contains("I/O error"), "a damaged file is not a disk's error: {stderr}");
         assert_eq!(std::fs::read(&path).unwrap(), before, "{args:?} changed the file");
     }
 }
@@ -215,6 +216,7 @@ fn a_store_file_naming_a_page_larger_than_itself_is_exit_5_without_the_page_buff
         assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
         assert!(stderr.contains("damaged store file"), "{args:?}: {stderr}");
         assert!(stderr.contains("names a root page"), "{args:?}: {stderr}");
+        assert!(!stderr.contains("I/O error"), "a damaged file is not a disk's error: {stderr}");
         assert_eq!(std::fs::read(&path).unwrap(), before, "{args:?} changed the file");
     }
 }

@@ -263,15 +263,18 @@ pub(crate) fn convert(err: impl Into<redb::Error>) -> Error {
         // redb reports a file that is not a database ("magic number mismatch") as invalid data,
         // and a read past the end of a truncated file as an unexpected end of file: both are a
         // damaged store, not a failing disk.
-        redb::Error::Io(ref io)
+        // The cause is the IO error itself: redb's wrapper would add "I/O error: " to a message
+        // that already follows "damaged store file" or "store IO failed".
+        redb::Error::Io(io)
             if matches!(
                 io.kind(),
                 std::io::ErrorKind::InvalidData | std::io::ErrorKind::UnexpectedEof
             ) =>
         {
-            Error::StoreCorrupt(Box::new(err))
+            Error::StoreCorrupt(Box::new(io))
         }
-        redb::Error::Io(_) | redb::Error::PreviousIo => Error::StoreIo(Box::new(err)),
+        redb::Error::Io(io) => Error::StoreIo(Box::new(io)),
+        redb::Error::PreviousIo => Error::StoreIo(Box::new(err)),
         other => Error::Store(Box::new(other)),
     }
 }
