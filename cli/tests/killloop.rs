@@ -226,8 +226,9 @@ fn worker(db: &Path, seed: u64, w: u64, direct: bool, epoch: Instant, deadline: 
     tally
 }
 
-/// Every event of the store, by seq, read back through `hookstate log` in pages.
-fn read_log(db: &Path) -> BTreeMap<u64, Value> {
+/// Every event of the store, by seq, read back through `hookstate log` in pages; the failed
+/// call when the store refuses to give its log (a rolled-back or damaged store).
+fn read_log(db: &Path) -> Result<BTreeMap<u64, Value>, String> {
     let mut events = BTreeMap::new();
     let mut from = 1;
     loop {
@@ -235,14 +236,16 @@ fn read_log(db: &Path) -> BTreeMap<u64, Value> {
             .args(["log", "--from-seq", &from.to_string(), "--limit", &LOG_PAGE_EVENTS.to_string()])
             .output()
             .unwrap();
-        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        if out.status.code() != Some(0) {
+            return Err(format!("{out:?}"));
+        }
         let before = events.len();
         for line in String::from_utf8_lossy(&out.stdout).lines() {
             let event: Value = serde_json::from_str(line).unwrap();
             events.insert(event["seq"].as_u64().unwrap(), event);
         }
         if events.len() == before {
-            return events;
+            return Ok(events);
         }
         from = events.keys().next_back().unwrap() + 1;
     }
@@ -592,7 +595,11 @@ fn kill_loop(name: &str, budget: Duration, served: Option<u64>) {
         thread.join().unwrap()
     });
     let verify = hookstate(&db).arg("verify").output().unwrap();
-    let log = read_log(&db);
+    // A store that no longer gives its log back has lost every acknowledged event to its reader.
+    let (log, log_refused) = match read_log(&db) {
+        Ok(log) => (log, None),
+        Err(call) => (BTreeMap::new(), Some(call)),
+    };
     let lost = lost_acked(&tally.ok, &log);
     let doubles = double_claims(&tally.ok, &log);
     let anomalies = history_anomalies(&log);
@@ -619,8 +626,8 @@ fn kill_loop(name: &str, budget: Duration, served: Option<u64>) {
     println!(
         "{name} invocations={} kills={} ok={} fail={} info={} lost_acked={} double_claims={} \
          history_anomalies={} realtime_violations={} bad_denials={}/{} unexpected_exits={} \
-         events={} verify={} leftover_temps={leftover_temps} seed={seed} p50_ms={:.1} \
-         p99_ms={:.1}",
+         events={} log_refused={} verify={} leftover_temps={leftover_temps} seed={seed} \
+         p50_ms={:.1} p99_ms={:.1}",
         tally.invocations,
         tally.kills,
         tally.ok.len(),
@@ -634,6 +641,7 @@ fn kill_loop(name: &str, budget: Duration, served: Option<u64>) {
         tally.timed.iter().filter(|t| t.json["refused"].is_string()).count(),
         tally.unexpected.len(),
         log.len(),
+        log_refused.is_some(),
         if verify.status.success() { "ok" } else { "failed" },
         percentile_ms(&tally.latencies_us, 50),
         percentile_ms(&tally.latencies_us, 99),
@@ -644,10 +652,12 @@ fn kill_loop(name: &str, budget: Duration, served: Option<u64>) {
         || !realtime.is_empty()
         || !denials.is_empty()
         || !tally.unexpected.is_empty()
-        || !verify.status.success();
+        || !verify.status.success()
+        || log_refused.is_some();
     if failed {
         println!("{name} evidence kept at {}", keep_evidence(dir, &tally).display());
     }
+    assert!(log_refused.is_none(), "the log after the kill loop: {log_refused:?}");
     assert!(lost.is_empty(), "acked events lost (seed {seed}): {lost:#?}");
     assert!(doubles.is_empty(), "double claims (seed {seed}): {doubles:#?}");
     assert!(anomalies.is_empty(), "history anomalies (seed {seed}): {anomalies:#?}");
@@ -740,7 +750,8 @@ fn kill_during_first_use_leaves_one_verifying_store() {
             assert!(acks.is_empty(), "round {round}: acked without a store");
             no_store_rounds += 1;
         } else if verify.status.code() == Some(0) {
-            let missing = lost_acked(&acks, &read_log(&db));
+            let log = read_log(&db).unwrap_or_else(|call| panic!("round {round}: {call}"));
+            let missing = lost_acked(&acks, &log);
             lost += missing.len();
             problems.extend(missing.into_iter().map(|m| format!("round {round}: lost {m}")));
         } else {

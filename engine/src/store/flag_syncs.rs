@@ -135,8 +135,9 @@ impl<B: StorageBackend> FlagSyncs<B> {
         }
     }
 
-    /// The switch of the `durability-none` drill, set once the store exists.
-    #[cfg(feature = "bugdrill")]
+    /// The switch of the `durability-none` drill, set once the store exists (on the simulator's
+    /// backend, the only one the drill plants its bug on).
+    #[cfg(all(feature = "bugdrill", feature = "testing"))]
     pub(crate) fn drill_skips_every_sync(&self) -> std::sync::Arc<std::sync::atomic::AtomicBool> {
         std::sync::Arc::clone(&self.skip_every_sync)
     }
