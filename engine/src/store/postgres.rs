@@ -378,9 +378,16 @@ fn catalog_race(err: &Migration) -> bool {
     let Migration::Db(err) = err else {
         return false;
     };
-    [SqlState::UNIQUE_VIOLATION, SqlState::DUPLICATE_OBJECT, SqlState::T_R_SERIALIZATION_FAILURE]
-        .iter()
-        .any(|code| err.code() == Some(code))
+    // `CREATE TABLE IF NOT EXISTS` is not atomic against a concurrent create: the loser gets
+    // "relation already exists" (42P07) or a unique violation on the catalog's type names.
+    [
+        SqlState::UNIQUE_VIOLATION,
+        SqlState::DUPLICATE_OBJECT,
+        SqlState::DUPLICATE_TABLE,
+        SqlState::T_R_SERIALIZATION_FAILURE,
+    ]
+    .iter()
+    .any(|code| err.code() == Some(code))
 }
 
 fn migrate_once(client: &mut Client, store: &PgStore) -> std::result::Result<(), Migration> {
