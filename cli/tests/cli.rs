@@ -901,3 +901,27 @@ fn rebuild_removes_stale_temporary_files_of_killed_writers_only() {
     assert!(unrelated.exists(), "a name that is not ours is never touched");
     store.run(&["verify"]).expect(0);
 }
+
+/// On Linux with glibc, `cli/build.rs` links gcc's unwinder statically when the C compiler has
+/// `libgcc_eh.a`, so the binary names no `libgcc_s.so.1` to load (whose constructor costs every
+/// call its `cpuid` instructions). Where the compiler has no such archive the binary links the
+/// shared library as before, and this test says so and checks nothing.
+#[test]
+fn the_binary_loads_no_libgcc_s_where_the_compiler_has_a_static_unwinder() {
+    const NEEDED: &[u8] = b"libgcc_s.so.1";
+    if !cfg!(all(target_os = "linux", target_env = "gnu")) {
+        println!("unwinder: not linux-gnu, nothing to check");
+        return;
+    }
+    let compiler = std::env::var("CC").unwrap_or_else(|_| "cc".to_owned());
+    let probe = Command::new(compiler).arg("-print-file-name=libgcc_eh.a").output();
+    let archive = probe.map(|out| PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()));
+    if !archive.as_ref().is_ok_and(|path| path.is_absolute() && path.is_file()) {
+        println!("unwinder: the C compiler has no libgcc_eh.a, nothing to check");
+        return;
+    }
+    let binary = std::fs::read(env!("CARGO_BIN_EXE_hookstate")).unwrap();
+    let named = binary.windows(NEEDED.len()).any(|window| window == NEEDED);
+    println!("unwinder: archive={:?} binary_names_libgcc_s={named}", archive.unwrap());
+    assert!(!named, "the binary still asks the loader for libgcc_s.so.1");
+}

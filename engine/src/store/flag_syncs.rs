@@ -65,13 +65,13 @@ pub(crate) struct FlagSyncs<B> {
 /// What this handle changed since its last sync.
 #[derive(Debug, Default)]
 struct Pending {
-    /// The file's header before this handle's first header write since its last sync.
+    /// The file's header before this handle's first header write since its last sync: set, a
+    /// header was written since (`written` is the last one).
     base: Option<Vec<u8>>,
-    /// The last header this handle wrote since its last sync.
-    latest: Option<Vec<u8>>,
     /// A write other than a whole header, or a `set_len` that grew the file.
     other: bool,
-    /// The last header this handle wrote, kept across syncs.
+    /// The last header this handle wrote, kept across syncs (the close compares it with the
+    /// file's).
     written: Option<Vec<u8>>,
     /// Whether the file's header was clean (neither flag set) when this handle first wrote one:
     /// its open found a file closed cleanly, which it did not repair.
@@ -158,7 +158,7 @@ impl<B: StorageBackend> FlagSyncs<B> {
 
     /// Whether the sync asked for now may be skipped.
     fn skippable(&self, pending: &Pending) -> bool {
-        let (Some(base), Some(latest)) = (&pending.base, &pending.latest) else {
+        let (Some(base), Some(latest)) = (&pending.base, &pending.written) else {
             return false;
         };
         !pending.other
@@ -258,7 +258,7 @@ impl<B: StorageBackend> StorageBackend for FlagSyncs<B> {
             || self.skippable(&pending)
             || (crate::kernel::drill::is(crate::kernel::drill::Drill::HeaderSyncsSkipped)
                 && !pending.other
-                && pending.latest.is_some());
+                && pending.base.is_some());
         #[cfg(not(feature = "bugdrill"))]
         let skip = self.skippable(&pending);
         if skip {
@@ -286,7 +286,6 @@ impl<B: StorageBackend> StorageBackend for FlagSyncs<B> {
                 pending.found_clean =
                     Some(flags.is_some_and(|f| f & (RECOVERY_REQUIRED | PRIMARY_UNFLUSHED) == 0));
             }
-            pending.latest = Some(data.to_vec());
             pending.written = Some(data.to_vec());
         } else {
             pending.other = true;
