@@ -127,16 +127,23 @@ pub fn genesis_hash(store_id: &[u8; STORE_ID_BYTES]) -> [u8; 32] {
     blake3::derive_key(GENESIS_HASH_CONTEXT, store_id)
 }
 
-/// Encodes the content the way it is hashed and stored.
+/// Encodes the content the way it is hashed and stored: positionally, every struct as an array
+/// of its fields in declaration order (no field names), enum variants by name. Every build reads
+/// both this and the named maps records were written as before 2026-12-02: a derived struct
+/// decodes from either, so the stored bytes of old records, and their hashes, stay as they are.
+/// Hence the rule for every type a record holds: a field is only ever added at the end, with
+/// `#[serde(default)]`, and never removed or reordered; a change beyond that is a new shape
+/// (`upcast.rs`).
 ///
 /// # Panics
 /// Never in practice: encoding our own plain structs into a `Vec` cannot fail.
 #[must_use]
 pub fn encode_content(content: &EventContent) -> Vec<u8> {
-    rmp_serde::to_vec_named(content).expect("encoding a plain struct into a Vec cannot fail")
+    rmp_serde::to_vec(content).expect("encoding a plain struct into a Vec cannot fail")
 }
 
-/// Builds the stored record of the event at `seq` after `prev`, returning it and its hash.
+/// Builds the stored record of the event at `seq` after `prev`, returning it and its hash. The
+/// envelope is positional too: `[v, seq, prev, hash, content]`.
 ///
 /// # Panics
 /// Never in practice: encoding our own plain structs into a `Vec` cannot fail.
@@ -156,7 +163,7 @@ pub fn encode_event(seq: u64, prev: &[u8; 32], content: &EventContent) -> (Vec<u
         content: ByteBuf::from(content_bytes),
     };
     let bytes =
-        rmp_serde::to_vec_named(&envelope).expect("encoding a plain struct into a Vec cannot fail");
+        rmp_serde::to_vec(&envelope).expect("encoding a plain struct into a Vec cannot fail");
     (bytes, hash)
 }
 
@@ -539,24 +546,76 @@ mod tests {
         }
     }
 
-    /// Pins the record format: if this changes, bump FORMAT_VERSION and log it in docs/format.md.
+    /// Pins the record format: if this changes, log it in docs/format.md, and bump
+    /// FORMAT_VERSION unless every earlier build decodes the new bytes (as it did the positional
+    /// encoding of 2026-12-02, see [`a_named_record_of_before_2026_12_02_still_decodes`]).
     #[test]
     fn golden_bytes_of_an_event_record() {
         let (bytes, hash) = encode_event(3, &[9u8; 32], &sample_content());
         let golden = concat!(
-            "85a17602a373657103a470726576c420090909090909090909090909090909090909090909090909",
-            "0909090909090909a468617368c42003c55f140faf20a894b7a81ac740ee2ac777af622a1fac3d1bca",
-            "987051aad376a7636f6e74656e74c4bc85a561745f6d73cf0000019ad20f2800a56163746f7284a773",
-            "657373696f6ea27331a4686f6f6bab717565756520636c61696da37069642aa56167656e74c0a57363",
-            "6f7065a764656661756c74a86964656d5f6b6579c0a4626f647981a4436f726581ab4974656d436c61",
-            "696d656487a57175657565a171a46974656da161a6686f6c646572a168a773657373696f6ea27331a5",
-            "746f6b656e07ae6c656173655f756e74696c5f6d73cf0000019ad20f9d30a864656c697665727901",
+            "950203c4200909090909090909090909090909090909090909090909090909090909090909c420",
+            "0424210c80beeb9c390d8d8e9a035250fb7638c925e5a891f0a7d1e1ee5e63e7c44d95cf0000019a",
+            "d20f280094a27331ab717565756520636c61696d2ac0a764656661756c74c081a4436f726581ab49",
+            "74656d436c61696d656497a171a161a168a2733107cf0000019ad20f9d3001",
         );
         assert_eq!(to_hex(&bytes), golden);
         assert_eq!(
             to_hex(&hash),
+            "0424210c80beeb9c390d8d8e9a035250fb7638c925e5a891f0a7d1e1ee5e63e7"
+        );
+        assert_eq!(bytes.len(), 150, "the named encoding of the same event took 285 bytes");
+    }
+
+    /// The record of [`golden_bytes_of_an_event_record`] as every build wrote it before
+    /// 2026-12-02: a named envelope around named content.
+    const NAMED_RECORD: &str = concat!(
+        "85a17602a373657103a470726576c420090909090909090909090909090909090909090909090909",
+        "0909090909090909a468617368c42003c55f140faf20a894b7a81ac740ee2ac777af622a1fac3d1bca",
+        "987051aad376a7636f6e74656e74c4bc85a561745f6d73cf0000019ad20f2800a56163746f7284a773",
+        "657373696f6ea27331a4686f6f6bab717565756520636c61696da37069642aa56167656e74c0a57363",
+        "6f7065a764656661756c74a86964656d5f6b6579c0a4626f647981a4436f726581ab4974656d436c61",
+        "696d656487a57175657565a171a46974656da161a6686f6c646572a168a773657373696f6ea27331a5",
+        "746f6b656e07ae6c656173655f756e74696c5f6d73cf0000019ad20f9d30a864656c697665727901",
+    );
+
+    /// Stores keep their old records: a named record decodes to the same event under its own
+    /// hash, and any flipped byte of it is still refused.
+    #[test]
+    fn a_named_record_of_before_2026_12_02_still_decodes() {
+        let bytes = hex_bytes(NAMED_RECORD);
+        let event = decode_event(&bytes).unwrap();
+        assert_eq!(event.content, sample_content());
+        assert_eq!((event.seq, event.prev), (3, [9u8; 32]));
+        assert_eq!(
+            to_hex(&event.hash),
             "03c55f140faf20a894b7a81ac740ee2ac777af622a1fac3d1bca987051aad376"
         );
+        for index in 0..bytes.len() {
+            let mut damaged = bytes.clone();
+            damaged[index] ^= 0x01;
+            assert!(decode_event(&damaged).is_err(), "flip at {index} went unseen");
+        }
+    }
+
+    /// The positional content holds the body at [`crate::upcast::CONTENT_BODY_INDEX`], where the
+    /// shape skim looks for it.
+    #[test]
+    fn the_body_is_where_the_shape_skim_looks_for_it() {
+        let content = sample_content();
+        let bytes = encode_content(&content);
+        let crate::upcast::Wire::Array(fields) = rmp_serde::from_slice(&bytes).unwrap() else {
+            panic!("positional content is an array");
+        };
+        let body: crate::upcast::Wire =
+            rmp_serde::from_slice(&rmp_serde::to_vec(&content.body).unwrap()).unwrap();
+        assert_eq!(fields[crate::upcast::CONTENT_BODY_INDEX], body);
+    }
+
+    fn hex_bytes(text: &str) -> Vec<u8> {
+        (0..text.len())
+            .step_by(2)
+            .map(|at| u8::from_str_radix(&text[at..at + 2], 16).unwrap())
+            .collect()
     }
 
     /// Pins the view row format (format 2): an 8-byte checksum of key and payload, then the
@@ -595,8 +654,13 @@ mod tests {
         keyed.request = Some(Request::new("kv put".into(), [4; 32], Some("{}".into())));
         let (bytes, _) = encode_event(3, &[9u8; 32], &keyed);
         assert_eq!(decode_event(&bytes).unwrap().content, keyed);
-        // Format 1 content had no `request` field: absent, the content bytes are unchanged.
-        assert!(!encode_content(&plain).windows(7).any(|w| w == b"request"));
+        // Format 1 content had no `request` field: absent, the content holds one field less.
+        let fields = |content: &EventContent| match rmp_serde::from_slice(&encode_content(content))
+        {
+            Ok(crate::upcast::Wire::Array(fields)) => fields.len(),
+            other => panic!("positional content is an array: {other:?}"),
+        };
+        assert_eq!(fields(&plain) + 1, fields(&keyed));
         let digests = [
             request_digest([&b"ab"[..], b"c"]),
             request_digest([&b"a"[..], b"bc"]),
@@ -761,7 +825,7 @@ mod tests {
         assert_eq!(envelope.v, RECORD_VERSION);
         let body_bytes = to_hex(&envelope.content);
         let shape_2 = concat!(
-            "a4626f647981a950726f706f73616c7381ab4d6963726f517565756564",
+            "81a950726f706f73616c7381ab4d6963726f517565756564",
             "87a17602a26964ad4d502d32303236313230312d31",
         );
         assert!(body_bytes.contains(shape_2), "{body_bytes}");

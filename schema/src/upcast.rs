@@ -293,12 +293,17 @@ impl<'de> Deserialize<'de> for Fields {
     }
 }
 
+/// Where `body` is among the fields of `EventContent` (`at_ms, actor, scope, idem_key, body,
+/// request`): a positional content holds it at this index.
+pub const CONTENT_BODY_INDEX: usize = 4;
+
 /// The shape version the body of an encoded event content is stored at: its `v`, 1 when
 /// absent. It skims the content (every other value is skipped, not built), so the record
-/// version check costs a versioned kind little.
+/// version check costs a versioned kind little. The content is positional (an array, written
+/// since 2026-12-02) or named (a map, written before).
 ///
 /// # Errors
-/// When the content is not a map holding a body of one domain and one kind.
+/// When the content holds no body of one domain and one kind.
 pub fn stored_version(content_bytes: &[u8]) -> Result<u16, String> {
     let skim: ContentSkim =
         rmp_serde::from_slice(content_bytes).map_err(|e| format!("skimming for v: {e}"))?;
@@ -321,7 +326,7 @@ impl<'de> Deserialize<'de> for ContentSkim {
         impl<'de> Visitor<'de> for V {
             type Value = ContentSkim;
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("an event content map")
+                f.write_str("an event content (an array or a map)")
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ContentSkim, A::Error> {
                 let mut found = None;
@@ -334,8 +339,18 @@ impl<'de> Deserialize<'de> for ContentSkim {
                 }
                 Ok(ContentSkim(found))
             }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<ContentSkim, A::Error> {
+                for _ in 0..CONTENT_BODY_INDEX {
+                    if seq.next_element::<de::IgnoredAny>()?.is_none() {
+                        return Ok(ContentSkim(None));
+                    }
+                }
+                let found = seq.next_element_seed(OneOf(OneOf(VersionSkim)))?;
+                while seq.next_element::<de::IgnoredAny>()?.is_some() {}
+                Ok(ContentSkim(found))
+            }
         }
-        d.deserialize_map(V)
+        d.deserialize_any(V)
     }
 }
 
