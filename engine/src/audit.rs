@@ -11,7 +11,9 @@ use hookstate_schema::format::{self, Head, FORMAT_VERSION, META_DOMAIN_EVENTS, M
 use crate::kernel::anchor::{self, AnchorState};
 use crate::kernel::counts::Counts;
 use crate::kernel::error::{Error, Result};
-use crate::kernel::limits::{REPLAY_BATCH_EVENTS, REPLAY_QUEUE_BATCHES, SPILL_HELD_ROWS_MAX};
+use crate::kernel::limits::{
+    COMPARE_PREFETCH_CHUNKS, REPLAY_BATCH_EVENTS, REPLAY_QUEUE_BATCHES, SPILL_HELD_ROWS_MAX,
+};
 use crate::kernel::project::Table;
 use crate::kernel::replay::{shown_key, RebuiltRows, ReplayMemory, ReplayViews};
 use crate::kernel::storage::{ReadTxn, Storage};
@@ -154,14 +156,42 @@ fn same_row(key: &[u8], want: &[u8], stored: &[u8]) -> Result<bool> {
 /// and looks up every rebuilt row by its key once the scan has passed it (`check_lookups`);
 /// returns the rows compared and the rows found by a lookup. One pass: the rebuilt rows come
 /// back from the replay's spill table once, not once for the scan and again for the lookups.
-fn compare_views(txn: &dyn ReadTxn, rebuilt: &mut RebuiltRows) -> Result<(u64, u64)> {
+/// A thread reads them ahead ([`COMPARE_PREFETCH_CHUNKS`] chunks), and drops them (the spill
+/// table) once handed out, while this one scans and compares.
+fn compare_views(txn: &dyn ReadTxn, mut rebuilt: RebuiltRows) -> Result<(u64, u64)> {
     rebuilt.rewind();
-    let (mut chunk, mut index) = (rebuilt.next_chunk()?, 0usize);
+    let (ahead, chunks) = std::sync::mpsc::sync_channel(COMPARE_PREFETCH_CHUNKS);
+    std::thread::scope(move |scope| {
+        std::thread::Builder::new()
+            .name("verify-rows".into())
+            .spawn_scoped(scope, move || loop {
+                let chunk = rebuilt.next_chunk();
+                let last = !matches!(&chunk, Ok(rows) if !rows.is_empty());
+                // A send fails only when the comparison stopped (it found its answer).
+                if ahead.send(chunk).is_err() || last {
+                    break;
+                }
+            })
+            .map_err(|e| Error::io("start a thread for", "the replay's rebuilt rows", e))?;
+        // Every chunk after the last is empty, as `RebuiltRows::next_chunk` hands them out.
+        let compared = compare_chunks(txn, || chunks.recv().unwrap_or_else(|_| Ok(Vec::new())));
+        // Before the scope joins the reader: a reader blocked on a full channel then stops.
+        drop(chunks);
+        compared
+    })
+}
+
+/// [`compare_views`] over the rebuilt rows as `next` hands them out, a chunk at a time.
+fn compare_chunks(
+    txn: &dyn ReadTxn,
+    mut next: impl FnMut() -> Result<Vec<(Vec<u8>, Vec<u8>)>>,
+) -> Result<(u64, u64)> {
+    let (mut chunk, mut index) = (next()?, 0usize);
     let (mut compared, mut found) = (0u64, 0u64);
     txn.views_with_prefix(&[], &mut |key, row| {
         if index == chunk.len() {
             found += check_lookups(txn, &chunk)?;
-            chunk = rebuilt.next_chunk()?;
+            chunk = next()?;
             index = 0;
         }
         match chunk.get(index) {
@@ -185,7 +215,7 @@ fn compare_views(txn: &dyn ReadTxn, rebuilt: &mut RebuiltRows) -> Result<(u64, u
         return Err(Error::ViewMismatch { key: format!("{} (missing)", shown_key(key)) });
     }
     found += check_lookups(txn, &chunk)?;
-    if let Some((key, _)) = rebuilt.next_chunk()?.first() {
+    if let Some((key, _)) = next()?.first() {
         return Err(Error::ViewMismatch { key: format!("{} (missing)", shown_key(key)) });
     }
     Ok((compared, found))
@@ -260,9 +290,7 @@ pub(crate) fn verify_with(
             )));
         }
     }
-    let mut rebuilt = views.finish()?;
-    let (compared, lookups) = compare_views(&*txn, &mut rebuilt)?;
-    drop(rebuilt);
+    let (compared, lookups) = compare_views(&*txn, views.finish()?)?;
     let missing = states.iter().find(|(_, state)| *state == AnchorState::Missing);
     let mut re_anchored = false;
     let required = kernel.storage().anchor_required();
@@ -337,4 +365,43 @@ pub(crate) fn rebuild_with(kernel: &Kernel, held_max: usize) -> Result<RebuildRe
         stale_temps_removed,
         upgraded_to: upgraded.then_some(FORMAT_VERSION),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::kernel::limits::SPILL_CHUNK_ROWS;
+    use crate::{Engine, OpenOptions};
+
+    /// Far longer than the comparison below takes: past it, the comparison hung.
+    const HUNG: Duration = Duration::from_secs(60);
+
+    #[test]
+    fn a_comparison_that_stops_early_lets_the_reader_ahead_of_it_stop_too() {
+        // More chunks than the reader may hold ahead, so it is blocked on a full channel
+        // when the comparison finds the first rebuilt row missing from an empty views table.
+        let rows = (0..(COMPARE_PREFETCH_CHUNKS + 3) * SPILL_CHUNK_ROWS)
+            .map(|n| (format!("k{n:08}").into_bytes(), b"row".to_vec()))
+            .collect();
+        let dir = tempfile::tempdir().unwrap();
+        let engine = Engine::open(&dir.path().join("s.redb"), OpenOptions::default()).unwrap();
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                let txn = engine.kernel().begin_read().unwrap();
+                done.send(compare_views(&*txn, RebuiltRows::held(rows))).unwrap();
+            });
+            // A scope joins its threads even when this one panics: a hang must abort instead.
+            let compared = finished.recv_timeout(HUNG).unwrap_or_else(|_| {
+                eprintln!("the comparison hung for {HUNG:?} after the first missing row");
+                std::process::abort()
+            });
+            let err = compared.expect_err("the views table is empty");
+            let first = format!("{:x?}", b"k00000000");
+            assert!(err.to_string().contains(&first), "{err}");
+            assert!(err.to_string().contains("missing"), "{err}");
+        });
+    }
 }

@@ -89,6 +89,11 @@ pub const SPILL_FILTER_BITS: usize = 1 << 24;
 /// Rows read from or written to the spill table, or compared with the stored views, per visit.
 pub const SPILL_CHUNK_ROWS: usize = 4096;
 
+/// Chunks of rebuilt rows `verify` reads ahead on its own thread while it compares the ones
+/// before (the spill table's reads and the views' scan overlap); each is at most
+/// [`SPILL_CHUNK_ROWS`] rows.
+pub const COMPARE_PREFETCH_CHUNKS: usize = 2;
+
 const _: () = assert!(EVENT_BYTES_MAX > VALUE_BYTES_MAX);
 const _: () = assert!(SPILL_FILTER_BITS.is_multiple_of(64));
 const _: () = assert!(STDIN_BYTES_MAX >= VALUE_BYTES_MAX);

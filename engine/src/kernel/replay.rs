@@ -13,7 +13,7 @@
 
 use std::any::Any;
 use std::collections::{BTreeMap, HashMap};
-use std::hash::{DefaultHasher, Hash, Hasher};
+use std::hash::BuildHasher;
 use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 
@@ -66,11 +66,15 @@ impl Held {
     }
 }
 
+/// The hash of held rows and of the filter: seeded once per replay, as std's is per map.
+type Hashing = foldhash::fast::RandomState;
+
 /// Which keys may be in the spill table (a Bloom filter over their encoded bytes): a key it
 /// has never seen is not looked up, as most keys an event names first (a new comment, a new
 /// item, an idempotency key) are not.
 struct SpillFilter {
     words: Vec<u64>,
+    hashing: Hashing,
 }
 
 /// Bit positions per key.
@@ -78,14 +82,12 @@ const FILTER_PROBES: u64 = 3;
 
 impl SpillFilter {
     fn new() -> SpillFilter {
-        SpillFilter { words: vec![0; SPILL_FILTER_BITS / 64] }
+        SpillFilter { words: vec![0; SPILL_FILTER_BITS / 64], hashing: Hashing::default() }
     }
 
     /// The one hash a key's bit positions come from.
-    fn hash(key: &[u8]) -> u64 {
-        let mut hasher = DefaultHasher::new();
-        key.hash(&mut hasher);
-        hasher.finish()
+    fn hash(&self, key: &[u8]) -> u64 {
+        self.hashing.hash_one(key)
     }
 
     fn positions(hash: u64) -> impl Iterator<Item = (usize, u64)> {
@@ -103,12 +105,11 @@ impl SpillFilter {
     }
 
     fn may_hold(&self, key: &[u8]) -> bool {
-        SpillFilter::positions(SpillFilter::hash(key))
-            .all(|(word, mask)| self.words[word] & mask != 0)
+        SpillFilter::positions(self.hash(key)).all(|(word, mask)| self.words[word] & mask != 0)
     }
 }
 
-type HeldRows = HashMap<ViewKey, Held>;
+type HeldRows = HashMap<ViewKey, Held, Hashing>;
 
 /// Rows on their way to the spill table: a thread writes them while the replay goes on, and
 /// until it is joined they are read from here.
@@ -141,8 +142,8 @@ impl Spill {
 }
 
 /// Encodes the changed rows of `rows` as the views table stores them and writes them to `table`
-/// in key order; returns the filter hashes of the keys that now hold a row.
-fn write_rows(table: &dyn SpillRows, rows: &HeldRows) -> Result<Vec<u64>> {
+/// in key order; returns the filter hashes (by `hashing`) of the keys that now hold a row.
+fn write_rows(table: &dyn SpillRows, rows: &HeldRows, hashing: &Hashing) -> Result<Vec<u64>> {
     let mut changes: Vec<(Vec<u8>, Option<Vec<u8>>)> = rows
         .iter()
         .filter(|(_, held)| held.dirty)
@@ -157,7 +158,7 @@ fn write_rows(table: &dyn SpillRows, rows: &HeldRows) -> Result<Vec<u64>> {
     Ok(changes
         .iter()
         .filter(|(_, row)| row.is_some())
-        .map(|(key, _)| SpillFilter::hash(key))
+        .map(|(key, _)| hashing.hash_one(key.as_slice()))
         .collect())
 }
 
@@ -184,7 +185,7 @@ pub(crate) struct ReplayMemory {
 impl<'s> ReplayViews<'s> {
     /// Empty views that spill beside `storage` past `held_max` rows.
     pub(crate) fn new(storage: &'s dyn Storage, held_max: usize) -> ReplayViews<'s> {
-        let held = HashMap::new();
+        let held = HashMap::default();
         ReplayViews { storage, held, held_max, spill: None, unbounded: false, held_peak: 0 }
     }
 
@@ -284,9 +285,10 @@ impl<'s> ReplayViews<'s> {
         spill.land()?;
         let rows = Arc::new(std::mem::take(&mut self.held));
         let (table, to_write) = (Arc::clone(&spill.table), Arc::clone(&rows));
+        let hashing = spill.filter.hashing.clone();
         let writer = std::thread::Builder::new()
             .name("replay-spill".into())
-            .spawn(move || write_rows(&*table, &to_write))
+            .spawn(move || write_rows(&*table, &to_write, &hashing))
             .map_err(|e| Error::io("start a thread for", "the replay's spill table", e))?;
         spill.in_flight = Some(InFlight { rows, writer });
         Ok(())
@@ -384,6 +386,12 @@ pub(crate) struct RebuiltRows {
 }
 
 impl RebuiltRows {
+    /// Rows as a replay held them (`rows` in key order), for tests of a pass over them.
+    #[cfg(test)]
+    pub(crate) fn held(rows: Vec<(Vec<u8>, Vec<u8>)>) -> RebuiltRows {
+        RebuiltRows { source: Source::Held(rows), next: Position::Start }
+    }
+
     /// Starts again from the first row.
     pub(crate) fn rewind(&mut self) {
         self.next = Position::Start;
