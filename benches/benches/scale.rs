@@ -603,7 +603,7 @@ fn claim_depths(bin: &Path, dir: &Path) -> BenchResult<Vec<Sample>> {
 /// File bytes per event: kv puts and claim cycles (push, claim, ack) one commit per call, in
 /// process, as hooks commit them; each with the size of the store before its first event, so
 /// the table shows the growth per event too (the fixed part weighs less as the log grows).
-fn bytes_per_event(dir: &Path) -> BenchResult<Vec<(&'static str, u64, u64, u64)>> {
+fn bytes_per_event(dir: &Path) -> BenchResult<Bytes> {
     let mut out = Vec::new();
     let empty = dir.join("bytes-empty.redb");
     drop(Engine::open(&empty, OpenOptions::default())?);
@@ -620,7 +620,7 @@ fn bytes_per_event(dir: &Path) -> BenchResult<Vec<(&'static str, u64, u64, u64)>
             engine.execute(&call(SCOPE), &command)?;
         }
     }
-    out.push(("kv put", BYTES_EVENTS as u64, std::fs::metadata(&kv)?.len(), empty));
+    out.push(("kv put", BYTES_EVENTS as u64, std::fs::metadata(&kv)?.len()));
     let claims = dir.join("bytes-claims.redb");
     let mut events = 0u64;
     {
@@ -648,16 +648,22 @@ fn bytes_per_event(dir: &Path) -> BenchResult<Vec<(&'static str, u64, u64, u64)>
             events += 3;
         }
     }
-    out.push(("claim cycle (push, claim, ack)", events, std::fs::metadata(&claims)?.len(), empty));
-    for (what, events, bytes, empty) in &out {
+    out.push(("claim cycle (push, claim, ack)", events, std::fs::metadata(&claims)?.len()));
+    for (what, events, bytes) in &out {
         println!(
             "\n== bytes: {what}: {events} events, {bytes} bytes, {:.0} B/event, {:.0} B/event \
              over the empty store's {empty}",
             *bytes as f64 / *events as f64,
-            bytes.saturating_sub(*empty) as f64 / *events as f64
+            bytes.saturating_sub(empty) as f64 / *events as f64
         );
     }
-    Ok(out)
+    Ok(Bytes { empty, rows: out })
+}
+
+/// The bytes-per-event stores (what, events, file bytes) and the size of a store with no event.
+struct Bytes {
+    empty: u64,
+    rows: Vec<(&'static str, u64, u64)>,
 }
 
 /// `verify` and `rebuild` of every non-empty store: seconds and peak RSS (`/usr/bin/time`).
@@ -979,7 +985,7 @@ fn summary(
     stores: &[Store],
     calls: &Calls,
     depth: &[Sample],
-    bytes: &[(&'static str, u64, u64, u64)],
+    bytes: &Bytes,
     audits: &[Audit],
     per_call: &(Vec<Sample>, Vec<usize>),
     syncs: &[(&'static str, BTreeMap<String, u64>)],
@@ -1018,14 +1024,14 @@ fn summary(
     println!();
     println!("| bytes per event | events | file bytes | B/event | B/event over the empty store |");
     println!("|---|---|---|---|---|");
-    for (what, events, size, empty) in bytes {
+    let empty = bytes.empty;
+    for (what, events, size) in &bytes.rows {
         println!(
             "| {what} (one commit per call) | {events} | {size} | {:.0} | {:.0} |",
             *size as f64 / *events as f64,
-            size.saturating_sub(*empty) as f64 / *events as f64
+            size.saturating_sub(empty) as f64 / *events as f64
         );
     }
-    let empty = stores.iter().find(|s| s.events == 0).map_or(0, |s| s.bytes);
     for store in stores.iter().filter(|s| s.events > 10_000) {
         println!(
             "| {} (bulk-built) | {} | {} | {:.0} | {:.0} |",

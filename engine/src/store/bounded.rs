@@ -17,8 +17,9 @@ use crate::kernel::error::{Error, Result};
 use crate::kernel::limits::{LOCK_BACKOFF_US_MAX, LOCK_BACKOFF_US_MIN, READ_HEADER_WAIT_MS};
 
 /// The IO error type of redb's `StorageBackend` (without its `experimental-api-5` feature).
-type BackendIoError = std::io::Error;
-type LockResult<T> = std::result::Result<T, BackendError>;
+pub(crate) type BackendIoError = std::io::Error;
+/// What redb's `StorageBackend` lock calls return.
+pub(crate) type LockResult<T> = std::result::Result<T, BackendError>;
 
 /// The end of redb's header lock bytes (`0..320`, redb's docs/design.md "Lock bytes", fixed for
 /// the pinned release): a reader takes them shared to read the header, a writer exclusively to

@@ -12,10 +12,10 @@ use std::sync::{Mutex, MutexGuard};
 
 use redb::backends::FileBackend;
 use redb::{
-    BackendError, Database, Durability, ReadOnlyTable, ReadableDatabase, StorageBackend,
-    TableDefinition,
+    Database, Durability, ReadOnlyTable, ReadableDatabase, StorageBackend, TableDefinition,
 };
 
+use super::bounded::{BackendIoError, LockResult};
 use crate::kernel::error::{Error, Result};
 use crate::kernel::limits::{SPILL_CACHE_BYTES, SPILL_CHUNK_ROWS};
 use crate::kernel::storage::SpillRows;
@@ -41,8 +41,7 @@ type Reader = ReadOnlyTable<&'static [u8], &'static [u8]>;
 #[derive(Debug)]
 struct Unsynced(FileBackend);
 
-type Io<T> = std::result::Result<T, std::io::Error>;
-type Lock<T> = std::result::Result<T, BackendError>;
+type Io<T> = std::result::Result<T, BackendIoError>;
 
 impl StorageBackend for Unsynced {
     fn len(&self) -> Io<u64> {
@@ -63,22 +62,22 @@ impl StorageBackend for Unsynced {
     fn close(&self) -> Io<()> {
         self.0.close()
     }
-    fn try_lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Lock<bool> {
+    fn try_lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> LockResult<bool> {
         self.0.try_lock_range(start, end)
     }
-    fn try_lock_shared_range(&self, start: Bound<u64>, end: Bound<u64>) -> Lock<bool> {
+    fn try_lock_shared_range(&self, start: Bound<u64>, end: Bound<u64>) -> LockResult<bool> {
         self.0.try_lock_shared_range(start, end)
     }
-    fn lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Lock<()> {
+    fn lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> LockResult<()> {
         self.0.lock_range(start, end)
     }
-    fn lock_shared_range(&self, start: Bound<u64>, end: Bound<u64>) -> Lock<()> {
+    fn lock_shared_range(&self, start: Bound<u64>, end: Bound<u64>) -> LockResult<()> {
         self.0.lock_shared_range(start, end)
     }
-    fn unlock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Lock<()> {
+    fn unlock_range(&self, start: Bound<u64>, end: Bound<u64>) -> LockResult<()> {
         self.0.unlock_range(start, end)
     }
-    fn query_lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Lock<bool> {
+    fn query_lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> LockResult<bool> {
         self.0.query_lock_range(start, end)
     }
 }
