@@ -649,21 +649,29 @@ fn bytes_per_event(dir: &Path) -> BenchResult<Bytes> {
         }
     }
     out.push(("claim cycle (push, claim, ack)", events, std::fs::metadata(&claims)?.len()));
-    for (what, events, bytes) in &out {
+    let bytes = Bytes { empty, rows: out };
+    for &(what, events, size) in &bytes.rows {
+        let (all, grown) = bytes.per_event(size, events);
         println!(
-            "\n== bytes: {what}: {events} events, {bytes} bytes, {:.0} B/event, {:.0} B/event \
-             over the empty store's {empty}",
-            *bytes as f64 / *events as f64,
-            bytes.saturating_sub(empty) as f64 / *events as f64
+            "\n== bytes: {what}: {events} events, {size} bytes, {all:.0} B/event, {grown:.0} \
+             B/event over the empty store's {empty}"
         );
     }
-    Ok(Bytes { empty, rows: out })
+    Ok(bytes)
 }
 
 /// The bytes-per-event stores (what, events, file bytes) and the size of a store with no event.
 struct Bytes {
     empty: u64,
     rows: Vec<(&'static str, u64, u64)>,
+}
+
+impl Bytes {
+    /// A store's bytes per event, whole and over the empty store.
+    fn per_event(&self, size: u64, events: u64) -> (f64, f64) {
+        let events = events as f64;
+        (size as f64 / events, size.saturating_sub(self.empty) as f64 / events)
+    }
 }
 
 /// `verify` and `rebuild` of every non-empty store: seconds and peak RSS (`/usr/bin/time`).
@@ -1024,22 +1032,15 @@ fn summary(
     println!();
     println!("| bytes per event | events | file bytes | B/event | B/event over the empty store |");
     println!("|---|---|---|---|---|");
-    let empty = bytes.empty;
-    for (what, events, size) in &bytes.rows {
-        println!(
-            "| {what} (one commit per call) | {events} | {size} | {:.0} | {:.0} |",
-            *size as f64 / *events as f64,
-            size.saturating_sub(empty) as f64 / *events as f64
-        );
+    for &(what, events, size) in &bytes.rows {
+        let (all, grown) = bytes.per_event(size, events);
+        println!("| {what} (one commit per call) | {events} | {size} | {all:.0} | {grown:.0} |");
     }
     for store in stores.iter().filter(|s| s.events > 10_000) {
+        let (all, grown) = bytes.per_event(store.bytes, store.events);
         println!(
-            "| {} (bulk-built) | {} | {} | {:.0} | {:.0} |",
-            store.label,
-            store.events,
-            store.bytes,
-            store.bytes as f64 / store.events as f64,
-            store.bytes.saturating_sub(empty) as f64 / store.events as f64
+            "| {} (bulk-built) | {} | {} | {all:.0} | {grown:.0} |",
+            store.label, store.events, store.bytes
         );
     }
     println!();
