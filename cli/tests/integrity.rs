@@ -12,6 +12,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use hookstate_schema::anchor_file::ANCHOR_FILE_BYTES;
 use serde_json::Value;
 
 use super::{Run, Store};
@@ -21,6 +22,15 @@ const NOBODY: u32 = 65_534;
 
 fn anchor_of(store: &Store) -> PathBuf {
     store.dir.path().join("state.redb.head")
+}
+
+/// The anchor line the anchor file of `store` says: its newest intact slot's.
+fn anchor_line(store: &Store) -> String {
+    let bytes = std::fs::read(anchor_of(store)).unwrap();
+    match hookstate_schema::anchor_file::read_slots(&bytes) {
+        hookstate_schema::anchor_file::Slotted::Newest { line, .. } => line,
+        unusable => panic!("{unusable:?}"),
+    }
 }
 
 /// A store with `a` put `n` times (seqs 1..=n).
@@ -94,7 +104,7 @@ fn a_rolled_back_store_is_refused_by_every_writer_and_marked_for_readers() {
 
 /// The line of the anchor of `store` and the hash of its seq-2 event.
 fn anchor_and_hash_of_seq_2(store: &Store) -> (String, String) {
-    let text = std::fs::read_to_string(anchor_of(store)).unwrap();
+    let text = anchor_line(store);
     let log = store.run(&["log", "--from-seq", "2", "--to-seq", "2"]).expect(0);
     let hash = log.json()["hash"].as_str().unwrap().to_owned();
     (text, hash)
@@ -123,7 +133,12 @@ enum Edit {
 
 /// The anchor edits an attacker (or a bad backup) makes, against a store at seq 3.
 fn anchor_edits(text: &str, other_store_anchor: &str) -> Vec<(&'static str, Edit)> {
+    use hookstate_schema::anchor_file::{encode_file, encode_slot, slot_offset};
     let field = |n: usize| text.trim_end().split(' ').nth(n).unwrap().to_owned();
+    let store_changed = with_field(text, 2, &flip_hex(&field(2)));
+    let mut two_stores = encode_file(text).unwrap();
+    let other = encode_slot(other_store_anchor).unwrap();
+    two_stores[slot_offset(1)..slot_offset(1) + other.len()].copy_from_slice(&other);
     vec![
         ("seq ahead", Edit::Text(with_field(text, 3, "4"))),
         ("seq behind with the head's hash", Edit::Text(with_field(text, 3, "2"))),
@@ -144,6 +159,10 @@ fn anchor_edits(text: &str, other_store_anchor: &str) -> Vec<(&'static str, Edit
         ("seq with a leading zero", Edit::Text(with_field(text, 3, "03"))),
         ("binary garbage", Edit::Bytes(vec![0xff, 0xfe, 0x00, 0x9c, b'\n'])),
         ("oversized", Edit::Text(format!("{}{text}", " ".repeat(1024)))),
+        ("a slotted file with no intact slot", Edit::Bytes(vec![0; ANCHOR_FILE_BYTES])),
+        ("slotted, seq ahead", Edit::Bytes(encode_file(&with_field(text, 3, "4")).unwrap())),
+        ("slotted, store id changed", Edit::Bytes(encode_file(&store_changed).unwrap())),
+        ("slotted, one slot another store's", Edit::Bytes(two_stores)),
         ("a directory", Edit::Directory),
         ("a symlink to a copy of itself", Edit::SymlinkToCopy),
     ]
@@ -175,19 +194,20 @@ fn anchor_state(path: &Path) -> (bool, Vec<u8>) {
 }
 
 /// Issue 13, item 1: of 14 kinds of anchor edit, 12 were laundered by the first write. Now every
-/// edit that does not describe this store's log exactly (18 kinds here) refuses writes with exit 5
+/// edit that does not describe this store's log exactly (22 kinds here, of the single line and
+/// of the slotted file) refuses writes with exit 5
 /// and one line, is left as it is, marks reads, and fails `verify`; an anchor that honestly lags
 /// (seq 2 with seq 2's hash) is accepted and moved forward.
 #[test]
 fn every_kind_of_anchor_edit_refuses_writes_and_is_never_laundered() {
     let other = store_with(1);
-    let other_anchor = std::fs::read_to_string(anchor_of(&other)).unwrap();
-    let probe = std::fs::read_to_string(anchor_of(&store_with(3))).unwrap();
+    let other_anchor = anchor_line(&other);
+    let probe = anchor_line(&store_with(3));
     let kinds = anchor_edits(&probe, &other_anchor).len();
     let mut problems = Vec::new();
     for index in 0..kinds {
         let store = store_with(3);
-        let original = std::fs::read_to_string(anchor_of(&store)).unwrap();
+        let original = anchor_line(&store);
         let (name, edit) = anchor_edits(&original, &other_anchor).swap_remove(index);
         apply_edit(&store, &edit, &original);
         let before = anchor_state(&anchor_of(&store));
@@ -216,9 +236,36 @@ fn every_kind_of_anchor_edit_refuses_writes_and_is_never_laundered() {
     let honest = with_field(&with_field(&text, 3, "2"), 4, &hash);
     std::fs::write(anchor_of(&lagging), &honest).unwrap();
     lagging.run(&["kv", "put", "a", "9"]).expect(0);
-    let moved = std::fs::read_to_string(anchor_of(&lagging)).unwrap();
+    let moved = anchor_line(&lagging);
     assert!(moved.contains(" 4 "), "a lagging anchor moves forward: {moved}");
     lagging.run(&["verify"]).expect(0);
+}
+
+/// Issue 12 (a cheap call): a commit moves the anchor with one write into the other slot of the
+/// same file, no temp file and no rename (the inode stays). A file with a second link (one
+/// planted outside the store's directory, say) is never written through: it is replaced, and
+/// the other name keeps its bytes.
+#[test]
+fn an_anchor_moves_in_place_and_a_hard_link_is_never_written_through() {
+    use std::os::unix::fs::MetadataExt;
+    let store = store_with(2);
+    let path = anchor_of(&store);
+    let inode = std::fs::metadata(&path).unwrap().ino();
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), ANCHOR_FILE_BYTES as u64);
+    store.run(&["kv", "put", "a", "3"]).expect(0);
+    assert_eq!(std::fs::metadata(&path).unwrap().ino(), inode, "the anchor was replaced");
+    assert!(anchor_line(&store).contains(" 3 "), "{}", anchor_line(&store));
+
+    let outside = tempfile::tempdir().unwrap();
+    let planted = outside.path().join("planted");
+    std::fs::hard_link(&path, &planted).unwrap();
+    let kept = std::fs::read(&planted).unwrap();
+    store.run(&["kv", "put", "a", "4"]).expect(0);
+    assert!(std::fs::read(&planted).unwrap() == kept, "written through a hard link");
+    assert_ne!(std::fs::metadata(&path).unwrap().ino(), inode);
+    assert_eq!(std::fs::metadata(&path).unwrap().nlink(), 1);
+    assert!(anchor_line(&store).contains(" 4 "), "{}", anchor_line(&store));
+    assert_eq!(store.run(&["verify"]).expect(0).json()["anchor_seq"], 4);
 }
 
 /// Issue 13, item 1: a missing anchor passed `verify` with `anchor_seq: null` and the next write
@@ -308,6 +355,9 @@ fn a_failed_anchor_write_is_one_line_and_counted_by_stats() {
     let db = dir.join("state.redb");
     let first = as_nobody(&db, &["kv", "put", "a", "1"]);
     assert_eq!((first.code, first.stderr.as_str()), (0, ""), "{first:?}");
+    // Neither the anchor file (written in place) nor the directory (a replacement) is writable.
+    let anchor = dir.join("state.redb.head");
+    chmod(&anchor, 0o400);
     chmod(&dir, 0o500);
     let put = as_nobody(&db, &["kv", "put", "a", "2"]);
     assert_eq!(put.code, 0, "the commit stands: {put:?}");
@@ -316,6 +366,7 @@ fn a_failed_anchor_write_is_one_line_and_counted_by_stats() {
     let stats = as_nobody(&db, &["stats"]);
     assert_eq!(stats.json()["anchor_write_failures"], 1, "{stats:?}");
     chmod(&dir, 0o700);
+    chmod(&anchor, 0o600);
     let again = as_nobody(&db, &["kv", "put", "a", "3"]);
     assert_eq!((again.code, again.stderr.as_str()), (0, ""), "{again:?}");
     let verify = as_nobody(&db, &["verify"]);

@@ -4,6 +4,7 @@
 //! promise made to old files. Does not do IO, read clocks, draw random numbers or touch redb.
 
 pub mod alerts;
+pub mod anchor_file;
 pub mod event;
 pub mod feedback;
 pub mod format;

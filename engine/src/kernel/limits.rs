@@ -65,7 +65,7 @@ pub const STALE_TEMP_SCAN_MAX: usize = 10_000;
 /// a deadlock (PostgreSQL): each abort means another writer committed first, so a few attempts
 /// settle it; more means sustained contention, and BUSY tells the hook to retry later.
 pub const TXN_ATTEMPTS_MAX: u32 = 8;
-/// The anchor file is one short line.
+/// An anchor line (of the second anchor, or of a single-line anchor file of an earlier release).
 pub const ANCHOR_BYTES_MAX: usize = 256;
 /// Conflicts one mirrored call reports; more are not listed.
 pub const CONFLICTS_SHOWN_MAX: usize = 64;

@@ -3,15 +3,19 @@
 //!
 //! Every file is reached relative to a held directory handle, opened with `O_NOFOLLOW`, created
 //! with `O_EXCL` and mode 0600; replacements go temp file, fsync, rename (or link), directory
-//! fsync. Does not know the file formats; callers hand bytes in and out.
+//! fsync, except the anchor's moves, one unsynced write into a slot of its file
+//! (`hookstate_schema::anchor_file`). Does not know the store's format; callers hand bytes in
+//! and out.
 
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io::{Read, Write};
 use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
+use hookstate_schema::anchor_file::{self, Slotted, ANCHOR_FILE_BYTES};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
 
@@ -187,7 +191,9 @@ impl StoreDir {
         self.dir_path.join(self.anchor_name())
     }
 
-    /// Reads the anchor file; `None` when it is absent.
+    /// Reads the anchor file: the line of its newest intact slot, or the whole text of a file of
+    /// another shape (the single line earlier releases wrote, or whatever an edit left, which the
+    /// caller's parse judges); `None` when it is absent.
     pub(crate) fn read_anchor(&self) -> Result<Option<String>> {
         let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK;
         let fd = match rustix::fs::openat(&self.dir, self.anchor_name(), flags, Mode::empty()) {
@@ -195,15 +201,23 @@ impl StoreDir {
             Err(Errno::NOENT) => return Ok(None),
             Err(other) => return Err(io_err("open", &self.anchor_path(), other)),
         };
-        let mut text = Vec::new();
+        let mut bytes = Vec::with_capacity(ANCHOR_FILE_BYTES + 1);
         File::from(fd)
-            .take(ANCHOR_BYTES_MAX as u64 + 1)
-            .read_to_end(&mut text)
+            .take(ANCHOR_FILE_BYTES as u64 + 1)
+            .read_to_end(&mut bytes)
             .map_err(|e| Error::io("read", self.anchor_path(), e))?;
-        if text.len() > ANCHOR_BYTES_MAX {
+        if bytes.len() == ANCHOR_FILE_BYTES {
+            return match anchor_file::read_slots(&bytes) {
+                Slotted::Newest { line, .. } => Ok(Some(line)),
+                Slotted::Unusable(why) => {
+                    Err(Error::AnchorMismatch { why: format!("anchor file: {why}") })
+                }
+            };
+        }
+        if bytes.len() > ANCHOR_BYTES_MAX {
             return Err(Error::AnchorMismatch { why: "anchor file is oversized".into() });
         }
-        String::from_utf8(text)
+        String::from_utf8(bytes)
             .map(Some)
             .map_err(|_| Error::AnchorMismatch { why: "anchor file is not UTF-8".into() })
     }
@@ -219,12 +233,25 @@ impl StoreDir {
         }
     }
 
-    /// Replaces the anchor file atomically: temp file, write, fsync, rename. The directory is not
-    /// fsynced: a lost rename leaves an older anchor, which is allowed to lag but never to lead.
-    pub(crate) fn write_anchor(&self, text: &str) -> Result<()> {
+    /// Moves the anchor file to `line`. A slotted file (`schema::anchor_file`) that is a regular
+    /// file with one link gets one write, in place, into the slot that does not hold the newest
+    /// anchor, and no sync: a cut that loses or tears it leaves the slot before, an anchor that
+    /// lags, which is allowed. Any other file (absent, the single line of an earlier release,
+    /// hard-linked elsewhere) is replaced whole: temp file, write, fsync, rename, so a cut never
+    /// leaves an empty anchor beside a store that moved on. The directory is not fsynced: a lost
+    /// rename leaves an older anchor too.
+    pub(crate) fn write_anchor(&self, line: &str) -> Result<()> {
+        if let Some((file, offset, slot)) = self.slot_write(line)? {
+            return file
+                .write_all_at(&slot, offset as u64)
+                .map_err(|e| Error::io("write", self.anchor_path(), e));
+        }
+        let bytes = anchor_file::encode_file(line).ok_or_else(|| Error::AnchorMismatch {
+            why: "the anchor line is longer than a slot".into(),
+        })?;
         let (mut file, temp) = self.create_temp("head")?;
         let written = file
-            .write_all(text.as_bytes())
+            .write_all(&bytes)
             .and_then(|()| file.sync_data())
             .map_err(|e| Error::io("write", self.dir_path.join(&temp), e));
         let renamed = written.and_then(|()| {
@@ -235,6 +262,28 @@ impl StoreDir {
             let _ = self.remove(&temp);
         }
         renamed
+    }
+
+    /// The open anchor file and the in-place write that moves it to `line`, when it is a slotted
+    /// file this store alone names (a regular file, one link); `None` otherwise.
+    fn slot_write(&self, line: &str) -> Result<Option<(File, usize, Vec<u8>)>> {
+        let flags = OFlags::RDWR | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK;
+        let fd = match rustix::fs::openat(&self.dir, self.anchor_name(), flags, Mode::empty()) {
+            Ok(fd) => fd,
+            Err(Errno::NOENT | Errno::LOOP | Errno::ISDIR | Errno::NXIO) => return Ok(None),
+            Err(other) => return Err(io_err("open", &self.anchor_path(), other)),
+        };
+        let stat = rustix::fs::fstat(&fd).map_err(|e| io_err("stat", &self.anchor_path(), e))?;
+        let plain = FileType::from_raw_mode(stat.st_mode) == FileType::RegularFile
+            && stat.st_nlink == 1
+            && u64::try_from(stat.st_size).is_ok_and(|len| len == ANCHOR_FILE_BYTES as u64);
+        if !plain {
+            return Ok(None);
+        }
+        let file = File::from(fd);
+        let mut bytes = vec![0; ANCHOR_FILE_BYTES];
+        file.read_exact_at(&mut bytes, 0).map_err(|e| Error::io("read", self.anchor_path(), e))?;
+        Ok(anchor_file::next_write(&bytes, line).map(|(offset, slot)| (file, offset, slot)))
     }
 
     /// Removes temporary files that killed writers left beside the store (`.<name>.create-<hex>`,
