@@ -1,5 +1,6 @@
-//! Fuzz target `anchor_parse`: format::parse_anchor on arbitrary UTF-8; an accepted anchor formats
-//! back to its canonical text.
+//! Fuzz target `anchor_parse`: format::parse_anchor on arbitrary UTF-8, an accepted anchor formats
+//! back to its canonical text; and anchor_file::decode_slot on arbitrary bytes, an accepted slot
+//! encodes back to itself.
 //!
 //! The check is `check_anchor_parse` in `tests/tests/corpus_checks.rs`, which `cargo test` also
 //! runs over `fuzz/corpus/anchor_parse/` and `fuzz/artifacts-regressions/anchor_parse/`.

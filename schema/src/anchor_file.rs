@@ -49,9 +49,13 @@ pub fn encode_slot(line: &str) -> Option<Vec<u8>> {
     })
 }
 
-/// The anchor line a slot holds, newline included; `None` for a torn, empty or edited slot.
+/// The anchor line a slot ([`ANCHOR_SLOT_BYTES`] bytes) holds, newline included; `None` for a
+/// torn, empty or edited slot, or bytes of another length.
 #[must_use]
 pub fn decode_slot(slot: &[u8]) -> Option<String> {
+    if slot.len() != ANCHOR_SLOT_BYTES {
+        return None;
+    }
     let end = slot.iter().position(|&b| b == b'\n')?;
     if slot.get(end + 1..)?.iter().any(|&b| b != 0) {
         return None;

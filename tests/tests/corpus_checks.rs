@@ -16,6 +16,7 @@ use hookstate_engine::{parse_findings, parse_rows};
 use hookstate_engine::{parse_hook_payload, parse_stop_payload};
 use hookstate_engine::{parse_legacy, LegacyFile};
 use hookstate_engine::{validate_json, Call, Command, Engine, OpenOptions};
+use hookstate_schema::anchor_file;
 use hookstate_schema::format::{self, FormatError, RECORD_VERSION_SHAPE_1};
 use hookstate_schema::id::{ID_BYTES_MAX, SCOPE_BYTES_MAX};
 use hookstate_schema::{validate_id, validate_scope, Actor, Event, ViewKey};
@@ -167,6 +168,11 @@ pub(crate) fn check_id_validate(data: &[u8]) {
 /// `parse_anchor` never panics, and what it accepts formats back to the input up to the
 /// spellings the parser tolerates (see [`canonical_anchor`]), and parses again to the same.
 pub(crate) fn check_anchor_parse(data: &[u8]) {
+    // The anchor file's slot reader, on any bytes: a slot it accepts encodes back to itself.
+    if let Some(line) = anchor_file::decode_slot(data) {
+        let encoded = anchor_file::encode_slot(&line);
+        assert_eq!(encoded.as_deref(), Some(data), "accepted slot {data:?} does not encode back");
+    }
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
