@@ -24,7 +24,7 @@ use super::protocol::{
     decode_request, encode, read_frame, write_frame, ClientFrame, ErrorCode, FrameError, Reply,
     ServerFrame, Stats, PROTOCOL_VERSION, REQUEST_BYTES_MAX,
 };
-use super::shared::{Engagement, Handler, Prepared, Shared, StdinSource, Stop};
+use super::shared::{answer_slot, Engagement, Handler, Prepared, Shared, StdinSource, Stop};
 use super::writer::{self, Pending};
 use crate::engine::Engine;
 use crate::Error;
@@ -440,18 +440,18 @@ fn request(
         }
         Prepared::Abandon => return false,
         Prepared::Write(job) => {
-            let (answer, answered) = crossbeam_channel::bounded(1);
+            let (answer, answered) = answer_slot();
             let bytes = job.bytes();
             if jobs.send(Pending { job, answer, bytes }).is_err() {
                 let message = "the server is stopping".to_owned();
                 ServerFrame::Error { id: Some(id), error: ErrorCode::Busy, message }
             } else {
                 match answered.recv() {
-                    Ok(Ok(reply)) => ServerFrame::Reply(Reply { id, ..reply }),
-                    Ok(Err((error, message))) => {
+                    Some(Ok(reply)) => ServerFrame::Reply(Reply { id, ..reply }),
+                    Some(Err((error, message))) => {
                         ServerFrame::Error { id: Some(id), error, message }
                     }
-                    Err(_) => {
+                    None => {
                         let message = "the writer stopped before it answered".to_owned();
                         ServerFrame::Error { id: Some(id), error: ErrorCode::CommitFailed, message }
                     }

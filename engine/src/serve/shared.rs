@@ -1,14 +1,12 @@
 //! What the server's connection threads and its writer thread share: the [`Handler`] a request
 //! runs through and the [`Job`] a write becomes, the shared state (the engine, the stop flag,
-//! the counters, the connections the writer's linger watches) and the channel an answer goes
-//! back on. Apart from `server.rs` and `writer.rs` so that neither imports the other's logic.
+//! the counters, the connections the writer's linger watches) and the slot an answer goes
+//! back in. Apart from `server.rs` and `writer.rs` so that neither imports the other's logic.
 //! Does not touch a socket or run anything.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
-
-use crossbeam_channel::Sender;
 
 use super::protocol::{ErrorCode, Reply, Run, Stats};
 use crate::engine::Engine;
@@ -116,5 +114,94 @@ impl Shared {
 /// A reply or a protocol error for a write, as the writer hands it back.
 pub(crate) type Answered = Result<Reply, (ErrorCode, String)>;
 
-/// The end of the channel the writer answers on, for `serve::writer`.
-pub(crate) type AnswerTx = Sender<Answered>;
+/// Where the writer puts a write's answer and its connection thread sleeps until it is there.
+///
+/// Not a channel: a crossbeam receiver spins and yields before it sleeps, and eight connection
+/// threads doing that on two cores while the writer ran their batch were a tenth of the server's
+/// CPU (docs/decisions.md). This one sleeps at once (a futex wait) and is woken once.
+struct AnswerSlot {
+    state: Mutex<AnswerState>,
+    ready: Condvar,
+}
+
+enum AnswerState {
+    Waiting,
+    Sent(Answered),
+    /// The writer dropped the call without answering (it stopped).
+    Dropped,
+    Taken,
+}
+
+/// The writer's end of one answer; dropping it unanswered wakes the connection with an error.
+pub(crate) struct AnswerTx(Arc<AnswerSlot>);
+
+/// The connection's end of one answer.
+pub(crate) struct AnswerRx(Arc<AnswerSlot>);
+
+/// The two ends of one answer.
+pub(crate) fn answer_slot() -> (AnswerTx, AnswerRx) {
+    let slot =
+        Arc::new(AnswerSlot { state: Mutex::new(AnswerState::Waiting), ready: Condvar::new() });
+    (AnswerTx(Arc::clone(&slot)), AnswerRx(slot))
+}
+
+impl AnswerSlot {
+    fn lock(&self) -> MutexGuard<'_, AnswerState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn settle(&self, to: AnswerState) {
+        let mut state = self.lock();
+        if matches!(*state, AnswerState::Waiting) {
+            *state = to;
+            self.ready.notify_one();
+        }
+    }
+}
+
+impl AnswerTx {
+    /// Hands the answer over and wakes the connection.
+    pub(crate) fn send(self, answered: Answered) {
+        self.0.settle(AnswerState::Sent(answered));
+    }
+}
+
+impl Drop for AnswerTx {
+    fn drop(&mut self) {
+        self.0.settle(AnswerState::Dropped);
+    }
+}
+
+impl AnswerRx {
+    /// Sleeps until the writer answered; `None` when it dropped the call unanswered.
+    pub(crate) fn recv(self) -> Option<Answered> {
+        let mut state = self.0.lock();
+        while matches!(*state, AnswerState::Waiting) {
+            state = self.0.ready.wait(state).unwrap_or_else(PoisonError::into_inner);
+        }
+        match std::mem::replace(&mut *state, AnswerState::Taken) {
+            AnswerState::Sent(answered) => Some(answered),
+            AnswerState::Waiting | AnswerState::Dropped | AnswerState::Taken => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_answer_wakes_its_connection_once_and_a_dropped_call_wakes_it_empty() {
+        let (tx, rx) = answer_slot();
+        let writer = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            tx.send(Err((ErrorCode::Busy, "later".into())));
+        });
+        let got = rx.recv();
+        writer.join().unwrap();
+        assert!(matches!(got, Some(Err((ErrorCode::Busy, ref m))) if m == "later"), "{got:?}");
+        let (tx, rx) = answer_slot();
+        drop(tx);
+        assert!(rx.recv().is_none(), "a call the writer dropped must not hang its connection");
+    }
+}

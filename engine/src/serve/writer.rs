@@ -130,7 +130,7 @@ fn commit(shared: &Shared, mut batch: Vec<Pending>) {
                 stats.count_batch(batch.len());
             }
             for (pending, reply) in batch.into_iter().zip(replies) {
-                let _ = pending.answer.send(Ok(reply));
+                pending.answer.send(Ok(reply));
             }
         }
         Ok(BatchEnd::Aborted(_)) => {
@@ -146,7 +146,7 @@ fn commit(shared: &Shared, mut batch: Vec<Pending>) {
             let message =
                 format!("the batch's commit failed ({err}): the call's effect is unknown");
             for pending in batch {
-                let _ = pending.answer.send(Err((ErrorCode::CommitFailed, message.clone())));
+                pending.answer.send(Err((ErrorCode::CommitFailed, message.clone())));
             }
         }
     }
@@ -156,7 +156,7 @@ fn commit(shared: &Shared, mut batch: Vec<Pending>) {
 fn solo(shared: &Shared, mut pending: Pending) {
     if shared.engine.is_poisoned() {
         let message = "the server stopped after a failed commit; run the call in-process".into();
-        let _ = pending.answer.send(Err((ErrorCode::Busy, message)));
+        pending.answer.send(Err((ErrorCode::Busy, message)));
         return;
     }
     let reply = pending.job.run(&shared.engine);
@@ -167,5 +167,5 @@ fn solo(shared: &Shared, mut pending: Pending) {
         stats.solo += 1;
         stats.writes += 1;
     }
-    let _ = pending.answer.send(Ok(reply));
+    pending.answer.send(Ok(reply));
 }
