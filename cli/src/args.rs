@@ -75,7 +75,7 @@ fn help_copy(verb: &clap::Command, parent: &str) -> clap::Command {
 }
 
 /// Top-level arguments.
-#[derive(Debug, Parser)]
+#[derive(Debug, Clone, Parser)]
 #[command(name = "hookstate", version, about = ABOUT, after_help = crate::exit::TABLE)]
 pub(crate) struct Cli {
     /// Store file, or a PostgreSQL address (postgres://user:password@host/db) [default:
@@ -144,7 +144,7 @@ pub(crate) enum Format {
 }
 
 // Every verb.
-#[derive(Debug, Subcommand)]
+#[derive(Debug, Clone, Subcommand)]
 #[command(defer = true)]
 pub(crate) enum Verb {
     /// Create the store (atomically) if it does not exist, and print its head; on PostgreSQL,
@@ -293,7 +293,7 @@ pub(crate) enum Verb {
 }
 
 // `copy` arguments.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub(crate) struct CopyArgs {
     /// The store to copy (a file or a postgres:// address); it is only read.
     #[arg(long, value_name = "STORE")]
@@ -304,7 +304,7 @@ pub(crate) struct CopyArgs {
 }
 
 // Where a JSON value comes from.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub(crate) struct ValueSource {
     /// Read the JSON value from stdin instead of the argument.
     #[arg(long)]
@@ -312,7 +312,7 @@ pub(crate) struct ValueSource {
 }
 
 // `kv` verbs.
-#[derive(Debug, Subcommand)]
+#[derive(Debug, Clone, Subcommand)]
 #[command(defer = true)]
 pub(crate) enum KvVerb {
     /// Print a record's value and revision.
@@ -338,7 +338,7 @@ pub(crate) enum KvVerb {
 }
 
 // `queue` verbs.
-#[derive(Debug, Subcommand)]
+#[derive(Debug, Clone, Subcommand)]
 #[command(defer = true)]
 pub(crate) enum QueueVerb {
     /// Add an item.
@@ -400,7 +400,7 @@ pub(crate) enum QueueVerb {
 }
 
 // An item and the token of its claim.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub(crate) struct HolderArgs {
     /// Queue name.
     pub(crate) queue: String,
@@ -412,7 +412,7 @@ pub(crate) struct HolderArgs {
 }
 
 // `counter` verbs.
-#[derive(Debug, Subcommand)]
+#[derive(Debug, Clone, Subcommand)]
 #[command(defer = true)]
 pub(crate) enum CounterVerb {
     /// Add DELTA (default 1; may be negative) and print the new value.
@@ -431,7 +431,7 @@ pub(crate) enum CounterVerb {
 }
 
 // `set` verbs.
-#[derive(Debug, Subcommand)]
+#[derive(Debug, Clone, Subcommand)]
 #[command(defer = true)]
 pub(crate) enum SetVerb {
     /// Add a member; prints "added": true only the first time.
@@ -451,7 +451,7 @@ pub(crate) enum SetVerb {
 }
 
 // `list` verbs.
-#[derive(Debug, Subcommand)]
+#[derive(Debug, Clone, Subcommand)]
 #[command(defer = true)]
 pub(crate) enum ListVerb {
     /// Append a JSON row, keeping the last --cap rows.
@@ -474,7 +474,7 @@ pub(crate) enum ListVerb {
 }
 
 // `log` filters.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub(crate) struct LogArgs {
     /// Only events of the --scope given (otherwise every scope).
     #[arg(long)]
@@ -518,7 +518,7 @@ pub(crate) struct LogArgs {
 }
 
 // `dump` options.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub(crate) struct DumpArgs {
     /// Write the dump to this new file (0600; refused if it exists) instead of stdout.
     #[arg(long, value_name = "FILE")]
@@ -526,7 +526,7 @@ pub(crate) struct DumpArgs {
 }
 
 // `restore` options.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub(crate) struct RestoreArgs {
     /// The dump to read (`-` for stdin).
     #[arg(long, value_name = "FILE")]
@@ -534,7 +534,7 @@ pub(crate) struct RestoreArgs {
 }
 
 // `backup` options.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub(crate) struct BackupArgs {
     /// The new store file to write (refused if it exists); its anchor goes beside it.
     #[arg(long, value_name = "PATH")]
@@ -542,7 +542,7 @@ pub(crate) struct BackupArgs {
 }
 
 // `serve` options.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub(crate) struct ServeArgs {
     /// The socket [default: the store's path with `.sock` appended]; clients find it through
     /// HOOKSTATE_SOCKET.
@@ -556,7 +556,7 @@ pub(crate) struct ServeArgs {
 }
 
 // `demo` options.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub(crate) struct DemoArgs {
     /// Directory for the demo store [default: a new temporary directory, removed afterwards].
     #[arg(long)]
@@ -570,7 +570,7 @@ pub(crate) struct DemoArgs {
 }
 
 // `signals` verbs. The bundle names the scope `loopd:<bundle>`.
-#[derive(Debug, Subcommand)]
+#[derive(Debug, Clone, Subcommand)]
 #[command(defer = true)]
 pub(crate) enum SignalsVerb {
     /// The bundle's current PM and the registrations before it.
@@ -615,7 +615,7 @@ pub(crate) enum SignalsVerb {
 }
 
 // `observer` verbs (scope from --scope, e.g. observer:<session>).
-#[derive(Debug, Subcommand)]
+#[derive(Debug, Clone, Subcommand)]
 #[command(defer = true)]
 pub(crate) enum ObserverVerb {
     /// Observe rows: a JSON object or array of {kind, text} / {kind: "tool_use", name, input}
@@ -653,7 +653,7 @@ pub(crate) enum ObserverVerb {
 }
 
 // `observer pending` verbs.
-#[derive(Debug, Subcommand)]
+#[derive(Debug, Clone, Subcommand)]
 #[command(defer = true)]
 pub(crate) enum PendingVerb {
     /// Print the pending text and its version (inject it, then clear with that version).
@@ -667,7 +667,7 @@ pub(crate) enum PendingVerb {
 }
 
 // `import` options.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub(crate) struct ImportArgs {
     /// The layout of the files.
     #[arg(long, value_enum)]
@@ -685,7 +685,7 @@ pub(crate) struct ImportArgs {
 }
 
 // `export` options.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub(crate) struct ExportArgs {
     /// The layout to write.
     #[arg(long, value_enum)]
@@ -703,7 +703,7 @@ pub(crate) struct ExportArgs {
 }
 
 // `feedback` options and verb.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub(crate) struct FeedbackArgs {
     /// The moonshine project: sets the scope to moonshine:<project>.
     #[arg(long, global = true)]
@@ -714,7 +714,7 @@ pub(crate) struct FeedbackArgs {
 }
 
 // The re-delivery window and listener interval shared by claim, tick and the Stop hook.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub(crate) struct DrainArgs {
     /// A delivered comment may be claimed again once its deliveredAt is this old.
     #[arg(long, default_value_t = STALE_DELIVERED_MS_DEFAULT / 1000)]
@@ -725,7 +725,7 @@ pub(crate) struct DrainArgs {
 }
 
 // `feedback` verbs.
-#[derive(Debug, Subcommand)]
+#[derive(Debug, Clone, Subcommand)]
 #[command(defer = true)]
 pub(crate) enum FeedbackVerb {
     /// Add a pending comment (the web's format); prints its id.
@@ -819,7 +819,7 @@ pub(crate) enum ReplyVia {
 }
 
 // `hook` verbs.
-#[derive(Debug, Subcommand)]
+#[derive(Debug, Clone, Subcommand)]
 #[command(defer = true)]
 pub(crate) enum HookVerb {
     /// SessionStart: register the session as the bundle's PM when cwd is a bundle root.
@@ -894,7 +894,7 @@ pub(crate) enum Layout {
 
 // `alerts` options and verbs, drop-ins for `bun heartbeat.ts alert-state <state-file>` and
 // precheck's tick count.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub(crate) struct AlertsArgs {
     /// The hermit state directory (.claude-code-hermit): the scope becomes hermit:<abs dir> and
     /// its config.json's timezone dates first_seen, last_seen, the digest and monitoring lines
@@ -908,7 +908,7 @@ pub(crate) struct AlertsArgs {
 }
 
 // `alerts` verbs.
-#[derive(Debug, Subcommand)]
+#[derive(Debug, Clone, Subcommand)]
 #[command(defer = true)]
 pub(crate) enum AlertsVerb {
     /// One heartbeat evaluation tick (heartbeat.ts alert-state): the eval JSON on stdin.
@@ -950,7 +950,7 @@ pub(crate) enum AlertsVerb {
 }
 
 // `proposals` options and verbs, drop-ins for `bun proposal.ts <verb> <dir>`.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub(crate) struct ProposalsArgs {
     /// The hermit state directory (.claude-code-hermit): the scope becomes hermit:<abs dir> and
     /// its config.json's timezone dates MP ids [default: the dir of --scope hermit:<dir>].
@@ -962,7 +962,7 @@ pub(crate) struct ProposalsArgs {
 }
 
 // `proposals` verbs.
-#[derive(Debug, Subcommand)]
+#[derive(Debug, Clone, Subcommand)]
 #[command(defer = true)]
 pub(crate) enum ProposalsVerb {
     /// Queue a micro-proposal: JSON {"tier", "question", "options"?, "on_resolve"?} on stdin.
@@ -1063,7 +1063,7 @@ pub(crate) enum ProposalsVerb {
 }
 
 // A PROP status move.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub(crate) struct MoveArgs {
     /// The full PROP id (or its file name).
     pub(crate) id: String,
@@ -1079,7 +1079,7 @@ pub(crate) struct MoveArgs {
 }
 
 // `proposals micro` verbs.
-#[derive(Debug, Subcommand)]
+#[derive(Debug, Clone, Subcommand)]
 #[command(defer = true)]
 pub(crate) enum MicroVerb {
     /// Remove an entry and record its micro-resolved line; with --answer, resolve the answer
@@ -1112,7 +1112,7 @@ pub(crate) enum MicroVerb {
 }
 
 // `alerts budget` verbs.
-#[derive(Debug, Subcommand)]
+#[derive(Debug, Clone, Subcommand)]
 #[command(defer = true)]
 pub(crate) enum BudgetVerb {
     /// Create the alert of the current period (config timezone) unless its key exists (never
@@ -1147,7 +1147,7 @@ pub(crate) enum BudgetVerb {
 }
 
 // What the monitor verbs compare the registration with.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub(crate) struct MonitorSetupArgs {
     /// Poll interval in seconds [default: config heartbeat.every, else 1800].
     #[arg(long)]
@@ -1162,7 +1162,7 @@ pub(crate) struct MonitorSetupArgs {
 }
 
 // `alerts monitor` verbs.
-#[derive(Debug, Subcommand)]
+#[derive(Debug, Clone, Subcommand)]
 #[command(defer = true)]
 pub(crate) enum MonitorVerb {
     /// FRESH|interval=<s>, or REARM|<reason> with OLD_TASK:, FIRST_START:1, INTERVAL:, CMD:
@@ -1188,7 +1188,7 @@ pub(crate) enum MonitorVerb {
 }
 
 // `alerts liveness` verbs.
-#[derive(Debug, Subcommand)]
+#[derive(Debug, Clone, Subcommand)]
 #[command(defer = true)]
 pub(crate) enum LivenessVerb {
     /// Record one monitor poll: {"last_peek_at":"<UTC now, whole seconds>"}.
@@ -1198,7 +1198,7 @@ pub(crate) enum LivenessVerb {
 }
 
 // `alerts injection` verbs.
-#[derive(Debug, Subcommand)]
+#[derive(Debug, Clone, Subcommand)]
 #[command(defer = true)]
 pub(crate) enum InjectionVerb {
     /// Record the announced hash (overwrites). Verdict: OK|recorded|<hash>.
@@ -1217,7 +1217,7 @@ pub(crate) enum InjectionVerb {
 }
 
 // `alerts next-task` verbs.
-#[derive(Debug, Subcommand)]
+#[derive(Debug, Clone, Subcommand)]
 #[command(defer = true)]
 pub(crate) enum NextTaskVerb {
     /// Queue sessions/NEXT-TASK.md from stdin, exclusively unless --replace.
@@ -1243,7 +1243,7 @@ pub(crate) enum NextTaskVerb {
 }
 
 // `alerts runtime` verbs.
-#[derive(Debug, Subcommand)]
+#[derive(Debug, Clone, Subcommand)]
 #[command(defer = true)]
 pub(crate) enum RuntimeVerb {
     /// Merge FIELD=JSON pairs (a value that is not JSON is a string) into runtime.json.

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand};
 
 // `hermit` options and verbs.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub(crate) struct HermitArgs {
     /// The hermit state directory (.claude-code-hermit) of the verbs that take none in their
     /// words: the scope becomes hermit:<abs dir> and its config.json's timezone stamps local
@@ -23,7 +23,7 @@ pub(crate) struct HermitArgs {
 }
 
 // `hermit` verbs.
-#[derive(Debug, Subcommand)]
+#[derive(Debug, Clone, Subcommand)]
 #[command(defer = true)]
 pub(crate) enum HermitVerb {
     /// task.ts: `<open|note|block|close|cancel|list> <dir> [id] [--flags]`. Verdict: the JSON
@@ -110,7 +110,7 @@ pub(crate) enum HermitVerb {
 }
 
 // `hermit runtime` verbs.
-#[derive(Debug, Subcommand)]
+#[derive(Debug, Clone, Subcommand)]
 #[command(defer = true)]
 pub(crate) enum RuntimeVerb {
     /// Merge fields (FIELD=JSON, a bare word is a string) and delete --unset ones, keeping every
@@ -146,7 +146,7 @@ pub(crate) enum RuntimeVerb {
 }
 
 // `hermit marker` verbs.
-#[derive(Debug, Subcommand)]
+#[derive(Debug, Clone, Subcommand)]
 #[command(defer = true)]
 pub(crate) enum MarkerVerb {
     /// The Stop pipeline: the operator turn ends (operator-turn-open.json removed).

@@ -9,7 +9,7 @@
 //! hold the socket; the engine's `serve` does.
 
 use std::cell::RefCell;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsString;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -21,6 +21,7 @@ use hookstate_engine::{Engine, Handler, Job, Prepared, Reply, Run, StdinSource};
 use crate::args::{full_command, Cli, FeedbackVerb, HookVerb, Verb};
 use crate::cmd::Access;
 use crate::exit::CliError;
+use crate::request::Args;
 
 /// Where a served call runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -268,13 +269,74 @@ pub(crate) struct ServedCli {
     store: PathBuf,
     commands: Mutex<Vec<clap::Command>>,
     table: EnvTable,
+    cache: ParseCache,
+}
+
+/// Command lines parsed before, by their shape (the argv with the value of a leading
+/// `--idem-key=` token replaced by a placeholder, as every forwarded write carries a fresh one)
+/// and the request's environment: the parsed call and its recorded arguments. clap's parse was a
+/// quarter of a server's CPU at 8 clients (docs/decisions.md); the parse is a function of these
+/// two alone (the served command reads no environment), and what depends on the request's
+/// working directory or the filesystem (`own_store`, `rebase`) runs after it, on every call.
+/// A shape is cached only when the placeholder landed in the key. Cleared when full.
+/// A usage error is not cached: it is answered by clap every time.
+struct ParseCache {
+    entries: Mutex<HashMap<ShapeKey, (Cli, Args)>>,
+}
+
+type ShapeKey = (Vec<String>, BTreeMap<String, String>);
+
+/// Shapes a server keeps parsed: a hook's verbs with their few argument spellings.
+const PARSE_CACHE_ENTRIES_MAX: usize = 512;
+/// What stands for the key in a cached shape.
+const PLACEHOLDER: &str = "idem-key-placeholder";
+/// The spelling of the key a shape takes out (the one the forwarding client writes).
+const KEY_FLAG: &str = "--idem-key=";
+
+impl ParseCache {
+    fn new() -> ParseCache {
+        ParseCache { entries: Mutex::new(HashMap::new()) }
+    }
+
+    /// `argv`'s shape, and the key it took out: only a `--idem-key=` token before any `--`, and
+    /// only when there is exactly one.
+    fn shape(argv: &[String]) -> (Vec<String>, Option<String>) {
+        let options = argv.iter().take_while(|a| *a != "--");
+        let keyed: Vec<usize> =
+            options.enumerate().filter(|(_, a)| a.starts_with(KEY_FLAG)).map(|(i, _)| i).collect();
+        let [at] = keyed.as_slice() else {
+            return (argv.to_vec(), None);
+        };
+        let mut shape = argv.to_vec();
+        let key = shape.get(*at).and_then(|token| token.strip_prefix(KEY_FLAG));
+        let key = key.map(str::to_owned);
+        if let Some(token) = shape.get_mut(*at) {
+            *token = format!("{}{}", KEY_FLAG, PLACEHOLDER);
+        }
+        (shape, key)
+    }
+
+    fn get(&self, shape: &[String], env: &BTreeMap<String, String>) -> Option<(Cli, Args)> {
+        let entries = self.entries.lock().ok()?;
+        entries.get(&(shape.to_vec(), env.clone())).cloned()
+    }
+
+    fn put(&self, shape: Vec<String>, env: &BTreeMap<String, String>, parsed: &(Cli, Args)) {
+        if let Ok(mut entries) = self.entries.lock() {
+            if entries.len() >= PARSE_CACHE_ENTRIES_MAX {
+                entries.clear();
+            }
+            entries.insert((shape, env.clone()), parsed.clone());
+        }
+    }
 }
 
 impl ServedCli {
     /// A handler for the store at `store` (its path as the server opened it).
     pub(crate) fn new(store: PathBuf) -> ServedCli {
         let store = std::fs::canonicalize(&store).unwrap_or(store);
-        ServedCli { store, commands: Mutex::new(Vec::new()), table: EnvTable::of(&full_command()) }
+        let table = EnvTable::of(&full_command());
+        ServedCli { store, commands: Mutex::new(Vec::new()), table, cache: ParseCache::new() }
     }
 
     fn command(&self) -> clap::Command {
@@ -298,9 +360,7 @@ enum Parsed {
 
 impl Handler for ServedCli {
     fn prepare(&self, run: Run, engine: &Arc<Engine>, stdin: &mut dyn StdinSource) -> Prepared {
-        let mut command = self.command();
-        let parsed = self.parse(&mut command, run);
-        self.give_back(command);
+        let parsed = self.parse(run);
         let mut call = match parsed {
             Parsed::Call(call) => call,
             Parsed::Answer(reply) => return Prepared::Answer(reply),
@@ -330,29 +390,36 @@ impl Handler for ServedCli {
 impl ServedCli {
     /// Parses a request as the process would parse its command line with the request's
     /// environment: values of variables the CLI reads become the flags they stand for, unless
-    /// the command line gives the flag.
-    fn parse(&self, command: &mut clap::Command, run: Run) -> Parsed {
-        let mut argv = vec![OsString::from("hookstate")];
-        argv.extend(self.table.globals_for(&run.argv, &run.env));
-        argv.extend(run.argv.iter().map(OsString::from));
-        let matches = match command.try_get_matches_from_mut(&argv) {
-            Ok(matches) => matches,
-            Err(err) => return usage(&err),
-        };
-        let leaf = self.table.leaf_flags(&matches, &run.argv, &run.env);
-        let matches = if leaf.is_empty() {
-            matches
-        } else {
-            let at = argv.iter().position(|a| a == "--").unwrap_or(argv.len());
-            argv.splice(at..at, leaf);
-            match command.try_get_matches_from_mut(&argv) {
-                Ok(matches) => matches,
-                Err(err) => return usage(&err),
+    /// the command line gives the flag. A command line parsed before (up to its idempotency key)
+    /// is taken from the cache instead of clap ([`ParseCache`]).
+    fn parse(&self, run: Run) -> Parsed {
+        let (shape, key) = ParseCache::shape(&run.argv);
+        // A shape that took a key out gets it back; any other keeps the key it parsed.
+        let keyed = |(mut cli, args): (Cli, Args)| {
+            if key.is_some() {
+                cli.idem_key.clone_from(&key);
             }
+            (cli, args)
         };
-        let mut cli = match Cli::from_arg_matches(&matches) {
-            Ok(cli) => cli,
-            Err(err) => return usage(&err),
+        let parsed = match self.cache.get(&shape, &run.env) {
+            Some(parsed) => Ok(keyed(parsed)),
+            None if key.is_none() => self.clap_parse(&run.argv, &run.env).inspect(|parsed| {
+                self.cache.put(shape, &run.env, parsed);
+            }),
+            None => match self.clap_parse(&shape, &run.env) {
+                Ok(parsed) if parsed.0.idem_key.as_deref() == Some(PLACEHOLDER) => {
+                    self.cache.put(shape, &run.env, &parsed);
+                    Ok(keyed(parsed))
+                }
+                // The placeholder did not land in the key (the token was another option's
+                // value), or the line does not parse (its error must name what was sent): it
+                // is parsed as it is, and not cached.
+                _ => self.clap_parse(&run.argv, &run.env),
+            },
+        };
+        let (mut cli, args) = match parsed {
+            Ok(parsed) => parsed,
+            Err(answer) => return answer,
         };
         if let Some(why) = not_served(&cli.command) {
             return Parsed::NotServed(why.into());
@@ -364,8 +431,42 @@ impl ServedCli {
         if let Some(cwd) = cwd {
             rebase(&mut cli, cwd);
         }
-        let args = crate::request::args_of(command, &matches);
         Parsed::Call(Box::new(Call { cli, args, env: run.env, pid: run.pid, stdin: run.stdin }))
+    }
+
+    /// clap's parse of `argv` with `env` (a built command from the pool): the call and its
+    /// recorded arguments, or the usage answer.
+    fn clap_parse(
+        &self,
+        argv: &[String],
+        env: &BTreeMap<String, String>,
+    ) -> Result<(Cli, Args), Parsed> {
+        let mut command = self.command();
+        let parsed = self.parse_with(&mut command, argv, env);
+        self.give_back(command);
+        parsed
+    }
+
+    fn parse_with(
+        &self,
+        command: &mut clap::Command,
+        run_argv: &[String],
+        env: &BTreeMap<String, String>,
+    ) -> Result<(Cli, Args), Parsed> {
+        let mut argv = vec![OsString::from("hookstate")];
+        argv.extend(self.table.globals_for(run_argv, env));
+        argv.extend(run_argv.iter().map(OsString::from));
+        let matches = command.try_get_matches_from_mut(&argv).map_err(|e| usage(&e))?;
+        let leaf = self.table.leaf_flags(&matches, run_argv, env);
+        let matches = if leaf.is_empty() {
+            matches
+        } else {
+            let at = argv.iter().position(|a| a == "--").unwrap_or(argv.len());
+            argv.splice(at..at, leaf);
+            command.try_get_matches_from_mut(&argv).map_err(|e| usage(&e))?
+        };
+        let cli = Cli::from_arg_matches(&matches).map_err(|e| usage(&e))?;
+        Ok((cli, crate::request::args_of(command, &matches)))
     }
 
     /// Checks that the request names this server's store (a request naming none is for it).
@@ -558,6 +659,66 @@ fn without_env(command: clap::Command) -> clap::Command {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What a parse gave, comparable: the call's arguments and recorded parts, or the answer.
+    fn outcome(parsed: Parsed) -> String {
+        match parsed {
+            Parsed::Call(call) => format!("call {:?} {:?}", call.cli, call.args),
+            Parsed::Answer(reply) => format!("answer {} {}", reply.exit, reply.stderr),
+            Parsed::NotServed(why) => format!("not served {why}"),
+        }
+    }
+
+    /// A cached parse (the shape parsed once, then taken from the cache with another key) gives
+    /// exactly what clap gives the same command line with no cache: for keys clap takes, for
+    /// `--idem-key=` tokens that are positionals or another argument's value, for the space
+    /// spelling, for environments, and for usage errors.
+    #[test]
+    fn a_cached_parse_is_the_parse_clap_gives() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = dir.path().join("s.redb");
+        let cached = ServedCli::new(store.clone());
+        let lines: [&[&str]; 12] = [
+            &["queue", "claim", "q", "--holder", "w1"],
+            &["--idem-key=fwd-aaa", "queue", "claim", "q", "--lease-ms", "5"],
+            &["--idem-key=fwd-bbb", "queue", "claim", "q", "--lease-ms", "5"],
+            &["--idem-key", "k1", "kv", "put", "a", "1"],
+            &["--idem-key", "k2", "kv", "put", "a", "1"],
+            &["kv", "put", "a", "--", "--idem-key=x"],
+            &["kv", "put", "a", "--", "--idem-key=y"],
+            &["proposals", "--dir", "/d", "micro", "nudge", "--idem-key=MP-1"],
+            &["proposals", "--dir", "/d", "micro", "nudge", "--idem-key=MP-2"],
+            &["--idem-key=a", "--idem-key=b", "kv", "get", "k"],
+            &["--idem-key=zz", "queue", "nope"],
+            &["--idem-key=zz", "queue", "claim"],
+        ];
+        let envs =
+            [BTreeMap::new(), BTreeMap::from([("HOOKSTATE_SCOPE".to_owned(), "s2".to_owned())])];
+        let mut calls = 0;
+        for _round in 0..2 {
+            for env in &envs {
+                for line in lines {
+                    let run = Run {
+                        id: 1,
+                        argv: line.iter().map(|a| (*a).to_owned()).collect(),
+                        env: env.clone(),
+                        cwd: None,
+                        pid: None,
+                        stdin: None,
+                    };
+                    let fresh = ServedCli::new(store.clone());
+                    let want = outcome(fresh.parse(run.clone()));
+                    let got = outcome(cached.parse(run));
+                    assert_eq!(got, want, "{line:?} {env:?}");
+                    calls += usize::from(want.starts_with("call"));
+                }
+            }
+        }
+        // Three lines are usage errors: a key given twice, an unknown verb, a missing queue.
+        assert_eq!(calls, 2 * 2 * 9, "usage errors are the only answers");
+        let entries = cached.cache.entries.lock().unwrap().len();
+        assert!(entries > 0 && entries < 2 * 9, "{entries} shapes cached");
+    }
 
     /// Every path argument of the command tree is in [`PATH_ARGS`], so [`rebase`] knows it.
     #[test]
