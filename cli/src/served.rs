@@ -272,8 +272,9 @@ pub(crate) struct ServedCli {
     cache: ParseCache,
 }
 
-/// Command lines parsed before, by their shape (the argv with the value of a leading
-/// `--idem-key=` token replaced by a placeholder, as every forwarded write carries a fresh one)
+/// Command lines parsed before, by their shape (the argv with the value of its one
+/// `--idem-key=` token before any `--` replaced by a placeholder, as every forwarded write
+/// carries a fresh key there)
 /// and the request's environment: the parsed call and its recorded arguments. clap's parse was a
 /// quarter of a server's CPU at 8 clients (docs/decisions.md); the parse is a function of these
 /// two alone (the served command reads no environment), and what depends on the request's
