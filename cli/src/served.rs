@@ -317,17 +317,16 @@ impl ParseCache {
         (shape, key)
     }
 
-    fn get(&self, shape: &[String], env: &BTreeMap<String, String>) -> Option<(Cli, Args)> {
-        let entries = self.entries.lock().ok()?;
-        entries.get(&(shape.to_vec(), env.clone())).cloned()
+    fn get(&self, key: &ShapeKey) -> Option<(Cli, Args)> {
+        self.entries.lock().ok()?.get(key).cloned()
     }
 
-    fn put(&self, shape: Vec<String>, env: &BTreeMap<String, String>, parsed: &(Cli, Args)) {
+    fn put(&self, key: ShapeKey, parsed: &(Cli, Args)) {
         if let Ok(mut entries) = self.entries.lock() {
             if entries.len() >= PARSE_CACHE_ENTRIES_MAX {
                 entries.clear();
             }
-            entries.insert((shape, env.clone()), parsed.clone());
+            entries.insert(key, parsed.clone());
         }
     }
 }
@@ -402,14 +401,15 @@ impl ServedCli {
             }
             (cli, args)
         };
-        let parsed = match self.cache.get(&shape, &run.env) {
+        let shape_key = (shape, run.env.clone());
+        let parsed = match self.cache.get(&shape_key) {
             Some(parsed) => Ok(keyed(parsed)),
             None if key.is_none() => self.clap_parse(&run.argv, &run.env).inspect(|parsed| {
-                self.cache.put(shape, &run.env, parsed);
+                self.cache.put(shape_key, parsed);
             }),
-            None => match self.clap_parse(&shape, &run.env) {
+            None => match self.clap_parse(&shape_key.0, &run.env) {
                 Ok(parsed) if parsed.0.idem_key.as_deref() == Some(PLACEHOLDER) => {
-                    self.cache.put(shape, &run.env, &parsed);
+                    self.cache.put(shape_key, &parsed);
                     Ok(keyed(parsed))
                 }
                 // The placeholder did not land in the key (the token was another option's
@@ -719,6 +719,11 @@ mod tests {
         assert_eq!(calls, 2 * 2 * 9, "usage errors are the only answers");
         let entries = cached.cache.entries.lock().unwrap().len();
         assert!(entries > 0 && entries < 2 * 9, "{entries} shapes cached");
+        // A new forwarded key finds the shape its line was cached under: the cache is used.
+        let line = ["--idem-key=fwd-new", "queue", "claim", "q", "--lease-ms", "5"];
+        let (shape, key) = ParseCache::shape(&line.map(String::from));
+        assert_eq!(key.as_deref(), Some("fwd-new"));
+        assert!(cached.cache.get(&(shape, BTreeMap::new())).is_some(), "the shape was not cached");
     }
 
     /// Every path argument of the command tree is in [`PATH_ARGS`], so [`rebase`] knows it.

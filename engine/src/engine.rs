@@ -199,12 +199,15 @@ impl Engine {
     ///
     /// # Examples
     /// ```
-    /// let dir = tempfile::tempdir().unwrap();
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let dir = tempfile::tempdir()?;
     /// let engine = hookstate_engine::Engine::open(
     ///     &dir.path().join("state.redb"),
     ///     hookstate_engine::OpenOptions::default(),
-    /// ).unwrap();
-    /// assert_eq!(engine.head().unwrap().seq, 0);
+    /// )?;
+    /// assert_eq!(engine.head()?.seq, 0);
+    /// # Ok(())
+    /// # }
     /// ```
     pub fn open(path: &Path, options: OpenOptions) -> Result<Engine> {
         let wait = options.wait()?;

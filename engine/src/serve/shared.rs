@@ -127,9 +127,8 @@ struct AnswerSlot {
 enum AnswerState {
     Waiting,
     Sent(Answered),
-    /// The writer dropped the call without answering (it stopped).
+    /// The writer dropped the call without answering (it stopped), or the answer was taken.
     Dropped,
-    Taken,
 }
 
 /// The writer's end of one answer; dropping it unanswered wakes the connection with an error.
@@ -179,9 +178,9 @@ impl AnswerRx {
         while matches!(*state, AnswerState::Waiting) {
             state = self.0.ready.wait(state).unwrap_or_else(PoisonError::into_inner);
         }
-        match std::mem::replace(&mut *state, AnswerState::Taken) {
+        match std::mem::replace(&mut *state, AnswerState::Dropped) {
             AnswerState::Sent(answered) => Some(answered),
-            AnswerState::Waiting | AnswerState::Dropped | AnswerState::Taken => None,
+            AnswerState::Waiting | AnswerState::Dropped => None,
         }
     }
 }
