@@ -630,7 +630,7 @@ fn a_store_of_shape_1_events_restores_verifies_and_reads_them_at_shape_2() {
     let skills: Vec<&Value> =
         queue["pending"].as_array().unwrap().iter().map(|e| &e["on_resolve"]).collect();
     assert_eq!(skills, [&Value::Null, &json!("/hermit:pin-node {answer}"), &Value::Null]);
-    // A new write of the kind is stored at shape 2 (record version 3); the old ones keep theirs.
+    // A new write of the kind is stored at shape 2 (record version 5); the old ones keep theirs.
     let dir = store.dir.path().join("hermit");
     std::fs::create_dir_all(&dir).unwrap();
     let new_scope = format!("hermit:{}", dir.display());
@@ -641,7 +641,8 @@ fn a_store_of_shape_1_events_restores_verifies_and_reads_them_at_shape_2() {
         .map(|l| l["record"].as_str().unwrap()[..8].to_owned())
         .collect();
     // The restored records keep their named envelope (a map of 5, `v` = 2); the new one is
-    // written positionally: an array of 5 holding record version 3, seq 4, then the prev hash.
-    assert_eq!(records, ["85a17602", "85a17602", "85a17602", "950304c4"]);
+    // written positionally: an array of 5 holding record version 5 (a later shape, 8 bytes of its
+    // hash), seq 4, then the prev hash.
+    assert_eq!(records, ["85a17602", "85a17602", "85a17602", "950504c4"]);
     assert_eq!(at(&["verify"]).json()["ok"], true);
 }

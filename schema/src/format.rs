@@ -12,16 +12,29 @@ use crate::view::{ViewKey, ViewRow};
 
 /// The format this build writes and the newest it reads. Version 2 added the view row checksum,
 /// the request of a keyed call and the time of an idempotency row; version 3 the index rows the
-/// hot verbs read (docs/decisions.md, "Costs that grow with the work"). An older store is
-/// upgraded by `hookstate rebuild`.
-pub const FORMAT_VERSION: u16 = 3;
-/// The newest record envelope version this build writes and reads. Version 3 marks a record
-/// whose body is at a shape version above 1 (`upcast.rs`), so that a build from before shape
-/// versions refuses it as too new instead of misreading it; every other record is still written
-/// with [`RECORD_VERSION_SHAPE_1`], byte for byte as before.
-pub const RECORD_VERSION: u16 = 3;
+/// hot verbs read (docs/decisions.md, "Costs that grow with the work"); version 4 records that
+/// keep the first [`RECORD_CHECK_BYTES`] of their hash instead of all of it (record versions 4
+/// and 5). An older store is upgraded by `hookstate rebuild`, except one of
+/// [`FORMAT_VERSION_IN_PLACE`].
+pub const FORMAT_VERSION: u16 = 4;
+/// The oldest format this build writes without a `rebuild`: a format 3 store has format 4's views
+/// and tables, and its first commit by this build moves its version to 4 (so that a build that
+/// cannot read the shorter records refuses the store as too new instead of misreading them).
+pub const FORMAT_VERSION_IN_PLACE: u16 = 3;
+/// The newest record envelope version this build writes and reads: a record whose body is at a
+/// shape version above 1 (`upcast.rs`), keeping the first [`RECORD_CHECK_BYTES`] of its hash.
+/// Every other record is written with [`RECORD_VERSION_SHAPE_1`].
+pub const RECORD_VERSION: u16 = 5;
 /// The envelope version of a record whose body is at shape 1 (every kind's first shape).
-pub const RECORD_VERSION_SHAPE_1: u16 = 2;
+pub const RECORD_VERSION_SHAPE_1: u16 = 4;
+/// The newest envelope version that stores the whole hash (32 bytes): versions 1 to 3 did
+/// (3 for a body at a shape above 1); 4 and 5 keep its first [`RECORD_CHECK_BYTES`].
+pub const RECORD_VERSION_FULL_HASH: u16 = 3;
+/// Bytes of its hash a record of version 4 or 5 keeps. The whole hash follows from the record
+/// itself (`prev`, `seq`, content), so the stored part is only a check of the record's bytes on
+/// every read (a flipped byte passes it with odds of 2^-64); the chain's strength is the next
+/// record's `prev` and the anchored head, which `verify` checks, as before.
+pub const RECORD_CHECK_BYTES: usize = 8;
 /// The oldest format `rebuild` upgrades; every other verb refuses an older store.
 pub const FORMAT_VERSION_UPGRADABLE: u16 = 1;
 /// Table of events: `u64 seq -> envelope bytes`.
@@ -102,13 +115,29 @@ pub struct Head {
     pub hash: [u8; 32],
 }
 
+/// The stored record. `hash` is the whole hash in a record of version up to
+/// [`RECORD_VERSION_FULL_HASH`], its first [`RECORD_CHECK_BYTES`] after.
 #[derive(Serialize, Deserialize)]
 struct Envelope {
     v: u16,
     seq: u64,
     prev: ByteArray<32>,
-    hash: ByteArray<32>,
+    hash: ByteBuf,
     content: ByteBuf,
+}
+
+/// Whether a record of envelope version `v` holds a body at a shape above 1.
+fn shaped_version(v: u16) -> bool {
+    v == RECORD_VERSION || v == RECORD_VERSION_FULL_HASH
+}
+
+/// The bytes of its hash a record of envelope version `v` stores.
+fn stored_hash_bytes(v: u16) -> usize {
+    if v <= RECORD_VERSION_FULL_HASH {
+        32
+    } else {
+        RECORD_CHECK_BYTES
+    }
 }
 
 /// The hash of the link `prev → seq` over the exact content bytes.
@@ -142,8 +171,9 @@ pub fn encode_content(content: &EventContent) -> Vec<u8> {
     rmp_serde::to_vec(content).expect("encoding a plain struct into a Vec cannot fail")
 }
 
-/// Builds the stored record of the event at `seq` after `prev`, returning it and its hash. The
-/// envelope is positional too: `[v, seq, prev, hash, content]`.
+/// Builds the stored record of the event at `seq` after `prev`, returning it and its (whole)
+/// hash. The envelope is positional too: `[v, seq, prev, hash, content]`, `hash` its first
+/// [`RECORD_CHECK_BYTES`].
 ///
 /// # Panics
 /// Never in practice: encoding our own plain structs into a `Vec` cannot fail.
@@ -159,7 +189,7 @@ pub fn encode_event(seq: u64, prev: &[u8; 32], content: &EventContent) -> (Vec<u
         v,
         seq,
         prev: ByteArray::new(*prev),
-        hash: ByteArray::new(hash),
+        hash: ByteBuf::from(&hash[..RECORD_CHECK_BYTES]),
         content: ByteBuf::from(content_bytes),
     };
     let bytes =
@@ -202,8 +232,17 @@ pub fn decode_event(bytes: &[u8]) -> Result<Event, FormatError> {
         });
     }
     let prev = envelope.prev.into_array();
-    let hash = envelope.hash.into_array();
-    if event_hash(&prev, envelope.seq, &envelope.content) != hash {
+    let stored = stored_hash_bytes(envelope.v);
+    if envelope.hash.len() != stored {
+        let detail = format!(
+            "record version {} holds {} bytes of its hash, not {stored}",
+            envelope.v,
+            envelope.hash.len()
+        );
+        return Err(FormatError::Undecodable { what: "event envelope", detail });
+    }
+    let hash = event_hash(&prev, envelope.seq, &envelope.content);
+    if hash[..stored] != envelope.hash[..] {
         return Err(FormatError::HashMismatch { seq: envelope.seq });
     }
     let content: EventContent = decode_whole("event content", &envelope.content)?;
@@ -211,8 +250,8 @@ pub fn decode_event(bytes: &[u8]) -> Result<Event, FormatError> {
     Ok(Event { seq: envelope.seq, prev, hash, content })
 }
 
-/// The envelope version is not hashed, so it must agree with the (hashed) body: version 3 holds
-/// exactly the bodies stored at a shape above 1. The stored shape is read again only for a kind
+/// The envelope version is not hashed, so it must agree with the (hashed) body: versions 3 and 5
+/// hold exactly the bodies stored at a shape above 1. The stored shape is read again only for a kind
 /// that has shapes above 1.
 fn check_record_version(v: u16, content: &EventContent, bytes: &[u8]) -> Result<(), FormatError> {
     let stored = match content.body.shape_version() {
@@ -220,7 +259,7 @@ fn check_record_version(v: u16, content: &EventContent, bytes: &[u8]) -> Result<
         _ => crate::upcast::stored_version(bytes)
             .map_err(|detail| FormatError::Undecodable { what: "event content", detail })?,
     };
-    if (v == RECORD_VERSION) != (stored > 1) {
+    if shaped_version(v) != (stored > 1) {
         let detail = format!("record version {v} holds a body stored at shape {stored}");
         return Err(FormatError::Undecodable { what: "event content", detail });
     }
@@ -553,8 +592,8 @@ mod tests {
     fn golden_bytes_of_an_event_record() {
         let (bytes, hash) = encode_event(3, &[9u8; 32], &sample_content());
         let golden = concat!(
-            "950203c4200909090909090909090909090909090909090909090909090909090909090909c420",
-            "0424210c80beeb9c390d8d8e9a035250fb7638c925e5a891f0a7d1e1ee5e63e7c44d95cf0000019a",
+            "950403c4200909090909090909090909090909090909090909090909090909090909090909c408",
+            "0424210c80beeb9cc44d95cf0000019a",
             "d20f280094a27331ab717565756520636c61696d2ac0a764656661756c74c081a4436f726581ab49",
             "74656d436c61696d656497a171a161a168a2733107cf0000019ad20f9d3001",
         );
@@ -563,7 +602,43 @@ mod tests {
             to_hex(&hash),
             "0424210c80beeb9c390d8d8e9a035250fb7638c925e5a891f0a7d1e1ee5e63e7"
         );
-        assert_eq!(bytes.len(), 150, "the named encoding of the same event took 285 bytes");
+        assert_eq!(bytes.len(), 126, "with the whole hash 150 bytes, named 285");
+    }
+
+    /// The record of [`golden_bytes_of_an_event_record`] as builds wrote it from 2026-12-02 until
+    /// format 4: positional, record version 2, the whole hash.
+    const WHOLE_HASH_RECORD: &str = concat!(
+        "950203c4200909090909090909090909090909090909090909090909090909090909090909c420",
+        "0424210c80beeb9c390d8d8e9a035250fb7638c925e5a891f0a7d1e1ee5e63e7c44d95cf0000019a",
+        "d20f280094a27331ab717565756520636c61696d2ac0a764656661756c74c081a4436f726581ab49",
+        "74656d436c61696d656497a171a161a168a2733107cf0000019ad20f9d3001",
+    );
+
+    /// Stores keep the records of format 3: one with the whole hash decodes to the same event,
+    /// any flipped byte of it is refused, and a record whose version and hash length disagree
+    /// is undecodable (either way round).
+    #[test]
+    fn a_record_with_the_whole_hash_still_decodes() {
+        let bytes = hex_bytes(WHOLE_HASH_RECORD);
+        let (short, hash) = encode_event(3, &[9u8; 32], &sample_content());
+        let event = decode_event(&bytes).unwrap();
+        assert_eq!(event, decode_event(&short).unwrap());
+        assert_eq!(event.hash, hash);
+        for index in 0..bytes.len() {
+            let mut damaged = bytes.clone();
+            damaged[index] ^= 0x01;
+            assert!(decode_event(&damaged).is_err(), "flip at {index} went unseen");
+        }
+        let mut mislabelled = bytes.clone();
+        mislabelled[1] = u8::try_from(RECORD_VERSION_SHAPE_1).unwrap();
+        let decoded = decode_event(&mislabelled);
+        let Err(FormatError::Undecodable { detail, .. }) = decoded else { panic!("{decoded:?}") };
+        assert!(detail.contains("32 bytes of its hash, not 8"), "{detail}");
+        let mut mislabelled = short.clone();
+        mislabelled[1] = 2;
+        let decoded = decode_event(&mislabelled);
+        let Err(FormatError::Undecodable { detail, .. }) = decoded else { panic!("{decoded:?}") };
+        assert!(detail.contains("8 bytes of its hash, not 32"), "{detail}");
     }
 
     /// The record of [`golden_bytes_of_an_event_record`] as every build wrote it before
@@ -706,7 +781,7 @@ mod tests {
             v: RECORD_VERSION + 1,
             seq: 1,
             prev: ByteArray::new([0; 32]),
-            hash: ByteArray::new(event_hash(&[0; 32], 1, &content_bytes)),
+            hash: ByteBuf::from(&event_hash(&[0; 32], 1, &content_bytes)[..RECORD_CHECK_BYTES]),
             content: ByteBuf::from(content_bytes),
         };
         let bytes = rmp_serde::to_vec_named(&envelope).unwrap();
@@ -849,7 +924,7 @@ mod tests {
             v: RECORD_VERSION,
             seq: 1,
             prev: ByteArray::new([0; 32]),
-            hash: ByteArray::new(event_hash(&[0; 32], 1, &newer)),
+            hash: ByteBuf::from(&event_hash(&[0; 32], 1, &newer)[..RECORD_CHECK_BYTES]),
             content: ByteBuf::from(newer),
         };
         let decoded = decode_event(&rmp_serde::to_vec_named(&envelope).unwrap());

@@ -17,7 +17,7 @@ use hookstate_engine::{parse_hook_payload, parse_stop_payload};
 use hookstate_engine::{parse_legacy, LegacyFile};
 use hookstate_engine::{validate_json, Call, Command, Engine, OpenOptions};
 use hookstate_schema::anchor_file;
-use hookstate_schema::format::{self, FormatError, RECORD_VERSION_SHAPE_1};
+use hookstate_schema::format::{self, FormatError, RECORD_CHECK_BYTES, RECORD_VERSION_SHAPE_1};
 use hookstate_schema::id::{ID_BYTES_MAX, SCOPE_BYTES_MAX};
 use hookstate_schema::{validate_id, validate_scope, Actor, Event, ViewKey};
 use serde_json::value::RawValue;
@@ -82,8 +82,8 @@ fn check_canonical_event(event: &Event, content_bytes: Option<&[u8]>) {
 
 /// A record envelope in MessagePack, written by hand (the schema keeps its envelope type
 /// private): a map of `v` (the version of a body at shape 1; a body stored at a later shape is
-/// refused as undecodable content), `seq`, `prev`, `hash` and `content`, with the hash computed
-/// over `content` so that it matches. `None` when the content is too long for a bin32.
+/// refused as undecodable content), `seq`, `prev`, `hash` (its first [`RECORD_CHECK_BYTES`], as
+/// that version keeps) and `content`, with the hash computed over `content` so that it matches. `None` when the content is too long for a bin32.
 fn wrap_content(seq: u64, prev: &[u8; 32], content: &[u8]) -> Option<Vec<u8>> {
     let len = u32::try_from(content.len()).ok()?;
     let hash = format::event_hash(prev, seq, content);
@@ -94,8 +94,9 @@ fn wrap_content(seq: u64, prev: &[u8; 32], content: &[u8]) -> Option<Vec<u8>> {
     out.extend_from_slice(&seq.to_be_bytes());
     out.extend_from_slice(b"\xa4prev\xc4\x20");
     out.extend_from_slice(prev);
-    out.extend_from_slice(b"\xa4hash\xc4\x20");
-    out.extend_from_slice(&hash);
+    out.extend_from_slice(b"\xa4hash\xc4");
+    out.push(u8::try_from(RECORD_CHECK_BYTES).ok()?);
+    out.extend_from_slice(&hash[..RECORD_CHECK_BYTES]);
     out.extend_from_slice(b"\xa7content\xc6");
     out.extend_from_slice(&len.to_be_bytes());
     out.extend_from_slice(content);

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use hookstate_engine::schema::format::{self, FORMAT_VERSION, LOG_TABLE, META_TABLE, VIEWS_TABLE};
 use hookstate_engine::schema::{Actor, Body, CoreEvent};
 use hookstate_engine::{Call, Command, Engine, Error, Expect, OpenOptions};
-use redb::{ReadableTable, TableDefinition};
+use redb::{ReadableDatabase, ReadableTable, TableDefinition};
 
 const LOG: TableDefinition<u64, &[u8]> = TableDefinition::new(LOG_TABLE);
 const VIEWS: TableDefinition<&[u8], &[u8]> = TableDefinition::new(VIEWS_TABLE);
@@ -76,9 +76,11 @@ fn rewrite_event(path: &Path, seq: u64, rehash: bool) {
             format::encode_event(seq, &event.prev, &event.content).0
         } else {
             let (mut forged, _) = format::encode_event(seq, &event.prev, &event.content);
-            // Keep the old hash bytes: splice the original hash field back in.
-            let at = find(&forged, &format::encode_event(seq, &event.prev, &event.content).1);
-            forged[at..at + 32].copy_from_slice(&event.hash);
+            // Keep the old hash bytes: splice the original hash field (its stored part) back in.
+            let stored = format::RECORD_CHECK_BYTES;
+            let new_hash = format::encode_event(seq, &event.prev, &event.content).1;
+            let at = find(&forged, &new_hash[..stored]);
+            forged[at..at + stored].copy_from_slice(&event.hash[..stored]);
             forged
         };
         log.insert(seq, record.as_slice()).unwrap();
@@ -174,6 +176,78 @@ fn deleted_view_row_is_found_and_rebuild_restores_it() {
     let rebuilt = engine.ops().rebuild().unwrap();
     assert_eq!((rebuilt.events, rebuilt.views), (4, 3));
     engine.ops().verify(Default::default()).unwrap();
+}
+
+/// The record of `event` as a format 3 build wrote it: positional, envelope version 2 (its body
+/// is at shape 1), the whole hash. By hand: the schema keeps its envelope type private.
+fn whole_hash_record(event: &hookstate_engine::schema::Event) -> Vec<u8> {
+    let content = format::encode_content(&event.content);
+    let mut out = vec![0x95, 0x02, 0xcf];
+    out.extend_from_slice(&event.seq.to_be_bytes());
+    for hash in [&event.prev, &event.hash] {
+        out.extend_from_slice(&[0xc4, 0x20]);
+        out.extend_from_slice(hash);
+    }
+    out.push(0xc6);
+    out.extend_from_slice(&u32::try_from(content.len()).unwrap().to_be_bytes());
+    out.extend_from_slice(&content);
+    out
+}
+
+fn stored_format(path: &Path) -> u16 {
+    let db = redb_open(path);
+    let txn = db.begin_read().unwrap();
+    let bytes = txn.open_table(META).unwrap().get("format").unwrap().unwrap().value().to_vec();
+    u16::from_be_bytes(bytes.as_slice().try_into().unwrap())
+}
+
+/// A store of format 3 (records with the whole hash) needs no rebuild: it verifies and reads as
+/// it is, its first write moves it to format 4 (so a format 3 build refuses it as too new rather
+/// than misread the shorter records), and its old and new records make one chain.
+#[test]
+fn a_format_3_store_is_written_in_place_and_moves_to_format_4() {
+    let (_dir, path) = store_with(3);
+    let db = redb_open(&path);
+    let txn = db.begin_write().unwrap();
+    {
+        let mut log = txn.open_table(LOG).unwrap();
+        let records: Vec<(u64, Vec<u8>)> = log
+            .iter()
+            .unwrap()
+            .map(|entry| {
+                let (seq, record) = entry.unwrap();
+                (seq.value(), record.value().to_vec())
+            })
+            .collect();
+        assert_eq!(records.len(), 3);
+        for (seq, record) in records {
+            let event = format::decode_event(&record).unwrap();
+            let whole = whole_hash_record(&event);
+            assert_eq!(format::decode_event(&whole).unwrap(), event, "seq {seq}");
+            assert!(whole.len() > record.len() + 24, "seq {seq}: the short record keeps 8 bytes");
+            log.insert(seq, whole.as_slice()).unwrap();
+        }
+        txn.open_table(META).unwrap().insert("format", 3u16.to_be_bytes().as_slice()).unwrap();
+    }
+    txn.commit().unwrap();
+    drop(db);
+    let engine = open(&path).unwrap();
+    assert_eq!(engine.ops().verify(Default::default()).unwrap().events, 3);
+    drop(engine);
+    assert_eq!(stored_format(&path), 3, "opening and verifying write nothing");
+    let engine = open(&path).unwrap();
+    put(&engine, 4);
+    assert_eq!(engine.ops().verify(Default::default()).unwrap().events, 4);
+    drop(engine);
+    assert_eq!(stored_format(&path), FORMAT_VERSION);
+    let db = redb_open(&path);
+    let txn = db.begin_read().unwrap();
+    let log = txn.open_table(LOG).unwrap();
+    let old = log.get(3).unwrap().unwrap().value().to_vec();
+    let new = log.get(4).unwrap().unwrap().value().to_vec();
+    assert_eq!(old[1], 2, "an old record keeps its bytes");
+    assert_eq!(new[1], 4, "a new one is of envelope version 4");
+    assert_eq!(format::decode_event(&new).unwrap().prev, format::decode_event(&old).unwrap().hash);
 }
 
 #[test]

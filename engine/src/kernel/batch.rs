@@ -52,9 +52,10 @@ impl Kernel {
         }
         self.current()?;
         assert!(!self.holds_batch(), "a batch is already open on this thread");
-        let Some(txn) = self.storage.begin_batch(Instant::now() + self.wait())? else {
+        let Some(mut txn) = self.storage.begin_batch(Instant::now() + self.wait())? else {
             return Ok(false);
         };
+        self.mark_format(&mut *txn)?;
         let head = read_head(&*txn)?;
         let anchors = self.read_anchors();
         self.anchor_gate(&*txn, &head, anchors)?;

@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 use hookstate_schema::event::Request;
 use hookstate_schema::format::{
     self, encode_head, encode_view_key, encode_view_row, genesis_hash, Head, FORMAT_VERSION,
-    FORMAT_VERSION_UPGRADABLE, META_ANCHOR_WRITE_FAILURES, META_DOMAIN_EVENTS, META_FORMAT,
-    META_HEAD, META_STORE_ID, STORE_ID_BYTES,
+    FORMAT_VERSION_IN_PLACE, FORMAT_VERSION_UPGRADABLE, META_ANCHOR_WRITE_FAILURES,
+    META_DOMAIN_EVENTS, META_FORMAT, META_HEAD, META_STORE_ID, STORE_ID_BYTES,
 };
 use hookstate_schema::{validate_id, validate_scope, Body, Event, EventContent};
 
@@ -87,10 +87,22 @@ impl Kernel {
         })
     }
 
-    /// Refuses a store of an older format (only `rebuild` upgrades one).
+    /// Refuses a store of an older format (only `rebuild` upgrades one), except one this build
+    /// writes in place ([`FORMAT_VERSION_IN_PLACE`]).
     pub(super) fn current(&self) -> Result<()> {
-        if self.format < FORMAT_VERSION {
+        if self.format < FORMAT_VERSION_IN_PLACE {
             return Err(Error::UpgradeRequired { found: self.format, supported: FORMAT_VERSION });
+        }
+        Ok(())
+    }
+
+    /// Moves the version of a store of [`FORMAT_VERSION_IN_PLACE`] to this build's in the write
+    /// transaction `txn`, which may append a record of the current envelope (which a build of
+    /// that format cannot read): such a build then refuses the store as too new. A meta row the
+    /// commit rewrites anyway (beside the head), and nothing at all on a store of this format.
+    pub(crate) fn mark_format(&self, txn: &mut dyn WriteTxn) -> Result<()> {
+        if self.format < FORMAT_VERSION {
+            txn.put_meta(META_FORMAT, &FORMAT_VERSION.to_be_bytes())?;
         }
         Ok(())
     }
@@ -300,6 +312,7 @@ impl Kernel {
         };
         self.current()?;
         let mut txn = self.storage.begin_write(deadline)?;
+        self.mark_format(&mut *txn)?;
         let head = read_head(&*txn)?;
         // The planted bug: the writer neither checks the anchors nor respects them after commit.
         #[cfg(feature = "bugdrill")]
