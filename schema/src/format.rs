@@ -126,6 +126,9 @@ struct Envelope {
     content: ByteBuf,
 }
 
+/// Bytes of a whole hash, as records of version up to [`RECORD_VERSION_FULL_HASH`] store it.
+const WHOLE_HASH_BYTES: usize = 32;
+
 /// Whether a record of envelope version `v` holds a body at a shape above 1.
 fn shaped_version(v: u16) -> bool {
     v == RECORD_VERSION || v == RECORD_VERSION_FULL_HASH
@@ -134,7 +137,7 @@ fn shaped_version(v: u16) -> bool {
 /// The bytes of its hash a record of envelope version `v` stores.
 fn stored_hash_bytes(v: u16) -> usize {
     if v <= RECORD_VERSION_FULL_HASH {
-        32
+        WHOLE_HASH_BYTES
     } else {
         RECORD_CHECK_BYTES
     }
@@ -251,8 +254,8 @@ pub fn decode_event(bytes: &[u8]) -> Result<Event, FormatError> {
 }
 
 /// The envelope version is not hashed, so it must agree with the (hashed) body: versions 3 and 5
-/// hold exactly the bodies stored at a shape above 1. The stored shape is read again only for a kind
-/// that has shapes above 1.
+/// hold exactly the bodies stored at a shape above 1. The stored shape is read again only for a
+/// kind that has shapes above 1.
 fn check_record_version(v: u16, content: &EventContent, bytes: &[u8]) -> Result<(), FormatError> {
     let stored = match content.body.shape_version() {
         1 => 1,
