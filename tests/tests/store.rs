@@ -201,12 +201,9 @@ fn stored_format(path: &Path) -> u16 {
     u16::from_be_bytes(bytes.as_slice().try_into().unwrap())
 }
 
-/// A store of format 3 (records with the whole hash) needs no rebuild: it verifies and reads as
-/// it is, its first write moves it to format 4 (so a format 3 build refuses it as too new rather
-/// than misread the shorter records), and its old and new records make one chain.
-#[test]
-fn a_format_3_store_is_written_in_place_and_moves_to_format_4() {
-    let (_dir, path) = store_with(3);
+/// A store of three puts rewritten as a format 3 build wrote it: whole-hash records, format 3.
+fn format_3_store() -> (tempfile::TempDir, PathBuf) {
+    let (dir, path) = store_with(3);
     let db = redb_open(&path);
     let txn = db.begin_write().unwrap();
     {
@@ -231,6 +228,15 @@ fn a_format_3_store_is_written_in_place_and_moves_to_format_4() {
     }
     txn.commit().unwrap();
     drop(db);
+    (dir, path)
+}
+
+/// A store of format 3 (records with the whole hash) needs no rebuild: it verifies and reads as
+/// it is, its first write moves it to format 4 (so a format 3 build refuses it as too new rather
+/// than misread the shorter records), and its old and new records make one chain.
+#[test]
+fn a_format_3_store_is_written_in_place_and_moves_to_format_4() {
+    let (_dir, path) = format_3_store();
     let engine = open(&path).unwrap();
     assert_eq!(engine.ops().verify(Default::default()).unwrap().events, 3);
     drop(engine);
@@ -248,6 +254,38 @@ fn a_format_3_store_is_written_in_place_and_moves_to_format_4() {
     assert_eq!(old[1], 2, "an old record keeps its bytes");
     assert_eq!(new[1], 4, "a new one is of envelope version 4");
     assert_eq!(format::decode_event(&new).unwrap().prev, format::decode_event(&old).unwrap().hash);
+}
+
+/// Every path that appends a record moves a format 3 store to format 4 in the same commit: a
+/// group commit, a checkpoint and the bulk loader, as well as the per-call write above.
+#[test]
+fn every_write_path_moves_a_format_3_store_to_format_4() {
+    type Write = fn(&Engine);
+    let writers: [(&str, Write); 3] = [
+        ("group commit", |engine| {
+            let command =
+                Command::KvPut { key: "g".into(), value: "1".into(), expect: Expect::Any };
+            let answers = engine.ops().execute_batch(&[(call(5_000), command)]).unwrap();
+            assert!(answers.iter().all(Result::is_ok), "{answers:?}");
+        }),
+        ("checkpoint", |engine| {
+            engine.ops().checkpoint(&call(5_000)).unwrap();
+        }),
+        ("bulk", |engine| {
+            let body =
+                Body::Core(CoreEvent::RecordPut { key: "b".into(), value: "1".into(), rev: 1 });
+            hookstate_engine::append_unchecked(engine, &call(5_000), &[("t".into(), body)])
+                .unwrap();
+        }),
+    ];
+    for (what, write) in writers {
+        let (_dir, path) = format_3_store();
+        let engine = open(&path).unwrap();
+        write(&engine);
+        assert_eq!(engine.ops().verify(Default::default()).unwrap().events, 4, "{what}");
+        drop(engine);
+        assert_eq!(stored_format(&path), FORMAT_VERSION, "{what}");
+    }
 }
 
 #[test]

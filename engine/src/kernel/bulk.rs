@@ -29,7 +29,6 @@ impl Kernel {
         }
         self.current()?;
         let mut txn = self.begin_write()?;
-        self.mark_format(&mut *txn)?;
         let mut head = read_head(&*txn)?;
         let anchors = self.read_anchors();
         self.anchor_gate(&*txn, &head, anchors)?;

@@ -100,8 +100,9 @@ impl Kernel {
     /// transaction `txn`, which may append a record of the current envelope (which a build of
     /// that format cannot read): such a build then refuses the store as too new. A meta row the
     /// commit rewrites anyway (beside the head), and nothing at all on a store of this format.
-    pub(crate) fn mark_format(&self, txn: &mut dyn WriteTxn) -> Result<()> {
-        if self.format < FORMAT_VERSION {
+    /// A store older than that is left as it is: only `rebuild` moves it, with its views.
+    pub(super) fn mark_format(&self, txn: &mut dyn WriteTxn) -> Result<()> {
+        if (FORMAT_VERSION_IN_PLACE..FORMAT_VERSION).contains(&self.format) {
             txn.put_meta(META_FORMAT, &FORMAT_VERSION.to_be_bytes())?;
         }
         Ok(())
@@ -166,7 +167,16 @@ impl Kernel {
         if self.holds_batch() {
             return Err(Error::Busy { waited_ms: 0 });
         }
-        self.storage.begin_write(Instant::now() + self.wait)
+        self.write_txn(Instant::now() + self.wait)
+    }
+
+    /// The write transaction, waiting until `deadline`, with the store's format moved to this
+    /// build's ([`Kernel::mark_format`]): every write that may append a record opens its
+    /// transaction here or in [`Kernel::begin_batch`].
+    fn write_txn(&self, deadline: Instant) -> Result<Box<dyn WriteTxn + '_>> {
+        let mut txn = self.storage.begin_write(deadline)?;
+        self.mark_format(&mut *txn)?;
+        Ok(txn)
     }
 
     /// The identity an anchor must carry.
@@ -311,8 +321,7 @@ impl Kernel {
             None
         };
         self.current()?;
-        let mut txn = self.storage.begin_write(deadline)?;
-        self.mark_format(&mut *txn)?;
+        let mut txn = self.write_txn(deadline)?;
         let head = read_head(&*txn)?;
         // The planted bug: the writer neither checks the anchors nor respects them after commit.
         #[cfg(feature = "bugdrill")]

@@ -75,7 +75,6 @@ impl Ops<'_> {
         let kernel = self.kernel();
         let anchors = kernel.read_anchors();
         let mut txn = kernel.begin_write()?;
-        kernel.mark_format(&mut *txn)?;
         let head = read_head(&*txn)?;
         for (path, state) in kernel.check_anchors(&*txn, &head, anchors)? {
             if state == AnchorState::Missing && head.seq > 0 {
