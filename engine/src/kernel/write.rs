@@ -750,4 +750,34 @@ mod tests {
         let missing = Error::Store(Box::new(std::io::Error::other("no table hookstate_meta")));
         assert!(matches!(unreadable_identity(missing, not_ours), Error::NotAStore { .. }));
     }
+
+    /// Inside this thread's batch a read is not told about the anchors again (the batch checked
+    /// them when it began, and nothing else commits while it holds the write); outside one, a
+    /// missing anchor is what it is told.
+    #[test]
+    fn inside_a_batch_the_anchors_are_not_read_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.redb");
+        let engine = crate::Engine::open(&path, crate::OpenOptions::default()).unwrap();
+        let call = crate::Call {
+            scope: "t".into(),
+            actor: Default::default(),
+            idem_key: None,
+            fingerprint: None,
+            now_ms: 1_000,
+        };
+        let put = crate::Command::KvPut {
+            key: "k".into(),
+            value: "1".into(),
+            expect: crate::Expect::Any,
+        };
+        engine.execute(&call, &put).unwrap();
+        let kernel = engine.kernel();
+        assert!(kernel.begin_batch().unwrap(), "a store file holds a batch");
+        std::fs::remove_file(kernel.storage().anchor_path()).unwrap();
+        assert!(kernel.anchor_note().unwrap().is_none(), "inside the batch");
+        kernel.commit_batch().unwrap();
+        let note = kernel.anchor_note().unwrap();
+        assert!(matches!(note, Some(Error::AnchorMissing { .. })), "{note:?}");
+    }
 }
