@@ -108,7 +108,10 @@ pub(crate) fn engine(access: Access) -> Option<Result<Arc<Engine>, CliError>> {
             s.stopped.get_or_insert(Stopped::Writes);
             Err(CliError::Failed(STOPPED.into()))
         }
-        (Access::Export | Access::Audit | Access::Verify | Access::Init, _) => {
+        (
+            Access::Export | Access::Audit | Access::Verify | Access::CopySource | Access::Init,
+            _,
+        ) => {
             let why = "init, export, verify and rebuild open the store themselves";
             s.stopped.get_or_insert(Stopped::NotServed(why.into()));
             Err(CliError::Failed(STOPPED.into()))

@@ -600,3 +600,44 @@ fn a_damaged_branch_page_is_caught_by_verify_even_after_a_write_refreshes_its_ch
     }
     panic!("none of {} damages reached a live branch page", candidates.len());
 }
+
+/// A table hookstate never opens: only redb's check of every page reads its leaf.
+const STRAY: redb::TableDefinition<&str, &[u8]> = redb::TableDefinition::new("stray");
+/// The stray row's value, unique in the file.
+const STRAY_VALUE: &[u8] = b"stray-leaf-value-read-only-by-the-page-check";
+
+/// `verify` and `doctor` open the store read-only without redb's check on open and run it
+/// beside the replay: a damaged page that no read of hookstate's meets still fails both (exit 5),
+/// while a read that does not meet it still answers, and `copy` (checked on open) refuses it.
+#[test]
+fn verify_and_doctor_run_the_page_check_on_a_page_no_replay_reads() {
+    let store = Store::new();
+    store.run(&["kv", "put", "a", "1"]).expect(0);
+    {
+        let db = redb::Database::builder()
+            .set_concurrency_mode(redb::ConcurrencyMode::MultiWriter)
+            .open(store.db())
+            .unwrap();
+        let txn = db.begin_write().unwrap();
+        txn.open_table(STRAY).unwrap().insert("x", STRAY_VALUE).unwrap();
+        txn.commit().unwrap();
+    }
+    store.run(&["verify"]).expect(0);
+    let mut bytes = std::fs::read(store.db()).unwrap();
+    let found = find_all(&bytes, STRAY_VALUE);
+    assert!(!found.is_empty(), "the stray row is in the file");
+    for at in found {
+        bytes[at] ^= 1;
+    }
+    std::fs::write(store.db(), &bytes).unwrap();
+    assert_eq!(store.run(&["kv", "get", "a"]).expect(0).json()["value"], 1);
+    let verify = store.run(&["verify"]).expect(5);
+    assert!(verify.json()["ok"] == false, "{verify:?}");
+    let doctor = store.run(&["doctor"]);
+    assert_ne!(doctor.code, 0, "{doctor:?}");
+    assert!(doctor.stdout.contains("integrity"), "{doctor:?}");
+    let to = store.dir.path().join("copy.redb");
+    let (from, to_text) = (store.db().display().to_string(), to.display().to_string());
+    store.run(&["copy", "--from", &from, "--to", &to_text]).expect(5);
+    assert!(!to.exists(), "a refused copy leaves nothing");
+}

@@ -259,7 +259,8 @@ pub struct VerifyOptions {
 }
 
 /// Verifies the chain from genesis, the anchors outside the store, that the stored views equal
-/// a rebuild of the log, and that every rebuilt row is found by a point lookup. Writes nothing,
+/// a rebuild of the log, and that every rebuilt row is found by a point lookup; on a store opened
+/// read-only without redb's integrity check, runs that check beside the replay. Writes nothing,
 /// except the anchor when `options.accept_missing_anchor` re-anchors a store, and the replay's
 /// spill table (`kernel::replay`: an unnamed file beside the store, gone when it returns).
 ///
@@ -273,6 +274,25 @@ pub(crate) fn verify(kernel: &Kernel, options: VerifyOptions) -> Result<VerifyRe
 /// [`verify`], holding at most `held_max` rebuilt rows in memory; also says what the replay's
 /// memory did.
 pub(crate) fn verify_with(
+    kernel: &Kernel,
+    options: VerifyOptions,
+    held_max: usize,
+) -> Result<(VerifyReport, ReplayMemory)> {
+    // redb's check of every page (of a store opened read-only without it) runs on a thread of
+    // its own beside the replay; when it finds a fault, that is the answer, whatever the replay
+    // found, as it was when the check ran on open.
+    std::thread::scope(|scope| {
+        let pages = scope.spawn(|| kernel.storage().check_pages());
+        let verified = verify_log(kernel, options, held_max);
+        let pages = pages.join().unwrap_or_else(|_| {
+            Err(Error::Corrupt("redb's integrity check of the pages panicked".into()))
+        });
+        pages.and(verified)
+    })
+}
+
+/// [`verify_with`] without redb's page check: the chain, the anchors and the views.
+fn verify_log(
     kernel: &Kernel,
     options: VerifyOptions,
     held_max: usize,

@@ -501,3 +501,57 @@ fn a_first_write_waits_for_a_creator_holding_the_anchor_lock() {
     let report = engine.ops().verify(Default::default()).unwrap();
     assert_eq!(report.events, 2);
 }
+
+/// A table hookstate never opens, so only redb's check of every page reads its leaf.
+const STRAY: TableDefinition<&str, &[u8]> = TableDefinition::new("stray");
+/// The stray row's value, unique in the file.
+const STRAY_VALUE: &[u8] = b"stray-leaf-value-read-only-by-the-page-check";
+
+/// `verify` on a store opened read-only without the check on open (the CLI's and `doctor`'s
+/// open) runs redb's check of every page itself, beside its replay: a damaged page that neither
+/// the replay nor the comparison reads still fails it, as it does the check on open.
+#[test]
+fn verify_of_a_read_only_store_runs_the_page_check_beside_its_replay() {
+    let (_dir, path) = store_with(5);
+    {
+        let db = redb_open(&path);
+        let txn = db.begin_write().unwrap();
+        txn.open_table(STRAY).unwrap().insert("x", STRAY_VALUE).unwrap();
+        txn.commit().unwrap();
+    }
+    let mut bytes = std::fs::read(&path).unwrap();
+    let found: Vec<usize> = bytes
+        .windows(STRAY_VALUE.len())
+        .enumerate()
+        .filter(|(_, window)| *window == STRAY_VALUE)
+        .map(|(at, _)| at)
+        .collect();
+    assert!(!found.is_empty(), "the stray row is in the file");
+    for at in found {
+        bytes[at] ^= 1;
+    }
+    std::fs::write(&path, &bytes).unwrap();
+    let with = |read_only: bool, check_integrity: bool| OpenOptions {
+        wait_ms: 1_000,
+        create: false,
+        check_integrity,
+        read_only,
+        absent_is_empty: false,
+        anchor_dir: None,
+        server_clock: true,
+        upgrade_schema: false,
+    };
+    // A writer's open runs no page check, and the replay never meets the damaged leaf.
+    let writer = Engine::open(&path, with(false, false)).unwrap();
+    let report = writer.ops().verify(Default::default()).unwrap();
+    assert_eq!(report.events, 5);
+    drop(writer);
+    // The check on open refuses the file.
+    let checked = Engine::open(&path, with(true, true));
+    assert!(matches!(checked, Err(Error::StoreCorrupt(_))), "{:?}", checked.err());
+    // Opened read-only without it, the store answers, and its verify runs the check.
+    let reader = Engine::open(&path, with(true, false)).unwrap();
+    assert_eq!(reader.head().unwrap().seq, 5);
+    let verified = reader.ops().verify(Default::default());
+    assert!(matches!(verified, Err(Error::StoreCorrupt(_))), "{verified:?}");
+}

@@ -160,8 +160,11 @@ pub(crate) enum Access {
     Export,
     /// rebuild: redb's full integrity check on open, as a writer.
     Audit,
-    /// verify: redb's full integrity check on a view of the file; the file is never written.
+    /// verify: read-only, the file never written; the verify runs redb's full integrity check
+    /// on a view of its own beside its replay.
     Verify,
+    /// copy's source: as `Verify`, with redb's full integrity check on open.
+    CopySource,
     /// init: as `Write`, and a PostgreSQL store's older tables are upgraded.
     Init,
 }
@@ -205,8 +208,11 @@ pub(crate) fn options(cli: &Cli, access: Access, db: &Path) -> Result<OpenOption
     Ok(OpenOptions {
         wait_ms: cli.wait_ms,
         create: matches!(access, Access::Write | Access::Init),
-        check_integrity: matches!(access, Access::Audit | Access::Verify),
-        read_only: matches!(access, Access::Read | Access::Export | Access::Verify),
+        check_integrity: matches!(access, Access::Audit | Access::CopySource),
+        read_only: matches!(
+            access,
+            Access::Read | Access::Export | Access::Verify | Access::CopySource
+        ),
         absent_is_empty: access == Access::Read,
         anchor_dir: anchor_dir(cli, access, db)?,
         // A test clock (HOOKSTATE_NOW_MS) pins the time; else a database server's clock rules.

@@ -1,6 +1,7 @@
 //! Operator verbs: init, log, verify, rebuild, stats.
 //!
-//! verify and rebuild open with redb's integrity check. Does not change events.
+//! rebuild and copy's source open with redb's integrity check; verify runs it itself, beside its
+//! replay. Does not change events.
 
 use hookstate_engine::schema::format::to_hex;
 use hookstate_engine::schema::Event;
@@ -154,7 +155,7 @@ pub(crate) fn stats(cli: &Cli) -> Result<(), CliError> {
 }
 
 pub(crate) fn copy(cli: &Cli, args: &CopyArgs) -> Result<(), CliError> {
-    let source = open_at(cli, Access::Verify, &args.from)?;
+    let source = open_at(cli, Access::CopySource, &args.from)?;
     let report = source.ops().copy_to(&args.to, options(cli, Access::Write, &args.to)?)?;
     print(
         cli.format,

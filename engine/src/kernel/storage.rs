@@ -153,4 +153,10 @@ pub(crate) trait Storage: Send + Sync {
     fn compact_file(&mut self) -> Result<bool> {
         Ok(false)
     }
+    /// redb's full integrity check of every page of a store opened read-only without it, on a
+    /// view of its own (`verify` runs it beside its replay); does nothing for a store checked on
+    /// open, a writer's store, or a backend without pages of its own to check.
+    fn check_pages(&self) -> Result<()> {
+        Ok(())
+    }
 }

@@ -43,7 +43,8 @@ pub struct OpenOptions {
     pub wait_ms: u64,
     /// Create the store (atomically) when the path does not exist.
     pub create: bool,
-    /// Run redb's full integrity check on open (for verify, rebuild and export).
+    /// Run redb's full integrity check on open (for rebuild and copy). `verify` does not need it:
+    /// on a store opened read-only without it, `verify` runs the check itself, beside its replay.
     pub check_integrity: bool,
     /// Open for reading only: the file is never written, not even its header. Writes fail.
     pub read_only: bool,
@@ -105,6 +106,10 @@ struct FileStore {
     db: RedbStore,
     dir: StoreDir,
     second: Option<SecondAnchor>,
+    /// The file and the open's wait, for [`Storage::check_pages`]: kept when the store was
+    /// opened read-only without redb's integrity check (a writer's store, or one checked on open,
+    /// has nothing left to check).
+    unchecked: Option<(std::fs::File, Duration)>,
 }
 
 impl Storage for FileStore {
@@ -161,6 +166,13 @@ impl Storage for FileStore {
     fn compact_file(&mut self) -> Result<bool> {
         self.db.compact_file()
     }
+    fn check_pages(&self) -> Result<()> {
+        match &self.unchecked {
+            // A view of its own, checked as it opens and dropped: never writes the file.
+            Some((file, wait)) => RedbStore::open_view(file, *wait, true).map(drop),
+            None => Ok(()),
+        }
+    }
 }
 
 /// Opens the redb store at `path`, creating it atomically first when it is absent and
@@ -210,7 +222,8 @@ pub(crate) fn open(path: &Path, options: OpenOptions) -> Result<Box<dyn Storage>
             db
         }
     };
-    Ok(Box::new(FileStore { db, dir, second }))
+    let unchecked = (options.read_only && !options.check_integrity).then_some((file, wait));
+    Ok(Box::new(FileStore { db, dir, second, unchecked }))
 }
 
 /// The address text of a remote store, `None` for a file path.
@@ -332,7 +345,7 @@ pub(crate) fn open_on_backend(
     if fresh {
         anchor_genesis(&dir, second.as_ref(), &store_id);
     }
-    Ok(Box::new(FileStore { db, dir, second }))
+    Ok(Box::new(FileStore { db, dir, second, unchecked: None }))
 }
 
 /// Whether a new store is made in a temporary file that is published at the store's path only
