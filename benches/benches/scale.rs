@@ -2,9 +2,10 @@
 //! events of history (finished work) and of live work (pending comments in accumulate projects,
 //! ready queue items, pending micro-proposals in other state directories), in the same run:
 //! idle `hook stop`, `queue claim` (next) and a mirrored hermit verb; claim at 200 and 5,000
-//! ready items; file bytes per event; `verify` and `rebuild` time and peak memory; and the
-//! claims bench's per-call and K = 1, 2, 4, 8 tables, with the fdatasyncs of one mutating call
-//! (per call, and forwarded to a `hookstate serve`: the CLI's and the server's, summed).
+//! ready items; file bytes per event, and what the tables hold (redb's table statistics);
+//! `verify` and `rebuild` time and peak memory; and the claims bench's per-call and
+//! K = 1, 2, 4, 8 tables, with the fdatasyncs of one mutating call (per call, and forwarded to a
+//! `hookstate serve`: the CLI's and the server's, summed).
 //!
 //! Stores are built with the engine's bulk loader (`hookstate_engine::append_unchecked`, `testing`
 //! feature) in batched transactions, so a 1M-event store takes seconds to minutes. Prints one
@@ -51,8 +52,9 @@ const ITEMS_PER_QUEUE: usize = 100_000;
 const MICRO_PER_SCOPE: usize = 1_000;
 /// Depths of the claim-depth pair (Done when: claim at 5,000 ≤ 1.3× claim at 200).
 const DEPTHS: [usize; 2] = [200, 5_000];
-/// Events of each kind for the bytes-per-event stores, one commit per call.
-const BYTES_EVENTS: usize = 3_000;
+/// Events of each kind for the bytes-per-event stores, one commit per call: enough that the
+/// file's free pages (it grows in steps of about half its length) weigh less than at 3,000.
+const BYTES_EVENTS: usize = 30_000;
 /// Alternating rounds of the per-call table.
 const PER_CALL_ROUNDS: usize = 100;
 /// Items per concurrent claim race.
@@ -620,7 +622,7 @@ fn bytes_per_event(dir: &Path) -> BenchResult<Bytes> {
             engine.execute(&call(SCOPE), &command)?;
         }
     }
-    out.push(("kv put", BYTES_EVENTS as u64, std::fs::metadata(&kv)?.len()));
+    out.push(("kv put", BYTES_EVENTS as u64, std::fs::metadata(&kv)?.len(), tables(&kv)?));
     let claims = dir.join("bytes-claims.redb");
     let mut events = 0u64;
     {
@@ -648,22 +650,60 @@ fn bytes_per_event(dir: &Path) -> BenchResult<Bytes> {
             events += 3;
         }
     }
-    out.push(("claim cycle (push, claim, ack)", events, std::fs::metadata(&claims)?.len()));
+    let size = std::fs::metadata(&claims)?.len();
+    out.push(("claim cycle (push, claim, ack)", events, size, tables(&claims)?));
     let bytes = Bytes { empty, rows: out };
-    for &(what, events, size) in &bytes.rows {
+    for &(what, events, size, tables) in &bytes.rows {
         let (all, grown) = bytes.per_event(size, events);
+        let per = |n: u64| n as f64 / events as f64;
         println!(
             "\n== bytes: {what}: {events} events, {size} bytes, {all:.0} B/event, {grown:.0} \
-             B/event over the empty store's {empty}"
+             B/event over the empty store's {empty}; table pages {:.0} B/event, log records \
+             {:.0} B/event",
+            per(tables.pages),
+            per(tables.log_stored)
         );
     }
     Ok(bytes)
 }
 
-/// The bytes-per-event stores (what, events, file bytes) and the size of a store with no event.
+/// The bytes-per-event stores (what, events, file bytes, what its tables hold) and the size of
+/// a store with no event.
 struct Bytes {
     empty: u64,
-    rows: Vec<(&'static str, u64, u64)>,
+    rows: Vec<(&'static str, u64, u64, Tables)>,
+}
+
+/// What a store's tables hold, from redb's own table statistics: the file's length also counts
+/// free pages, which come in growth steps far larger than a few thousand events, so these say
+/// what each event costs where the file length cannot.
+#[derive(Clone, Copy, Default)]
+struct Tables {
+    /// The log's records: keys (8-byte seqs) and values (the encoded events).
+    log_stored: u64,
+    /// Every page of the log, views and meta tables: stored bytes, branch keys and other
+    /// metadata, and the unused parts of their pages.
+    pages: u64,
+}
+
+fn tables(path: &Path) -> BenchResult<Tables> {
+    use hookstate_engine::schema::format::{LOG_TABLE, META_TABLE, VIEWS_TABLE};
+    use redb::{ReadableDatabase, ReadableTableMetadata, TableDefinition, TableStats};
+    const LOG: TableDefinition<u64, &[u8]> = TableDefinition::new(LOG_TABLE);
+    const VIEWS: TableDefinition<&[u8], &[u8]> = TableDefinition::new(VIEWS_TABLE);
+    const META: TableDefinition<&str, &[u8]> = TableDefinition::new(META_TABLE);
+    let db = redb::Database::builder()
+        .set_concurrency_mode(redb::ConcurrencyMode::MultiWriter)
+        .open(path)?;
+    let txn = db.begin_read()?;
+    let pages = |stats: TableStats| {
+        stats.stored_bytes() + stats.metadata_bytes() + stats.fragmented_bytes()
+    };
+    let log = txn.open_table(LOG)?.stats()?;
+    let log_stored = log.stored_bytes();
+    let all =
+        pages(log) + pages(txn.open_table(VIEWS)?.stats()?) + pages(txn.open_table(META)?.stats()?);
+    Ok(Tables { log_stored, pages: all })
 }
 
 impl Bytes {
@@ -1030,16 +1070,25 @@ fn summary(
         ratio(ms(depth[1].p50()), ms(depth[0].p50()))
     );
     println!();
-    println!("| bytes per event | events | file bytes | B/event | B/event over the empty store |");
-    println!("|---|---|---|---|---|");
-    for &(what, events, size) in &bytes.rows {
+    println!(
+        "| bytes per event | events | file bytes | B/event | B/event over the empty store | \
+         table pages B/event | log records B/event |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+    for &(what, events, size, tables) in &bytes.rows {
         let (all, grown) = bytes.per_event(size, events);
-        println!("| {what} (one commit per call) | {events} | {size} | {all:.0} | {grown:.0} |");
+        let per = |n: u64| n as f64 / events as f64;
+        println!(
+            "| {what} (one commit per call) | {events} | {size} | {all:.0} | {grown:.0} | {:.0} | \
+             {:.0} |",
+            per(tables.pages),
+            per(tables.log_stored)
+        );
     }
     for store in stores.iter().filter(|s| s.events > 10_000) {
         let (all, grown) = bytes.per_event(store.bytes, store.events);
         println!(
-            "| {} (bulk-built) | {} | {} | {all:.0} | {grown:.0} |",
+            "| {} (bulk-built) | {} | {} | {all:.0} | {grown:.0} | | |",
             store.label, store.events, store.bytes
         );
     }
