@@ -112,7 +112,7 @@ pub(crate) fn engine(access: Access) -> Option<Result<Arc<Engine>, CliError>> {
             Access::Export | Access::Audit | Access::Verify | Access::CopySource | Access::Init,
             _,
         ) => {
-            let why = "init, export, verify and rebuild open the store themselves";
+            let why = "init, export, verify, copy and rebuild open the store themselves";
             s.stopped.get_or_insert(Stopped::NotServed(why.into()));
             Err(CliError::Failed(STOPPED.into()))
         }

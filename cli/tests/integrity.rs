@@ -641,3 +641,64 @@ fn verify_and_doctor_run_the_page_check_on_a_page_no_replay_reads() {
     store.run(&["copy", "--from", &from, "--to", &to_text]).expect(5);
     assert!(!to.exists(), "a refused copy leaves nothing");
 }
+
+/// Where a branch page keeps the ends of its keys: after its 8-byte header and the 24 bytes
+/// (16-byte checksum, 8-byte page number) of each of its `keys + 1` children.
+fn key_ends_at(keys: usize) -> usize {
+    8 + 24 * (keys + 1)
+}
+
+/// A key end past any page: redb slices the page with it and panics.
+const KEY_END_PAST_THE_PAGE: u32 = 0xF000_0000;
+
+/// redb panics on a branch page whose key ends point outside it (a slice out of range); the
+/// lookups of `verify` meet such a page, and its page check, beside the replay, finds its
+/// checksum wrong. The check's finding is the answer: exit 5 with the damaged store's line, not
+/// the panic's "internal error", as when the check ran before the replay.
+#[test]
+fn a_branch_page_redb_panics_on_fails_verify_with_the_page_check_not_a_panic() {
+    let store = Store::new();
+    {
+        let engine =
+            hookstate_engine::Engine::open(&store.db(), hookstate_engine::OpenOptions::default())
+                .unwrap();
+        let value = serde_json::to_string(&"x".repeat(BRANCH_VALUE_BYTES)).unwrap();
+        let call = hookstate_engine::Call {
+            scope: "default".into(),
+            actor: hookstate_engine::schema::Actor::default(),
+            idem_key: None,
+            fingerprint: None,
+            now_ms: 1_000,
+        };
+        for n in 0..BRANCH_ROWS {
+            let command = hookstate_engine::Command::KvPut {
+                key: branch_key(n),
+                value: value.clone(),
+                expect: hookstate_engine::Expect::Any,
+            };
+            engine.execute(&call, &command).unwrap();
+        }
+    }
+    store.run(&["verify"]).expect(0);
+    let mut bytes = std::fs::read(store.db()).unwrap();
+    let mut damaged = 0;
+    for page in bytes.chunks_exact_mut(PAGE_BYTES) {
+        let keys = usize::from(u16::from_le_bytes([page[2], page[3]]));
+        let ends = key_ends_at(keys);
+        if page[0] != REDB_BRANCH || keys == 0 || ends + 4 * keys > PAGE_BYTES {
+            continue;
+        }
+        for i in 0..keys {
+            page[ends + 4 * i..ends + 4 * i + 4]
+                .copy_from_slice(&KEY_END_PAST_THE_PAGE.to_le_bytes());
+        }
+        damaged += 1;
+    }
+    assert!(damaged > 0, "no branch page in the file");
+    std::fs::write(store.db(), &bytes).unwrap();
+    let verify = store.run(&["verify"]);
+    println!("integrity_branch_panic branch_pages={damaged} verify={}", verify.code);
+    assert_eq!(verify.code, 5, "{verify:?}");
+    assert!(!verify.stderr.contains("internal error"), "the replay's panic answered: {verify:?}");
+    assert_eq!(verify.json()["ok"], false, "{verify:?}");
+}

@@ -280,15 +280,68 @@ pub(crate) fn verify_with(
 ) -> Result<(VerifyReport, ReplayMemory)> {
     // redb's check of every page (of a store opened read-only without it) runs on a thread of
     // its own beside the replay; when it finds a fault, that is the answer, whatever the replay
-    // found, as it was when the check ran on open.
-    std::thread::scope(|scope| {
-        let pages = scope.spawn(|| kernel.storage().check_pages());
-        let verified = verify_log(kernel, options, held_max);
-        let pages = pages.join().unwrap_or_else(|_| {
-            Err(Error::Corrupt("redb's integrity check of the pages panicked".into()))
-        });
-        pages.and(verified)
-    })
+    // found, as it was when the check ran on open. The replay may meet the damaged page first,
+    // and redb may panic on it (a slice out of range): that panic is caught, and stands only if
+    // the check finds nothing.
+    let outcome = {
+        let _caught = CaughtPanics::enter();
+        std::thread::scope(|scope| {
+            let pages = scope.spawn(|| kernel.storage().check_pages());
+            let verified = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                verify_log(kernel, options, held_max)
+            }));
+            let pages = pages.join().unwrap_or_else(|panic| {
+                Err(Error::Corrupt(format!(
+                    "redb's integrity check of the pages stopped: {}",
+                    panic_text(&*panic)
+                )))
+            });
+            match (pages, verified) {
+                (Err(err), _) => Ok(Err(err)),
+                (Ok(()), Ok(verified)) => Ok(verified),
+                (Ok(()), Err(panic)) => Err(panic_text(&*panic)),
+            }
+        })
+    };
+    // Raised again once no longer caught, so the process's panic hook sees it as it would have.
+    outcome.unwrap_or_else(|text| panic!("{text}"))
+}
+
+/// Verifies in progress whose panics are caught (`verify_with`): while one is, a panic hook
+/// should let a panic unwind rather than end the process ([`panic_is_caught`]).
+static CAUGHT_PANICS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Whether a panic now is caught by a verify that runs redb's page check beside its replay,
+/// which answers the check's finding instead: a process's panic hook that ends the process (the
+/// CLI's) returns early while this is `true`, so the panic can unwind to the verify.
+#[must_use]
+pub fn panic_is_caught() -> bool {
+    CAUGHT_PANICS.load(std::sync::atomic::Ordering::SeqCst) > 0
+}
+
+/// One caught section of [`CAUGHT_PANICS`], left when dropped (also while unwinding).
+struct CaughtPanics;
+
+impl CaughtPanics {
+    fn enter() -> CaughtPanics {
+        CAUGHT_PANICS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        CaughtPanics
+    }
+}
+
+impl Drop for CaughtPanics {
+    fn drop(&mut self) {
+        CAUGHT_PANICS.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// A panic's message.
+fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|text| (*text).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_owned())
 }
 
 /// [`verify_with`] without redb's page check: the chain, the anchors and the views.

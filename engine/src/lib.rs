@@ -70,7 +70,7 @@ pub use crate::session::{
     Verdict as SessionVerdict, PAUSE_REASONS,
 };
 // Loopd's signals: `engine.signals()`.
-pub use crate::audit::{RebuildReport, VerifyOptions, VerifyReport};
+pub use crate::audit::{panic_is_caught, RebuildReport, VerifyOptions, VerifyReport};
 pub use crate::copy::CopyReport;
 pub use crate::core::query::Query;
 pub use crate::core::{Command, Expect};
