@@ -3,7 +3,9 @@
 //! never laundered; a missing anchor fails `verify` until accepted; a failed anchor write is one
 //! line and a count; a second anchor catches a rollback of the store and its anchor together; a
 //! damaged view row is never served and never written over; a damaged branch page is caught by
-//! `verify` even after a write refreshed its checksum; an idempotency key is bound to its request.
+//! `verify` even after a write refreshed its checksum; `verify`'s page check beside its replay
+//! fails a page no replay reads and answers a page redb panics on; an idempotency key is bound
+//! to its request.
 //!
 //! The `anchor-ignored` drill must fail `a_rolled_back_store_...` and the `verify-scans-only`
 //! drill must fail `a_damaged_branch_page_...` (scripts/drills.sh). Does not test paths, locks or
@@ -535,6 +537,32 @@ fn damages(file: &[u8]) -> Vec<Damage> {
     out
 }
 
+/// A store of [`BRANCH_ROWS`] records of [`BRANCH_VALUE_BYTES`] each: its views table has a
+/// branch page above its leaves.
+fn branch_store() -> Store {
+    let store = Store::new();
+    let engine =
+        hookstate_engine::Engine::open(&store.db(), hookstate_engine::OpenOptions::default())
+            .unwrap();
+    let value = serde_json::to_string(&"x".repeat(BRANCH_VALUE_BYTES)).unwrap();
+    let call = hookstate_engine::Call {
+        scope: "default".into(),
+        actor: hookstate_engine::schema::Actor::default(),
+        idem_key: None,
+        fingerprint: None,
+        now_ms: 1_000,
+    };
+    for n in 0..BRANCH_ROWS {
+        let command = hookstate_engine::Command::KvPut {
+            key: branch_key(n),
+            value: value.clone(),
+            expect: hookstate_engine::Expect::Any,
+        };
+        engine.execute(&call, &command).unwrap();
+    }
+    store
+}
+
 /// Issue 13, item 2: one flipped bit in a branch page of the views table failed `verify` (redb's
 /// page checksum), but after any unrelated write the page carried a fresh checksum and `verify`
 /// passed while lookups missed rows (`feedback list` lost a comment, `proposals list` the queue):
@@ -543,28 +571,7 @@ fn damages(file: &[u8]) -> Vec<Damage> {
 /// `verify-scans-only` drill must fail here.
 #[test]
 fn a_damaged_branch_page_is_caught_by_verify_even_after_a_write_refreshes_its_checksum() {
-    let store = Store::new();
-    {
-        let engine =
-            hookstate_engine::Engine::open(&store.db(), hookstate_engine::OpenOptions::default())
-                .unwrap();
-        let value = serde_json::to_string(&"x".repeat(BRANCH_VALUE_BYTES)).unwrap();
-        let call = hookstate_engine::Call {
-            scope: "default".into(),
-            actor: hookstate_engine::schema::Actor::default(),
-            idem_key: None,
-            fingerprint: None,
-            now_ms: 1_000,
-        };
-        for n in 0..BRANCH_ROWS {
-            let command = hookstate_engine::Command::KvPut {
-                key: branch_key(n),
-                value: value.clone(),
-                expect: hookstate_engine::Expect::Any,
-            };
-            engine.execute(&call, &command).unwrap();
-        }
-    }
+    let store = branch_store();
     let original = std::fs::read(store.db()).unwrap();
     let candidates = damages(&original);
     assert!(!candidates.is_empty(), "no branch page of the views table in the file");
@@ -657,28 +664,7 @@ const KEY_END_PAST_THE_PAGE: u32 = 0xF000_0000;
 /// the panic's "internal error", as when the check ran before the replay.
 #[test]
 fn a_branch_page_redb_panics_on_fails_verify_with_the_page_check_not_a_panic() {
-    let store = Store::new();
-    {
-        let engine =
-            hookstate_engine::Engine::open(&store.db(), hookstate_engine::OpenOptions::default())
-                .unwrap();
-        let value = serde_json::to_string(&"x".repeat(BRANCH_VALUE_BYTES)).unwrap();
-        let call = hookstate_engine::Call {
-            scope: "default".into(),
-            actor: hookstate_engine::schema::Actor::default(),
-            idem_key: None,
-            fingerprint: None,
-            now_ms: 1_000,
-        };
-        for n in 0..BRANCH_ROWS {
-            let command = hookstate_engine::Command::KvPut {
-                key: branch_key(n),
-                value: value.clone(),
-                expect: hookstate_engine::Expect::Any,
-            };
-            engine.execute(&call, &command).unwrap();
-        }
-    }
+    let store = branch_store();
     store.run(&["verify"]).expect(0);
     let mut bytes = std::fs::read(store.db()).unwrap();
     let mut damaged = 0;
