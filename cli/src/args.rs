@@ -55,6 +55,53 @@ pub(crate) fn full_command() -> clap::Command {
     command.mut_subcommand("help", help)
 }
 
+/// The command a process parses `argv` with when `argv` names its verb plainly (global options,
+/// then the verb's name): the global options are the named verb's alone, so clap copies them into
+/// one verb instead of every verb, which was a fifth of a short call's time (docs/decisions.md).
+/// They stay global below that verb, so they are accepted before it, after it and after its own
+/// verbs, with the values a parse of the whole tree gives. `None` when `argv` names no verb
+/// (help, version, an unknown word, `help`): the caller parses with the whole tree. A parse with
+/// this command that fails proves nothing (its message would name the wrong places); the caller
+/// parses again with the whole tree, which gives clap's own message.
+pub(crate) fn command_for(argv: &[std::ffi::OsString]) -> Option<clap::Command> {
+    let command = <Cli as clap::CommandFactory>::command();
+    let verb = named_verb(&command, argv)?;
+    let globals: Vec<clap::Arg> =
+        command.get_arguments().filter(|arg| arg.is_global_set()).cloned().collect();
+    let mut command = command;
+    for arg in &globals {
+        command = command.mut_arg(arg.get_id().clone(), |arg| arg.global(false));
+    }
+    Some(command.mut_subcommand(verb, |verb| verb.args(globals)))
+}
+
+/// The name of the verb `argv` names after nothing but global options (with their values), if
+/// it names one of `command`'s verbs other than `help`.
+fn named_verb(command: &clap::Command, argv: &[std::ffi::OsString]) -> Option<String> {
+    let mut words = argv.iter().skip(1);
+    while let Some(word) = words.next() {
+        let word = word.to_str()?;
+        let Some(option) = word.strip_prefix("--") else {
+            if word.starts_with('-') {
+                return None;
+            }
+            let verb = command.find_subcommand(word)?.get_name();
+            return (verb != "help").then(|| verb.to_owned());
+        };
+        let (name, inline) = match option.split_once('=') {
+            Some((name, _)) => (name, true),
+            None => (option, false),
+        };
+        let global = command
+            .get_arguments()
+            .find(|arg| arg.is_global_set() && arg.get_long() == Some(name))?;
+        if global.get_action().takes_values() && !inline {
+            words.next()?;
+        }
+    }
+    None
+}
+
 /// A verb as clap's `help` verb lists it under `parent`: its name, about and hidden flag, and its
 /// verbs.
 fn help_copy(verb: &clap::Command, parent: &str) -> clap::Command {
@@ -1285,6 +1332,75 @@ mod tests {
         names.dedup();
         assert_eq!(names.len(), all);
         assert_eq!(queue.get_bin_name(), Some("hookstate help queue"));
+    }
+
+    /// Calls a process parses with [`command_for`]: global options before the verb, after it,
+    /// after its own verbs, with `=`, twice, and a verb's own global (`--project`).
+    const NAMED_VERBS: [&[&str]; 10] = [
+        &["hookstate", "kv", "get", "k"],
+        &["hookstate", "--scope", "s", "--db=/d", "queue", "claim", "q", "--lease-ms", "5"],
+        &["hookstate", "queue", "--session", "x", "claim", "q", "--idem-key", "i"],
+        &["hookstate", "kv", "put", "k", "1", "--scope=t", "--expect-rev", "0", "--format", "text"],
+        &["hookstate", "--scope", "a", "kv", "get", "k", "--scope", "b"],
+        &["hookstate", "feedback", "--project", "p", "claim", "--all", "--agent", "h"],
+        &["hookstate", "proposals", "--dir", "/d", "micro", "nudge", "MP-1", "--at-seq", "3"],
+        &["hookstate", "hermit", "task", "open", "/d", "--db", "x"],
+        &["hookstate", "verify", "--accept-missing-anchor", "--wait-ms", "7"],
+        &["hookstate", "counter", "add", "c", "-5", "--now-ms", "9"],
+    ];
+
+    fn parsed(command: &mut clap::Command, argv: &[&str]) -> Result<String, clap::Error> {
+        let matches = command.try_get_matches_from_mut(argv)?;
+        <Cli as clap::FromArgMatches>::from_arg_matches(&matches).map(|cli| format!("{cli:?}"))
+    }
+
+    /// A call parsed with only its verb given the global options is the call the whole tree
+    /// parses, every value where it was given (a global after the verb reaches the top level).
+    #[test]
+    fn a_named_verb_parses_as_the_whole_tree_does() {
+        for argv in NAMED_VERBS {
+            let argv_os: Vec<std::ffi::OsString> = argv.iter().map(Into::into).collect();
+            let mut fast = command_for(&argv_os).unwrap_or_else(|| panic!("{argv:?} names a verb"));
+            let whole = parsed(&mut <Cli as clap::CommandFactory>::command(), argv).unwrap();
+            assert_eq!(parsed(&mut fast, argv).unwrap(), whole, "{argv:?}");
+            let global_after_verb = argv.iter().skip(2).any(|w| w.starts_with("--scope"));
+            assert_eq!(
+                whole.contains("scope: \"default\""),
+                !global_after_verb && !argv.contains(&"--scope")
+            );
+        }
+    }
+
+    /// Help, version, a misspelt verb or option and `help` are left to the whole tree, and a call
+    /// the whole tree refuses is refused here too (the caller then parses again for clap's
+    /// message).
+    #[test]
+    fn only_a_plainly_named_verb_gets_the_short_tree() {
+        let unnamed: [&[&str]; 7] = [
+            &["hookstate"],
+            &["hookstate", "--help"],
+            &["hookstate", "-V"],
+            &["hookstate", "kvv", "get", "k"],
+            &["hookstate", "--dbb", "x", "kv", "get", "k"],
+            &["hookstate", "help", "kv"],
+            &["hookstate", "--db"],
+        ];
+        for argv in unnamed {
+            let argv: Vec<std::ffi::OsString> = argv.iter().map(Into::into).collect();
+            assert!(command_for(&argv).is_none(), "{argv:?}");
+        }
+        let refused: [&[&str]; 4] = [
+            &["hookstate", "kv", "get"],
+            &["hookstate", "kv", "get", "k", "--help"],
+            &["hookstate", "kv", "get", "k", "--scope"],
+            &["hookstate", "queue", "claim", "q", "--format", "yaml"],
+        ];
+        for argv in refused {
+            let argv_os: Vec<std::ffi::OsString> = argv.iter().map(Into::into).collect();
+            let mut fast = command_for(&argv_os).expect("names a verb");
+            assert!(parsed(&mut fast, argv).is_err(), "{argv:?}");
+            assert!(parsed(&mut <Cli as clap::CommandFactory>::command(), argv).is_err());
+        }
     }
 
     /// A deferred verb keeps the about of its variant, not its `Args` struct's doc comment.

@@ -51,7 +51,24 @@ fn main() -> ExitCode {
         forward::Forwarded::Done(code) => return ExitCode::from(code),
         forward::Forwarded::InProcess(argv) => argv,
     };
-    ExitCode::from(run_argv(&mut Cli::command(), argv, script_usage))
+    ExitCode::from(run_process_argv(argv, script_usage))
+}
+
+/// [`run_argv`] for this process's own call: parsed with only the named verb's tree given the
+/// global options ([`args::command_for`]), and again with the whole tree when that parse fails,
+/// so help, version and every usage error are clap's own. The command is left to the process's
+/// exit, not dropped (a tree of every verb's name and about).
+fn run_process_argv(argv: Vec<std::ffi::OsString>, script_usage: Option<&'static str>) -> u8 {
+    if let Some(command) = args::command_for(&argv) {
+        let command = Box::leak(Box::new(command));
+        if let Ok(matches) = command.try_get_matches_from_mut(argv.iter()) {
+            if let Ok(cli) = Cli::from_arg_matches(&matches) {
+                request::record_args(command, &matches);
+                return run_parsed(&cli);
+            }
+        }
+    }
+    run_argv(Box::leak(Box::new(Cli::command())), argv, script_usage)
 }
 
 /// Parses `argv` (program name first) with `command` and runs the verb: what `main` does, and

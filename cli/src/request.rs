@@ -53,9 +53,10 @@ pub(crate) fn record_stdin(bytes: &[u8]) {
 }
 
 /// The parts of one level of the command line (the arguments `command` defines, by id, in a
-/// fixed order; groups are not arguments), then of its subcommand. A global argument a parse
-/// propagated from a level above is that level's, not this one's (`inherited`): so a command
-/// built by a parse gives the parts an unbuilt one gives.
+/// fixed order; groups are not arguments), then of its subcommand. An argument with the id of one
+/// a level above defines is that level's, not this one's (`inherited`): a global a parse
+/// propagated, or one [`crate::args::command_for`] gave the verb. So a command built by a parse
+/// gives the parts an unbuilt one gives, and a process's command the parts a server's gives.
 fn walk(
     command: &Command,
     matches: &ArgMatches,
@@ -69,9 +70,7 @@ fn walk(
     ids.sort_unstable();
     ids.dedup();
     let mut globals = inherited.clone();
-    globals.extend(
-        command.get_arguments().filter(|a| a.is_global_set()).map(|a| a.get_id().to_string()),
-    );
+    globals.extend(command.get_arguments().map(|a| a.get_id().to_string()));
     for id in ids {
         let Ok(Some(values)) = matches.try_get_raw(id) else {
             continue;
@@ -117,10 +116,11 @@ mod tests {
     /// key recorded by one is the same request for the other.
     #[test]
     fn a_built_command_records_what_an_unbuilt_one_does() {
-        let argvs: [&[&str]; 4] = [
+        let argvs: [&[&str]; 5] = [
             &["hookstate", "--scope", "s", "queue", "claim", "q", "--lease-ms", "5"],
             &["hookstate", "proposals", "--dir", "/d", "micro", "nudge", "MP-1"],
             &["hookstate", "kv", "put", "k", "1", "--session", "x", "--expect-rev", "0"],
+            &["hookstate", "kv", "--agent", "a", "get", "k", "--scope", "s", "--as-of", "t"],
             &["hookstate", "feedback", "--project", "p", "claim", "--all"],
         ];
         let mut built = crate::args::full_command();
@@ -131,6 +131,10 @@ mod tests {
             assert!(fresh.1.len() > 4, "{argv:?}: {fresh:?}");
             let matches = built.try_get_matches_from_mut(argv).unwrap();
             assert_eq!(args_of(&built, &matches), fresh, "{argv:?}");
+            let argv_os: Vec<std::ffi::OsString> = argv.iter().map(Into::into).collect();
+            let mut named = crate::args::command_for(&argv_os).unwrap();
+            let matches = named.try_get_matches_from_mut(argv).unwrap();
+            assert_eq!(args_of(&named, &matches), fresh, "{argv:?}");
         }
     }
 }
