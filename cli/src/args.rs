@@ -57,7 +57,7 @@ pub(crate) fn full_command() -> clap::Command {
 
 /// The command a process parses `argv` with when `argv` names its verb plainly (global options,
 /// then the verb's name): the global options are the named verb's alone, so clap copies them into
-/// one verb instead of every verb, which was a fifth of a short call's time (docs/decisions.md).
+/// one verb instead of every verb (37), three quarters of clap's time (docs/decisions.md).
 /// They stay global below that verb, so they are accepted before it, after it and after its own
 /// verbs, with the values a parse of the whole tree gives. `None` when `argv` names no verb
 /// (help, version, an unknown word, `help`): the caller parses with the whole tree. A parse with
@@ -66,8 +66,13 @@ pub(crate) fn full_command() -> clap::Command {
 pub(crate) fn command_for(argv: &[std::ffi::OsString]) -> Option<clap::Command> {
     let command = <Cli as clap::CommandFactory>::command();
     let verb = named_verb(&command, argv)?;
-    let globals: Vec<clap::Arg> =
-        command.get_arguments().filter(|arg| arg.is_global_set()).cloned().collect();
+    // Without their help text, which the verb's copies never print (help parses again), so
+    // clap's copies into the verb's own verbs are cheaper too.
+    let globals: Vec<clap::Arg> = command
+        .get_arguments()
+        .filter(|arg| arg.is_global_set())
+        .map(|arg| arg.clone().help(None).long_help(None))
+        .collect();
     let mut command = command;
     for arg in &globals {
         command = command.mut_arg(arg.get_id().clone(), |arg| arg.global(false));
