@@ -188,6 +188,39 @@ fn claim_next_reads_the_same_rows_at_any_queue_depth() {
     assert_eq!(deep, shallow, "claim-next read {deep} rows at 3,000 ready, {shallow} at 2");
 }
 
+/// The rows one claim-next reads once the leases of `ended` claimed items ran out (their
+/// claimers were killed), with 2 ready items behind them.
+fn claim_rows_past_ended_leases(ended: usize) -> u64 {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, rows) = counted(&dir.path().join("s.redb"));
+    let items: Vec<_> = (0..ended + 2).map(|n| push(&format!("i{n:06}"), None)).collect();
+    crate::engine::append_unchecked(&engine, &call("s"), &items).unwrap();
+    let claim = |lease_ms| Command::QueueClaim {
+        queue: "work".into(),
+        item: None,
+        holder: "w".into(),
+        lease_ms,
+    };
+    for _ in 0..ended {
+        engine.execute(&call("s"), &claim(1_000)).unwrap();
+    }
+    rows.store(0, Ordering::Relaxed);
+    let later = Call { now_ms: NOW_MS + 5_000, ..call("s") };
+    let outcome = engine.execute(&later, &claim(600_000)).unwrap();
+    assert_eq!(outcome.result["item"], "i000000", "the oldest ended lease is handed out again");
+    assert_eq!(outcome.result["delivery"], 2);
+    rows.load(Ordering::Relaxed)
+}
+
+/// Each ended lease costs a claim its index row only: the item rows read are the one handed out
+/// (a claim used to read every ended lease's item to order them).
+#[test]
+fn claim_next_past_ended_leases_reads_one_index_row_per_lease_and_one_item() {
+    let shallow = claim_rows_past_ended_leases(3);
+    let deep = claim_rows_past_ended_leases(600);
+    assert_eq!(deep - shallow, 600 - 3, "{deep} rows past 600 ended leases, {shallow} past 3");
+}
+
 #[test]
 fn claim_next_skips_items_addressed_elsewhere_and_takes_an_expired_lease_first() {
     let dir = tempfile::tempdir().unwrap();

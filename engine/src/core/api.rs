@@ -259,8 +259,10 @@ fn decide_claim(
             who,
         ),
         None => {
-            let items = super::index::claim_candidates(txn, scope, queue, who.now_ms, who.session)?;
-            rules::decide_claim_next(queue, &items, &meta, who, APPEND_EVENT_COUNT_MAX)
+            let (now_ms, session) = (who.now_ms, who.session);
+            let max = APPEND_EVENT_COUNT_MAX;
+            let items = super::index::claim_candidates(txn, scope, queue, now_ms, session, max)?;
+            rules::decide_claim_next(queue, &items, &meta, who, max)
         }
     })
 }

@@ -85,43 +85,81 @@ pub(crate) fn item_row(
     })
 }
 
-/// Every item claim-next may hand out or park at `now_ms`, in push order: each leased item whose
-/// lease ended, and the ready items up to the first one a claimer in `session` may take. The
-/// first grantable item of the whole queue is among them, and every item the scan of the whole
-/// queue would have parked before it, so the decision is the one a full scan makes.
+/// The items claim-next may hand out or park at `now_ms`, in push order, up to and including the
+/// first one a claimer in `session` may take, and at most `rows_max` of them: the first grantable
+/// item of the whole queue, and every item the scan of the whole queue would have parked before
+/// it, so the decision is the one a full scan makes. The candidates are each leased item whose
+/// lease ended and the ready items, ordered by the push seq their index ids carry; one addressed
+/// to another session is left out from its index row, since the scan skips it. Only the listed
+/// item rows are read: after many claimers were killed, a claim reads the index rows of the
+/// ended leases and one item row, not every ended lease's item.
 ///
 /// # Errors
-/// [`Error::Corrupt`] for an index row naming no item; store errors.
+/// [`Error::Corrupt`] for an index row naming no item or with a damaged id; store errors.
 pub(crate) fn claim_candidates(
     txn: &dyn ReadTxn,
     scope: &str,
     queue: &str,
     now_ms: u64,
     session: Option<&str>,
+    rows_max: usize,
 ) -> Result<Vec<(String, Item)>> {
-    let mut ids = Vec::new();
+    let takes = |entry: &Entry| entry.for_session.as_deref().is_none_or(|s| Some(s) == session);
+    let mut listed: Vec<(String, Entry)> = Vec::new();
     let ended = lease_id(now_ms, u64::MAX);
     read_docs_while::<Entry>(txn, scope, &lease_kind(queue), &mut |id, entry| {
         let expired = id.as_str() <= ended.as_str();
-        if expired {
-            ids.push(entry.item);
+        if expired && takes(&entry) {
+            listed.push((id, entry));
         }
         expired
     })?;
-    read_docs_while::<Entry>(txn, scope, &ready_kind(queue), &mut |_, entry| {
-        let grantable = entry.for_session.as_deref().is_none_or(|wanted| Some(wanted) == session);
-        ids.push(entry.item);
-        !grantable
+    let mut leased = Vec::with_capacity(listed.len());
+    for (id, entry) in listed {
+        let pushed = id.split_once('.').and_then(|(_, seq)| seq.parse::<u64>().ok());
+        let Some(pushed) = pushed else {
+            return Err(bad_index_id(scope, queue, &id));
+        };
+        leased.push((pushed, entry));
+    }
+    let mut ready = Vec::new();
+    let mut bad_id = None;
+    read_docs_while::<Entry>(txn, scope, &ready_kind(queue), &mut |id, entry| {
+        let Ok(pushed) = id.parse::<u64>() else {
+            bad_id = Some(id);
+            return false;
+        };
+        let take = takes(&entry);
+        if take {
+            ready.push((pushed, entry));
+        }
+        !take
     })?;
-    let mut out = Vec::with_capacity(ids.len());
-    for id in ids {
-        let Some(item) = item_row(txn, scope, queue, &id)? else {
+    if let Some(id) = bad_id {
+        return Err(bad_index_id(scope, queue, &id));
+    }
+    leased.extend(ready);
+    leased.sort_by_key(|(pushed, _)| *pushed);
+    let mut out = Vec::new();
+    for (_, entry) in leased {
+        if out.len() >= rows_max {
+            break;
+        }
+        let Some(item) = item_row(txn, scope, queue, &entry.item)? else {
             return Err(Error::Corrupt(format!(
-                "the index of queue {queue} in scope {scope} names item {id}, which is not in it"
+                "the index of queue {queue} in scope {scope} names item {}, which is not in it",
+                entry.item
             )));
         };
-        out.push((id, item));
+        let last = super::rules::grantable(&item, now_ms, session);
+        out.push((entry.item, item));
+        if last {
+            break;
+        }
     }
-    out.sort_by_key(|(_, item)| item.pushed_seq);
     Ok(out)
+}
+
+fn bad_index_id(scope: &str, queue: &str, id: &str) -> Error {
+    Error::Corrupt(format!("the index of queue {queue} in scope {scope} has a row with id {id:?}"))
 }

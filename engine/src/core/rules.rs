@@ -215,6 +215,16 @@ fn addressed_elsewhere(item: &Item, session: Option<&str>) -> bool {
     item.for_session.as_deref().is_some_and(|wanted| Some(wanted) != session)
 }
 
+/// Whether claim-next at `now_ms` would hand `item` to a claimer in `session` when it reaches
+/// it: neither parked, held by a running lease, addressed to another session nor exhausted (an
+/// exhausted one is parked instead).
+pub(crate) fn grantable(item: &Item, now_ms: u64, session: Option<&str>) -> bool {
+    item.state != ItemState::Parked
+        && !lease_live(item, now_ms)
+        && !addressed_elsewhere(item, session)
+        && !exhausted(item)
+}
+
 /// An expired claim that already used up its deliveries is parked instead of handed out again.
 fn exhausted(item: &Item) -> bool {
     item.state == ItemState::Claimed && item.deliveries >= item.max_deliveries
