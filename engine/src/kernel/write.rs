@@ -25,7 +25,7 @@ use crate::kernel::call::{Call, Outcome, Plan};
 use crate::kernel::counts;
 use crate::kernel::error::{Error, Result};
 use crate::kernel::limits::{
-    EVENT_BYTES_MAX, LOCK_BACKOFF_US_MAX, LOCK_BACKOFF_US_MIN, STORED_RESULT_BYTES_MAX,
+    CONFLICT_BACKOFF_US_MAX, EVENT_BYTES_MAX, LOCK_BACKOFF_US_MIN, STORED_RESULT_BYTES_MAX,
     TXN_ATTEMPTS_MAX,
 };
 use crate::kernel::project::{self, Table};
@@ -643,9 +643,10 @@ pub(super) struct Stamp<'a> {
 }
 
 /// The pause before attempt `attempt + 1` of a transaction aborted for a conflict: doubling from
-/// the lock backoff's floor to its ceiling, so that conflicting writers spread out.
+/// the lock backoff's floor to [`CONFLICT_BACKOFF_US_MAX`], so that conflicting writers spread
+/// out.
 fn conflict_backoff(attempt: u32) -> Duration {
-    let us = LOCK_BACKOFF_US_MIN.saturating_mul(1 << attempt.min(16)).min(LOCK_BACKOFF_US_MAX);
+    let us = LOCK_BACKOFF_US_MIN.saturating_mul(1 << attempt.min(16)).min(CONFLICT_BACKOFF_US_MAX);
     Duration::from_micros(us)
 }
 
