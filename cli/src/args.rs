@@ -1366,6 +1366,30 @@ mod tests {
         for argv in NAMED_VERBS {
             let argv_os: Vec<std::ffi::OsString> = argv.iter().map(Into::into).collect();
             let mut fast = command_for(&argv_os).unwrap_or_else(|| panic!("{argv:?} names a verb"));
+            // The point of it: no global option at the top level, none copied into other verbs.
+            assert!(fast.get_arguments().all(|arg| !arg.is_global_set()), "{argv:?}");
+            let with_db: Vec<&str> = fast
+                .get_subcommands()
+                .filter(|verb| verb.get_arguments().any(|arg| arg.get_id() == "db"))
+                .map(clap::Command::get_name)
+                .collect();
+            assert_eq!(
+                with_db,
+                [argv
+                    .iter()
+                    .find(|w| [
+                        "kv",
+                        "queue",
+                        "feedback",
+                        "proposals",
+                        "hermit",
+                        "verify",
+                        "counter"
+                    ]
+                    .contains(w))
+                    .copied()
+                    .unwrap_or_default()]
+            );
             let whole = parsed(&mut <Cli as clap::CommandFactory>::command(), argv).unwrap();
             assert_eq!(parsed(&mut fast, argv).unwrap(), whole, "{argv:?}");
             let global_after_verb = argv.iter().skip(2).any(|w| w.starts_with("--scope"));
