@@ -38,9 +38,21 @@ pub(crate) const REDB_HEADER_LOCK_END: u64 = 320;
 /// checksums (the open is retried, [`READ_TORN_RETRIES`]); the pages of the commit it names are
 /// pinned by the reader's transaction byte like any reader's, and every row and event it reads
 /// is checked (row checksums, event hashes).
+///
+/// It answers the file's length with `lseek(SEEK_END)`, not redb's `statx` (see
+/// [`BoundedBackend::file`]).
 #[derive(Debug)]
 pub(crate) struct BoundedBackend {
     inner: FileBackend,
+    /// A duplicate of the file's handle, asked for the file's length by `lseek(SEEK_END)`, which
+    /// reads the same size `statx` does. A `statx` also marks the file's times as seen, and the
+    /// kernel (multigrain timestamps, Linux 6.13 on) then stamps the next write with a fresh
+    /// fine-grained time, which dirties the inode; `fdatasync` on ext4 without a journal writes a
+    /// dirty inode as one more synchronous IO. redb asked for the length about 5 times a commit,
+    /// so nearly every sync of a commit paid that IO (docs/decisions.md, "The store's length
+    /// without statx"). Every read and write of the store is positional, so moving this shared
+    /// handle's offset changes nothing.
+    file: File,
     wait: Duration,
     timed_out: Arc<AtomicBool>,
     reader: bool,
@@ -99,12 +111,12 @@ impl BoundedBackend {
 
 impl StorageBackend for BoundedBackend {
     fn len(&self) -> std::result::Result<u64, BackendIoError> {
-        self.inner.len()
+        file_len(&self.file)
     }
     fn read(&self, offset: u64, out: &mut [u8]) -> std::result::Result<(), BackendIoError> {
         self.inner.read(offset, out)?;
         if offset == 0 && out.len() == REDB_HEADER_BYTES {
-            check_header_roots(out, self.inner.len()?)?;
+            check_header_roots(out, file_len(&self.file)?)?;
         }
         Ok(())
     }
@@ -237,17 +249,24 @@ pub(crate) fn bounded(
     wait: Duration,
     reader: bool,
 ) -> Result<(BoundedBackend, Arc<AtomicBool>, Arc<AtomicBool>)> {
-    let clone = file.try_clone().map_err(|e| Error::io("duplicate handle of", "", e))?;
+    let duplicate = || file.try_clone().map_err(|e| Error::io("duplicate handle of", "", e));
     let timed_out = Arc::new(AtomicBool::new(false));
     let lockless = Arc::new(AtomicBool::new(false));
     let backend = BoundedBackend {
-        inner: FileBackend::new(clone).map_err(convert)?,
+        inner: FileBackend::new(duplicate()?).map_err(convert)?,
+        file: duplicate()?,
         wait,
         timed_out: Arc::clone(&timed_out),
         reader,
         lockless: Arc::clone(&lockless),
     };
     Ok((backend, timed_out, lockless))
+}
+
+/// The length of `file` by `lseek(SEEK_END)`: the size `statx` reads, without marking the
+/// file's times as seen (see [`BoundedBackend::file`]).
+pub(crate) fn file_len(file: &File) -> std::result::Result<u64, BackendIoError> {
+    rustix::fs::seek(file, rustix::fs::SeekFrom::End(0)).map_err(BackendIoError::from)
 }
 
 /// Every redb error as the engine's: a damaged file, a failing disk, or another store failure.
@@ -277,5 +296,31 @@ pub(crate) fn convert(err: impl Into<redb::Error>) -> Error {
         redb::Error::Io(io) => Error::StoreIo(Box::new(io)),
         redb::Error::PreviousIo => Error::StoreIo(Box::new(err)),
         other => Error::Store(Box::new(other)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_length_follows_the_file_as_another_handle_grows_and_shrinks_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = File::create_new(dir.path().join("f")).unwrap();
+        let other = File::options().write(true).open(dir.path().join("f")).unwrap();
+        let (backend, _, _) = bounded(&file, Duration::ZERO, false).unwrap();
+        assert_eq!(StorageBackend::len(&backend).unwrap(), 0);
+        for len in [4096, 1 << 20, 12_288, 0, 7] {
+            other.set_len(len).unwrap();
+            assert_eq!(StorageBackend::len(&backend).unwrap(), len);
+            assert_eq!(StorageBackend::len(&backend).unwrap(), file.metadata().unwrap().len());
+        }
+        StorageBackend::set_len(&backend, 65_536).unwrap();
+        assert_eq!(other.metadata().unwrap().len(), 65_536);
+        // Positional IO does not care where the length query left the shared offset.
+        StorageBackend::write(&backend, 100, b"abc").unwrap();
+        let mut back = [0u8; 3];
+        StorageBackend::read(&backend, 100, &mut back).unwrap();
+        assert_eq!(&back, b"abc");
     }
 }

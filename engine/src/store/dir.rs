@@ -112,8 +112,15 @@ impl StoreDir {
         if stat.st_size == 0 {
             return Err(self.not_a_store("the file is empty"));
         }
-        rustix::fs::fcntl_setfl(&fd, OFlags::empty())
-            .map_err(|e| io_err("clear O_NONBLOCK on", &self.path(), e))?;
+        // O_NONBLOCK (set only so that the open could not block on a FIFO) cleared; O_NOATIME
+        // set where the kernel allows it (the file is ours): a read never dirties the inode,
+        // which the next `fdatasync` on ext4 without a journal would write as one more
+        // synchronous IO (docs/decisions.md, "The store's length without statx").
+        let quiet = rustix::fs::fcntl_setfl(&fd, OFlags::NOATIME);
+        if quiet.is_err() {
+            rustix::fs::fcntl_setfl(&fd, OFlags::empty())
+                .map_err(|e| io_err("clear O_NONBLOCK on", &self.path(), e))?;
+        }
         Ok(Some(File::from(fd)))
     }
 
@@ -352,6 +359,20 @@ fn random_hex() -> Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_store_file_opens_without_access_times_and_blocking_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = dir.path().join("s.redb");
+        let created = StoreDir::open(&store, true).unwrap();
+        std::fs::write(&store, b"not empty").unwrap();
+        for read_only in [false, true] {
+            let file = created.open_store(read_only).unwrap().unwrap();
+            let flags = rustix::fs::fcntl_getfl(&file).unwrap();
+            assert!(flags.contains(OFlags::NOATIME), "{flags:?}");
+            assert!(!flags.contains(OFlags::NONBLOCK), "{flags:?}");
+        }
+    }
 
     #[test]
     fn only_our_temporary_names_are_recognised() {
