@@ -88,6 +88,10 @@ impl WriteTxn for CountingTxn<dyn WriteTxn + '_> {
     fn clear_views(&mut self) -> Result<()> {
         self.inner.clear_views()
     }
+    /// Runs `body` on the counting wrapper itself, so that every row it reads is counted.
+    fn with_tables(&mut self, body: &mut dyn FnMut(&mut dyn WriteTxn) -> Result<()>) -> Result<()> {
+        body(self)
+    }
     fn commit(self: Box<Self>) -> Result<()> {
         self.inner.commit()
     }

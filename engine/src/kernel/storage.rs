@@ -70,6 +70,12 @@ pub(crate) trait WriteTxn: ReadTxn {
     fn drop_events_through(&mut self, _seq: u64) -> Result<u64> {
         Err(crate::kernel::error::Error::Invalid("this store cannot drop events".into()))
     }
+    /// Runs `body` on this transaction with its tables held open for the body's length: one
+    /// call's reads and writes (`Kernel::run_call`), where a backend would open a handle per
+    /// table per operation otherwise (redb: a lookup in its table tree, and a write-back of the
+    /// root when the handle drops). A backend without such handles runs `body` on itself.
+    /// `body` cannot commit.
+    fn with_tables(&mut self, body: &mut dyn FnMut(&mut dyn WriteTxn) -> Result<()>) -> Result<()>;
     /// Makes the transaction durable. Only after this returns may the caller acknowledge.
     fn commit(self: Box<Self>) -> Result<()>;
 }

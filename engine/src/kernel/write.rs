@@ -384,7 +384,36 @@ impl Kernel {
     /// whose events break a limit fails before it appends anything), append and project them.
     /// The head in the metadata is the caller's to move. A failure says whether the transaction
     /// was touched: a batch whose transaction a failed call touched must not commit.
+    ///
+    /// The call runs with the transaction's tables held open ([`WriteTxn::with_tables`]).
     pub(crate) fn run_call(
+        &self,
+        txn: &mut dyn WriteTxn,
+        head: Head,
+        call: &Call,
+        now_ms: u64,
+        decide: impl FnOnce(&dyn ReadTxn) -> Result<Plan>,
+    ) -> std::result::Result<Outcome, Failed> {
+        let mut decide = Some(decide);
+        let mut ran = None;
+        let opened = txn.with_tables(&mut |tables| {
+            if let Some(decide) = decide.take() {
+                ran = Some(self.run_call_on(tables, head, call, now_ms, decide));
+            }
+            Ok(())
+        });
+        match (ran, opened) {
+            (Some(ran), _) => ran,
+            (None, Err(error)) => Err(Failed { error, touched: false }),
+            (None, Ok(())) => Err(Failed {
+                error: Error::Invalid("the store ran no call in its tables' scope".into()),
+                touched: false,
+            }),
+        }
+    }
+
+    /// [`Kernel::run_call`] on a transaction whose tables are open.
+    fn run_call_on(
         &self,
         txn: &mut dyn WriteTxn,
         head: Head,

@@ -787,6 +787,11 @@ impl ReadTxn for PgTxn<'_> {
 }
 
 impl WriteTxn for PgTxn<'_> {
+    /// A statement per operation either way: `body` runs on the transaction itself.
+    fn with_tables(&mut self, body: &mut dyn FnMut(&mut dyn WriteTxn) -> Result<()>) -> Result<()> {
+        body(self)
+    }
+
     fn put_meta(&mut self, key: &str, value: &[u8]) -> Result<()> {
         self.execute(
             "INSERT INTO hookstate_meta (key, value) VALUES ($1, $2) \
