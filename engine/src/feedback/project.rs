@@ -33,7 +33,13 @@ impl Projection for FeedbackProjection {
     fn derived_keys(&self, event: &Event, views: &dyn ViewAccess) -> Vec<ViewKey> {
         match &event.content.body {
             Body::Feedback(body) => {
-                comment_index_keys(views, &event.content.scope, event.seq, body)
+                let scope = &event.content.scope;
+                let mut keys = comment_index_keys(views, scope, event.seq, body);
+                if matches!(body, FeedbackEvent::CommentAdded { .. }) && makes_project(views, scope)
+                {
+                    keys.extend(drain_keys(scope));
+                }
+                keys
             }
             _ => Vec::new(),
         }
@@ -113,24 +119,29 @@ fn meta_key(scope: &str) -> ViewKey {
     doc_key(scope, META, META_ID)
 }
 
-/// Every row `apply` may read or write for this event.
+/// Every row `apply` may read or write for this event, but the drain rows of a comment that
+/// makes its project (`derived_keys` names those, from the project index row).
 fn touched_keys(scope: &str, event: &FeedbackEvent) -> Vec<ViewKey> {
     let mut keys = event_keys(scope, event);
-    if moves_drainable(event) {
+    if moves_files(event) {
         keys.extend(drain_keys(scope));
     }
     keys
 }
 
-/// Whether the event may change the project's drainable row: a first comment makes a project,
-/// and files decide it.
-fn moves_drainable(event: &FeedbackEvent) -> bool {
-    matches!(
-        event,
-        FeedbackEvent::CommentAdded { .. }
-            | FeedbackEvent::FileWritten { .. }
-            | FeedbackEvent::AddressConsumed { .. }
-    )
+/// Whether the event changes the project's files, which decide its drainable row.
+fn moves_files(event: &FeedbackEvent) -> bool {
+    matches!(event, FeedbackEvent::FileWritten { .. } | FeedbackEvent::AddressConsumed { .. })
+}
+
+/// Whether a comment added now makes its project: the project index row is absent (a comment
+/// or a file makes it, and nothing removes it). Only then can a comment move the drainable row.
+/// Files decide that row, and every event that changes the files ([`moves_files`]) moves it
+/// after, so once the project exists the row is already what the files say: reading the three
+/// file rows again for each comment (what a replay of a large inbox spent a tenth of its
+/// projecting on) would only write it again as it is.
+fn makes_project(views: &dyn ViewAccess, scope: &str) -> bool {
+    index_key(scope).is_some_and(|key| views.get(&key).is_none())
 }
 
 fn event_keys(scope: &str, event: &FeedbackEvent) -> Vec<ViewKey> {
@@ -242,6 +253,10 @@ fn apply_comment(
 
 /// Applies one feedback event.
 fn apply(views: &mut dyn ViewAccess, scope: &str, seq: u64, event: &FeedbackEvent) {
+    let moves_drainable = match event {
+        FeedbackEvent::CommentAdded { .. } => makes_project(views, scope),
+        other => moves_files(other),
+    };
     match event {
         FeedbackEvent::CommentAdded { id, .. }
         | FeedbackEvent::CommentReplied { id, .. }
@@ -276,7 +291,7 @@ fn apply(views: &mut dyn ViewAccess, scope: &str, seq: u64, event: &FeedbackEven
             put_doc(views, key, &true);
         }
     }
-    if moves_drainable(event) {
+    if moves_drainable {
         update_drainable(views, scope);
     }
 }
@@ -379,5 +394,68 @@ mod tests {
         apply(&mut views, "moonshine:p", 4, &FeedbackEvent::AddressConsumed { request: 2 });
         assert!(get_doc::<FileRow>(&views, &key).is_none());
         assert!(get_doc::<bool>(&views, &doc_key(INDEX_SCOPE, PROJECT, "p")).is_some());
+    }
+
+    /// One step of a project's history, as the property test draws it.
+    #[derive(Debug, Clone)]
+    enum Step {
+        Comment,
+        File(FileKind, &'static str),
+        Consume(u64),
+    }
+
+    fn step() -> impl proptest::strategy::Strategy<Value = Step> {
+        use proptest::prelude::*;
+        prop_oneof![
+            3 => Just(Step::Comment),
+            1 => Just(Step::File(FileKind::Adapter, "adapter")),
+            1 => Just(Step::File(FileKind::Control, "listen")),
+            1 => Just(Step::File(FileKind::Control, "accumulate")),
+            1 => Just(Step::File(FileKind::Address, "")),
+            1 => (1u64..4).prop_map(Step::Consume),
+        ]
+    }
+
+    proptest::proptest! {
+        /// The drainable row is what the files say after every event that adds a comment or
+        /// moves a file (what recomputing it after each of them, as before 2026-12-04, gave):
+        /// also when a comment that does not make its project leaves the row alone.
+        #[test]
+        fn the_drainable_row_follows_the_files_of_every_project_after_every_event(
+            steps in proptest::collection::vec(step(), 1..40)
+        ) {
+            let mut views = BTreeMap::new();
+            let scope = "moonshine:p";
+            for (n, step) in steps.iter().enumerate() {
+                let seq = n as u64 + 1;
+                let event = match step {
+                    Step::Comment => FeedbackEvent::CommentAdded {
+                        id: format!("c{seq}"),
+                        doc: JsonDoc { fields: vec![], style: Style::Pretty },
+                    },
+                    Step::File(file, mode) => FeedbackEvent::FileWritten {
+                        file: *file,
+                        doc: JsonDoc {
+                            fields: vec![("mode".into(), format!("\"{mode}\""))],
+                            style: Style::Pretty,
+                        },
+                        request: seq,
+                    },
+                    Step::Consume(back) => {
+                        FeedbackEvent::AddressConsumed { request: seq.saturating_sub(*back) }
+                    }
+                };
+                apply(&mut views, scope, seq, &event);
+                let mut files = BTreeMap::new();
+                for kind in DRAIN_FILES {
+                    if let Some(row) = get_doc::<FileRow>(&views, &doc_key(scope, FILE, kind.stem())) {
+                        files.insert(kind, row);
+                    }
+                }
+                let listed = get_doc::<bool>(&views, &doc_key(INDEX_SCOPE, DRAINABLE, "p")).is_some();
+                let expected = crate::feedback::rules::drainable(&files);
+                proptest::prop_assert_eq!(listed, expected, "after step {} {:?}", n, step);
+            }
+        }
     }
 }
