@@ -17,9 +17,39 @@ thread_local! {
     static ANCHOR_MISMATCH: RefCell<(Option<String>, bool)> = const { RefCell::new((None, false)) };
 }
 
+thread_local! {
+    /// The store a write opened, whose anchors are checked when the call first prints, unless
+    /// it committed by then ([`mark_anchor_later`]).
+    static CHECK_ANCHOR: RefCell<Option<std::sync::Weak<hookstate_engine::Engine>>> =
+        const { RefCell::new(None) };
+}
+
 /// Forgets the marks of an earlier call on this thread (a server runs one call after another).
 pub(crate) fn start_call() {
     ANCHOR_MISMATCH.with(|mark| *mark.borrow_mut() = (None, false));
+    CHECK_ANCHOR.with(|check| *check.borrow_mut() = None);
+}
+
+/// Checks the anchors of `engine`, a store this call opened to write, when the call first
+/// prints a result and only if it has committed nothing: a commit passed the same check under
+/// the write lock, so a write that wrote prints no mark, as when the check ran at open, without
+/// reading the anchors and a snapshot a second time (issue 12).
+pub(crate) fn mark_anchor_later(engine: &std::sync::Arc<hookstate_engine::Engine>) {
+    CHECK_ANCHOR.with(|check| *check.borrow_mut() = Some(std::sync::Arc::downgrade(engine)));
+}
+
+/// Runs the check [`mark_anchor_later`] left, once.
+fn check_anchor_now() -> Result<(), CliError> {
+    let Some(engine) = CHECK_ANCHOR.with(|check| check.borrow_mut().take()) else {
+        return Ok(());
+    };
+    let Some(engine) = engine.upgrade().filter(|engine| !engine.has_committed()) else {
+        return Ok(());
+    };
+    if let Some(problem) = engine.location()?.anchor_problem {
+        mark_anchor(&problem.to_string());
+    }
+    Ok(())
 }
 
 /// Marks this call's results: every JSON object it prints carries an `anchor_mismatch` field,
@@ -57,6 +87,7 @@ pub(crate) fn panic_line(info: &std::panic::PanicHookInfo<'_>) -> String {
 
 /// Prints a result in the chosen format, followed by a newline.
 pub(crate) fn print(format: Format, value: &Value) -> Result<(), CliError> {
+    check_anchor_now()?;
     let marked;
     let (why, warn) = ANCHOR_MISMATCH.with(|mark| {
         let mut mark = mark.borrow_mut();
@@ -273,4 +304,61 @@ pub(crate) fn error_line(err: &CliError) -> String {
         source = cause.source();
     }
     one_line(&line)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hookstate_engine::{Call, Command, Engine, OpenOptions};
+
+    fn count(engine: &Engine) {
+        let call = Call {
+            scope: "s".into(),
+            actor: Default::default(),
+            idem_key: None,
+            fingerprint: None,
+            now_ms: 1_700_000_000_000,
+        };
+        engine.execute(&call, &Command::CounterAdd { name: "c".into(), delta: 1 }).unwrap();
+    }
+
+    fn mark() -> Option<String> {
+        ANCHOR_MISMATCH.with(|mark| mark.borrow().0.clone())
+    }
+
+    #[test]
+    fn a_write_is_marked_at_its_first_print_only_when_it_committed_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("s.redb");
+        let options = || OpenOptions { create: true, ..OpenOptions::default() };
+        count(&Engine::open(&db, options()).unwrap());
+        let older = std::fs::read(&db).unwrap();
+        count(&Engine::open(&db, options()).unwrap());
+        // The store rolled back under its anchor: a write would be refused.
+        std::fs::write(&db, older).unwrap();
+        let engine = std::sync::Arc::new(Engine::open(&db, options()).unwrap());
+        start_call();
+        mark_anchor_later(&engine);
+        assert_eq!(mark(), None, "nothing is read before the call prints");
+        check_anchor_now().unwrap();
+        assert!(mark().is_some_and(|why| why.contains("anchor")), "{:?}", mark());
+
+        // A call that committed passed the check under the write lock: no second look.
+        let fresh = dir.path().join("t.redb");
+        let engine = std::sync::Arc::new(Engine::open(&fresh, options()).unwrap());
+        start_call();
+        mark_anchor_later(&engine);
+        count(&engine);
+        assert!(engine.has_committed());
+        std::fs::write(dir.path().join("t.redb.head"), b"not an anchor").unwrap();
+        check_anchor_now().unwrap();
+        assert_eq!(mark(), None);
+        // A check an earlier call left (a server runs one call after another) is forgotten.
+        let engine = std::sync::Arc::new(Engine::open(&db, options()).unwrap());
+        start_call();
+        mark_anchor_later(&engine);
+        start_call();
+        check_anchor_now().unwrap();
+        assert_eq!(mark(), None, "start_call forgets a check left by an earlier call");
+    }
 }

@@ -171,7 +171,8 @@ pub(crate) enum Access {
 
 /// Opens the store for `access`. Warnings of its writes go to stderr as they happen; when the
 /// anchors disagree with the log, one line says so on stderr and every JSON result is marked
-/// (`anchor_mismatch`): a read is still answered, a write is refused by the engine.
+/// (`anchor_mismatch`): a read is still answered, a write is refused by the engine (a write's
+/// mark is decided when it first prints, and only if it committed nothing).
 pub(crate) fn open(cli: &Cli, access: Access) -> Result<Arc<Engine>, CliError> {
     if let Some(served) = crate::served::engine(access) {
         let engine = served?;
@@ -180,11 +181,24 @@ pub(crate) fn open(cli: &Cli, access: Access) -> Result<Arc<Engine>, CliError> {
         }
         return Ok(engine);
     }
-    open_at(cli, access, &db_path(cli)?).map(Arc::new)
+    // A write is marked when it first prints, and only if it wrote nothing: each commit passed
+    // the anchor check under the write lock, so checking at open would read the anchors and a
+    // snapshot a second time for a mark it would never print.
+    let later = access == Access::Write;
+    let engine = Arc::new(opened(cli, access, &db_path(cli)?, !later)?);
+    if later {
+        crate::output::mark_anchor_later(&engine);
+    }
+    Ok(engine)
 }
 
 /// [`open`] for the store at `db` rather than --db's.
 pub(crate) fn open_at(cli: &Cli, access: Access, db: &Path) -> Result<Engine, CliError> {
+    opened(cli, access, db, true)
+}
+
+/// [`open_at`], checking the anchors at once (`check_now`) or leaving that to the caller.
+fn opened(cli: &Cli, access: Access, db: &Path, check_now: bool) -> Result<Engine, CliError> {
     let as_of = cli.at_seq.is_some() || cli.as_of.is_some();
     if as_of && !matches!(access, Access::Read | Access::Export) {
         return Err(CliError::Usage("--at-seq and --as-of are for reads and exports only".into()));
@@ -195,7 +209,7 @@ pub(crate) fn open_at(cli: &Cli, access: Access, db: &Path) -> Result<Engine, Cl
     engine.set_warning_sink(Box::new(|line| {
         let _ = writeln!(crate::output::stderr(), "hookstate: {}", one_line(line));
     }));
-    if matches!(access, Access::Read | Access::Export | Access::Write) {
+    if check_now && matches!(access, Access::Read | Access::Export | Access::Write) {
         if let Some(problem) = engine.location()?.anchor_problem {
             crate::output::mark_anchor(&problem.to_string());
         }

@@ -95,6 +95,7 @@ impl Kernel {
             self.poison();
             return Err(err);
         }
+        self.committed.store(true, std::sync::atomic::Ordering::SeqCst);
         self.move_anchors(&batch.head, false);
         Ok(BatchEnd::Committed(report))
     }

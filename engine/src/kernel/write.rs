@@ -41,6 +41,8 @@ pub(crate) struct Kernel {
     format: u16,
     wait: Duration,
     pub(super) poisoned: AtomicBool,
+    /// Whether a commit of this handle appended events (it passed the anchor check to do so).
+    pub(super) committed: AtomicBool,
     warning_sink: OnceLock<WarningSink>,
     /// The open batch of a server's writer thread, if any (`kernel::batch_state`).
     pub(super) batch: Mutex<Option<Batch>>,
@@ -82,6 +84,7 @@ impl Kernel {
             format,
             wait,
             poisoned: AtomicBool::new(false),
+            committed: AtomicBool::new(false),
             warning_sink: OnceLock::new(),
             batch: Mutex::new(None),
         })
@@ -254,6 +257,12 @@ impl Kernel {
         Ok(())
     }
 
+    /// Whether a commit of this handle appended events: each passed the anchor check, so the
+    /// anchors agreed with the log when it wrote.
+    pub(crate) fn has_committed(&self) -> bool {
+        self.committed.load(Ordering::SeqCst)
+    }
+
     /// Whether a failed commit made this handle refuse every write.
     pub(crate) fn is_poisoned(&self) -> bool {
         self.poisoned.load(Ordering::SeqCst)
@@ -374,6 +383,7 @@ impl Kernel {
                 }
                 Ok(()) => {}
             }
+            self.committed.store(true, Ordering::SeqCst);
             self.move_anchors(&outcome.head, ignore_anchor);
         }
         Ok(outcome)
