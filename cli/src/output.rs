@@ -43,7 +43,7 @@ fn check_anchor_now() -> Result<(), CliError> {
     let Some(engine) = CHECK_ANCHOR.with(|check| check.borrow_mut().take()) else {
         return Ok(());
     };
-    let Some(engine) = engine.upgrade().filter(|engine| !engine.has_committed()) else {
+    let Some(engine) = engine.upgrade().filter(|engine| !engine.ops().has_committed()) else {
         return Ok(());
     };
     if let Some(problem) = engine.location()?.anchor_problem {
@@ -349,7 +349,7 @@ mod tests {
         start_call();
         mark_anchor_later(&engine);
         count(&engine);
-        assert!(engine.has_committed());
+        assert!(engine.ops().has_committed());
         std::fs::write(dir.path().join("t.redb.head"), b"not an anchor").unwrap();
         check_anchor_now().unwrap();
         assert_eq!(mark(), None);

@@ -233,12 +233,6 @@ impl Engine {
         })
     }
 
-    /// Whether this handle committed events. Each commit passed the anchor check, so a caller
-    /// that would say the anchors disagree ([`Engine::location`]) need not ask once it wrote.
-    pub fn has_committed(&self) -> bool {
-        self.kernel.has_committed()
-    }
-
     /// The current head.
     ///
     /// # Errors

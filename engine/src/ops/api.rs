@@ -59,6 +59,14 @@ impl<'e> Ops<'e> {
         audit::rebuild(self.kernel())
     }
 
+    /// Whether this handle committed events. Each commit passed the anchor check under the
+    /// write lock, so a caller that would mark its answers when the anchors disagree
+    /// ([`Engine::location`]) need not look once it wrote.
+    #[must_use]
+    pub fn has_committed(&self) -> bool {
+        self.kernel().has_committed()
+    }
+
     /// Counts events, scopes, views and queue depths, and says where the store lives.
     ///
     /// # Errors
