@@ -382,17 +382,7 @@ macro_rules! read_impl {
             }
 
             fn events(&self, from: u64, to: u64, visit: &mut EventVisitor<'_>) -> Result<()> {
-                let table = self.txn.open_table(LOG).map_err(convert)?;
-                if from > to {
-                    return Ok(());
-                }
-                for row in table.range(from..=to).map_err(convert)? {
-                    let (seq, record) = row.map_err(convert)?;
-                    if !visit(seq.value(), record.value())? {
-                        break;
-                    }
-                }
-                Ok(())
+                visit_events(&self.txn.open_table(LOG).map_err(convert)?, from, to, visit)
             }
 
             fn view(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
@@ -412,17 +402,57 @@ macro_rules! read_impl {
             }
 
             fn views_with_prefix(&self, prefix: &[u8], visit: &mut RowVisitor<'_>) -> Result<()> {
-                let table = self.txn.open_table(VIEWS).map_err(convert)?;
-                for row in table.range(prefix..).map_err(convert)? {
-                    let (key, value) = row.map_err(convert)?;
-                    if !key.value().starts_with(prefix) || !visit(key.value(), value.value())? {
-                        break;
-                    }
-                }
-                Ok(())
+                visit_prefix(&self.txn.open_table(VIEWS).map_err(convert)?, prefix, visit)
             }
         }
     };
+}
+
+/// Removes the records of a log table up to `seq`; returns how many were removed.
+fn drop_through(table: &mut redb::Table<'_, u64, &'static [u8]>, seq: u64) -> Result<u64> {
+    let mut dropped = 0u64;
+    table
+        .retain_in(..=seq, |_, _| {
+            dropped += 1;
+            false
+        })
+        .map_err(convert)?;
+    Ok(dropped)
+}
+
+/// Visits the records of `from..=to` of a log table in order until `visit` returns `false`.
+fn visit_events(
+    table: &impl ReadableTable<u64, &'static [u8]>,
+    from: u64,
+    to: u64,
+    visit: &mut EventVisitor<'_>,
+) -> Result<()> {
+    if from > to {
+        return Ok(());
+    }
+    for row in table.range(from..=to).map_err(convert)? {
+        let (seq, record) = row.map_err(convert)?;
+        if !visit(seq.value(), record.value())? {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// Visits the rows of a views table whose key starts with `prefix`, in key order, until `visit`
+/// returns `false`.
+fn visit_prefix(
+    table: &impl ReadableTable<&'static [u8], &'static [u8]>,
+    prefix: &[u8],
+    visit: &mut RowVisitor<'_>,
+) -> Result<()> {
+    for row in table.range(prefix..).map_err(convert)? {
+        let (key, value) = row.map_err(convert)?;
+        if !key.value().starts_with(prefix) || !visit(key.value(), value.value())? {
+            break;
+        }
+    }
+    Ok(())
 }
 
 read_impl!(RedbRead);
@@ -466,15 +496,7 @@ impl WriteTxn for RedbWrite {
     }
 
     fn drop_events_through(&mut self, seq: u64) -> Result<u64> {
-        let mut table = self.txn.open_table(LOG).map_err(convert)?;
-        let mut dropped = 0u64;
-        table
-            .retain_in(..=seq, |_, _| {
-                dropped += 1;
-                false
-            })
-            .map_err(convert)?;
-        Ok(dropped)
+        drop_through(&mut self.txn.open_table(LOG).map_err(convert)?, seq)
     }
 
     fn with_tables(&mut self, body: &mut dyn FnMut(&mut dyn WriteTxn) -> Result<()>) -> Result<()> {
@@ -517,16 +539,7 @@ impl ReadTxn for RedbTables<'_> {
     }
 
     fn events(&self, from: u64, to: u64, visit: &mut EventVisitor<'_>) -> Result<()> {
-        if from > to {
-            return Ok(());
-        }
-        for row in self.log.range(from..=to).map_err(convert)? {
-            let (seq, record) = row.map_err(convert)?;
-            if !visit(seq.value(), record.value())? {
-                break;
-            }
-        }
-        Ok(())
+        visit_events(&self.log, from, to, visit)
     }
 
     fn view(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
@@ -539,13 +552,7 @@ impl ReadTxn for RedbTables<'_> {
     }
 
     fn views_with_prefix(&self, prefix: &[u8], visit: &mut RowVisitor<'_>) -> Result<()> {
-        for row in self.views.range(prefix..).map_err(convert)? {
-            let (key, value) = row.map_err(convert)?;
-            if !key.value().starts_with(prefix) || !visit(key.value(), value.value())? {
-                break;
-            }
-        }
-        Ok(())
+        visit_prefix(&self.views, prefix, visit)
     }
 }
 
@@ -580,14 +587,7 @@ impl WriteTxn for RedbTables<'_> {
     }
 
     fn drop_events_through(&mut self, seq: u64) -> Result<u64> {
-        let mut dropped = 0u64;
-        self.log
-            .retain_in(..=seq, |_, _| {
-                dropped += 1;
-                false
-            })
-            .map_err(convert)?;
-        Ok(dropped)
+        drop_through(&mut self.log, seq)
     }
 
     /// Already inside the tables' scope.
