@@ -326,16 +326,24 @@ mod tests {
         ANCHOR_MISMATCH.with(|mark| mark.borrow().0.clone())
     }
 
+    fn options() -> OpenOptions {
+        OpenOptions { create: true, ..OpenOptions::default() }
+    }
+
+    /// A store at `db` rolled back under its anchor (its file one commit older): a write would
+    /// be refused, a read is marked.
+    fn rolled_back(db: &std::path::Path) {
+        count(&Engine::open(db, options()).unwrap());
+        let older = std::fs::read(db).unwrap();
+        count(&Engine::open(db, options()).unwrap());
+        std::fs::write(db, older).unwrap();
+    }
+
     #[test]
     fn a_write_is_marked_at_its_first_print_only_when_it_committed_nothing() {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("s.redb");
-        let options = || OpenOptions { create: true, ..OpenOptions::default() };
-        count(&Engine::open(&db, options()).unwrap());
-        let older = std::fs::read(&db).unwrap();
-        count(&Engine::open(&db, options()).unwrap());
-        // The store rolled back under its anchor: a write would be refused.
-        std::fs::write(&db, older).unwrap();
+        rolled_back(&db);
         let engine = std::sync::Arc::new(Engine::open(&db, options()).unwrap());
         start_call();
         mark_anchor_later(&engine);
@@ -360,5 +368,32 @@ mod tests {
         start_call();
         check_anchor_now().unwrap();
         assert_eq!(mark(), None, "start_call forgets a check left by an earlier call");
+    }
+
+    /// `cmd::open` leaves a write's check to its first print and checks a read at once.
+    #[test]
+    fn a_write_opens_without_looking_at_the_anchors_and_a_read_looks_at_once() {
+        use clap::Parser;
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("s.redb");
+        rolled_back(&db);
+        let cli = |verb: &[&str]| {
+            let db = db.to_str().unwrap();
+            crate::args::Cli::try_parse_from(["hookstate", "--db", db].iter().chain(verb)).unwrap()
+        };
+        let pending = || CHECK_ANCHOR.with(|check| check.borrow().is_some());
+
+        start_call();
+        let write = crate::cmd::open(&cli(&["counter", "add", "c"]), crate::cmd::Access::Write);
+        let write = write.unwrap();
+        assert_eq!(mark(), None, "a write does not look at open");
+        assert!(pending(), "it looks when it prints");
+        drop(write);
+
+        start_call();
+        let read = crate::cmd::open(&cli(&["counter", "get", "c"]), crate::cmd::Access::Read);
+        let _read = read.unwrap();
+        assert!(mark().is_some(), "a read looks at once");
+        assert!(!pending());
     }
 }

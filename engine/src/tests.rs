@@ -23,15 +23,40 @@ use crate::kernel::storage::{EventVisitor, ReadTxn, RowVisitor, Storage, WriteTx
 use crate::store::{self, OpenOptions};
 use crate::Command;
 
-/// A store whose transactions count the view rows they read.
+/// A store whose transactions count the view rows they read, the table scopes a write opens
+/// (`WriteTxn::with_tables`) and the events and view rows it writes outside one.
 struct Counting {
     inner: Box<dyn Storage>,
     rows: Arc<AtomicU64>,
+    scopes: Arc<AtomicU64>,
+    unscoped: Arc<AtomicU64>,
 }
 
 struct CountingTxn<T: ?Sized> {
     inner: Box<T>,
     rows: Arc<AtomicU64>,
+    scopes: Arc<AtomicU64>,
+    unscoped: Arc<AtomicU64>,
+    in_scope: bool,
+}
+
+impl<T: ?Sized> CountingTxn<T> {
+    fn over(inner: Box<T>, store: &Counting) -> Self {
+        CountingTxn {
+            inner,
+            rows: Arc::clone(&store.rows),
+            scopes: Arc::clone(&store.scopes),
+            unscoped: Arc::clone(&store.unscoped),
+            in_scope: false,
+        }
+    }
+
+    /// Counts a write of an event or a view row made outside a table scope.
+    fn wrote(&self) {
+        if !self.in_scope {
+            self.unscoped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
 }
 
 macro_rules! read_methods {
@@ -77,12 +102,15 @@ impl WriteTxn for CountingTxn<dyn WriteTxn + '_> {
         self.inner.put_meta(key, value)
     }
     fn append_event(&mut self, seq: u64, record: &[u8]) -> Result<()> {
+        self.wrote();
         self.inner.append_event(seq, record)
     }
     fn put_view(&mut self, key: &[u8], row: &[u8]) -> Result<()> {
+        self.wrote();
         self.inner.put_view(key, row)
     }
     fn delete_view(&mut self, key: &[u8]) -> Result<()> {
+        self.wrote();
         self.inner.delete_view(key)
     }
     fn clear_views(&mut self) -> Result<()> {
@@ -90,7 +118,11 @@ impl WriteTxn for CountingTxn<dyn WriteTxn + '_> {
     }
     /// Runs `body` on the counting wrapper itself, so that every row it reads is counted.
     fn with_tables(&mut self, body: &mut dyn FnMut(&mut dyn WriteTxn) -> Result<()>) -> Result<()> {
-        body(self)
+        self.scopes.fetch_add(1, Ordering::Relaxed);
+        let outer = std::mem::replace(&mut self.in_scope, true);
+        let ran = body(self);
+        self.in_scope = outer;
+        ran
     }
     fn commit(self: Box<Self>) -> Result<()> {
         self.inner.commit()
@@ -119,24 +151,72 @@ impl Storage for Counting {
     }
     fn begin_write(&self, deadline: Instant) -> Result<Box<dyn WriteTxn + '_>> {
         let inner = self.inner.begin_write(deadline)?;
-        Ok(Box::new(CountingTxn { inner, rows: Arc::clone(&self.rows) }))
+        Ok(Box::new(CountingTxn::over(inner, self)))
     }
     fn begin_read(&self) -> Result<Box<dyn ReadTxn + '_>> {
         let inner = self.inner.begin_read()?;
-        Ok(Box::new(CountingTxn { inner, rows: Arc::clone(&self.rows) }))
+        Ok(Box::new(CountingTxn::over(inner, self)))
     }
 }
 
 fn counted(path: &Path) -> (Engine, Arc<AtomicU64>) {
+    let (engine, store) = counting(path);
+    (engine, store.rows)
+}
+
+/// The counters of a [`Counting`] store.
+struct Counters {
+    rows: Arc<AtomicU64>,
+    scopes: Arc<AtomicU64>,
+    unscoped: Arc<AtomicU64>,
+}
+
+fn counting(path: &Path) -> (Engine, Counters) {
     let options = OpenOptions::default();
     let inner = store::open(path, options).unwrap();
-    let rows = Arc::new(AtomicU64::new(0));
-    let engine = Engine::on_storage(
-        Box::new(Counting { inner, rows: Arc::clone(&rows) }),
-        std::time::Duration::from_secs(1),
-    )
-    .unwrap();
-    (engine, rows)
+    let counters = Counters {
+        rows: Arc::new(AtomicU64::new(0)),
+        scopes: Arc::new(AtomicU64::new(0)),
+        unscoped: Arc::new(AtomicU64::new(0)),
+    };
+    let store = Counting {
+        inner,
+        rows: Arc::clone(&counters.rows),
+        scopes: Arc::clone(&counters.scopes),
+        unscoped: Arc::clone(&counters.unscoped),
+    };
+    let engine = Engine::on_storage(Box::new(store), std::time::Duration::from_secs(1)).unwrap();
+    (engine, counters)
+}
+
+/// Every call, alone or in a group commit, reads and writes inside one table scope of its
+/// transaction (`WriteTxn::with_tables`, where redb opens each table once for the call): no
+/// event or view row is written outside it.
+#[test]
+fn every_call_writes_inside_one_table_scope() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, counters) = counting(&dir.path().join("s.redb"));
+    let command = |n: usize| Command::QueuePush {
+        queue: "work".into(),
+        item: format!("i{n}"),
+        payload: "{}".into(),
+        for_session: None,
+        max_deliveries: 5,
+    };
+    engine.execute(&call("s"), &command(0)).unwrap();
+    let claim = Command::QueueClaim {
+        queue: "work".into(),
+        item: None,
+        holder: "w".into(),
+        lease_ms: 600_000,
+    };
+    engine.execute(&call("s"), &claim).unwrap();
+    let calls: Vec<_> = (1..4).map(|n| (call("s"), command(n))).collect();
+    for outcome in engine.ops().execute_batch(&calls).unwrap() {
+        assert_eq!(outcome.unwrap().appended, 1);
+    }
+    assert_eq!(counters.scopes.load(Ordering::Relaxed), 5, "one scope a call");
+    assert_eq!(counters.unscoped.load(Ordering::Relaxed), 0, "written outside a scope");
 }
 
 const NOW_MS: u64 = 1_764_460_800_000;

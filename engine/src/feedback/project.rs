@@ -396,6 +396,42 @@ mod tests {
         assert!(get_doc::<bool>(&views, &doc_key(INDEX_SCOPE, PROJECT, "p")).is_some());
     }
 
+    /// A comment added to a project that exists names none of the rows that decide the
+    /// drainable row (no file row is read for it); the project's first comment does.
+    #[test]
+    fn only_a_projects_first_comment_names_its_drain_rows() {
+        let scope = "moonshine:p";
+        let comment = |id: &str| FeedbackEvent::CommentAdded {
+            id: id.into(),
+            doc: JsonDoc { fields: vec![], style: Style::Pretty },
+        };
+        let drain = drain_keys(scope);
+        let named = |views: &BTreeMap<ViewKey, ViewRow>, id: &str| {
+            let mut keys = touched_keys(scope, &comment(id));
+            let event = Event {
+                seq: 1,
+                prev: [0; 32],
+                hash: [0; 32],
+                content: hookstate_schema::EventContent {
+                    at_ms: 0,
+                    actor: Default::default(),
+                    scope: scope.into(),
+                    idem_key: None,
+                    body: Body::Feedback(comment(id)),
+                    request: None,
+                },
+            };
+            keys.extend(FeedbackProjection.derived_keys(&event, views));
+            keys
+        };
+        let mut views = BTreeMap::new();
+        let first = named(&views, "c1");
+        assert!(drain.iter().all(|key| first.contains(key)), "{first:?}");
+        apply(&mut views, scope, 1, &comment("c1"));
+        let later = named(&views, "c2");
+        assert!(drain.iter().all(|key| !later.contains(key)), "{later:?}");
+    }
+
     /// One step of a project's history, as the property test draws it.
     #[derive(Debug, Clone)]
     enum Step {

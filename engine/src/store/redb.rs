@@ -547,10 +547,6 @@ impl ReadTxn for RedbTables<'_> {
         Ok(value.map(|v| v.value().to_vec()))
     }
 
-    fn views(&self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
-        keys.iter().map(|key| self.view(key)).collect()
-    }
-
     fn views_with_prefix(&self, prefix: &[u8], visit: &mut RowVisitor<'_>) -> Result<()> {
         visit_prefix(&self.views, prefix, visit)
     }
