@@ -152,12 +152,16 @@ fn same_row(key: &[u8], want: &[u8], stored: &[u8]) -> Result<bool> {
     Ok(decode_stored(&view_key, key, stored)? == want)
 }
 
+/// A chunk of rebuilt rows: encoded key and row, in key order.
+type Chunk = Vec<(Vec<u8>, Vec<u8>)>;
+
 /// Compares the stored views with a rebuild, in one scan beside one pass over the rebuilt rows,
 /// and looks up every rebuilt row by its key once the scan has passed it (`check_lookups`);
 /// returns the rows compared and the rows found by a lookup. One pass: the rebuilt rows come
 /// back from the replay's spill table once, not once for the scan and again for the lookups.
 /// A thread reads them ahead ([`COMPARE_PREFETCH_CHUNKS`] chunks), and drops them (the spill
-/// table) once handed out, while this one scans and compares.
+/// table) once handed out, while this one scans and compares; where the snapshot may be read
+/// by two threads, a third does the lookups of the chunks the scan has passed (`verify-lookups`).
 fn compare_views(txn: &dyn ReadTxn, mut rebuilt: RebuiltRows) -> Result<(u64, u64)> {
     rebuilt.rewind();
     let (ahead, chunks) = std::sync::mpsc::sync_channel(COMPARE_PREFETCH_CHUNKS);
@@ -174,24 +178,48 @@ fn compare_views(txn: &dyn ReadTxn, mut rebuilt: RebuiltRows) -> Result<(u64, u6
             })
             .map_err(|e| Error::io("start a thread for", "the replay's rebuilt rows", e))?;
         // Every chunk after the last is empty, as `RebuiltRows::next_chunk` hands them out.
-        let compared = compare_chunks(txn, || chunks.recv().unwrap_or_else(|_| Ok(Vec::new())));
-        // Before the scope joins the reader: a reader blocked on a full channel then stops.
+        let next = || chunks.recv().unwrap_or_else(|_| Ok(Vec::new()));
+        let Some(shared) = txn.shared() else {
+            return compare_chunks(txn, next, &mut |chunk| check_lookups(txn, &chunk));
+        };
+        let (passed, to_look_up) = std::sync::mpsc::sync_channel::<Chunk>(COMPARE_PREFETCH_CHUNKS);
+        let lookups = std::thread::Builder::new()
+            .name("verify-lookups".into())
+            .spawn_scoped(scope, move || -> Result<u64> {
+                let mut found = 0;
+                for chunk in to_look_up {
+                    // Returning drops the channel: the scan stops at its next chunk.
+                    found += check_lookups(shared, &chunk)?;
+                }
+                Ok(found)
+            })
+            .map_err(|e| Error::io("start a thread for", "the views' lookups", e))?;
+        let stopped = || Error::Store("the lookups stopped".into());
+        let scanned = compare_chunks(txn, next, &mut |chunk| {
+            passed.send(chunk).map_err(|_| stopped()).map(|()| 0)
+        });
+        // Before the scope joins the readers: a reader blocked on a full channel then stops.
         drop(chunks);
-        compared
+        drop(passed);
+        let looked = lookups.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        // A lookup's finding comes first: its chunk is before any the scan was in.
+        let found: u64 = looked?;
+        scanned.map(|(compared, _)| (compared, found))
     })
 }
 
-/// [`compare_views`] over the rebuilt rows as `next` hands them out, a chunk at a time.
+/// [`compare_views`] over the rebuilt rows as `next` hands them out, a chunk at a time, with
+/// `lookups` given each chunk once the scan has passed it (it answers how many rows it found).
 fn compare_chunks(
     txn: &dyn ReadTxn,
-    mut next: impl FnMut() -> Result<Vec<(Vec<u8>, Vec<u8>)>>,
+    mut next: impl FnMut() -> Result<Chunk>,
+    lookups: &mut dyn FnMut(Chunk) -> Result<u64>,
 ) -> Result<(u64, u64)> {
     let (mut chunk, mut index) = (next()?, 0usize);
     let (mut compared, mut found) = (0u64, 0u64);
     txn.views_with_prefix(&[], &mut |key, row| {
         if index == chunk.len() {
-            found += check_lookups(txn, &chunk)?;
-            chunk = next()?;
+            found += lookups(std::mem::replace(&mut chunk, next()?))?;
             index = 0;
         }
         match chunk.get(index) {
@@ -214,7 +242,7 @@ fn compare_chunks(
     if let Some((key, _)) = chunk.get(index) {
         return Err(Error::ViewMismatch { key: format!("{} (missing)", shown_key(key)) });
     }
-    found += check_lookups(txn, &chunk)?;
+    found += lookups(chunk)?;
     if let Some((key, _)) = next()?.first() {
         return Err(Error::ViewMismatch { key: format!("{} (missing)", shown_key(key)) });
     }
@@ -444,9 +472,109 @@ pub(crate) fn rebuild_with(kernel: &Kernel, held_max: usize) -> Result<RebuildRe
 mod tests {
     use std::time::Duration;
 
+    use std::collections::{BTreeMap, HashSet};
+    use std::sync::Mutex;
+    use std::thread::ThreadId;
+
     use super::*;
     use crate::kernel::limits::SPILL_CHUNK_ROWS;
+    use crate::kernel::storage::{EventVisitor, RowVisitor};
     use crate::{Engine, OpenOptions};
+
+    /// Stored views whose point lookups miss one key (as a damaged branch page routes them),
+    /// read by one thread or shared, recording the threads that looked rows up.
+    struct Views {
+        rows: BTreeMap<Vec<u8>, Vec<u8>>,
+        lost: Option<Vec<u8>>,
+        shared: bool,
+        lookup_threads: Mutex<HashSet<ThreadId>>,
+    }
+
+    impl ReadTxn for Views {
+        fn meta(&self, _: &str) -> Result<Option<Vec<u8>>> {
+            Ok(None)
+        }
+        fn event(&self, _: u64) -> Result<Option<Vec<u8>>> {
+            Ok(None)
+        }
+        fn events(&self, _: u64, _: u64, _: &mut EventVisitor<'_>) -> Result<()> {
+            Ok(())
+        }
+        fn view(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+            self.lookup_threads.lock().unwrap().insert(std::thread::current().id());
+            if self.lost.as_deref() == Some(key) {
+                return Ok(None);
+            }
+            Ok(self.rows.get(key).cloned())
+        }
+        fn views_with_prefix(&self, prefix: &[u8], visit: &mut RowVisitor<'_>) -> Result<()> {
+            for (key, row) in self.rows.range(prefix.to_vec()..) {
+                if !key.starts_with(prefix) || !visit(key, row)? {
+                    break;
+                }
+            }
+            Ok(())
+        }
+        fn shared(&self) -> Option<&(dyn ReadTxn + Sync)> {
+            self.shared.then_some(self)
+        }
+    }
+
+    fn row_key(n: usize) -> Vec<u8> {
+        format!("k{n:08}").into_bytes()
+    }
+
+    #[test]
+    fn a_lookup_that_misses_a_row_is_found_before_a_later_scan_mismatch_whoever_looks_it_up() {
+        let count = (COMPARE_PREFETCH_CHUNKS + 3) * SPILL_CHUNK_ROWS;
+        let rebuilt: Vec<_> = (0..count).map(|n| (row_key(n), b"row".to_vec())).collect();
+        // The scan finds a row missing in the third chunk; a lookup misses one of the first.
+        let gone = 2 * SPILL_CHUNK_ROWS + 5;
+        let stored: BTreeMap<_, _> =
+            rebuilt.iter().filter(|(k, _)| *k != row_key(gone)).cloned().collect();
+        for shared in [true, false] {
+            for lost in [Some(row_key(10)), None] {
+                let views = Views {
+                    rows: stored.clone(),
+                    lost: lost.clone(),
+                    shared,
+                    lookup_threads: Mutex::new(HashSet::new()),
+                };
+                let err = compare_views(&views, RebuiltRows::held(rebuilt.clone())).unwrap_err();
+                let shown = err.to_string();
+                match lost {
+                    Some(key) => {
+                        assert!(shown.contains("not found by a lookup"), "{shown}");
+                        assert!(shown.contains(&format!("{key:x?}")), "{shown}");
+                    }
+                    None => {
+                        assert!(shown.contains("missing"), "{shown}");
+                        assert!(shown.contains(&format!("{:x?}", row_key(gone))), "{shown}");
+                    }
+                }
+                let threads = views.lookup_threads.into_inner().unwrap();
+                let here = std::thread::current().id();
+                assert_eq!(threads.len(), 1, "one thread looks rows up");
+                assert_eq!(threads.contains(&here), !shared, "shared: {shared}");
+            }
+        }
+    }
+
+    #[test]
+    fn views_equal_to_the_rebuild_are_compared_and_looked_up_row_by_row() {
+        let count = 3 * SPILL_CHUNK_ROWS + 7;
+        let rebuilt: Vec<_> = (0..count).map(|n| (row_key(n), b"row".to_vec())).collect();
+        for shared in [true, false] {
+            let views = Views {
+                rows: rebuilt.iter().cloned().collect(),
+                lost: None,
+                shared,
+                lookup_threads: Mutex::new(HashSet::new()),
+            };
+            let compared = compare_views(&views, RebuiltRows::held(rebuilt.clone())).unwrap();
+            assert_eq!(compared, (count as u64, count as u64), "shared: {shared}");
+        }
+    }
 
     /// Far longer than the comparison below takes: past it, the comparison hung.
     const HUNG: Duration = Duration::from_secs(60);

@@ -80,10 +80,15 @@ pub const CACHE_BYTES: usize = 32 * 1024 * 1024;
 /// Rebuilt view rows a replay (`verify`, `rebuild`) holds in memory before it moves them to its
 /// spill table beside the store: 1–1.5 KiB each as the projections hold them, and at most twice
 /// this many at once (those held, those being written), so the replay's own rows stay near
-/// 60 MiB whatever the store holds (its peak at 1M events: 126–152 MiB in all).
+/// 60 MiB whatever the store holds (its peak at 1M events: 150–177 MiB in all, the spill
+/// table's run index and filters included).
 pub const SPILL_HELD_ROWS_MAX: usize = 24 * 1024;
-/// redb's page cache for a replay's spill table.
-pub const SPILL_CACHE_BYTES: usize = 8 * 1024 * 1024;
+/// Bytes of a block of a run in a replay's spill table (`store::spill`): a lookup reads one
+/// block of each run that may hold its key, and the run keeps each block's first key in memory.
+pub const SPILL_BLOCK_BYTES: usize = 16 * 1024;
+/// Bits a key of the filter each run of a replay's spill table keeps of its keys: about 1.7% of
+/// the lookups of a key a run does not hold read one of its blocks anyway.
+pub const RUN_FILTER_BITS_PER_KEY: usize = 10;
 /// Events a replay's reading thread hands its projecting thread at once.
 pub const REPLAY_BATCH_EVENTS: usize = 256;
 /// Batches that may wait between a replay's two threads: with [`REPLAY_BATCH_EVENTS`], a bound on

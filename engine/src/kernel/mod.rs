@@ -21,6 +21,7 @@ pub mod drill;
 pub(crate) mod error;
 pub(crate) mod fsio;
 pub(crate) mod hook;
+pub(crate) mod key_filter;
 pub mod limits;
 pub(crate) mod project;
 pub(crate) mod replay;

@@ -21,6 +21,7 @@ use hookstate_schema::format::{decode_view_key, encode_view_key, encode_view_row
 use hookstate_schema::{Event, ViewKey, ViewRow};
 
 use crate::kernel::error::{Error, Result};
+use crate::kernel::key_filter::{Hashing, KeyFilter};
 use crate::kernel::limits::{SPILL_CHUNK_ROWS, SPILL_FILTER_BITS};
 use crate::kernel::project::{self, Table};
 use crate::kernel::storage::{SpillRows, Storage};
@@ -66,49 +67,6 @@ impl Held {
     }
 }
 
-/// The hash of held rows and of the filter: seeded once per replay, as std's is per map.
-type Hashing = foldhash::fast::RandomState;
-
-/// Which keys may be in the spill table (a Bloom filter over their encoded bytes): a key it
-/// has never seen is not looked up, as most keys an event names first (a new comment, a new
-/// item, an idempotency key) are not.
-struct SpillFilter {
-    words: Vec<u64>,
-    hashing: Hashing,
-}
-
-/// Bit positions per key.
-const FILTER_PROBES: u64 = 3;
-
-impl SpillFilter {
-    fn new() -> SpillFilter {
-        SpillFilter { words: vec![0; SPILL_FILTER_BITS / 64], hashing: Hashing::default() }
-    }
-
-    /// The one hash a key's bit positions come from.
-    fn hash(&self, key: &[u8]) -> u64 {
-        self.hashing.hash_one(key)
-    }
-
-    fn positions(hash: u64) -> impl Iterator<Item = (usize, u64)> {
-        let (first, step) = (hash & 0xffff_ffff, (hash >> 32) | 1);
-        (0..FILTER_PROBES).map(move |probe| {
-            let bit = first.wrapping_add(probe.wrapping_mul(step)) % SPILL_FILTER_BITS as u64;
-            ((bit / 64) as usize, 1u64 << (bit % 64))
-        })
-    }
-
-    fn insert(&mut self, hash: u64) {
-        for (word, mask) in SpillFilter::positions(hash) {
-            self.words[word] |= mask;
-        }
-    }
-
-    fn may_hold(&self, key: &[u8]) -> bool {
-        SpillFilter::positions(self.hash(key)).all(|(word, mask)| self.words[word] & mask != 0)
-    }
-}
-
 type HeldRows = HashMap<ViewKey, Held, Hashing>;
 
 /// Rows on their way to the spill table: a thread writes them while the replay goes on, and
@@ -119,10 +77,13 @@ struct InFlight {
     writer: JoinHandle<Result<Vec<u64>>>,
 }
 
-/// The spill table, the filter of the keys it holds, and the rows being written to it.
+/// The spill table, a filter of the keys it may hold (a key it has never seen is not looked up,
+/// as most keys an event names first, a new comment, a new item, an idempotency key, are not),
+/// and the rows being written to it.
 struct Spill {
     table: Arc<dyn SpillRows>,
-    filter: SpillFilter,
+    filter: KeyFilter,
+    hashing: Hashing,
     in_flight: Option<InFlight>,
 }
 
@@ -231,7 +192,7 @@ impl<'s> ReplayViews<'s> {
                 continue;
             }
             let encoded = encode_view_key(&key);
-            if spill.filter.may_hold(&encoded) {
+            if spill.filter.may_hold(spill.hashing.hash_one(encoded.as_slice())) {
                 wanted.push((key, encoded));
             } else {
                 self.held.insert(key, Held::clean(None));
@@ -264,7 +225,8 @@ impl<'s> ReplayViews<'s> {
         if self.spill.is_none() {
             self.spill = self.storage.spill().map(|table| Spill {
                 table,
-                filter: SpillFilter::new(),
+                filter: KeyFilter::with_bits(SPILL_FILTER_BITS),
+                hashing: Hashing::default(),
                 in_flight: None,
             });
             self.unbounded = self.spill.is_none();
@@ -285,7 +247,7 @@ impl<'s> ReplayViews<'s> {
         spill.land()?;
         let rows = Arc::new(std::mem::take(&mut self.held));
         let (table, to_write) = (Arc::clone(&spill.table), Arc::clone(&rows));
-        let hashing = spill.filter.hashing.clone();
+        let hashing = spill.hashing.clone();
         let writer = std::thread::Builder::new()
             .name("replay-spill".into())
             .spawn(move || write_rows(&*table, &to_write, &hashing))

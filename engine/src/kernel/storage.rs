@@ -40,6 +40,11 @@ pub(crate) trait ReadTxn {
     fn clock_ms(&self) -> Option<u64> {
         None
     }
+    /// This snapshot as one other threads may read beside this one (`verify` looks rows up on
+    /// a thread of its own while it scans), or `None` when it is one thread's (the default).
+    fn shared(&self) -> Option<&(dyn ReadTxn + Sync)> {
+        None
+    }
 }
 
 /// What a writer may do inside its one transaction.

@@ -151,8 +151,7 @@ impl Storage for FileStore {
     }
     fn spill(&self) -> Option<std::sync::Arc<dyn SpillRows>> {
         let file = self.dir.unnamed_file().ok()?;
-        let spill = self::spill::RedbSpill::create(file).ok()?;
-        Some(std::sync::Arc::new(spill))
+        Some(std::sync::Arc::new(self::spill::RunSpill::create(file)))
     }
     fn begin_write(&self, deadline: Instant) -> Result<Box<dyn WriteTxn + '_>> {
         self.db.begin_write(deadline)

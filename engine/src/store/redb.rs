@@ -367,8 +367,10 @@ struct RedbWrite {
 /// Both transaction kinds open tables the same way; this runs the shared read logic on any
 /// table type that can be read.
 macro_rules! read_impl {
-    ($ty:ty) => {
+    ($ty:ty $(, $extra:item)*) => {
         impl ReadTxn for $ty {
+            $($extra)*
+
             fn meta(&self, key: &str) -> Result<Option<Vec<u8>>> {
                 let table = self.txn.open_table(META).map_err(convert)?;
                 let value = table.get(key).map_err(convert)?;
@@ -455,7 +457,12 @@ fn visit_prefix(
     Ok(())
 }
 
-read_impl!(RedbRead);
+read_impl!(
+    RedbRead,
+    fn shared(&self) -> Option<&(dyn ReadTxn + Sync)> {
+        Some(self)
+    }
+);
 read_impl!(RedbWrite);
 
 impl WriteTxn for RedbWrite {
