@@ -1,6 +1,7 @@
 //! The client side of `hookstate serve` in the CLI: before anything else, a call looks for a
-//! server on its store's socket and, when one says hello within [`HELLO_WAIT_MS`], forwards the
-//! call and prints its answer; otherwise the call runs in-process as ever.
+//! server on its store's socket, sends it the call at once and, when it says hello within
+//! [`HELLO_WAIT_MS`], prints its answer; otherwise the call runs in-process as ever (under its
+//! idempotency key once the call was sent, since the server may yet run it).
 //!
 //! Kept to what a call needs before clap's command tree is built (that costs more than a served
 //! call): a scan of the command line for the verb and `--db`. A forwarded write carries an
@@ -17,7 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use hookstate_engine::limits::{STDIN_BYTES_MAX, WAIT_MS_DEFAULT};
-use hookstate_engine::{socket_path, Answer, Client, ErrorCode, Run, HELLO_WAIT_MS};
+use hookstate_engine::{socket_path, Answer, Client, ClientFrame, ErrorCode, Run, HELLO_WAIT_MS};
 
 /// Set to `0` or `off`, calls never look for a server.
 pub(crate) const SERVE_ENV: &str = "HOOKSTATE_SERVE";
@@ -184,9 +185,6 @@ pub(crate) fn forward(argv: &[OsString]) -> Forwarded {
     if !std::fs::symlink_metadata(&socket).is_ok_and(|m| m.file_type().is_socket()) {
         return in_process();
     }
-    let Ok(mut client) = Client::connect(&socket, Duration::from_millis(HELLO_WAIT_MS)) else {
-        return in_process();
-    };
     let mut keyed: Vec<String> = Vec::with_capacity(args.len() + 1);
     if !found.idem_key {
         match made_up_key() {
@@ -205,14 +203,24 @@ pub(crate) fn forward(argv: &[OsString]) -> Forwarded {
         stdin: None,
     };
     let wait_ms = found.wait_ms.and_then(|w| w.parse().ok()).unwrap_or(WAIT_MS_DEFAULT);
-    let deadline = Instant::now() + Duration::from_millis(wait_ms.saturating_add(ANSWER_MARGIN_MS));
-    let answer = client.run(&run, &mut stdin_text, deadline);
     let retry = || {
         GENERATED.store(!found.idem_key, Ordering::SeqCst);
         let mut again = vec![argv[0].clone()];
         again.extend(keyed.iter().map(OsString::from));
         Forwarded::InProcess(again)
     };
+    let Ok(mut client) = Client::open(&socket) else {
+        return in_process();
+    };
+    // The request goes before the hello arrives: from the send on, a server may run it (a
+    // stopped one once it resumes), so a call that runs here after a failure runs under its key.
+    if client.send(&ClientFrame::Run(run.clone())).is_err()
+        || client.hello(Duration::from_millis(HELLO_WAIT_MS)).is_err()
+    {
+        return retry();
+    }
+    let deadline = Instant::now() + Duration::from_millis(wait_ms.saturating_add(ANSWER_MARGIN_MS));
+    let answer = client.answer(&run, &mut stdin_text, deadline);
     match answer {
         Ok(Answer::Reply(reply)) => {
             let _ = std::io::stdout().write_all(reply.stdout.as_bytes());

@@ -529,3 +529,41 @@ fn a_peer_of_another_uid_is_refused() {
         assert_eq!(last["stats"]["refused"], 1, "{last}");
     }
 }
+
+/// A hook's request goes before the server's hello (the round trip saved), so a server that
+/// stops (SIGSTOP) after the connect holds a request it has not answered, and might run it once
+/// resumed: the call runs in-process once the hello bound passes, under an idempotency key of its
+/// own making, so a run of the held request would replay it rather than apply it again.
+#[test]
+fn a_request_a_stopped_server_holds_runs_here_once_under_its_key() {
+    use hookstate_engine::HELLO_WAIT_MS;
+    use std::time::{Duration, Instant};
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("state.redb");
+    let (server, serving) = start_server(&db);
+    let pid = serving["pid"].to_string();
+    let signal = |sig: &str| {
+        assert!(Command::new("kill").args([sig, &pid]).status().unwrap().success());
+    };
+    signal("-STOP");
+    let started = Instant::now();
+    let added =
+        hookstate(&db).args(["counter", "add", "c"]).env_remove("HOOKSTATE_SOCKET").output();
+    let waited = started.elapsed();
+    signal("-CONT");
+    let added = added.unwrap();
+    assert_eq!(added.status.code(), Some(0), "{added:?}");
+    assert!(String::from_utf8_lossy(&added.stdout).contains("\"value\":1"), "{added:?}");
+    assert!(waited >= Duration::from_millis(HELLO_WAIT_MS), "ran here only after the hello bound");
+    let (exit, _) = stop_server(server);
+    assert_eq!(exit, Some(0));
+    let direct = |args: &[&str]| {
+        let out = hookstate(&db).env("HOOKSTATE_SERVE", "0").args(args).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert!(direct(&["counter", "get", "c"]).contains("\"value\":1"), "applied once");
+    let log = direct(&["log", "--kind", "counter_added"]);
+    let event: Value = serde_json::from_str(log.trim()).unwrap_or_else(|e| panic!("{log}: {e}"));
+    let key = event["idem_key"].as_str().unwrap_or_default();
+    assert!(key.starts_with("fwd-"), "ran under a key of its own making: {event}");
+}

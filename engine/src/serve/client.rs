@@ -58,11 +58,33 @@ impl Client {
     pub fn connect(socket: &Path, hello_wait: Duration) -> std::io::Result<Client> {
         let stream = UnixStream::connect(socket)?;
         let mut client = Client { stream, pid: 0, db: String::new() };
-        match client.receive(Instant::now() + hello_wait)? {
+        client.hello(hello_wait)?;
+        Ok(client)
+    }
+
+    /// Connects without waiting for the hello, so a hook's one request can go before it arrives
+    /// (the round trip saved); read it with [`Client::hello`] before the answer. A request sent
+    /// so may be run by the server whatever follows, even later (a stopped server once resumed):
+    /// a caller that runs the call elsewhere after a failure past the send does so under the
+    /// call's idempotency key.
+    ///
+    /// # Errors
+    /// No server (the socket is missing or refuses).
+    pub fn open(socket: &Path) -> std::io::Result<Client> {
+        Ok(Client { stream: UnixStream::connect(socket)?, pid: 0, db: String::new() })
+    }
+
+    /// Reads the hello, waiting at most `hello_wait`.
+    ///
+    /// # Errors
+    /// A server that did not say hello in time, answered with an error (at its connection bound,
+    /// another uid) or speaks another protocol.
+    pub fn hello(&mut self, hello_wait: Duration) -> std::io::Result<()> {
+        match self.receive(Instant::now() + hello_wait)? {
             ServerFrame::Hello { protocol, pid, db, .. } if protocol == PROTOCOL_VERSION => {
-                client.pid = pid;
-                client.db = db;
-                Ok(client)
+                self.pid = pid;
+                self.db = db;
+                Ok(())
             }
             ServerFrame::Hello { protocol, .. } => {
                 Err(io_error(format!("the server speaks protocol {protocol}")))
@@ -112,6 +134,20 @@ impl Client {
         deadline: Instant,
     ) -> std::io::Result<Answer> {
         self.send(&ClientFrame::Run(run.clone()))?;
+        self.answer(run, stdin, deadline)
+    }
+
+    /// Waits for the answer to `run`, already sent (after [`Client::open`]), as [`Client::run`]
+    /// does.
+    ///
+    /// # Errors
+    /// Timeouts, a closed connection (the answer is then unknown), IO errors.
+    pub fn answer(
+        &mut self,
+        run: &Run,
+        stdin: &mut dyn FnMut() -> Option<String>,
+        deadline: Instant,
+    ) -> std::io::Result<Answer> {
         loop {
             match self.receive(deadline)? {
                 ServerFrame::Reply(reply) if reply.id == run.id => return Ok(Answer::Reply(reply)),
