@@ -86,6 +86,9 @@ pub const SPILL_HELD_ROWS_MAX: usize = 24 * 1024;
 /// Bytes of a block of a run in a replay's spill table (`store::spill`): a lookup reads one
 /// block of each run that may hold its key, and the run keeps each block's first key in memory.
 pub const SPILL_BLOCK_BYTES: usize = 16 * 1024;
+/// Bytes of a run of a replay's spill table held in memory before they go to its file: a run
+/// of [`SPILL_HELD_ROWS_MAX`] rows is written a piece at a time.
+pub const SPILL_WRITE_BYTES: usize = 1024 * 1024;
 /// Bits a key of the filter each run of a replay's spill table keeps of its keys: about 1.7% of
 /// the lookups of a key a run does not hold read one of its blocks anyway.
 pub const RUN_FILTER_BITS_PER_KEY: usize = 10;

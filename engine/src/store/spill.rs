@@ -22,7 +22,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::kernel::error::{Error, Result};
 use crate::kernel::key_filter::{Hashing, KeyFilter};
-use crate::kernel::limits::{RUN_FILTER_BITS_PER_KEY, SPILL_BLOCK_BYTES, SPILL_CHUNK_ROWS};
+use crate::kernel::limits::{
+    RUN_FILTER_BITS_PER_KEY, SPILL_BLOCK_BYTES, SPILL_CHUNK_ROWS, SPILL_WRITE_BYTES,
+};
 use crate::kernel::storage::SpillRows;
 
 /// What the messages name.
@@ -96,7 +98,7 @@ fn record(block: &[u8], at: usize) -> Result<Record<'_>> {
 
 /// Appends one record to `out`.
 fn put_record(out: &mut Vec<u8>, key: &[u8], row: Option<&[u8]>) -> Result<()> {
-    let too_long = || Error::Invalid(format!("a spilled row of {} bytes is too long", key.len()));
+    let too_long = || Error::Store("internal error: a spilled key or row of 4 GiB or more".into());
     let key_len = u32::try_from(key.len()).map_err(|_| too_long())?;
     let row_len = match row {
         Some(row) => u32::try_from(row.len()).ok().filter(|len| *len != REMOVED),
@@ -193,27 +195,33 @@ impl SpillRows for RunSpill {
         if rows.windows(2).any(|pair| pair[0].0 >= pair[1].0) {
             return Err(Error::Store("internal error: spilled rows not in key order".into()));
         }
-        let mut out = Vec::with_capacity(
-            rows.iter()
-                .map(|(k, r)| RECORD_HEAD_BYTES + k.len() + r.as_ref().map_or(0, Vec::len))
-                .sum(),
-        );
         let mut filter = KeyFilter::with_bits(rows.len() * RUN_FILTER_BITS_PER_KEY);
-        // Blocks as offsets into `out` until the run has its place in the file.
+        let _one_writer = self.writing.lock().map_err(poisoned)?;
+        let offset = self.runs()?.end;
+        // The run goes to the file [`SPILL_WRITE_BYTES`] at a time; blocks are offsets into it.
+        let mut out = Vec::with_capacity(SPILL_WRITE_BYTES + SPILL_BLOCK_BYTES);
+        let mut written = 0usize;
         let mut blocks: Vec<(Vec<u8>, usize)> = Vec::new();
         let mut block_start = 0;
         for (key, row) in rows {
-            if blocks.is_empty() || out.len() - block_start >= SPILL_BLOCK_BYTES {
-                block_start = out.len();
-                blocks.push((key.clone(), block_start));
+            let at = written + out.len();
+            if blocks.is_empty() || at - block_start >= SPILL_BLOCK_BYTES {
+                block_start = at;
+                blocks.push((key.clone(), at));
             }
             put_record(&mut out, key, row.as_deref())?;
             filter.insert(self.hashing.hash_one(key.as_slice()));
+            if out.len() >= SPILL_WRITE_BYTES {
+                self.file
+                    .write_all_at(&out, offset + written as u64)
+                    .map_err(|e| io("write", e))?;
+                written += out.len();
+                out.clear();
+            }
         }
-        let _one_writer = self.writing.lock().map_err(poisoned)?;
-        let offset = self.runs()?.end;
-        self.file.write_all_at(&out, offset).map_err(|e| io("write", e))?;
-        let ends = blocks.iter().skip(1).map(|(_, start)| *start).chain([out.len()]);
+        self.file.write_all_at(&out, offset + written as u64).map_err(|e| io("write", e))?;
+        let total = written + out.len();
+        let ends = blocks.iter().skip(1).map(|(_, start)| *start).chain([total]);
         let blocks = blocks
             .iter()
             .zip(ends)
@@ -225,7 +233,7 @@ impl SpillRows for RunSpill {
             .collect();
         let run = Run { blocks, last: last.clone(), filter };
         let mut runs = self.runs()?;
-        runs.end = offset + out.len() as u64;
+        runs.end = offset + total as u64;
         runs.runs.push(Arc::new(run));
         Ok(())
     }
@@ -414,7 +422,7 @@ mod tests {
     #[test]
     fn a_later_run_stands_over_an_earlier_one_and_a_removal_hides_the_row() {
         let spill = spill();
-        let first: Vec<_> = (0..3000).map(|i| (key(i), Some(vec![1u8; 100]))).collect();
+        let first: Vec<_> = (0..3000).map(|i| (key(i), Some(vec![1u8; 500]))).collect();
         spill.write(&first).unwrap();
         let second = vec![
             (key(5), Some(b"five".to_vec())),
@@ -425,7 +433,7 @@ mod tests {
         let got = spill.get(&[&key(5), &key(7), &key(6), &key(4000), &key(3500)]).unwrap();
         assert_eq!(
             got,
-            vec![Some(b"five".to_vec()), None, Some(vec![1u8; 100]), Some(b"new".to_vec()), None]
+            vec![Some(b"five".to_vec()), None, Some(vec![1u8; 500]), Some(b"new".to_vec()), None]
         );
         let rows = all(&spill, 64);
         assert_eq!(rows.len(), 3000, "3000 rows, one removed, one added");
@@ -433,6 +441,7 @@ mod tests {
         assert!(rows.iter().all(|(k, _)| *k != key(7)));
         assert_eq!(rows.iter().find(|(k, _)| *k == key(5)).unwrap().1, b"five");
         assert!(spill.runs().unwrap().runs[0].blocks.len() > 10, "the first run spans many blocks");
+        assert!(spill.runs().unwrap().end > SPILL_WRITE_BYTES as u64, "written in pieces");
     }
 
     #[test]
