@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds hookstate once (release profile: optimised for speed, stripped) and installs, under the
-# prefix (default ~/.local):
+# Builds hookstate once (release profile: optimised for speed, stripped, for this machine's CPU)
+# and installs, under the prefix (default ~/.local):
 #   bin/hookstate
 #   share/bash-completion/completions/hookstate
 #   share/zsh/site-functions/_hookstate
