@@ -21,4 +21,5 @@ mod session;
 mod session_store;
 mod signals;
 mod store;
+mod target_cpu;
 mod tidy;
