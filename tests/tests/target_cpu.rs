@@ -1,4 +1,4 @@
-//! The build is for the CPU it runs on (`.cargo/config.toml`: `-C target-cpu=native` on x86_64),
+//! The build is for the CPU that builds it (`.cargo/config.toml`: `-C target-cpu=native` on x86_64),
 //! so no process of a hook probes the CPU's features at run time (docs/decisions.md). Fails when
 //! the setting is lost: the CPU has a feature this build was not compiled for. A build given its
 //! own `RUSTFLAGS` (a portable binary, a sanitizer) chose otherwise and is not checked.
