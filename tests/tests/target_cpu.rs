@@ -1,7 +1,7 @@
-//! The build is for the CPU that builds it (`.cargo/config.toml`: `-C target-cpu=native` on x86_64),
-//! so no process of a hook probes the CPU's features at run time (docs/decisions.md). Fails when
-//! the setting is lost: the CPU has a feature this build was not compiled for. A build given its
-//! own `RUSTFLAGS` (a portable binary, a sanitizer) chose otherwise and is not checked.
+//! The build is for the CPU that builds it (`.cargo/config.toml`: `-C target-cpu=native` on
+//! x86_64), so no process of a hook probes the CPU's features at run time (docs/decisions.md).
+//! Fails when the setting is lost: the CPU has a feature this build was not compiled for. A build
+//! given its own `RUSTFLAGS` (a portable binary, a sanitizer) chose otherwise and is not checked.
 
 /// Variables through which a build gets flags that replace the config's.
 const OVERRIDES: [&str; 3] = ["RUSTFLAGS", "CARGO_ENCODED_RUSTFLAGS", "CARGO_BUILD_RUSTFLAGS"];
