@@ -257,8 +257,9 @@ pub(crate) enum Verb {
         #[arg(long)]
         accept_missing_anchor: bool,
     },
-    /// Recompute every view from the log (and remove temporary files killed writers left); also
-    /// upgrades a store of an older format.
+    /// Recompute every view from the log and write the rows that differ from it (all of them on a
+    /// damaged table); also upgrades a store of an older format, and removes temporary files
+    /// killed writers left.
     Rebuild,
     /// Events, scopes, queue depths, file size, head.
     Stats,

@@ -12,11 +12,12 @@ use crate::kernel::anchor::{self, AnchorState};
 use crate::kernel::counts::Counts;
 use crate::kernel::error::{Error, Result};
 use crate::kernel::limits::{
-    COMPARE_PREFETCH_CHUNKS, REPLAY_BATCH_EVENTS, REPLAY_QUEUE_BATCHES, SPILL_HELD_ROWS_MAX,
+    COMPARE_PREFETCH_CHUNKS, REPLAY_BATCH_EVENTS, REPLAY_QUEUE_BATCHES, SPILL_CHUNK_ROWS,
+    SPILL_HELD_ROWS_MAX,
 };
 use crate::kernel::project::Table;
 use crate::kernel::replay::{shown_key, RebuiltRows, ReplayMemory, ReplayViews};
-use crate::kernel::storage::{ReadTxn, Storage};
+use crate::kernel::storage::{ReadTxn, Storage, WriteTxn};
 use crate::kernel::view::{decode_row, decode_stored, read_head};
 use crate::kernel::write::Kernel;
 
@@ -47,8 +48,14 @@ pub struct VerifyReport {
 pub struct RebuildReport {
     /// Events replayed.
     pub events: u64,
-    /// View rows written.
+    /// Rows of the rebuilt views.
     pub views: u64,
+    /// Rows written: those the stored views did not hold byte for byte, or every row when the
+    /// views were dropped.
+    pub written: u64,
+    /// Stored rows removed (the rebuild does not have them); `None` when every view was dropped
+    /// and written again (a format upgrade, or a table whose lookups disagree with its scan).
+    pub removed: Option<u64>,
     /// Temporary files of killed writers removed from beside the store.
     pub stale_temps_removed: u32,
     /// The format the store was upgraded to, when it was older.
@@ -155,14 +162,87 @@ fn same_row(key: &[u8], want: &[u8], stored: &[u8]) -> Result<bool> {
 /// A chunk of rebuilt rows: encoded key and row, in key order.
 type Chunk = Vec<(Vec<u8>, Vec<u8>)>;
 
+/// What the scan of the stored views found for one key, beside the rebuilt rows.
+enum Found<'a> {
+    /// A row both have: the rebuilt one (`want`) and the stored one as the scan read it.
+    Both { key: &'a [u8], want: &'a [u8], stored: &'a [u8] },
+    /// A rebuilt row the scan did not find.
+    Missing { key: &'a [u8], want: &'a [u8] },
+    /// A stored row the rebuild does not have.
+    Extra { key: &'a [u8] },
+}
+
+/// What a point lookup of a rebuilt row's key must find, as its scan found it.
+enum Seen {
+    /// The row the rebuild has (for `verify`: the same row, perhaps of an older encoding).
+    Same,
+    /// This other stored row (`rebuild` replaces it).
+    Other(Vec<u8>),
+    /// Nothing (`rebuild` writes it).
+    Nothing,
+}
+
+/// A chunk of rebuilt rows the scan has passed, what it saw at each, and the stored rows it
+/// found in their stretch that the rebuild does not have: what the lookups check.
+struct Passed {
+    rows: Chunk,
+    seen: Vec<Seen>,
+    extra: Chunk,
+}
+
+/// How rows are compared: `verify` takes a row of an older encoding that decodes to the rebuilt
+/// one as the same row; `rebuild` writes every row whose bytes are not the rebuilt ones.
+#[derive(Clone, Copy)]
+enum Equal {
+    Decoded,
+    Bytes,
+}
+
+impl Equal {
+    fn same(self, key: &[u8], want: &[u8], stored: &[u8]) -> Result<bool> {
+        match self {
+            Equal::Decoded => same_row(key, want, stored),
+            Equal::Bytes => Ok(want == stored),
+        }
+    }
+}
+
 /// Compares the stored views with a rebuild, in one scan beside one pass over the rebuilt rows,
 /// and looks up every rebuilt row by its key once the scan has passed it (`check_lookups`);
 /// returns the rows compared and the rows found by a lookup. One pass: the rebuilt rows come
 /// back from the replay's spill table once, not once for the scan and again for the lookups.
-/// A thread reads them ahead ([`COMPARE_PREFETCH_CHUNKS`] chunks), and drops them (the spill
-/// table) once handed out, while this one scans and compares; where the snapshot may be read
-/// by two threads, a third does the lookups of the chunks the scan has passed (`verify-lookups`).
 fn compare_views(txn: &dyn ReadTxn, mut rebuilt: RebuiltRows) -> Result<(u64, u64)> {
+    merge_views(txn, &mut rebuilt, Equal::Decoded, &mut |found| match found {
+        Found::Both { key, want, stored } => {
+            if same_row(key, want, stored)? {
+                Ok(Seen::Same)
+            } else {
+                Err(Error::ViewMismatch { key: shown_key(key) })
+            }
+        }
+        Found::Missing { key, .. } => {
+            Err(Error::ViewMismatch { key: format!("{} (missing)", shown_key(key)) })
+        }
+        Found::Extra { key, .. } => {
+            Err(Error::ViewMismatch { key: format!("{} (extra)", shown_key(key)) })
+        }
+    })
+}
+
+/// Merges a scan of the stored views of `txn` with the rebuilt rows, in key order, giving
+/// `found` what it finds at each key (it answers what a lookup must find there, or stops the
+/// merge with an error), and looks up every rebuilt row and every extra stored row by its key
+/// once the scan has passed its chunk (`check_lookups`). Returns the rows both have and the
+/// rows found by a lookup. A thread reads the rebuilt rows ahead ([`COMPARE_PREFETCH_CHUNKS`]
+/// chunks) while this one scans; where the
+/// snapshot may be read by two threads, a third does the lookups (`verify-lookups`). A lookup's
+/// finding is answered before the scan's: its key is earlier than any the scan was at.
+fn merge_views(
+    txn: &dyn ReadTxn,
+    rebuilt: &mut RebuiltRows,
+    equal: Equal,
+    found: &mut dyn FnMut(Found<'_>) -> Result<Seen>,
+) -> Result<(u64, u64)> {
     rebuilt.rewind();
     let (ahead, chunks) = std::sync::mpsc::sync_channel(COMPARE_PREFETCH_CHUNKS);
     std::thread::scope(move |scope| {
@@ -180,22 +260,24 @@ fn compare_views(txn: &dyn ReadTxn, mut rebuilt: RebuiltRows) -> Result<(u64, u6
         // Every chunk after the last is empty, as `RebuiltRows::next_chunk` hands them out.
         let next = || chunks.recv().unwrap_or_else(|_| Ok(Vec::new()));
         let Some(shared) = txn.shared() else {
-            return compare_chunks(txn, next, &mut |chunk| check_lookups(txn, &chunk));
+            return merge_chunks(txn, next, found, &mut |passed| {
+                check_lookups(txn, &passed, equal)
+            });
         };
-        let (passed, to_look_up) = std::sync::mpsc::sync_channel::<Chunk>(COMPARE_PREFETCH_CHUNKS);
+        let (passed, to_look_up) = std::sync::mpsc::sync_channel::<Passed>(COMPARE_PREFETCH_CHUNKS);
         let lookups = std::thread::Builder::new()
             .name("verify-lookups".into())
             .spawn_scoped(scope, move || -> Result<u64> {
                 let mut found = 0;
                 for chunk in to_look_up {
                     // Returning drops the channel: the scan stops at its next chunk.
-                    found += check_lookups(shared, &chunk)?;
+                    found += check_lookups(shared, &chunk, equal)?;
                 }
                 Ok(found)
             })
             .map_err(|e| Error::io("start a thread for", "the views' lookups", e))?;
         let stopped = || Error::Store("the lookups stopped".into());
-        let scanned = compare_chunks(txn, next, &mut |chunk| {
+        let scanned = merge_chunks(txn, next, found, &mut |chunk| {
             passed.send(chunk).map_err(|_| stopped()).map(|()| 0)
         });
         // Before the scope joins the readers: a reader blocked on a full channel then stops.
@@ -208,70 +290,115 @@ fn compare_views(txn: &dyn ReadTxn, mut rebuilt: RebuiltRows) -> Result<(u64, u6
     })
 }
 
-/// [`compare_views`] over the rebuilt rows as `next` hands them out, a chunk at a time, with
+/// [`merge_views`] over the rebuilt rows as `next` hands them out, a chunk at a time, with
 /// `lookups` given each chunk once the scan has passed it (it answers how many rows it found).
-fn compare_chunks(
+fn merge_chunks(
     txn: &dyn ReadTxn,
     mut next: impl FnMut() -> Result<Chunk>,
-    lookups: &mut dyn FnMut(Chunk) -> Result<u64>,
+    found: &mut dyn FnMut(Found<'_>) -> Result<Seen>,
+    lookups: &mut dyn FnMut(Passed) -> Result<u64>,
 ) -> Result<(u64, u64)> {
-    let (mut chunk, mut index) = (next()?, 0usize);
-    let (mut compared, mut found) = (0u64, 0u64);
-    txn.views_with_prefix(&[], &mut |key, row| {
-        if index == chunk.len() {
-            found += lookups(std::mem::replace(&mut chunk, next()?))?;
-            index = 0;
-        }
-        match chunk.get(index) {
-            Some((want_key, want_row)) if want_key.as_slice() == key => {
-                if !same_row(key, want_row, row)? {
-                    return Err(Error::ViewMismatch { key: shown_key(key) });
+    let mut chunk = Passed { rows: next()?, seen: Vec::new(), extra: Vec::new() };
+    let (mut compared, mut looked) = (0u64, 0u64);
+    txn.views_with_prefix(&[], &mut |key, stored| {
+        loop {
+            if chunk.seen.len() == chunk.rows.len()
+                && advance(&mut chunk, &mut next, lookups, &mut looked)?
+            {
+                continue;
+            }
+            match chunk.rows.get(chunk.seen.len()) {
+                Some((want_key, want)) if want_key.as_slice() < key => {
+                    let seen = found(Found::Missing { key: want_key, want })?;
+                    chunk.seen.push(seen);
+                }
+                Some((want_key, want)) if want_key.as_slice() == key => {
+                    let seen = found(Found::Both { key, want, stored })?;
+                    chunk.seen.push(seen);
+                    compared += 1;
+                    return Ok(true);
+                }
+                _ => {
+                    found(Found::Extra { key })?;
+                    chunk.extra.push((key.to_vec(), stored.to_vec()));
+                    // Extra rows are looked up in chunks too, however many there are.
+                    if chunk.extra.len() == SPILL_CHUNK_ROWS {
+                        let extra = std::mem::take(&mut chunk.extra);
+                        looked += lookups(Passed { rows: Vec::new(), seen: Vec::new(), extra })?;
+                    }
+                    return Ok(true);
                 }
             }
-            Some((want_key, _)) if want_key.as_slice() < key => {
-                return Err(Error::ViewMismatch {
-                    key: format!("{} (missing)", shown_key(want_key)),
-                });
-            }
-            _ => return Err(Error::ViewMismatch { key: format!("{} (extra)", shown_key(key)) }),
         }
-        index += 1;
-        compared += 1;
-        Ok(true)
     })?;
-    if let Some((key, _)) = chunk.get(index) {
-        return Err(Error::ViewMismatch { key: format!("{} (missing)", shown_key(key)) });
+    loop {
+        while let Some((want_key, want)) = chunk.rows.get(chunk.seen.len()) {
+            let seen = found(Found::Missing { key: want_key, want })?;
+            chunk.seen.push(seen);
+        }
+        if !advance(&mut chunk, &mut next, lookups, &mut looked)? {
+            break;
+        }
     }
-    found += lookups(chunk)?;
-    if let Some((key, _)) = next()?.first() {
-        return Err(Error::ViewMismatch { key: format!("{} (missing)", shown_key(key)) });
+    if !chunk.extra.is_empty() {
+        looked += lookups(chunk)?;
     }
-    Ok((compared, found))
+    Ok((compared, looked))
 }
 
-/// Checks that every row of a chunk of rebuilt rows is found by a point lookup of its key, and
-/// equal; returns how many were: a scan can agree with a rebuild while a damaged branch page
-/// routes lookups past rows (the rows every reader and writer reaches by key). With the scan of
-/// `compare_views`, every stored row is then reachable.
-fn check_lookups(txn: &dyn ReadTxn, chunk: &[(Vec<u8>, Vec<u8>)]) -> Result<u64> {
+/// Hands `chunk` to `lookups` once the scan has passed it, and puts the next chunk of rebuilt
+/// rows in its place; `false` when there is none (the chunk in its place is empty).
+fn advance(
+    chunk: &mut Passed,
+    next: &mut impl FnMut() -> Result<Chunk>,
+    lookups: &mut dyn FnMut(Passed) -> Result<u64>,
+    looked: &mut u64,
+) -> Result<bool> {
+    if chunk.rows.is_empty() {
+        return Ok(false);
+    }
+    let rows = next()?;
+    let more = !rows.is_empty();
+    let passed = std::mem::replace(chunk, Passed { rows, seen: Vec::new(), extra: Vec::new() });
+    *looked += lookups(passed)?;
+    Ok(more)
+}
+
+/// Checks that a point lookup of each key of a chunk the scan has passed finds what the scan
+/// found there (every rebuilt row, for `verify`); returns how many rows it found: a scan can
+/// agree with a rebuild while a damaged branch page routes lookups past rows (the rows every
+/// reader and writer reaches by key). With the scan of `merge_views`, every stored row is then
+/// reachable.
+fn check_lookups(txn: &dyn ReadTxn, passed: &Passed, equal: Equal) -> Result<u64> {
     // The planted bug: verify trusts the scans and skips the lookups.
     #[cfg(feature = "bugdrill")]
     if crate::kernel::drill::is(crate::kernel::drill::Drill::VerifyScansOnly) {
         return Ok(0);
     }
-    let keys: Vec<&[u8]> = chunk.iter().map(|(key, _)| key.as_slice()).collect();
+    let keys: Vec<&[u8]> =
+        passed.rows.iter().chain(&passed.extra).map(|(key, _)| key.as_slice()).collect();
+    let stored = txn.views(&keys)?;
+    let (rows, extra) = stored.split_at(passed.rows.len().min(stored.len()));
     let mut found = 0u64;
-    for ((key, want), stored) in chunk.iter().zip(txn.views(&keys)?) {
-        let Some(stored) = stored else {
-            return Err(Error::ViewMismatch {
-                key: format!(
-                    "{} (in the table but not found by a lookup of its key)",
-                    shown_key(key)
-                ),
-            });
+    for (((key, want), seen), stored) in passed.rows.iter().zip(&passed.seen).zip(rows) {
+        let why = match (seen, stored) {
+            (Seen::Same, Some(stored)) if equal.same(key, want, stored)? => None,
+            (Seen::Same, Some(_)) => Some("lookup"),
+            (Seen::Same, None) => Some("in the table but not found by a lookup of its key"),
+            (Seen::Other(row), Some(stored)) if row == stored => None,
+            (Seen::Nothing, None) => None,
+            _ => Some("a lookup of its key disagrees with the scan"),
         };
-        if !same_row(key, want, &stored)? {
-            return Err(Error::ViewMismatch { key: format!("{} (lookup)", shown_key(key)) });
+        if let Some(why) = why {
+            return Err(Error::ViewMismatch { key: format!("{} ({why})", shown_key(key)) });
+        }
+        found += u64::from(stored.is_some());
+    }
+    for ((key, row), stored) in passed.extra.iter().zip(extra) {
+        if stored.as_ref() != Some(row) {
+            return Err(Error::ViewMismatch {
+                key: format!("{} (a lookup of its key disagrees with the scan)", shown_key(key)),
+            });
         }
         found += 1;
     }
@@ -421,9 +548,11 @@ fn verify_log(
     Ok((report, memory))
 }
 
-/// Drops every view and recomputes it from the log, after checking the chain; a store of an
-/// older format is upgraded (its views rewritten in this format, its version moved) in the same
-/// transaction.
+/// Recomputes every view from the log, after checking the chain, and writes the rows where the
+/// stored views differ from it (`write_differences`); drops every view and writes each again
+/// when the stored table's lookups disagree with its scan (a damaged branch page), and on a
+/// store of an older format, which is upgraded (its views rewritten in this format, its version
+/// moved) in the same transaction.
 ///
 /// # Errors
 /// [`Error::ChainBroken`] (nothing is changed then) and store errors.
@@ -436,9 +565,103 @@ pub(crate) fn rebuild_with(kernel: &Kernel, held_max: usize) -> Result<RebuildRe
     let mut txn = kernel.begin_write()?;
     let Replayed { head, views, counts, .. } =
         replay_chain(&*txn, kernel.storage(), kernel.table(), kernel.genesis(), held_max)?;
-    txn.clear_views()?;
     txn.put_meta(META_DOMAIN_EVENTS, &crate::kernel::counts::encode(&counts))?;
     let mut rebuilt = views.finish()?;
+    let upgraded = kernel.needs_upgrade();
+    let mut differences = None;
+    if !upgraded {
+        // Begun after the write transaction: the committed views that transaction starts from.
+        let snapshot = kernel.storage().begin_read()?;
+        match write_differences(&*snapshot, &mut *txn, &mut rebuilt) {
+            Ok(written) => differences = Some(written),
+            // A lookup disagrees with the scan: the table is rewritten whole, below.
+            Err(Error::ViewMismatch { .. }) => {}
+            Err(err) => return Err(err),
+        }
+    }
+    let written = match differences {
+        Some(written) => written,
+        None => rewrite_views(&mut *txn, &mut rebuilt)?,
+    };
+    drop(rebuilt);
+    if upgraded {
+        txn.put_meta(META_FORMAT, &FORMAT_VERSION.to_be_bytes())?;
+    }
+    if let Err(err) = txn.commit() {
+        kernel.poison();
+        return Err(err);
+    }
+    let stale_temps_removed = kernel.storage().remove_stale_temps()?;
+    Ok(RebuildReport {
+        events: head.seq,
+        views: written.rows,
+        written: written.written,
+        removed: written.removed,
+        stale_temps_removed,
+        upgraded_to: upgraded.then_some(FORMAT_VERSION),
+    })
+}
+
+/// What a rebuild wrote.
+struct Written {
+    /// Rows of the rebuilt views.
+    rows: u64,
+    /// Rows written.
+    written: u64,
+    /// Stored rows removed; `None` when every row was dropped.
+    removed: Option<u64>,
+}
+
+/// Writes into `txn` the rebuilt rows the stored views of `snapshot` (what `txn` started from)
+/// do not hold byte for byte, and removes the stored rows the rebuild does not have, in batches
+/// of at most [`SPILL_CHUNK_ROWS`]; every key the scan passed is looked up too
+/// (`check_lookups`), and a lookup that disagrees with the scan is a [`Error::ViewMismatch`].
+fn write_differences(
+    snapshot: &dyn ReadTxn,
+    txn: &mut dyn WriteTxn,
+    rebuilt: &mut RebuiltRows,
+) -> Result<Written> {
+    let mut changes: Vec<(Vec<u8>, Option<Vec<u8>>)> = Vec::new();
+    let mut done = Written { rows: 0, written: 0, removed: Some(0) };
+    let mut removed = 0u64;
+    merge_views(snapshot, rebuilt, Equal::Bytes, &mut |found| {
+        let seen = match found {
+            Found::Both { want, stored, .. } if want == stored => {
+                done.rows += 1;
+                return Ok(Seen::Same);
+            }
+            Found::Both { key, want, stored } => {
+                changes.push((key.to_vec(), Some(want.to_vec())));
+                (done.rows, done.written) = (done.rows + 1, done.written + 1);
+                Seen::Other(stored.to_vec())
+            }
+            Found::Missing { key, want } => {
+                changes.push((key.to_vec(), Some(want.to_vec())));
+                (done.rows, done.written) = (done.rows + 1, done.written + 1);
+                Seen::Nothing
+            }
+            Found::Extra { key, .. } => {
+                changes.push((key.to_vec(), None));
+                removed += 1;
+                // The merge keeps no answer for a stored row the rebuild does not have.
+                Seen::Nothing
+            }
+        };
+        if changes.len() >= SPILL_CHUNK_ROWS {
+            txn.write_views(&changes)?;
+            changes.clear();
+        }
+        Ok(seen)
+    })?;
+    txn.write_views(&changes)?;
+    done.removed = Some(removed);
+    Ok(done)
+}
+
+/// Drops every stored view and writes every rebuilt row.
+fn rewrite_views(txn: &mut dyn WriteTxn, rebuilt: &mut RebuiltRows) -> Result<Written> {
+    txn.clear_views()?;
+    rebuilt.rewind();
     let mut written = 0u64;
     loop {
         let chunk = rebuilt.next_chunk()?;
@@ -450,22 +673,7 @@ pub(crate) fn rebuild_with(kernel: &Kernel, held_max: usize) -> Result<RebuildRe
             chunk.into_iter().map(|(key, row)| (key, Some(row))).collect();
         txn.write_views(&changes)?;
     }
-    drop(rebuilt);
-    let upgraded = kernel.needs_upgrade();
-    if upgraded {
-        txn.put_meta(META_FORMAT, &FORMAT_VERSION.to_be_bytes())?;
-    }
-    if let Err(err) = txn.commit() {
-        kernel.poison();
-        return Err(err);
-    }
-    let stale_temps_removed = kernel.storage().remove_stale_temps()?;
-    Ok(RebuildReport {
-        events: head.seq,
-        views: written,
-        stale_temps_removed,
-        upgraded_to: upgraded.then_some(FORMAT_VERSION),
-    })
+    Ok(Written { rows: written, written, removed: None })
 }
 
 #[cfg(test)]
@@ -477,7 +685,6 @@ mod tests {
     use std::thread::ThreadId;
 
     use super::*;
-    use crate::kernel::limits::SPILL_CHUNK_ROWS;
     use crate::kernel::storage::{EventVisitor, RowVisitor};
     use crate::{Engine, OpenOptions};
 
@@ -573,6 +780,68 @@ mod tests {
             };
             let compared = compare_views(&views, RebuiltRows::held(rebuilt.clone())).unwrap();
             assert_eq!(compared, (count as u64, count as u64), "shared: {shared}");
+        }
+    }
+
+    #[test]
+    fn a_merge_for_a_rebuild_finds_every_difference_and_looks_up_every_key_the_scan_found() {
+        let count = 3 * SPILL_CHUNK_ROWS + 11;
+        let rebuilt: Vec<_> = (0..count).map(|n| (row_key(2 * n), b"row".to_vec())).collect();
+        let mut stored: BTreeMap<_, _> = rebuilt.iter().cloned().collect();
+        stored.remove(&row_key(2 * 7));
+        stored.insert(row_key(2 * 9), b"old".to_vec());
+        let between = row_key(2 * SPILL_CHUNK_ROWS + 1);
+        stored.insert(between.clone(), b"x".to_vec());
+        // More extra rows after the last rebuilt one than a chunk holds.
+        let after: Vec<_> = (0..SPILL_CHUNK_ROWS + 3).map(|n| row_key(2 * count + n)).collect();
+        for key in &after {
+            stored.insert(key.clone(), b"x".to_vec());
+        }
+        for shared in [true, false] {
+            for lost in [None, Some(row_key(2 * 9)), Some(row_key(4)), after.last().cloned()] {
+                let views = Views {
+                    rows: stored.clone(),
+                    lost: lost.clone(),
+                    shared,
+                    lookup_threads: Mutex::new(HashSet::new()),
+                };
+                let (mut puts, mut removes) = (Vec::new(), Vec::new());
+                let merged = merge_views(
+                    &views,
+                    &mut RebuiltRows::held(rebuilt.clone()),
+                    Equal::Bytes,
+                    &mut |found| {
+                        Ok(match found {
+                            Found::Both { want, stored, .. } if want == stored => Seen::Same,
+                            Found::Both { key, stored, .. } => {
+                                puts.push(key.to_vec());
+                                Seen::Other(stored.to_vec())
+                            }
+                            Found::Missing { key, .. } => {
+                                puts.push(key.to_vec());
+                                Seen::Nothing
+                            }
+                            Found::Extra { key } => {
+                                removes.push(key.to_vec());
+                                Seen::Nothing
+                            }
+                        })
+                    },
+                );
+                let Some(lost) = lost else {
+                    let (compared, looked) = merged.unwrap();
+                    assert_eq!(puts, [row_key(2 * 7), row_key(2 * 9)]);
+                    let mut extra = vec![between.clone()];
+                    extra.extend(after.iter().cloned());
+                    assert_eq!(removes, extra);
+                    assert_eq!(compared, count as u64 - 1, "every rebuilt row the scan found");
+                    assert_eq!(looked, stored.len() as u64, "every stored row, by its key");
+                    continue;
+                };
+                let err = merged.expect_err("a lookup misses a row the scan found").to_string();
+                assert!(err.contains(&format!("{lost:x?}")), "{err}");
+                assert!(err.contains("lookup"), "{err}");
+            }
         }
     }
 

@@ -591,12 +591,14 @@ fn a_replay_that_spills_finds_a_changed_a_missing_and_an_extra_row() {
     let (k5, _) = record("k5", "");
     let (changed_key, changed_row) = record("k7", "\"tampered\"");
     let (extra_key, extra_row) = record("zz-extra", "1");
-    let cases: [(&str, Changes); 3] = [
-        ("changed", vec![(changed_key, Some(changed_row))]),
-        ("missing", vec![(k5, None)]),
-        ("extra", vec![(extra_key, Some(extra_row))]),
+    // What the rebuild writes and removes: the one row each case changed.
+    type Case = (&'static str, Changes, (u64, Option<u64>));
+    let cases: [Case; 3] = [
+        ("changed", vec![(changed_key, Some(changed_row))], (1, Some(0))),
+        ("missing", vec![(k5, None)], (1, Some(0))),
+        ("extra", vec![(extra_key, Some(extra_row))], (0, Some(1))),
     ];
-    for (what, change) in cases {
+    for (what, change, differences) in cases {
         let dir = tempfile::tempdir().unwrap();
         let engine = mixed_store(&dir.path().join("s.redb"));
         crate::audit::verify_with(engine.kernel(), Default::default(), FEW_HELD).unwrap();
@@ -604,7 +606,8 @@ fn a_replay_that_spills_finds_a_changed_a_missing_and_an_extra_row() {
         let err = crate::audit::verify_with(engine.kernel(), Default::default(), FEW_HELD)
             .expect_err(what);
         assert!(matches!(err, crate::kernel::error::Error::ViewMismatch { .. }), "{what}: {err}");
-        crate::audit::rebuild_with(engine.kernel(), FEW_HELD).unwrap();
+        let rebuilt = crate::audit::rebuild_with(engine.kernel(), FEW_HELD).unwrap();
+        assert_eq!((rebuilt.written, rebuilt.removed), differences, "{what}");
         crate::audit::verify_with(engine.kernel(), Default::default(), FEW_HELD).unwrap();
     }
 }

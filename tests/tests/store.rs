@@ -175,6 +175,7 @@ fn deleted_view_row_is_found_and_rebuild_restores_it() {
     assert!(matches!(engine.ops().verify(Default::default()), Err(Error::ViewMismatch { .. })));
     let rebuilt = engine.ops().rebuild().unwrap();
     assert_eq!((rebuilt.events, rebuilt.views), (4, 3));
+    assert_eq!((rebuilt.written, rebuilt.removed), (1, Some(0)), "the one missing row");
     engine.ops().verify(Default::default()).unwrap();
 }
 

@@ -130,6 +130,7 @@ pub(crate) fn rebuild(cli: &Cli) -> Result<(), CliError> {
         cli.format,
         &json!({
             "ok": true, "events": report.events, "views": report.views,
+            "rows_written": report.written, "rows_removed": report.removed,
             "stale_temps_removed": report.stale_temps_removed,
             "upgraded_to_format": report.upgraded_to,
         }),
