@@ -234,9 +234,9 @@ fn compare_views(txn: &dyn ReadTxn, mut rebuilt: RebuiltRows) -> Result<(u64, u6
 /// merge with an error), and looks up every rebuilt row and every extra stored row by its key
 /// once the scan has passed its chunk (`check_lookups`). Returns the rows both have and the
 /// rows found by a lookup. A thread reads the rebuilt rows ahead ([`COMPARE_PREFETCH_CHUNKS`]
-/// chunks) while this one scans; where the
-/// snapshot may be read by two threads, a third does the lookups (`verify-lookups`). A lookup's
-/// finding is answered before the scan's: its key is earlier than any the scan was at.
+/// chunks) while this one scans; where the snapshot may be read by two threads, a third does the
+/// lookups (`verify-lookups`). A lookup's finding is answered before the scan's: its key is
+/// earlier than any the scan was at.
 fn merge_views(
     txn: &dyn ReadTxn,
     rebuilt: &mut RebuiltRows,
@@ -568,17 +568,17 @@ pub(crate) fn rebuild_with(kernel: &Kernel, held_max: usize) -> Result<RebuildRe
     txn.put_meta(META_DOMAIN_EVENTS, &crate::kernel::counts::encode(&counts))?;
     let mut rebuilt = views.finish()?;
     let upgraded = kernel.needs_upgrade();
-    let mut differences = None;
-    if !upgraded {
-        // Begun after the write transaction: the committed views that transaction starts from.
-        let snapshot = kernel.storage().begin_read()?;
-        match write_differences(&*snapshot, &mut *txn, &mut rebuilt) {
-            Ok(written) => differences = Some(written),
-            // A lookup disagrees with the scan: the table is rewritten whole, below.
-            Err(Error::ViewMismatch { .. }) => {}
+    // An upgrade, or a lookup that disagrees with the scan, has the table rewritten whole. The
+    // snapshot is begun after the write transaction: the views that transaction starts from.
+    let differences = if upgraded {
+        None
+    } else {
+        match write_differences(&*kernel.storage().begin_read()?, &mut *txn, &mut rebuilt) {
+            Ok(written) => Some(written),
+            Err(Error::ViewMismatch { .. }) => None,
             Err(err) => return Err(err),
         }
-    }
+    };
     let written = match differences {
         Some(written) => written,
         None => rewrite_views(&mut *txn, &mut rebuilt)?,
@@ -622,22 +622,21 @@ fn write_differences(
     rebuilt: &mut RebuiltRows,
 ) -> Result<Written> {
     let mut changes: Vec<(Vec<u8>, Option<Vec<u8>>)> = Vec::new();
-    let mut done = Written { rows: 0, written: 0, removed: Some(0) };
-    let mut removed = 0u64;
+    let (mut rows, mut written, mut removed) = (0u64, 0u64, 0u64);
     merge_views(snapshot, rebuilt, Equal::Bytes, &mut |found| {
         let seen = match found {
             Found::Both { want, stored, .. } if want == stored => {
-                done.rows += 1;
+                rows += 1;
                 return Ok(Seen::Same);
             }
             Found::Both { key, want, stored } => {
                 changes.push((key.to_vec(), Some(want.to_vec())));
-                (done.rows, done.written) = (done.rows + 1, done.written + 1);
+                (rows, written) = (rows + 1, written + 1);
                 Seen::Other(stored.to_vec())
             }
             Found::Missing { key, want } => {
                 changes.push((key.to_vec(), Some(want.to_vec())));
-                (done.rows, done.written) = (done.rows + 1, done.written + 1);
+                (rows, written) = (rows + 1, written + 1);
                 Seen::Nothing
             }
             Found::Extra { key, .. } => {
@@ -654,8 +653,7 @@ fn write_differences(
         Ok(seen)
     })?;
     txn.write_views(&changes)?;
-    done.removed = Some(removed);
-    Ok(done)
+    Ok(Written { rows, written, removed: Some(removed) })
 }
 
 /// Drops every stored view and writes every rebuilt row.

@@ -289,6 +289,21 @@ fn every_write_path_moves_a_format_3_store_to_format_4() {
     }
 }
 
+/// A rebuild that upgrades a store drops every view and writes it in this format: no row is
+/// kept as an older build wrote it, so none is reported as left alone.
+#[test]
+fn a_rebuild_that_upgrades_a_store_rewrites_every_row() {
+    let (_dir, path) = format_3_store();
+    let engine = open(&path).unwrap();
+    let rebuilt = engine.ops().rebuild().unwrap();
+    assert_eq!(rebuilt.upgraded_to, Some(FORMAT_VERSION));
+    assert_eq!((rebuilt.written, rebuilt.removed), (rebuilt.views, None));
+    assert!(rebuilt.views > 0, "the store has rows to rewrite");
+    engine.ops().verify(Default::default()).unwrap();
+    drop(engine);
+    assert_eq!(stored_format(&path), FORMAT_VERSION);
+}
+
 #[test]
 fn newer_format_is_refused() {
     let (_dir, path) = store_with(1);
