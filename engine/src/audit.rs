@@ -79,16 +79,30 @@ fn replay_chain<'s>(
     // This thread reads, decodes and chains the events; a second one projects them, in order.
     let (batches, projector_in) =
         std::sync::mpsc::sync_channel::<Vec<hookstate_schema::Event>>(REPLAY_QUEUE_BATCHES);
+    // Applied batches go back to the reading thread, which frees their events and refills the
+    // batch: each event's memory is freed by the thread that allocated it (glibc's allocator
+    // pays more for a free from another thread), and no batch buffer is allocated twice.
+    let (applied, emptied) =
+        std::sync::mpsc::sync_channel::<Vec<hookstate_schema::Event>>(REPLAY_QUEUE_BATCHES + 1);
     let (read, projected) = std::thread::scope(|scope| {
         let projector = scope.spawn(move || -> Result<ReplayViews<'s>> {
             for batch in projector_in {
                 for event in &batch {
                     views.apply(table, event)?;
                 }
+                // A reader that takes no more back (it is done) leaves the batch to drop here.
+                let _ = applied.try_send(batch);
             }
             Ok(views)
         });
-        let mut batch = Vec::with_capacity(REPLAY_BATCH_EVENTS);
+        let next_batch = || match emptied.try_recv() {
+            Ok(mut used) => {
+                used.clear();
+                used
+            }
+            Err(_) => Vec::with_capacity(REPLAY_BATCH_EVENTS),
+        };
+        let mut batch = next_batch();
         let read = txn.events(1, head.seq, &mut |seq, bytes| {
             if seq != expected.seq + 1 {
                 return Err(broken(expected.seq + 1, "event is missing"));
@@ -104,7 +118,7 @@ fn replay_chain<'s>(
             expected = Head { seq, hash: event.hash };
             batch.push(event);
             if batch.len() == REPLAY_BATCH_EVENTS {
-                let full = std::mem::replace(&mut batch, Vec::with_capacity(REPLAY_BATCH_EVENTS));
+                let full = std::mem::replace(&mut batch, next_batch());
                 // A projector that stopped has its error to give: stop reading.
                 return Ok(batches.send(full).is_ok());
             }

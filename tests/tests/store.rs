@@ -6,6 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
+use hookstate_engine::limits::{REPLAY_BATCH_EVENTS, REPLAY_QUEUE_BATCHES};
 use hookstate_engine::schema::format::{self, FORMAT_VERSION, LOG_TABLE, META_TABLE, VIEWS_TABLE};
 use hookstate_engine::schema::{Actor, Body, CoreEvent};
 use hookstate_engine::{Call, Command, Engine, Error, Expect, OpenOptions};
@@ -302,6 +303,38 @@ fn a_rebuild_that_upgrades_a_store_rewrites_every_row() {
     engine.ops().verify(Default::default()).unwrap();
     drop(engine);
     assert_eq!(stored_format(&path), FORMAT_VERSION);
+}
+
+/// Events enough that a replay's reading thread refills batches its projecting thread handed
+/// back, several times over.
+const RECYCLED_EVENTS: usize = REPLAY_BATCH_EVENTS * (REPLAY_QUEUE_BATCHES + 4);
+
+#[test]
+fn a_replay_applies_each_event_once_in_order_across_its_batches() {
+    // Items pushed and each acked right after: an event applied again, or out of its order,
+    // brings an acked item back, which the stored views (projected once, in order) do not have.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.redb");
+    let engine = Engine::open(&path, OpenOptions::default()).unwrap();
+    let events: Vec<(String, Body)> = (0..RECYCLED_EVENTS / 2)
+        .flat_map(|n| {
+            let (queue, item) = ("q".to_owned(), format!("i{n}"));
+            let pushed = CoreEvent::ItemPushed {
+                queue: queue.clone(),
+                item: item.clone(),
+                payload: "{}".into(),
+                for_session: None,
+                max_deliveries: 5,
+            };
+            let acked = CoreEvent::ItemAcked { queue, item, token: 0 };
+            [("t".to_owned(), Body::Core(pushed)), ("t".to_owned(), Body::Core(acked))]
+        })
+        .collect();
+    hookstate_engine::append_unchecked(&engine, &call(1_000), &events).unwrap();
+    let report = engine.ops().verify(Default::default()).unwrap();
+    assert_eq!(usize::try_from(report.events).unwrap(), RECYCLED_EVENTS);
+    let rebuilt = engine.ops().rebuild().unwrap();
+    assert_eq!((rebuilt.written, rebuilt.removed), (0, Some(0)));
 }
 
 #[test]

@@ -55,7 +55,7 @@ pub trait DirOps {
     fn make_dir(&mut self, name: &str) -> Result<bool>;
 }
 
-#[cfg(any(test, feature = "testing"))]
+#[cfg(feature = "testing")]
 /// Replaces (or creates) `name` in `dir` with `bytes` through the temp file `temp`; on an error
 /// the temp file is removed (best effort) and the target is untouched.
 ///
@@ -65,10 +65,12 @@ pub fn replace_file<D: DirOps>(dir: &mut D, temp: &str, name: &str, bytes: &[u8]
     replace_file_if(dir, temp, name, bytes, || Ok(true)).map(|_| ())
 }
 
-/// [`replace_file`], asking `still` right before the rename, once the temp file is durable,
-/// whether the target may still be replaced (it holds what the caller last read): a change
-/// another writer makes to the target meanwhile is overwritten only if it lands between that
-/// check and the rename. `false` removes the temp file and leaves the target as it is.
+/// Replaces (or creates) `name` in `dir` with `bytes` through the temp file `temp` (on an error
+/// the temp file is removed, best effort, and the target is untouched), asking `still` right
+/// before the rename, once the temp file is durable, whether the target may still be replaced
+/// (it holds what the caller last read): a change another writer makes to the target meanwhile
+/// is overwritten only if it lands between that check and the rename. `false` removes the temp
+/// file and leaves the target as it is.
 ///
 /// # Errors
 /// The first failing operation's error, or `still`'s.
