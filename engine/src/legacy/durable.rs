@@ -56,8 +56,7 @@ pub trait DirOps {
 }
 
 #[cfg(feature = "testing")]
-/// Replaces (or creates) `name` in `dir` with `bytes` through the temp file `temp`; on an error
-/// the temp file is removed (best effort) and the target is untouched.
+/// [`replace_file_if`] with no check before the rename.
 ///
 /// # Errors
 /// The first failing operation's error.
