@@ -658,3 +658,30 @@ fn a_replay_keeps_a_decoded_document_as_its_row_until_the_row_is_written_again()
     edit_doc::<QueueDoc>(&mut views, &key, |q| q.entries.push(entry(3)));
     assert_eq!(read(&views), vec![entry(3)], "decoded again from the row written");
 }
+
+#[test]
+fn a_commit_between_a_readers_snapshot_and_its_anchor_read_is_not_a_rollback() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.redb");
+    let engine = Engine::open(&path, OpenOptions::default()).unwrap();
+    let add = Command::CounterAdd { name: "c".into(), delta: 1 };
+    engine.execute(&call("s"), &add).unwrap();
+    let snapshot = engine.kernel().begin_read().unwrap();
+    // A writer commits and moves the anchors past the reader's snapshot before it reads them.
+    engine.execute(&call("s"), &add).unwrap();
+    assert!(engine.kernel().anchor_problem(&*snapshot).unwrap().is_none());
+    assert!(engine.kernel().anchor_note().unwrap().is_none());
+    drop(snapshot);
+    // A log that really went back behind its anchors is still told.
+    let older = dir.path().join("older.redb");
+    std::fs::copy(&path, &older).unwrap();
+    engine.execute(&call("s"), &add).unwrap();
+    drop(engine);
+    std::fs::rename(&older, &path).unwrap();
+    let engine =
+        Engine::open(&path, OpenOptions { read_only: true, ..OpenOptions::default() }).unwrap();
+    let snapshot = engine.kernel().begin_read().unwrap();
+    let problem = engine.kernel().anchor_problem(&*snapshot).unwrap();
+    assert!(problem.is_some_and(|p| p.to_string().contains("rolled back")));
+    assert!(engine.kernel().anchor_note().unwrap().is_some());
+}

@@ -227,17 +227,32 @@ impl Kernel {
         if !self.storage.exists() || self.holds_batch() {
             return Ok(None);
         }
-        self.anchor_problem(&*self.begin_read()?)
+        self.anchor_problem_now()
     }
 
-    /// [`Kernel::anchor_note`] in a snapshot the caller already holds.
+    /// [`Kernel::anchor_note`] in a snapshot the caller already holds. The anchors are read after
+    /// it began, so a writer that committed since may have moved them past it: a disagreement
+    /// counts only when the anchors also disagree with a snapshot begun after they were read.
     pub(crate) fn anchor_problem(&self, txn: &dyn ReadTxn) -> Result<Option<Error>> {
         if !self.storage.exists() {
             return Ok(None);
         }
         let anchors = self.read_anchors();
         let head = read_head(txn)?;
-        Ok(self.anchor_gate(txn, &head, anchors).err())
+        if self.anchor_gate(txn, &head, anchors).is_ok() {
+            return Ok(None);
+        }
+        self.anchor_problem_now()
+    }
+
+    /// The anchors against a snapshot begun after they were read: a writer moves them only once
+    /// it has committed, so that snapshot holds every event they name, and only a log truncated
+    /// or rolled back (or an anchor damaged) disagrees.
+    fn anchor_problem_now(&self) -> Result<Option<Error>> {
+        let anchors = self.read_anchors();
+        let txn = self.begin_read()?;
+        let head = read_head(&*txn)?;
+        Ok(self.anchor_gate(&*txn, &head, anchors).err())
     }
 
     /// The anchor check a write must pass: every anchor agrees with the log, and none is missing
