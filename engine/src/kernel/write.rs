@@ -237,9 +237,7 @@ impl Kernel {
         if !self.storage.exists() {
             return Ok(None);
         }
-        let anchors = self.read_anchors();
-        let head = read_head(txn)?;
-        if self.anchor_gate(txn, &head, anchors).is_ok() {
+        if self.disagreement(txn, self.read_anchors())?.is_none() {
             return Ok(None);
         }
         self.anchor_problem_now()
@@ -250,9 +248,17 @@ impl Kernel {
     /// or rolled back (or an anchor damaged) disagrees.
     fn anchor_problem_now(&self) -> Result<Option<Error>> {
         let anchors = self.read_anchors();
-        let txn = self.begin_read()?;
-        let head = read_head(&*txn)?;
-        Ok(self.anchor_gate(&*txn, &head, anchors).err())
+        self.disagreement(&*self.begin_read()?, anchors)
+    }
+
+    /// What `anchors` (read by [`Kernel::read_anchors`]) say against the log as `txn` sees it.
+    fn disagreement(
+        &self,
+        txn: &dyn ReadTxn,
+        anchors: Vec<(PathBuf, Result<Option<String>>)>,
+    ) -> Result<Option<Error>> {
+        let head = read_head(txn)?;
+        Ok(self.anchor_gate(txn, &head, anchors).err())
     }
 
     /// The anchor check a write must pass: every anchor agrees with the log, and none is missing
