@@ -109,7 +109,12 @@ pub(crate) fn engine(access: Access) -> Option<Result<Arc<Engine>, CliError>> {
             Err(CliError::Failed(STOPPED.into()))
         }
         (
-            Access::Export | Access::Audit | Access::Verify | Access::CopySource | Access::Init,
+            Access::Export
+            | Access::Audit
+            | Access::Rebuild
+            | Access::Verify
+            | Access::CopySource
+            | Access::Init,
             _,
         ) => {
             let why = "init, export, verify, copy and rebuild open the store themselves";

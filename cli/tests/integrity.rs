@@ -617,8 +617,9 @@ const STRAY: redb::TableDefinition<&str, &[u8]> = redb::TableDefinition::new("st
 const STRAY_VALUE: &[u8] = b"stray-leaf-value-read-only-by-the-page-check";
 
 /// `verify` and `doctor` open the store read-only without redb's check on open and run it
-/// beside the replay: a damaged page that no read of hookstate's meets still fails both (exit 5),
-/// while a read that does not meet it still answers, and `copy` (checked on open) refuses it.
+/// beside the replay, as `rebuild` does as a writer: a damaged page that no read of hookstate's
+/// meets still fails all three (exit 5), while a read that does not meet it still answers, and
+/// `copy` (checked on open) refuses it.
 #[test]
 fn verify_and_doctor_run_the_page_check_on_a_page_no_replay_reads() {
     let store = Store::new();
@@ -650,6 +651,13 @@ fn verify_and_doctor_run_the_page_check_on_a_page_no_replay_reads() {
     let (from, to_text) = (store.db().display().to_string(), to.display().to_string());
     store.run(&["copy", "--from", &from, "--to", &to_text]).expect(5);
     assert!(!to.exists(), "a refused copy leaves nothing");
+    // rebuild runs the check beside its replay too, and refuses the store before writing.
+    let rebuild = store.run(&["rebuild"]).expect(5);
+    assert!(
+        rebuild.stderr.contains("corrupt") || rebuild.stderr.contains("checksum"),
+        "{rebuild:?}"
+    );
+    assert_eq!(store.run(&["kv", "get", "a"]).expect(0).json()["value"], 1);
 }
 
 /// Where a branch page keeps the ends of its keys: after its 8-byte header and the 24 bytes
@@ -664,7 +672,8 @@ const KEY_END_PAST_THE_PAGE: u32 = 0xF000_0000;
 /// redb panics on a branch page whose key ends point outside it (a slice out of range); the
 /// lookups of `verify` meet such a page, and its page check, beside the replay, finds its
 /// checksum wrong. The check's finding is the answer: exit 5 with the damaged store's line, not
-/// the panic's "internal error", as when the check ran before the replay.
+/// the panic's "internal error", as when the check ran before the replay; the same for
+/// `rebuild`, whose check runs beside its replay too.
 #[test]
 fn a_branch_page_redb_panics_on_fails_verify_with_the_page_check_not_a_panic() {
     let store = branch_store();
@@ -690,4 +699,8 @@ fn a_branch_page_redb_panics_on_fails_verify_with_the_page_check_not_a_panic() {
     assert_eq!(verify.code, 5, "{verify:?}");
     assert!(!verify.stderr.contains("internal error"), "the replay's panic answered: {verify:?}");
     assert_eq!(verify.json()["ok"], false, "{verify:?}");
+    // So does a rebuild, which runs the same check beside its replay.
+    let rebuild = store.run(&["rebuild"]);
+    assert_eq!(rebuild.code, 5, "{rebuild:?}");
+    assert!(!rebuild.stderr.contains("internal error"), "the replay's panic answered: {rebuild:?}");
 }

@@ -447,27 +447,29 @@ pub(crate) fn verify_with(
     options: VerifyOptions,
     held_max: usize,
 ) -> Result<(VerifyReport, ReplayMemory)> {
-    // redb's check of every page (of a store opened read-only without it) runs on a thread of
-    // its own beside the replay; when it finds a fault, that is the answer, whatever the replay
-    // found, as it was when the check ran on open. The replay may meet the damaged page first,
-    // and redb may panic on it (a slice out of range): that panic is caught, and stands only if
-    // the check finds nothing.
+    beside_page_check(kernel, || verify_log(kernel, options, held_max))
+}
+
+/// Runs `work` (a replay) with redb's check of every page (of a store opened without it) on a
+/// thread of its own beside it. When the check finds a fault, that is the answer, whatever
+/// `work` found, as it was when the check ran on open. The replay may meet the damaged page
+/// first, and redb may panic on it (a slice out of range): that panic is caught, and stands only
+/// if the check finds nothing.
+fn beside_page_check<T>(kernel: &Kernel, work: impl FnOnce() -> Result<T>) -> Result<T> {
     let outcome = {
         let _caught = CaughtPanics::enter();
         std::thread::scope(|scope| {
             let pages = scope.spawn(|| kernel.storage().check_pages());
-            let verified = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                verify_log(kernel, options, held_max)
-            }));
+            let worked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(work));
             let pages = pages.join().unwrap_or_else(|panic| {
                 Err(Error::Corrupt(format!(
                     "redb's integrity check of the pages stopped: {}",
                     panic_text(&*panic)
                 )))
             });
-            match (pages, verified) {
+            match (pages, worked) {
                 (Err(err), _) => Ok(Err(err)),
-                (Ok(()), Ok(verified)) => Ok(verified),
+                (Ok(()), Ok(worked)) => Ok(worked),
                 (Ok(()), Err(panic)) => Err(panic_text(&*panic)),
             }
         })
@@ -476,13 +478,13 @@ pub(crate) fn verify_with(
     outcome.unwrap_or_else(|text| panic!("{text}"))
 }
 
-/// Verifies in progress whose panics are caught (`verify_with`): while one is, a panic hook
-/// should let a panic unwind rather than end the process ([`panic_is_caught`]).
+/// Verifies and rebuilds in progress whose panics are caught (`beside_page_check`): while one
+/// is, a panic hook should let a panic unwind rather than end the process ([`panic_is_caught`]).
 static CAUGHT_PANICS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
-/// Whether a panic now is caught by a verify that runs redb's page check beside its replay,
-/// which answers the check's finding instead: a process's panic hook that ends the process (the
-/// CLI's) returns early while this is `true`, so the panic can unwind to the verify.
+/// Whether a panic now is caught by a verify or a rebuild that runs redb's page check beside its
+/// replay, which answers the check's finding instead: a process's panic hook that ends the
+/// process (the CLI's) returns early while this is `true`, so the panic can unwind to it.
 #[must_use]
 pub fn panic_is_caught() -> bool {
     CAUGHT_PANICS.load(std::sync::atomic::Ordering::SeqCst) > 0
@@ -577,10 +579,14 @@ pub(crate) fn rebuild(kernel: &Kernel) -> Result<RebuildReport> {
 /// [`rebuild`], holding at most `held_max` rebuilt rows in memory.
 pub(crate) fn rebuild_with(kernel: &Kernel, held_max: usize) -> Result<RebuildReport> {
     let mut txn = kernel.begin_write()?;
-    let Replayed { head, views, counts, .. } =
-        replay_chain(&*txn, kernel.storage(), kernel.table(), kernel.genesis(), held_max)?;
+    // The page check of a store opened without it runs beside the replay, and nothing is
+    // written before it passed.
+    let (head, counts, mut rebuilt) = beside_page_check(kernel, || {
+        let Replayed { head, views, counts, .. } =
+            replay_chain(&*txn, kernel.storage(), kernel.table(), kernel.genesis(), held_max)?;
+        Ok((head, counts, views.finish()?))
+    })?;
     txn.put_meta(META_DOMAIN_EVENTS, &crate::kernel::counts::encode(&counts))?;
-    let mut rebuilt = views.finish()?;
     let upgraded = kernel.needs_upgrade();
     // An upgrade, or a lookup that disagrees with the scan, has the table rewritten whole. The
     // snapshot is begun after the write transaction: the views that transaction starts from.

@@ -226,6 +226,7 @@ pub(crate) fn check_db_file_bytes(data: &[u8]) {
             wait_ms: DB_FILE_WAIT_MS,
             create: false,
             check_integrity: true,
+            check_beside_replay: false,
             read_only,
             absent_is_empty: false,
             anchor_dir: None,

@@ -179,6 +179,7 @@ fn options(create: bool) -> OpenOptions {
         wait_ms: 1_000,
         create,
         check_integrity: !create,
+        check_beside_replay: false,
         read_only: false,
         absent_is_empty: false,
         anchor_dir: None,

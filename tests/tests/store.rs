@@ -44,6 +44,7 @@ fn open(path: &Path) -> Result<Engine, Error> {
             wait_ms: 1_000,
             create: false,
             check_integrity: true,
+            check_beside_replay: false,
             read_only: false,
             absent_is_empty: false,
             anchor_dir: None,
@@ -508,6 +509,7 @@ fn a_read_of_a_store_left_needing_repair_still_answers() {
         wait_ms: 1_000,
         create: false,
         check_integrity: false,
+        check_beside_replay: false,
         read_only: true,
         absent_is_empty: false,
         anchor_dir: None,
@@ -556,12 +558,10 @@ const STRAY: TableDefinition<&str, &[u8]> = TableDefinition::new("stray");
 /// The stray row's value, unique in the file.
 const STRAY_VALUE: &[u8] = b"stray-leaf-value-read-only-by-the-page-check";
 
-/// `verify` on a store opened read-only without the check on open (the CLI's and `doctor`'s
-/// open) runs redb's check of every page itself, beside its replay: a damaged page that neither
-/// the replay nor the comparison reads still fails it, as it does the check on open.
-#[test]
-fn verify_of_a_read_only_store_runs_the_page_check_beside_its_replay() {
-    let (_dir, path) = store_with(5);
+/// A store of five events with a stray table whose one leaf has a flipped bit: only redb's
+/// check of every page reads that leaf.
+fn store_with_a_damaged_stray_leaf() -> (tempfile::TempDir, PathBuf) {
+    let (dir, path) = store_with(5);
     {
         let db = redb_open(&path);
         let txn = db.begin_write().unwrap();
@@ -580,16 +580,32 @@ fn verify_of_a_read_only_store_runs_the_page_check_beside_its_replay() {
         bytes[at] ^= 1;
     }
     std::fs::write(&path, &bytes).unwrap();
-    let with = |read_only: bool, check_integrity: bool| OpenOptions {
+    (dir, path)
+}
+
+/// How the page-check tests open a store.
+fn checked_options(read_only: bool, check_integrity: bool, beside_replay: bool) -> OpenOptions {
+    OpenOptions {
         wait_ms: 1_000,
         create: false,
         check_integrity,
+        check_beside_replay: beside_replay,
         read_only,
         absent_is_empty: false,
         anchor_dir: None,
         server_clock: true,
         upgrade_schema: false,
-    };
+    }
+}
+
+/// `verify` on a store opened read-only without the check on open (the CLI's and `doctor`'s
+/// open) runs redb's check of every page itself, beside its replay: a damaged page that neither
+/// the replay nor the comparison reads still fails it, as it does the check on open.
+#[test]
+fn verify_of_a_read_only_store_runs_the_page_check_beside_its_replay() {
+    let (_dir, path) = store_with_a_damaged_stray_leaf();
+    let with =
+        |read_only: bool, check_integrity: bool| checked_options(read_only, check_integrity, false);
     // A writer's open runs no page check, and the replay never meets the damaged leaf.
     let writer = Engine::open(&path, with(false, false)).unwrap();
     let report = writer.ops().verify(Default::default()).unwrap();
@@ -603,4 +619,49 @@ fn verify_of_a_read_only_store_runs_the_page_check_beside_its_replay() {
     assert_eq!(reader.head().unwrap().seq, 5);
     let verified = reader.ops().verify(Default::default());
     assert!(matches!(verified, Err(Error::StoreCorrupt(_))), "{verified:?}");
+}
+
+/// `rebuild` (the CLI's open: a writer with the check left to the rebuild) opens a store with a
+/// damaged page, runs redb's check beside its replay and fails on it before writing anything:
+/// the views it would have rewritten are as they were. A rebuild of a store opened without the
+/// check at all passes over the same page.
+#[test]
+fn rebuild_with_the_page_check_beside_its_replay_refuses_a_damaged_page_and_writes_nothing() {
+    let (_dir, path) = store_with_a_damaged_stray_leaf();
+    // A row the rebuild would put back, so a rebuild that wrote anything would show.
+    {
+        let db = redb_open(&path);
+        let txn = db.begin_write().unwrap();
+        let mut views = txn.open_table(VIEWS).unwrap();
+        let key = views.iter().unwrap().next().unwrap().unwrap().0.value().to_vec();
+        views.remove(key.as_slice()).unwrap();
+        drop(views);
+        txn.commit().unwrap();
+    }
+    let views_before = table_rows(&path);
+    let rebuilder = Engine::open(&path, checked_options(false, true, true)).unwrap();
+    assert_eq!(rebuilder.head().unwrap().seq, 5);
+    let rebuilt = rebuilder.ops().rebuild();
+    assert!(matches!(rebuilt, Err(Error::StoreCorrupt(_))), "{rebuilt:?}");
+    drop(rebuilder);
+    assert_eq!(table_rows(&path), views_before, "the failed rebuild wrote a view");
+    // Without any check, the same rebuild passes and puts the row back.
+    let unchecked = Engine::open(&path, checked_options(false, false, false)).unwrap();
+    let report = unchecked.ops().rebuild().unwrap();
+    assert_eq!(report.written, 1, "{report:?}");
+}
+
+/// The views table's rows, read straight from the file.
+fn table_rows(path: &Path) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let db = redb_open(path);
+    let txn = db.begin_read().unwrap();
+    let views = txn.open_table(VIEWS).unwrap();
+    views
+        .iter()
+        .unwrap()
+        .map(|row| {
+            let (key, value) = row.unwrap();
+            (key.value().to_vec(), value.value().to_vec())
+        })
+        .collect()
 }

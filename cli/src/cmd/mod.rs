@@ -158,8 +158,11 @@ pub(crate) enum Access {
     Read,
     /// Reads that write outside the store (an export): read-only, and an absent store is an error.
     Export,
-    /// rebuild: redb's full integrity check on open, as a writer.
+    /// export: redb's full integrity check on open, as a writer.
     Audit,
+    /// rebuild: as `Audit`, with redb's full integrity check on a view of its own beside the
+    /// rebuild's replay instead of on open.
+    Rebuild,
     /// verify: read-only, the file never written; the verify runs redb's full integrity check
     /// on a view of its own beside its replay.
     Verify,
@@ -222,7 +225,8 @@ pub(crate) fn options(cli: &Cli, access: Access, db: &Path) -> Result<OpenOption
     Ok(OpenOptions {
         wait_ms: cli.wait_ms,
         create: matches!(access, Access::Write | Access::Init),
-        check_integrity: matches!(access, Access::Audit | Access::CopySource),
+        check_integrity: matches!(access, Access::Audit | Access::Rebuild | Access::CopySource),
+        check_beside_replay: access == Access::Rebuild,
         read_only: matches!(
             access,
             Access::Read | Access::Export | Access::Verify | Access::CopySource
@@ -249,7 +253,9 @@ fn anchor_dir(cli: &Cli, access: Access, db: &Path) -> Result<Option<PathBuf>, C
         return Ok(None);
     };
     let dir = PathBuf::from(home).join(REMOTE_ANCHOR_DIR);
-    if !dir.is_dir() && matches!(access, Access::Write | Access::Init | Access::Audit) {
+    if !dir.is_dir()
+        && matches!(access, Access::Write | Access::Init | Access::Audit | Access::Rebuild)
+    {
         use std::os::unix::fs::DirBuilderExt;
         std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir).map_err(|source| {
             CliError::Io { op: format!("create the anchor directory {}", dir.display()), source }

@@ -124,7 +124,7 @@ pub(crate) fn verify(cli: &Cli, accept_missing_anchor: bool) -> Result<(), CliEr
 }
 
 pub(crate) fn rebuild(cli: &Cli) -> Result<(), CliError> {
-    let engine = open(cli, Access::Audit)?;
+    let engine = open(cli, Access::Rebuild)?;
     let report = engine.ops().rebuild()?;
     print(
         cli.format,

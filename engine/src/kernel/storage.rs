@@ -164,9 +164,10 @@ pub(crate) trait Storage: Send + Sync {
     fn compact_file(&mut self) -> Result<bool> {
         Ok(false)
     }
-    /// redb's full integrity check of every page of a store opened read-only without it, on a
-    /// view of its own (`verify` runs it beside its replay); does nothing for a store checked on
-    /// open, a writer's store, or a backend without pages of its own to check.
+    /// redb's full integrity check of every page of a store opened read-only without it, or for
+    /// writing with the check left to a rebuild (`OpenOptions::check_beside_replay`), on a view
+    /// of its own (`verify` and `rebuild` run it beside their replay); does nothing for a store
+    /// checked on open, any other writer's store, or a backend without pages of its own to check.
     fn check_pages(&self) -> Result<()> {
         Ok(())
     }

@@ -46,6 +46,12 @@ pub struct OpenOptions {
     /// Run redb's full integrity check on open (for rebuild and copy). `verify` does not need it:
     /// on a store opened read-only without it, `verify` runs the check itself, beside its replay.
     pub check_integrity: bool,
+    /// With `check_integrity`, on a store opened for writing (`rebuild`): run redb's check on a
+    /// view of its own beside the replay of `Ops::rebuild`, as `verify` does, instead of on open,
+    /// so a rebuild does not wait for it; the rebuild writes nothing before the check passed.
+    /// Anything else done on such a store is not checked. Ignored without `check_integrity`, on
+    /// a store opened read-only, and by a PostgreSQL store.
+    pub check_beside_replay: bool,
     /// Open for reading only: the file is never written, not even its header. Writes fail.
     pub read_only: bool,
     /// With `read_only` (and not `create`): when the store is absent, answer from an empty store
@@ -72,6 +78,7 @@ impl Default for OpenOptions {
             wait_ms: crate::kernel::limits::WAIT_MS_DEFAULT,
             create: true,
             check_integrity: false,
+            check_beside_replay: false,
             read_only: false,
             absent_is_empty: false,
             anchor_dir: None,
@@ -107,8 +114,9 @@ struct FileStore {
     dir: StoreDir,
     second: Option<SecondAnchor>,
     /// The file and the open's wait, for [`Storage::check_pages`]: kept when the store was
-    /// opened read-only without redb's integrity check (a writer's store, or one checked on open,
-    /// has nothing left to check).
+    /// opened read-only without redb's integrity check, or for writing with the check left to
+    /// the rebuild's replay ([`OpenOptions::check_beside_replay`]); any other store has nothing
+    /// left to check.
     unchecked: Option<(std::fs::File, Duration)>,
 }
 
@@ -211,8 +219,8 @@ pub(crate) fn open(path: &Path, options: OpenOptions) -> Result<Box<dyn Storage>
             Some(db) => db,
             None => RedbStore::open_view(&file, wait, false)?,
         },
-        (false, _) => {
-            let db = RedbStore::open(&file, options.check_integrity, wait)?;
+        (false, check) => {
+            let db = RedbStore::open(&file, check && !options.check_beside_replay, wait)?;
             // A writer owns the directory: what killed writers left there goes (best effort;
             // `rebuild`, which opens with the integrity check, removes them itself and reports).
             if !options.check_integrity {
@@ -221,7 +229,14 @@ pub(crate) fn open(path: &Path, options: OpenOptions) -> Result<Box<dyn Storage>
             db
         }
     };
-    let unchecked = (options.read_only && !options.check_integrity).then_some((file, wait));
+    // What `check_pages` checks: a read-only store opened without the check (`verify`), and a
+    // writer's store whose check was left to the rebuild's replay.
+    let check_later = if options.read_only {
+        !options.check_integrity
+    } else {
+        options.check_integrity && options.check_beside_replay
+    };
+    let unchecked = check_later.then_some((file, wait));
     Ok(Box::new(FileStore { db, dir, second, unchecked }))
 }
 
