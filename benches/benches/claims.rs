@@ -213,6 +213,7 @@ fn call() -> Call {
         idem_key: None,
         fingerprint: None,
         now_ms: now_ms(),
+        now_pinned: true,
     }
 }
 

@@ -119,6 +119,7 @@ fn in_process(home: &Path, db: &Path, bounds: ImportBatch) -> BenchResult<Run> {
         idem_key: None,
         fingerprint: None,
         now_ms: now_ms(),
+        now_pinned: true,
     };
     let start = Instant::now();
     let import = MoonshineImport::read(home, None)?;

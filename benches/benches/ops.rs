@@ -157,6 +157,7 @@ fn run(dir: &Path, events: u64) -> BenchResult<()> {
         idem_key: None,
         fingerprint: None,
         now_ms: START_MS + events + 1,
+        now_pinned: true,
     };
     let (_, checkpoint) = timed(|| Ok(engine.ops().checkpoint(&call)?))?;
     let before = bytes(&db);

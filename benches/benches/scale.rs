@@ -150,6 +150,7 @@ fn call(scope: &str) -> Call {
         idem_key: None,
         fingerprint: None,
         now_ms: now_ms(),
+        now_pinned: true,
     }
 }
 

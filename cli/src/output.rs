@@ -318,6 +318,7 @@ mod tests {
             idem_key: None,
             fingerprint: None,
             now_ms: 1_700_000_000_000,
+            now_pinned: true,
         };
         engine.execute(&call, &Command::CounterAdd { name: "c".into(), delta: 1 }).unwrap();
     }

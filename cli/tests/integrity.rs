@@ -551,6 +551,7 @@ fn branch_store() -> Store {
         idem_key: None,
         fingerprint: None,
         now_ms: 1_000,
+        now_pinned: true,
     };
     for n in 0..BRANCH_ROWS {
         let command = hookstate_engine::Command::KvPut {

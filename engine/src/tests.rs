@@ -228,6 +228,7 @@ fn call(scope: &str) -> Call {
         idem_key: None,
         fingerprint: None,
         now_ms: NOW_MS,
+        now_pinned: true,
     }
 }
 

@@ -289,13 +289,21 @@ impl Hermit {
     /// A call in the directory's scope at `now_ms`.
     #[must_use]
     pub fn call(&self, now_ms: u64) -> Call {
-        Call {
-            scope: self.scope.clone(),
-            actor: Actor::default(),
-            idem_key: None,
-            fingerprint: None,
-            now_ms,
-        }
+        call_at(&self.scope, now_ms)
+    }
+}
+
+/// A call in `scope` by no one in particular, without an idempotency key, at `now_ms`, pinned:
+/// the tests' clock rules, never the store's.
+#[must_use]
+pub fn call_at(scope: &str, now_ms: u64) -> Call {
+    Call {
+        scope: scope.to_owned(),
+        actor: Actor::default(),
+        idem_key: None,
+        fingerprint: None,
+        now_ms,
+        now_pinned: true,
     }
 }
 

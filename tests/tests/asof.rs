@@ -2,10 +2,11 @@
 //! every step the live answer of every core read is recorded, and at the end the store as of
 //! each step's seq must answer every read exactly as the live store did then.
 //!
-//! Also pins that an as-of store refuses writes and a seq past the head. Does not test the CLI.
+//! Also pins that an as-of store refuses writes and a seq past the head, and that event times
+//! follow log order (what `seq_as_of` counts on). Does not test the CLI.
 
 use hookstate_engine::schema::Actor;
-use hookstate_engine::{Call, Command, Engine, Error, Expect, OpenOptions, Query};
+use hookstate_engine::{Call, Command, Engine, Error, Expect, LogFilter, OpenOptions, Query};
 use hookstate_testkit::Rng;
 use serde_json::Value;
 
@@ -22,6 +23,7 @@ fn call(now_ms: u64, session: &str) -> Call {
         idem_key: None,
         fingerprint: None,
         now_ms,
+        now_pinned: true,
     }
 }
 
@@ -122,4 +124,49 @@ fn an_as_of_store_refuses_writes_and_a_seq_past_the_head() {
     assert_eq!(engine.ops().seq_as_of(START_MS - 1).unwrap(), 0);
     assert_eq!(engine.ops().seq_as_of(START_MS).unwrap(), 1);
     assert!(past.ops().verify(Default::default()).is_ok(), "the as-of store verifies");
+}
+
+/// The host's clock in UTC ms.
+fn wall_ms() -> u64 {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
+    u64::try_from(since.as_millis()).unwrap()
+}
+
+/// The time of each event in the log, in log order.
+fn event_times(engine: &Engine) -> Vec<u64> {
+    engine.log(&LogFilter::default()).unwrap().iter().map(|e| e.content.at_ms).collect()
+}
+
+/// A call that does not pin its time is timed by the store's clock once its transaction holds
+/// the write lock: a call that read the clock and then waited for the lock (its `now_ms` older
+/// than the event before it) logs no time before that event, so `--as-of`'s prefix holds every
+/// event of its time. A pinned call keeps its own time.
+#[test]
+fn event_times_follow_log_order_unless_a_call_pins_its_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(&dir.path().join("state.redb"), OpenOptions::default()).unwrap();
+    let put =
+        |key: &str| Command::KvPut { key: key.into(), value: "1".into(), expect: Expect::Any };
+    let unpinned = |now_ms| Call { now_pinned: false, ..call(now_ms, "s") };
+    let before = wall_ms();
+    // The first call read the clock a minute before the second one, which committed first.
+    engine.execute(&unpinned(before), &put("a")).unwrap();
+    engine.execute(&unpinned(before - 60_000), &put("b")).unwrap();
+    // Two waiting calls committed by one group commit.
+    let batch = [(unpinned(before - 30_000), put("c")), (unpinned(before - 90_000), put("d"))];
+    for outcome in engine.ops().execute_batch(&batch).unwrap() {
+        outcome.unwrap();
+    }
+    let after = wall_ms();
+    let times = event_times(&engine);
+    assert_eq!(times.len(), 4);
+    assert!(times.windows(2).all(|w| w[0] <= w[1]), "times out of log order: {times:?}");
+    assert!(
+        times.iter().all(|t| (before..=after).contains(t)),
+        "{times:?} not in {before}..={after}"
+    );
+    assert_eq!(engine.ops().seq_as_of(after).unwrap(), 4, "the prefix holds every event");
+    // A pinned call (a test clock) keeps its time, even one before the events already logged.
+    engine.execute(&call(START_MS, "s"), &put("e")).unwrap();
+    assert_eq!(event_times(&engine)[4], START_MS);
 }

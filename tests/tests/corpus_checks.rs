@@ -273,6 +273,7 @@ fn stdin_call(scope: &str) -> Call {
         idem_key: None,
         fingerprint: None,
         now_ms: 1_700_000_000_000,
+        now_pinned: true,
     }
 }
 

@@ -6,7 +6,6 @@
 
 use std::path::{Path, PathBuf};
 
-use hookstate_engine::schema::Actor;
 use hookstate_engine::MoonshineImport;
 use hookstate_engine::{Call, Engine, Layout};
 use hookstate_testkit::copy_dir;
@@ -18,8 +17,7 @@ const PROJECT: &str = "gradient-descent";
 const FIXTURE_NOW_MS: u64 = 1_795_989_052_000;
 
 fn call(now_ms: u64) -> Call {
-    let scope = format!("moonshine:{PROJECT}");
-    Call { scope, actor: Actor::default(), idem_key: None, fingerprint: None, now_ms }
+    hookstate_testkit::call_at(&format!("moonshine:{PROJECT}"), now_ms)
 }
 
 /// The end of a mirrored feedback call writes a file only over the bytes the call adopted: the

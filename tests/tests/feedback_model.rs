@@ -121,6 +121,7 @@ fn call(now: u64, session: Option<String>) -> Call {
         idem_key: None,
         fingerprint: None,
         now_ms: now,
+        now_pinned: true,
     }
 }
 

@@ -53,6 +53,7 @@ fn call(idem_key: Option<&str>) -> Call {
         idem_key: idem_key.map(str::to_owned),
         fingerprint: None,
         now_ms: 1_700_000_000_000,
+        now_pinned: true,
     }
 }
 

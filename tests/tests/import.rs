@@ -25,6 +25,7 @@ fn call() -> Call {
         idem_key: None,
         fingerprint: None,
         now_ms: NOW_MS,
+        now_pinned: true,
     }
 }
 

@@ -168,8 +168,7 @@ impl Case for Loopd {
         Layout::Loopd { file: "loopd.json".into() }
     }
     fn call(&self, now_ms: u64) -> Call {
-        let scope = hookstate_engine::bundle_scope(&self.bundle);
-        Call { scope, actor: Actor::default(), idem_key: None, fingerprint: None, now_ms }
+        hookstate_testkit::call_at(&hookstate_engine::bundle_scope(&self.bundle), now_ms)
     }
     fn mutate(&mut self, engine: &Engine, now_ms: u64, rng: &mut Rng) -> Result<Outcome> {
         let call = self.call(now_ms);
@@ -265,6 +264,7 @@ impl Case for Observer {
             idem_key: None,
             fingerprint: None,
             now_ms,
+            now_pinned: true,
         }
     }
     fn mutate(&mut self, engine: &Engine, now_ms: u64, rng: &mut Rng) -> Result<Outcome> {
@@ -408,6 +408,7 @@ impl Case for Hermit {
             idem_key: None,
             fingerprint: None,
             now_ms,
+            now_pinned: true,
         }
     }
     fn mutate(&mut self, engine: &Engine, now_ms: u64, rng: &mut Rng) -> Result<Outcome> {
@@ -584,7 +585,7 @@ impl Case for Moonshine {
     fn call(&self, now_ms: u64) -> Call {
         let scope = format!("moonshine:{MOONSHINE_PROJECT}");
         let actor = Actor { session: Some("hs".into()), ..Actor::default() };
-        Call { scope, actor, idem_key: None, fingerprint: None, now_ms }
+        Call { scope, actor, idem_key: None, fingerprint: None, now_ms, now_pinned: true }
     }
     fn mutate(&mut self, engine: &Engine, now_ms: u64, rng: &mut Rng) -> Result<Outcome> {
         use hookstate_engine::{ClaimAsk, DrainAsk, Pass};
@@ -813,6 +814,7 @@ impl Case for HermitTicks {
             idem_key: None,
             fingerprint: None,
             now_ms,
+            now_pinned: true,
         }
     }
     fn mutate(&mut self, engine: &Engine, now_ms: u64, rng: &mut Rng) -> Result<Outcome> {
@@ -886,6 +888,7 @@ fn session_call(now_ms: u64) -> Call {
         idem_key: None,
         fingerprint: None,
         now_ms,
+        now_pinned: true,
     }
 }
 

@@ -397,6 +397,7 @@ fn run(ops: &[Op]) -> Result<(), TestCaseError> {
             idem_key: None,
             fingerprint: None,
             now_ms: model.now,
+            now_pinned: true,
         };
         let outcome = engine.execute(&call, &command).unwrap();
         prop_assert_eq!(answer_of(&outcome), expected, "step {} {:?}", step, op);

@@ -22,6 +22,7 @@ fn call() -> Call {
         idem_key: None,
         fingerprint: None,
         now_ms: 1,
+        now_pinned: true,
     }
 }
 

@@ -287,6 +287,7 @@ fn run(seed: u64, fault: Fault) -> RunResult {
                 idem_key: None,
                 fingerprint: None,
                 now_ms: 1_000 * n,
+                now_pinned: true,
             };
             match engine.execute(&call, &command(&mut rng, n)) {
                 Ok(outcome) if outcome.appended > 0 => {

@@ -7,7 +7,6 @@
 
 use std::path::{Path, PathBuf};
 
-use hookstate_engine::schema::Actor;
 use hookstate_engine::{Call, Engine, Layout};
 use hookstate_engine::{RuntimeWrite, SessionAnswer as Answer, SessionExit as Exit};
 
@@ -72,8 +71,7 @@ impl Hermit {
     }
 
     fn call(&self, now_ms: u64) -> Call {
-        let scope = self.scope.clone();
-        Call { scope, actor: Actor::default(), idem_key: None, fingerprint: None, now_ms }
+        hookstate_testkit::call_at(&self.scope, now_ms)
     }
 
     fn words(list: &[&str]) -> Vec<String> {

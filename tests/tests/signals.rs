@@ -6,7 +6,6 @@
 
 use std::path::{Path, PathBuf};
 
-use hookstate_engine::schema::Actor;
 use hookstate_engine::{bundle_scope, TurnInput};
 use hookstate_engine::{lexical_join, resolve_bundle};
 use hookstate_engine::{Call, Engine, Error, LogFilter};
@@ -14,7 +13,7 @@ use hookstate_engine::{Call, Engine, Error, LogFilter};
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/legacy/loopd");
 
 fn call(scope: &str, now_ms: u64) -> Call {
-    Call { scope: scope.into(), actor: Actor::default(), idem_key: None, fingerprint: None, now_ms }
+    hookstate_testkit::call_at(scope, now_ms)
 }
 
 fn engine(dir: &Path) -> Engine {

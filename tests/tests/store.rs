@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use hookstate_engine::limits::{REPLAY_BATCH_EVENTS, REPLAY_QUEUE_BATCHES};
 use hookstate_engine::schema::format::{self, FORMAT_VERSION, LOG_TABLE, META_TABLE, VIEWS_TABLE};
-use hookstate_engine::schema::{Actor, Body, CoreEvent};
+use hookstate_engine::schema::{Body, CoreEvent};
 use hookstate_engine::{Call, Command, Engine, Error, Expect, OpenOptions};
 use redb::{ReadableDatabase, ReadableTable, TableDefinition};
 
@@ -17,7 +17,7 @@ const VIEWS: TableDefinition<&[u8], &[u8]> = TableDefinition::new(VIEWS_TABLE);
 const META: TableDefinition<&str, &[u8]> = TableDefinition::new(META_TABLE);
 
 fn call(now_ms: u64) -> Call {
-    Call { scope: "t".into(), actor: Actor::default(), idem_key: None, fingerprint: None, now_ms }
+    hookstate_testkit::call_at("t", now_ms)
 }
 
 fn put(engine: &Engine, n: u64) {

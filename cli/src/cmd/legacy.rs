@@ -113,7 +113,7 @@ pub(crate) fn import(cli: &Cli, args: &ImportArgs) -> Result<(), CliError> {
 pub(crate) fn export(cli: &Cli, args: &ExportArgs) -> Result<(), CliError> {
     let to: &Path = &args.to;
     let name = file_name(args.layout, args.name.as_ref());
-    let engine = open(cli, Access::Audit)?;
+    let engine = open(cli, Access::CheckedWrite)?;
     let file = to.join(name);
     let mut out = match args.layout {
         Layout::Loopd => {

@@ -158,9 +158,9 @@ pub(crate) enum Access {
     Read,
     /// Reads that write outside the store (an export): read-only, and an absent store is an error.
     Export,
-    /// export: redb's full integrity check on open, as a writer.
-    Audit,
-    /// rebuild: as `Audit`, with redb's full integrity check on a view of its own beside the
+    /// A writer with redb's full integrity check on open (the legacy `export`).
+    CheckedWrite,
+    /// rebuild: as `CheckedWrite`, with redb's full integrity check on a view of its own beside the
     /// rebuild's replay instead of on open.
     Rebuild,
     /// verify: read-only, the file never written; the verify runs redb's full integrity check
@@ -225,7 +225,10 @@ pub(crate) fn options(cli: &Cli, access: Access, db: &Path) -> Result<OpenOption
     Ok(OpenOptions {
         wait_ms: cli.wait_ms,
         create: matches!(access, Access::Write | Access::Init),
-        check_integrity: matches!(access, Access::Audit | Access::Rebuild | Access::CopySource),
+        check_integrity: matches!(
+            access,
+            Access::CheckedWrite | Access::Rebuild | Access::CopySource
+        ),
         check_beside_replay: access == Access::Rebuild,
         read_only: matches!(
             access,
@@ -254,7 +257,7 @@ fn anchor_dir(cli: &Cli, access: Access, db: &Path) -> Result<Option<PathBuf>, C
     };
     let dir = PathBuf::from(home).join(REMOTE_ANCHOR_DIR);
     if !dir.is_dir()
-        && matches!(access, Access::Write | Access::Init | Access::Audit | Access::Rebuild)
+        && matches!(access, Access::Write | Access::Init | Access::CheckedWrite | Access::Rebuild)
     {
         use std::os::unix::fs::DirBuilderExt;
         std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir).map_err(|source| {
@@ -389,5 +392,7 @@ pub(crate) fn call_in(cli: &Cli, hook: &str, scope: &str) -> Call {
         idem_key: cli.idem_key.clone(),
         fingerprint: cli.idem_key.as_ref().and_then(|_| crate::request::fingerprint()),
         now_ms: cli.now_ms.unwrap_or_else(now_ms),
+        // A test clock pins the time; else the store times the call under its write lock.
+        now_pinned: cli.now_ms.is_some(),
     }
 }

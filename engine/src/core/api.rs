@@ -184,7 +184,7 @@ pub(crate) fn queue_meta(txn: &dyn ReadTxn, scope: &str, queue: &str) -> Result<
 fn decide(txn: &dyn ReadTxn, call: &Call, command: &Command) -> Result<Decision> {
     let scope = call.scope.as_str();
     // Leases are granted and expire by the store server's clock when it has one.
-    let now_ms = txn.clock_ms().unwrap_or(call.now_ms);
+    let now_ms = call.now_in(txn);
     Ok(match command {
         Command::KvPut { key, value, expect } => {
             let rev =

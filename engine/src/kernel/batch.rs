@@ -133,7 +133,7 @@ impl Kernel {
             }
         };
         // A store with a server clock times the call by it, as a call of its own would be.
-        let now_ms = txn.clock_ms().unwrap_or(call.now_ms);
+        let now_ms = call.now_in(&*txn);
         let ran = self.run_call(&mut *txn, head, call, now_ms, decide);
         let mut slot = self.batch_slot();
         let batch = slot.as_mut()?;

@@ -6,6 +6,8 @@
 
 use hookstate_schema::format::{self, Head};
 use hookstate_schema::{Actor, Body};
+
+use crate::kernel::storage::ReadTxn;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
@@ -23,6 +25,12 @@ pub struct Call {
     pub fingerprint: Option<Fingerprint>,
     /// Now, in UTC ms (injected so tests control time).
     pub now_ms: u64,
+    /// `now_ms` is the call's time whatever the store: a test clock (`HOOKSTATE_NOW_MS`, a
+    /// served call that carries one). `false` lets the writer time the call by the store's
+    /// clock, read once its transaction holds the write lock (the database server's clock for
+    /// PostgreSQL, the host's for redb), so event times follow log order; `now_ms` then only
+    /// times what is answered without a write.
+    pub now_pinned: bool,
 }
 
 /// The fingerprint of a request: its verb and a digest of the verb, its arguments (without the
@@ -36,6 +44,15 @@ pub struct Fingerprint {
 }
 
 impl Call {
+    /// The call's time in `txn`: its own when pinned or when the transaction has no clock, else
+    /// the transaction's (see [`Call::now_pinned`]).
+    pub(crate) fn now_in(&self, txn: &dyn ReadTxn) -> u64 {
+        match txn.clock_ms() {
+            Some(clock_ms) if !self.now_pinned => clock_ms,
+            _ => self.now_ms,
+        }
+    }
+
     /// The same call in another scope (a bundle's, a project's).
     #[must_use]
     pub fn in_scope(&self, scope: &str) -> Call {

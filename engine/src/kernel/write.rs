@@ -381,7 +381,7 @@ impl Kernel {
         }
         // A store with a server clock (PostgreSQL) times the call by it, read under the write
         // lock: every host agrees, and event times follow log order.
-        let now_ms = txn.clock_ms().unwrap_or(call.now_ms);
+        let now_ms = call.now_in(&*txn);
         #[cfg(feature = "bugdrill")]
         let mut early = early;
         #[cfg(feature = "bugdrill")]
@@ -826,6 +826,7 @@ mod tests {
             idem_key: None,
             fingerprint: None,
             now_ms: 1_000,
+            now_pinned: true,
         };
         let put = crate::Command::KvPut {
             key: "k".into(),

@@ -62,9 +62,11 @@ pub struct OpenOptions {
     /// checked and moved like the anchor beside the store. It must exist. For a PostgreSQL store
     /// it holds the store's only anchor, kept per host.
     pub anchor_dir: Option<std::path::PathBuf>,
-    /// Time events and leases by the database server's clock, read inside each transaction (a
-    /// PostgreSQL store), so that hosts with skewed clocks agree. Off: by each call's `now_ms`,
-    /// as tests that inject time need. A redb store has no server: always the call's time.
+    /// Time the calls of a PostgreSQL store by the database server's clock, read inside each
+    /// write transaction once it holds the head row, so that hosts with skewed clocks agree.
+    /// Off: by each call's `now_ms`, as tests that inject time need. A redb store ignores it:
+    /// its writer reads the host's clock once it holds the write lock. On either, a call that
+    /// pins its time ([`crate::Call::now_pinned`]) keeps it.
     pub server_clock: bool,
     /// For a PostgreSQL store, upgrade tables of an older schema version, in one transaction
     /// (`hookstate init`); without it such a database is refused. A database written by a newer

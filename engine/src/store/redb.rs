@@ -268,7 +268,7 @@ impl RedbStore {
             .map_err(|e| Error::Store(Box::new(redb::Error::from(e))))?;
         txn.set_quick_repair(true);
         let closing = self.closing.as_ref().map(|close| std::sync::Arc::clone(&close.0));
-        Ok(RedbWrite { txn, closing })
+        Ok(RedbWrite { txn, closing, clock_ms: host_clock_ms() })
     }
 
     /// Compacts the file (redb takes the writer lock and the header lock for it); `false` when
@@ -362,6 +362,14 @@ struct RedbRead {
 struct RedbWrite {
     txn: redb::WriteTransaction,
     closing: Option<std::sync::Arc<Closing>>,
+    /// The host's clock, read once this transaction held the write lock: the time of every call
+    /// it runs that does not pin its own (`Call::now_pinned`), so event times follow log order.
+    clock_ms: u64,
+}
+
+/// The host's clock in UTC ms, as the CLI reads it for a call (0 before 1970).
+fn host_clock_ms() -> u64 {
+    u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or(0)
 }
 
 /// Both transaction kinds open tables the same way; this runs the shared read logic on any
@@ -463,7 +471,12 @@ read_impl!(
         Some(self)
     }
 );
-read_impl!(RedbWrite);
+read_impl!(
+    RedbWrite,
+    fn clock_ms(&self) -> Option<u64> {
+        Some(self.clock_ms)
+    }
+);
 
 impl WriteTxn for RedbWrite {
     fn put_meta(&mut self, key: &str, value: &[u8]) -> Result<()> {
@@ -508,6 +521,7 @@ impl WriteTxn for RedbWrite {
 
     fn with_tables(&mut self, body: &mut dyn FnMut(&mut dyn WriteTxn) -> Result<()>) -> Result<()> {
         let mut tables = RedbTables {
+            clock_ms: self.clock_ms,
             log: self.txn.open_table(LOG).map_err(convert)?,
             views: self.txn.open_table(VIEWS).map_err(convert)?,
             meta: self.txn.open_table(META).map_err(convert)?,
@@ -529,12 +543,18 @@ impl WriteTxn for RedbWrite {
 /// handle writes the root back when dropped, which per row read or written was a tenth of a
 /// claim's CPU inside a group commit.
 struct RedbTables<'t> {
+    /// The transaction's clock ([`RedbWrite::clock_ms`]).
+    clock_ms: u64,
     log: redb::Table<'t, u64, &'static [u8]>,
     views: redb::Table<'t, &'static [u8], &'static [u8]>,
     meta: redb::Table<'t, &'static str, &'static [u8]>,
 }
 
 impl ReadTxn for RedbTables<'_> {
+    fn clock_ms(&self) -> Option<u64> {
+        Some(self.clock_ms)
+    }
+
     fn meta(&self, key: &str) -> Result<Option<Vec<u8>>> {
         let value = self.meta.get(key).map_err(convert)?;
         Ok(value.map(|v| v.value().to_vec()))
