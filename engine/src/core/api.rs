@@ -183,7 +183,8 @@ pub(crate) fn queue_meta(txn: &dyn ReadTxn, scope: &str, queue: &str) -> Result<
 /// Reads what a command needs and decides it: the compare and the swap share this transaction.
 fn decide(txn: &dyn ReadTxn, call: &Call, command: &Command) -> Result<Decision> {
     let scope = call.scope.as_str();
-    // Leases are granted and expire by the store server's clock when it has one.
+    // Leases are granted and expire by the store's clock, read under the write lock, unless the
+    // call pins its time (on a read snapshot, the call's time).
     let now_ms = call.now_in(txn);
     Ok(match command {
         Command::KvPut { key, value, expect } => {

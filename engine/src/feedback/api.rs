@@ -65,8 +65,9 @@ fn one(event: FeedbackEvent, result: &impl Serialize) -> Plan {
     Plan { events: vec![Body::Feedback(event)], result, ..Plan::default() }
 }
 
-/// The claimer of a call, timed by the store server's clock when the transaction has one (a
-/// delivered comment re-surfaces after `stale_ms` by the same clock on every host).
+/// The claimer of a call, timed by the transaction's clock unless the call pins its time
+/// ([`Call::now_in`]; on PostgreSQL a delivered comment re-surfaces after `stale_ms` by the same
+/// clock on every host).
 fn claimer<'c>(call: &'c Call, holder: &'c str, stale_ms: u64, txn: &dyn ReadTxn) -> Claimer<'c> {
     let now_ms = call.now_in(txn);
     Claimer { holder, session: call.actor.session.as_deref(), now_ms, stale_ms }

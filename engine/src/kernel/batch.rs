@@ -132,7 +132,8 @@ impl Kernel {
                 None => return Some(Err(Error::Poisoned)),
             }
         };
-        // A store with a server clock times the call by it, as a call of its own would be.
+        // Timed by the store's clock, read once the batch held the write lock, as a call of its
+        // own would be, unless the call pins its time.
         let now_ms = call.now_in(&*txn);
         let ran = self.run_call(&mut *txn, head, call, now_ms, decide);
         let mut slot = self.batch_slot();

@@ -6,10 +6,10 @@
 
 use hookstate_schema::format::{self, Head};
 use hookstate_schema::{Actor, Body};
-
-use crate::kernel::storage::ReadTxn;
 use serde::Serialize;
 use serde_json::{Map, Value};
+
+use crate::kernel::storage::ReadTxn;
 
 /// Who calls, for which scope, at what time, with which idempotency key.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -34,9 +34,10 @@ pub(crate) trait ReadTxn {
     /// Visits the view rows whose key starts with `prefix`, in key order, until `visit` returns
     /// `false`.
     fn views_with_prefix(&self, prefix: &[u8], visit: &mut RowVisitor<'_>) -> Result<()>;
-    /// The store server's clock in UTC ms, read inside this transaction (by a writer, after it
-    /// took the write lock), when the store has a server and was opened to use its clock; `None`
-    /// means the call's own time is used (redb, or a store opened with the caller's clock).
+    /// The store's clock in UTC ms, read by a writer once it held the write lock: a database
+    /// server's (when the store was opened to use it) or, on redb, the host's. `None` on a read
+    /// snapshot and on a store opened with the caller's clock. A call that does not pin its time
+    /// is timed by it ([`crate::Call::now_pinned`]).
     fn clock_ms(&self) -> Option<u64> {
         None
     }

@@ -379,8 +379,9 @@ impl Kernel {
                 }
             }
         }
-        // A store with a server clock (PostgreSQL) times the call by it, read under the write
-        // lock: every host agrees, and event times follow log order.
+        // A call that does not pin its time is timed by the store's clock, read under the write
+        // lock (a database server's: every host agrees; the host's on redb): event times follow
+        // log order.
         let now_ms = call.now_in(&*txn);
         #[cfg(feature = "bugdrill")]
         let mut early = early;
