@@ -34,10 +34,11 @@ pub(crate) trait ReadTxn {
     /// Visits the view rows whose key starts with `prefix`, in key order, until `visit` returns
     /// `false`.
     fn views_with_prefix(&self, prefix: &[u8], visit: &mut RowVisitor<'_>) -> Result<()>;
-    /// The store's clock in UTC ms, read by a writer once it held the write lock: a database
-    /// server's (when the store was opened to use it) or, on redb, the host's. `None` on a read
-    /// snapshot and on a store opened with the caller's clock. A call that does not pin its time
-    /// is timed by it ([`crate::Call::now_pinned`]).
+    /// The store's clock in UTC ms: a database server's, read as each transaction began (a
+    /// writer's once it held the head row) when the store was opened to use it; on redb the
+    /// host's, read by a writer once it held the write lock. `None` on a redb read snapshot and
+    /// on a store opened with the caller's clock. A call that does not pin its time is timed by
+    /// it ([`crate::Call::now_pinned`]).
     fn clock_ms(&self) -> Option<u64> {
         None
     }
