@@ -149,7 +149,7 @@ fn event_times_follow_log_order_unless_a_call_pins_its_time() {
         |key: &str| Command::KvPut { key: key.into(), value: "1".into(), expect: Expect::Any };
     let unpinned = |now_ms| Call { now_pinned: false, ..call(now_ms, "s") };
     let before = wall_ms();
-    // The first call read the clock a minute before the second one, which committed first.
+    // The second call read the clock a minute before the first did, then waited for the lock.
     engine.execute(&unpinned(before), &put("a")).unwrap();
     engine.execute(&unpinned(before - 60_000), &put("b")).unwrap();
     // Two waiting calls committed by one group commit.
