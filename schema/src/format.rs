@@ -4,6 +4,8 @@
 //! Any change here bumps [`FORMAT_VERSION`], updates the golden-bytes test and adds a line to
 //! `docs/format.md`. Does not do IO: the engine's store hands bytes in and out.
 
+use std::sync::OnceLock;
+
 use serde::{Deserialize, Serialize};
 use serde_bytes::{ByteArray, ByteBuf};
 
@@ -143,10 +145,22 @@ fn stored_hash_bytes(v: u16) -> usize {
     }
 }
 
+/// The hasher of [`event_hash`], its context's key derived once.
+static EVENT_HASHER: OnceLock<blake3::Hasher> = OnceLock::new();
+/// The hasher of a view row's check, its context's key derived once.
+static ROW_CHECK_HASHER: OnceLock<blake3::Hasher> = OnceLock::new();
+
+/// A fresh hasher in derive-key mode for `context`: a copy of the one made the first time.
+/// Deriving a context's key is a compression of its own, which every event hash and every row
+/// check paid before.
+fn derived(made: &'static OnceLock<blake3::Hasher>, context: &'static str) -> blake3::Hasher {
+    made.get_or_init(|| blake3::Hasher::new_derive_key(context)).clone()
+}
+
 /// The hash of the link `prev → seq` over the exact content bytes.
 #[must_use]
 pub fn event_hash(prev: &[u8; 32], seq: u64, content_bytes: &[u8]) -> [u8; 32] {
-    let mut hasher = blake3::Hasher::new_derive_key(EVENT_HASH_CONTEXT);
+    let mut hasher = derived(&EVENT_HASHER, EVENT_HASH_CONTEXT);
     hasher.update(prev);
     hasher.update(&seq.to_be_bytes());
     hasher.update(content_bytes);
@@ -291,7 +305,10 @@ const KEY_DOC: u8 = b'd';
 const KEY_SEPARATOR: u8 = 0;
 
 fn join_key(tag: u8, parts: &[&str]) -> Vec<u8> {
-    let mut out = vec![tag];
+    // Sized once: a key is encoded for every row an event touches, and growing it part by part
+    // reallocated it up to three times.
+    let mut out = Vec::with_capacity(1 + parts.iter().map(|part| part.len() + 1).sum::<usize>());
+    out.push(tag);
     for part in parts {
         out.extend_from_slice(part.as_bytes());
         out.push(KEY_SEPARATOR);
@@ -373,7 +390,7 @@ pub fn decode_view_key(bytes: &[u8]) -> Result<ViewKey, FormatError> {
 }
 
 fn row_check(key: &[u8], payload: &[u8]) -> [u8; ROW_CHECK_BYTES] {
-    let mut hasher = blake3::Hasher::new_derive_key(ROW_CHECK_CONTEXT);
+    let mut hasher = derived(&ROW_CHECK_HASHER, ROW_CHECK_CONTEXT);
     hasher.update(&(key.len() as u64).to_be_bytes());
     hasher.update(key);
     hasher.update(payload);
@@ -390,11 +407,12 @@ fn row_check(key: &[u8], payload: &[u8]) -> [u8; ROW_CHECK_BYTES] {
 /// Never in practice: encoding our own plain enums into a `Vec` cannot fail.
 #[must_use]
 pub fn encode_view_row(key: &[u8], row: &ViewRow) -> Vec<u8> {
-    let payload =
-        rmp_serde::to_vec_named(row).expect("encoding a plain enum into a Vec cannot fail");
-    let mut out = Vec::with_capacity(ROW_CHECK_BYTES + payload.len());
-    out.extend_from_slice(&row_check(key, &payload));
-    out.extend_from_slice(&payload);
+    // The payload is written after room for its check, which is filled in last: one buffer.
+    let mut out = vec![0u8; ROW_CHECK_BYTES];
+    rmp_serde::encode::write_named(&mut out, row)
+        .expect("encoding a plain enum into a Vec cannot fail");
+    let check = row_check(key, &out[ROW_CHECK_BYTES..]);
+    out[..ROW_CHECK_BYTES].copy_from_slice(&check);
     out
 }
 
