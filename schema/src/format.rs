@@ -145,22 +145,23 @@ fn stored_hash_bytes(v: u16) -> usize {
     }
 }
 
-/// The hasher of [`event_hash`], its context's key derived once.
-static EVENT_HASHER: OnceLock<blake3::Hasher> = OnceLock::new();
-/// The hasher of a view row's check, its context's key derived once.
-static ROW_CHECK_HASHER: OnceLock<blake3::Hasher> = OnceLock::new();
+/// A fresh hasher of [`event_hash`]: a copy of the one made the first time. Deriving a
+/// context's key is a compression of its own, which every event hash paid before.
+fn event_hasher() -> blake3::Hasher {
+    static MADE: OnceLock<blake3::Hasher> = OnceLock::new();
+    MADE.get_or_init(|| blake3::Hasher::new_derive_key(EVENT_HASH_CONTEXT)).clone()
+}
 
-/// A fresh hasher in derive-key mode for `context`: a copy of the one made the first time.
-/// Deriving a context's key is a compression of its own, which every event hash and every row
-/// check paid before.
-fn derived(made: &'static OnceLock<blake3::Hasher>, context: &'static str) -> blake3::Hasher {
-    made.get_or_init(|| blake3::Hasher::new_derive_key(context)).clone()
+/// A fresh hasher of a view row's check, made as [`event_hasher`]'s is.
+fn row_check_hasher() -> blake3::Hasher {
+    static MADE: OnceLock<blake3::Hasher> = OnceLock::new();
+    MADE.get_or_init(|| blake3::Hasher::new_derive_key(ROW_CHECK_CONTEXT)).clone()
 }
 
 /// The hash of the link `prev → seq` over the exact content bytes.
 #[must_use]
 pub fn event_hash(prev: &[u8; 32], seq: u64, content_bytes: &[u8]) -> [u8; 32] {
-    let mut hasher = derived(&EVENT_HASHER, EVENT_HASH_CONTEXT);
+    let mut hasher = event_hasher();
     hasher.update(prev);
     hasher.update(&seq.to_be_bytes());
     hasher.update(content_bytes);
@@ -390,7 +391,7 @@ pub fn decode_view_key(bytes: &[u8]) -> Result<ViewKey, FormatError> {
 }
 
 fn row_check(key: &[u8], payload: &[u8]) -> [u8; ROW_CHECK_BYTES] {
-    let mut hasher = derived(&ROW_CHECK_HASHER, ROW_CHECK_CONTEXT);
+    let mut hasher = row_check_hasher();
     hasher.update(&(key.len() as u64).to_be_bytes());
     hasher.update(key);
     hasher.update(payload);
