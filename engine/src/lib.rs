@@ -80,7 +80,9 @@ pub use crate::engine::append_unchecked;
 pub use crate::engine::open_on_backend;
 pub use crate::engine::{check, parse_legacy, Engine, Layout, LegacyFile, LegacyParse, Location};
 pub use crate::engine::{event_to_json, render_event};
-pub use crate::kernel::call::{Call, Conflict, Fingerprint, MirrorReport, Outcome, Refusal};
+pub use crate::kernel::call::{
+    now_ms, Call, Conflict, Fingerprint, MirrorReport, Outcome, Refusal,
+};
 pub use crate::kernel::compat::js_trim;
 pub use crate::kernel::error::{Error, Result};
 pub use crate::kernel::limits;

@@ -126,12 +126,6 @@ fn an_as_of_store_refuses_writes_and_a_seq_past_the_head() {
     assert!(past.ops().verify(Default::default()).is_ok(), "the as-of store verifies");
 }
 
-/// The host's clock in UTC ms.
-fn wall_ms() -> u64 {
-    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
-    u64::try_from(since.as_millis()).unwrap()
-}
-
 /// The time of each event in the log, in log order.
 fn event_times(engine: &Engine) -> Vec<u64> {
     engine.log(&LogFilter::default()).unwrap().iter().map(|e| e.content.at_ms).collect()
@@ -148,7 +142,7 @@ fn event_times_follow_log_order_unless_a_call_pins_its_time() {
     let put =
         |key: &str| Command::KvPut { key: key.into(), value: "1".into(), expect: Expect::Any };
     let unpinned = |now_ms| Call { now_pinned: false, ..call(now_ms, "s") };
-    let before = wall_ms();
+    let before = hookstate_engine::now_ms();
     // The second call read the clock a minute before the first did, then waited for the lock.
     engine.execute(&unpinned(before), &put("a")).unwrap();
     engine.execute(&unpinned(before - 60_000), &put("b")).unwrap();
@@ -157,7 +151,7 @@ fn event_times_follow_log_order_unless_a_call_pins_its_time() {
     for outcome in engine.ops().execute_batch(&batch).unwrap() {
         outcome.unwrap();
     }
-    let after = wall_ms();
+    let after = hookstate_engine::now_ms();
     let times = event_times(&engine);
     assert_eq!(times.len(), 4);
     assert!(times.windows(2).all(|w| w[0] <= w[1]), "times out of log order: {times:?}");

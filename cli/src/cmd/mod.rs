@@ -30,6 +30,9 @@ use std::io::Write;
 use hookstate_engine::schema::Actor;
 use hookstate_engine::{Call, Engine, OpenOptions, Outcome};
 
+/// The host's clock, as a call reads it (the engine's, which a redb writer reads too).
+pub(crate) use hookstate_engine::now_ms;
+
 use crate::args::{Cli, Format, HookVerb, Layout, Verb};
 use crate::exit::CliError;
 use crate::output::{one_line, print, print_raw};
@@ -369,10 +372,6 @@ pub(crate) fn warn_report(report: &hookstate_engine::MirrorReport) {
         );
         let _ = writeln!(crate::output::stderr(), "{}", one_line(&line));
     }
-}
-
-pub(crate) fn now_ms() -> u64 {
-    u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or(0)
 }
 
 pub(crate) fn call(cli: &Cli, hook: &str) -> Call {

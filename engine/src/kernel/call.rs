@@ -33,6 +33,13 @@ pub struct Call {
     pub now_pinned: bool,
 }
 
+/// The host's clock in UTC ms (0 before 1970): what a call is timed by when nothing pins its
+/// time, read by the CLI for a call and by a redb writer once it holds the write lock.
+#[must_use]
+pub fn now_ms() -> u64 {
+    u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or(0)
+}
+
 /// The fingerprint of a request: its verb and a digest of the verb, its arguments (without the
 /// flags that do not change what it does) and its stdin (`format::request_digest`).
 #[derive(Debug, Clone, PartialEq, Eq)]

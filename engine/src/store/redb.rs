@@ -268,7 +268,7 @@ impl RedbStore {
             .map_err(|e| Error::Store(Box::new(redb::Error::from(e))))?;
         txn.set_quick_repair(true);
         let closing = self.closing.as_ref().map(|close| std::sync::Arc::clone(&close.0));
-        Ok(RedbWrite { txn, closing, clock_ms: host_clock_ms() })
+        Ok(RedbWrite { txn, closing, clock_ms: crate::kernel::call::now_ms() })
     }
 
     /// Compacts the file (redb takes the writer lock and the header lock for it); `false` when
@@ -365,11 +365,6 @@ struct RedbWrite {
     /// The host's clock, read once this transaction held the write lock: the time of every call
     /// it runs that does not pin its own (`Call::now_pinned`), so event times follow log order.
     clock_ms: u64,
-}
-
-/// The host's clock in UTC ms, as the CLI reads it for a call (0 before 1970).
-fn host_clock_ms() -> u64 {
-    u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or(0)
 }
 
 /// Both transaction kinds open tables the same way; this runs the shared read logic on any
