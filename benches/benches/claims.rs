@@ -207,14 +207,7 @@ fn age(path: &Path) -> String {
 }
 
 fn call() -> Call {
-    Call {
-        scope: SCOPE.into(),
-        actor: Default::default(),
-        idem_key: None,
-        fingerprint: None,
-        now_ms: now_ms(),
-        now_pinned: true,
-    }
+    Call::at(SCOPE, now_ms())
 }
 
 fn item_id(n: usize) -> String {

@@ -113,14 +113,7 @@ struct Run {
 /// both, as the verb's does.
 fn in_process(home: &Path, db: &Path, bounds: ImportBatch) -> BenchResult<Run> {
     let engine = Engine::open(db, OpenOptions::default())?;
-    let call = Call {
-        scope: "bench".into(),
-        actor: Default::default(),
-        idem_key: None,
-        fingerprint: None,
-        now_ms: now_ms(),
-        now_pinned: true,
-    };
+    let call = Call::at("bench", now_ms());
     let start = Instant::now();
     let import = MoonshineImport::read(home, None)?;
     let imported = engine.feedback().import_batched(&call, import, bounds, &mut |_| {})?;

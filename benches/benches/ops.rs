@@ -151,14 +151,7 @@ fn run(dir: &Path, events: u64) -> BenchResult<()> {
     let backup_path = dir.join(format!("backup-{events}/state.redb"));
     let (_, backup) = timed(|| Ok(engine.ops().backup(&backup_path)?))?;
     let mut engine = engine;
-    let call = Call {
-        scope: SCOPE.into(),
-        actor: Actor::default(),
-        idem_key: None,
-        fingerprint: None,
-        now_ms: START_MS + events + 1,
-        now_pinned: true,
-    };
+    let call = Call::at(SCOPE, START_MS + events + 1);
     let (_, checkpoint) = timed(|| Ok(engine.ops().checkpoint(&call)?))?;
     let before = bytes(&db);
     let (compacted, compact) =

@@ -144,14 +144,7 @@ fn sizes() -> BenchResult<Vec<usize>> {
 }
 
 fn call(scope: &str) -> Call {
-    Call {
-        scope: scope.into(),
-        actor: Default::default(),
-        idem_key: None,
-        fingerprint: None,
-        now_ms: now_ms(),
-        now_pinned: true,
-    }
+    Call::at(scope, now_ms())
 }
 
 /// A UTC timestamp `ms` after the epoch in the web's spelling (`…T…Z`, milliseconds).

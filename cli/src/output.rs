@@ -312,14 +312,7 @@ mod tests {
     use hookstate_engine::{Call, Command, Engine, OpenOptions};
 
     fn count(engine: &Engine) {
-        let call = Call {
-            scope: "s".into(),
-            actor: Default::default(),
-            idem_key: None,
-            fingerprint: None,
-            now_ms: 1_700_000_000_000,
-            now_pinned: true,
-        };
+        let call = Call::at("s", 1_700_000_000_000);
         engine.execute(&call, &Command::CounterAdd { name: "c".into(), delta: 1 }).unwrap();
     }
 

@@ -545,14 +545,7 @@ fn branch_store() -> Store {
         hookstate_engine::Engine::open(&store.db(), hookstate_engine::OpenOptions::default())
             .unwrap();
     let value = serde_json::to_string(&"x".repeat(BRANCH_VALUE_BYTES)).unwrap();
-    let call = hookstate_engine::Call {
-        scope: "default".into(),
-        actor: hookstate_engine::schema::Actor::default(),
-        idem_key: None,
-        fingerprint: None,
-        now_ms: 1_000,
-        now_pinned: true,
-    };
+    let call = hookstate_engine::Call::at("default", 1_000);
     for n in 0..BRANCH_ROWS {
         let command = hookstate_engine::Command::KvPut {
             key: branch_key(n),

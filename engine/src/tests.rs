@@ -230,14 +230,7 @@ fn every_call_writes_inside_one_table_scope() {
 const NOW_MS: u64 = 1_764_460_800_000;
 
 fn call(scope: &str) -> Call {
-    Call {
-        scope: scope.into(),
-        actor: Default::default(),
-        idem_key: None,
-        fingerprint: None,
-        now_ms: NOW_MS,
-        now_pinned: true,
-    }
+    Call::at(scope, NOW_MS)
 }
 
 fn push(item: &str, for_session: Option<&str>) -> (String, Body) {

@@ -16,7 +16,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use hookstate_engine::schema::hermit::scope_of;
-use hookstate_engine::schema::Actor;
 use hookstate_engine::{Call, Engine, OpenOptions};
 
 /// splitmix64: a tiny seeded generator, so the tests need no crate for randomness and every run
@@ -289,21 +288,7 @@ impl Hermit {
     /// A call in the directory's scope at `now_ms`.
     #[must_use]
     pub fn call(&self, now_ms: u64) -> Call {
-        call_at(&self.scope, now_ms)
-    }
-}
-
-/// A call in `scope` by no one in particular, without an idempotency key, at `now_ms`, pinned:
-/// the tests' clock rules, never the store's.
-#[must_use]
-pub fn call_at(scope: &str, now_ms: u64) -> Call {
-    Call {
-        scope: scope.to_owned(),
-        actor: Actor::default(),
-        idem_key: None,
-        fingerprint: None,
-        now_ms,
-        now_pinned: true,
+        Call::at(&self.scope, now_ms)
     }
 }
 

@@ -17,14 +17,7 @@ const SEEDS: [u64; 3] = [1, 18, 4242];
 const START_MS: u64 = 1_700_000_000_000;
 
 fn call(now_ms: u64, session: &str) -> Call {
-    Call {
-        scope: "asof".into(),
-        actor: Actor { session: Some(session.into()), ..Actor::default() },
-        idem_key: None,
-        fingerprint: None,
-        now_ms,
-        now_pinned: true,
-    }
+    Call::at("asof", now_ms).by(Actor { session: Some(session.into()), ..Actor::default() })
 }
 
 fn command(rng: &mut Rng, tokens: &[(String, u64)]) -> Command {
@@ -141,7 +134,11 @@ fn event_times_follow_log_order_unless_a_call_pins_its_time() {
     let engine = Engine::open(&dir.path().join("state.redb"), OpenOptions::default()).unwrap();
     let put =
         |key: &str| Command::KvPut { key: key.into(), value: "1".into(), expect: Expect::Any };
-    let unpinned = |now_ms| Call { now_pinned: false, ..call(now_ms, "s") };
+    let unpinned = |now_ms| {
+        let mut call = call(now_ms, "s");
+        call.now_pinned = false;
+        call
+    };
     let before = hookstate_engine::now_ms();
     // The second call read the clock a minute before the first did, then waited for the lock.
     engine.execute(&unpinned(before), &put("a")).unwrap();

@@ -262,19 +262,12 @@ const LIST_CAP: u32 = 100;
 
 /// A call as the CLI builds one, in `scope`.
 fn stdin_call(scope: &str) -> Call {
-    Call {
-        scope: scope.to_owned(),
-        actor: Actor {
-            session: Some("s1".into()),
-            hook: Some("fuzz".into()),
-            pid: Some(1),
-            agent: None,
-        },
-        idem_key: None,
-        fingerprint: None,
-        now_ms: 1_700_000_000_000,
-        now_pinned: true,
-    }
+    Call::at(scope, 1_700_000_000_000).by(Actor {
+        session: Some("s1".into()),
+        hook: Some("fuzz".into()),
+        pid: Some(1),
+        agent: None,
+    })
 }
 
 /// The stdin parser and check of every verb that reads stdin never panic on any text the CLI's

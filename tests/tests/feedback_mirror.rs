@@ -17,7 +17,7 @@ const PROJECT: &str = "gradient-descent";
 const FIXTURE_NOW_MS: u64 = 1_795_989_052_000;
 
 fn call(now_ms: u64) -> Call {
-    hookstate_testkit::call_at(&format!("moonshine:{PROJECT}"), now_ms)
+    Call::at(format!("moonshine:{PROJECT}"), now_ms)
 }
 
 /// The end of a mirrored feedback call writes a file only over the bytes the call adopted: the

@@ -115,14 +115,7 @@ fn answer(outcome: &Outcome) -> Answer {
 }
 
 fn call(now: u64, session: Option<String>) -> Call {
-    Call {
-        scope: SCOPE.into(),
-        actor: Actor { session, ..Actor::default() },
-        idem_key: None,
-        fingerprint: None,
-        now_ms: now,
-        now_pinned: true,
-    }
+    Call::at(SCOPE, now).by(Actor { session, ..Actor::default() })
 }
 
 fn run(ops: &[Op]) -> Result<(), TestCaseError> {

@@ -47,13 +47,10 @@ impl Store {
 }
 
 fn call(idem_key: Option<&str>) -> Call {
-    Call {
-        scope: SCOPE.into(),
-        actor: Default::default(),
-        idem_key: idem_key.map(str::to_owned),
-        fingerprint: None,
-        now_ms: 1_700_000_000_000,
-        now_pinned: true,
+    let call = Call::at(SCOPE, 1_700_000_000_000);
+    match idem_key {
+        Some(key) => call.with_idem_key(key),
+        None => call,
     }
 }
 

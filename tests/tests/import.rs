@@ -9,7 +9,6 @@
 
 use std::path::Path;
 
-use hookstate_engine::schema::Actor;
 use hookstate_engine::{
     Call, Engine, ImportBatch, ImportProgress, Imported, LogFilter, MoonshineImport,
 };
@@ -19,14 +18,7 @@ use hookstate_testkit::{moonshine_home, options, read_tree, store};
 const NOW_MS: u64 = 1_795_989_052_000;
 
 fn call() -> Call {
-    Call {
-        scope: "import".into(),
-        actor: Actor::default(),
-        idem_key: None,
-        fingerprint: None,
-        now_ms: NOW_MS,
-        now_pinned: true,
-    }
+    Call::at("import", NOW_MS)
 }
 
 fn scope_of(project: &str) -> String {

@@ -168,7 +168,7 @@ impl Case for Loopd {
         Layout::Loopd { file: "loopd.json".into() }
     }
     fn call(&self, now_ms: u64) -> Call {
-        hookstate_testkit::call_at(&hookstate_engine::bundle_scope(&self.bundle), now_ms)
+        Call::at(hookstate_engine::bundle_scope(&self.bundle), now_ms)
     }
     fn mutate(&mut self, engine: &Engine, now_ms: u64, rng: &mut Rng) -> Result<Outcome> {
         let call = self.call(now_ms);
@@ -258,14 +258,7 @@ impl Case for Observer {
         Layout::Observer { file: "claude-management.json".into() }
     }
     fn call(&self, now_ms: u64) -> Call {
-        Call {
-            scope: "observer:race".into(),
-            actor: Actor::default(),
-            idem_key: None,
-            fingerprint: None,
-            now_ms,
-            now_pinned: true,
-        }
+        Call::at("observer:race", now_ms)
     }
     fn mutate(&mut self, engine: &Engine, now_ms: u64, rng: &mut Rng) -> Result<Outcome> {
         let call = self.call(now_ms);
@@ -402,14 +395,7 @@ impl Case for Hermit {
         Layout::Hermit
     }
     fn call(&self, now_ms: u64) -> Call {
-        Call {
-            scope: self.scope(),
-            actor: Actor::default(),
-            idem_key: None,
-            fingerprint: None,
-            now_ms,
-            now_pinned: true,
-        }
+        Call::at(self.scope(), now_ms)
     }
     fn mutate(&mut self, engine: &Engine, now_ms: u64, rng: &mut Rng) -> Result<Outcome> {
         let call = self.call(now_ms);
@@ -585,7 +571,7 @@ impl Case for Moonshine {
     fn call(&self, now_ms: u64) -> Call {
         let scope = format!("moonshine:{MOONSHINE_PROJECT}");
         let actor = Actor { session: Some("hs".into()), ..Actor::default() };
-        Call { scope, actor, idem_key: None, fingerprint: None, now_ms, now_pinned: true }
+        Call::at(scope, now_ms).by(actor)
     }
     fn mutate(&mut self, engine: &Engine, now_ms: u64, rng: &mut Rng) -> Result<Outcome> {
         use hookstate_engine::{ClaimAsk, DrainAsk, Pass};
@@ -808,14 +794,7 @@ impl Case for HermitTicks {
         Layout::Hermit
     }
     fn call(&self, now_ms: u64) -> Call {
-        Call {
-            scope: self.scope(),
-            actor: Actor::default(),
-            idem_key: None,
-            fingerprint: None,
-            now_ms,
-            now_pinned: true,
-        }
+        Call::at(self.scope(), now_ms)
     }
     fn mutate(&mut self, engine: &Engine, now_ms: u64, rng: &mut Rng) -> Result<Outcome> {
         let call = self.call(now_ms);
@@ -882,14 +861,7 @@ fn hermit_alert_state_mirror_loses_no_tick_to_a_stale_precheck() {
 const SESSION_SCOPE: &str = "hermit:/race/.claude-code-hermit";
 
 fn session_call(now_ms: u64) -> Call {
-    Call {
-        scope: SESSION_SCOPE.into(),
-        actor: Actor::default(),
-        idem_key: None,
-        fingerprint: None,
-        now_ms,
-        now_pinned: true,
-    }
+    Call::at(SESSION_SCOPE, now_ms)
 }
 
 struct SessionRuntime {

@@ -391,14 +391,7 @@ fn run(ops: &[Op]) -> Result<(), TestCaseError> {
         let Some((session, command)) = command else {
             continue;
         };
-        let call = Call {
-            scope: "model".into(),
-            actor: Actor { session, ..Actor::default() },
-            idem_key: None,
-            fingerprint: None,
-            now_ms: model.now,
-            now_pinned: true,
-        };
+        let call = Call::at("model", model.now).by(Actor { session, ..Actor::default() });
         let outcome = engine.execute(&call, &command).unwrap();
         prop_assert_eq!(answer_of(&outcome), expected, "step {} {:?}", step, op);
         let report = engine.ops().verify(Default::default());

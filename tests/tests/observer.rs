@@ -8,7 +8,6 @@
 use std::path::Path;
 
 use hookstate_engine::schema::observer::ObserverState;
-use hookstate_engine::schema::Actor;
 use hookstate_engine::{Call, Engine};
 use hookstate_engine::{Finding, RowInput, SweepRead};
 
@@ -16,14 +15,7 @@ const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/legacy/obs
 const SCOPE: &str = "observer:s1";
 
 fn call() -> Call {
-    Call {
-        scope: SCOPE.into(),
-        actor: Actor::default(),
-        idem_key: None,
-        fingerprint: None,
-        now_ms: 1,
-        now_pinned: true,
-    }
+    Call::at(SCOPE, 1)
 }
 
 fn engine(dir: &Path) -> Engine {

@@ -14,7 +14,6 @@
 use std::ops::Bound;
 use std::sync::{Arc, Mutex};
 
-use hookstate_engine::schema::Actor;
 use hookstate_engine::{creation_is_atomic, Call, Command, Expect, LogFilter, OpenOptions};
 
 /// Commands in the seeded workload (each is one durable commit when it appends).
@@ -281,14 +280,7 @@ fn run(seed: u64, fault: Fault) -> RunResult {
                     }
                 }
             }
-            let call = Call {
-                scope: "sim".into(),
-                actor: Actor::default(),
-                idem_key: None,
-                fingerprint: None,
-                now_ms: 1_000 * n,
-                now_pinned: true,
-            };
+            let call = Call::at("sim", 1_000 * n);
             match engine.execute(&call, &command(&mut rng, n)) {
                 Ok(outcome) if outcome.appended > 0 => {
                     acked.push((outcome.head.seq, outcome.head.hash));

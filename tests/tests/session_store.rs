@@ -71,7 +71,7 @@ impl Hermit {
     }
 
     fn call(&self, now_ms: u64) -> Call {
-        hookstate_testkit::call_at(&self.scope, now_ms)
+        Call::at(&self.scope, now_ms)
     }
 
     fn words(list: &[&str]) -> Vec<String> {

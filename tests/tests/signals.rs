@@ -13,7 +13,7 @@ use hookstate_engine::{Call, Engine, Error, LogFilter};
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/legacy/loopd");
 
 fn call(scope: &str, now_ms: u64) -> Call {
-    hookstate_testkit::call_at(scope, now_ms)
+    Call::at(scope, now_ms)
 }
 
 fn engine(dir: &Path) -> Engine {

@@ -17,7 +17,7 @@ const VIEWS: TableDefinition<&[u8], &[u8]> = TableDefinition::new(VIEWS_TABLE);
 const META: TableDefinition<&str, &[u8]> = TableDefinition::new(META_TABLE);
 
 fn call(now_ms: u64) -> Call {
-    hookstate_testkit::call_at("t", now_ms)
+    Call::at("t", now_ms)
 }
 
 fn put(engine: &Engine, n: u64) {
@@ -463,9 +463,9 @@ fn idempotency_key_replays_the_first_result_and_appends_once() {
     engine.execute(&call(1), &push).unwrap();
     let claim =
         Command::QueueClaim { queue: "q".into(), item: None, holder: "h".into(), lease_ms: 50 };
-    let keyed = Call { idem_key: Some("turn-7".into()), ..call(2) };
+    let keyed = call(2).with_idem_key("turn-7");
     let first = engine.execute(&keyed, &claim).unwrap();
-    let again = engine.execute(&Call { now_ms: 500, ..keyed.clone() }, &claim).unwrap();
+    let again = engine.execute(&Call::at("t", 500).with_idem_key("turn-7"), &claim).unwrap();
     assert!(again.replayed);
     assert_eq!(again.head, first.head);
     assert_eq!(again.result["token"], first.result["token"]);

@@ -98,7 +98,7 @@ pub(crate) fn run(cli: &Cli, args: &FeedbackArgs) -> Result<(), CliError> {
         }),
         _ => None,
     };
-    let call = Call { scope, ..call(cli, hook_name(&args.verb)) };
+    let call = call(cli, hook_name(&args.verb)).in_scope(&scope);
     // Bad input is refused before the store is opened (or created).
     let input = input(&args.verb, &comment, claim.as_ref())
         .ok_or_else(|| CliError::Usage("not a feedback mutation".into()))?;

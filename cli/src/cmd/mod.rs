@@ -380,18 +380,20 @@ pub(crate) fn call(cli: &Cli, hook: &str) -> Call {
 
 /// A call in another scope than --scope (a bundle's, for instance).
 pub(crate) fn call_in(cli: &Cli, hook: &str, scope: &str) -> Call {
-    Call {
-        scope: scope.to_owned(),
-        actor: Actor {
-            session: cli.session.clone(),
-            hook: Some(hook.into()),
-            pid: Some(crate::served::pid()),
-            agent: cli.agent.clone(),
-        },
-        idem_key: cli.idem_key.clone(),
-        fingerprint: cli.idem_key.as_ref().and_then(|_| crate::request::fingerprint()),
-        now_ms: cli.now_ms.unwrap_or_else(now_ms),
-        // A test clock pins the time; else the store times the call under its write lock.
-        now_pinned: cli.now_ms.is_some(),
+    // A test clock pins the time; else the store times the call under its write lock.
+    let call = match cli.now_ms {
+        Some(now_ms) => Call::at(scope, now_ms),
+        None => Call::new(scope),
+    };
+    let mut call = call.by(Actor {
+        session: cli.session.clone(),
+        hook: Some(hook.into()),
+        pid: Some(crate::served::pid()),
+        agent: cli.agent.clone(),
+    });
+    if let Some(key) = &cli.idem_key {
+        call = call.with_idem_key(key.clone());
+        call.fingerprint = crate::request::fingerprint();
     }
+    call
 }

@@ -12,7 +12,32 @@ use serde_json::{Map, Value};
 use crate::kernel::storage::ReadTxn;
 
 /// Who calls, for which scope, at what time, with which idempotency key.
+///
+/// Built with [`Call::new`] (timed by the store) or [`Call::at`] (a pinned time), then
+/// [`Call::by`], [`Call::with_idem_key`] and [`Call::with_fingerprint`]. The fields are public to
+/// read and to set; outside this crate the struct cannot be written literally
+/// (`#[non_exhaustive]`), so a field added later does not break a caller.
+///
+/// # Examples
+/// ```
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use hookstate_engine::{Call, Command, Engine, Expect, OpenOptions};
+/// let dir = tempfile::tempdir()?;
+/// let engine = Engine::open(&dir.path().join("state.redb"), OpenOptions::default())?;
+/// let put = Command::KvPut { key: "k".into(), value: "1".into(), expect: Expect::Any };
+/// // Timed by the store; a retry under the same key answers the first call's result.
+/// let call = Call::new("my-plugin").with_idem_key("turn-7");
+/// let first = engine.execute(&call, &put)?;
+/// let again = engine.execute(&call, &put)?;
+/// assert!(again.replayed && again.head == first.head);
+/// // A test clock: the call's own time, whatever the store's clock says.
+/// let pinned = Call::at("my-plugin", 1_700_000_000_000);
+/// assert!(pinned.now_pinned && !call.now_pinned);
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Call {
     /// The scope the command acts in.
     pub scope: String,
@@ -51,6 +76,47 @@ pub struct Fingerprint {
 }
 
 impl Call {
+    /// A call in `scope` by nobody in particular ([`Actor::default`]), without an idempotency
+    /// key, timed by the store: the writer reads its clock once it holds the write lock, so
+    /// event times follow log order. `now_ms` is the host's clock now, for what is answered
+    /// without a write.
+    #[must_use]
+    pub fn new(scope: impl Into<String>) -> Call {
+        Call {
+            scope: scope.into(),
+            actor: Actor::default(),
+            idem_key: None,
+            fingerprint: None,
+            now_ms: now_ms(),
+            now_pinned: false,
+        }
+    }
+
+    /// [`Call::new`] at a time of the caller's (a test clock, a replayed request): `now_ms` is
+    /// the call's time whatever the store's clock says.
+    #[must_use]
+    pub fn at(scope: impl Into<String>, now_ms: u64) -> Call {
+        Call { now_ms, now_pinned: true, ..Call::new(scope) }
+    }
+
+    /// The same call made by `actor`.
+    #[must_use]
+    pub fn by(self, actor: Actor) -> Call {
+        Call { actor, ..self }
+    }
+
+    /// The same call under an idempotency key: a repeat with the key returns the first answer.
+    #[must_use]
+    pub fn with_idem_key(self, key: impl Into<String>) -> Call {
+        Call { idem_key: Some(key.into()), ..self }
+    }
+
+    /// The same call bound to what it asks (see [`Call::fingerprint`]).
+    #[must_use]
+    pub fn with_fingerprint(self, fingerprint: Fingerprint) -> Call {
+        Call { fingerprint: Some(fingerprint), ..self }
+    }
+
     /// The call's time in `txn`: its own when pinned or when the transaction has no clock, else
     /// the transaction's (see [`Call::now_pinned`]).
     pub(crate) fn now_in(&self, txn: &dyn ReadTxn) -> u64 {

@@ -821,14 +821,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s.redb");
         let engine = crate::Engine::open(&path, crate::OpenOptions::default()).unwrap();
-        let call = crate::Call {
-            scope: "t".into(),
-            actor: Default::default(),
-            idem_key: None,
-            fingerprint: None,
-            now_ms: 1_000,
-            now_pinned: true,
-        };
+        let call = crate::Call::at("t", 1_000);
         let put = crate::Command::KvPut {
             key: "k".into(),
             value: "1".into(),
