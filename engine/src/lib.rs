@@ -4,6 +4,48 @@
 //! Start at [`Engine`]. This file is the table of contents: every module is private, and what
 //! callers may use is the list below. Does not print, read arguments or exit; the `hookstate`
 //! binary does.
+//!
+//! A plugin's work queue from its own code: push, claim with a lease and a fencing token, and
+//! finish with the token; a second claimer meanwhile gets nothing, and a stale token is refused.
+//! ```
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use hookstate_engine::{Call, Command, Engine, OpenOptions, Query};
+//! let dir = tempfile::tempdir()?;
+//! let engine = Engine::open(&dir.path().join("state.redb"), OpenOptions::default())?;
+//! let call = Call::new("my-plugin");
+//! let push = Command::QueuePush {
+//!     queue: "todo".into(),
+//!     item: "review-42".into(),
+//!     payload: r#"{"pr":42}"#.into(),
+//!     for_session: None,
+//!     max_deliveries: hookstate_engine::limits::DELIVERIES_DEFAULT,
+//! };
+//! engine.execute(&call, &push)?;
+//! let claim = |holder: &str| Command::QueueClaim {
+//!     queue: "todo".into(),
+//!     item: None,
+//!     holder: holder.into(),
+//!     lease_ms: 60_000,
+//! };
+//! let mine = engine.execute(&call, &claim("hook-a"))?;
+//! assert_eq!(mine.result["item"], "review-42");
+//! let token = mine.result["token"].as_u64().ok_or("a claim has a token")?;
+//! // The lease holds: another hook finds nothing to claim.
+//! assert_eq!(engine.execute(&call, &claim("hook-b"))?.result["claimed"], false);
+//! // Only the claim's own token finishes the item.
+//! let ack = |token| Command::QueueAck { queue: "todo".into(), item: "review-42".into(), token };
+//! let stale = engine.execute(&call, &ack(token + 1))?;
+//! assert_eq!(stale.refusal.map(|r| r.reason), Some("stale_token"));
+//! assert!(engine.execute(&call, &ack(token))?.refusal.is_none());
+//! let left = engine.query("my-plugin", &Query::QueueList { queue: "todo".into() }, call.now_ms)?;
+//! assert_eq!((left["ready"].as_u64(), left["acked"].as_u64()), (Some(0), Some(1)));
+//! // Every change is an event of one hash-chained log, and the views equal its replay.
+//! assert_eq!(engine.ops().verify(Default::default())?.head, engine.head()?);
+//! # Ok(())
+//! # }
+//! ```
+//! From another language, the same calls go through `hookstate serve`'s socket
+//! (`docs/protocol.md`) or the `hookstate` binary.
 
 mod alerts;
 mod audit;
