@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The project's test command (README "Run the tests"; .ci/run runs exactly this).
-# Formatting, lints with warnings as errors, every test of the workspace (cargo closes each test
+# Formatting, lints with warnings as errors, the libraries' docs, every test of the workspace (cargo closes each test
 # binary with "test result: ok. N passed; N failed"), then the Node client's tests (node's
 # built-in runner against a real `hookstate serve`), then the seeded-bug drills, which build with
 # the bugdrill feature and must see every planted bug caught ("bugs_planted=N bugs_detected=N"),
@@ -18,6 +18,11 @@ cargo fmt --all -- --check
 
 step "cargo clippy (warnings are errors)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
+
+# The library's documentation (README: `cargo doc -p hookstate-engine`) builds without a broken
+# link; its examples run as doc tests in `cargo test` below.
+step "cargo doc of the libraries (warnings are errors)"
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --locked -p hookstate-engine -p hookstate-schema
 
 # The redb pass runs on redb whatever the caller's environment says; the PostgreSQL pass below
 # uses HOOKSTATE_TEST_PG_URL when it is set (else a cluster of its own).

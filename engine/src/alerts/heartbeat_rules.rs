@@ -44,7 +44,7 @@ pub(crate) const STAMP_BYTES_MAX: usize = 128;
 /// six-digit `+0YYYYY` year, and the legacy stamps and period keys have four-digit years.
 pub(crate) const TIME_MS_MAX: u64 = 253_402_300_799_999;
 
-/// Checks a call's time: at most [`TIME_MS_MAX`].
+/// Checks a call's time: at most `TIME_MS_MAX`.
 ///
 /// # Errors
 /// [`Error::TimeOutOfRange`] for a later time: past the four-digit years of the legacy stamps.
@@ -323,7 +323,7 @@ pub fn check_hash(hash: &str) -> Result<()> {
     }
 }
 
-/// Checks a free-form stamp or id argument: at most [`STAMP_BYTES_MAX`] bytes, no control
+/// Checks a free-form stamp or id argument: at most `STAMP_BYTES_MAX` bytes, no control
 /// characters, not empty.
 ///
 /// # Errors

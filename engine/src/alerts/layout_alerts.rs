@@ -85,7 +85,7 @@ pub(crate) fn read_alert_file(state: &Root, now_ms: u64) -> Result<AlertFile> {
 /// Reads `DIR/state/alert-state.json` for an import, quarantining a corrupt file.
 ///
 /// # Errors
-/// Unsafe or missing paths; a file over [`ALERT_STATE_FILE_BYTES_MAX`]; IO errors.
+/// Unsafe or missing paths; a file over `ALERT_STATE_FILE_BYTES_MAX`; IO errors.
 pub fn read_hermit_alerts(dir: &Path, now_ms: u64) -> Result<AlertFile> {
     let state = Root::open(dir, false)?
         .subdir(STATE_DIR, false)?

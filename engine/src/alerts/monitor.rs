@@ -217,7 +217,7 @@ impl Alerts<'_> {
     }
 
     /// `lib/liveness.ts` on the liveness record: alive when the last peek is at most
-    /// [`rules::LIVENESS_FRESH_S`] old; a stale or absent record is unknown, never dead.
+    /// `LIVENESS_FRESH_S` old; a stale or absent record is unknown, never dead.
     ///
     /// # Errors
     /// Store errors.

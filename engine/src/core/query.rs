@@ -57,7 +57,7 @@ impl Query {
     /// Checks the query's ids (and the scope) without touching a store.
     ///
     /// # Errors
-    /// [`Error::Invalid`] naming the first broken rule.
+    /// [`crate::Error::Invalid`] naming the first broken rule.
     pub fn check(&self, scope: &str) -> Result<()> {
         validate_scope(scope)?;
         match self {

@@ -388,7 +388,7 @@ fn pass_projects(txn: &dyn ReadTxn, pass: Pass) -> Result<Vec<String>> {
 pub struct TickAsk {
     /// Only this project [default: the call's feedback scope, else every project].
     pub project: Option<String>,
-    /// The pass (its `pass` is [`input::Pass::Tick`]).
+    /// The pass (its `pass` is [`crate::Pass::Tick`]).
     pub drain: DrainAsk,
     /// The moonshine home, where each claimed comment's excerpt is checked against its source.
     pub home: PathBuf,
@@ -452,7 +452,7 @@ impl TickOff {
 /// What the Stop hook asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StopAsk {
-    /// The pass (its `pass` is [`input::Pass::Stop`]).
+    /// The pass (its `pass` is [`crate::Pass::Stop`]).
     pub drain: DrainAsk,
     /// The moonshine home named in the reason.
     pub home: PathBuf,

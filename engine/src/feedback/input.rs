@@ -26,7 +26,7 @@ pub const MOONSHINE_HOME_DEFAULT: &str = ".agent/moonshine";
 /// What a `feedback claim` asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClaimAsk {
-    /// Who claims [default: the call's session, else `pid-<pid>`].
+    /// Who claims (default: the call's session, else `pid-<pid>`).
     pub holder: Option<String>,
     /// Only this comment.
     pub id: Option<String>,
@@ -41,7 +41,7 @@ pub struct ClaimAsk {
 pub struct DrainAsk {
     /// Which drainer.
     pub pass: Pass,
-    /// Who claims [default: the call's session, else `pid-<pid>`].
+    /// Who claims (default: the call's session, else `pid-<pid>`).
     pub holder: Option<String>,
     /// Re-delivery window for `delivered` comments.
     pub stale_ms: u64,

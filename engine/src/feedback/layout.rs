@@ -43,7 +43,7 @@ const CLAIMING: &str = ".json.claiming.";
 pub const IMPORT_TXN_EVENTS_MAX: usize = 4096;
 /// Legacy file bytes one import transaction holds at most, unless one project alone holds more:
 /// 8 MiB is 4,096 files of 2 KiB, a large comment, so the event bound is the one a typical home
-/// meets, and a home of large files (up to [`FILE_BYTES_MAX`] each) stays as bounded.
+/// meets, and a home of large files (up to `FILE_BYTES_MAX` each) stays as bounded.
 pub const IMPORT_TXN_BYTES_MAX: usize = 8 * 1024 * 1024;
 
 /// The bounds of one import transaction: projects are added to a transaction while its events and

@@ -55,7 +55,7 @@ impl Ops<'_> {
     /// Writes the log as JSON lines from one read snapshot: the header, then every event.
     /// `sink` takes each line (without its newline) and returns `false` to stop (a closed
     /// output); `progress` is told `(events written, events in all)` every
-    /// [`DUMP_PROGRESS_EVENTS`] events and at the end.
+    /// `DUMP_PROGRESS_EVENTS` events and at the end.
     ///
     /// # Errors
     /// [`Error::BadInput`] for a compacted log; [`Error::ChainBroken`] for a record that does not

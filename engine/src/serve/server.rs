@@ -62,7 +62,7 @@ const QUEUE_MAX: usize = CONNECTIONS_MAX;
 /// How to serve.
 #[derive(Debug, Clone, Default)]
 pub struct ServeOptions {
-    /// The socket [default: `<db>.sock`].
+    /// The socket (default: `<db>.sock`).
     pub socket: Option<PathBuf>,
     /// Stop after this long without a request.
     pub idle_exit: Option<Duration>,

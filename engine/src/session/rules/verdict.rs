@@ -24,7 +24,7 @@ pub struct Verdict {
     /// Where.
     pub stream: Stream,
     /// Upstream's exit code. `task.ts` exits 2 on every error, which Claude Code reads as
-    /// "block": the CLI maps that to the refusal's [`Class`], never to 2.
+    /// "block": the CLI maps that to the refusal's `Class`, never to 2.
     pub upstream_exit: u8,
 }
 
