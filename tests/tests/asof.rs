@@ -161,3 +161,57 @@ fn event_times_follow_log_order_unless_a_call_pins_its_time() {
     engine.execute(&call(START_MS, "s"), &put("e")).unwrap();
     assert_eq!(event_times(&engine)[4], START_MS);
 }
+
+/// A host clock stepped back (here: the last event timed 50 s ahead of it, as if logged before
+/// the step) is raised to the last event's time, for one call and a group commit alike, and a
+/// claim's lease runs from the raised time. A last event further ahead than
+/// `CLOCK_RAISE_MS_MAX` (a future time a test clock pinned) leaves the host's clock as it is,
+/// so it cannot stop the store's clock.
+#[test]
+fn a_clock_behind_the_last_event_is_raised_to_it_within_a_bound() {
+    use hookstate_engine::limits::{CLOCK_RAISE_MS_MAX, DELIVERIES_DEFAULT};
+    const LEASE_MS: u64 = 60_000;
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(&dir.path().join("state.redb"), OpenOptions::default()).unwrap();
+    let put =
+        |key: &str| Command::KvPut { key: key.into(), value: "1".into(), expect: Expect::Any };
+    let ahead = hookstate_engine::now_ms() + 50_000;
+    engine.execute(&call(ahead, "s"), &put("a")).unwrap();
+    engine.execute(&Call::new("asof"), &put("b")).unwrap();
+    let batch = [(Call::new("asof"), put("c")), (Call::new("asof"), put("d"))];
+    for outcome in engine.ops().execute_batch(&batch).unwrap() {
+        outcome.unwrap();
+    }
+    let push = Command::QueuePush {
+        queue: "q".into(),
+        item: "i".into(),
+        payload: "{}".into(),
+        for_session: None,
+        max_deliveries: DELIVERIES_DEFAULT,
+    };
+    engine.execute(&Call::new("asof"), &push).unwrap();
+    let claim = Command::QueueClaim {
+        queue: "q".into(),
+        item: None,
+        holder: "h".into(),
+        lease_ms: LEASE_MS,
+    };
+    let claimed = engine.execute(&Call::new("asof"), &claim).unwrap();
+    // Raised: never before the event logged ahead, and past it only once the host caught up.
+    let latest = ahead.max(hookstate_engine::now_ms());
+    let times = event_times(&engine);
+    assert_eq!(times.len(), 6);
+    assert!(
+        times.iter().all(|t| (ahead..=latest).contains(t)),
+        "{times:?} not in {ahead}..={latest}"
+    );
+    assert_eq!(claimed.result["lease_until_ms"], times[5] + LEASE_MS, "{:?}", claimed.result);
+    // A last event beyond the bound does not hold the clock.
+    let far = hookstate_engine::now_ms() + CLOCK_RAISE_MS_MAX + 60_000;
+    engine.execute(&call(far, "s"), &put("e")).unwrap();
+    let before = hookstate_engine::now_ms();
+    engine.execute(&Call::new("asof"), &put("f")).unwrap();
+    let after = hookstate_engine::now_ms();
+    let last = event_times(&engine)[7];
+    assert!((before..=after).contains(&last), "{last} not in {before}..={after}");
+}

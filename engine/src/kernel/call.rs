@@ -9,6 +9,7 @@ use hookstate_schema::{Actor, Body};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+use crate::kernel::limits::CLOCK_RAISE_MS_MAX;
 use crate::kernel::storage::ReadTxn;
 
 /// Who calls, for which scope, at what time, with which idempotency key.
@@ -63,6 +64,16 @@ pub struct Call {
 #[must_use]
 pub fn now_ms() -> u64 {
     u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or(0)
+}
+
+/// The time a store's writer times its calls by: the clock `clock_ms` it read once it held the
+/// write lock, raised to the time of the log's last event (`last_ms`) when the clock is behind it
+/// by at most [`CLOCK_RAISE_MS_MAX`] (a clock stepped back), so event times follow log order.
+pub(crate) fn store_clock(clock_ms: u64, last_ms: Option<u64>) -> u64 {
+    match last_ms {
+        Some(last) if last > clock_ms && last - clock_ms <= CLOCK_RAISE_MS_MAX => last,
+        _ => clock_ms,
+    }
 }
 
 /// The fingerprint of a request: its verb and a digest of the verb, its arguments (without the

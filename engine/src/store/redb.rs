@@ -24,6 +24,7 @@ use redb::{
 #[cfg(feature = "testing")]
 pub use redb::StorageBackend as Backend;
 
+use crate::kernel::call::store_clock;
 use crate::kernel::error::{Error, Result};
 use crate::kernel::limits::{CACHE_BYTES, READ_ONLY_REPAIR_WAIT_MS, READ_TORN_RETRIES};
 use crate::kernel::storage::{EventVisitor, ReadTxn, RowVisitor, WriteTxn};
@@ -268,7 +269,8 @@ impl RedbStore {
             .map_err(|e| Error::Store(Box::new(redb::Error::from(e))))?;
         txn.set_quick_repair(true);
         let closing = self.closing.as_ref().map(|close| std::sync::Arc::clone(&close.0));
-        Ok(RedbWrite { txn, closing, clock_ms: crate::kernel::call::now_ms() })
+        let clock_ms = store_clock(crate::kernel::call::now_ms(), last_event_ms(&txn));
+        Ok(RedbWrite { txn, closing, clock_ms })
     }
 
     /// Compacts the file (redb takes the writer lock and the header lock for it); `false` when
@@ -340,6 +342,16 @@ fn is_torn_header(err: &redb::DatabaseError) -> bool {
 
 /// The header bytes of `file`, read under redb's shared header lock (taken within
 /// [`READ_HEADER_WAIT_MS`], else read without it, as a reader does).
+/// The time of the log's last event, read in the write transaction that will append after it;
+/// `None` for an empty log, or one whose last record cannot be read (the write path and `verify`
+/// report that one).
+fn last_event_ms(txn: &redb::WriteTransaction) -> Option<u64> {
+    let log = txn.open_table(LOG).ok()?;
+    let (_, record) = log.last().ok()??;
+    let event = hookstate_schema::format::decode_event(record.value()).ok()?;
+    Some(event.content.at_ms)
+}
+
 fn read_header(file: &File) -> Result<Vec<u8>> {
     use std::os::unix::fs::FileExt;
     let (backend, _, _) = bounded(file, Duration::ZERO, true)?;
@@ -362,8 +374,10 @@ struct RedbRead {
 struct RedbWrite {
     txn: redb::WriteTransaction,
     closing: Option<std::sync::Arc<Closing>>,
-    /// The host's clock, read once this transaction held the write lock: the time of every call
-    /// it runs that does not pin its own (`Call::now_pinned`), so event times follow log order.
+    /// The host's clock, read once this transaction held the write lock and raised to the log's
+    /// last event time when a step back put it behind that (`store_clock`): the time of every
+    /// call it runs that does not pin its own (`Call::now_pinned`), so event times follow log
+    /// order.
     clock_ms: u64,
 }
 
