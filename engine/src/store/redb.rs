@@ -340,8 +340,6 @@ fn is_torn_header(err: &redb::DatabaseError) -> bool {
     }
 }
 
-/// The header bytes of `file`, read under redb's shared header lock (taken within
-/// [`READ_HEADER_WAIT_MS`], else read without it, as a reader does).
 /// The time of the log's last event, read in the write transaction that will append after it;
 /// `None` for an empty log, or one whose last record cannot be read (the write path and `verify`
 /// report that one).
@@ -352,6 +350,8 @@ fn last_event_ms(txn: &redb::WriteTransaction) -> Option<u64> {
     Some(event.content.at_ms)
 }
 
+/// The header bytes of `file`, read under redb's shared header lock (taken within
+/// [`READ_HEADER_WAIT_MS`], else read without it, as a reader does).
 fn read_header(file: &File) -> Result<Vec<u8>> {
     use std::os::unix::fs::FileExt;
     let (backend, _, _) = bounded(file, Duration::ZERO, true)?;
