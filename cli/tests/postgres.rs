@@ -339,3 +339,37 @@ fn doctor_and_serve_refuse_a_database_store_in_one_line_and_change_nothing() {
         assert_eq!(after, before, "{args:?} wrote something");
     }
 }
+
+/// The server's clock is raised to the log's last event time when it is behind that by at most
+/// `CLOCK_RAISE_MS_MAX` (a clock stepped back; here the last event pinned 50 s ahead), so event
+/// times follow log order on PostgreSQL as on redb; a last event further ahead leaves it as it is.
+#[test]
+fn the_servers_clock_is_raised_to_the_last_event_within_a_bound() {
+    let Some(base) = base() else { return };
+    let home = tempfile::tempdir().unwrap();
+    let db = fresh(&base, "clock");
+    let at_ms = |run: Run| -> Vec<u64> {
+        run.stdout
+            .lines()
+            .map(|line| serde_json::from_str::<Value>(line).unwrap()["at_ms"].as_u64().unwrap())
+            .collect()
+    };
+    let now = || {
+        u64::try_from(
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis(),
+        )
+        .unwrap()
+    };
+    let ahead = (now() + 50_000).to_string();
+    run(home.path(), &db, &["--now-ms", &ahead, "kv", "put", "a", "1"]).expect(0);
+    run(home.path(), &db, &["kv", "put", "b", "1"]).expect(0);
+    let times = at_ms(run(home.path(), &db, &["log"]).expect(0));
+    assert_eq!(times.len(), 2, "{times:?}");
+    assert!(times[1] >= times[0], "the server's clock logged a time before the last: {times:?}");
+    let far = (now() + 180_000).to_string();
+    run(home.path(), &db, &["--now-ms", &far, "kv", "put", "c", "1"]).expect(0);
+    let before = now();
+    run(home.path(), &db, &["kv", "put", "d", "1"]).expect(0);
+    let times = at_ms(run(home.path(), &db, &["log"]).expect(0));
+    assert!(times[3].abs_diff(before) < 60_000, "held by a last event beyond the bound: {times:?}");
+}

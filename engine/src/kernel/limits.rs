@@ -31,10 +31,11 @@ pub const LOG_EVENTS_MAX: usize = 100_000;
 pub const WAIT_MS_MAX: u64 = 10 * 60 * 1000;
 /// Default wait for the write transaction: well below Claude Code's default hook timeout (60 s).
 pub const WAIT_MS_DEFAULT: u64 = 10_000;
-/// How far the host's clock may be behind the time of the log's last event and still be raised
-/// to it when a redb writer times its calls (a clock stepped back: times keep log order). A last
-/// event further ahead (a future time a test clock pinned) leaves the host's clock as it is, so it
-/// cannot stop the store's clock for longer than this.
+/// How far the store's clock (the host's on redb, the database server's on PostgreSQL) may be
+/// behind the time of the log's last event and still be raised to it when a writer times its
+/// calls (a clock stepped back: times keep log order). A last event further ahead (a future time
+/// a test clock pinned) leaves the clock as it is, so it cannot stop the store's clock for longer
+/// than this.
 pub const CLOCK_RAISE_MS_MAX: u64 = 60_000;
 /// First pause between attempts to take a lock (the write transaction, or a lock redb waits for).
 pub const LOCK_BACKOFF_US_MIN: u64 = 100;

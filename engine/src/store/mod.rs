@@ -65,9 +65,10 @@ pub struct OpenOptions {
     /// Time the calls of a PostgreSQL store by the database server's clock, read inside each
     /// write transaction once it holds the head row, so that hosts with skewed clocks agree.
     /// Off: by each call's `now_ms`, as tests that inject time need. A redb store ignores it:
-    /// its writer reads the host's clock once it holds the write lock (raised to the last event's
-    /// time after a step back of at most [`crate::limits::CLOCK_RAISE_MS_MAX`]). On either, a
-    /// call that pins its time ([`crate::Call::now_pinned`]) keeps it.
+    /// its writer reads the host's clock once it holds the write lock. Either writer's clock is
+    /// raised to the last event's time after a step back of at most
+    /// [`crate::limits::CLOCK_RAISE_MS_MAX`]. On either, a call that pins its time
+    /// ([`crate::Call::now_pinned`]) keeps it.
     pub server_clock: bool,
     /// For a PostgreSQL store, upgrade tables of an older schema version, in one transaction
     /// (`hookstate init`); without it such a database is refused. A database written by a newer

@@ -23,6 +23,7 @@ use postgres::error::SqlState;
 use postgres::types::{ToSql, Type};
 use postgres::{Client, Config, NoTls, SimpleQueryMessage};
 
+use crate::kernel::call::store_clock;
 use crate::kernel::error::{Error, Result};
 use crate::kernel::limits::TXN_ATTEMPTS_MAX;
 use crate::kernel::storage::{EventVisitor, ReadTxn, RowVisitor, Storage, WriteTxn};
@@ -59,6 +60,11 @@ const CONNECT_BACKOFF_MS_MAX: u64 = 250;
 /// The server's clock in UTC ms. `clock_timestamp()` is the time when the statement runs (not
 /// when the transaction began), so a writer reads it after taking the head row.
 const CLOCK_SQL: &str = "SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::int8";
+
+/// A writer's [`CLOCK_SQL`], with the record of the log's last event beside it (hex), whose time
+/// the clock is raised to after a step back (`store_clock`): in the same round trip.
+const WRITER_CLOCK_SQL: &str = "SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::int8, \
+     (SELECT encode(record, 'hex') FROM hookstate_log ORDER BY seq DESC LIMIT 1)";
 
 /// Whether `path` is a PostgreSQL address rather than a file path.
 pub(crate) fn is_address(path: &Path) -> bool {
@@ -545,7 +551,9 @@ impl PgStore {
         let started = Instant::now();
         let mut client = self.take()?;
         let clock = match client.simple_query(begin) {
-            Ok(messages) => last_integer(&messages),
+            Ok(messages) => {
+                last_integer(&messages).map(|clock| store_clock(clock, last_at(&messages)))
+            }
             Err(err) => {
                 let _ = client.batch_execute("ROLLBACK");
                 self.give(client);
@@ -564,6 +572,22 @@ impl PgStore {
 }
 
 /// The integer in the last row of a simple query's answer.
+/// The time of the event whose record (hex) is the second column of the last row of `messages`
+/// ([`WRITER_CLOCK_SQL`]); `None` without one (an empty log, a reader's clock query) or when it
+/// does not decode (the write path and `verify` report that record).
+fn last_at(messages: &[SimpleQueryMessage]) -> Option<u64> {
+    let hex = messages.iter().rev().find_map(|message| match message {
+        SimpleQueryMessage::Row(row) => Some(row.try_get(1).ok().flatten()),
+        _ => None,
+    })??;
+    let record = hex
+        .as_bytes()
+        .chunks(2)
+        .map(|pair| std::str::from_utf8(pair).ok().and_then(|p| u8::from_str_radix(p, 16).ok()))
+        .collect::<Option<Vec<u8>>>()?;
+    hookstate_schema::format::decode_event(&record).ok().map(|event| event.content.at_ms)
+}
+
 fn last_integer(messages: &[SimpleQueryMessage]) -> Option<u64> {
     messages.iter().rev().find_map(|message| match message {
         SimpleQueryMessage::Row(row) => row.get(0).and_then(|text| text.parse().ok()),
@@ -628,7 +652,7 @@ impl Storage for PgStore {
         let remaining = deadline.saturating_duration_since(Instant::now());
         let begin = format!(
             "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = {}; \
-             SELECT 1 FROM hookstate_meta WHERE key = '{META_HEAD}' FOR UPDATE; {CLOCK_SQL}",
+             SELECT 1 FROM hookstate_meta WHERE key = '{META_HEAD}' FOR UPDATE; {WRITER_CLOCK_SQL}",
             lock_timeout_ms(remaining)
         );
         Ok(Box::new(self.start(&begin)?))
