@@ -38,8 +38,8 @@ pub(crate) trait ReadTxn {
     /// writer's once it held the head row) when the store was opened to use it; on redb the
     /// host's, read by a writer once it held the write lock. A writer's is raised to the log's
     /// last event time when it is behind that by at most `CLOCK_RAISE_MS_MAX`. `None` on a redb
-    /// read snapshot and on a store opened with the caller's clock. A call that does not pin its time
-    /// is timed by it ([`crate::Call::now_pinned`]).
+    /// read snapshot and on a store opened with the caller's clock. A call that does not pin its
+    /// time is timed by it ([`crate::Call::now_pinned`]).
     fn clock_ms(&self) -> Option<u64> {
         None
     }

@@ -57,14 +57,24 @@ const CONNECT_ATTEMPTS_MAX: u32 = 40;
 /// two, and a waiting hook should see it soon after.
 const CONNECT_BACKOFF_MS_MAX: u64 = 250;
 
-/// The server's clock in UTC ms. `clock_timestamp()` is the time when the statement runs (not
-/// when the transaction began), so a writer reads it after taking the head row.
-const CLOCK_SQL: &str = "SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::int8";
+/// The query of the server's clock in UTC ms, as a literal for [`CLOCK_SQL`] and
+/// [`WRITER_CLOCK_SQL`]. `clock_timestamp()` is the time when the statement runs (not when the
+/// transaction began), so a writer reads it after taking the head row.
+macro_rules! clock_select {
+    () => {
+        "SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::int8"
+    };
+}
+
+/// The server's clock, as a reader reads it.
+const CLOCK_SQL: &str = clock_select!();
 
 /// A writer's [`CLOCK_SQL`], with the record of the log's last event beside it (hex), whose time
 /// the clock is raised to after a step back (`store_clock`): in the same round trip.
-const WRITER_CLOCK_SQL: &str = "SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::int8, \
-     (SELECT encode(record, 'hex') FROM hookstate_log ORDER BY seq DESC LIMIT 1)";
+const WRITER_CLOCK_SQL: &str = concat!(
+    clock_select!(),
+    ", (SELECT encode(record, 'hex') FROM hookstate_log ORDER BY seq DESC LIMIT 1)"
+);
 
 /// Whether `path` is a PostgreSQL address rather than a file path.
 pub(crate) fn is_address(path: &Path) -> bool {
@@ -571,7 +581,6 @@ impl PgStore {
     }
 }
 
-/// The integer in the last row of a simple query's answer.
 /// The time of the event whose record (hex) is the second column of the last row of `messages`
 /// ([`WRITER_CLOCK_SQL`]); `None` without one (an empty log, a reader's clock query) or when it
 /// does not decode (the write path and `verify` report that record).
@@ -588,6 +597,7 @@ fn last_at(messages: &[SimpleQueryMessage]) -> Option<u64> {
     hookstate_schema::format::decode_event(&record).ok().map(|event| event.content.at_ms)
 }
 
+/// The integer in the last row of a simple query's answer.
 fn last_integer(messages: &[SimpleQueryMessage]) -> Option<u64> {
     messages.iter().rev().find_map(|message| match message {
         SimpleQueryMessage::Row(row) => row.get(0).and_then(|text| text.parse().ok()),
