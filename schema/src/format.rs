@@ -577,6 +577,15 @@ pub fn from_hex<const N: usize>(text: &str) -> Option<[u8; N]> {
     Some(out)
 }
 
+/// Parses lower-case hex of any even length ([`to_hex`]'s spelling) into its bytes.
+#[must_use]
+pub fn bytes_from_hex(text: &str) -> Option<Vec<u8>> {
+    if !text.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..text.len() / 2).map(|i| from_hex::<1>(text.get(i * 2..i * 2 + 2)?).map(|b| b[0])).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -820,13 +829,7 @@ mod tests {
     const MICRO_QUEUED_V1_STORE_ID: [u8; STORE_ID_BYTES] = [0x5a; STORE_ID_BYTES];
 
     fn v1_records() -> Vec<Vec<u8>> {
-        MICRO_QUEUED_V1
-            .lines()
-            .map(|line| {
-                let pairs = (0..line.len() / 2).map(|i| from_hex::<1>(&line[i * 2..i * 2 + 2]));
-                pairs.map(|b| b.unwrap()[0]).collect()
-            })
-            .collect()
+        MICRO_QUEUED_V1.lines().map(|line| bytes_from_hex(line).unwrap()).collect()
     }
 
     fn queued(id: &str, tier: i64, question: &str, options: Option<&[&str]>) -> MicroQueued {

@@ -79,13 +79,18 @@ pub fn bad_ids() -> Vec<String> {
 /// # Panics
 /// On any IO failure.
 pub fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &to.join(entry.file_name()));
+    let failed = |what: &str, path: &Path, e: std::io::Error| -> ! {
+        panic!("copy_dir: {what} {}: {e}", path.display())
+    };
+    std::fs::create_dir_all(to).unwrap_or_else(|e| failed("create", to, e));
+    for entry in std::fs::read_dir(from).unwrap_or_else(|e| failed("read", from, e)) {
+        let entry = entry.unwrap_or_else(|e| failed("read", from, e));
+        let path = entry.path();
+        if entry.file_type().unwrap_or_else(|e| failed("stat", &path, e)).is_dir() {
+            copy_dir(&path, &to.join(entry.file_name()));
         } else {
-            std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+            std::fs::copy(&path, to.join(entry.file_name()))
+                .unwrap_or_else(|e| failed("copy", &path, e));
         }
     }
 }
@@ -274,14 +279,18 @@ impl Hermit {
     /// On any IO or store failure.
     #[must_use]
     pub fn new(fixtures: &Path, fixture: Option<&str>) -> Hermit {
-        let tmp = tempfile::tempdir().unwrap();
+        let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("Hermit::new: tempdir: {e}"));
         let dir = tmp.path().join("h");
         match fixture {
             Some(name) => copy_dir(&fixtures.join(name), &dir),
-            None => std::fs::create_dir_all(&dir).unwrap(),
+            None => std::fs::create_dir_all(&dir)
+                .unwrap_or_else(|e| panic!("Hermit::new: create {}: {e}", dir.display())),
         }
-        let engine = Engine::open(&store(&tmp.path().join("state.redb")), options()).unwrap();
-        let scope = scope_of(dir.to_str().unwrap());
+        let db = store(&tmp.path().join("state.redb"));
+        let engine = Engine::open(&db, options())
+            .unwrap_or_else(|e| panic!("Hermit::new: open {}: {e}", db.display()));
+        let text = dir.to_str().unwrap_or_else(|| panic!("Hermit::new: {dir:?} is not UTF-8"));
+        let scope = scope_of(text);
         Hermit { tmp, dir, engine, scope }
     }
 

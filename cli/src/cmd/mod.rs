@@ -393,7 +393,9 @@ pub(crate) fn call_in(cli: &Cli, hook: &str, scope: &str) -> Call {
     });
     if let Some(key) = &cli.idem_key {
         call = call.with_idem_key(key.clone());
-        call.fingerprint = crate::request::fingerprint();
+        if let Some(fingerprint) = crate::request::fingerprint() {
+            call = call.with_fingerprint(fingerprint);
+        }
     }
     call
 }

@@ -271,25 +271,16 @@ fn parse_header(line: &Value) -> std::result::Result<([u8; STORE_ID_BYTES], Head
 
 /// The record bytes of a line already checked by [`check_line`].
 fn record_of(line: &Value) -> Vec<u8> {
-    line["record"].as_str().and_then(bytes_of_hex).unwrap_or_default()
-}
-
-fn bytes_of_hex(text: &str) -> Option<Vec<u8>> {
-    if !text.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..text.len() / 2)
-        .map(|i| {
-            let pair = text.get(i * 2..i * 2 + 2)?;
-            from_hex::<1>(pair).map(|b| b[0])
-        })
-        .collect()
+    line["record"].as_str().and_then(format::bytes_from_hex).unwrap_or_default()
 }
 
 /// Checks one event line against the chain so far: its record decodes and its hash holds, it
 /// is the next seq after `head`, links to `head`'s hash, and its other fields are its record's.
 fn check_line(line: &Value, head: &Head) -> std::result::Result<hookstate_schema::Event, String> {
-    let record = line["record"].as_str().and_then(bytes_of_hex).ok_or("has no valid \"record\"")?;
+    let record = line["record"]
+        .as_str()
+        .and_then(format::bytes_from_hex)
+        .ok_or("has no valid \"record\"")?;
     if record.len() > DUMP_LINE_BYTES_MAX {
         return Err("has a record over the line bound".into());
     }

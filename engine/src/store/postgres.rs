@@ -589,11 +589,7 @@ fn last_at(messages: &[SimpleQueryMessage]) -> Option<u64> {
         SimpleQueryMessage::Row(row) => Some(row.try_get(1).ok().flatten()),
         _ => None,
     })??;
-    let record = hex
-        .as_bytes()
-        .chunks(2)
-        .map(|pair| std::str::from_utf8(pair).ok().and_then(|p| u8::from_str_radix(p, 16).ok()))
-        .collect::<Option<Vec<u8>>>()?;
+    let record = hookstate_schema::format::bytes_from_hex(hex)?;
     hookstate_schema::format::decode_event(&record).ok().map(|event| event.content.at_ms)
 }
 
