@@ -17,7 +17,7 @@ use crate::kernel::limits::{
 };
 use crate::kernel::project::Table;
 use crate::kernel::replay::{shown_key, RebuiltRows, ReplayMemory, ReplayViews};
-use crate::kernel::storage::{ReadTxn, Storage, WriteTxn};
+use crate::kernel::storage::{Audit, ReadTxn, Storage, WriteTxn};
 use crate::kernel::view::{decode_row, decode_stored, read_head};
 use crate::kernel::write::Kernel;
 
@@ -447,19 +447,24 @@ pub(crate) fn verify_with(
     options: VerifyOptions,
     held_max: usize,
 ) -> Result<(VerifyReport, ReplayMemory)> {
-    beside_page_check(kernel, || verify_log(kernel, options, held_max))
+    beside_page_check(kernel, Audit::Verify, || verify_log(kernel, options, held_max))
 }
 
-/// Runs `work` (a replay) with redb's check of every page (of a store opened without it) on a
-/// thread of its own beside it. When the check finds a fault, that is the answer, whatever
-/// `work` found, as it was when the check ran on open. The replay may meet the damaged page
+/// Runs `work` (a replay) with redb's check of every page (of a store opened without it, when
+/// `audit` asks for it: [`Storage::check_pages`]) on a thread of its own beside it. When the
+/// check finds a fault, that is the answer, whatever `work` found, as it was when the check ran
+/// on open. The replay may meet the damaged page
 /// first, and redb may panic on it (a slice out of range): that panic is caught, and stands only
 /// if the check finds nothing.
-fn beside_page_check<T>(kernel: &Kernel, work: impl FnOnce() -> Result<T>) -> Result<T> {
+fn beside_page_check<T>(
+    kernel: &Kernel,
+    audit: Audit,
+    work: impl FnOnce() -> Result<T>,
+) -> Result<T> {
     let outcome = {
         let _caught = CaughtPanics::enter();
         std::thread::scope(|scope| {
-            let pages = scope.spawn(|| kernel.storage().check_pages());
+            let pages = scope.spawn(|| kernel.storage().check_pages(audit));
             let worked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(work));
             let pages = pages.join().unwrap_or_else(|panic| {
                 Err(Error::Corrupt(format!(
@@ -581,7 +586,7 @@ pub(crate) fn rebuild_with(kernel: &Kernel, held_max: usize) -> Result<RebuildRe
     let mut txn = kernel.begin_write()?;
     // The page check of a store opened without it runs beside the replay, and nothing is
     // written before it passed.
-    let (head, counts, mut rebuilt) = beside_page_check(kernel, || {
+    let (head, counts, mut rebuilt) = beside_page_check(kernel, Audit::Rebuild, || {
         let Replayed { head, views, counts, .. } =
             replay_chain(&*txn, kernel.storage(), kernel.table(), kernel.genesis(), held_max)?;
         Ok((head, counts, views.finish()?))

@@ -598,28 +598,58 @@ fn checked_options(read_only: bool, check_integrity: bool, beside_replay: bool) 
     }
 }
 
-/// `verify` on a store opened read-only without the check on open (the CLI's and `doctor`'s
-/// open) runs redb's check of every page itself, beside its replay: a damaged page that neither
-/// the replay nor the comparison reads still fails it, as it does the check on open.
+/// `verify` on a store opened without the check on open (the CLI's and `doctor`'s read-only
+/// open, and an embedding program's writer) runs redb's check of every page itself, beside its
+/// replay: a damaged page that neither the replay nor the comparison reads still fails it, as it
+/// does the check on open. Its answer does not depend on how the store was opened.
 #[test]
-fn verify_of_a_read_only_store_runs_the_page_check_beside_its_replay() {
+fn verify_of_a_store_opened_without_the_page_check_runs_it_beside_its_replay() {
     let (_dir, path) = store_with_a_damaged_stray_leaf();
     let with =
         |read_only: bool, check_integrity: bool| checked_options(read_only, check_integrity, false);
-    // A writer's open runs no page check, and the replay never meets the damaged leaf.
-    let writer = Engine::open(&path, with(false, false)).unwrap();
-    let report = writer.ops().verify(Default::default()).unwrap();
-    assert_eq!(report.events, 5);
-    drop(writer);
     // The check on open refuses the file.
     let checked = Engine::open(&path, with(true, true));
     assert!(matches!(checked, Err(Error::StoreCorrupt(_))), "{:?}", checked.err());
-    // Opened read-only without it, the store answers, and its verify runs the check.
-    let reader = Engine::open(&path, with(true, false)).unwrap();
-    assert_eq!(reader.head().unwrap().seq, 5);
-    let verified = reader.ops().verify(Default::default());
-    assert!(matches!(verified, Err(Error::StoreCorrupt(_))), "{verified:?}");
+    // Opened without it, read-only or for writing, the store answers, and its verify runs the
+    // check. The writer also keeps writing meanwhile: the view checked is a handle of its own.
+    for read_only in [true, false] {
+        let engine = Engine::open(&path, with(read_only, false)).unwrap();
+        assert_eq!(engine.head().unwrap().seq, 5);
+        let verified = engine.ops().verify(Default::default());
+        assert!(matches!(verified, Err(Error::StoreCorrupt(_))), "{read_only}: {verified:?}");
+    }
+    // The replay alone never meets the damaged leaf: a rebuild of the writer, which checks no
+    // page unless its open asked it to (the next test), passes over it.
+    let writer = Engine::open(&path, with(false, false)).unwrap();
+    let report = writer.ops().rebuild().unwrap();
+    assert_eq!((report.events, report.written), (5, 0), "{report:?}");
 }
+
+/// A writer's `verify` checks the pages of the file as it is now, on a view pinned by a handle of
+/// its own (`store::tests` in the engine): while another thread of the same program commits, it
+/// passes on a sound store, and the writes go on.
+#[test]
+fn verify_of_a_writer_while_it_commits_checks_its_pages_and_passes() {
+    let (_dir, path) = store_with(5);
+    let engine = Engine::open(&path, checked_options(false, false, false)).unwrap();
+    std::thread::scope(|scope| {
+        let writes = scope.spawn(|| {
+            for n in 1..=VERIFY_WHILE_WRITING {
+                put(&engine, 5 + n);
+            }
+        });
+        for _ in 0..VERIFY_WHILE_WRITING / 8 {
+            let report = engine.ops().verify(Default::default()).unwrap();
+            assert!(report.events >= 5, "{report:?}");
+        }
+        writes.join().unwrap();
+    });
+    let report = engine.ops().verify(Default::default()).unwrap();
+    assert_eq!(report.events, 5 + VERIFY_WHILE_WRITING);
+}
+
+/// Pushes the verify-while-writing test commits, one per call.
+const VERIFY_WHILE_WRITING: u64 = 40;
 
 /// `rebuild` (the CLI's open: a writer with the check left to the rebuild) opens a store with a
 /// damaged page, runs redb's check beside its replay and fails on it before writing anything:

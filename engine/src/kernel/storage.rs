@@ -167,11 +167,22 @@ pub(crate) trait Storage: Send + Sync {
     fn compact_file(&mut self) -> Result<bool> {
         Ok(false)
     }
-    /// redb's full integrity check of every page of a store opened read-only without it, or for
-    /// writing with the check left to a rebuild (`OpenOptions::check_beside_replay`), on a view
-    /// of its own (`verify` and `rebuild` run it beside their replay); does nothing for a store
-    /// checked on open, any other writer's store, or a backend without pages of its own to check.
-    fn check_pages(&self) -> Result<()> {
+    /// redb's full integrity check of every page, on a view of a handle of its own, when the
+    /// store's open did not run it and `audit` asks for it: `verify` checks every such store
+    /// (read-only or a writer), `rebuild` only one whose open left the check to it
+    /// (`OpenOptions::check_beside_replay`). Both run it beside their replay. Does nothing for a
+    /// store checked on open, or a backend without pages of its own to check.
+    fn check_pages(&self, audit: Audit) -> Result<()> {
+        let _ = audit;
         Ok(())
     }
+}
+
+/// The audit a page check runs for ([`Storage::check_pages`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Audit {
+    /// `verify`: its answer is the same on every handle, however the store was opened.
+    Verify,
+    /// `rebuild`: a repair, which checks the pages only when the open asked it to.
+    Rebuild,
 }

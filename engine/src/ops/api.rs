@@ -43,6 +43,9 @@ impl<'e> Ops<'e> {
     /// Verifies the chain from genesis, the anchors outside the store, and that the stored
     /// views equal a rebuild of the log; `options.accept_missing_anchor` accepts (and writes) a
     /// missing anchor on a store with events. Reads only: never changes a byte of the store.
+    /// On a redb store whose open did not run redb's check of every page
+    /// ([`crate::OpenOptions::check_integrity`]), read-only or for writing, runs it beside the
+    /// replay, on a view of the file of its own.
     ///
     /// # Errors
     /// [`crate::Error::ChainBroken`] naming the first bad seq, [`crate::Error::AnchorMismatch`],

@@ -24,7 +24,7 @@ use crate::kernel::anchor;
 use crate::kernel::error::{Error, Result};
 use crate::kernel::fsio::random_bytes;
 use crate::kernel::limits::WAIT_MS_MAX;
-use crate::kernel::storage::{ReadTxn, SpillRows, Storage, WriteTxn};
+use crate::kernel::storage::{Audit, ReadTxn, SpillRows, Storage, WriteTxn};
 use crate::kernel::write::initial_meta;
 
 use self::dir::StoreDir;
@@ -44,13 +44,15 @@ pub struct OpenOptions {
     /// Create the store (atomically) when the path does not exist.
     pub create: bool,
     /// Run redb's full integrity check on open (for rebuild and copy). `verify` does not need it:
-    /// on a store opened read-only without it, `verify` runs the check itself, beside its replay.
+    /// on a store opened without it, read-only or for writing, `verify` runs the check itself,
+    /// on a view of its own beside its replay. `rebuild` runs it only when asked
+    /// (`check_beside_replay`).
     pub check_integrity: bool,
     /// With `check_integrity`, on a store opened for writing (`rebuild`): run redb's check on a
     /// view of its own beside the replay of `Ops::rebuild`, as `verify` does, instead of on open,
     /// so a rebuild does not wait for it; the rebuild writes nothing before the check passed.
-    /// Anything else done on such a store is not checked. Ignored without `check_integrity`, on
-    /// a store opened read-only, and by a PostgreSQL store.
+    /// Only `verify` and `rebuild` check such a store. Ignored without `check_integrity`, on a
+    /// store opened read-only, and by a PostgreSQL store.
     pub check_beside_replay: bool,
     /// Open for reading only: the file is never written, not even its header. Writes fail.
     pub read_only: bool,
@@ -117,11 +119,61 @@ struct FileStore {
     db: RedbStore,
     dir: StoreDir,
     second: Option<SecondAnchor>,
-    /// The file and the open's wait, for [`Storage::check_pages`]: kept when the store was
-    /// opened read-only without redb's integrity check, or for writing with the check left to
-    /// the rebuild's replay ([`OpenOptions::check_beside_replay`]); any other store has nothing
-    /// left to check.
-    unchecked: Option<(std::fs::File, Duration)>,
+    /// How [`Storage::check_pages`] checks the pages.
+    pages: Pages,
+}
+
+/// What a file store's page check needs to know.
+#[derive(Debug, Clone, Copy)]
+struct Pages {
+    /// Which audits run it.
+    check: PageCheck,
+    /// The open's wait.
+    wait: Duration,
+    /// The store file's device and inode, as opened.
+    file: (u64, u64),
+}
+
+/// A file's device and inode.
+fn file_id(file: &std::fs::File, path: &Path) -> Result<(u64, u64)> {
+    let stat = rustix::fs::fstat(file).map_err(|e| Error::io("stat", path, e.into()))?;
+    Ok((stat.st_dev, stat.st_ino))
+}
+
+/// Which audits run redb's check of every page of a file store, as its open left it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PageCheck {
+    /// None: the open ran it, or there is no file of pages (a test backend).
+    Never,
+    /// `verify`: a store opened without the check, read-only or for writing.
+    Verify,
+    /// `verify` and `rebuild`: a writer whose open left the check to the rebuild's replay
+    /// ([`OpenOptions::check_beside_replay`]).
+    VerifyAndRebuild,
+}
+
+impl Pages {
+    /// A store with no file of pages to check.
+    #[cfg(feature = "testing")]
+    const NONE: Pages = Pages { check: PageCheck::Never, wait: Duration::ZERO, file: (0, 0) };
+}
+
+impl PageCheck {
+    fn of(options: &OpenOptions) -> PageCheck {
+        match (options.check_integrity, options.read_only, options.check_beside_replay) {
+            (false, _, _) => PageCheck::Verify,
+            (true, false, true) => PageCheck::VerifyAndRebuild,
+            (true, _, _) => PageCheck::Never,
+        }
+    }
+
+    fn runs_for(self, audit: Audit) -> bool {
+        match self {
+            PageCheck::Never => false,
+            PageCheck::Verify => audit == Audit::Verify,
+            PageCheck::VerifyAndRebuild => true,
+        }
+    }
 }
 
 impl Storage for FileStore {
@@ -177,12 +229,38 @@ impl Storage for FileStore {
     fn compact_file(&mut self) -> Result<bool> {
         self.db.compact_file()
     }
-    fn check_pages(&self) -> Result<()> {
-        match &self.unchecked {
-            // A view of its own, checked as it opens and dropped: never writes the file.
-            Some((file, wait)) => RedbStore::open_view(file, *wait, true).map(drop),
-            None => Ok(()),
+    fn check_pages(&self, audit: Audit) -> Result<()> {
+        if !self.pages.check.runs_for(audit) {
+            return Ok(());
         }
+        // A view, checked as it opens and dropped: never writes the file.
+        self.page_view().map(drop)
+    }
+}
+
+impl FileStore {
+    /// A view of the store file as it is now (`RedbStore::open_view`), checked by redb's check
+    /// of every page as it opens, on a handle of its own: redb's file locks belong to an open file
+    /// description, so the view's pin and header locks stand against this store's own writer (a
+    /// rebuild's held write transaction, another thread's commit) as against another process's.
+    /// On the writer's own handle, redb's read-only open did not see the live writer, took the
+    /// file for one a killed writer left, waited [`crate::limits::READ_ONLY_REPAIR_WAIT_MS`] and
+    /// read it unpinned while that writer could move its pages (docs/decisions.md).
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] when another file was put at the store's path since it was opened;
+    /// [`Error::StoreCorrupt`] for a page that fails its check; IO and store errors.
+    fn page_view(&self) -> Result<RedbStore> {
+        let path = self.dir.path();
+        let file =
+            self.dir.open_store(true)?.ok_or_else(|| Error::NoStore { path: path.clone() })?;
+        if file_id(&file, &path)? != self.pages.file {
+            return Err(Error::Corrupt(format!(
+                "{} was replaced by another file while it was open: its pages were not checked",
+                path.display()
+            )));
+        }
+        RedbStore::open_view(&file, self.pages.wait, true)
     }
 }
 
@@ -233,15 +311,8 @@ pub(crate) fn open(path: &Path, options: OpenOptions) -> Result<Box<dyn Storage>
             db
         }
     };
-    // What `check_pages` checks: a read-only store opened without the check (`verify`), and a
-    // writer's store whose check was left to the rebuild's replay.
-    let check_later = if options.read_only {
-        !options.check_integrity
-    } else {
-        options.check_integrity && options.check_beside_replay
-    };
-    let unchecked = check_later.then_some((file, wait));
-    Ok(Box::new(FileStore { db, dir, second, unchecked }))
+    let pages = Pages { check: PageCheck::of(&options), wait, file: file_id(&file, &dir.path())? };
+    Ok(Box::new(FileStore { db, dir, second, pages }))
 }
 
 /// The address text of a remote store, `None` for a file path.
@@ -363,7 +434,7 @@ pub(crate) fn open_on_backend(
     if fresh {
         anchor_genesis(&dir, second.as_ref(), &store_id);
     }
-    Ok(Box::new(FileStore { db, dir, second, unchecked: None }))
+    Ok(Box::new(FileStore { db, dir, second, pages: Pages::NONE }))
 }
 
 /// Whether a new store is made in a temporary file that is published at the store's path only
@@ -430,5 +501,58 @@ fn anchor_genesis(dir: &StoreDir, second: Option<&SecondAnchor>, store_id: &[u8;
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const WAIT: Duration = Duration::from_secs(1);
+
+    /// A store of one event at `path`, opened for writing as `FileStore`.
+    fn writer(path: &Path) -> FileStore {
+        drop(open(path, OpenOptions::default()).unwrap());
+        let dir = StoreDir::open(path, false).unwrap();
+        let file = dir.open_store(false).unwrap().unwrap();
+        let db = RedbStore::open(&file, false, WAIT).unwrap();
+        let pages =
+            Pages { check: PageCheck::Verify, wait: WAIT, file: file_id(&file, path).unwrap() };
+        FileStore { db, dir, second: None, pages }
+    }
+
+    /// The page check's view of a store this process holds open for writing is pinned by a
+    /// reader's transaction at once: on the writer's own file handle, redb's read-only open
+    /// takes the live writer for a killed one, and the view went unpinned after a wait.
+    #[test]
+    fn a_writers_page_check_reads_a_pinned_view_on_a_handle_of_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = writer(&dir.path().join("s.redb"));
+        let view = store.page_view().unwrap();
+        assert!(view.is_pinned_view(), "the view is not pinned");
+        // While the view is held, the writer commits on.
+        let mut txn = store.begin_write(Instant::now() + WAIT).unwrap();
+        txn.put_meta("m", b"1").unwrap();
+        txn.commit().unwrap();
+        drop(view);
+        store.check_pages(Audit::Verify).unwrap();
+    }
+
+    /// Another file put at the store's path while it is open is not checked in its place.
+    #[test]
+    fn a_page_check_refuses_a_file_put_in_the_stores_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.redb");
+        let store = writer(&path);
+        let other = dir.path().join("other.redb");
+        drop(open(&other, OpenOptions::default()).unwrap());
+        std::fs::rename(&other, &path).unwrap();
+        let checked = store.check_pages(Audit::Verify);
+        assert!(
+            matches!(&checked, Err(Error::Corrupt(text)) if text.contains("replaced")),
+            "{checked:?}"
+        );
+        // `rebuild` of a store whose open did not leave the check to it checks nothing.
+        store.check_pages(Audit::Rebuild).unwrap();
     }
 }

@@ -328,6 +328,14 @@ impl RedbStore {
     }
 }
 
+#[cfg(test)]
+impl RedbStore {
+    /// Whether this is a view whose pages a reader's transaction on the real file pins.
+    pub(crate) fn is_pinned_view(&self) -> bool {
+        matches!(&self.db, Db::Scratch { _pin: Some(_), .. })
+    }
+}
+
 /// Whether an open's error is one a header read without its lock may cause by racing a header
 /// write: a slot that fails its checksum, or one whose roots fail `check_header_roots`.
 fn is_torn_header(err: &redb::DatabaseError) -> bool {
