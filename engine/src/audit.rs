@@ -453,9 +453,8 @@ pub(crate) fn verify_with(
 /// Runs `work` (a replay) with redb's check of every page (of a store opened without it, when
 /// `audit` asks for it: [`Storage::check_pages`]) on a thread of its own beside it. When the
 /// check finds a fault, that is the answer, whatever `work` found, as it was when the check ran
-/// on open. The replay may meet the damaged page
-/// first, and redb may panic on it (a slice out of range): that panic is caught, and stands only
-/// if the check finds nothing.
+/// on open. The replay may meet the damaged page first, and redb may panic on it (a slice out of
+/// range): that panic is caught, and stands only if the check finds nothing.
 fn beside_page_check<T>(
     kernel: &Kernel,
     audit: Audit,

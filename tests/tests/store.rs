@@ -611,7 +611,7 @@ fn verify_of_a_store_opened_without_the_page_check_runs_it_beside_its_replay() {
     let checked = Engine::open(&path, with(true, true));
     assert!(matches!(checked, Err(Error::StoreCorrupt(_))), "{:?}", checked.err());
     // Opened without it, read-only or for writing, the store answers, and its verify runs the
-    // check. The writer also keeps writing meanwhile: the view checked is a handle of its own.
+    // check.
     for read_only in [true, false] {
         let engine = Engine::open(&path, with(read_only, false)).unwrap();
         assert_eq!(engine.head().unwrap().seq, 5);
@@ -648,7 +648,7 @@ fn verify_of_a_writer_while_it_commits_checks_its_pages_and_passes() {
     assert_eq!(report.events, 5 + VERIFY_WHILE_WRITING);
 }
 
-/// Pushes the verify-while-writing test commits, one per call.
+/// Commits of the verify-while-writing test, one put each.
 const VERIFY_WHILE_WRITING: u64 = 40;
 
 /// `rebuild` (the CLI's open: a writer with the check left to the rebuild) opens a store with a
