@@ -510,7 +510,7 @@ mod tests {
 
     const WAIT: Duration = Duration::from_secs(1);
 
-    /// A store of one event at `path`, opened for writing as `FileStore`.
+    /// A new store at `path`, opened for writing as a `FileStore` without the check on open.
     fn writer(path: &Path) -> FileStore {
         drop(open(path, OpenOptions::default()).unwrap());
         let dir = StoreDir::open(path, false).unwrap();
