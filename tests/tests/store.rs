@@ -625,32 +625,6 @@ fn verify_of_a_store_opened_without_the_page_check_runs_it_beside_its_replay() {
     assert_eq!((report.events, report.written), (5, 0), "{report:?}");
 }
 
-/// A writer's `verify` checks the pages of the file as it is now, on a view pinned by a handle of
-/// its own (`store::tests` in the engine): while another thread of the same program commits, it
-/// passes on a sound store, and the writes go on.
-#[test]
-fn verify_of_a_writer_while_it_commits_checks_its_pages_and_passes() {
-    let (_dir, path) = store_with(5);
-    let engine = Engine::open(&path, checked_options(false, false, false)).unwrap();
-    std::thread::scope(|scope| {
-        let writes = scope.spawn(|| {
-            for n in 1..=VERIFY_WHILE_WRITING {
-                put(&engine, 5 + n);
-            }
-        });
-        for _ in 0..VERIFY_WHILE_WRITING / 8 {
-            let report = engine.ops().verify(Default::default()).unwrap();
-            assert!(report.events >= 5, "{report:?}");
-        }
-        writes.join().unwrap();
-    });
-    let report = engine.ops().verify(Default::default()).unwrap();
-    assert_eq!(report.events, 5 + VERIFY_WHILE_WRITING);
-}
-
-/// Commits of the verify-while-writing test, one put each.
-const VERIFY_WHILE_WRITING: u64 = 40;
-
 /// `rebuild` (the CLI's open: a writer with the check left to the rebuild) opens a store with a
 /// damaged page, runs redb's check beside its replay and fails on it before writing anything:
 /// the views it would have rewritten are as they were. A rebuild of a store opened without the

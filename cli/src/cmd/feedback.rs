@@ -17,7 +17,8 @@ use serde::Serialize;
 use crate::args::{Cli, DrainArgs, ExportArgs, FeedbackArgs, FeedbackVerb, HookVerb, ImportArgs};
 use crate::args::{Layout, ReplyVia};
 use crate::cmd::{
-    call, command_for_model, db_path, finish, mutate, open, store_exists, warn_report, Access,
+    call, call_in, command_for_model, db_path, finish, mutate, open, store_exists, warn_report,
+    Access,
 };
 use crate::exit::CliError;
 use crate::input::read_stdin;
@@ -98,7 +99,7 @@ pub(crate) fn run(cli: &Cli, args: &FeedbackArgs) -> Result<(), CliError> {
         }),
         _ => None,
     };
-    let call = call(cli, hook_name(&args.verb)).in_scope(&scope);
+    let call = call_in(cli, hook_name(&args.verb), &scope);
     // Bad input is refused before the store is opened (or created).
     let input = input(&args.verb, &comment, claim.as_ref())
         .ok_or_else(|| CliError::Usage("not a feedback mutation".into()))?;

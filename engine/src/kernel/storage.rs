@@ -172,8 +172,7 @@ pub(crate) trait Storage: Send + Sync {
     /// (read-only or a writer), `rebuild` only one whose open left the check to it
     /// (`OpenOptions::check_beside_replay`). Both run it beside their replay. Does nothing for a
     /// store checked on open, or a backend without pages of its own to check.
-    fn check_pages(&self, audit: Audit) -> Result<()> {
-        let _ = audit;
+    fn check_pages(&self, _audit: Audit) -> Result<()> {
         Ok(())
     }
 }

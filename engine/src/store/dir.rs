@@ -24,6 +24,9 @@ use crate::kernel::fsio::{check_private_dir, io_err, random_bytes, FILE_MODE};
 use crate::kernel::limits::{ANCHOR_BYTES_MAX, STALE_TEMP_SCAN_MAX, STALE_TEMP_SECS};
 use crate::kernel::walk;
 
+/// A file's device and inode: which file a name led to when it was opened.
+pub(crate) type FileId = (u64, u64);
+
 /// The anchor file is the store file's name with this suffix, beside it.
 pub(crate) const ANCHOR_SUFFIX: &str = ".head";
 const TEMP_NAME_RANDOM_BYTES: usize = 8;
@@ -95,6 +98,11 @@ impl StoreDir {
     /// Opens the store file (read-write, or read-only for readers) without following a symlink.
     /// `None` when it is absent.
     pub(crate) fn open_store(&self, read_only: bool) -> Result<Option<File>> {
+        Ok(self.open_store_with_id(read_only)?.map(|(file, _)| file))
+    }
+
+    /// [`StoreDir::open_store`], with the file's identity, from the `fstat` its checks make.
+    pub(crate) fn open_store_with_id(&self, read_only: bool) -> Result<Option<(File, FileId)>> {
         let access = if read_only { OFlags::RDONLY } else { OFlags::RDWR };
         let flags = access | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK;
         let fd = match rustix::fs::openat(&self.dir, &self.name, flags, Mode::empty()) {
@@ -121,7 +129,7 @@ impl StoreDir {
             rustix::fs::fcntl_setfl(&fd, OFlags::empty())
                 .map_err(|e| io_err("clear O_NONBLOCK on", &self.path(), e))?;
         }
-        Ok(Some(File::from(fd)))
+        Ok(Some((File::from(fd), (stat.st_dev, stat.st_ino))))
     }
 
     /// Creates a fresh temporary file (O_EXCL, 0600) beside the store and returns it and its name.

@@ -27,7 +27,7 @@ use crate::kernel::limits::WAIT_MS_MAX;
 use crate::kernel::storage::{Audit, ReadTxn, SpillRows, Storage, WriteTxn};
 use crate::kernel::write::initial_meta;
 
-use self::dir::StoreDir;
+use self::dir::{FileId, StoreDir};
 use self::redb::RedbStore;
 use self::second_anchor::SecondAnchor;
 
@@ -130,14 +130,8 @@ struct Pages {
     check: PageCheck,
     /// The open's wait.
     wait: Duration,
-    /// The store file's device and inode, as opened.
-    file: (u64, u64),
-}
-
-/// A file's device and inode.
-fn file_id(file: &std::fs::File, path: &Path) -> Result<(u64, u64)> {
-    let stat = rustix::fs::fstat(file).map_err(|e| Error::io("stat", path, e.into()))?;
-    Ok((stat.st_dev, stat.st_ino))
+    /// The store file, as opened.
+    file: FileId,
 }
 
 /// Which audits run redb's check of every page of a file store, as its open left it.
@@ -252,9 +246,11 @@ impl FileStore {
     /// [`Error::StoreCorrupt`] for a page that fails its check; IO and store errors.
     fn page_view(&self) -> Result<RedbStore> {
         let path = self.dir.path();
-        let file =
-            self.dir.open_store(true)?.ok_or_else(|| Error::NoStore { path: path.clone() })?;
-        if file_id(&file, &path)? != self.pages.file {
+        let (file, id) = self
+            .dir
+            .open_store_with_id(true)?
+            .ok_or_else(|| Error::NoStore { path: path.clone() })?;
+        if id != self.pages.file {
             return Err(Error::Corrupt(format!(
                 "{} was replaced by another file while it was open: its pages were not checked",
                 path.display()
@@ -283,11 +279,11 @@ pub(crate) fn open(path: &Path, options: OpenOptions) -> Result<Box<dyn Storage>
         other => other?,
     };
     let second = options.anchor_dir.as_deref().map(SecondAnchor::open).transpose()?;
-    let file = match dir.open_store(options.read_only)? {
-        Some(file) => file,
+    let (file, id) = match dir.open_store_with_id(options.read_only)? {
+        Some(opened) => opened,
         None if options.create => {
             create_store(&dir, second.as_ref(), &random_bytes::<STORE_ID_BYTES>()?)?;
-            dir.open_store(false)?.ok_or_else(|| Error::NoStore { path: dir.path() })?
+            dir.open_store_with_id(false)?.ok_or_else(|| Error::NoStore { path: dir.path() })?
         }
         None if empty_if_absent => return empty(&dir.path()),
         None => return Err(Error::NoStore { path: dir.path() }),
@@ -311,7 +307,7 @@ pub(crate) fn open(path: &Path, options: OpenOptions) -> Result<Box<dyn Storage>
             db
         }
     };
-    let pages = Pages { check: PageCheck::of(&options), wait, file: file_id(&file, &dir.path())? };
+    let pages = Pages { check: PageCheck::of(&options), wait, file: id };
     Ok(Box::new(FileStore { db, dir, second, pages }))
 }
 
@@ -514,10 +510,9 @@ mod tests {
     fn writer(path: &Path) -> FileStore {
         drop(open(path, OpenOptions::default()).unwrap());
         let dir = StoreDir::open(path, false).unwrap();
-        let file = dir.open_store(false).unwrap().unwrap();
+        let (file, id) = dir.open_store_with_id(false).unwrap().unwrap();
         let db = RedbStore::open(&file, false, WAIT).unwrap();
-        let pages =
-            Pages { check: PageCheck::Verify, wait: WAIT, file: file_id(&file, path).unwrap() };
+        let pages = Pages { check: PageCheck::Verify, wait: WAIT, file: id };
         FileStore { db, dir, second: None, pages }
     }
 
