@@ -278,6 +278,42 @@ fn a_second_server_names_the_first_and_exits_non_zero() {
     assert!(!Path::new(&format!("{}.sock", db.display())).exists(), "the socket is removed");
 }
 
+/// Hook calls one after another (one connection each) are served by the thread the first one
+/// started: a connection thread whose connection closed waits for the next one. Two clients
+/// connected at once still get a thread each.
+#[test]
+fn calls_one_after_another_reuse_one_connection_thread() {
+    use hookstate_engine::{socket_path, Client};
+    const CALLS: usize = 16;
+    // Each call starts after the last one's process exited, so its thread waits again by then
+    // but for the scheduler: a call that comes first starts a thread, which waits from then on.
+    const THREADS_MAX: u64 = 8;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("state.redb");
+    let (server, _) = start_server(&db);
+    for n in 0..CALLS {
+        let value = n.to_string();
+        let put = call(&db, dir.path(), &["kv", "put", "k", &value], None, false);
+        assert_eq!(put.status.code(), Some(0), "{put:?}");
+        let get = call(&db, dir.path(), &["kv", "get", "k"], None, false);
+        let got: Value = serde_json::from_slice(&get.stdout).unwrap();
+        assert_eq!(got["value"], n as u64, "{got}");
+    }
+    let wait = std::time::Duration::from_secs(10);
+    let both = [Client::connect(&socket_path(&db), wait), Client::connect(&socket_path(&db), wait)];
+    assert!(both.iter().all(Result::is_ok), "two connections at once are both served");
+    drop(both);
+    let (exit, last) = stop_server(server);
+    assert_eq!(exit, Some(0));
+    let stats = &last["stats"];
+    let connections = stats["connections"].as_u64().unwrap();
+    let threads = stats["threads"].as_u64().unwrap();
+    println!("served calls={} connections={connections} threads={threads}", 2 * CALLS);
+    assert_eq!(stats["requests"], 2 * CALLS as u64, "{last}");
+    assert_eq!(connections, 2 * CALLS as u64 + 2, "{last}");
+    assert!((2..=THREADS_MAX).contains(&threads), "threads started: {last}");
+}
+
 /// Persistent clients hammering one server: its writes are committed in batches (the server's
 /// largest batch holds more than one call), and inside them every compare-and-swap and every
 /// idempotency key behaves as per call — no item claimed twice, each revision of a contended

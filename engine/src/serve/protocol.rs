@@ -170,6 +170,10 @@ pub struct Stats {
     pub connections: u64,
     /// Connections refused (other uid, at the connection bound).
     pub refused: u64,
+    /// Connection threads started: a connection that finds a thread waiting (one whose
+    /// connection closed) starts none.
+    #[serde(default)]
+    pub threads: u64,
 }
 
 impl Stats {
