@@ -52,7 +52,7 @@ const TICK_MS: u64 = 50;
 /// How long a connection thread whose connection closed waits for another before it ends: a
 /// hook's call is one connection, and a thread kept between calls spares each the start and end
 /// of a thread (about a fifth of the server's CPU for a served read, measured).
-pub(crate) const THREAD_IDLE_MS: u64 = 10_000;
+const THREAD_IDLE_MS: u64 = 10_000;
 /// How often the accept loop looks whether the watched executable was replaced.
 const EXE_CHECK_MS: u64 = 1_000;
 /// The poll timeout of one tick.
