@@ -695,8 +695,9 @@ const FIRST_USE_KILL_MS_MAX: u64 = 25;
 
 /// kill -9 during the atomic creation of a store (first use by several processes at once): the
 /// store that remains, if any, verifies, holds every acknowledged event, and takes the next write.
-/// Temporary files left by killed creators are counted, not refused: SIGKILL leaves no chance to
-/// remove them, and they are never mistaken for the store.
+/// A creator builds the store in a file with no name (`O_TMPFILE`), so where the filesystem has
+/// such files a killed creator leaves nothing in the directory; where it has none, the temporary
+/// files killed creators leave are counted, not refused, and never mistaken for the store.
 #[test]
 fn kill_during_first_use_leaves_one_verifying_store() {
     let seed = env_u64("HOOKSTATE_KILL_SEED", SEED_DEFAULT);
@@ -776,4 +777,13 @@ fn kill_during_first_use_leaves_one_verifying_store() {
     );
     assert!(problems.is_empty(), "{problems:#?}");
     assert!(kills > 0, "no creator was killed");
+    if unnamed_files_in(root.path()) {
+        assert_eq!(leftover_temps, 0, "killed creators left named temporary files");
+    }
+}
+
+/// Whether `dir`'s filesystem makes files with no name (`O_TMPFILE`), in which a store is built.
+fn unnamed_files_in(dir: &std::path::Path) -> bool {
+    let flags = rustix::fs::OFlags::RDWR | rustix::fs::OFlags::TMPFILE;
+    rustix::fs::open(dir, flags, rustix::fs::Mode::from_raw_mode(0o600)).is_ok()
 }

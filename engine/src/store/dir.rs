@@ -2,15 +2,15 @@
 //! head anchor beside it.
 //!
 //! Every file is reached relative to a held directory handle, opened with `O_NOFOLLOW`, created
-//! with `O_EXCL` and mode 0600; replacements go temp file, fsync, rename (or link), directory
-//! fsync, except the anchor's moves, one unsynced write into a slot of its file
-//! (`hookstate_schema::anchor_file`). Does not know the store's format; callers hand bytes in
-//! and out.
+//! with `O_EXCL` and mode 0600; replacements go temp file, fsync, rename, directory fsync; a new
+//! store is built in a file with no name (`O_TMPFILE`) and linked at its name; the anchor moves
+//! by one unsynced write into a slot of its file (`hookstate_schema::anchor_file`). Does not know
+//! the store's format; callers hand bytes in and out.
 
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io::{Read, Write};
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -26,6 +26,28 @@ use crate::kernel::walk;
 
 /// A file's device and inode: which file a name led to when it was opened.
 pub(crate) type FileId = (u64, u64);
+
+/// How a store being built is reached until it is published ([`StoreDir::create_draft`]).
+pub(crate) enum Draft {
+    /// No name: published by linking its handle's `/proc/self/fd` entry.
+    Unnamed,
+    /// A temporary name beside the store.
+    Named(OsString),
+}
+
+/// The `/proc` name of an open file's handle, through which an unnamed file can be linked.
+fn proc_path(fd: &impl AsFd) -> String {
+    format!("/proc/self/fd/{}", fd.as_fd().as_raw_fd())
+}
+
+/// Whether `/proc` names `fd`'s file (the same device and inode), so that it can be linked.
+fn proc_names(fd: &OwnedFd) -> bool {
+    let by_name = rustix::fs::statat(rustix::fs::CWD, proc_path(fd), AtFlags::empty());
+    match (by_name, rustix::fs::fstat(fd)) {
+        (Ok(named), Ok(held)) => (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino),
+        _ => false,
+    }
+}
 
 /// The anchor file is the store file's name with this suffix, beside it.
 pub(crate) const ANCHOR_SUFFIX: &str = ".head";
@@ -169,19 +191,55 @@ impl StoreDir {
         Ok(File::from(fd))
     }
 
-    /// Publishes a finished temporary file as the store: hard-links it to the store name (which
-    /// fails if another process published first), removes the temporary name and fsyncs the
-    /// directory. Returns whether this call published.
-    pub(crate) fn publish_store(&self, temp: &OsStr) -> Result<bool> {
-        let published =
-            match rustix::fs::linkat(&self.dir, temp, &self.dir, &self.name, AtFlags::empty()) {
-                Ok(()) => true,
-                Err(Errno::EXIST) => false,
-                Err(other) => return Err(io_err("link", &self.path(), other)),
-            };
-        self.remove(temp)?;
+    /// A new file in which a store is built before it is published at the store's name: with
+    /// no name at all (`O_TMPFILE`), so that a process killed while building leaves nothing in
+    /// the directory; where the filesystem has no unnamed files, or `/proc` cannot name one for
+    /// the link that publishes it, a temporary name (`.<name>.<purpose>-<hex>`) that a kill
+    /// leaves for [`StoreDir::remove_stale_temps`].
+    pub(crate) fn create_draft(&self, purpose: &str) -> Result<(File, Draft)> {
+        let flags = OFlags::RDWR | OFlags::TMPFILE | OFlags::CLOEXEC;
+        match rustix::fs::openat(&self.dir, ".", flags, Mode::from_raw_mode(FILE_MODE)) {
+            Ok(fd) if proc_names(&fd) => return Ok((File::from(fd), Draft::Unnamed)),
+            Ok(_) | Err(Errno::OPNOTSUPP | Errno::ISDIR | Errno::INVAL) => {}
+            Err(other) => return Err(io_err("create an unnamed file in", &self.dir_path, other)),
+        }
+        let (file, name) = self.create_temp(purpose)?;
+        Ok((file, Draft::Named(name)))
+    }
+
+    /// Publishes a finished draft (`file`, made by [`StoreDir::create_draft`]) as the store: links
+    /// it at the store name (which fails if another process published first), removes its
+    /// temporary name if it has one and fsyncs the directory. Returns whether this call
+    /// published.
+    pub(crate) fn publish_store(&self, draft: &Draft, file: &File) -> Result<bool> {
+        let linked = match draft {
+            Draft::Unnamed => rustix::fs::linkat(
+                rustix::fs::CWD,
+                proc_path(file),
+                &self.dir,
+                &self.name,
+                AtFlags::SYMLINK_FOLLOW,
+            ),
+            Draft::Named(temp) => {
+                rustix::fs::linkat(&self.dir, temp, &self.dir, &self.name, AtFlags::empty())
+            }
+        };
+        let published = match linked {
+            Ok(()) => true,
+            Err(Errno::EXIST) => false,
+            Err(other) => return Err(io_err("link", &self.path(), other)),
+        };
+        self.discard(draft)?;
         self.sync_dir()?;
         Ok(published)
+    }
+
+    /// Removes a draft's temporary name, if it has one (an unnamed draft goes with its handles).
+    pub(crate) fn discard(&self, draft: &Draft) -> Result<()> {
+        match draft {
+            Draft::Unnamed => Ok(()),
+            Draft::Named(temp) => self.remove(temp),
+        }
     }
 
     /// Removes a name in the directory.
@@ -248,19 +306,62 @@ impl StoreDir {
         }
     }
 
-    /// Moves the anchor file to `line`. A slotted file (`schema::anchor_file`) that is a regular
-    /// file with one link gets one write, in place, into the slot that does not hold the newest
-    /// anchor, and no sync: a cut that loses or tears it leaves the slot before, an anchor that
-    /// lags, which is allowed. Any other file (absent, the single line of an earlier release,
-    /// hard-linked elsewhere) is replaced whole: temp file, write, fsync, rename, so a cut never
-    /// leaves an empty anchor beside a store that moved on. The directory is not fsynced: a lost
-    /// rename leaves an older anchor too.
-    pub(crate) fn write_anchor(&self, line: &str) -> Result<()> {
-        if let Some((file, offset, slot)) = self.slot_write(line)? {
-            return file
-                .write_all_at(&slot, offset as u64)
-                .map_err(|e| Error::io("write", self.anchor_path(), e));
+    /// Moves the anchor file to what `next` makes of the line it holds now (`None` when absent),
+    /// unless `next` says `None`. A slotted file (`schema::anchor_file`) that is a regular file
+    /// with one link is read and written through one handle: the write goes, in place, into the
+    /// slot that does not hold the newest anchor, with no sync: a cut that loses or tears it
+    /// leaves the slot before, an anchor that lags, which is allowed. Any other file (absent, the
+    /// single line of an earlier release, hard-linked elsewhere) is read as
+    /// [`StoreDir::read_anchor`] reads it and replaced whole: temp file, write, fsync, rename, so
+    /// a cut never leaves an empty anchor beside a store that moved on. The directory is not
+    /// fsynced: a lost rename leaves an older anchor too. The caller holds the anchor lock.
+    ///
+    /// # Errors
+    /// As [`StoreDir::read_anchor`] for the current anchor; IO errors of the write.
+    pub(crate) fn update_anchor(
+        &self,
+        next: &mut dyn FnMut(Option<&str>) -> Option<String>,
+    ) -> Result<()> {
+        if let Some((file, bytes)) = self.open_slotted()? {
+            let line = match anchor_file::read_slots(&bytes) {
+                Slotted::Newest { line, .. } => line,
+                Slotted::Unusable(why) => {
+                    return Err(Error::AnchorMismatch { why: format!("anchor file: {why}") })
+                }
+            };
+            let Some(text) = next(Some(&line)) else {
+                return Ok(());
+            };
+            return self.write_slotted(&file, &bytes, &text);
         }
+        let current = self.read_anchor()?;
+        next(current.as_deref()).map_or(Ok(()), |text| self.replace_anchor(&text))
+    }
+
+    /// Moves the anchor file to `line`, whatever it holds now: in place into a slot of a slotted
+    /// file whose newest slot is intact, otherwise replaced whole ([`StoreDir::update_anchor`]).
+    pub(crate) fn write_anchor(&self, line: &str) -> Result<()> {
+        match self.open_slotted()? {
+            Some((file, bytes)) => self.write_slotted(&file, &bytes, line),
+            None => self.replace_anchor(line),
+        }
+    }
+
+    /// Moves the slotted anchor `file`, which holds `bytes`, to `line`: into the slot that does not
+    /// hold the newest anchor, or the file replaced whole when no slot is intact or the line does
+    /// not fit one.
+    fn write_slotted(&self, file: &File, bytes: &[u8], line: &str) -> Result<()> {
+        match anchor_file::next_write(bytes, line) {
+            Some((offset, slot)) => file
+                .write_all_at(&slot, offset as u64)
+                .map_err(|e| Error::io("write", self.anchor_path(), e)),
+            None => self.replace_anchor(line),
+        }
+    }
+
+    /// Replaces the anchor file whole with a slotted file holding `line`: temp file, write, fsync,
+    /// rename.
+    fn replace_anchor(&self, line: &str) -> Result<()> {
         let bytes = anchor_file::encode_file(line).ok_or_else(|| Error::AnchorMismatch {
             why: "the anchor line is longer than a slot".into(),
         })?;
@@ -279,9 +380,9 @@ impl StoreDir {
         renamed
     }
 
-    /// The open anchor file and the in-place write that moves it to `line`, when it is a slotted
-    /// file this store alone names (a regular file, one link); `None` otherwise.
-    fn slot_write(&self, line: &str) -> Result<Option<(File, usize, Vec<u8>)>> {
+    /// The anchor file opened for writing, and its bytes, when it is a slotted file this store
+    /// alone names (a regular file, one link, a slotted file's length); `None` otherwise.
+    fn open_slotted(&self) -> Result<Option<(File, Vec<u8>)>> {
         let flags = OFlags::RDWR | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK;
         let fd = match rustix::fs::openat(&self.dir, self.anchor_name(), flags, Mode::empty()) {
             Ok(fd) => fd,
@@ -298,7 +399,7 @@ impl StoreDir {
         let file = File::from(fd);
         let mut bytes = vec![0; ANCHOR_FILE_BYTES];
         file.read_exact_at(&mut bytes, 0).map_err(|e| Error::io("read", self.anchor_path(), e))?;
-        Ok(anchor_file::next_write(&bytes, line).map(|(offset, slot)| (file, offset, slot)))
+        Ok(Some((file, bytes)))
     }
 
     /// Removes temporary files that killed writers left beside the store (`.<name>.create-<hex>`,
@@ -380,6 +481,67 @@ mod tests {
             assert!(flags.contains(OFlags::NOATIME), "{flags:?}");
             assert!(!flags.contains(OFlags::NONBLOCK), "{flags:?}");
         }
+    }
+
+    /// What `update_anchor` shows its `next` for each shape of anchor file, and what it leaves:
+    /// a slotted file is moved in place (same inode); any other is replaced whole; a file a
+    /// second name also links is replaced without touching the other name.
+    #[test]
+    fn an_anchor_update_sees_the_current_line_and_keeps_its_file_where_it_can() {
+        use std::os::unix::fs::MetadataExt;
+        let line = |seq: u64| {
+            let head = hookstate_schema::format::Head {
+                seq,
+                hash: *blake3::hash(&seq.to_be_bytes()).as_bytes(),
+            };
+            hookstate_schema::format::format_anchor(&[9; 16], &head)
+        };
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = StoreDir::open(&tmp.path().join("s.redb"), true).unwrap();
+        let path = dir.anchor_path();
+        let mut seen = Vec::new();
+        let mut to = |seq: u64| {
+            dir.update_anchor(&mut |current| {
+                seen.push(current.map(str::to_owned));
+                Some(line(seq))
+            })
+        };
+        // Absent: `next` sees nothing; a slotted file is written.
+        to(1).unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), ANCHOR_FILE_BYTES as u64);
+        let inode = std::fs::metadata(&path).unwrap().ino();
+        // Slotted: `next` sees the newest line; the file is moved in place.
+        to(2).unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().ino(), inode);
+        assert_eq!(dir.read_anchor().unwrap(), Some(line(2)));
+        // `next` says no: nothing changes.
+        let before = std::fs::read(&path).unwrap();
+        dir.update_anchor(&mut |current| {
+            assert_eq!(current, Some(line(2).as_str()));
+            None
+        })
+        .unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), before);
+        // The single line of an earlier release: seen whole, replaced by a slotted file.
+        std::fs::write(&path, line(3)).unwrap();
+        to(4).unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), ANCHOR_FILE_BYTES as u64);
+        // Linked under a second name: replaced, the other name keeps its bytes.
+        let other = tmp.path().join("elsewhere");
+        std::fs::hard_link(&path, &other).unwrap();
+        let linked = std::fs::read(&other).unwrap();
+        to(5).unwrap();
+        assert_eq!(std::fs::read(&other).unwrap(), linked);
+        assert_eq!(dir.read_anchor().unwrap(), Some(line(5)));
+        let expected = [None, Some(line(1)), Some(line(3)), Some(line(4))];
+        assert_eq!(seen, expected);
+        // No intact slot: the update refuses, as a read does; a plain write replaces the file.
+        std::fs::remove_file(&other).unwrap();
+        std::fs::write(&path, vec![0xee; ANCHOR_FILE_BYTES]).unwrap();
+        assert!(dir.update_anchor(&mut |_| Some(line(6))).is_err());
+        assert!(dir.read_anchor().is_err());
+        dir.write_anchor(&line(6)).unwrap();
+        assert_eq!(dir.read_anchor().unwrap(), Some(line(6)));
     }
 
     #[test]

@@ -45,20 +45,20 @@ pub(crate) fn create_filled(
     if dir.open_store(true)?.is_some() || dir.read_anchor()?.is_some() {
         return Err(exists());
     }
-    let (file, temp) = dir.create_temp("create")?;
+    let (file, draft) = dir.create_draft("create")?;
     let built = build(&dir, file, store_id, fill);
-    let checked = built.and_then(|head| match &second {
-        Some(second) => second_anchor_allows(second, store_id, &head).map(|()| head),
-        None => Ok(head),
+    let checked = built.and_then(|(head, keep)| match &second {
+        Some(second) => second_anchor_allows(second, store_id, &head).map(|()| (head, keep)),
+        None => Ok((head, keep)),
     });
-    let head = match checked {
-        Ok(head) => head,
+    let (head, keep) = match checked {
+        Ok(built) => built,
         Err(err) => {
-            let _ = dir.remove(&temp);
+            let _ = dir.discard(&draft);
             return Err(err);
         }
     };
-    if !dir.publish_store(&temp)? {
+    if !dir.publish_store(&draft, &keep)? {
         return Err(exists());
     }
     if let Some(_lock) = dir.lock_anchors()? {
@@ -104,12 +104,14 @@ fn second_anchor_allows(
     Ok(())
 }
 
+/// Builds the new store in `file` and syncs it; returns its head and a handle to the file, by
+/// which it is published.
 fn build(
     dir: &StoreDir,
     file: std::fs::File,
     store_id: &[u8; STORE_ID_BYTES],
     fill: &mut dyn FnMut(&mut dyn WriteTxn) -> Result<Head>,
-) -> Result<Head> {
+) -> Result<(Head, std::fs::File)> {
     let keep = file.try_clone().map_err(|e| Error::io("duplicate handle of", dir.path(), e))?;
     let meta = initial_meta(store_id);
     let meta: Vec<(&str, &[u8])> = meta.iter().map(|(k, v)| (*k, v.as_slice())).collect();
@@ -119,5 +121,54 @@ fn build(
     txn.commit()?;
     drop(store);
     keep.sync_all().map_err(|e| Error::io("fsync", dir.path(), e))?;
-    Ok(head)
+    Ok((head, keep))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hookstate_schema::format::genesis_hash;
+
+    fn names(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// Whether `dir`'s filesystem makes unnamed files (`O_TMPFILE`), which drafts need.
+    fn unnamed_files_in(dir: &Path) -> bool {
+        let flags = rustix::fs::OFlags::RDWR | rustix::fs::OFlags::TMPFILE;
+        rustix::fs::open(dir, flags, rustix::fs::Mode::from_raw_mode(0o600)).is_ok()
+    }
+
+    /// A store being built has no name in its directory until it is published, so a process
+    /// killed while building leaves nothing there; a failed build leaves nothing either.
+    #[test]
+    fn a_store_being_built_has_no_name_until_it_is_published() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("s.redb");
+        let id = [3; STORE_ID_BYTES];
+        let genesis = Head { seq: 0, hash: genesis_hash(&id) };
+        let mut during = Vec::new();
+        let head = create_filled(&path, &id, None, &mut |_| {
+            during = names(tmp.path());
+            Ok(genesis)
+        })
+        .unwrap();
+        assert_eq!(head, genesis);
+        if unnamed_files_in(tmp.path()) {
+            assert!(during.is_empty(), "named while being built: {during:?}");
+        } else {
+            assert!(during.iter().all(|n| n.starts_with(".s.redb.create-")), "{during:?}");
+        }
+        assert_eq!(names(tmp.path()), ["s.redb", "s.redb.head"]);
+
+        let other = tmp.path().join("t.redb");
+        let failed = create_filled(&other, &id, None, &mut |_| Err(Error::Invalid("no".into())));
+        assert!(failed.is_err());
+        assert_eq!(names(tmp.path()), ["s.redb", "s.redb.head"]);
+    }
 }

@@ -194,9 +194,7 @@ impl Storage for FileStore {
         let Some(_lock) = self.dir.lock_anchors()? else {
             return Ok(false);
         };
-        let first = self.dir.read_anchor().and_then(|current| {
-            next(current.as_deref()).map_or(Ok(()), |text| self.dir.write_anchor(&text))
-        });
+        let first = self.dir.update_anchor(next);
         let second = self.second.as_ref().map_or(Ok(()), |second| {
             second.read_last(store_id).and_then(|current| {
                 next(current.as_deref()).map_or(Ok(()), |text| second.append(store_id, &text))
@@ -459,21 +457,21 @@ fn create_store(
         drop(RedbStore::create_in(dir.create_in_place()?, &meta)?);
         return Ok(());
     }
-    let (file, temp) = dir.create_temp("create")?;
+    let (file, draft) = dir.create_draft("create")?;
     let keep = file.try_clone().map_err(|e| Error::io("duplicate handle of", dir.path(), e));
     let created = keep.and_then(|keep| {
         drop(RedbStore::create_in(file, &meta)?);
-        keep.sync_all().map_err(|e| Error::io("fsync", dir.path(), e))
+        keep.sync_all().map_err(|e| Error::io("fsync", dir.path(), e)).map(|()| keep)
     });
     match created {
-        Ok(()) => {
-            if dir.publish_store(&temp)? {
+        Ok(keep) => {
+            if dir.publish_store(&draft, &keep)? {
                 anchor_genesis(dir, second, store_id);
             }
             Ok(())
         }
         Err(err) => {
-            let _ = dir.remove(&temp);
+            let _ = dir.discard(&draft);
             Err(err)
         }
     }
@@ -485,11 +483,7 @@ fn create_store(
 fn anchor_genesis(dir: &StoreDir, second: Option<&SecondAnchor>, store_id: &[u8; STORE_ID_BYTES]) {
     let head = Head { seq: 0, hash: genesis_hash(store_id) };
     if let Ok(Some(_lock)) = dir.lock_anchors() {
-        if let Ok(current) = dir.read_anchor() {
-            if let Some(text) = anchor::advance(current.as_deref(), store_id, &head) {
-                let _ = dir.write_anchor(&text);
-            }
-        }
+        let _ = dir.update_anchor(&mut |current| anchor::advance(current, store_id, &head));
         if let Some(second) = second {
             if let Ok(current) = second.read_last(store_id) {
                 if let Some(text) = anchor::advance(current.as_deref(), store_id, &head) {
