@@ -198,10 +198,12 @@ impl StoreDir {
     /// leaves for [`StoreDir::remove_stale_temps`].
     pub(crate) fn create_draft(&self, purpose: &str) -> Result<(File, Draft)> {
         let flags = OFlags::RDWR | OFlags::TMPFILE | OFlags::CLOEXEC;
-        match rustix::fs::openat(&self.dir, ".", flags, Mode::from_raw_mode(FILE_MODE)) {
-            Ok(fd) if proc_names(&fd) => return Ok((File::from(fd), Draft::Unnamed)),
-            Ok(_) | Err(Errno::OPNOTSUPP | Errno::ISDIR | Errno::INVAL) => {}
-            Err(other) => return Err(io_err("create an unnamed file in", &self.dir_path, other)),
+        // Any failure of the unnamed file (a filesystem without them, a refusal) leaves the named
+        // one, whose error says what is wrong with the directory if it fails too.
+        if let Ok(fd) = rustix::fs::openat(&self.dir, ".", flags, Mode::from_raw_mode(FILE_MODE)) {
+            if proc_names(&fd) {
+                return Ok((File::from(fd), Draft::Unnamed));
+            }
         }
         let (file, name) = self.create_temp(purpose)?;
         Ok((file, Draft::Named(name)))
