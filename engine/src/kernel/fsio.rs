@@ -1,5 +1,6 @@
 //! Safe file-system helpers every part shares: the modes hookstate creates files and
-//! directories with, the private-directory check and random bytes (`walk` opens paths).
+//! directories with, the private-directory check, random bytes, and files made with no name and
+//! named once complete (`walk` opens paths).
 //!
 //! Does not know the store's files or the legacy layouts; `store::dir` and `legacy::root` build
 //! on these.
@@ -51,4 +52,38 @@ pub(crate) fn random_bytes<const N: usize>() -> Result<[u8; N]> {
     getrandom::fill(&mut out)
         .map_err(|e| Error::io("draw random bytes", "", std::io::Error::other(e.to_string())))?;
     Ok(out)
+}
+
+/// A file with no name in the directory `dir` (`O_TMPFILE`, opened with `access` and `mode`),
+/// which [`link_unnamed`] can name: `None` where the filesystem has no such files, where `/proc`
+/// cannot name one for that link, or on any other failure (the caller then makes a named file,
+/// whose own error says what is wrong with the directory).
+pub(crate) fn create_unnamed(
+    dir: &impl std::os::fd::AsFd,
+    access: rustix::fs::OFlags,
+    mode: u32,
+) -> Option<std::os::fd::OwnedFd> {
+    use rustix::fs::{AtFlags, Mode, OFlags, CWD};
+    let flags = access | OFlags::TMPFILE | OFlags::CLOEXEC;
+    let fd = rustix::fs::openat(dir, ".", flags, Mode::from_raw_mode(mode)).ok()?;
+    let named = rustix::fs::statat(CWD, proc_path(&fd), AtFlags::empty()).ok()?;
+    let held = rustix::fs::fstat(&fd).ok()?;
+    ((named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)).then_some(fd)
+}
+
+/// Gives the unnamed file `fd` ([`create_unnamed`]) the name `name` in `dir`, through its
+/// `/proc/self/fd` entry; fails (`EEXIST`) when the name is taken.
+pub(crate) fn link_unnamed(
+    fd: &impl std::os::fd::AsFd,
+    dir: &impl std::os::fd::AsFd,
+    name: impl rustix::path::Arg,
+) -> std::result::Result<(), Errno> {
+    let flags = rustix::fs::AtFlags::SYMLINK_FOLLOW;
+    rustix::fs::linkat(rustix::fs::CWD, proc_path(fd), dir, name, flags)
+}
+
+/// The `/proc` name of an open file's handle.
+fn proc_path(fd: &impl std::os::fd::AsFd) -> String {
+    use std::os::fd::AsRawFd;
+    format!("/proc/self/fd/{}", fd.as_fd().as_raw_fd())
 }

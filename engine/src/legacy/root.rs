@@ -1,7 +1,8 @@
 //! One safe seam for legacy files: a directory handle held open, every name checked, every
 //! component opened without following symlinks, every write a fresh temp file (with the mode of
-//! the file it replaces, or the one its upstream writer gives a new file), fsync, rename over the
-//! target and a directory fsync, every read bounded.
+//! the file it replaces, or the one its upstream writer gives a new file; with no name until it
+//! is complete, where the filesystem allows), fsync, rename over the target and a directory
+//! fsync, every read bounded.
 //!
 //! Nothing is ever written outside the root: a name can never hold a separator, and
 //! subdirectories are opened relative to held handles with `O_NOFOLLOW`. Does not know file
@@ -16,7 +17,7 @@ use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
 
 use crate::kernel::error::{Error, Result};
-use crate::kernel::fsio::{check_private_dir, DIR_MODE, FILE_MODE};
+use crate::kernel::fsio::{check_private_dir, create_unnamed, link_unnamed, DIR_MODE, FILE_MODE};
 use crate::kernel::limits::{STALE_TEMP_SCAN_MAX, STALE_TEMP_SECS};
 use crate::kernel::walk;
 use crate::legacy::durable::{self, DirOps};
@@ -183,10 +184,7 @@ impl Root {
         check_name(name)?;
         let path = self.path.join(name);
         if create {
-            durable::make_subdir(
-                &mut RootOps { root: self, mode: TempMode::New(FILE_MODE), stamp: None },
-                name,
-            )?;
+            durable::make_subdir(&mut RootOps::new(self, TempMode::New(FILE_MODE)), name)?;
         }
         let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         match rustix::fs::openat(&self.dir, name, flags, Mode::empty()) {
@@ -295,7 +293,7 @@ impl Root {
             }
             _ => TempMode::New(new_file_mode(name)),
         };
-        let mut ops = RootOps { root: self, mode, stamp: None };
+        let mut ops = RootOps::new(self, mode);
         let replaced = durable::replace_file_if(&mut ops, &temp, name, bytes, || still(self))?;
         Ok(replaced.then_some(ops.stamp).flatten())
     }
@@ -309,7 +307,7 @@ impl Root {
             TEMP_RANDOM_BYTES,
         >()?);
         let temp = format!("{TEMP_PREFIX}{suffix}");
-        let mut ops = RootOps { root: self, mode: TempMode::New(FILE_MODE), stamp: None };
+        let mut ops = RootOps::new(self, TempMode::New(FILE_MODE));
         let mut file = ops.create_new(&temp)?;
         let written = ops.write_all(&mut file, bytes).and_then(|()| ops.rename(&temp, name));
         if written.is_err() {
@@ -441,12 +439,22 @@ impl Stamp {
 }
 
 /// The real directory operations of a root, for [`durable`]'s steps, with the mode a created file
-/// gets.
+/// gets. The temp file is made with no name (`O_TMPFILE`) where the filesystem allows, and gets
+/// its temp name only when it is renamed over its target, so a writer killed while writing or
+/// syncing it leaves nothing in the directory.
 struct RootOps<'a> {
     root: &'a Root,
     mode: TempMode,
     /// The stamp of the last file synced: the temp file, which keeps it through the rename.
     stamp: Option<Stamp>,
+    /// The temp file made with no name, by the name it stands for, until it gets that name.
+    unnamed: Option<(String, OwnedFd)>,
+}
+
+impl<'a> RootOps<'a> {
+    fn new(root: &'a Root, mode: TempMode) -> RootOps<'a> {
+        RootOps { root, mode, stamp: None, unnamed: None }
+    }
 }
 
 impl DirOps for RootOps<'_> {
@@ -455,14 +463,27 @@ impl DirOps for RootOps<'_> {
 
     fn create_new(&mut self, name: &str) -> Result<(File, PathBuf)> {
         let path = self.root.path.join(name);
-        let flags =
-            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         let (TempMode::Keep(mode) | TempMode::New(mode)) = self.mode;
-        let fd = rustix::fs::openat(&self.root.dir, name, flags, Mode::from_raw_mode(mode))
-            .map_err(|e| io_err("create", &path, e))?;
+        let fd = match create_unnamed(&self.root.dir, OFlags::WRONLY, mode) {
+            Some(fd) => {
+                let held =
+                    fd.try_clone().map_err(|e| Error::io("duplicate handle of", &path, e))?;
+                self.unnamed = Some((name.to_owned(), held));
+                fd
+            }
+            None => {
+                let flags = OFlags::WRONLY
+                    | OFlags::CREATE
+                    | OFlags::EXCL
+                    | OFlags::NOFOLLOW
+                    | OFlags::CLOEXEC;
+                rustix::fs::openat(&self.root.dir, name, flags, Mode::from_raw_mode(mode))
+                    .map_err(|e| io_err("create", &path, e))?
+            }
+        };
         if let TempMode::Keep(mode) = self.mode {
             if let Err(e) = rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode)) {
-                let _ = rustix::fs::unlinkat(&self.root.dir, name, AtFlags::empty());
+                let _ = self.remove(name);
                 return Err(io_err("chmod", &path, e));
             }
         }
@@ -481,11 +502,19 @@ impl DirOps for RootOps<'_> {
     }
 
     fn rename(&mut self, from: &str, to: &str) -> Result<()> {
+        if let Some((_, fd)) = self.unnamed.take_if(|(temp, _)| temp == from) {
+            link_unnamed(&fd, &self.root.dir, from)
+                .map_err(|e| io_err("link", &self.root.path.join(from), e))?;
+        }
         rustix::fs::renameat(&self.root.dir, from, &self.root.dir, to)
             .map_err(|e| io_err("rename", &self.root.path.join(to), e))
     }
 
     fn remove(&mut self, name: &str) -> Result<()> {
+        // A temp file that never got its name goes with its handles.
+        if self.unnamed.take_if(|(temp, _)| temp == name).is_some() {
+            return Ok(());
+        }
         rustix::fs::unlinkat(&self.root.dir, name, AtFlags::empty())
             .map_err(|e| io_err("remove", &self.root.path.join(name), e))
     }
@@ -570,6 +599,50 @@ mod tests {
         assert_eq!(mode(&feedback.join("loopd.json")), 0o600, "upstream mode unknown");
         assert_eq!(mode(&dir.path().join("export/.feedback")), 0o700);
         assert_eq!(mode(&dir.path().join("export")), 0o700);
+    }
+
+    /// Whether `dir`'s filesystem makes files with no name (`O_TMPFILE`).
+    fn unnamed_files_in(dir: &Path) -> bool {
+        rustix::fs::open(dir, OFlags::WRONLY | OFlags::TMPFILE, Mode::from_raw_mode(0o600)).is_ok()
+    }
+
+    /// A file being written has no name until it replaces its target, so a writer killed while
+    /// it writes or syncs leaves nothing in the directory; a replace its check refuses leaves
+    /// nothing either.
+    #[test]
+    fn a_file_being_written_has_no_name_until_it_replaces_its_target() {
+        let dir = private_dir();
+        let root = Root::open(dir.path(), false).unwrap();
+        let names = || {
+            let mut names: Vec<String> = std::fs::read_dir(dir.path())
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            names.sort();
+            names
+        };
+        root.write("a.json", b"old").unwrap();
+        let mut during = Vec::new();
+        let replaced = root.write_if("a.json", b"new", |_| {
+            during = names();
+            Ok(true)
+        });
+        assert!(replaced.unwrap());
+        assert_eq!(std::fs::read(dir.path().join("a.json")).unwrap(), b"new");
+        let mut refused = Vec::new();
+        let replaced = root.write_if("b.json", b"b", |_| {
+            refused = names();
+            Ok(false)
+        });
+        assert!(!replaced.unwrap());
+        root.write_unsynced("c.json", b"c").unwrap();
+        if unnamed_files_in(dir.path()) {
+            assert_eq!(during, ["a.json"], "a name while being written");
+            assert_eq!(refused, ["a.json"], "a name while being written");
+        } else {
+            assert!(during.iter().any(|n| is_temp_name(n)), "{during:?}");
+        }
+        assert_eq!(names(), ["a.json", "c.json"]);
     }
 
     #[test]

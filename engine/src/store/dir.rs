@@ -10,7 +10,7 @@
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io::{Read, Write};
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -20,7 +20,9 @@ use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
 
 use crate::kernel::error::{Error, Result};
-use crate::kernel::fsio::{check_private_dir, io_err, random_bytes, FILE_MODE};
+use crate::kernel::fsio::{
+    check_private_dir, create_unnamed, io_err, link_unnamed, random_bytes, FILE_MODE,
+};
 use crate::kernel::limits::{ANCHOR_BYTES_MAX, STALE_TEMP_SCAN_MAX, STALE_TEMP_SECS};
 use crate::kernel::walk;
 
@@ -33,20 +35,6 @@ pub(crate) enum Draft {
     Unnamed,
     /// A temporary name beside the store.
     Named(OsString),
-}
-
-/// The `/proc` name of an open file's handle, through which an unnamed file can be linked.
-fn proc_path(fd: &impl AsFd) -> String {
-    format!("/proc/self/fd/{}", fd.as_fd().as_raw_fd())
-}
-
-/// Whether `/proc` names `fd`'s file (the same device and inode), so that it can be linked.
-fn proc_names(fd: &OwnedFd) -> bool {
-    let by_name = rustix::fs::statat(rustix::fs::CWD, proc_path(fd), AtFlags::empty());
-    match (by_name, rustix::fs::fstat(fd)) {
-        (Ok(named), Ok(held)) => (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino),
-        _ => false,
-    }
 }
 
 /// The anchor file is the store file's name with this suffix, beside it.
@@ -197,13 +185,8 @@ impl StoreDir {
     /// the link that publishes it, a temporary name (`.<name>.<purpose>-<hex>`) that a kill
     /// leaves for [`StoreDir::remove_stale_temps`].
     pub(crate) fn create_draft(&self, purpose: &str) -> Result<(File, Draft)> {
-        let flags = OFlags::RDWR | OFlags::TMPFILE | OFlags::CLOEXEC;
-        // Any failure of the unnamed file (a filesystem without them, a refusal) leaves the named
-        // one, whose error says what is wrong with the directory if it fails too.
-        if let Ok(fd) = rustix::fs::openat(&self.dir, ".", flags, Mode::from_raw_mode(FILE_MODE)) {
-            if proc_names(&fd) {
-                return Ok((File::from(fd), Draft::Unnamed));
-            }
+        if let Some(fd) = create_unnamed(&self.dir, OFlags::RDWR, FILE_MODE) {
+            return Ok((File::from(fd), Draft::Unnamed));
         }
         let (file, name) = self.create_temp(purpose)?;
         Ok((file, Draft::Named(name)))
@@ -215,13 +198,7 @@ impl StoreDir {
     /// published.
     pub(crate) fn publish_store(&self, draft: &Draft, file: &File) -> Result<bool> {
         let linked = match draft {
-            Draft::Unnamed => rustix::fs::linkat(
-                rustix::fs::CWD,
-                proc_path(file),
-                &self.dir,
-                &self.name,
-                AtFlags::SYMLINK_FOLLOW,
-            ),
+            Draft::Unnamed => link_unnamed(file, &self.dir, self.name.as_os_str()),
             Draft::Named(temp) => {
                 rustix::fs::linkat(&self.dir, temp, &self.dir, &self.name, AtFlags::empty())
             }
