@@ -28,6 +28,9 @@ const TWO_PHASE_COMMIT: u8 = 4;
 /// redb's writer lock byte (its `WRITER_BYTE`, `LOCK_BASE = 1 << 62`, redb's docs/design.md
 /// "Lock bytes"): held across every commit and across the clean close's header write.
 const REDB_WRITER_BYTE: u64 = 1 << 62;
+/// redb's consistent byte (`BASE + 4`, the same docs): every live writer holds it shared from the
+/// end of its open (recovery run, allocator state loaded) to its close.
+const REDB_CONSISTENT_BYTE: u64 = REDB_WRITER_BYTE + 4;
 
 /// redb's file backend for a writer, which does not sync when the only change since its last
 /// sync is a header write that sets the recovery flag or clears the unflushed flag, the header
@@ -94,6 +97,15 @@ struct Pending {
 /// (redb loads the recorded allocator state; it rebuilds it only when no commit recorded one).
 /// A handle that compacted leaves the close to redb (compaction's commits record no allocator
 /// state).
+///
+/// A handle that did not commit and found the file unclean leaves the close to redb when no other
+/// writer is live: the flag is then a killed writer's, which redb's close clears, and a reader
+/// refuses a flagged file with no writer live. Beside a live writer (one holding redb's
+/// consistent byte), the flag is that writer's mark, the file's latest commit is another
+/// handle's and recorded the allocator state: redb's close would only repeat it, trim the file
+/// and clear a flag the live writer sets again, with three syncs and the writer byte taken from
+/// the other writers meanwhile. The backend refuses the writer byte to it and writes nothing;
+/// the file stays as this handle found it, whose open rewrote the header unchanged.
 #[derive(Debug, Default)]
 pub(crate) struct Closing {
     started: AtomicBool,
@@ -166,12 +178,24 @@ impl<B: StorageBackend> FlagSyncs<B> {
             && self.file_header().is_some_and(|now| now == *latest)
     }
 
-    /// Whether this handle's close replaces redb's (see [`Closing`]): the store started it, did
-    /// not compact, and this handle committed or found the file clean.
+    /// Whether this handle's close writes the clean header in place of redb's close (see
+    /// [`Closing`]): the store started it, did not compact, and this handle committed or found
+    /// the file clean.
     fn replaces_redbs_close(&self) -> bool {
         self.closing.replaces_redbs()
             && (self.closing.committed.load(Ordering::SeqCst)
                 || self.pending().found_clean == Some(true))
+    }
+
+    /// Whether this handle's close writes nothing at all (see [`Closing`]): the store started
+    /// it, did not compact, this handle did not commit and found the file unclean, and another
+    /// writer is live (holds redb's consistent byte), whose own close leaves the file clean.
+    fn leaves_the_close_to_a_live_writer(&self) -> bool {
+        let byte = Bound::Included(REDB_CONSISTENT_BYTE);
+        self.closing.replaces_redbs()
+            && !self.closing.committed.load(Ordering::SeqCst)
+            && self.pending().found_clean != Some(true)
+            && matches!(self.inner.query_lock_range(byte, byte), Ok(true))
     }
 
     /// The clean header of a close that replaces redb's (see [`Closing`]); a close that cannot
@@ -300,9 +324,13 @@ impl<B: StorageBackend> StorageBackend for FlagSyncs<B> {
     }
     fn try_lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Lock<bool> {
         // redb's close asks for the writer byte to commit its allocator state and write its clean
-        // header; refused, it does neither, and this backend's close writes the header instead.
+        // header; refused, it does neither, and this backend's close writes the header instead
+        // (or, beside a live writer, nothing).
         let writer = Bound::Included(REDB_WRITER_BYTE);
-        if start == writer && end == writer && self.replaces_redbs_close() {
+        if start == writer
+            && end == writer
+            && (self.replaces_redbs_close() || self.leaves_the_close_to_a_live_writer())
+        {
             return Ok(false);
         }
         self.inner.try_lock_range(start, end)
@@ -550,7 +578,10 @@ mod tests {
     }
 
     fn rows(file: &Counted) -> Vec<u64> {
-        let db = multi_writer().create_with_backend(file.clone()).unwrap();
+        rows_of(&multi_writer().create_with_backend(file.clone()).unwrap())
+    }
+
+    fn rows_of(db: &impl ReadableDatabase) -> Vec<u64> {
         let txn = db.begin_read().unwrap();
         let table = txn.open_table(TABLE).unwrap();
         let rows = table.iter().unwrap().map(|row| row.unwrap().0.value()).collect();
@@ -628,6 +659,82 @@ mod tests {
         assert!(file.syncs() > before, "redb's close syncs");
         assert_eq!(flags(&file) & RECOVERY_REQUIRED, 0);
         assert_eq!(rows(&file), vec![0, 1]);
+    }
+
+    /// A writer's handle on the file at `path` through redb's file backend: its locks are the
+    /// file's own (OFD locks), so two handles in this process are two processes to each other.
+    fn on_file(path: &std::path::Path) -> (Database, Arc<Closing>) {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .unwrap();
+        let backend = FlagSyncs::new(redb::backends::FileBackend::new(file).unwrap());
+        let closing = backend.closing();
+        (multi_writer().create_with_backend(backend).unwrap(), closing)
+    }
+
+    fn commit_row(db: &Database, closing: &Closing, n: u64) {
+        let txn = db.begin_write().unwrap();
+        txn.open_table(TABLE).unwrap().insert(n, b"a hook's record".as_slice()).unwrap();
+        txn.commit().unwrap();
+        closing.committed();
+    }
+
+    /// A call that opens the store for writing and commits nothing: its transaction aborts.
+    fn call_without_a_commit(path: &std::path::Path) {
+        let (db, closing) = on_file(path);
+        drop(db.begin_write().unwrap());
+        closing.start();
+        drop(db);
+    }
+
+    fn file_header(path: &std::path::Path) -> Vec<u8> {
+        std::fs::read(path).unwrap()[..REDB_HEADER_BYTES].to_vec()
+    }
+
+    fn rows_on_file(path: &std::path::Path) -> Vec<u64> {
+        let file = std::fs::File::open(path).unwrap();
+        let backend = redb::backends::FileBackend::new(file).unwrap();
+        rows_of(&multi_writer().open_read_only_with_backend(backend).unwrap())
+    }
+
+    #[test]
+    fn a_call_beside_a_live_writer_that_commits_nothing_leaves_the_file_as_it_found_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.redb");
+        // A live writer (a server) holding the file, with a committed row.
+        let (server, server_closing) = on_file(&path);
+        commit_row(&server, &server_closing, 0);
+        let found = file_header(&path);
+        assert_ne!(found[FLAGS_AT] & RECOVERY_REQUIRED, 0, "the live writer's mark");
+        let len = std::fs::metadata(&path).unwrap().len();
+        // Calls beside it that commit nothing (a claim with nothing to claim): no allocator-state
+        // commit, no trim, no clean header: the file's bytes stay the live writer's.
+        for _ in 0..3 {
+            call_without_a_commit(&path);
+            assert_eq!(file_header(&path), found, "the header changed");
+            assert_eq!(std::fs::metadata(&path).unwrap().len(), len, "the file was trimmed");
+        }
+        // The server goes on, and its own close leaves a clean file that a reader opens.
+        commit_row(&server, &server_closing, 1);
+        server_closing.start();
+        drop(server);
+        assert_eq!(file_header(&path)[FLAGS_AT] & RECOVERY_REQUIRED, 0);
+        assert_eq!(rows_on_file(&path), vec![0, 1]);
+        // A call that opened beside a live writer which then left closes with no writer live:
+        // the file ends clean either way.
+        let (server, server_closing) = on_file(&path);
+        commit_row(&server, &server_closing, 2);
+        let (call, call_closing) = on_file(&path);
+        server_closing.start();
+        drop(server);
+        call_closing.start();
+        drop(call);
+        assert_eq!(file_header(&path)[FLAGS_AT] & RECOVERY_REQUIRED, 0);
+        assert_eq!(rows_on_file(&path), vec![0, 1, 2]);
     }
 
     #[test]
