@@ -136,6 +136,16 @@ impl Closing {
     }
 }
 
+/// What a writer's close does (see [`Closing`]).
+enum CloseWay {
+    /// redb's own close: its allocator-state commit, trim and clean header.
+    Redbs,
+    /// The clean header, written by this backend: the handle committed or found the file clean.
+    CleanHeader,
+    /// Nothing: the handle did neither, and another writer is live.
+    Nothing,
+}
+
 impl<B: StorageBackend> FlagSyncs<B> {
     pub(crate) fn new(inner: B) -> Self {
         FlagSyncs {
@@ -178,24 +188,21 @@ impl<B: StorageBackend> FlagSyncs<B> {
             && self.file_header().is_some_and(|now| now == *latest)
     }
 
-    /// Whether this handle's close writes the clean header in place of redb's close (see
-    /// [`Closing`]): the store started it, did not compact, and this handle committed or found
-    /// the file clean.
-    fn replaces_redbs_close(&self) -> bool {
-        self.closing.replaces_redbs()
-            && (self.closing.committed.load(Ordering::SeqCst)
-                || self.pending().found_clean == Some(true))
-    }
-
-    /// Whether this handle's close writes nothing at all (see [`Closing`]): the store started
-    /// it, did not compact, this handle did not commit and found the file unclean, and another
-    /// writer is live (holds redb's consistent byte), whose own close leaves the file clean.
-    fn leaves_the_close_to_a_live_writer(&self) -> bool {
+    /// How this handle's close goes (see [`Closing`]). Asks the file about other writers only
+    /// for a handle that neither committed nor found the file clean.
+    fn close_way(&self) -> CloseWay {
+        if !self.closing.replaces_redbs() {
+            return CloseWay::Redbs;
+        }
+        if self.closing.committed.load(Ordering::SeqCst) || self.pending().found_clean == Some(true)
+        {
+            return CloseWay::CleanHeader;
+        }
         let byte = Bound::Included(REDB_CONSISTENT_BYTE);
-        self.closing.replaces_redbs()
-            && !self.closing.committed.load(Ordering::SeqCst)
-            && self.pending().found_clean != Some(true)
-            && matches!(self.inner.query_lock_range(byte, byte), Ok(true))
+        match self.inner.query_lock_range(byte, byte) {
+            Ok(true) => CloseWay::Nothing,
+            _ => CloseWay::Redbs,
+        }
     }
 
     /// The clean header of a close that replaces redb's (see [`Closing`]); a close that cannot
@@ -317,7 +324,7 @@ impl<B: StorageBackend> StorageBackend for FlagSyncs<B> {
         self.inner.write(offset, data)
     }
     fn close(&self) -> Io<()> {
-        if self.replaces_redbs_close() {
+        if matches!(self.close_way(), CloseWay::CleanHeader) {
             self.write_clean_header();
         }
         self.inner.close()
@@ -327,10 +334,7 @@ impl<B: StorageBackend> StorageBackend for FlagSyncs<B> {
         // header; refused, it does neither, and this backend's close writes the header instead
         // (or, beside a live writer, nothing).
         let writer = Bound::Included(REDB_WRITER_BYTE);
-        if start == writer
-            && end == writer
-            && (self.replaces_redbs_close() || self.leaves_the_close_to_a_live_writer())
-        {
+        if start == writer && end == writer && !matches!(self.close_way(), CloseWay::Redbs) {
             return Ok(false);
         }
         self.inner.try_lock_range(start, end)
@@ -558,10 +562,7 @@ mod tests {
         let backend = FlagSyncs::new(file.clone());
         let closing = backend.closing();
         let db = multi_writer().create_with_backend(backend).unwrap();
-        let txn = db.begin_write().unwrap();
-        txn.open_table(TABLE).unwrap().insert(n, b"a hook's record".as_slice()).unwrap();
-        txn.commit().unwrap();
-        closing.committed();
+        commit_row(&db, &closing, n);
         (db, closing)
     }
 
