@@ -4,7 +4,9 @@
 //! to another `hookstate` binary (an earlier build), the per-call rounds time it too, on its own
 //! store, for a before/after ratio in the same run.
 //!
-//! Owns the five sections of PERF.md it measures: the durability floor, in-process claims at one
+//! Owns the five sections of PERF.md it measures: the durability floor (and the I/O of one redb
+//! two-phase commit, scattered pages and two fdatasyncs, which bounds commits per second on
+//! the disk whatever the engine does), in-process claims at one
 //! claim per durable commit and with group commit (batches 1, 8, 64, 512 through
 //! `engine.ops().execute_batch`, with claims per raw fdatasync), the per-call cost of the `hookstate` binary, K concurrent
 //! per-call processes with a double-claim count, and the same claims through `hookstate serve`
@@ -36,6 +38,20 @@ const FSYNC_ITERS: usize = 2000;
 const FSYNC_WARMUP: usize = 10;
 /// Bytes written before each fdatasync.
 const BLOCK_BYTES: usize = 4096;
+/// Data pages a redb commit of a batch of 8 claims writes, one pwrite each at scattered offsets
+/// (strace of the server's writer, 2026-12-07: 6,319 one-page and 40 two-page writes over 285
+/// commits), before the header and the two fdatasyncs of its two-phase commit.
+const COMMIT_SHAPE_PAGES: usize = 22;
+/// Claims per commit the commit shape's ceiling is given for: the batches 8 persistent clients
+/// make (the serve issue's target is 10,000 claims/s from 8 of them).
+const CEILING_BATCH: f64 = 8.0;
+/// Pages of the file the commit shape writes into (24 MiB, the served store's size after a bench
+/// round), so that its pages land as far apart as a store's do.
+const COMMIT_SHAPE_FILE_PAGES: u64 = 6144;
+/// Iterations of the commit-shape loop.
+const COMMIT_SHAPE_ITERS: usize = 500;
+/// Seed of the commit shape's page offsets (xorshift64), so every run writes the same pages.
+const COMMIT_SHAPE_SEED: u64 = 0x9E37_79B9_7F4A_7C15;
 /// Items pushed, then claimed one per durable commit, in process.
 const IN_PROCESS_CLAIMS: usize = 500;
 /// Batch sizes of the in-process group-commit round (`engine.ops().execute_batch`).
@@ -68,6 +84,12 @@ const REPRODUCE: &str =
 
 /// Section 1.
 struct Floor {
+    per_s: f64,
+    sample: Sample,
+}
+
+/// Section 1, second part: the I/O of a redb two-phase commit with no CPU behind it.
+struct CommitShape {
     per_s: f64,
     sample: Sample,
 }
@@ -144,6 +166,7 @@ fn main() -> BenchResult<()> {
     println!();
 
     let floor = raw_fdatasync(scratch.path(), FSYNC_ITERS * scale)?;
+    let shape = commit_shape(scratch.path(), COMMIT_SHAPE_ITERS * scale, floor.per_s)?;
     let in_process = in_process_claims(scratch.path(), IN_PROCESS_CLAIMS * scale, floor.per_s)?;
     let mut grouped = Vec::new();
     for batch in GROUP_BATCHES {
@@ -191,7 +214,7 @@ fn main() -> BenchResult<()> {
         println!();
         served = Some(serve::run(&located.path, scratch.path(), scale)?);
     }
-    let measured = Measured { floor, in_process, grouped, per_call, concurrent, served };
+    let measured = Measured { floor, shape, in_process, grouped, per_call, concurrent, served };
     summary(&measured, located.as_ref());
     Ok(())
 }
@@ -245,21 +268,12 @@ fn raw_fdatasync(dir: &Path, iters: usize) -> BenchResult<Floor> {
     let mut block = vec![0u8; BLOCK_BYTES];
     file.write_all(&block)?;
     file.sync_all()?;
-    let mut latencies = Vec::with_capacity(iters);
     let start = Instant::now();
-    for n in 0..FSYNC_WARMUP + iters {
-        if n == FSYNC_WARMUP {
-            latencies.clear();
-        }
-        let stamp = n.to_le_bytes();
-        block[..stamp.len()].copy_from_slice(&stamp);
-        let t = Instant::now();
-        file.write_all_at(&block, 0)?;
-        file.sync_data()?;
-        latencies.push(t.elapsed());
-    }
+    let sample = synced_rounds(iters, &mut block, |block| {
+        file.write_all_at(block, 0)?;
+        file.sync_data()
+    })?;
     let elapsed = start.elapsed();
-    let sample = Sample::new(latencies);
     let per_s = per_second(sample.len(), sample.total());
     println!(
         "   {per_s:.0} fdatasyncs/s, p50 {:.3} ms, p99 {:.3} ms ({:.2} s incl. warmup)",
@@ -269,6 +283,73 @@ fn raw_fdatasync(dir: &Path, iters: usize) -> BenchResult<Floor> {
     );
     std::fs::remove_file(&path)?;
     Ok(Floor { per_s, sample })
+}
+
+/// Times `iters` rounds of `round` after [`FSYNC_WARMUP`] untimed ones; each round's block
+/// carries the round's number in its first bytes, so no two rounds write the same bytes.
+fn synced_rounds(
+    iters: usize,
+    block: &mut [u8],
+    mut round: impl FnMut(&[u8]) -> std::io::Result<()>,
+) -> BenchResult<Sample> {
+    let mut latencies = Vec::with_capacity(iters);
+    for n in 0..FSYNC_WARMUP + iters {
+        let stamp = n.to_le_bytes();
+        block[..stamp.len()].copy_from_slice(&stamp);
+        let t = Instant::now();
+        round(block)?;
+        if n >= FSYNC_WARMUP {
+            latencies.push(t.elapsed());
+        }
+    }
+    Ok(Sample::new(latencies))
+}
+
+/// The I/O of one redb commit in multi-writer mode, without the engine: [`COMMIT_SHAPE_PAGES`]
+/// 4 KiB writes at scattered offsets and a header page, an fdatasync, the header page again and
+/// a second fdatasync (two-phase). Its rate bounds durable commits per second on this disk, and
+/// eight times it the claims per second of batches of 8, whatever the CPU does.
+fn commit_shape(dir: &Path, iters: usize, fsync_per_s: f64) -> BenchResult<CommitShape> {
+    println!(
+        "== 1b. a two-phase commit's I/O: {COMMIT_SHAPE_PAGES} scattered {BLOCK_BYTES} B pages \
+         and a header, fdatasync, the header, fdatasync; {iters} iterations"
+    );
+    let path = dir.join("commit-shape.bin");
+    let mut file = File::create(&path)?;
+    let mut block = vec![0u8; BLOCK_BYTES];
+    for _ in 0..COMMIT_SHAPE_FILE_PAGES {
+        file.write_all(&block)?;
+    }
+    file.sync_all()?;
+    let mut state = COMMIT_SHAPE_SEED;
+    let mut next_page = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        1 + state % (COMMIT_SHAPE_FILE_PAGES - 1)
+    };
+    let block_bytes = BLOCK_BYTES as u64;
+    let sample = synced_rounds(iters, &mut block, |block| {
+        for _ in 0..COMMIT_SHAPE_PAGES {
+            file.write_all_at(block, next_page() * block_bytes)?;
+        }
+        file.write_all_at(block, 0)?;
+        file.sync_data()?;
+        file.write_all_at(block, 0)?;
+        file.sync_data()
+    })?;
+    let per_s = per_second(sample.len(), sample.total());
+    println!(
+        "   {per_s:.0} commits/s, p50 {:.3} ms, p99 {:.3} ms: {:.2} raw fdatasyncs each; \
+         ceiling at batches of {CEILING_BATCH}: {:.0} claims/s, {:.2} per raw fdatasync",
+        ms(sample.p50()),
+        ms(sample.p99()),
+        ratio(fsync_per_s, per_s),
+        per_s * CEILING_BATCH,
+        ratio(per_s * CEILING_BATCH, fsync_per_s)
+    );
+    std::fs::remove_file(&path)?;
+    Ok(CommitShape { per_s, sample })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -630,6 +711,7 @@ fn row(label: &str, rate: &str, sample: &Sample, note: &str) {
 /// Everything one run measured, for the summary.
 struct Measured {
     floor: Floor,
+    shape: CommitShape,
     in_process: InProcess,
     grouped: Vec<Grouped>,
     per_call: Option<PerCall>,
@@ -638,7 +720,7 @@ struct Measured {
 }
 
 fn summary(measured: &Measured, located: Option<&Located>) {
-    let Measured { floor, in_process, grouped, per_call, concurrent, served } = measured;
+    let Measured { floor, shape, in_process, grouped, per_call, concurrent, served } = measured;
     println!();
     println!("== summary ({})", utc_now());
     println!(
@@ -654,6 +736,16 @@ fn summary(measured: &Measured, located: Option<&Located>) {
         &format!("{:.0}/s", floor.per_s),
         &floor.sample,
         "1 durable commit = 1 fdatasync",
+    );
+    row(
+        &format!("{COMMIT_SHAPE_PAGES} scattered pages + 2 fdatasyncs"),
+        &format!("{:.0}/s", shape.per_s),
+        &shape.sample,
+        &format!(
+            "{:.2} raw fdatasyncs each; ceiling at batch {CEILING_BATCH}: {:.0} claims/s",
+            ratio(floor.per_s, shape.per_s),
+            shape.per_s * CEILING_BATCH
+        ),
     );
     row(
         "in-process claim, 1 per durable commit",
