@@ -290,7 +290,8 @@ pub(crate) enum Verb {
     Checkpoint,
     /// Drop every event up to the latest checkpoint and give the file's space back; refused
     /// when it would keep fewer than --keep events, or drop an event an idempotency key is
-    /// still bound to (24 hours after its first use).
+    /// still bound to (24 hours after its first use; 10 minutes for the `fwd-` key a call
+    /// forwarded to `hookstate serve` carries).
     Compact {
         /// Keep at least this many of the last events.
         #[arg(long, value_name = "N", default_value_t = 0)]

@@ -260,11 +260,13 @@ fn forwarded_env() -> BTreeMap<String, String> {
         .collect()
 }
 
-/// A fresh idempotency key: `fwd-` and 24 hex digits.
+/// A fresh idempotency key: `fwd-` ([`hookstate_engine::limits::FORWARD_KEY_PREFIX`]) and 24 hex
+/// digits.
 fn made_up_key() -> Option<String> {
     let mut bytes = [0u8; KEY_RANDOM_BYTES];
     getrandom::fill(&mut bytes).ok()?;
-    Some(format!("fwd-{}", bytes.iter().map(|b| format!("{b:02x}")).collect::<String>()))
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    Some(format!("{}{hex}", hookstate_engine::limits::FORWARD_KEY_PREFIX))
 }
 
 /// The stdin a server asked for, when it can be sent: read once (an in-process run after a

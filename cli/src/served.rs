@@ -110,7 +110,7 @@ pub(crate) fn engine(access: Access) -> Option<Result<Arc<Engine>, CliError>> {
         }
         (
             Access::Export
-            | Access::CheckedWrite
+            | Access::CheckedExport
             | Access::Rebuild
             | Access::Verify
             | Access::CopySource

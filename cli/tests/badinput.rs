@@ -220,7 +220,58 @@ fn cases(hermit: &Path) -> Vec<Case> {
         CONFLICT,
     ));
     all.extend(alerts_cases(dir));
+    all.extend(caller_cases(dir));
     all
+}
+
+/// The ids every event carries (--session, --agent, --idem-key) are refused by every verb
+/// family before anything is read or written, and an export's --name before the store is
+/// opened (an export once opened it as a writer, whose close rewrote the file).
+fn caller_cases(dir: &str) -> Vec<Case> {
+    let out = format!("{dir}/exported");
+    let micro = Some(b"{\"tier\":1,\"question\":\"other\"}".as_slice());
+    vec![
+        case(
+            "session with a space, alerts",
+            &["--session", "a b", "alerts", "--dir", dir, "count-tick"],
+            None,
+            INVALID,
+        ),
+        case(
+            "agent with a space, observer",
+            &["--agent", "bad agent", "--scope", "observer:s", "observer", "turn"],
+            None,
+            INVALID,
+        ),
+        case(
+            "idempotency key with a space, proposals",
+            &["--idem-key", "bad key", "proposals", "--dir", dir, "queue-micro"],
+            micro,
+            INVALID,
+        ),
+        case(
+            "session with a control character, checkpoint",
+            &["--session", "a\u{1}b", "checkpoint"],
+            None,
+            INVALID,
+        ),
+        case(
+            "export --name ..",
+            &[
+                "--scope",
+                "observer:s",
+                "export",
+                "--layout",
+                "observer",
+                "--to",
+                &out,
+                "--name",
+                "..",
+            ],
+            None,
+            INVALID,
+        ),
+    ]
 }
 
 /// The heartbeat half of `alerts`: bad flags and stdin exit 3 before the store is opened;
@@ -539,4 +590,33 @@ fn a_full_disk_exits_6_with_one_line_and_the_store_still_verifies() {
     assert_eq!(codes[2], 0, "verify after the full disk: {}", read("verify"));
     // The control: with space back, the very same put succeeds, so the failure was the disk.
     assert_eq!(codes[3], 0, "the same put with space failed: {}", read("again"));
+}
+
+/// An export reads the store and never writes it: the store's files are byte-identical after
+/// exports of every layout that reads from the store's own file (it had opened the store as a
+/// writer, whose close rewrote and shrank the file).
+#[test]
+fn an_export_leaves_the_store_byte_identical() {
+    let store = crate::Store::new();
+    let hermit = tempfile::tempdir().unwrap();
+    let dir = hermit.path().to_str().unwrap();
+    store.run(&["kv", "put", "k", "1"]).expect(0);
+    store.run(&["--scope", "observer:s", "observer", "turn"]).expect(0);
+    let micro = b"{\"tier\":1,\"question\":\"q\"}".as_slice();
+    store.run_with_stdin(&["proposals", "--dir", dir, "queue-micro"], Some(micro)).expect(0);
+    let before = store.snapshot();
+    let out = tempfile::tempdir().unwrap();
+    let to = |name: &str| out.path().join(name).to_str().unwrap().to_owned();
+    let scope = format!("hermit:{dir}");
+    for args in [
+        vec!["--scope", "observer:s", "export", "--layout", "observer", "--to", &to("observer")],
+        vec!["export", "--layout", "loopd", "--to", &to("loopd")],
+        vec!["--scope", &scope, "export", "--layout", "hermit-proposals", "--to", &to("hermit")],
+    ] {
+        let run = store.run(&args).expect(0);
+        assert_eq!(run.json()["ok"], true, "{args:?}: {run:?}");
+        assert!(store.snapshot() == before, "{args:?} changed the store's files");
+    }
+    assert!(out.path().join("observer/claude-management.json").is_file());
+    assert!(out.path().join("loopd/loopd.json").is_file());
 }

@@ -1,6 +1,7 @@
 //! First use: every read verb on a store that does not exist (nor its directory) answers as an
 //! empty store, exit 0, and creates nothing; `stats` says `"exists": false`. Verbs that need a
-//! real store (verify, export) still say there is none, and write nothing either.
+//! real store (verify, export) still say there is none, and write nothing either; an import or
+//! export given bad input (a missing source, a bad file name) creates no store.
 //!
 //! Does not create a store.
 
@@ -49,6 +50,16 @@ fn reads_of_an_absent_store_answer_as_empty_and_create_nothing() {
     let out = store.dir.path().join("out");
     let export = ["export", "--layout", "moonshine", "--to", out.to_str().unwrap()];
     super::run_in(&db, &export).expect(6);
+    // Bad input to the legacy import and export is refused before the store is opened: an
+    // import of a missing directory once created the store it then failed to fill.
+    let to = out.to_str().unwrap();
+    let bad_name = ["export", "--layout", "observer", "--to", to, "--name", ".."];
+    super::run_in(&db, &bad_name).expect(3);
+    let missing = store.dir.path().join("missing");
+    let import = ["import", "--layout", "observer", "--from", missing.to_str().unwrap()];
+    assert!(super::run_in(&db, &import).expect(6).stderr.contains("no directory at"));
+    let import = ["import", "--layout", "loopd", "--from", to, "--name", "a/b"];
+    super::run_in(&db, &import).expect(3);
     assert!(!db.exists() && !db.parent().unwrap().exists(), "a read created {db_arg}");
     assert_eq!(tree(store.dir.path()), before, "a read on an absent store wrote something");
     // The first write creates the store, and the same reads see it.

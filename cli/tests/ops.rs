@@ -574,6 +574,28 @@ fn compact_keeps_the_events_a_live_idempotency_key_is_bound_to() {
     store.run(&["verify"]).expect(0);
 }
 
+/// The key a call forwarded to a server carries (`fwd-…`, made up by the CLI for its one retry)
+/// holds compaction back for `FORWARD_KEY_COMPACT_MS` (10 minutes), not the 24 hours of a
+/// caller's own key; it still replays while its event is kept.
+#[test]
+fn compact_keeps_a_forwarded_calls_event_only_until_its_retry_is_over() {
+    let store = Store::new();
+    let now = 1_800_000_000_000u64;
+    let at = |ms: u64| ms.to_string();
+    let key = "fwd-0123456789abcdef01234567";
+    let add = ["--now-ms", &at(now), "--idem-key", key, "counter", "add", "c", "1"];
+    store.run(&add).expect(0);
+    store.run(&["--now-ms", &at(now), "checkpoint"]).expect(0);
+    let minute = 60 * 1000;
+    let run = store.run(&["--now-ms", &at(now + 9 * minute), "compact"]).expect(3);
+    assert!(run.stderr.contains(&format!("idempotency key \"{key}\"")), "{run:?}");
+    let replayed = store.run(&add).expect(0).json();
+    assert_eq!(replayed["replayed"], true, "{replayed}");
+    let run = store.run(&["--now-ms", &at(now + 10 * minute), "compact"]).expect(0);
+    assert_eq!(run.json()["dropped"], 1, "{run:?}");
+    store.run(&["verify"]).expect(0);
+}
+
 /// A dump written before `micro_queued` changed shape (issue 18, deliverable 6): three events at
 /// shape 1, an ask with an empty `on_resolve` among them.
 const SHAPE_1_DUMP: &str =

@@ -207,6 +207,36 @@ fn the_cli_suite_answers_the_same_through_a_server() {
     assert_eq!(requests, script().len() as u64, "calls the server answered: {last}");
 }
 
+/// A relative `--db` names the same store, and prints the same path, served or not: a server
+/// makes the caller's paths absolute against the caller's directory, and so does a direct call.
+#[test]
+fn a_relative_db_prints_the_same_path_through_a_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("state.redb");
+    let init = hookstate(&db).arg("init").output().unwrap();
+    assert!(init.status.success(), "{init:?}");
+    let stats = |served: bool| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_hookstate"));
+        command.current_dir(dir.path()).args(["--db", "state.redb", "stats"]);
+        command.env_remove("HOOKSTATE_SOCKET").env_remove("HOOKSTATE_SCOPE");
+        if !served {
+            command.env("HOOKSTATE_SERVE", "0");
+        }
+        let out = command.output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let direct = stats(false);
+    let (server, _) = start_server(&db);
+    let served = stats(true);
+    let (exit, last) = stop_server(server);
+    assert_eq!(exit, Some(0));
+    assert_eq!(last["stats"]["requests"], 1, "the served stats went to the server: {last}");
+    assert_eq!(direct, served);
+    let path: Value = serde_json::from_str(&direct).unwrap();
+    assert_eq!(path["path"], db.display().to_string(), "{direct}");
+}
+
 /// How long a server may take to notice its executable was replaced and stop (it looks once a
 /// second).
 const REPLACED_STOP_WAIT: std::time::Duration = std::time::Duration::from_secs(10);

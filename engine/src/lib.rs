@@ -129,6 +129,7 @@ pub use crate::kernel::compat::js_trim;
 pub use crate::kernel::error::{Error, Result};
 pub use crate::kernel::limits;
 pub use crate::kernel::value::validate_json;
+pub use crate::kernel::walk::{check_name as check_legacy_file_name, check_source_dir};
 #[cfg(feature = "testing")]
 pub use crate::legacy::durable;
 pub use crate::ops::checkpoint::{CheckpointReport, CompactReport};

@@ -176,3 +176,34 @@ fn observer_state_round_trips_byte_for_byte() {
         engine.ops().verify(Default::default()).unwrap();
     }
 }
+
+/// Every call that appends checks the ids its events carry, whichever domain decides it: the
+/// observer's verbs once took a session, agent or idempotency key that the core verbs refuse.
+#[test]
+fn a_call_with_a_bad_session_agent_or_key_is_refused_and_appends_nothing() {
+    use hookstate_engine::schema::Actor;
+    use hookstate_engine::Error;
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine(dir.path());
+    engine.observer().turn(&call(), None).unwrap();
+    let head = engine.head().unwrap();
+    let actor = |session: &str, agent: &str| Actor {
+        session: Some(session.into()),
+        agent: Some(agent.into()),
+        ..Actor::default()
+    };
+    for bad in [
+        call().by(actor("a b", "ok")),
+        call().by(actor("a\nb\u{1}", "ok")),
+        call().by(actor("ok", "bad agent")),
+        call().by(actor("ok", "ok")).with_idem_key("bad key"),
+    ] {
+        let err = engine.observer().turn(&bad, None).unwrap_err();
+        assert!(matches!(err, Error::BadId(_)), "{err:?}");
+        let err = engine.observer().append(&bad, &[user("x")]).unwrap_err();
+        assert!(matches!(err, Error::BadId(_)), "{err:?}");
+    }
+    assert_eq!(engine.head().unwrap(), head, "nothing appended");
+    engine.observer().turn(&call().by(actor("s-1", "agent@1")), None).unwrap();
+    assert_eq!(engine.head().unwrap().seq, head.seq + 1);
+}

@@ -16,6 +16,15 @@ use crate::cmd::{call, call_in, open, Access};
 use crate::exit::CliError;
 use crate::output::print;
 
+/// Refuses a --name that is no plain file name (empty, `.`, `..`, a separator), before the store
+/// is opened.
+fn check_file_name(name: Option<&String>) -> Result<(), CliError> {
+    match name {
+        Some(name) => Ok(hookstate_engine::check_legacy_file_name(name)?),
+        None => Ok(()),
+    }
+}
+
 fn file_name(layout: Layout, name: Option<&String>) -> &str {
     match (name, layout) {
         (Some(name), _) => name,
@@ -75,8 +84,10 @@ pub(crate) fn import(cli: &Cli, args: &ImportArgs) -> Result<(), CliError> {
     }
     let from = &args.from;
     let name = file_name(args.layout, args.name.as_ref());
-    // Legacy files are read and checked before the store is opened, so a bad file leaves the
-    // store byte-identical.
+    // The source, its file name and the legacy files are checked before the store is opened, so
+    // bad input leaves the store byte-identical (or not made).
+    check_file_name(args.name.as_ref())?;
+    hookstate_engine::check_source_dir(from)?;
     let hermit = match args.layout {
         Layout::HermitProposals => Some(read_hermit_files(from)?),
         _ => None,
@@ -113,7 +124,8 @@ pub(crate) fn import(cli: &Cli, args: &ImportArgs) -> Result<(), CliError> {
 pub(crate) fn export(cli: &Cli, args: &ExportArgs) -> Result<(), CliError> {
     let to: &Path = &args.to;
     let name = file_name(args.layout, args.name.as_ref());
-    let engine = open(cli, Access::CheckedWrite)?;
+    check_file_name(args.name.as_ref())?;
+    let engine = open(cli, Access::CheckedExport)?;
     let file = to.join(name);
     let mut out = match args.layout {
         Layout::Loopd => {

@@ -48,6 +48,7 @@ pub(crate) fn run(cli: &Cli) -> Result<(), CliError> {
                 .into(),
         ));
     }
+    check_caller(cli)?;
     match &cli.command {
         Verb::Kv(verb) => core::kv(cli, verb),
         Verb::Queue(verb) => core::queue(cli, verb),
@@ -96,6 +97,13 @@ pub(crate) fn run(cli: &Cli) -> Result<(), CliError> {
 
 pub(crate) fn db_path(cli: &Cli) -> Result<PathBuf, CliError> {
     if let Some(path) = &cli.db {
+        // A relative file path is made absolute here, as a server does against the caller's
+        // directory, so a call prints the same path (stats, init, errors) served or not.
+        if path.is_relative() && hookstate_engine::remote_address(path).is_none() {
+            if let Ok(cwd) = std::env::current_dir() {
+                return Ok(cwd.join(path));
+            }
+        }
         return Ok(path.clone());
     }
     let home = crate::served::env_var("HOME")
@@ -151,6 +159,21 @@ pub(crate) fn shell_quote(text: &str) -> String {
     format!("'{}'", text.replace('\'', "'\\''"))
 }
 
+/// Checks the ids every event of the call would carry (--session, --agent, --idem-key) before
+/// any verb reads input or opens the store, so that a bad one is refused (exit 3) by every verb
+/// alike and nothing is written.
+fn check_caller(cli: &Cli) -> Result<(), CliError> {
+    let ids =
+        [("session", &cli.session), ("agent", &cli.agent), ("idempotency key", &cli.idem_key)];
+    for (what, value) in ids {
+        if let Some(value) = value {
+            hookstate_engine::schema::validate_id(what, value)
+                .map_err(|e| CliError::Invalid(e.to_string()))?;
+        }
+    }
+    Ok(())
+}
+
 /// How a verb opens the store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Access {
@@ -161,10 +184,11 @@ pub(crate) enum Access {
     Read,
     /// Reads that write outside the store (an export): read-only, and an absent store is an error.
     Export,
-    /// A writer with redb's full integrity check on open (the legacy `export`).
-    CheckedWrite,
-    /// rebuild: as `CheckedWrite`, with redb's full integrity check on a view of its own beside the
-    /// rebuild's replay instead of on open.
+    /// The legacy `export`: as `Export`, with redb's full integrity check on open (on a view of
+    /// the file, which is never written).
+    CheckedExport,
+    /// rebuild: a writer, with redb's full integrity check on a view of its own beside the
+    /// rebuild's replay.
     Rebuild,
     /// verify: read-only, the file never written; the verify runs redb's full integrity check
     /// on a view of its own beside its replay.
@@ -215,7 +239,9 @@ fn opened(cli: &Cli, access: Access, db: &Path, check_now: bool) -> Result<Engin
     engine.set_warning_sink(Box::new(|line| {
         let _ = writeln!(crate::output::stderr(), "hookstate: {}", one_line(line));
     }));
-    if check_now && matches!(access, Access::Read | Access::Export | Access::Write) {
+    if check_now
+        && matches!(access, Access::Read | Access::Export | Access::CheckedExport | Access::Write)
+    {
         if let Some(problem) = engine.location()?.anchor_problem {
             crate::output::mark_anchor(&problem.to_string());
         }
@@ -230,12 +256,16 @@ pub(crate) fn options(cli: &Cli, access: Access, db: &Path) -> Result<OpenOption
         create: matches!(access, Access::Write | Access::Init),
         check_integrity: matches!(
             access,
-            Access::CheckedWrite | Access::Rebuild | Access::CopySource
+            Access::CheckedExport | Access::Rebuild | Access::CopySource
         ),
         check_beside_replay: access == Access::Rebuild,
         read_only: matches!(
             access,
-            Access::Read | Access::Export | Access::Verify | Access::CopySource
+            Access::Read
+                | Access::Export
+                | Access::CheckedExport
+                | Access::Verify
+                | Access::CopySource
         ),
         absent_is_empty: access == Access::Read,
         anchor_dir: anchor_dir(cli, access, db)?,
@@ -259,9 +289,7 @@ fn anchor_dir(cli: &Cli, access: Access, db: &Path) -> Result<Option<PathBuf>, C
         return Ok(None);
     };
     let dir = PathBuf::from(home).join(REMOTE_ANCHOR_DIR);
-    if !dir.is_dir()
-        && matches!(access, Access::Write | Access::Init | Access::CheckedWrite | Access::Rebuild)
-    {
+    if !dir.is_dir() && matches!(access, Access::Write | Access::Init | Access::Rebuild) {
         use std::os::unix::fs::DirBuilderExt;
         std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir).map_err(|source| {
             CliError::Io { op: format!("create the anchor directory {}", dir.display()), source }

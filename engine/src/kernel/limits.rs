@@ -65,6 +65,15 @@ pub const READ_REPAIR_LOCK_WAIT_MS: u64 = 50;
 /// hook delivery (bounded by a hook's timeout, minutes), short enough that a key reused days later
 /// is a new request, not a replay of a stale answer.
 pub const IDEM_KEY_TTL_MS: u64 = 24 * 60 * 60 * 1000;
+/// The prefix of the idempotency keys the CLI makes up for a write it forwards to `hookstate
+/// serve` (`fwd-` and 24 random hex digits): such a key serves only the call's one in-process
+/// retry after a lost answer.
+pub const FORWARD_KEY_PREFIX: &str = "fwd-";
+/// How long `compact` keeps the event a forwarded call's key is bound to: past the longest a
+/// forwarded call waits for its answer before its one retry (seconds), so that the keys every
+/// forwarded write carries do not hold compaction back for [`IDEM_KEY_TTL_MS`] as a caller's own
+/// keys do. The key still replays for that long while its event is kept.
+pub const FORWARD_KEY_COMPACT_MS: u64 = 10 * 60 * 1000;
 /// The first result of a keyed call kept in its first event for replays: a result above this
 /// (a result carrying a large value) is not kept, and a replay renders the events instead.
 pub const STORED_RESULT_BYTES_MAX: usize = VALUE_BYTES_MAX + 8 * 1024;

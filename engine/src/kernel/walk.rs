@@ -52,6 +52,40 @@ pub(crate) enum LastLink {
     Trusted,
 }
 
+/// Longest file name: `NAME_MAX` on Linux file systems.
+pub(crate) const FILE_NAME_BYTES_MAX: usize = 255;
+
+/// Checks a file or directory name used under a directory the caller names (an import's
+/// source, an export's target, a mirror): non-empty, at most `FILE_NAME_BYTES_MAX` (255)
+/// bytes, not `.` or `..`, no `/`, NUL or control character.
+///
+/// # Errors
+/// [`Error::Invalid`] naming the rule the name breaks.
+pub fn check_name(name: &str) -> Result<()> {
+    let bad = |why: &str| Error::bad(format!("file name {name:?}"), why);
+    if name.is_empty() || name == "." || name == ".." {
+        return Err(bad("is empty, '.' or '..'"));
+    }
+    if name.len() > FILE_NAME_BYTES_MAX {
+        return Err(bad("is too long"));
+    }
+    if name.chars().any(|c| c == '/' || c == '\\' || c.is_control()) {
+        return Err(bad("holds a separator or a control character"));
+    }
+    Ok(())
+}
+
+/// Checks that the directory `path` exists and is reached safely (every component checked from
+/// the root, as every store and legacy directory is opened), creating and writing nothing: so
+/// that a call can refuse a missing or unsafe import source before it opens, or creates, the
+/// store.
+///
+/// # Errors
+/// [`Error::NoDirectory`] when it does not exist; [`Error::UnsafePath`]; [`Error::Io`].
+pub fn check_source_dir(path: &Path) -> Result<()> {
+    open_dir(path, false, LastLink::Refused).map(drop)
+}
+
 /// What the walk needs to know of the directory it is in and the entry it looks at.
 struct Entry {
     kind: FileType,

@@ -454,6 +454,7 @@ impl Kernel {
         decide: impl FnOnce(&dyn ReadTxn) -> Result<Plan>,
     ) -> std::result::Result<Outcome, Failed> {
         let untouched = |error: Error| Failed { error, touched: false };
+        validate_caller(call).map_err(untouched)?;
         if let Some(outcome) = self.replay_idempotent(&*txn, call, now_ms).map_err(untouched)? {
             return Ok(outcome);
         }
@@ -742,6 +743,15 @@ pub(crate) fn anchor_write_failures(txn: &dyn ReadTxn) -> Result<u64> {
 /// [`Error::Invalid`] naming the first bad id.
 pub(crate) fn validate_call(call: &Call) -> Result<()> {
     validate_scope(&call.scope)?;
+    validate_caller(call)
+}
+
+/// Checks a call's idempotency key and actor ids: what every event it appends carries. Every
+/// call that appends passes here ([`Kernel::run_call`]), whichever domain decided it.
+///
+/// # Errors
+/// [`Error::Invalid`] naming the first bad id.
+fn validate_caller(call: &Call) -> Result<()> {
     if let Some(key) = &call.idem_key {
         validate_id("idempotency key", key)?;
     }

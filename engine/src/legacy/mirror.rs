@@ -31,8 +31,9 @@ use hookstate_schema::Body;
 use crate::kernel::call::{Call, Conflict, MirrorReport, Outcome, Plan};
 use crate::kernel::error::{Error, Result};
 use crate::kernel::storage::ReadTxn;
+use crate::kernel::walk::check_name;
 use crate::kernel::write::Kernel;
-use crate::legacy::root::{check_name, Root, Stamp};
+use crate::legacy::root::{Root, Stamp};
 
 /// The mirror's own directory inside a mirror directory.
 pub(crate) const MIRROR_DIR: &str = ".hookstate-mirror";

@@ -19,11 +19,9 @@ use rustix::io::Errno;
 use crate::kernel::error::{Error, Result};
 use crate::kernel::fsio::{check_private_dir, create_unnamed, link_unnamed, DIR_MODE, FILE_MODE};
 use crate::kernel::limits::{STALE_TEMP_SCAN_MAX, STALE_TEMP_SECS};
-use crate::kernel::walk;
+use crate::kernel::walk::{self, check_name};
 use crate::legacy::durable::{self, DirOps};
 
-/// Longest file name: `NAME_MAX` on Linux file systems.
-pub(crate) const FILE_NAME_BYTES_MAX: usize = 255;
 /// Most entries one directory listing returns; a bigger legacy directory is refused.
 pub(crate) const DIR_ENTRIES_MAX: usize = 100_000;
 const TEMP_PREFIX: &str = ".hookstate-tmp-";
@@ -89,22 +87,6 @@ enum TempMode {
 pub(crate) struct Root {
     dir: OwnedFd,
     path: PathBuf,
-}
-
-/// Checks a file or directory name used under a root: non-empty, at most
-/// [`FILE_NAME_BYTES_MAX`] bytes, not `.` or `..`, no `/`, NUL or control character.
-pub(crate) fn check_name(name: &str) -> Result<()> {
-    let bad = |why: &str| Error::bad(format!("file name {name:?}"), why);
-    if name.is_empty() || name == "." || name == ".." {
-        return Err(bad("is empty, '.' or '..'"));
-    }
-    if name.len() > FILE_NAME_BYTES_MAX {
-        return Err(bad("is too long"));
-    }
-    if name.chars().any(|c| c == '/' || c == '\\' || c.is_control()) {
-        return Err(bad("holds a separator or a control character"));
-    }
-    Ok(())
 }
 
 fn io_err(op: &'static str, path: &Path, errno: Errno) -> Error {

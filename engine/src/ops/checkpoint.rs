@@ -18,6 +18,7 @@ use crate::kernel::anchor::{self, AnchorState};
 use crate::kernel::call::Call;
 use crate::kernel::counts;
 use crate::kernel::error::{Error, Result};
+use crate::kernel::limits::{FORWARD_KEY_COMPACT_MS, FORWARD_KEY_PREFIX};
 use crate::kernel::project::idem_expired;
 use crate::kernel::view::{decode_row, read_head, read_row};
 use crate::ops::api::Ops;
@@ -162,7 +163,7 @@ impl Ops<'_> {
             if let (ViewKey::Idem { key, .. }, ViewRow::Idem { first_seq, at_ms, .. }) =
                 decode_row(key, row)?
             {
-                if first_seq <= mark.head.seq && !idem_expired(at_ms, now_ms) {
+                if first_seq <= mark.head.seq && binds_compaction(&key, at_ms, now_ms) {
                     live = Some((key, first_seq));
                     return Ok(false);
                 }
@@ -171,7 +172,8 @@ impl Ops<'_> {
         })?;
         if let Some((key, seq)) = live {
             return Err(refuse(format!(
-                "would drop seq {seq}, which idempotency key {key:?} is bound to for 24 hours after its first use; compact later"
+                "would drop seq {seq}, which idempotency key {key:?} is bound to for 24 hours \
+                 after its first use; compact later"
             )));
         }
         let views = txn
@@ -201,4 +203,15 @@ pub fn compact(engine: &mut Engine, keep_events: u64, now_ms: u64) -> Result<Com
     engine.kernel_mut().storage_mut().compact_file()?;
     let file_bytes_after = engine.kernel().storage().stored_bytes();
     Ok(CompactReport { dropped, after_seq, file_bytes_before, file_bytes_after })
+}
+
+/// Whether a key first used at `at_ms` still keeps `compact` from dropping its event at
+/// `now_ms`: for `IDEM_KEY_TTL_MS` (24 hours), or [`FORWARD_KEY_COMPACT_MS`] for a key the CLI
+/// made up to forward a write to a server (no one sends it again once that call's retry is
+/// over).
+fn binds_compaction(key: &str, at_ms: u64, now_ms: u64) -> bool {
+    if key.starts_with(FORWARD_KEY_PREFIX) {
+        return now_ms.saturating_sub(at_ms) < FORWARD_KEY_COMPACT_MS;
+    }
+    !idem_expired(at_ms, now_ms)
 }
