@@ -2,6 +2,8 @@
 //! [`BATCH_CALLS_MAX`] calls and [`BATCH_BYTES_MAX`] bytes), runs them in order inside one batch
 //! (one write transaction, each call's decision against the writes of the calls before it),
 //! commits once with `Durability::Immediate`, and only then answers every call of the batch.
+//! The batch's transaction opens with its first call, and each call runs as it arrives, so its
+//! work overlaps the later calls' way to the server.
 //!
 //! It lingers for more calls only while a connection it may still hear from is in a request or
 //! was answered within the last [`LINGER_US_MAX`] µs, and never longer than that past the
@@ -10,13 +12,14 @@
 //! the server. Does not know what a call does.
 
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, TryRecvError};
 
 use super::protocol::{ErrorCode, Reply};
 use super::shared::{AnswerTx, Job, Shared, Stop};
-use crate::engine::BatchEnd;
+use crate::engine::{BatchEnd, Engine};
 
 /// Calls in one batch at most: bounds the time every call of a batch waits for the others, and
 /// the transaction's size (each call appends a handful of events at most).
@@ -51,29 +54,36 @@ pub(crate) fn run(shared: &Shared, queue: &Receiver<Pending>) {
             solo(shared, first);
             continue;
         }
-        let (batch, next) = gather(shared, queue, first);
-        carried = next;
-        commit(shared, batch);
+        carried = batch(shared, queue, first);
     }
 }
 
-/// The batch that starts with `first`: every write waiting, then more while the linger allows;
-/// a solo job ends it and is carried to the next round.
-fn gather(
-    shared: &Shared,
-    queue: &Receiver<Pending>,
-    first: Pending,
-) -> (Vec<Pending>, Option<Pending>) {
+/// Runs the batch that starts with `first` in one transaction, each call as it arrives (so a
+/// call's work overlaps the others' way to the server), and answers it after the commit: every
+/// write waiting, then more while the linger allows. A solo job ends the batch and is returned,
+/// to run next.
+fn batch(shared: &Shared, queue: &Receiver<Pending>, first: Pending) -> Option<Pending> {
+    let engine = &shared.engine;
+    match engine.begin_batch() {
+        Ok(true) => {}
+        // The backend cannot batch, or the batch could not start (busy, an anchor that
+        // disagrees): the call meets the same condition alone and answers it as per call.
+        Ok(false) | Err(_) => {
+            solo(shared, first);
+            return None;
+        }
+    }
     let start = Instant::now();
     let mut bytes = first.bytes;
-    let mut batch = vec![first];
-    while batch.len() < BATCH_CALLS_MAX && bytes < BATCH_BYTES_MAX {
+    let mut ran = vec![run_in_batch(engine, first)];
+    let mut carried = None;
+    while ran.len() < BATCH_CALLS_MAX && bytes < BATCH_BYTES_MAX {
         let next = match queue.try_recv() {
             Ok(pending) => pending,
             Err(TryRecvError::Disconnected) => break,
             Err(TryRecvError::Empty) => {
                 let left = Duration::from_micros(LINGER_US_MAX).saturating_sub(start.elapsed());
-                if left.is_zero() || engaged(shared) <= batch.len() {
+                if left.is_zero() || engaged(shared) <= ran.len() {
                     break;
                 }
                 match queue.recv_timeout(left.min(Duration::from_micros(50))) {
@@ -84,12 +94,20 @@ fn gather(
             }
         };
         if next.job.solo() {
-            return (batch, Some(next));
+            carried = Some(next);
+            break;
         }
         bytes += next.bytes;
-        batch.push(next);
+        ran.push(run_in_batch(engine, next));
     }
-    (batch, None)
+    commit(shared, ran);
+    carried
+}
+
+/// Runs one call of the open batch: its reply waits for the commit.
+fn run_in_batch(engine: &Arc<Engine>, mut pending: Pending) -> (Pending, Reply) {
+    let reply = pending.job.run(engine);
+    (pending, reply)
 }
 
 /// Connections the writer may still hear from for this batch: in a request now, or answered
@@ -107,29 +125,17 @@ fn engaged(shared: &Shared) -> usize {
         .count()
 }
 
-/// Runs `batch` in one transaction and answers it after the commit.
-fn commit(shared: &Shared, mut batch: Vec<Pending>) {
-    let engine = &shared.engine;
-    match engine.begin_batch() {
-        Ok(true) => {}
-        // The backend cannot batch, or the batch could not start (busy, an anchor that
-        // disagrees): each call meets the same condition alone and answers it as per call.
-        Ok(false) | Err(_) => {
-            for pending in batch {
-                solo(shared, pending);
-            }
-            return;
-        }
-    }
-    let replies: Vec<Reply> = batch.iter_mut().map(|p| p.job.run(engine)).collect();
-    match engine.commit_batch() {
+/// Commits the batch whose calls ran (`ran`), then answers them; an aborted batch runs its calls
+/// again one by one, a failed commit answers them all `commit_failed` and stops the server.
+fn commit(shared: &Shared, ran: Vec<(Pending, Reply)>) {
+    match shared.engine.commit_batch() {
         Ok(BatchEnd::Committed(_)) => {
             if let Ok(mut stats) = shared.stats.lock() {
                 stats.commits += 1;
-                stats.writes += batch.len() as u64;
-                stats.count_batch(batch.len());
+                stats.writes += ran.len() as u64;
+                stats.count_batch(ran.len());
             }
-            for (pending, reply) in batch.into_iter().zip(replies) {
+            for (pending, reply) in ran {
                 pending.answer.send(Ok(reply));
             }
         }
@@ -137,7 +143,7 @@ fn commit(shared: &Shared, mut batch: Vec<Pending>) {
             if let Ok(mut stats) = shared.stats.lock() {
                 stats.aborted += 1;
             }
-            for pending in batch {
+            for (pending, _) in ran {
                 solo(shared, pending);
             }
         }
@@ -145,7 +151,7 @@ fn commit(shared: &Shared, mut batch: Vec<Pending>) {
             shared.stop(Stop::CommitFailed);
             let message =
                 format!("the batch's commit failed ({err}): the call's effect is unknown");
-            for pending in batch {
+            for (pending, _) in ran {
                 pending.answer.send(Err((ErrorCode::CommitFailed, message.clone())));
             }
         }
