@@ -588,7 +588,8 @@ fn compact_keeps_a_forwarded_calls_event_only_until_its_retry_is_over() {
     store.run(&["--now-ms", &at(now), "checkpoint"]).expect(0);
     let minute = 60 * 1000;
     let run = store.run(&["--now-ms", &at(now + 9 * minute), "compact"]).expect(3);
-    assert!(run.stderr.contains(&format!("idempotency key \"{key}\"")), "{run:?}");
+    let bound = format!("idempotency key \"{key}\" is bound to for 10 minutes");
+    assert!(run.stderr.contains(&bound), "{run:?}");
     let replayed = store.run(&add).expect(0).json();
     assert_eq!(replayed["replayed"], true, "{replayed}");
     let run = store.run(&["--now-ms", &at(now + 10 * minute), "compact"]).expect(0);

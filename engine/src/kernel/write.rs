@@ -750,7 +750,7 @@ pub(crate) fn validate_call(call: &Call) -> Result<()> {
 /// call that appends passes here ([`Kernel::run_call`]), whichever domain decided it.
 ///
 /// # Errors
-/// [`Error::Invalid`] naming the first bad id.
+/// [`Error::BadId`] naming the first bad id.
 fn validate_caller(call: &Call) -> Result<()> {
     if let Some(key) = &call.idem_key {
         validate_id("idempotency key", key)?;

@@ -18,7 +18,7 @@ use crate::kernel::anchor::{self, AnchorState};
 use crate::kernel::call::Call;
 use crate::kernel::counts;
 use crate::kernel::error::{Error, Result};
-use crate::kernel::limits::{FORWARD_KEY_COMPACT_MS, FORWARD_KEY_PREFIX};
+use crate::kernel::limits::{FORWARD_KEY_COMPACT_MS, FORWARD_KEY_PREFIX, IDEM_KEY_TTL_MS};
 use crate::kernel::project::idem_expired;
 use crate::kernel::view::{decode_row, read_head, read_row};
 use crate::ops::api::Ops;
@@ -171,8 +171,12 @@ impl Ops<'_> {
             Ok(true)
         })?;
         if let Some((key, seq)) = live {
+            let bound = match key.starts_with(FORWARD_KEY_PREFIX) {
+                true => format!("{} minutes", FORWARD_KEY_COMPACT_MS / MS_PER_MINUTE),
+                false => format!("{} hours", IDEM_KEY_TTL_MS / MS_PER_HOUR),
+            };
             return Err(refuse(format!(
-                "would drop seq {seq}, which idempotency key {key:?} is bound to for 24 hours \
+                "would drop seq {seq}, which idempotency key {key:?} is bound to for {bound} \
                  after its first use; compact later"
             )));
         }
@@ -205,8 +209,12 @@ pub fn compact(engine: &mut Engine, keep_events: u64, now_ms: u64) -> Result<Com
     Ok(CompactReport { dropped, after_seq, file_bytes_before, file_bytes_after })
 }
 
+/// Milliseconds in a minute and an hour, to say the keys' bounds in the refusal.
+const MS_PER_MINUTE: u64 = 60 * 1000;
+const MS_PER_HOUR: u64 = 60 * MS_PER_MINUTE;
+
 /// Whether a key first used at `at_ms` still keeps `compact` from dropping its event at
-/// `now_ms`: for `IDEM_KEY_TTL_MS` (24 hours), or [`FORWARD_KEY_COMPACT_MS`] for a key the CLI
+/// `now_ms`: for [`IDEM_KEY_TTL_MS`] (24 hours), or [`FORWARD_KEY_COMPACT_MS`] for a key the CLI
 /// made up to forward a write to a server (no one sends it again once that call's retry is
 /// over).
 fn binds_compaction(key: &str, at_ms: u64, now_ms: u64) -> bool {
