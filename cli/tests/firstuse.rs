@@ -1,7 +1,8 @@
 //! First use: every read verb on a store that does not exist (nor its directory) answers as an
 //! empty store, exit 0, and creates nothing; `stats` says `"exists": false`. Verbs that need a
 //! real store (verify, export) still say there is none, and write nothing either; an import or
-//! export given bad input (a missing source, a bad file name) creates no store.
+//! export given bad input (a missing source, a bad file name), `checkpoint`, `compact` and a
+//! write whose --mirror is a file create no store.
 //!
 //! Does not create a store.
 
@@ -60,6 +61,16 @@ fn reads_of_an_absent_store_answer_as_empty_and_create_nothing() {
     assert!(super::run_in(&db, &import).expect(6).stderr.contains("no directory at"));
     let import = ["import", "--layout", "loopd", "--from", to, "--name", "a/b"];
     super::run_in(&db, &import).expect(3);
+    // So are the operator verbs, and a write whose --mirror is not a directory.
+    for verb in ["checkpoint", "compact"] {
+        assert!(super::run_in(&db, &[verb]).expect(6).stderr.contains("no store at"), "{verb}");
+    }
+    let file = store.dir.path().join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    let mirrored =
+        ["--mirror", file.to_str().unwrap(), "--scope", "observer:x", "observer", "turn"];
+    assert!(super::run_in(&db, &mirrored).expect(6).stderr.contains("Not a directory"));
+    std::fs::remove_file(&file).unwrap();
     assert!(!db.exists() && !db.parent().unwrap().exists(), "a read created {db_arg}");
     assert_eq!(tree(store.dir.path()), before, "a read on an absent store wrote something");
     // The first write creates the store, and the same reads see it.

@@ -90,7 +90,18 @@ pub(crate) fn backup(cli: &Cli, args: &BackupArgs) -> Result<(), CliError> {
     built(cli, &args.to, &report)
 }
 
+/// Refuses an operator verb on a store that does not exist (exit 6), which a writer's open would
+/// otherwise create only to find nothing to checkpoint or compact.
+fn existing_store(cli: &Cli) -> Result<std::path::PathBuf, CliError> {
+    let db = crate::cmd::db_path(cli)?;
+    if !crate::cmd::store_exists(cli, &db)? {
+        return Err(hookstate_engine::Error::NoStore { path: db }.into());
+    }
+    Ok(db)
+}
+
 pub(crate) fn checkpoint(cli: &Cli) -> Result<(), CliError> {
+    existing_store(cli)?;
     let engine = open(cli, Access::Write)?;
     let report = engine.ops().checkpoint(&crate::cmd::call(cli, "checkpoint"))?;
     print(
@@ -104,7 +115,7 @@ pub(crate) fn checkpoint(cli: &Cli) -> Result<(), CliError> {
 }
 
 pub(crate) fn compact(cli: &Cli, keep: u64) -> Result<(), CliError> {
-    let mut engine = crate::cmd::open_at(cli, Access::Write, &crate::cmd::db_path(cli)?)?;
+    let mut engine = crate::cmd::open_at(cli, Access::Write, &existing_store(cli)?)?;
     let report = hookstate_engine::compact(
         &mut engine,
         keep,

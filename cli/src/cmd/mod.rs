@@ -49,6 +49,7 @@ pub(crate) fn run(cli: &Cli) -> Result<(), CliError> {
         ));
     }
     check_caller(cli)?;
+    check_mirror(cli)?;
     match &cli.command {
         Verb::Kv(verb) => core::kv(cli, verb),
         Verb::Queue(verb) => core::queue(cli, verb),
@@ -172,6 +173,19 @@ fn check_caller(cli: &Cli) -> Result<(), CliError> {
         }
     }
     Ok(())
+}
+
+/// Refuses a --mirror that names something other than a directory (a file, an unsafe link)
+/// before the store is opened, so a first write does not create the store and then fail. A
+/// directory that does not exist yet is the mirror's to create.
+fn check_mirror(cli: &Cli) -> Result<(), CliError> {
+    let Some(mirror) = &cli.mirror else {
+        return Ok(());
+    };
+    match hookstate_engine::check_source_dir(mirror) {
+        Ok(()) | Err(hookstate_engine::Error::NoDirectory { .. }) => Ok(()),
+        Err(err) => Err(err.into()),
+    }
 }
 
 /// How a verb opens the store.
