@@ -299,8 +299,12 @@ pub(crate) fn error_line(err: &CliError) -> String {
     let mut line = err.to_string();
     let mut source = err.source();
     while let Some(cause) = source {
-        line.push_str(": ");
-        line.push_str(&cause.to_string());
+        // An error that prints its cause already (`{op}: {source}`) is not told twice.
+        let text = cause.to_string();
+        if !line.ends_with(&text) {
+            line.push_str(": ");
+            line.push_str(&text);
+        }
         source = cause.source();
     }
     one_line(&line)
@@ -309,6 +313,13 @@ pub(crate) fn error_line(err: &CliError) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_error_that_prints_its_cause_is_not_followed_by_it_again() {
+        let source = std::io::Error::from_raw_os_error(21);
+        let err = CliError::Io { op: "read stdin".into(), source };
+        assert_eq!(error_line(&err), "read stdin: Is a directory (os error 21)");
+    }
     use hookstate_engine::{Call, Command, Engine, OpenOptions};
 
     fn count(engine: &Engine) {
