@@ -89,18 +89,9 @@ pub(crate) fn panic_line(info: &std::panic::PanicHookInfo<'_>) -> String {
 pub(crate) fn print(format: Format, value: &Value) -> Result<(), CliError> {
     check_anchor_now()?;
     let marked;
-    let (why, warn) = ANCHOR_MISMATCH.with(|mark| {
-        let mut mark = mark.borrow_mut();
-        let warn = mark.0.is_some() && !mark.1;
-        mark.1 |= warn;
-        (mark.0.clone(), warn)
-    });
+    let why = warn_once_if_marked();
     let value = match (why, value) {
         (Some(why), Value::Object(map)) => {
-            if warn {
-                let line = format!("warning: this answer is not vouched for by the anchor: {why}");
-                let _ = writeln!(stderr(), "hookstate: {}", one_line(&line));
-            }
             let mut map = map.clone();
             map.insert("anchor_mismatch".into(), Value::String(why));
             marked = Value::Object(map);
@@ -134,8 +125,34 @@ pub(crate) fn print(format: Format, value: &Value) -> Result<(), CliError> {
         .map_err(|source| CliError::Io { op: "write stdout".into(), source })
 }
 
-/// Prints one line as it is (its control characters were already replaced).
+/// For output that is not one JSON object (the lines of `log` and `dump`, which keep their
+/// shape): when the store's anchors disagree, the one warning line goes to stderr.
+pub(crate) fn warn_if_marked() -> Result<(), CliError> {
+    check_anchor_now()?;
+    let _ = warn_once_if_marked();
+    Ok(())
+}
+
+/// The reason this call's answers are marked, if they are; the first time, its one warning line
+/// goes to stderr.
+fn warn_once_if_marked() -> Option<String> {
+    let (why, warn) = ANCHOR_MISMATCH.with(|mark| {
+        let mut mark = mark.borrow_mut();
+        let warn = mark.0.is_some() && !mark.1;
+        mark.1 |= warn;
+        (mark.0.clone(), warn)
+    });
+    if let (Some(why), true) = (&why, warn) {
+        let line = format!("warning: this answer is not vouched for by the anchor: {why}");
+        let _ = writeln!(stderr(), "hookstate: {}", one_line(&line));
+    }
+    why
+}
+
+/// Prints one line as it is (its control characters were already replaced), after the
+/// anchor's warning ([`warn_if_marked`]).
 pub(crate) fn print_raw(line: &str) -> Result<(), CliError> {
+    warn_if_marked()?;
     let mut out = stdout();
     writeln!(out, "{line}")
         .and_then(|()| out.flush())

@@ -104,6 +104,44 @@ fn a_rolled_back_store_is_refused_by_every_writer_and_marked_for_readers() {
     refused_for_the_anchor(&swapped.run(&["verify"]), "verify of another store's file");
 }
 
+/// `compact` and `rebuild` change the file without appending, and are refused as every write is
+/// on a rolled-back store and on one whose anchor is gone (they once ran there, exit 0: compact
+/// dropped the events a checkpoint covered, rebuild rewrote the views), with the file left as it
+/// was. `copy` of such a store is marked as a read is, and `log` and `dump` warn.
+#[test]
+fn compact_and_rebuild_are_refused_on_a_rolled_back_or_unanchored_store() {
+    let store = store_with(3);
+    store.run(&["checkpoint"]).expect(0);
+    let old = std::fs::read(store.db()).unwrap();
+    store.run(&["kv", "put", "a", "4"]).expect(0);
+    std::fs::write(store.db(), &old).unwrap();
+    for verb in ["compact", "rebuild"] {
+        refused_for_the_anchor(&store.run(&[verb]), verb);
+        assert!(std::fs::read(store.db()).unwrap() == old, "{verb} changed the file");
+    }
+    let copy = store.dir.path().join("copy.redb");
+    let from = store.db();
+    let run =
+        store.run(&["copy", "--from", from.to_str().unwrap(), "--to", copy.to_str().unwrap()]);
+    marked_read(&run, "copy of a rolled-back store");
+    // The lines of `log` and `dump` keep their shape; the warning is the one stderr line.
+    for verb in ["log", "dump"] {
+        let run = store.run(&[verb]);
+        assert_eq!(run.code, 0, "{verb}: {run:?}");
+        assert_eq!(run.stderr.lines().count(), 1, "{verb}: {run:?}");
+        assert!(run.stderr.contains("not vouched for by the anchor"), "{verb}: {run:?}");
+    }
+
+    let unanchored = store_with(3);
+    unanchored.run(&["checkpoint"]).expect(0);
+    std::fs::remove_file(anchor_of(&unanchored)).unwrap();
+    let before = std::fs::read(unanchored.db()).unwrap();
+    for verb in ["compact", "rebuild"] {
+        refused_for_the_anchor(&unanchored.run(&[verb]), verb);
+        assert!(std::fs::read(unanchored.db()).unwrap() == before, "{verb} changed the file");
+    }
+}
+
 /// The line of the anchor of `store` and the hash of its seq-2 event.
 fn anchor_and_hash_of_seq_2(store: &Store) -> (String, String) {
     let text = anchor_line(store);

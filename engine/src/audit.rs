@@ -582,7 +582,7 @@ pub(crate) fn rebuild(kernel: &Kernel) -> Result<RebuildReport> {
 
 /// [`rebuild`], holding at most `held_max` rebuilt rows in memory.
 pub(crate) fn rebuild_with(kernel: &Kernel, held_max: usize) -> Result<RebuildReport> {
-    let mut txn = kernel.begin_write()?;
+    let mut txn = kernel.begin_anchored_write()?;
     // The page check of a store opened without it runs beside the replay, and nothing is
     // written before it passed.
     let (head, counts, mut rebuilt) = beside_page_check(kernel, Audit::Rebuild, || {

@@ -20,6 +20,7 @@ const DUMP_FILE_MODE: u32 = 0o600;
 
 pub(crate) fn dump(cli: &Cli, args: &DumpArgs) -> Result<(), CliError> {
     let engine = open(cli, Access::Export)?;
+    crate::output::warn_if_marked()?;
     let mut out: Box<dyn Write> = match &args.to {
         Some(path) => {
             let file = std::fs::OpenOptions::new()

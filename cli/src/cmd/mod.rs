@@ -253,9 +253,11 @@ fn opened(cli: &Cli, access: Access, db: &Path, check_now: bool) -> Result<Engin
     engine.set_warning_sink(Box::new(|line| {
         let _ = writeln!(crate::output::stderr(), "hookstate: {}", one_line(line));
     }));
-    if check_now
-        && matches!(access, Access::Read | Access::Export | Access::CheckedExport | Access::Write)
-    {
+    let checked = matches!(
+        access,
+        Access::Read | Access::Export | Access::CheckedExport | Access::CopySource | Access::Write
+    );
+    if check_now && checked {
         if let Some(problem) = engine.location()?.anchor_problem {
             crate::output::mark_anchor(&problem.to_string());
         }

@@ -79,6 +79,7 @@ pub(crate) fn print_events(
     events: &[Event],
     field_bytes_max: usize,
 ) -> Result<(), CliError> {
+    crate::output::warn_if_marked()?;
     let mut out = String::new();
     for event in events {
         let value = render_event(event, field_bytes_max);

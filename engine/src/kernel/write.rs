@@ -173,6 +173,20 @@ impl Kernel {
         self.write_txn(Instant::now() + self.wait)
     }
 
+    /// [`Kernel::begin_write`] for a write that changes the log or the views without appending
+    /// (`compact`, `rebuild`): refused as every call's write is when an anchor disagrees with the
+    /// log or is missing ([`Kernel::anchor_gate`]), so a rolled-back or foreign store is never
+    /// compacted or rewritten.
+    ///
+    /// # Errors
+    /// [`Error::AnchorMismatch`] and [`Error::AnchorMissing`]; as [`Kernel::begin_write`].
+    pub(crate) fn begin_anchored_write(&self) -> Result<Box<dyn WriteTxn + '_>> {
+        let txn = self.begin_write()?;
+        let head = read_head(&*txn)?;
+        self.anchor_gate(&*txn, &head, self.read_anchors())?;
+        Ok(txn)
+    }
+
     /// The write transaction, waiting until `deadline`, with the store's format moved to this
     /// build's ([`Kernel::mark_format`]): every write that may append a record opens its
     /// transaction here or in [`Kernel::begin_batch`].

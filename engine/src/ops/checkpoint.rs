@@ -139,7 +139,7 @@ impl Ops<'_> {
 
     fn drop_before_checkpoint(&self, keep_events: u64, now_ms: u64) -> Result<(u64, u64)> {
         let kernel = self.kernel();
-        let mut txn = kernel.begin_write()?;
+        let mut txn = kernel.begin_anchored_write()?;
         let head = read_head(&*txn)?;
         let refuse = |why: String| Error::bad("compact", why);
         let text = txn
