@@ -736,3 +736,29 @@ fn a_branch_page_redb_panics_on_fails_verify_with_the_page_check_not_a_panic() {
     assert_eq!(rebuild.code, 5, "{rebuild:?}");
     assert!(!rebuild.stderr.contains("internal error"), "the replay's panic answered: {rebuild:?}");
 }
+
+/// A damaged key in a page of the log table ends redb's range scan early: `log`, `dump` and
+/// `backup` printed or copied the events before it and exited 0, a backup with one event of six
+/// under a header that named the sixth as its head. They check that the log holds every event of
+/// the range they read (`ops::snapshot::events_whole`) and exit 5 naming the first missing one.
+#[test]
+fn log_dump_and_backup_refuse_a_log_a_damaged_page_cut_short() {
+    let store = Store::new();
+    for n in 1..=6 {
+        store.run(&["kv", "put", &format!("k{n}"), &n.to_string()]).expect(0);
+    }
+    let mut bytes = std::fs::read(store.db()).unwrap();
+    // The log's leaf holds its fixed-width keys side by side: seqs 1..=6, little-endian u64.
+    let keys: Vec<u8> = (1u64..=6).flat_map(u64::to_le_bytes).collect();
+    let at = bytes.windows(keys.len()).rposition(|w| w == keys.as_slice());
+    let at = at.expect("the log leaf's keys are in the file (redb 4.6's leaf layout)");
+    bytes[at + 9] ^= 0xff; // the second byte of seq 2's key
+    std::fs::write(store.db(), &bytes).unwrap();
+    let backup = store.dir.path().join("backup.redb");
+    for args in [vec!["log"], vec!["dump"], vec!["backup", "--to", backup.to_str().unwrap()]] {
+        let run = store.run(&args).expect(5);
+        assert!(run.stderr.contains("seq 2: event is missing"), "{args:?}: {run:?}");
+    }
+    assert!(!backup.exists(), "a refused backup left a file");
+    assert_eq!(store.run(&["log", "--to-seq", "1"]).expect(0).stdout.lines().count(), 1);
+}

@@ -83,7 +83,7 @@ pub(crate) fn events(kernel: &Kernel, filter: &LogFilter) -> Result<Vec<Event>> 
     let from = filter.from_seq.unwrap_or(1).max(1);
     let to = filter.to_seq.unwrap_or(head.seq).min(head.seq);
     let mut out = std::collections::VecDeque::new();
-    txn.events(from, to, &mut |seq, bytes| {
+    crate::ops::snapshot::events_whole(&*txn, from, to, &mut |seq, bytes| {
         let event = format::decode_event(bytes)
             .map_err(|e| Error::ChainBroken { seq, why: e.to_string() })?;
         if filter.matches(&event) {

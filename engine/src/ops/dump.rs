@@ -86,7 +86,7 @@ impl Ops<'_> {
             return Ok(DumpReport { events: 0, head });
         }
         let mut written = 0u64;
-        txn.events(1, head.seq, &mut |seq, record| {
+        crate::ops::snapshot::events_whole(&*txn, 1, head.seq, &mut |seq, record| {
             let event = format::decode_event(record)
                 .map_err(|e| Error::ChainBroken { seq, why: e.to_string() })?;
             let line = json!({
@@ -129,7 +129,7 @@ impl Ops<'_> {
         // A backup is set aside, not used in the store's place: the live store keeps its
         // second anchor (a restore of the backup checks and moves it).
         create_filled(target, &store_id, None, &mut |txn| {
-            snapshot.events(1, head.seq, &mut |seq, record| {
+            crate::ops::snapshot::events_whole(&*snapshot, 1, head.seq, &mut |seq, record| {
                 let event = format::decode_event(record)
                     .map_err(|e| Error::ChainBroken { seq, why: e.to_string() })?;
                 counts[event.content.body.variant_index()] += 1;

@@ -158,3 +158,47 @@ pub(crate) fn log_start(txn: &dyn ReadTxn, genesis: [u8; 32]) -> Result<Start> {
     use hookstate_schema::format::{META_LOG_BASE, META_LOG_BASE_VIEWS};
     Ok(load(txn, META_LOG_BASE, META_LOG_BASE_VIEWS)?.unwrap_or_else(|| Start::genesis(genesis)))
 }
+
+/// Visits the events `from..=to` of `txn`, where `to` is at most the head the same snapshot
+/// read, checking that the log holds every one of them: the first visited is `from` (or the
+/// first event kept after a compaction), each follows the one before, and the last is `to`
+/// unless `visit` stopped first. A damaged page of the log table can end a range scan early or
+/// skip a key; a verb that copies or prints the log (`log`, `dump`, `backup`) then fails with
+/// exit 5 instead of handing out a shorter log as whole.
+///
+/// # Errors
+/// [`Error::ChainBroken`] naming the first missing seq; as `visit`; store errors.
+pub(crate) fn events_whole(
+    txn: &dyn ReadTxn,
+    from: u64,
+    to: u64,
+    visit: &mut crate::kernel::storage::EventVisitor<'_>,
+) -> Result<()> {
+    use hookstate_schema::format::META_LOG_BASE;
+    if from > to {
+        return Ok(());
+    }
+    let kept_from = match txn.meta(META_LOG_BASE)? {
+        Some(base) => Mark::parse(&base)?.head.seq.saturating_add(1),
+        None => 1,
+    };
+    let mut expected = from.max(kept_from);
+    let mut stopped = false;
+    txn.events(from, to, &mut |seq, record| {
+        if seq != expected {
+            return Err(missing(expected));
+        }
+        expected = seq.saturating_add(1);
+        let go_on = visit(seq, record)?;
+        stopped = !go_on;
+        Ok(go_on)
+    })?;
+    if !stopped && expected <= to {
+        return Err(missing(expected));
+    }
+    Ok(())
+}
+
+fn missing(seq: u64) -> Error {
+    Error::ChainBroken { seq, why: "event is missing: the log table is damaged".into() }
+}
