@@ -762,3 +762,25 @@ fn log_dump_and_backup_refuse_a_log_a_damaged_page_cut_short() {
     assert!(!backup.exists(), "a refused backup left a file");
     assert_eq!(store.run(&["log", "--to-seq", "1"]).expect(0).stdout.lines().count(), 1);
 }
+
+/// A store whose table tree lost its views table (a damaged entry: the name `views` altered)
+/// is refused by a write, exit 5 with the file unchanged, as it is by a read: a write once
+/// created an empty views table in its place and committed, every other key and queue gone and
+/// the written key back at revision 1.
+#[test]
+fn a_write_never_replaces_a_lost_views_table_with_an_empty_one() {
+    let store = Store::new();
+    store.run(&["kv", "put", "a", "1"]).expect(0);
+    store.run(&["kv", "put", "a", "2"]).expect(0);
+    let mut bytes = std::fs::read(store.db()).unwrap();
+    let names = b"logmetaviews";
+    let at = bytes.windows(names.len()).rposition(|w| w == names);
+    let at = at.expect("the table tree's names are in the file (redb 4.6's leaf layout)");
+    bytes[at + 9] ^= 0x01; // "views" -> "vievs": still a valid name, no longer the table's
+    std::fs::write(store.db(), &bytes).unwrap();
+    let read = store.run(&["kv", "get", "a"]).expect(5);
+    assert!(read.stderr.contains("'views' does not exist"), "{read:?}");
+    let write = store.run(&["kv", "put", "a", "3"]).expect(5);
+    assert!(write.stderr.contains("'views' does not exist"), "{write:?}");
+    assert!(std::fs::read(store.db()).unwrap() == bytes, "the refused write changed the file");
+}

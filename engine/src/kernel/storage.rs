@@ -26,6 +26,13 @@ pub(crate) trait ReadTxn {
     fn events(&self, from: u64, to: u64, visit: &mut EventVisitor<'_>) -> Result<()>;
     /// One view row.
     fn view(&self, key: &[u8]) -> Result<Option<Vec<u8>>>;
+    /// In a read snapshot of an initialized store: that the log and views tables exist. A
+    /// backend whose write transaction creates a missing table (redb) checks this when a store
+    /// is opened, so that a damaged table tree is exit 5 for every call, and a write never
+    /// stands an empty table in for a lost one.
+    fn check_tables(&self) -> Result<()> {
+        Ok(())
+    }
     /// Several view rows, in the order of `keys`: what a write reads before it projects, in one
     /// visit of the views table where the backend can (redb opens a table per call otherwise).
     fn views(&self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {

@@ -817,6 +817,7 @@ fn read_identity(storage: &dyn Storage) -> Result<([u8; STORE_ID_BYTES], u16)> {
     }
     let id = txn.meta(META_STORE_ID)?.ok_or_else(|| not_ours("no store id"))?;
     let id = id.as_slice().try_into().map_err(|_| not_ours("bad store id"))?;
+    txn.check_tables()?;
     Ok((id, found))
 }
 

@@ -402,6 +402,12 @@ macro_rules! read_impl {
                 Ok(value.map(|v| v.value().to_vec()))
             }
 
+            fn check_tables(&self) -> Result<()> {
+                self.txn.open_table(LOG).map_err(convert)?;
+                self.txn.open_table(VIEWS).map_err(convert)?;
+                Ok(())
+            }
+
             fn event(&self, seq: u64) -> Result<Option<Vec<u8>>> {
                 let table = self.txn.open_table(LOG).map_err(convert)?;
                 let value = table.get(seq).map_err(convert)?;
