@@ -132,8 +132,15 @@ fn script_error(usage: &str, err: &clap::Error) -> u8 {
 pub(crate) fn usage_error(err: &clap::Error) -> u8 {
     use clap::error::ErrorKind;
     if matches!(err.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
-        let _ = write!(output::stdout(), "{err}");
-        return exit::OK;
+        let mut out = output::stdout();
+        // As for any output: a closed pipe is the reader's choice (exit 0), a full disk is not.
+        return match write!(out, "{err}").and_then(|()| out.flush()) {
+            Err(source) if source.kind() != std::io::ErrorKind::BrokenPipe => {
+                let _ = writeln!(output::stderr(), "hookstate: write stdout: {source}");
+                exit::IO
+            }
+            _ => exit::OK,
+        };
     }
     let _ = writeln!(output::stderr(), "hookstate: usage: {}", output::one_line(&usage_line(err)));
     exit::USAGE

@@ -181,6 +181,13 @@ fn restore_refuses_an_edited_reordered_or_truncated_dump_naming_the_line() {
     let cut = &dump[..dump.len() - 10];
     let run = restore_text(&store, "cut", cut).expect(3);
     assert!(run.stderr.contains("line 5:"), "{run:?}");
+    // The header's head hash edited: the same seq, another hash, said as such.
+    let header: Value = serde_json::from_str(all[0]).unwrap();
+    let hash = header["head"]["hash"].as_str().unwrap();
+    let other = format!("{}{}", if hash.starts_with('0') { "1" } else { "0" }, &hash[1..]);
+    let edited_head = dump.replacen(hash, &other, 1);
+    let run = restore_text(&store, "head-hash", &edited_head).expect(3);
+    assert!(run.stderr.contains("the header was edited?"), "{run:?}");
     // The whole dump is fine, and a second restore onto it is refused.
     restore_text(&store, "whole", &dump).expect(0);
     let run = restore_text(&store, "whole", &dump).expect(3);
@@ -668,4 +675,27 @@ fn a_store_of_shape_1_events_restores_verifies_and_reads_them_at_shape_2() {
     // hash), seq 4, then the prev hash.
     assert_eq!(records, ["85a17602", "85a17602", "85a17602", "950504c4"]);
     assert_eq!(at(&["verify"]).json()["ok"], true);
+}
+
+/// A checkpoint of an empty log covers no event: `compact` after it drops nothing and records no
+/// base, so `dump` still holds the log (a base at seq 0 once made it refuse the store as
+/// compacted). `backup` and `doctor` take no `--at-seq`: a backup of an older seq under the
+/// store's id would be a rollback waiting to be put back.
+#[test]
+fn compact_of_an_empty_checkpoint_keeps_the_log_dumpable_and_backup_takes_no_at_seq() {
+    let store = Store::new();
+    store.run(&["init"]).expect(0);
+    store.run(&["checkpoint"]).expect(0);
+    let compacted = store.run(&["compact"]).expect(0).json();
+    assert_eq!(
+        (compacted["dropped"].as_u64(), compacted["log_starts_after"].as_u64()),
+        (Some(0), Some(0))
+    );
+    let dump = store.run(&["dump"]).expect(0);
+    assert_eq!(dump.stdout.lines().count(), 2, "the header and the checkpoint's event: {dump:?}");
+    let to = store.dir.path().join("old.redb");
+    let run = store.run(&["--at-seq", "0", "backup", "--to", to.to_str().unwrap()]).expect(64);
+    assert!(run.stderr.contains("backup copies the store as it is"), "{run:?}");
+    assert!(!to.exists());
+    store.run(&["--at-seq", "0", "doctor"]).expect(64);
 }

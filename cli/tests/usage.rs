@@ -213,3 +213,20 @@ fn the_checked_in_cli_reference_matches_the_definitions() {
          `cargo run -q -p hookstate -- __cli-reference > docs/cli.md`"
     );
 }
+
+/// Help written into a full disk is an IO error (exit 6, one line), as any output is; it was
+/// lost with exit 0. A closed pipe stays the reader's choice (exit 0).
+#[test]
+fn help_into_a_full_disk_exits_6() {
+    let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_hookstate"))
+        .arg("--help")
+        .stdout(full)
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(6), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.starts_with("hookstate: write stdout"), "{stderr}");
+}

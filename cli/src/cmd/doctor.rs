@@ -15,6 +15,10 @@ use crate::exit::CliError;
 use crate::output::{print, print_raw};
 
 pub(crate) fn doctor(cli: &Cli) -> Result<(), CliError> {
+    if cli.at_seq.is_some() || cli.as_of.is_some() {
+        let why = "doctor examines the store as it is; --at-seq and --as-of are for reads";
+        return Err(CliError::Usage(why.into()));
+    }
     let options = DoctorOptions {
         mirror: cli.mirror.clone(),
         anchor_dir: cli.anchor_dir.clone(),

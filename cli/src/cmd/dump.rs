@@ -86,6 +86,12 @@ pub(crate) fn restore(cli: &Cli, args: &RestoreArgs) -> Result<(), CliError> {
 }
 
 pub(crate) fn backup(cli: &Cli, args: &BackupArgs) -> Result<(), CliError> {
+    // A backup is the store as it is, under its own id: one of an older seq would be a rollback
+    // waiting to be put back (`dump` and the read verbs answer as of a seq).
+    if cli.at_seq.is_some() || cli.as_of.is_some() {
+        let why = "backup copies the store as it is; --at-seq and --as-of are for reads and dump";
+        return Err(CliError::Usage(why.into()));
+    }
     let engine = open(cli, Access::Export)?;
     let report = engine.ops().backup(&args.to)?;
     built(cli, &args.to, &report)

@@ -27,7 +27,8 @@ pub enum Drill {
     /// `sync_data` instead, which is what `Durability::None` would do.
     DurabilityNone,
     /// `naive-path-join`: legacy files are read and written at `root.join(name)` with no name
-    /// check and no held directory handle (caught by the traversal test as an escape).
+    /// check (`kernel::walk::check_name` passes every name) and no held directory handle
+    /// (caught by the traversal test as an escape).
     NaivePathJoin,
     /// `non-atomic-create`: the store is created by redb directly at its final path instead of
     /// in a temporary file published by a link (caught by the first-use kill loop as a store

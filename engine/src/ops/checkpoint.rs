@@ -146,6 +146,11 @@ impl Ops<'_> {
             .meta(META_CHECKPOINT)?
             .ok_or_else(|| refuse("finds no checkpoint: run hookstate checkpoint first".into()))?;
         let mark = Mark::parse(&text)?;
+        // A checkpoint of an empty log covers no event: nothing to drop, and no base to record
+        // (a base at seq 0 made `dump` refuse the log as compacted).
+        if mark.head.seq == 0 {
+            return Ok((0, 0));
+        }
         if let Some(base) = txn.meta(META_LOG_BASE)? {
             if Mark::parse(&base)?.head.seq >= mark.head.seq {
                 return Ok((0, mark.head.seq));

@@ -189,10 +189,18 @@ pub fn restore(
             events += 1;
         }
         if head != want_head {
-            let why = format!(
-                "the dump ends at seq {} but its header's head is seq {} (truncated?)",
-                head.seq, want_head.seq
-            );
+            let why = if head.seq == want_head.seq {
+                format!(
+                    "the dump's last event (seq {}) is not the head its header names (the same \
+                     seq with another hash: the header was edited?)",
+                    head.seq
+                )
+            } else {
+                format!(
+                    "the dump ends at seq {} but its header's head is seq {} (truncated?)",
+                    head.seq, want_head.seq
+                )
+            };
             return Err(reader.bad_next(&why));
         }
         write_views(txn, &views)?;
