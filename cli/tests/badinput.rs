@@ -250,6 +250,12 @@ fn caller_cases(dir: &str) -> Vec<Case> {
             INVALID,
         ),
         case(
+            "idempotency key with a space, a read",
+            &["--idem-key", "a b", "kv", "get", "k"],
+            None,
+            INVALID,
+        ),
+        case(
             "session with a control character, checkpoint",
             &["--session", "a\u{1}b", "checkpoint"],
             None,

@@ -182,6 +182,13 @@ fn check_mirror(cli: &Cli) -> Result<(), CliError> {
     let Some(mirror) = &cli.mirror else {
         return Ok(());
     };
+    // Every mirrored call passes here: one lstat for the usual case (a directory, or none yet);
+    // anything else gets the walk's own error, as the mirror's open would give it.
+    match std::fs::symlink_metadata(mirror) {
+        Ok(meta) if meta.is_dir() => return Ok(()),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        _ => {}
+    }
     match hookstate_engine::check_source_dir(mirror) {
         Ok(()) | Err(hookstate_engine::Error::NoDirectory { .. }) => Ok(()),
         Err(err) => Err(err.into()),

@@ -402,12 +402,6 @@ macro_rules! read_impl {
                 Ok(value.map(|v| v.value().to_vec()))
             }
 
-            fn check_tables(&self) -> Result<()> {
-                self.txn.open_table(LOG).map_err(convert)?;
-                self.txn.open_table(VIEWS).map_err(convert)?;
-                Ok(())
-            }
-
             fn event(&self, seq: u64) -> Result<Option<Vec<u8>>> {
                 let table = self.txn.open_table(LOG).map_err(convert)?;
                 let value = table.get(seq).map_err(convert)?;
@@ -492,6 +486,12 @@ read_impl!(
     RedbRead,
     fn shared(&self) -> Option<&(dyn ReadTxn + Sync)> {
         Some(self)
+    },
+    // Only a read snapshot can tell: a write transaction's `open_table` creates what is missing.
+    fn check_tables(&self) -> Result<()> {
+        self.txn.open_table(LOG).map_err(convert)?;
+        self.txn.open_table(VIEWS).map_err(convert)?;
+        Ok(())
     }
 );
 read_impl!(
