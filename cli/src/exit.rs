@@ -6,7 +6,7 @@ use hookstate_engine::Error as EngineError;
 
 /// Done.
 pub(crate) const OK: u8 = 0;
-/// Refused: CAS lost, item held by another, illegal move, stale token.
+/// Refused: CAS lost, item held by another, illegal move, stale token, the store's state.
 pub(crate) const CONFLICT: u8 = 1;
 /// Usage error: bad arguments. sysexits' `EX_USAGE`, never 2: Claude Code reads a hook's exit 2 as
 /// "block the tool call or the stop and feed stderr to the model".
@@ -26,7 +26,9 @@ pub(crate) const TABLE: &str = "\
 Exit codes:
   code name      meaning                                            a hook script should
   0    OK        done                                               continue
-  1    CONFLICT  refused: CAS lost, held by another, stale token    skip or retry later
+  1    CONFLICT  refused: CAS lost, held by another, stale token,   skip or retry later
+                 or the store's state (compact before a checkpoint,
+                 dump of a compacted log)
   3    INVALID   input rejected: schema, limit, bad id, bad stdin   fix the caller
   4    BUSY      store still locked after --wait-ms                 retry
   5    CORRUPT   chain broken, undecodable record, unknown format,  stop; run `hookstate verify`
@@ -105,6 +107,7 @@ fn engine_code(err: &EngineError) -> u8 {
         | EngineError::Upstream { .. }
         | EngineError::BadId(_)
         | EngineError::IdemKeyReused { .. } => INVALID,
+        EngineError::Refused { .. } => CONFLICT,
         EngineError::Busy { .. }
         | EngineError::ServerRunning { .. }
         | EngineError::TxnConflict(_) => BUSY,

@@ -207,6 +207,7 @@ fn cases(hermit: &Path) -> Vec<Case> {
         None,
         CONFLICT,
     ));
+    all.push(case("compact before any checkpoint", &["compact"], None, CONFLICT));
     all.push(case(
         "create over an existing key",
         &["kv", "put", "k", "2", "--create"],

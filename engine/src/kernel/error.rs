@@ -77,6 +77,16 @@ pub enum Error {
         /// What is wrong with it.
         why: String,
     },
+    /// The store's state refuses the operation, whatever the input (a compaction before any
+    /// checkpoint or within `--keep`, a dump or an as-of read of a compacted log): nothing was
+    /// written; the same call may pass once the state changes. The class the CLI exits 1 for.
+    #[error("{what} {why}")]
+    Refused {
+        /// The operation refused (`compact`, `dump`).
+        what: String,
+        /// Why, and what to do instead.
+        why: String,
+    },
     /// A legacy file that does not parse or breaks its layout's rules; nothing was changed.
     #[error("legacy file {file}: {why}")]
     LegacyFile {
@@ -309,6 +319,10 @@ impl Error {
 
     pub(crate) fn bad(what: impl Into<String>, why: impl Into<String>) -> Self {
         Error::BadInput { what: what.into(), why: why.into() }
+    }
+
+    pub(crate) fn refused(what: impl Into<String>, why: impl Into<String>) -> Self {
+        Error::Refused { what: what.into(), why: why.into() }
     }
 
     pub(crate) fn upstream(message: impl Into<String>) -> Self {

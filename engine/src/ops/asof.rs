@@ -22,8 +22,9 @@ impl Ops<'_> {
     /// answer as this store's did then.
     ///
     /// # Errors
-    /// [`Error::OutOfRange`] for a seq past the head; [`Error::ChainBroken`] for a record that
-    /// fails its hash or its link; store errors.
+    /// [`Error::OutOfRange`] for a seq past the head; [`Error::Refused`] for a seq whose events a
+    /// compaction dropped; [`Error::ChainBroken`] for a record that fails its hash or its link;
+    /// store errors.
     pub fn at_seq(&self, seq: u64) -> Result<Engine> {
         let kernel = self.kernel();
         let txn = kernel.begin_read()?;
@@ -46,7 +47,7 @@ impl Ops<'_> {
                 "is not after the checkpoint the log was compacted to (--at-seq {seq}): the \
                  events up to it were dropped"
             );
-            return Err(Error::bad("the seq asked for", why));
+            return Err(Error::refused("the seq asked for", why));
         };
         let (mut views, mut counted, mut head) = (start.views, start.counts, start.head);
         let base = start.raw;

@@ -141,7 +141,7 @@ impl Ops<'_> {
         let kernel = self.kernel();
         let mut txn = kernel.begin_anchored_write()?;
         let head = read_head(&*txn)?;
-        let refuse = |why: String| Error::bad("compact", why);
+        let refuse = |why: String| Error::refused("compact", why);
         let text = txn
             .meta(META_CHECKPOINT)?
             .ok_or_else(|| refuse("finds no checkpoint: run hookstate checkpoint first".into()))?;
@@ -204,7 +204,7 @@ impl Ops<'_> {
 /// may still be live (they are bound for `IDEM_KEY_TTL_MS`).
 ///
 /// # Errors
-/// [`Error::BadInput`] with no checkpoint, a checkpoint within the events kept, or a live key
+/// [`Error::Refused`] with no checkpoint, a checkpoint within the events kept, or a live key
 /// bound by a dropped event; [`Error::Busy`]; store errors.
 pub fn compact(engine: &mut Engine, keep_events: u64, now_ms: u64) -> Result<CompactReport> {
     let file_bytes_before = engine.kernel().storage().stored_bytes();

@@ -58,7 +58,7 @@ impl Ops<'_> {
     /// `DUMP_PROGRESS_EVENTS` events and at the end.
     ///
     /// # Errors
-    /// [`Error::BadInput`] for a compacted log; [`Error::ChainBroken`] for a record that does not
+    /// [`Error::Refused`] for a compacted log; [`Error::ChainBroken`] for a record that does not
     /// decode or fails its hash; store errors.
     pub fn dump(
         &self,
@@ -75,7 +75,7 @@ impl Ops<'_> {
                 "cannot hold this log: its events up to seq {seq} were compacted (a dump replays \
                  from genesis); copy the store with hookstate backup"
             );
-            return Err(Error::bad("dump", why));
+            return Err(Error::refused("dump", why));
         }
         let header = json!({
             "hookstate_dump": DUMP_VERSION, "store_id": to_hex(identity.store_id),
