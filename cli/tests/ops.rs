@@ -97,6 +97,19 @@ fn dump_then_restore_reproduces_the_head_hash_and_the_views() {
     assert_eq!(at(&["--idem-key", "once", "counter", "add", "c", "3"])["value"], 3);
     let again = super::run_in(&target, &["dump"]).expect(0).stdout;
     assert_eq!(again.lines().take(7).collect::<Vec<_>>(), dump.lines().collect::<Vec<_>>());
+    // A restore in place is refused: over the store, and over the anchor a removed store left,
+    // which says so (it used to say the target exists).
+    let from = ["restore", "--from", file.to_str().unwrap()];
+    let run = super::run_in(&target, &from).expect(3);
+    assert!(run.stderr.contains("exists: name a new store"), "{run:?}");
+    std::fs::remove_file(&target).unwrap();
+    let run = super::run_in(&target, &from).expect(3);
+    assert!(run.stderr.contains("holds no store, but the head anchor"), "{run:?}");
+    assert!(!target.exists(), "a refused restore left {}", target.display());
+    let mut anchor = target.clone().into_os_string();
+    anchor.push(".head");
+    std::fs::remove_file(&anchor).unwrap();
+    assert_eq!(super::run_in(&target, &from).expect(0).json()["head"], stats["head"]);
 }
 
 /// A restore with a second anchor directory moves that anchor to the restored head, so the

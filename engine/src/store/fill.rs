@@ -30,7 +30,7 @@ const OWN_FILE_WAIT: Duration = Duration::from_secs(10);
 /// writes; a second anchor ahead of the head refuses the build (nothing is left at `path`).
 ///
 /// # Errors
-/// [`Error::Invalid`] when a store (or an anchor) is already at `path`; `fill`'s errors (nothing
+/// [`Error::BadInput`] when a store, or a gone store's anchor, is already at `path`; `fill`'s errors (nothing
 /// is left at `path` then); [`Error::AnchorMismatch`] for a second anchor that is ahead of the
 /// built head, of another store, or that does not parse; IO and store errors.
 pub(crate) fn create_filled(
@@ -42,8 +42,17 @@ pub(crate) fn create_filled(
     let dir = StoreDir::open(path, true)?;
     let second = anchor_dir.map(SecondAnchor::open).transpose()?;
     let exists = || Error::bad(format!("target {}", path.display()), "exists: name a new store");
-    if dir.open_store(true)?.is_some() || dir.read_anchor()?.is_some() {
+    if dir.open_store(true)?.is_some() {
         return Err(exists());
+    }
+    if dir.read_anchor()?.is_some() {
+        let why = format!(
+            "holds no store, but the head anchor {} of one is left beside it: a store made there \
+             would read as that one rolled back; remove the anchor once that store is gone for \
+             good, or name a new store",
+            dir.anchor_path().display()
+        );
+        return Err(Error::bad(format!("target {}", path.display()), why));
     }
     let (file, draft) = dir.create_draft("create")?;
     let built = build(&dir, file, store_id, fill);
