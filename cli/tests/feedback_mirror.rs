@@ -102,6 +102,70 @@ fn a_web_dismiss_from_a_read_before_a_mirrored_claim_is_adopted_and_blocks_nothi
     store.run(&["verify"]).expect(0);
 }
 
+/// A comment file whose target path leaves the project (`..`, absolute) is held to the rule
+/// `feedback add` keeps: a mirrored claim reports it as a conflict and hands out the good comment
+/// only, and an import refuses the project naming the path, the store unchanged. Both took it
+/// before, and the Stop hook then told the model to edit `content/../../../outside.txt`.
+#[test]
+fn a_comment_file_whose_target_leaves_the_project_is_never_taken_in() {
+    let store = Store::new();
+    let home = home(&store);
+    let dir = inbox(&home);
+    web_write(&dir, "fb_good1.json", &web_comment("fb_good1"));
+    for (id, path) in [("fb_evil1", "../../../outside.txt"), ("fb_evil2", "/etc/passwd")] {
+        let text = web_comment(id).replace("\"a.md\"", &format!("\"{path}\""));
+        web_write(&dir, &format!("{id}.json"), &text);
+    }
+    let run = mirrored(&store, &home, &["--session", "s1", "claim", "--all"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(run.stderr.lines().count(), 2, "a warning line per conflict: {run:?}");
+    let claimed = run.json();
+    let ids: Vec<&str> =
+        claimed["claimed"].as_array().unwrap().iter().filter_map(|c| c["id"].as_str()).collect();
+    assert_eq!(ids, ["fb_good1"], "{claimed}");
+    let conflicts = claimed["mirror_conflicts"].to_string();
+    assert!(conflicts.contains("outside.txt") && conflicts.contains("/etc/passwd"), "{claimed}");
+    for id in ["fb_evil1", "fb_evil2"] {
+        store.run(&["feedback", "--project", PROJECT, "show", id]).expect(3);
+    }
+
+    let other = Store::new();
+    other.run(&["init"]).expect(0);
+    let before = std::fs::read(other.db()).unwrap();
+    let from = home.to_str().unwrap();
+    let run = other.run(&["import", "--layout", "moonshine", "--from", from]).expect(3);
+    assert!(run.stderr.contains("is not a relative path"), "{run:?}");
+    assert_eq!(std::fs::read(other.db()).unwrap(), before, "the refused import wrote nothing");
+}
+
+/// A mirrored call over every project leaves alone a project directory it cannot use safely (a
+/// symlink, one its group may write, as umask 002 makes them) and reports it, so one such
+/// directory does not stop the Stop hook or a tick for the others (it failed them all with exit
+/// 6); a call about that very project still fails.
+#[test]
+fn one_unsafe_project_directory_does_not_stop_a_mirrored_call_over_every_project() {
+    use std::os::unix::fs::PermissionsExt;
+    let store = Store::new();
+    let home = home(&store);
+    web_write(&inbox(&home), "fb_good1.json", &web_comment("fb_good1"));
+    let elsewhere = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(elsewhere.path(), home.join("linked")).unwrap();
+    std::fs::create_dir(home.join("loose")).unwrap();
+    std::fs::set_permissions(home.join("loose"), std::fs::Permissions::from_mode(0o775)).unwrap();
+    let from = home.to_str().unwrap();
+    let run = store.run(&["--mirror", from, "--session", "s1", "feedback", "tick"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(run.stderr.lines().count(), 2, "a warning line per project left alone: {run:?}");
+    let tick = run.json();
+    let conflicts = tick["mirror_conflicts"].to_string();
+    assert!(conflicts.contains("is a symlink") && conflicts.contains("writable by its group"));
+    assert_eq!(status(&store, "fb_good1"), "pending", "the good project was adopted: {tick}");
+    assert_eq!(std::fs::read_dir(elsewhere.path()).unwrap().count(), 0, "nothing written there");
+    let about = ["--mirror", from, "feedback", "--project", "linked", "claim"];
+    let run = store.run(&about).expect(6);
+    assert!(run.stderr.contains("unsafe path"), "{run:?}");
+}
+
 use hookstate_testkit::Rng;
 
 /// Web operations in the live race: a new comment or a dismiss, each a lock-less write.

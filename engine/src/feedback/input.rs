@@ -130,11 +130,18 @@ pub(crate) fn check_target(target: &str) -> Result<JsonDoc> {
         return Err(Error::NotOneOf { what: "target kind", value: kind, allowed: &TARGET_KINDS });
     }
     let path = str_field(&doc, "path").unwrap_or_default();
-    let escapes = path.split('/').any(|part| part == ".." || part.is_empty());
-    if path.is_empty() || path.starts_with('/') || escapes || path.chars().any(char::is_control) {
+    if !is_relative_target_path(&path) {
         return Err(Error::bad(format!("target path {path:?}"), "is not a relative path"));
     }
     Ok(doc)
+}
+
+/// Whether a comment target's `path` stays inside the project's content: relative, no empty or
+/// `..` part, no control character. `feedback add` and every comment file read from outside
+/// (an import, a mirror) are held to it, so no way in hands the Stop hook a path outside.
+pub(crate) fn is_relative_target_path(path: &str) -> bool {
+    let escapes = path.split('/').any(|part| part == ".." || part.is_empty());
+    !(path.is_empty() || path.starts_with('/') || escapes || path.chars().any(char::is_control))
 }
 
 fn check_stale(stale_ms: u64) -> Result<()> {

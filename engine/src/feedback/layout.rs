@@ -218,6 +218,10 @@ fn check_comment(name: &str, id: &str, doc: &JsonDoc) -> Result<()> {
     if !target.as_ref().is_some_and(|t| t["kind"].is_string() && t["path"].is_string()) {
         return Err(bad("target is not an object with kind and path"));
     }
+    let path = target.as_ref().and_then(|t| t["path"].as_str()).unwrap_or_default();
+    if !super::input::is_relative_target_path(path) {
+        return Err(bad(&format!("target path {path:?} is not a relative path")));
+    }
     Ok(())
 }
 
@@ -339,7 +343,11 @@ fn parse_home(from: &Path, only: Option<&str>) -> Result<Vec<Parsed>> {
     let home = Root::open(from, false)?;
     let names = match only {
         Some(project) => vec![project.to_owned()],
-        None => home.list()?.into_iter().filter(|n| !is_plain_file(&home, n)).collect(),
+        // A hidden entry is no project (a mirror's own `.hookstate-mirror`, a `.git`).
+        None => {
+            let names = home.list()?.into_iter();
+            names.filter(|n| !n.starts_with('.') && !is_plain_file(&home, n)).collect()
+        }
     };
     let mut out = Vec::new();
     for name in names {
@@ -582,20 +590,13 @@ impl MoonshineLayout {
 
     /// One project's files: comments the store or the directory holds, orphaned claims, and
     /// the other files either holds.
-    fn project_files(txn: &dyn ReadTxn, root: &Root, project: &str) -> Result<Vec<RelPath>> {
+    fn project_files(txn: &dyn ReadTxn, names: &[String], project: &str) -> Result<Vec<RelPath>> {
         let scope = scope_of(project);
-        let names = match root.subdir(project, false)? {
-            Some(dir) => match dir.subdir(INBOX, false)? {
-                Some(inbox) => inbox.list()?,
-                None => Vec::new(),
-            },
-            None => Vec::new(),
-        };
         let mut ids: BTreeSet<String> =
             read_docs::<IgnoredAny>(txn, &scope, COMMENT)?.into_iter().map(|(id, _)| id).collect();
         let mut orphans = Vec::new();
-        for name in &names {
-            match claiming(name, &names) {
+        for name in names {
+            match claiming(name, names) {
                 // Its file is renamed away while a live process claims it: left alone (its base
                 // is absent, so no later name adds the id back).
                 Some(Claiming::Live(base)) => {
@@ -631,6 +632,21 @@ impl MoonshineLayout {
     }
 }
 
+/// The names in `project`'s inbox in `root`: none when the project or its inbox is absent.
+///
+/// # Errors
+/// [`Error::UnsafePath`] for a project or inbox directory that is a symlink or that others may
+/// write; IO errors.
+fn inbox_names(root: &Root, project: &str) -> Result<Vec<String>> {
+    match root.subdir(project, false)? {
+        Some(dir) => match dir.subdir(INBOX, false)? {
+            Some(inbox) => inbox.list(),
+            None => Ok(Vec::new()),
+        },
+        None => Ok(Vec::new()),
+    }
+}
+
 /// Parses a mirrored file in whatever layout it was written; a rendering rewrites it in the
 /// store's.
 fn parse_any(name: &str, bytes: &[u8]) -> Result<JsonDoc> {
@@ -643,11 +659,36 @@ impl Layout for MoonshineLayout {
     }
 
     fn files(&self, txn: &dyn ReadTxn, call: &Call, root: &Root) -> Result<Vec<RelPath>> {
+        let every = !call.scope.starts_with(SCOPE_PREFIX);
         let mut files = Vec::new();
         for project in Self::projects(txn, call, root)? {
-            files.extend(Self::project_files(txn, root, &project)?);
+            let names = match inbox_names(root, &project) {
+                Ok(names) => names,
+                // Over every project, one whose directory cannot be used is left alone (and
+                // reported by `skipped`); a call about that project fails.
+                Err(_) if every => continue,
+                Err(err) => return Err(err),
+            };
+            files.extend(Self::project_files(txn, &names, &project)?);
         }
         Ok(files)
+    }
+
+    fn skipped(&self, call: &Call, root: &Root) -> Result<Vec<Conflict>> {
+        if call.scope.starts_with(SCOPE_PREFIX) {
+            return Ok(Vec::new());
+        }
+        let mut skipped = Vec::new();
+        for name in root.list()? {
+            if validate_id("project", &name).is_err() || is_plain_file(root, &name) {
+                continue;
+            }
+            if let Err(err) = inbox_names(root, &name) {
+                let why = format!("the project is left alone: {err}");
+                skipped.push(Conflict { file: format!("{name}/"), record: name, why });
+            }
+        }
+        Ok(skipped)
     }
 
     fn max_bytes(&self, _: &RelPath) -> usize {

@@ -172,8 +172,9 @@ pub enum Error {
         /// What was found.
         why: String,
     },
-    /// The store's path or directory is unsafe to use (a symlink, or writable by others).
-    #[error("unsafe store path {path}: {why}")]
+    /// A path the call would use (the store's, its directory, a mirror's or an import's) is
+    /// unsafe to use: a symlink, or writable by others.
+    #[error("unsafe path {path}: {why}")]
     UnsafePath {
         /// The path looked at.
         path: PathBuf,

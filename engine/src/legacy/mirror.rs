@@ -166,6 +166,15 @@ pub(crate) trait Layout: Sync {
     ) -> Result<bool> {
         Ok(false)
     }
+    /// Parts of `root` this call leaves alone, one conflict each saying why: a directory of one
+    /// record group among many (a moonshine project in a Stop hook over every project) that
+    /// cannot be used safely now (a symlink, a directory others may write). [`Layout::files`]
+    /// lists nothing under them, so none of their files is read or written, and one such
+    /// directory does not stop the call for the rest. Most layouts have no such part: a
+    /// directory of theirs that cannot be used fails the call.
+    fn skipped(&self, _call: &Call, _root: &Root) -> Result<Vec<Conflict>> {
+        Ok(Vec::new())
+    }
 }
 
 /// A layout without some of its files, composed beside a layout that keeps them (two domains
@@ -195,6 +204,9 @@ impl Layout for Without {
     }
     fn adopt(&self, txn: &dyn ReadTxn, call: &Call, changes: &[Change]) -> Result<Adoption> {
         self.inner.adopt(txn, call, changes)
+    }
+    fn skipped(&self, call: &Call, root: &Root) -> Result<Vec<Conflict>> {
+        self.inner.skipped(call, root)
     }
     fn removable(&self, path: &RelPath) -> bool {
         self.inner.removable(path)
@@ -240,6 +252,11 @@ pub(crate) fn mirrored(
     let meta = root.subdir(MIRROR_DIR, true)?.ok_or_else(|| missing(dir, MIRROR_DIR))?;
     let _lock = meta.lock_file(LOCK_FILE, kernel.wait())?;
     let mut report = MirrorReport::default();
+    for layout in layouts {
+        let room =
+            crate::kernel::limits::CONFLICTS_SHOWN_MAX.saturating_sub(report.conflicts.len());
+        report.conflicts.extend(layout.skipped(call, &root)?.into_iter().take(room));
+    }
     let seen = read_all(kernel, call, layouts, &root, &meta)?;
     adopt(kernel, call, layouts, &root, &meta, &seen, &mut report)?;
     let mut outcome = verb()?;
