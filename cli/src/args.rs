@@ -881,7 +881,8 @@ pub(crate) enum HookVerb {
     /// A finished main-loop turn: record the loopd signal and print the line for the PM.
     TurnComplete,
     /// The moonshine Stop hook: claim every deliverable comment of every project and print
-    /// {"decision":"block","reason":...}, or nothing. Never exits 2 (which would block the stop).
+    /// {"decision":"block","reason":...}, or nothing (also when the payload's stop_hook_active is
+    /// set: any value but false, null, 0 or ""). Never exits 2 (which would block the stop).
     Stop {
         #[command(flatten)]
         drain: DrainArgs,
@@ -895,8 +896,8 @@ pub(crate) enum HookVerb {
     /// A Stop hook for any plugin: claim the next item of QUEUE for the payload's session and
     /// block the stop with it ({"decision":"block","reason":...} naming the ack and release
     /// commands, with --db and --scope when they are not the defaults). Prints nothing when the
-    /// queue has nothing eligible, the store does not exist, or stop_hook_active is true.
-    /// Never exits 2.
+    /// queue has nothing eligible, the store does not exist, or stop_hook_active is set (any
+    /// value but false, null, 0 or ""). Never exits 2.
     Claim {
         /// Queue name.
         queue: String,

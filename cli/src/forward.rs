@@ -245,8 +245,7 @@ fn socket_of(db: Option<&str>) -> Option<PathBuf> {
         Some(db) => PathBuf::from(db),
         None => match std::env::var_os("HOOKSTATE_DB") {
             Some(db) => PathBuf::from(db),
-            None => PathBuf::from(std::env::var_os("HOME").filter(|h| !h.is_empty())?)
-                .join(crate::cmd::DEFAULT_DB),
+            None => crate::cmd::home_dir(std::env::var_os("HOME"))?.join(crate::cmd::DEFAULT_DB),
         },
     };
     let db = if db.is_relative() { std::env::current_dir().ok()?.join(db) } else { db };

@@ -487,10 +487,8 @@ impl ServedCli {
     ) -> Result<(), String> {
         let named = match &cli.db {
             Some(db) => Some(db.clone()),
-            None => env
-                .get("HOME")
-                .filter(|h| !h.is_empty())
-                .map(|home| PathBuf::from(home).join(crate::cmd::DEFAULT_DB)),
+            None => crate::cmd::home_dir(env.get("HOME").map(std::ffi::OsString::from))
+                .map(|home| home.join(crate::cmd::DEFAULT_DB)),
         };
         let Some(named) = named else {
             cli.db = Some(self.store.clone());

@@ -33,6 +33,8 @@ fn reads_of_an_absent_store_answer_as_empty_and_create_nothing() {
         (vec!["signals", "pm", "--bundle", "/b"], "pm", serde_json::Value::Null),
         (vec!["signals", "list", "--bundle", "/b"], "sessions", serde_json::json!([])),
         (vec!["--scope", "observer:x", "observer", "state"], "ok", true.into()),
+        // A tick over every project without a mirror has no project to pass over.
+        (vec!["feedback", "tick"], "projects", serde_json::json!([])),
     ];
     for (args, field, want) in &reads {
         let run = super::run_in(&db, args).expect(0);

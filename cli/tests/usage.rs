@@ -230,3 +230,23 @@ fn help_into_a_full_disk_exits_6() {
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(stderr.starts_with("hookstate: write stdout"), "{stderr}");
 }
+
+/// A relative HOME counts as unset (exit 64): it put the default store under the directory each
+/// call ran in (`./relhome/.agent/hookstate/state.redb`), so hooks started in different
+/// directories wrote to different stores.
+#[test]
+fn a_relative_home_is_refused_and_creates_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = Command::new(env!("CARGO_BIN_EXE_hookstate"))
+        .args(["counter", "add", "x"])
+        .current_dir(dir.path())
+        .env("HOME", "relhome")
+        .env_remove("HOOKSTATE_DB")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(64), "{stderr}");
+    assert!(stderr.contains("HOME is not set or not an absolute path"), "{stderr}");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "nothing made in the cwd");
+}

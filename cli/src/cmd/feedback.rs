@@ -34,7 +34,7 @@ fn kill_switch() -> Option<String> {
 fn home(given: Option<&PathBuf>) -> PathBuf {
     hookstate_engine::moonshine_home(
         given.map(PathBuf::as_path),
-        crate::served::env_var("HOME").as_deref(),
+        super::home_dir(crate::served::env_var("HOME")).as_deref().map(std::path::Path::as_os_str),
     )
 }
 
@@ -190,7 +190,13 @@ fn tick(
     };
     let call = call(cli, "feedback-tick");
     hookstate_engine::check_feedback(&call, &Input::Drain(&ask.drain))?;
-    let tick = open(cli, Access::Write)?.feedback().tick(&call, &ask, cli.mirror.as_deref())?;
+    // Over every project, with no mirror and no store, there is no project to pass over: the
+    // tick runs on the empty store a read sees, and makes none.
+    let access = match args.project.is_none() && cli.mirror.is_none() {
+        true if !store_exists(cli, &db_path(cli)?)? => Access::Read,
+        _ => Access::Write,
+    };
+    let tick = open(cli, access)?.feedback().tick(&call, &ask, cli.mirror.as_deref())?;
     print_json(cli, &tick)?;
     warn(tick.mirror.as_ref());
     Ok(())

@@ -107,10 +107,19 @@ pub(crate) fn db_path(cli: &Cli) -> Result<PathBuf, CliError> {
         }
         return Ok(path.clone());
     }
-    let home = crate::served::env_var("HOME")
-        .filter(|h| !h.is_empty())
-        .ok_or_else(|| CliError::Usage("HOME is not set; pass --db or set HOOKSTATE_DB".into()))?;
-    Ok(PathBuf::from(home).join(DEFAULT_DB))
+    let home = home_dir(crate::served::env_var("HOME")).ok_or_else(|| {
+        CliError::Usage(
+            "HOME is not set or not an absolute path; pass --db or set HOOKSTATE_DB".into(),
+        )
+    })?;
+    Ok(home.join(DEFAULT_DB))
+}
+
+/// HOME as the base of the default store, the moonshine home and a remote store's anchors: set
+/// and absolute. A relative HOME would put the store under whatever directory each hook runs in,
+/// every hook its own store; it counts as unset.
+pub(crate) fn home_dir(home: Option<std::ffi::OsString>) -> Option<PathBuf> {
+    home.map(PathBuf::from).filter(|home| home.is_absolute())
 }
 
 /// Whether the store at `db` exists, for the hooks that do nothing without one (and must not
@@ -134,9 +143,7 @@ pub(crate) fn command_for_model(cli: &Cli) -> String {
     let program = crate::served::env_var(PROGRAM_ENV).and_then(|p| p.into_string().ok());
     let program = program.filter(|p| !p.is_empty());
     let mut command = shell_quote(program.as_deref().unwrap_or("hookstate"));
-    let default = crate::served::env_var("HOME")
-        .filter(|h| !h.is_empty())
-        .map(|h| PathBuf::from(h).join(DEFAULT_DB));
+    let default = home_dir(crate::served::env_var("HOME")).map(|h| h.join(DEFAULT_DB));
     if let Some(db) = cli.db.as_ref().filter(|db| default.as_ref() != Some(*db)) {
         // A remote address goes without its password, which must never reach the model: its
         // shell then needs HOOKSTATE_DB, or an address that needs no password.
@@ -308,10 +315,10 @@ fn anchor_dir(cli: &Cli, access: Access, db: &Path) -> Result<Option<PathBuf>, C
     if cli.anchor_dir.is_some() || hookstate_engine::remote_address(db).is_none() {
         return Ok(cli.anchor_dir.clone());
     }
-    let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty()) else {
+    let Some(home) = home_dir(std::env::var_os("HOME")) else {
         return Ok(None);
     };
-    let dir = PathBuf::from(home).join(REMOTE_ANCHOR_DIR);
+    let dir = home.join(REMOTE_ANCHOR_DIR);
     if !dir.is_dir() && matches!(access, Access::Write | Access::Init | Access::Rebuild) {
         use std::os::unix::fs::DirBuilderExt;
         std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir).map_err(|source| {

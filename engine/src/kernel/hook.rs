@@ -43,13 +43,17 @@ pub fn parse_hook_payload(text: &str) -> Result<HookPayload, String> {
 /// What `hook stop` reads from its payload.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct StopPayload {
-    /// `stop_hook_active` is `true`: the hook must not block again.
+    /// `stop_hook_active` is set: the hook must not block again. Set is what a JavaScript or
+    /// Python hook's `if (input.stop_hook_active)` reads as true: anything but absent, `null`,
+    /// `false`, `0` and `""`, so a flag of another type errs toward letting the stop through
+    /// (a string `"true"` counted as false, and the hook blocked the stop again).
     pub stop_hook_active: bool,
     /// `session_id` when it is a string.
     pub session_id: Option<String>,
 }
 
-/// Parses the Stop hook's payload: any JSON value; fields of the wrong type count as absent.
+/// Parses the Stop hook's payload: any JSON value; a `session_id` that is not a string counts as
+/// absent, and `stop_hook_active` is read as [`StopPayload::stop_hook_active`] says.
 ///
 /// # Errors
 /// The message for text that is not JSON.
@@ -57,7 +61,41 @@ pub fn parse_stop_payload(text: &str) -> Result<StopPayload, String> {
     let payload: Value =
         serde_json::from_str(text).map_err(|e| format!("the Stop payload is not JSON: {e}"))?;
     Ok(StopPayload {
-        stop_hook_active: payload["stop_hook_active"].as_bool() == Some(true),
+        stop_hook_active: truthy(&payload["stop_hook_active"]),
         session_id: payload["session_id"].as_str().map(str::to_owned),
     })
+}
+
+/// Whether a JSON value is true as JavaScript and Python read a flag.
+fn truthy(value: &Value) -> bool {
+    match value {
+        Value::Null => false,
+        Value::Bool(set) => *set,
+        Value::Number(n) => n.as_f64().is_some_and(|n| n != 0.0),
+        Value::String(text) => !text.is_empty(),
+        Value::Array(_) | Value::Object(_) => true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stop_hook_active_flag_of_any_set_value_lets_the_stop_through() {
+        let active = |flag: &str| {
+            let text = format!(r#"{{"session_id":"s","stop_hook_active":{flag}}}"#);
+            parse_stop_payload(&text).map(|p| p.stop_hook_active)
+        };
+        for set in ["true", "\"true\"", "\"false\"", "1", "-1", "{}", "[]"] {
+            assert_eq!(active(set), Ok(true), "{set}");
+        }
+        for unset in ["false", "null", "0", "0.0", "\"\""] {
+            assert_eq!(active(unset), Ok(false), "{unset}");
+        }
+        assert_eq!(
+            parse_stop_payload(r#"{"session_id":"s"}"#).map(|p| p.stop_hook_active),
+            Ok(false)
+        );
+    }
 }
