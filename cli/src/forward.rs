@@ -25,7 +25,8 @@ pub(crate) const SERVE_ENV: &str = "HOOKSTATE_SERVE";
 /// The socket to look for, when the server was started with `--socket`.
 pub(crate) const SOCKET_ENV: &str = "HOOKSTATE_SOCKET";
 /// How much longer than its `--wait-ms` a forwarded call waits for its answer before it runs
-/// in-process (the server's own lock wait is `--wait-ms` too).
+/// in-process under its key: the server starts none of the call's writes once its `--wait-ms`
+/// is over (counted from the request's arrival), so one it started has this long to commit.
 const ANSWER_MARGIN_MS: u64 = 2_000;
 /// Random bytes of a made-up idempotency key: unique among every call of a day.
 const KEY_RANDOM_BYTES: usize = 12;
@@ -202,7 +203,10 @@ pub(crate) fn forward(argv: &[OsString]) -> Forwarded {
         pid: Some(std::process::id()),
         stdin: None,
     };
-    let wait_ms = found.wait_ms.and_then(|w| w.parse().ok()).unwrap_or(WAIT_MS_DEFAULT);
+    // The call's wait as the server reads it: --wait-ms, else HOOKSTATE_WAIT_MS (forwarded).
+    let env_wait = std::env::var("HOOKSTATE_WAIT_MS").ok();
+    let wait = found.wait_ms.or(env_wait.as_deref());
+    let wait_ms = wait.and_then(|w| w.parse().ok()).unwrap_or(WAIT_MS_DEFAULT);
     let retry = || {
         GENERATED.store(!found.idem_key, Ordering::SeqCst);
         let mut again = vec![argv[0].clone()];

@@ -14,6 +14,7 @@ use std::ffi::OsString;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use clap::FromArgMatches;
 use hookstate_engine::{Engine, Handler, Job, Prepared, Reply, Run, StdinSource};
@@ -255,6 +256,8 @@ struct WriteJob {
     call: Call,
     solo: bool,
     bytes: usize,
+    /// When the request was received, and then when its `--wait-ms` ends.
+    bound: (Instant, Instant),
 }
 
 impl Job for WriteJob {
@@ -268,6 +271,10 @@ impl Job for WriteJob {
 
     fn bytes(&self) -> usize {
         self.bytes
+    }
+
+    fn bound(&self) -> Option<(Instant, Instant)> {
+        Some(self.bound)
     }
 }
 
@@ -368,6 +375,7 @@ enum Parsed {
 
 impl Handler for ServedCli {
     fn prepare(&self, run: Run, engine: &Arc<Engine>, stdin: &mut dyn StdinSource) -> Prepared {
+        let received = Instant::now();
         let parsed = self.parse(run);
         let mut call = match parsed {
             Parsed::Call(call) => call,
@@ -388,7 +396,9 @@ impl Handler for ServedCli {
                     let solo = call.cli.mirror.is_some();
                     let bytes = call.stdin.as_ref().map_or(0, String::len)
                         + call.args.1.iter().map(Vec::len).sum::<usize>();
-                    return Prepared::Write(Box::new(WriteJob { call: *call, solo, bytes }));
+                    let deadline = received + Duration::from_millis(call.cli.wait_ms);
+                    let bound = (received, deadline);
+                    return Prepared::Write(Box::new(WriteJob { call: *call, solo, bytes, bound }));
                 }
             }
         }

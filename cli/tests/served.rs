@@ -633,3 +633,66 @@ fn a_request_a_stopped_server_holds_runs_here_once_under_its_key() {
     let key = event["idem_key"].as_str().unwrap_or_default();
     assert!(key.starts_with("fwd-"), "ran under a key of its own making: {event}");
 }
+
+/// How long the test holds the store's write lock from outside the server.
+const OUTSIDE_HOLD_MS: u64 = 2_500;
+/// The forwarded calls' `--wait-ms` while the lock is held.
+const SHORT_WAIT_MS: &str = "300";
+
+/// A forwarded write whose caller's wait (`--wait-ms`, or `HOOKSTATE_WAIT_MS`) runs out while
+/// another process holds the write lock answers busy (exit 4) at that wait and is never applied
+/// later. The server waited its own 10 s for the lock and committed the write once the holder
+/// let go, after the caller had exited 4: a hook that retried, as exit 4 asks, applied it twice.
+#[test]
+fn a_forwarded_write_busy_past_its_wait_is_never_applied_later() {
+    use std::time::{Duration, Instant};
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("state.redb");
+    let direct = |args: &[&str]| {
+        let out = hookstate(&db).env("HOOKSTATE_SERVE", "0").args(args).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert!(direct(&["counter", "add", "c"]).contains("\"value\":1"));
+    let (server, _) = start_server(&db);
+    let (locked, is_locked) = std::sync::mpsc::channel();
+    let holder = {
+        let db = db.clone();
+        std::thread::spawn(move || {
+            let database = redb::Database::builder()
+                .set_concurrency_mode(redb::ConcurrencyMode::MultiWriter)
+                .open(&db)
+                .unwrap();
+            let txn = database.begin_write().unwrap();
+            locked.send(()).unwrap();
+            std::thread::sleep(Duration::from_millis(OUTSIDE_HOLD_MS));
+            txn.abort().unwrap();
+        })
+    };
+    is_locked.recv().unwrap();
+    for by_env in [false, true] {
+        let mut command = hookstate(&db);
+        command.env_remove("HOOKSTATE_SOCKET").env_remove("HOOKSTATE_WAIT_MS");
+        match by_env {
+            true => command.env("HOOKSTATE_WAIT_MS", SHORT_WAIT_MS).args(["counter", "add", "c"]),
+            false => command.args(["--wait-ms", SHORT_WAIT_MS, "counter", "add", "c"]),
+        };
+        let started = Instant::now();
+        let out = command.output().unwrap();
+        let waited = started.elapsed();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(4), "by env {by_env}: {stderr}");
+        assert!(stderr.contains("store is busy"), "{stderr}");
+        assert!(
+            waited < Duration::from_millis(OUTSIDE_HOLD_MS),
+            "answered at its wait: {waited:?}"
+        );
+    }
+    holder.join().unwrap();
+    // The lock is free: a write the server still held for those calls would commit now.
+    let served =
+        hookstate(&db).args(["counter", "add", "d"]).env_remove("HOOKSTATE_SOCKET").output();
+    assert!(served.unwrap().status.success(), "the server writes again");
+    let (exit, stopped) = stop_server(server);
+    assert_eq!(exit, Some(0), "{stopped}");
+    assert!(direct(&["counter", "get", "c"]).contains("\"value\":1"), "neither busy call applied");
+}

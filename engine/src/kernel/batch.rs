@@ -52,7 +52,7 @@ impl Kernel {
         }
         self.current()?;
         assert!(!self.holds_batch(), "a batch is already open on this thread");
-        let Some(mut txn) = self.storage.begin_batch(Instant::now() + self.wait())? else {
+        let Some(mut txn) = self.storage.begin_batch(self.deadline_from(Instant::now()))? else {
             return Ok(false);
         };
         self.mark_format(&mut *txn)?;

@@ -6,6 +6,7 @@
 //! [`Kernel`] is what domains stand on: it holds the storage (behind the `Storage` trait), the
 //! projection table and the store's identity. Does not know any domain or any backend.
 
+use std::cell::Cell;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
@@ -32,6 +33,44 @@ use crate::kernel::project::{self, Table};
 use crate::kernel::storage::{ReadTxn, Storage, WriteTxn};
 use crate::kernel::view::{preload_rows, read_head, read_row, Overlay};
 use hookstate_schema::ViewRow;
+
+thread_local! {
+    /// When the call this thread runs for another process was received and when its wait ends
+    /// (a server's writer running a forwarded call): no write of the call starts after it, and
+    /// every lock wait of the call ends by it, as the caller's own `--wait-ms` ends them
+    /// in-process. The caller stops waiting for the answer a bounded margin later and runs the
+    /// call itself under the same idempotency key, so a write the server started after that
+    /// would land behind an answer of "busy".
+    static CALL_BOUND: Cell<Option<(Instant, Instant)>> = const { Cell::new(None) };
+}
+
+/// Bounds the calls this thread runs by a caller's wait until dropped (see [`CALL_BOUND`]).
+pub(crate) struct CallBound {
+    previous: Option<(Instant, Instant)>,
+}
+
+impl CallBound {
+    /// From now on this thread's calls are bounded by `bound` (received, deadline); `None`
+    /// bounds them by the store's wait alone.
+    pub(crate) fn set(bound: Option<(Instant, Instant)>) -> CallBound {
+        CallBound { previous: CALL_BOUND.with(|b| b.replace(bound)) }
+    }
+}
+
+impl Drop for CallBound {
+    fn drop(&mut self) {
+        CALL_BOUND.with(|b| b.set(self.previous));
+    }
+}
+
+/// The busy error of a call whose caller's wait is over, with how long ago it was received.
+fn call_expired() -> Option<Error> {
+    let (received, deadline) = CALL_BOUND.with(Cell::get)?;
+    let now = Instant::now();
+    (now >= deadline).then(|| Error::Busy {
+        waited_ms: u64::try_from(now.duration_since(received).as_millis()).unwrap_or(u64::MAX),
+    })
+}
 
 /// An open store as the domains see it: transactions, the write path and the projections.
 pub(crate) struct Kernel {
@@ -146,6 +185,19 @@ impl Kernel {
         self.wait
     }
 
+    /// When a lock wait that starts at `start` ends: after the store's wait, or at the deadline
+    /// of the call this thread runs for another process when that is sooner ([`CALL_BOUND`]).
+    pub(crate) fn deadline_from(&self, start: Instant) -> Instant {
+        let own = start + self.wait;
+        CALL_BOUND.with(Cell::get).map_or(own, |(_, deadline)| deadline.min(own))
+    }
+
+    /// How long a lock wait that starts now may last ([`Kernel::deadline_from`]).
+    pub(crate) fn lock_wait(&self) -> Duration {
+        let now = Instant::now();
+        self.deadline_from(now).saturating_duration_since(now)
+    }
+
     /// The store's printable location.
     pub(crate) fn path(&self) -> PathBuf {
         self.storage.path()
@@ -170,7 +222,10 @@ impl Kernel {
         if self.holds_batch() {
             return Err(Error::Busy { waited_ms: 0 });
         }
-        self.write_txn(Instant::now() + self.wait)
+        if let Some(busy) = call_expired() {
+            return Err(busy);
+        }
+        self.write_txn(self.deadline_from(Instant::now()))
     }
 
     /// [`Kernel::begin_write`] for a write that changes the log or the views without appending
@@ -325,8 +380,11 @@ impl Kernel {
         call: &Call,
         decide: impl Fn(&dyn ReadTxn) -> Result<Plan>,
     ) -> Result<Outcome> {
+        if let Some(busy) = call_expired() {
+            return Err(busy);
+        }
         let start = Instant::now();
-        let deadline = start + self.wait;
+        let deadline = self.deadline_from(start);
         let mut attempt = 0;
         loop {
             attempt += 1;

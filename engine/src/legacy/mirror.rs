@@ -250,7 +250,7 @@ pub(crate) fn mirrored(
 ) -> Result<Outcome> {
     let root = Root::open(dir, true)?;
     let meta = root.subdir(MIRROR_DIR, true)?.ok_or_else(|| missing(dir, MIRROR_DIR))?;
-    let _lock = meta.lock_file(LOCK_FILE, kernel.wait())?;
+    let _lock = meta.lock_file(LOCK_FILE, kernel.lock_wait())?;
     let mut report = MirrorReport::default();
     for layout in layouts {
         let room =

@@ -47,6 +47,13 @@ pub trait Job: Send {
     fn solo(&self) -> bool;
     /// Its size, for the batch's byte bound.
     fn bytes(&self) -> usize;
+    /// When it was received and when its caller's wait (`--wait-ms`) ends: the writer starts
+    /// none of its writes after that, and ends its lock waits by then, as the caller would
+    /// in-process; such a write answers "busy" (exit 4), having written nothing. `None`: the
+    /// server's own wait alone.
+    fn bound(&self) -> Option<(Instant, Instant)> {
+        None
+    }
 }
 
 /// Why the accept loop ended.

@@ -20,6 +20,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, TryRecvError};
 use super::protocol::{ErrorCode, Reply};
 use super::shared::{AnswerTx, Job, Shared, Stop};
 use crate::engine::{BatchEnd, Engine};
+use crate::kernel::write::CallBound;
 
 /// Calls in one batch at most: bounds the time every call of a batch waits for the others, and
 /// the transaction's size (each call appends a handful of events at most).
@@ -64,7 +65,11 @@ pub(crate) fn run(shared: &Shared, queue: &Receiver<Pending>) {
 /// to run next.
 fn batch(shared: &Shared, queue: &Receiver<Pending>, first: Pending) -> Option<Pending> {
     let engine = &shared.engine;
-    match engine.begin_batch() {
+    let started = {
+        let _bound = CallBound::set(first.job.bound());
+        engine.begin_batch()
+    };
+    match started {
         Ok(true) => {}
         // The backend cannot batch, or the batch could not start (busy, an anchor that
         // disagrees): the call meets the same condition alone and answers it as per call.
@@ -106,8 +111,14 @@ fn batch(shared: &Shared, queue: &Receiver<Pending>, first: Pending) -> Option<P
 
 /// Runs one call of the open batch: its reply waits for the commit.
 fn run_in_batch(engine: &Arc<Engine>, mut pending: Pending) -> (Pending, Reply) {
-    let reply = pending.job.run(engine);
+    let reply = run_bounded(engine, &mut pending);
     (pending, reply)
+}
+
+/// Runs a call bounded by its caller's wait ([`Job::bound`]).
+fn run_bounded(engine: &Arc<Engine>, pending: &mut Pending) -> Reply {
+    let _bound = CallBound::set(pending.job.bound());
+    pending.job.run(engine)
 }
 
 /// Connections the writer may still hear from for this batch: in a request now, or answered
@@ -165,7 +176,7 @@ fn solo(shared: &Shared, mut pending: Pending) {
         pending.answer.send(Err((ErrorCode::Busy, message)));
         return;
     }
-    let reply = pending.job.run(&shared.engine);
+    let reply = run_bounded(&shared.engine, &mut pending);
     if shared.engine.is_poisoned() {
         shared.stop(Stop::CommitFailed);
     }
