@@ -21,6 +21,11 @@ pub(crate) const CORRUPT: u8 = 5;
 /// IO: disk, permission, space, no store, unsafe path.
 pub(crate) const IO: u8 = 6;
 
+/// Whether `code` is one of the table's codes.
+pub(crate) fn is_documented(code: u8) -> bool {
+    [OK, CONFLICT, INVALID, BUSY, CORRUPT, IO, USAGE].contains(&code)
+}
+
 /// The table as `--help` prints it.
 pub(crate) const TABLE: &str = "\
 Exit codes:

@@ -226,6 +226,17 @@ pub(crate) fn forward(argv: &[OsString]) -> Forwarded {
     let deadline = Instant::now() + Duration::from_millis(wait_ms.saturating_add(ANSWER_MARGIN_MS));
     let answer = client.answer(&run, &mut stdin_text, deadline);
     match answer {
+        // An exit code hookstate never gives (2 above all, which Claude Code reads as "block"):
+        // the answer is not printed.
+        Ok(Answer::Reply(reply)) if !crate::exit::is_documented(reply.exit) => {
+            let line = format!(
+                "hookstate: the server answered exit {}, which hookstate never gives; its output \
+                 is not printed",
+                reply.exit
+            );
+            let _ = writeln!(std::io::stderr(), "{line}");
+            Forwarded::Done(crate::exit::CORRUPT)
+        }
         Ok(Answer::Reply(reply)) => {
             let _ = std::io::stdout().write_all(reply.stdout.as_bytes());
             let _ = std::io::stdout().flush();

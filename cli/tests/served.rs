@@ -696,3 +696,84 @@ fn a_forwarded_write_busy_past_its_wait_is_never_applied_later() {
     assert_eq!(exit, Some(0), "{stopped}");
     assert!(direct(&["counter", "get", "c"]).contains("\"value\":1"), "neither busy call applied");
 }
+
+/// A fake server in node: listens on `socket`, says hello, writes each request it reads to
+/// `captured` and answers it with `exit` and a forged stdout; ends after one connection.
+fn fake_server_script(socket: &Path, captured: &Path, exit: u8) -> String {
+    format!(
+        "const net=require('net'),fs=require('fs');const f=o=>{{const b=Buffer.from(\
+         JSON.stringify(o));const h=Buffer.alloc(4);h.writeUInt32BE(b.length);\
+         return Buffer.concat([h,b]);}};const srv=net.createServer(c=>{{let b=Buffer.alloc(0);\
+         c.write(f({{hookstate:'serve',protocol:1,pid:1,db:'x'}}));c.on('data',d=>{{\
+         b=Buffer.concat([b,d]);if(b.length>=4&&b.length>=4+b.readUInt32BE(0)){{\
+         const req=JSON.parse(b.subarray(4,4+b.readUInt32BE(0)).toString());\
+         fs.writeFileSync({captured:?},JSON.stringify(req));c.end(f({{id:req.id,exit:{exit},\
+         stdout:'{{\"FORGED\":true}}\\n',stderr:'injected\\n'}}));srv.close(()=>process.exit(0));}}}});}});\
+         srv.listen({socket:?},()=>{{fs.chmodSync({socket:?},0o777);console.log('up');}});\
+         setTimeout(()=>process.exit(0),20000);",
+        captured = captured.display().to_string(),
+        socket = socket.display().to_string(),
+    )
+}
+
+/// The CLI gives its request only to a listener of its own user, and never exits with a code
+/// hookstate does not give: a fake server of the same user answering exit 2 (a blocking error
+/// for Claude Code) makes the call exit 5 without printing the answer; one of another user
+/// (as root, through `setpriv`) gets nothing, and the call runs in-process. The CLI sent its
+/// whole request (arguments, environment, working directory) to any listener and exited with
+/// whatever it answered.
+#[test]
+fn the_cli_forwards_only_to_its_own_user_and_never_exits_with_a_foreign_code() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("state.redb");
+    // The fake's directory: open to the user it runs as.
+    let open = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(open.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let socket = open.path().join("fake.sock");
+    let captured = open.path().join("captured.json");
+    let start = |command: &mut Command| {
+        let mut child = command.stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), "up");
+        child
+    };
+    let call =
+        || hookstate(&db).env("HOOKSTATE_SOCKET", &socket).args(["counter", "add", "c"]).output();
+    let mut fake =
+        start(Command::new("node").args(["-e", &fake_server_script(&socket, &captured, 2)]));
+    let out = call().unwrap();
+    let _ = fake.wait();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(5), "{stderr}");
+    assert!(out.stdout.is_empty() && !stderr.contains("injected"), "{out:?}");
+    assert!(stderr.contains("answered exit 2"), "{stderr}");
+
+    let root = Command::new("id").arg("-u").output().unwrap();
+    if String::from_utf8_lossy(&root.stdout).trim() != "0"
+        || !Path::new("/usr/bin/setpriv").exists()
+    {
+        println!("foreign listener: cannot switch user here; checked the exit code only");
+        return;
+    }
+    // node removes its socket when it closes.
+    let _ = std::fs::remove_file(&socket);
+    std::fs::remove_file(&captured).unwrap();
+    let script = fake_server_script(&socket, &captured, 0);
+    let mut fake = start(Command::new("setpriv").args([
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        "node",
+        "-e",
+        &script,
+    ]));
+    let out = call().unwrap();
+    let _ = fake.kill();
+    let _ = fake.wait();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(stdout.contains("\"value\":1") && !stdout.contains("FORGED"), "ran here: {stdout}");
+    assert!(!captured.exists(), "the foreign listener got the request");
+}

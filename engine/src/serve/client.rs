@@ -53,11 +53,11 @@ impl Client {
     /// Connects to the socket and waits at most `hello_wait` for the server's hello.
     ///
     /// # Errors
-    /// No server (the socket is missing or refuses), a server that did not say hello in time,
-    /// answered with an error (at its connection bound, another uid) or speaks another protocol.
+    /// No server (the socket is missing or refuses), a listener that runs as another user, a
+    /// server that did not say hello in time, answered with an error (at its connection bound,
+    /// another uid) or speaks another protocol.
     pub fn connect(socket: &Path, hello_wait: Duration) -> std::io::Result<Client> {
-        let stream = UnixStream::connect(socket)?;
-        let mut client = Client { stream, pid: 0, db: String::new() };
+        let mut client = Client::open(socket)?;
         client.hello(hello_wait)?;
         Ok(client)
     }
@@ -69,9 +69,18 @@ impl Client {
     /// call's idempotency key.
     ///
     /// # Errors
-    /// No server (the socket is missing or refuses).
+    /// No server (the socket is missing or refuses), or a listener that runs as another user.
     pub fn open(socket: &Path) -> std::io::Result<Client> {
-        Ok(Client { stream: UnixStream::connect(socket)?, pid: 0, db: String::new() })
+        let stream = UnixStream::connect(socket)?;
+        // Nothing goes to a listener of another user: the request carries the caller's
+        // arguments, stdin and environment, and its answer is printed and exited with.
+        let me = rustix::process::geteuid().as_raw();
+        let peer = rustix::net::sockopt::socket_peercred(&stream)?;
+        if peer.uid.as_raw() != me {
+            let why = format!("the socket's listener runs as uid {}, not {me}", peer.uid.as_raw());
+            return Err(io_error(why));
+        }
+        Ok(Client { stream, pid: 0, db: String::new() })
     }
 
     /// Reads the hello, waiting at most `hello_wait`.
