@@ -282,6 +282,8 @@ impl Job for WriteJob {
 /// (building clap's command tree costs more than a call), then runs it.
 pub(crate) struct ServedCli {
     store: PathBuf,
+    /// The second anchor directory the server's engine keeps (`--anchor-dir`), absolute.
+    anchor_dir: Option<PathBuf>,
     commands: Mutex<Vec<clap::Command>>,
     table: EnvTable,
     cache: ParseCache,
@@ -347,11 +349,14 @@ impl ParseCache {
 }
 
 impl ServedCli {
-    /// A handler for the store at `store` (its path as the server opened it).
-    pub(crate) fn new(store: PathBuf) -> ServedCli {
+    /// A handler for the store at `store` (its path as the server opened it), whose engine keeps
+    /// its second anchor in `anchor_dir`.
+    pub(crate) fn new(store: PathBuf, anchor_dir: Option<PathBuf>) -> ServedCli {
         let store = std::fs::canonicalize(&store).unwrap_or(store);
+        let anchor_dir = anchor_dir.map(|dir| canonical(&dir));
         let table = EnvTable::of(&full_command());
-        ServedCli { store, commands: Mutex::new(Vec::new()), table, cache: ParseCache::new() }
+        let commands = Mutex::new(Vec::new());
+        ServedCli { store, anchor_dir, commands, table, cache: ParseCache::new() }
     }
 
     fn command(&self) -> clap::Command {
@@ -450,6 +455,19 @@ impl ServedCli {
         if let Some(cwd) = cwd {
             rebase(&mut cli, cwd);
         }
+        // The engine keeps the server's second anchor: a call that names another directory
+        // (or none, or one the server has none of) runs where it is checked and moved.
+        let wanted = cli.anchor_dir.as_deref().map(canonical);
+        if wanted != self.anchor_dir {
+            let shown = |dir: Option<&PathBuf>| {
+                dir.map_or_else(|| "none".to_owned(), |d| d.display().to_string())
+            };
+            return Parsed::NotServed(format!(
+                "the call's second anchor directory is {}, this server's {}",
+                shown(wanted.as_ref()),
+                shown(self.anchor_dir.as_ref())
+            ));
+        }
         Parsed::Call(Box::new(Call { cli, args, env: run.env, pid: run.pid, stdin: run.stdin }))
     }
 
@@ -519,6 +537,11 @@ impl ServedCli {
         }
         Ok(())
     }
+}
+
+/// `path` with its links resolved when it exists, else as it is (absolute: callers rebase it).
+fn canonical(path: &Path) -> PathBuf {
+    std::fs::canonicalize(path).unwrap_or_else(|_| std::path::absolute(path).unwrap_or_default())
 }
 
 fn usage(err: &clap::Error) -> Parsed {
@@ -694,7 +717,7 @@ mod tests {
     fn a_cached_parse_is_the_parse_clap_gives() {
         let dir = tempfile::tempdir().unwrap();
         let store = dir.path().join("s.redb");
-        let cached = ServedCli::new(store.clone());
+        let cached = ServedCli::new(store.clone(), None);
         let lines: [&[&str]; 12] = [
             &["queue", "claim", "q", "--holder", "w1"],
             &["--idem-key=fwd-aaa", "queue", "claim", "q", "--lease-ms", "5"],
@@ -723,7 +746,7 @@ mod tests {
                         pid: None,
                         stdin: None,
                     };
-                    let fresh = ServedCli::new(store.clone());
+                    let fresh = ServedCli::new(store.clone(), None);
                     let want = outcome(fresh.parse(run.clone()));
                     let got = outcome(cached.parse(run));
                     assert_eq!(got, want, "{line:?} {env:?}");

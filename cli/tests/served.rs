@@ -777,3 +777,39 @@ fn the_cli_forwards_only_to_its_own_user_and_never_exits_with_a_foreign_code() {
     assert!(stdout.contains("\"value\":1") && !stdout.contains("FORGED"), "ran here: {stdout}");
     assert!(!captured.exists(), "the foreign listener got the request");
 }
+
+/// A call naming a second anchor directory the server does not keep (`--anchor-dir`,
+/// `HOOKSTATE_ANCHOR_DIR`) runs in-process, where that anchor is checked and moved: the server
+/// answered it with its own anchor, so the caller's was never written, a missing directory was
+/// not refused, and the caller's next direct call found its anchor missing (exit 5).
+#[test]
+fn a_call_naming_another_second_anchor_is_not_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("state.redb");
+    let anchors = tempfile::tempdir().unwrap();
+    let anchor_dir = anchors.path().to_str().unwrap();
+    let (server, _) = start_server(&db);
+    let run = |envs: &[(&str, &str)], args: &[&str]| {
+        let mut command = hookstate(&db);
+        command
+            .env_remove("HOOKSTATE_SOCKET")
+            .env_remove("HOOKSTATE_ANCHOR_DIR")
+            .envs(envs.to_vec());
+        command.args(args).output().unwrap()
+    };
+    let added = run(&[], &["--anchor-dir", anchor_dir, "counter", "add", "a"]);
+    assert_eq!(added.status.code(), Some(0), "{added:?}");
+    assert_eq!(std::fs::read_dir(anchors.path()).unwrap().count(), 1, "its anchor was written");
+    let added = run(&[("HOOKSTATE_ANCHOR_DIR", anchor_dir)], &["counter", "add", "a"]);
+    assert_eq!(added.status.code(), Some(0), "{added:?}");
+    let direct =
+        run(&[("HOOKSTATE_SERVE", "0")], &["--anchor-dir", anchor_dir, "counter", "add", "a"]);
+    assert!(String::from_utf8_lossy(&direct.stdout).contains("\"value\":3"), "{direct:?}");
+    let missing = run(&[], &["--anchor-dir", "/nonexistent/anchors", "counter", "get", "a"]);
+    assert_eq!(missing.status.code(), Some(6), "refused as in-process: {missing:?}");
+    // A call naming none is still the server's.
+    assert_eq!(run(&[], &["counter", "add", "b"]).status.code(), Some(0));
+    let (exit, last) = stop_server(server);
+    assert_eq!(exit, Some(0));
+    assert_eq!(last["stats"]["writes"], 1, "only the call naming no anchor was served: {last}");
+}

@@ -37,7 +37,7 @@ pub(crate) fn run(cli: &Cli, args: &ServeArgs) -> Result<(), CliError> {
         )));
     }
     let engine = open(cli, Access::Write)?;
-    let handler = Arc::new(crate::served::ServedCli::new(db_path(cli)?));
+    let handler = Arc::new(crate::served::ServedCli::new(db_path(cli)?, cli.anchor_dir.clone()));
     // A panic inside a served call is that call's answer (exit 5 and its line), not the
     // server's end; anywhere else it ends the server as it ends any process.
     std::panic::set_hook(Box::new(|info| {
