@@ -131,6 +131,7 @@ fn engine_code(err: &EngineError) -> u8 {
         | EngineError::NoDirectory { .. }
         | EngineError::UnsafePath { .. }
         | EngineError::StoreIo(_)
+        | EngineError::StoreReplaced { .. }
         | EngineError::Store(_)
         | EngineError::Io { .. }
         | EngineError::Poisoned

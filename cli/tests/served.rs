@@ -813,3 +813,40 @@ fn a_call_naming_another_second_anchor_is_not_served() {
     assert_eq!(exit, Some(0));
     assert_eq!(last["stats"]["writes"], 1, "only the call naming no anchor was served: {last}");
 }
+
+/// A store file moved over the served one (a restore put in place) takes the writes that follow:
+/// the server refuses to commit to the file it holds, which is no longer the store, stops, and
+/// the calls run in-process on the file at the path. It went on committing to the old file,
+/// every write acknowledged and lost, and the store at the path then refused writes (exit 5).
+#[test]
+fn a_store_moved_over_the_served_one_takes_every_write_that_follows() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("state.redb");
+    let run = |db: &Path, args: &[&str]| {
+        let out = hookstate(db).env_remove("HOOKSTATE_SOCKET").args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    run(&db, &["counter", "add", "c"]);
+    let (server, _) = start_server(&db);
+    let dump = dir.path().join("state.dump");
+    run(&db, &["dump", "--to", dump.to_str().unwrap()]);
+    let restored = dir.path().join("restored.redb");
+    run(&restored, &["restore", "--from", dump.to_str().unwrap()]);
+    let with_head = |path: &Path| {
+        let mut head = path.as_os_str().to_owned();
+        head.push(".head");
+        std::path::PathBuf::from(head)
+    };
+    std::fs::rename(with_head(&restored), with_head(&db)).unwrap();
+    std::fs::rename(&restored, &db).unwrap();
+    for want in 2..=4 {
+        let added = run(&db, &["counter", "add", "c"]);
+        assert!(added.contains(&format!("\"value\":{want}")), "{added}");
+    }
+    let (exit, last) = stop_server(server);
+    assert_eq!((exit, last["stopped"].as_str()), (Some(0), Some("replaced")), "{last}");
+    let direct = hookstate(&db).env("HOOKSTATE_SERVE", "0").args(["counter", "get", "c"]).output();
+    let direct = String::from_utf8_lossy(&direct.unwrap().stdout).into_owned();
+    assert!(direct.contains("\"value\":4"), "every write is in the store at the path: {direct}");
+}

@@ -385,6 +385,12 @@ impl Engine {
         self.kernel.commit_batch()
     }
 
+    /// Refuses a store file replaced or removed since this handle opened it
+    /// ([`crate::kernel::storage::Storage::check_in_place`]).
+    pub(crate) fn check_in_place(&self) -> Result<()> {
+        self.kernel.storage().check_in_place()
+    }
+
     /// Whether a failed commit made this handle refuse every write.
     pub(crate) fn is_poisoned(&self) -> bool {
         self.kernel.is_poisoned()

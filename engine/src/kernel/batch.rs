@@ -91,7 +91,7 @@ impl Kernel {
             return Ok(BatchEnd::Committed(report));
         }
         txn.put_meta(META_HEAD, &encode_head(&batch.head))?;
-        if let Err(err) = txn.commit() {
+        if let Err(err) = self.storage.check_in_place().and_then(|()| txn.commit()) {
             self.poison();
             return Err(err);
         }

@@ -254,6 +254,16 @@ pub enum Error {
     /// Store bytes (meta, views) could not be decoded.
     #[error("corrupt store: {0}")]
     Corrupt(String),
+    /// The store file was replaced or removed while this handle held it open (a restore or a
+    /// backup moved over it): nothing was committed to the old file.
+    #[error(
+        "the store file {path} was replaced or removed while this process held it open; nothing \
+         was written to the old file"
+    )]
+    StoreReplaced {
+        /// The store's path.
+        path: PathBuf,
+    },
     /// The storage reported a damaged file.
     #[error("damaged store file")]
     StoreCorrupt(#[source] Cause),

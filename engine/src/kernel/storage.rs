@@ -182,6 +182,16 @@ pub(crate) trait Storage: Send + Sync {
     fn check_pages(&self, _audit: Audit) -> Result<()> {
         Ok(())
     }
+    /// Refuses a commit to a store file that is no longer the one at its path: replaced or
+    /// removed (a restore or a backup moved over it) while this handle holds the old file open,
+    /// which a long-lived handle (a server) would otherwise go on committing to, every commit
+    /// lost with the old file. A store that is no file is always in place.
+    ///
+    /// # Errors
+    /// [`Error::StoreReplaced`]; a `stat` that fails.
+    fn check_in_place(&self) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// The audit a page check runs for ([`Storage::check_pages`]).

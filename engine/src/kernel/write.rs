@@ -468,7 +468,7 @@ impl Kernel {
             txn.put_meta(META_HEAD, &encode_head(&outcome.head))?;
             #[cfg(feature = "bugdrill")]
             crate::kernel::drill::before_commit(&outcome);
-            match txn.commit() {
+            match self.storage.check_in_place().and_then(|()| txn.commit()) {
                 // The server refused the commit for a conflict: nothing was written, run again.
                 Err(err @ Error::TxnConflict(_)) => return Err(err),
                 Err(err) => {

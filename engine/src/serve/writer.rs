@@ -159,7 +159,12 @@ fn commit(shared: &Shared, ran: Vec<(Pending, Reply)>) {
             }
         }
         Err(err) => {
-            shared.stop(Stop::CommitFailed);
+            // A store file moved over or removed refused the commit: nothing was written, and
+            // the server stops as for a replaced executable.
+            shared.stop(match err {
+                crate::Error::StoreReplaced { .. } => Stop::Replaced,
+                _ => Stop::CommitFailed,
+            });
             let message =
                 format!("the batch's commit failed ({err}): the call's effect is unknown");
             for (pending, _) in ran {

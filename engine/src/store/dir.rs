@@ -100,6 +100,19 @@ impl StoreDir {
         Ok(StoreDir { dir, dir_path, name })
     }
 
+    /// The identity of the file at the store's name now (`None` when the name holds nothing),
+    /// to tell a store moved over or removed while a handle holds the old file open.
+    ///
+    /// # Errors
+    /// A `stat` that fails otherwise.
+    pub(crate) fn store_id_now(&self) -> Result<Option<FileId>> {
+        match rustix::fs::statat(&self.dir, &self.name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(stat) => Ok(Some((stat.st_dev, stat.st_ino))),
+            Err(Errno::NOENT) => Ok(None),
+            Err(other) => Err(io_err("stat", &self.path(), other)),
+        }
+    }
+
     /// The store file's full path, for messages.
     pub(crate) fn path(&self) -> PathBuf {
         self.dir_path.join(&self.name)

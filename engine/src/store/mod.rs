@@ -147,8 +147,8 @@ enum PageCheck {
 }
 
 impl Pages {
-    /// A store with no file of pages to check.
-    #[cfg(feature = "testing")]
+    /// A store with no file of pages to check (and no file identity: `(0, 0)`, which no file
+    /// has).
     const NONE: Pages = Pages { check: PageCheck::Never, wait: Duration::ZERO, file: (0, 0) };
 }
 
@@ -227,6 +227,16 @@ impl Storage for FileStore {
         }
         // A view, checked as it opens and dropped: never writes the file.
         self.page_view().map(drop)
+    }
+
+    fn check_in_place(&self) -> Result<()> {
+        if self.pages.file == Pages::NONE.file {
+            return Ok(());
+        }
+        match self.dir.store_id_now()? {
+            Some(now) if now == self.pages.file => Ok(()),
+            _ => Err(Error::StoreReplaced { path: self.dir.path() }),
+        }
     }
 }
 
