@@ -80,13 +80,23 @@ pub(crate) fn run_argv(
     argv: Vec<std::ffi::OsString>,
     script_usage: Option<&'static str>,
 ) -> u8 {
-    let matches = match command.try_get_matches_from_mut(argv) {
+    let matches = match command.try_get_matches_from_mut(argv.clone()) {
         Ok(matches) => matches,
         Err(err) => {
             use clap::error::ErrorKind::{DisplayHelp, DisplayVersion};
             return match script_usage {
                 Some(usage) if !matches!(err.kind(), DisplayHelp | DisplayVersion) => {
                     script_error(usage, &err)
+                }
+                // The line a server gives the same call (the same with no variable set).
+                _ if !matches!(err.kind(), DisplayHelp | DisplayVersion) => {
+                    match served::usage_as_served(&argv) {
+                        Some(reply) => {
+                            let _ = write!(output::stderr(), "{}", reply.stderr);
+                            reply.exit
+                        }
+                        None => usage_error(&err),
+                    }
                 }
                 _ => usage_error(&err),
             };

@@ -539,6 +539,27 @@ impl ServedCli {
     }
 }
 
+/// The usage answer a server gives `argv` (program name first) under this process's
+/// environment, for a call whose own parse failed: a process prints it, so a usage line does not
+/// depend on whether a server took the call. clap counts a flag its variable set as given, which
+/// changes the line (`usage: hookstate kv put --session <SESSION> <KEY>` with
+/// `HOOKSTATE_SESSION` set); a server parses the variable's value as that flag. `None` for help,
+/// version, a line this parse takes, or arguments that are not UTF-8.
+pub(crate) fn usage_as_served(argv: &[OsString]) -> Option<Reply> {
+    let args: Option<Vec<String>> =
+        argv.iter().skip(1).map(|a| a.to_str().map(str::to_owned)).collect();
+    let env: BTreeMap<String, String> = crate::forward::FORWARDED_ENV
+        .iter()
+        .filter_map(|var| Some(((*var).to_owned(), std::env::var(var).ok()?)))
+        .collect();
+    let handler = ServedCli::new(PathBuf::new(), None);
+    let mut command = handler.command();
+    match handler.parse_with(&mut command, &args?, &env) {
+        Err(Parsed::Answer(reply)) => Some(reply),
+        _ => None,
+    }
+}
+
 /// `path` with its links resolved when it exists, else as it is (absolute: callers rebase it).
 fn canonical(path: &Path) -> PathBuf {
     std::fs::canonicalize(path).unwrap_or_else(|_| std::path::absolute(path).unwrap_or_default())

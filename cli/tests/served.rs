@@ -850,3 +850,36 @@ fn a_store_moved_over_the_served_one_takes_every_write_that_follows() {
     let direct = String::from_utf8_lossy(&direct.unwrap().stdout).into_owned();
     assert!(direct.contains("\"value\":4"), "every write is in the store at the path: {direct}");
 }
+
+/// A usage error prints the same line with and without a server when a variable sets a flag
+/// (`HOOKSTATE_SESSION`, as hooks set it): in-process, clap counted the flag as given and put it
+/// in the line (`usage: hookstate kv put --session <SESSION> <KEY>`), or added a clause.
+#[test]
+fn a_usage_error_reads_the_same_served_or_not_with_a_variable_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("state.redb");
+    let (server, _) = start_server(&db);
+    let cases: [&[&str]; 4] =
+        [&["kv", "put"], &["counter"], &["kv", "put", "k", "1", "--bogus"], &["queue", "claim"]];
+    for args in cases {
+        let run = |direct: bool| {
+            let mut command = hookstate(&db);
+            command.env_remove("HOOKSTATE_SOCKET").env("HOOKSTATE_SESSION", "s1");
+            command.env("HOOKSTATE_WAIT_MS", "500");
+            if direct {
+                command.env("HOOKSTATE_SERVE", "0");
+            }
+            command.args(args).output().unwrap()
+        };
+        let (direct, served) = (run(true), run(false));
+        assert_eq!(direct.status.code(), Some(64), "{args:?}: {direct:?}");
+        assert_eq!(
+            (direct.status.code(), &direct.stderr),
+            (served.status.code(), &served.stderr),
+            "{args:?}: {direct:?} {served:?}"
+        );
+        assert!(!String::from_utf8_lossy(&direct.stderr).contains("--session <SESSION>"));
+    }
+    let (exit, _) = stop_server(server);
+    assert_eq!(exit, Some(0));
+}
