@@ -28,6 +28,7 @@ FILE_ONLY=(
     # PostgreSQL, cli/tests/postgres.rs runs metrics, checkpoint, compact and backup, and checks
     # that doctor and serve refuse a database store.
     ops::a_backup_of_a_live_store_verifies_and_has_its_head
+    ops::an_export_into_the_stores_own_or_anchor_directory_is_refused
     ops::compact_
     ops::doctor_
     ops::metrics_count_events_per_domain_and_queue_depths_in_json_and_prometheus

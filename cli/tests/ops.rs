@@ -712,3 +712,35 @@ fn compact_of_an_empty_checkpoint_keeps_the_log_dumpable_and_backup_takes_no_at_
     assert!(!to.exists());
     store.run(&["--at-seq", "0", "doctor"]).expect(64);
 }
+
+/// An export never writes into the store's own directory or its anchor directory, where a file
+/// name of the layout (`--name`) can be the store's, its anchor's or the anchors' file: `export
+/// --layout loopd --to <store's dir> --name state.redb` wrote the layout's JSON over the store
+/// (exit 0, every event gone). Refused (exit 3), every file left as it was.
+#[test]
+fn an_export_into_the_stores_own_or_anchor_directory_is_refused() {
+    let store = Store::new();
+    let anchors = tempfile::tempdir().unwrap();
+    let anchor_dir = anchors.path().to_str().unwrap();
+    store.run(&["--anchor-dir", anchor_dir, "kv", "put", "k", "1"]).expect(0);
+    let before = store.snapshot();
+    let anchored = super::support::tree(anchors.path());
+    let own = store.dir.path().to_str().unwrap();
+    let dot = format!("{own}/.");
+    for (to, name) in [(own, "state.redb"), (own, "state.redb.head"), (dot.as_str(), "x.json")] {
+        let run = store.run(&["export", "--layout", "loopd", "--to", to, "--name", name]);
+        let run = run.expect(3);
+        assert!(run.stderr.contains("the store's own directory"), "{run:?}");
+    }
+    let name = std::fs::read_dir(anchors.path()).unwrap().next().unwrap().unwrap().file_name();
+    let name = name.to_str().unwrap();
+    let args = ["--anchor-dir", anchor_dir, "export", "--layout", "observer", "--to", anchor_dir];
+    let run = store.run(&[&args[..], &["--name", name]].concat()).expect(3);
+    assert!(run.stderr.contains("anchor directory"), "{run:?}");
+    assert_eq!(store.snapshot(), before, "the store's files are as they were");
+    assert_eq!(super::support::tree(anchors.path()), anchored, "the anchors are as they were");
+    store.run(&["--anchor-dir", anchor_dir, "verify"]).expect(0);
+    let elsewhere = store.dir.path().join("out");
+    let to = elsewhere.to_str().unwrap();
+    store.run(&["export", "--layout", "loopd", "--to", to, "--name", "state.redb"]).expect(0);
+}

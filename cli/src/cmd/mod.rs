@@ -68,6 +68,11 @@ pub(crate) fn run(cli: &Cli) -> Result<(), CliError> {
         Verb::Hook(verb) => hook::run(cli, verb),
         Verb::Hermit(args) => session::run(cli, args),
         Verb::Import(args) if args.layout == Layout::HermitSession => session::import(cli, args),
+        Verb::Export(args) if !is_export_root(cli, &args.to)? => Err(CliError::Invalid(format!(
+            "--to {} is the store's own directory or its anchor directory, whose files an \
+             export could overwrite: name another",
+            args.to.display()
+        ))),
         Verb::Export(args) if args.layout == Layout::HermitSession => session::export(cli, args),
         Verb::Import(args) if args.layout == Layout::Moonshine => feedback::import(cli, args),
         Verb::Import(args) => legacy::import(cli, args),
@@ -304,6 +309,26 @@ pub(crate) fn options(cli: &Cli, access: Access, db: &Path) -> Result<OpenOption
         // `init` upgrades an older PostgreSQL schema; every other verb refuses one.
         upgrade_schema: access == Access::Init,
     })
+}
+
+/// Whether `to` may take an export: not the store's own directory, nor its second anchor
+/// directory (`export --to <store's dir> --name state.redb` wrote the layout's JSON over the
+/// store, exit 0). A directory that does not exist yet is neither.
+fn is_export_root(cli: &Cli, to: &Path) -> Result<bool, CliError> {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(target) = std::fs::metadata(to) else {
+        return Ok(true);
+    };
+    let same = |dir: &Path| {
+        std::fs::metadata(dir).is_ok_and(|d| (d.dev(), d.ino()) == (target.dev(), target.ino()))
+    };
+    let db = db_path(cli)?;
+    let store_dir = match db.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let store_own = hookstate_engine::remote_address(&db).is_none() && same(&store_dir);
+    Ok(!store_own && !cli.anchor_dir.as_deref().is_some_and(same))
 }
 
 /// Where a remote store's per-host anchor lives when --anchor-dir does not say.

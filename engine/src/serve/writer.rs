@@ -9,7 +9,9 @@
 //! was answered within the last [`LINGER_US_MAX`] µs, and never longer than that past the
 //! batch's first call. A batch a call tainted (it failed after writing) is aborted and its calls
 //! run again one by one; a failed commit answers every call of its batch `commit_failed` and stops
-//! the server. Does not know what a call does.
+//! the server. Each call runs bounded by its caller's wait ([`Job::bound`]): the batch's lock
+//! wait ends by its first call's, and no call's write starts past its own. Does not know what a
+//! call does.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
