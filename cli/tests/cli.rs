@@ -773,6 +773,45 @@ fn observer_mirror_adopts_a_state_written_outside() {
     assert_eq!(file, now["state"], "the mirror shows the adopted state and the new row");
 }
 
+/// An observer state file that is not one object holding every key is never taken as a state:
+/// an import refuses an array (a derived struct read `[]` as a state of defaults, and an array by
+/// position), and a mirrored call reports `{}` or a file missing keys as a conflict and keeps the
+/// store's state, where it cleared `pending` (findings not yet delivered) and rewound
+/// `inboxOffset`.
+#[test]
+fn observer_files_that_are_no_whole_state_are_not_taken_as_one() {
+    let store = Store::new();
+    let mirror = store.dir.path().join("mirror");
+    let m = mirror.to_str().unwrap();
+    let db = store.db();
+    let append = ["--scope", "observer:s", "--mirror", m, "observer", "append"];
+    assert_eq!(run_with(&db, &append, "{\"kind\":\"user\",\"text\":\"hi\"}").0, 0);
+    let path = mirror.join("claude-management.json");
+    let mut state: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    state["pending"] = Value::String("findings".into());
+    state["inboxOffset"] = Value::from(1184);
+    std::fs::write(&path, serde_json::to_string_pretty(&state).unwrap() + "\n").unwrap();
+    assert_eq!(run_with(&db, &append, "{\"kind\":\"user\",\"text\":\"a\"}").0, 0);
+    let read = || store.run(&["--scope", "observer:s", "observer", "state"]).expect(0).json();
+    assert_eq!(read()["state"]["pending"], "findings", "the outside write was adopted");
+    let mut partial = state.as_object().unwrap().clone();
+    partial.remove("pending");
+    for text in ["{}\n".to_owned(), serde_json::to_string(&partial).unwrap()] {
+        std::fs::write(&path, &text).unwrap();
+        let (code, _) = run_with(&db, &append, "{\"kind\":\"user\",\"text\":\"b\"}");
+        assert_eq!(code, 0, "{text}");
+        let now = read();
+        assert_eq!(now["state"]["pending"], "findings", "{text}: {now}");
+        assert_eq!(now["state"]["inboxOffset"], 1184, "{text}: {now}");
+    }
+    for text in ["[]\n", "[[],7,1,0,[\"k\"],5,\"pend\"]\n"] {
+        std::fs::write(mirror.join("array.json"), text).unwrap();
+        let import = ["--scope", "observer:t", "import", "--layout", "observer", "--from", m];
+        let run = store.run(&[&import[..], &["--name", "array.json"]].concat()).expect(3);
+        assert!(run.stderr.contains("not one JSON object"), "{run:?}");
+    }
+}
+
 /// Adds `key: value` to the JSON object in `path`, as a writer that does not take the lock does.
 fn write_outside(path: &Path, key: &str, value: Value) {
     let mut file: serde_json::Map<String, Value> =

@@ -12,6 +12,7 @@ use std::path::Path;
 use hookstate_schema::observer::{ObservedRow, ObserverEvent, ObserverState};
 use hookstate_schema::signals::StoreStyle;
 use hookstate_schema::Body;
+use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::api::Observer;
@@ -39,12 +40,29 @@ pub(crate) fn render(state: &ObserverState, style: StoreStyle) -> Result<String>
 /// Parses an observer state file: the state, the style it was written in, and whether an
 /// export in that style writes back the very same bytes.
 pub(crate) fn parse_state(name: &str, bytes: &[u8]) -> Result<(ObserverState, StoreStyle, bool)> {
+    let (state, style, round_trip, _) = parse_state_keys(name, bytes)?;
+    Ok((state, style, round_trip))
+}
+
+/// The keys of the state, as upstream writes every one of them.
+const STATE_KEYS: [&str; 7] =
+    ["buffer", "turn", "turnsSinceSweep", "userFollowUps", "delivered", "inboxOffset", "pending"];
+
+/// [`parse_state`], and whether the file holds every key of the state. A state is one JSON
+/// object: an array (which a derived struct would read by position) or any other value is
+/// refused. A key left out reads as its default.
+fn parse_state_keys(name: &str, bytes: &[u8]) -> Result<(ObserverState, StoreStyle, bool, bool)> {
     let text = std::str::from_utf8(bytes).map_err(|_| Error::legacy(name, "is not UTF-8"))?;
-    let state: ObserverState = serde_json::from_str(text)
-        .map_err(|e| Error::legacy(name, format!("is not an observer state: {e}")))?;
+    let not_state = |e: String| Error::legacy(name, format!("is not an observer state: {e}"));
+    let value: Value = serde_json::from_str(text).map_err(|e| not_state(e.to_string()))?;
+    let Value::Object(keys) = &value else {
+        return Err(not_state("it is not one JSON object".into()));
+    };
+    let whole = STATE_KEYS.iter().all(|key| keys.contains_key(*key));
+    let state = ObserverState::deserialize(&value).map_err(|e| not_state(e.to_string()))?;
     let style = detect_style(text);
     let round_trip = render(&state, style)?.as_bytes() == bytes;
-    Ok((state, style, round_trip))
+    Ok((state, style, round_trip, whole))
 }
 
 impl Observer<'_> {
@@ -115,7 +133,17 @@ impl Layout for ObserverLayout {
     fn adopt(&self, txn: &dyn ReadTxn, call: &Call, changes: &[Change]) -> Result<Adoption> {
         let mut adoption = Adoption::default();
         for change in changes {
-            let (file, style, _) = parse_state(&change.path.display(), &change.now)?;
+            let (file, style, _, whole) = parse_state_keys(&change.path.display(), &change.now)?;
+            // A writer that left keys out did not mean them at their defaults (a file of `{}`
+            // read as a cleared `pending` and a rewound `inboxOffset`): the store's state stays.
+            if !whole {
+                adoption.conflicts.push(Conflict {
+                    file: change.path.display(),
+                    record: "state".into(),
+                    why: format!("the file lacks some of the keys {}", STATE_KEYS.join(", ")),
+                });
+                continue;
+            }
             let base = read_ancestor(change, &file);
             let store = super::api::read(txn, &call.scope)?.map(|d| d.state);
             let (merged, conflicts) = merge_state(base.as_ref(), &file, store.as_ref());
