@@ -17,17 +17,16 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use hookstate_engine::limits::{STDIN_BYTES_MAX, WAIT_MS_DEFAULT};
+// A forwarded call waits `ANSWER_MARGIN_MS` longer than its `--wait-ms` for its answer, then runs
+// in-process under its key: the server starts none of the call's writes past its wait and a
+// grace, and commits none past a later bound (`CALL_START_GRACE_MS`, `CALL_COMMIT_LATE_MS`).
+use hookstate_engine::limits::{ANSWER_MARGIN_MS, STDIN_BYTES_MAX, WAIT_MS_DEFAULT};
 use hookstate_engine::{socket_path, Answer, Client, ClientFrame, ErrorCode, Run, HELLO_WAIT_MS};
 
 /// Set to `0` or `off`, calls never look for a server.
 pub(crate) const SERVE_ENV: &str = "HOOKSTATE_SERVE";
 /// The socket to look for, when the server was started with `--socket`.
 pub(crate) const SOCKET_ENV: &str = "HOOKSTATE_SOCKET";
-/// How much longer than its `--wait-ms` a forwarded call waits for its answer before it runs
-/// in-process under its key: the server starts none of the call's writes once its `--wait-ms`
-/// is over (counted from the request's arrival), so one it started has this long to commit.
-const ANSWER_MARGIN_MS: u64 = 2_000;
 /// Random bytes of a made-up idempotency key: unique among every call of a day.
 const KEY_RANDOM_BYTES: usize = 12;
 

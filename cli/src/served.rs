@@ -401,7 +401,8 @@ impl Handler for ServedCli {
                     let solo = call.cli.mirror.is_some();
                     let bytes = call.stdin.as_ref().map_or(0, String::len)
                         + call.args.1.iter().map(Vec::len).sum::<usize>();
-                    let deadline = received + Duration::from_millis(call.cli.wait_ms);
+                    let wait = call.cli.wait_ms.min(hookstate_engine::limits::WAIT_MS_MAX);
+                    let deadline = received + Duration::from_millis(wait);
                     let bound = (received, deadline);
                     return Prepared::Write(Box::new(WriteJob { call: *call, solo, bytes, bound }));
                 }

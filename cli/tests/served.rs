@@ -883,3 +883,34 @@ fn a_usage_error_reads_the_same_served_or_not_with_a_variable_set() {
     let (exit, _) = stop_server(server);
     assert_eq!(exit, Some(0));
 }
+
+/// A forwarded write keeps to its caller's wait as the call would in-process: `--wait-ms 0` (one
+/// try of the lock) writes on an idle store, and a wait past its bound is refused (exit 3). The
+/// server answered every write of wait 0 busy while no one held the lock, and took a wait past
+/// the bound.
+#[test]
+fn a_served_wait_of_0_writes_and_one_past_the_bound_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("state.redb");
+    let (server, _) = start_server(&db);
+    let run = |args: &[&str]| {
+        hookstate(&db)
+            .env_remove("HOOKSTATE_SOCKET")
+            .env_remove("HOOKSTATE_WAIT_MS")
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    for _ in 0..3 {
+        let added = run(&["--wait-ms", "0", "counter", "add", "c"]);
+        assert_eq!(added.status.code(), Some(0), "{added:?}");
+    }
+    let past = run(&["--wait-ms", "600001", "counter", "add", "c"]);
+    assert_eq!(past.status.code(), Some(3), "{past:?}");
+    assert!(String::from_utf8_lossy(&past.stderr).contains("outside 0..=600000"), "{past:?}");
+    let (exit, last) = stop_server(server);
+    assert_eq!(exit, Some(0));
+    assert_eq!(last["stats"]["writes"], 4, "every call was served: {last}");
+    let got = hookstate(&db).env("HOOKSTATE_SERVE", "0").args(["counter", "get", "c"]).output();
+    assert!(String::from_utf8_lossy(&got.unwrap().stdout).contains("\"value\":3"));
+}

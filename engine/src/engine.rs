@@ -385,6 +385,11 @@ impl Engine {
         self.kernel.commit_batch()
     }
 
+    /// Drops this thread's batch uncommitted.
+    pub(crate) fn abort_batch(&self) -> BatchEnd {
+        BatchEnd::Aborted(self.kernel.abort_batch())
+    }
+
     /// Refuses a store file replaced or removed since this handle opened it
     /// ([`crate::kernel::storage::Storage::check_in_place`]).
     pub(crate) fn check_in_place(&self) -> Result<()> {

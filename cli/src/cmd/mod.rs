@@ -238,6 +238,9 @@ pub(crate) enum Access {
 /// mark is decided when it first prints, and only if it committed nothing).
 pub(crate) fn open(cli: &Cli, access: Access) -> Result<Arc<Engine>, CliError> {
     if let Some(served) = crate::served::engine(access) {
+        // The wait is checked as an open checks it in-process: the server's store is open.
+        let wait = hookstate_engine::OpenOptions { wait_ms: cli.wait_ms, ..Default::default() };
+        wait.wait()?;
         let engine = served?;
         if let Some(problem) = engine.location()?.anchor_problem {
             crate::output::mark_anchor(&problem.to_string());

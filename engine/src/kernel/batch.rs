@@ -100,6 +100,18 @@ impl Kernel {
         Ok(BatchEnd::Committed(report))
     }
 
+    /// Ends this thread's batch without committing it: nothing of it stays.
+    ///
+    /// # Panics
+    /// When this thread holds no batch.
+    pub(crate) fn abort_batch(&self) -> BatchReport {
+        let batch = self.batch_slot().take();
+        let Some(batch) = batch.filter(|b| b.owner == thread::current().id()) else {
+            panic!("abort_batch without an open batch on this thread");
+        };
+        batch.report
+    }
+
     /// Whether this thread holds an open batch.
     pub(crate) fn holds_batch(&self) -> bool {
         self.batch_slot().as_ref().is_some_and(|b| b.owner == thread::current().id())

@@ -129,6 +129,21 @@ const _: () = assert!(STDIN_BYTES_MAX >= VALUE_BYTES_MAX);
 const _: () = assert!(LEASE_MS_DEFAULT <= LEASE_MS_MAX);
 const _: () = assert!(DELIVERIES_DEFAULT <= DELIVERIES_MAX);
 const _: () = assert!(WAIT_MS_DEFAULT <= WAIT_MS_MAX);
+
+/// How much longer than its wait a forwarded call's caller waits for the server's answer before
+/// it runs the call itself, under the same idempotency key (`cli/src/forward.rs`).
+pub const ANSWER_MARGIN_MS: u64 = 2_000;
+/// How long past its caller's wait a forwarded call may still start a write on the server: the
+/// server's own queue does not count against it (a wait of 0 still gets its one try of the lock,
+/// as in-process).
+pub const CALL_START_GRACE_MS: u64 = 500;
+/// How long past its caller's wait a batch holding the call is dropped rather than committed
+/// (its calls run again alone; the late ones answer busy, nothing written): the rest of
+/// [`ANSWER_MARGIN_MS`] is the commit's, so a call's write never lands after its caller gave up
+/// unless the commit itself outlasts that (a server stopped in the middle of its fdatasync).
+pub const CALL_COMMIT_LATE_MS: u64 = 1_000;
+const _: () = assert!(CALL_START_GRACE_MS < CALL_COMMIT_LATE_MS);
+const _: () = assert!(CALL_COMMIT_LATE_MS < ANSWER_MARGIN_MS);
 const _: () = assert!(LOCK_BACKOFF_US_MIN <= LOCK_BACKOFF_US_MAX);
 const _: () = assert!(LOCK_BACKOFF_US_MIN <= CONFLICT_BACKOFF_US_MAX);
 const _: () = assert!(TXN_ATTEMPTS_MAX >= 1);

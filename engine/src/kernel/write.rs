@@ -26,8 +26,8 @@ use crate::kernel::call::{Call, Outcome, Plan};
 use crate::kernel::counts;
 use crate::kernel::error::{Error, Result};
 use crate::kernel::limits::{
-    CONFLICT_BACKOFF_US_MAX, EVENT_BYTES_MAX, LOCK_BACKOFF_US_MIN, STORED_RESULT_BYTES_MAX,
-    TXN_ATTEMPTS_MAX,
+    CALL_START_GRACE_MS, CONFLICT_BACKOFF_US_MAX, EVENT_BYTES_MAX, LOCK_BACKOFF_US_MIN,
+    STORED_RESULT_BYTES_MAX, TXN_ATTEMPTS_MAX,
 };
 use crate::kernel::project::{self, Table};
 use crate::kernel::storage::{ReadTxn, Storage, WriteTxn};
@@ -63,11 +63,12 @@ impl Drop for CallBound {
     }
 }
 
-/// The busy error of a call whose caller's wait is over, with how long ago it was received.
+/// The busy error of a call that may no longer start a write: its caller's wait ended more than
+/// [`CALL_START_GRACE_MS`] ago. With how long ago it was received.
 fn call_expired() -> Option<Error> {
     let (received, deadline) = CALL_BOUND.with(Cell::get)?;
     let now = Instant::now();
-    (now >= deadline).then(|| Error::Busy {
+    (now >= deadline + Duration::from_millis(CALL_START_GRACE_MS)).then(|| Error::Busy {
         waited_ms: u64::try_from(now.duration_since(received).as_millis()).unwrap_or(u64::MAX),
     })
 }

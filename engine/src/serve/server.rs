@@ -543,6 +543,14 @@ fn request(
         }
     };
     let id = run.id;
+    // A store file moved over or removed since the server opened it: nothing is answered from
+    // the old file; the server stops and the caller runs the call on the file at the path.
+    if shared.engine.check_in_place().is_err() {
+        shared.stop(Stop::Replaced);
+        let message = "the server's store file was replaced; run the call in-process".to_owned();
+        let frame = ServerFrame::Error { id: Some(id), error: ErrorCode::NotServed, message };
+        return stream.send(&frame).is_ok();
+    }
     let mut source = Fetch { stream, id };
     let prepared = shared.handler.prepare(run, &shared.engine, &mut source);
     let frame = match prepared {

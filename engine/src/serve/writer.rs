@@ -22,6 +22,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, TryRecvError};
 use super::protocol::{ErrorCode, Reply};
 use super::shared::{AnswerTx, Job, Shared, Stop};
 use crate::engine::{BatchEnd, Engine};
+use crate::kernel::limits::CALL_COMMIT_LATE_MS;
 use crate::kernel::write::CallBound;
 
 /// Calls in one batch at most: bounds the time every call of a batch waits for the others, and
@@ -141,7 +142,20 @@ fn engaged(shared: &Shared) -> usize {
 /// Commits the batch whose calls ran (`ran`), then answers them; an aborted batch runs its calls
 /// again one by one, a failed commit answers them all `commit_failed` and stops the server.
 fn commit(shared: &Shared, ran: Vec<(Pending, Reply)>) {
-    match shared.engine.commit_batch() {
+    // A call whose caller may give up before the commit ends is not committed in this batch:
+    // the batch runs again call by call, and that call, too late to start, answers busy.
+    let late = Instant::now();
+    let late = ran.iter().any(|(pending, _)| {
+        let bound = pending.job.bound();
+        bound.is_some_and(|(_, wait_end)| {
+            late >= wait_end + Duration::from_millis(CALL_COMMIT_LATE_MS)
+        })
+    });
+    let ended = match late {
+        true => Ok(shared.engine.abort_batch()),
+        false => shared.engine.commit_batch(),
+    };
+    match ended {
         Ok(BatchEnd::Committed(_)) => {
             if let Ok(mut stats) = shared.stats.lock() {
                 stats.commits += 1;

@@ -99,7 +99,7 @@ impl OpenOptions {
     ///
     /// # Errors
     /// [`Error::OutOfRange`] past [`WAIT_MS_MAX`].
-    pub(crate) fn wait(&self) -> Result<Duration> {
+    pub fn wait(&self) -> Result<Duration> {
         if self.wait_ms > WAIT_MS_MAX {
             return Err(Error::OutOfRange {
                 what: "wait",
