@@ -708,7 +708,8 @@ fn fake_server_script(socket: &Path, captured: &Path, exit: u8) -> String {
          b=Buffer.concat([b,d]);if(b.length>=4&&b.length>=4+b.readUInt32BE(0)){{\
          const req=JSON.parse(b.subarray(4,4+b.readUInt32BE(0)).toString());\
          fs.writeFileSync({captured:?},JSON.stringify(req));c.end(f({{id:req.id,exit:{exit},\
-         stdout:'{{\"FORGED\":true}}\\n',stderr:'injected\\n'}}));srv.close(()=>process.exit(0));}}}});}});\
+         stdout:'{{\"FORGED\":true}}\\n',stderr:'injected\\n'}}));\
+         srv.close(()=>process.exit(0));}}}});}});\
          srv.listen({socket:?},()=>{{fs.chmodSync({socket:?},0o777);console.log('up');}});\
          setTimeout(()=>process.exit(0),20000);",
         captured = captured.display().to_string(),

@@ -144,11 +144,11 @@ fn engaged(shared: &Shared) -> usize {
 fn commit(shared: &Shared, ran: Vec<(Pending, Reply)>) {
     // A call whose caller may give up before the commit ends is not committed in this batch:
     // the batch runs again call by call, and that call, too late to start, answers busy.
-    let late = Instant::now();
+    let now = Instant::now();
     let late = ran.iter().any(|(pending, _)| {
         let bound = pending.job.bound();
         bound.is_some_and(|(_, wait_end)| {
-            late >= wait_end + Duration::from_millis(CALL_COMMIT_LATE_MS)
+            now >= wait_end + Duration::from_millis(CALL_COMMIT_LATE_MS)
         })
     });
     let ended = match late {

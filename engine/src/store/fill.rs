@@ -30,9 +30,9 @@ const OWN_FILE_WAIT: Duration = Duration::from_secs(10);
 /// writes; a second anchor ahead of the head refuses the build (nothing is left at `path`).
 ///
 /// # Errors
-/// [`Error::BadInput`] when a store, or a gone store's anchor, is already at `path`; `fill`'s errors (nothing
-/// is left at `path` then); [`Error::AnchorMismatch`] for a second anchor that is ahead of the
-/// built head, of another store, or that does not parse; IO and store errors.
+/// [`Error::BadInput`] when a store, or a gone store's anchor, is already at `path`; `fill`'s
+/// errors (nothing is left at `path` then); [`Error::AnchorMismatch`] for a second anchor that is
+/// ahead of the built head, of another store, or that does not parse; IO and store errors.
 pub(crate) fn create_filled(
     path: &Path,
     store_id: &[u8; STORE_ID_BYTES],
