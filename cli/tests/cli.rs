@@ -752,21 +752,45 @@ fn regression_11_a_stale_loopd_rewrite_never_reverts_an_acknowledged_pm() {
     store.run(&["verify"]).expect(0);
 }
 
+/// The observer scope `observer:s` of `store`, mirrored into `<dir>/mirror`.
+struct ObserverMirror<'a> {
+    store: &'a Store,
+    dir: PathBuf,
+}
+
+impl ObserverMirror<'_> {
+    /// The mirror, after one mirrored row (`hi`), and the state file it wrote.
+    fn new(store: &Store) -> (ObserverMirror<'_>, PathBuf, Value) {
+        let mirror = ObserverMirror { store, dir: store.dir.path().join("mirror") };
+        assert_eq!(mirror.append("user", "hi"), 0);
+        let path = mirror.dir.join("claude-management.json");
+        let state = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        (mirror, path, state)
+    }
+
+    /// A mirrored `observer append` of one row; its exit code.
+    fn append(&self, kind: &str, text: &str) -> i32 {
+        let m = self.dir.to_str().unwrap();
+        let append = ["--scope", "observer:s", "--mirror", m, "observer", "append"];
+        let row = serde_json::json!({ "kind": kind, "text": text }).to_string();
+        run_with(&self.store.db(), &append, &row).0
+    }
+
+    /// `observer state` of the scope.
+    fn state(&self) -> Value {
+        self.store.run(&["--scope", "observer:s", "observer", "state"]).expect(0).json()
+    }
+}
+
 #[test]
 fn observer_mirror_adopts_a_state_written_outside() {
     let store = Store::new();
-    let mirror = store.dir.path().join("mirror");
-    let m = mirror.to_str().unwrap();
-    let db = store.db();
-    let append = ["--scope", "observer:s", "--mirror", m, "observer", "append"];
-    assert_eq!(run_with(&db, &append, "{\"kind\":\"user\",\"text\":\"hi\"}").0, 0);
-    let path = mirror.join("claude-management.json");
-    let mut state: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let (mirror, path, mut state) = ObserverMirror::new(&store);
     assert_eq!(state["buffer"][0]["text"], "hi");
     state["pending"] = Value::String("written by an old hook".into());
     std::fs::write(&path, serde_json::to_string_pretty(&state).unwrap() + "\n").unwrap();
-    assert_eq!(run_with(&db, &append, "{\"kind\":\"assistant\",\"text\":\"yo\"}").0, 0);
-    let now = store.run(&["--scope", "observer:s", "observer", "state"]).expect(0).json();
+    assert_eq!(mirror.append("assistant", "yo"), 0);
+    let now = mirror.state();
     assert_eq!(now["state"]["pending"], "written by an old hook");
     assert_eq!(now["state"]["buffer"].as_array().unwrap().len(), 2);
     let file: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
@@ -781,31 +805,24 @@ fn observer_mirror_adopts_a_state_written_outside() {
 #[test]
 fn observer_files_that_are_no_whole_state_are_not_taken_as_one() {
     let store = Store::new();
-    let mirror = store.dir.path().join("mirror");
-    let m = mirror.to_str().unwrap();
-    let db = store.db();
-    let append = ["--scope", "observer:s", "--mirror", m, "observer", "append"];
-    assert_eq!(run_with(&db, &append, "{\"kind\":\"user\",\"text\":\"hi\"}").0, 0);
-    let path = mirror.join("claude-management.json");
-    let mut state: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let (mirror, path, mut state) = ObserverMirror::new(&store);
     state["pending"] = Value::String("findings".into());
     state["inboxOffset"] = Value::from(1184);
     std::fs::write(&path, serde_json::to_string_pretty(&state).unwrap() + "\n").unwrap();
-    assert_eq!(run_with(&db, &append, "{\"kind\":\"user\",\"text\":\"a\"}").0, 0);
-    let read = || store.run(&["--scope", "observer:s", "observer", "state"]).expect(0).json();
-    assert_eq!(read()["state"]["pending"], "findings", "the outside write was adopted");
+    assert_eq!(mirror.append("user", "a"), 0);
+    assert_eq!(mirror.state()["state"]["pending"], "findings", "the outside write was adopted");
     let mut partial = state.as_object().unwrap().clone();
     partial.remove("pending");
     for text in ["{}\n".to_owned(), serde_json::to_string(&partial).unwrap()] {
         std::fs::write(&path, &text).unwrap();
-        let (code, _) = run_with(&db, &append, "{\"kind\":\"user\",\"text\":\"b\"}");
-        assert_eq!(code, 0, "{text}");
-        let now = read();
+        assert_eq!(mirror.append("user", "b"), 0, "{text}");
+        let now = mirror.state();
         assert_eq!(now["state"]["pending"], "findings", "{text}: {now}");
         assert_eq!(now["state"]["inboxOffset"], 1184, "{text}: {now}");
     }
+    let m = mirror.dir.to_str().unwrap();
     for text in ["[]\n", "[[],7,1,0,[\"k\"],5,\"pend\"]\n"] {
-        std::fs::write(mirror.join("array.json"), text).unwrap();
+        std::fs::write(mirror.dir.join("array.json"), text).unwrap();
         let import = ["--scope", "observer:t", "import", "--layout", "observer", "--from", m];
         let run = store.run(&[&import[..], &["--name", "array.json"]].concat()).expect(3);
         assert!(run.stderr.contains("not one JSON object"), "{run:?}");

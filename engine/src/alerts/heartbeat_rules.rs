@@ -366,16 +366,7 @@ pub(crate) fn next_task_block(
     None
 }
 
-/// JavaScript truthiness of a JSON value.
-pub(crate) fn truthy(value: &Value) -> bool {
-    match value {
-        Value::Null => false,
-        Value::Bool(b) => *b,
-        Value::Number(n) => n.as_f64().is_some_and(|x| x != 0.0),
-        Value::String(s) => !s.is_empty(),
-        Value::Array(_) | Value::Object(_) => true,
-    }
-}
+pub(crate) use crate::kernel::compat::js::truthy;
 
 /// A PROP file's frontmatter value as a string: a bare word, or a JSON string decoded.
 pub(crate) fn fm_str(text: &str, key: &str) -> Option<String> {

@@ -61,20 +61,9 @@ pub fn parse_stop_payload(text: &str) -> Result<StopPayload, String> {
     let payload: Value =
         serde_json::from_str(text).map_err(|e| format!("the Stop payload is not JSON: {e}"))?;
     Ok(StopPayload {
-        stop_hook_active: truthy(&payload["stop_hook_active"]),
+        stop_hook_active: crate::kernel::compat::js::truthy(&payload["stop_hook_active"]),
         session_id: payload["session_id"].as_str().map(str::to_owned),
     })
-}
-
-/// Whether a JSON value is true as JavaScript and Python read a flag.
-fn truthy(value: &Value) -> bool {
-    match value {
-        Value::Null => false,
-        Value::Bool(set) => *set,
-        Value::Number(n) => n.as_f64().is_some_and(|n| n != 0.0),
-        Value::String(text) => !text.is_empty(),
-        Value::Array(_) | Value::Object(_) => true,
-    }
 }
 
 #[cfg(test)]

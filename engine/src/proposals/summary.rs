@@ -45,15 +45,9 @@ fn read(state: &Root, name: &str, max: usize) -> Read {
     }
 }
 
-/// JavaScript truthiness of a JSON value.
+/// JavaScript truthiness of a JSON value, absent counting as `undefined`.
 fn truthy(value: Option<&Value>) -> bool {
-    match value {
-        None | Some(Value::Null) => false,
-        Some(Value::Bool(b)) => *b,
-        Some(Value::Number(n)) => n.as_f64().is_some_and(|x| x != 0.0 && !x.is_nan()),
-        Some(Value::String(s)) => !s.is_empty(),
-        Some(Value::Array(_) | Value::Object(_)) => true,
-    }
+    value.is_some_and(crate::kernel::compat::js::truthy)
 }
 
 /// `String(value)`, as a template literal or an object key prints it.

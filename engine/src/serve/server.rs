@@ -53,8 +53,7 @@ const TICK_MS: u64 = 50;
 /// hook's call is one connection, and a thread kept between calls spares each the start and end
 /// of a thread (about a fifth of the server's CPU for a served read, measured).
 const THREAD_IDLE_MS: u64 = 10_000;
-/// How often the accept loop looks whether the watched executable (an upgrade) or the store
-/// file (a restore moved over it) was replaced.
+/// How often the accept loop looks whether the watched executable was replaced.
 const EXE_CHECK_MS: u64 = 1_000;
 /// The poll timeout of one tick.
 fn tick() -> Timespec {
@@ -340,22 +339,11 @@ fn accept_loop(
     mut watch: Option<Watched>,
 ) -> Vec<thread::JoinHandle<()>> {
     let mut threads: Vec<thread::JoinHandle<()>> = Vec::new();
-    let mut store_checked = Instant::now();
     while !shared.stopping() {
         threads.retain(|t| !t.is_finished());
         if watch.as_mut().is_some_and(Watched::replaced) {
             shared.stop(Stop::Replaced);
             break;
-        }
-        // A store file moved over or removed: reads would answer from the old file, and every
-        // write's commit is refused (`Storage::check_in_place`), so the server stops and its
-        // callers run in-process on the file now at the path.
-        if store_checked.elapsed() >= Duration::from_millis(EXE_CHECK_MS) {
-            store_checked = Instant::now();
-            if shared.engine.check_in_place().is_err() {
-                shared.stop(Stop::Replaced);
-                break;
-            }
         }
         if let Some(idle) = idle_exit {
             let quiet_us =

@@ -249,6 +249,18 @@ pub(crate) fn value_string(value: &Value) -> String {
     }
 }
 
+/// JavaScript truthiness of a JSON value (`if (value)`): false for `null`, `false`, `0` and
+/// `""`, true for everything else (a serde_json number is never NaN).
+pub(crate) fn truthy(value: &Value) -> bool {
+    match value {
+        Value::Null => false,
+        Value::Bool(set) => *set,
+        Value::Number(n) => n.as_f64().is_some_and(|n| n != 0.0),
+        Value::String(text) => !text.is_empty(),
+        Value::Array(_) | Value::Object(_) => true,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

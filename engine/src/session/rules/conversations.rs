@@ -59,9 +59,7 @@ fn record(store: &JsonDoc, key: &str) -> Option<Value> {
 }
 
 fn truthy(value: Option<&Value>) -> bool {
-    !matches!(value, None | Some(Value::Null | Value::Bool(false)))
-        && value.and_then(Value::as_str) != Some("")
-        && value.and_then(Value::as_f64) != Some(0.0)
+    value.is_some_and(crate::kernel::compat::js::truthy)
 }
 
 /// `lookup <key>`: the record as JSON.
@@ -187,7 +185,7 @@ pub(crate) fn decide_update(
 ) -> Decision {
     let (sets, generation_delta) = update_fields(options)?;
     check_key(key)?;
-    let Some(current) = record(store, key).filter(truthy_ref) else {
+    let Some(current) = record(store, key).filter(crate::kernel::compat::js::truthy) else {
         return Err(refuse("not-found", Class::Invalid));
     };
     let integral = current.get("generation").is_some_and(|g| g.as_u64().is_some());
@@ -201,10 +199,6 @@ pub(crate) fn decide_update(
         last_activity: stamp::stamp_ms(now_ms),
     };
     Ok(Decided { events: vec![event], verdict: Verdict::line(format!("OK|{key}")) })
-}
-
-fn truthy_ref(value: &Value) -> bool {
-    truthy(Some(value))
 }
 
 /// `unbind <key>`: the key is removed; a missing key is no error (the file is rewritten anyway).

@@ -192,13 +192,7 @@ fn raw_value(doc: &JsonDoc, key: &str) -> Option<Value> {
 }
 
 fn truthy(value: Option<&Value>) -> bool {
-    match value {
-        None | Some(Value::Null) => false,
-        Some(Value::Bool(b)) => *b,
-        Some(Value::Number(n)) => n.as_f64().is_some_and(|x| x != 0.0),
-        Some(Value::String(s)) => !s.is_empty(),
-        Some(_) => true,
-    }
+    value.is_some_and(crate::kernel::compat::js::truthy)
 }
 
 /// `readExecution` (without the session-registry fallback): `execution.json` over the empty
