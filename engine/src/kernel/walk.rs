@@ -60,7 +60,7 @@ pub(crate) const FILE_NAME_BYTES_MAX: usize = 255;
 /// bytes, not `.` or `..`, no `/`, NUL or control character.
 ///
 /// # Errors
-/// [`Error::Invalid`] naming the rule the name breaks.
+/// [`Error::BadInput`] naming the rule the name breaks.
 pub fn check_name(name: &str) -> Result<()> {
     // The planted bug checks no name at all, the CLI's early check included.
     #[cfg(feature = "bugdrill")]

@@ -36,9 +36,9 @@ use hookstate_schema::ViewRow;
 
 thread_local! {
     /// When the call this thread runs for another process was received and when its wait ends
-    /// (a server's writer running a forwarded call): no write of the call starts after it, and
-    /// every lock wait of the call ends by it, as the caller's own `--wait-ms` ends them
-    /// in-process. The caller stops waiting for the answer a bounded margin later and runs the
+    /// (a server's writer running a forwarded call): every lock wait of the call ends by it, as
+    /// the caller's own `--wait-ms` ends them in-process, and no write of the call starts more
+    /// than [`CALL_START_GRACE_MS`] after it. The caller stops waiting for the answer a bounded margin later and runs the
     /// call itself under the same idempotency key, so a write the server started after that
     /// would land behind an answer of "busy".
     static CALL_BOUND: Cell<Option<(Instant, Instant)>> = const { Cell::new(None) };

@@ -10,8 +10,9 @@
 //! batch's first call. A batch a call tainted (it failed after writing) is aborted and its calls
 //! run again one by one; a failed commit answers every call of its batch `commit_failed` and stops
 //! the server. Each call runs bounded by its caller's wait ([`Job::bound`]): the batch's lock
-//! wait ends by its first call's, and no call's write starts past its own. Does not know what a
-//! call does.
+//! wait ends by its first call's, no call's write starts later than its own plus a grace, and a
+//! batch holding a call well past its wait is dropped rather than committed. Does not know what
+//! a call does.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
