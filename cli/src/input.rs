@@ -52,7 +52,7 @@ pub(crate) fn read_stdin_text() -> Result<String, CliError> {
 /// before the call ran here).
 enum StdinRead {
     Bytes(Vec<u8>),
-    Failed(std::io::ErrorKind, String),
+    Failed(String),
     TimedOut,
 }
 
@@ -71,16 +71,14 @@ pub(crate) fn read_stdin_bytes() -> Result<Vec<u8>, CliError> {
         });
         match rx.recv_timeout(Duration::from_millis(STDIN_DEADLINE_MS)) {
             Ok(Ok(bytes)) => StdinRead::Bytes(bytes),
-            Ok(Err(err)) => StdinRead::Failed(err.kind(), err.to_string()),
+            Ok(Err(err)) => StdinRead::Failed(err.to_string()),
             Err(_) => StdinRead::TimedOut,
         }
     });
     match read {
         StdinRead::Bytes(bytes) => Ok(bytes.clone()),
-        StdinRead::Failed(kind, text) => Err(CliError::Io {
-            op: "read stdin".into(),
-            source: std::io::Error::new(*kind, text.clone()),
-        }),
+        // The caller's stdin (a directory, a closed descriptor): bad input, exit 3.
+        StdinRead::Failed(text) => Err(CliError::Invalid(format!("stdin cannot be read: {text}"))),
         StdinRead::TimedOut => {
             Err(CliError::Invalid(format!("stdin was not closed within {STDIN_DEADLINE_MS} ms")))
         }

@@ -203,6 +203,22 @@ fn exit_3_invalid_ids_and_stdin_leave_the_store_byte_identical() {
         );
         assert_eq!(run.stderr.lines().count(), 1, "{run:?}");
     }
+    // A directory as stdin cannot be read: bad stdin too, for a value and for a hook payload.
+    for args in [&["kv", "put", "k", "--stdin"][..], &["hook", "stop"][..]] {
+        let dir = std::fs::File::open(store.dir.path()).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_hookstate"))
+            .args(["--db", store.db().to_str().unwrap()])
+            .args(args)
+            .env("HOME", store.dir.path())
+            .env_remove("HOOKSTATE_SESSION")
+            .stdin(Stdio::from(dir))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(3), "{args:?}: {out:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.starts_with("hookstate: stdin cannot be read: "), "{stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    }
     store.run(&["queue", "push", "q", "a", "--max-deliveries", "0"]).expect(3);
     store.run(&["queue", "claim", "q", "--lease-ms", "0"]).expect(3);
     store.run(&["list", "append", "l", "1", "--cap", "0"]).expect(3);

@@ -257,6 +257,12 @@ fn claims_redeliver_after_300_s_and_a_stale_reply_is_refused_naming_the_holder()
     assert!(late.stderr.contains("held by s2 (session s2) with token 2"), "{late:?}");
     fb(&store, &["reply", &id, "--token", "2", "done\nsecond line"]).expect(3);
     fb(&store, &["reply", &id, "--token", "2", "Tightened."]).expect(0);
+    // A window past its bound is refused in the seconds it was given, not in saturated ms.
+    for over in ["86401", &u64::MAX.to_string()] {
+        let run = fb(&store, &["claim", "--stale-after-s", over]).expect(3);
+        let line = format!("hookstate: --stale-after-s of {over} s is outside 0..=86400\n");
+        assert_eq!(run.stderr, line);
+    }
     let kept = fb(&store, &["dismiss", &id]).expect(1);
     assert_eq!(kept.json()["refused"], "addressed");
     assert_eq!(fb(&store, &["show", &id]).expect(0).json()["record"]["reply"], "Tightened.");

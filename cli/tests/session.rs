@@ -371,6 +371,7 @@ fn bad_input_to_every_verb_is_refused_with_the_store_unchanged() {
         (vec!["later", "add", &d, "--claim", "c", "--due", "tomorrow", "--origin", "hermit"], "", 3, 1, "!invalid add arguments"),
         (vec!["later", "verdict", &d, "no-such-id", "held", "--reason-stdin"], "why", 3, 1, "!unknown id"),
         (vec!["session-archive", "frob"], "", 1, 0, "{\"ok\":false,\"reason\":\"unknown verb: frob. Valid verbs: archive, open, recover, auto-close-decision\"}"),
+        (vec!["session-archive"], "", 1, 0, "{\"ok\":false,\"reason\":\"unknown verb: (none). Valid verbs: archive, open, recover, auto-close-decision\"}"),
         (vec!["session-archive", "archive", "--mode=bogus"], "Status: done", 1, 0, "{\"ok\":false,\"reason\":\"archive requires --mode=idle|close|auto, got: bogus\"}"),
         (vec!["shell-append", &d, "--section", "nope"], "x", 3, 0, "ERROR|unknown-section"),
         (vec!["shell-append", &d, "--section", "findings"], "  ", 3, 0, "ERROR|empty-line"),

@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use hookstate_engine::parse_stop_payload;
+use hookstate_engine::Error as EngineError;
 use hookstate_engine::{Call, Engine, MirrorReport, Outcome};
 use hookstate_engine::{ClaimAsk, DrainAsk, FeedbackInput as Input, Pass, StopAsk, TickAsk};
 use hookstate_engine::{ImportBatch, MoonshineImport, TickOff};
@@ -38,13 +39,21 @@ fn home(given: Option<&PathBuf>) -> PathBuf {
     )
 }
 
-fn drain_ask(pass: Pass, drain: &DrainArgs, interval_s: u64) -> DrainAsk {
-    DrainAsk {
-        pass,
-        holder: drain.holder.clone(),
-        stale_ms: drain.stale_after_s.saturating_mul(1000),
-        interval_s,
+fn drain_ask(pass: Pass, drain: &DrainArgs, interval_s: u64) -> Result<DrainAsk, CliError> {
+    Ok(DrainAsk { pass, holder: drain.holder.clone(), stale_ms: stale_ms(drain)?, interval_s })
+}
+
+/// `--stale-after-s` in ms, refused (exit 3) in the seconds it was given when past its bound.
+fn stale_ms(drain: &DrainArgs) -> Result<u64, CliError> {
+    const MAX_S: u64 = hookstate_engine::STALE_MS_MAX / 1000;
+    let s = drain.stale_after_s;
+    if s > MAX_S {
+        let what = "--stale-after-s";
+        return Err(
+            EngineError::OutOfRange { what, value: s, min: 0, max: MAX_S, unit: " s" }.into()
+        );
     }
+    Ok(s * 1000)
 }
 
 /// Prints a read's result with `"ok": true` after its fields.
@@ -95,7 +104,7 @@ pub(crate) fn run(cli: &Cli, args: &FeedbackArgs) -> Result<(), CliError> {
             holder: drain.holder.clone(),
             id: id.clone(),
             all: *all,
-            stale_ms: drain.stale_after_s.saturating_mul(1000),
+            stale_ms: stale_ms(drain)?,
         }),
         _ => None,
     };
@@ -185,7 +194,7 @@ fn tick(
     }
     let ask = TickAsk {
         project: args.project.clone(),
-        drain: drain_ask(Pass::Tick, drain, interval_s),
+        drain: drain_ask(Pass::Tick, drain, interval_s)?,
         home: home(moonshine_home),
     };
     let call = call(cli, "feedback-tick");
@@ -231,7 +240,7 @@ pub(crate) fn hook(cli: &Cli, verb: &HookVerb) -> Result<(), CliError> {
         ReplyVia::Files => hookstate_engine::ReplyVia::Files,
     };
     let ask = StopAsk {
-        drain: drain_ask(Pass::Stop, drain, hookstate_engine::HEARTBEAT_INTERVAL_S_DEFAULT),
+        drain: drain_ask(Pass::Stop, drain, hookstate_engine::HEARTBEAT_INTERVAL_S_DEFAULT)?,
         home: home(moonshine_home.as_ref()),
         via,
         command: command_for_model(cli),

@@ -137,6 +137,8 @@ impl Session<'_> {
                     markers::auto_close_decision(&runtime, last.as_ref(), r.pending_close, now, tz)?
                 }
                 other => {
+                    // Upstream names a missing verb `(none)`.
+                    let other = if other.is_empty() { "(none)" } else { other };
                     let reason = format!(
                         "unknown verb: {other}. Valid verbs: archive, open, recover, \
                          auto-close-decision"
