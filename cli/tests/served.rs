@@ -852,6 +852,65 @@ fn a_store_moved_over_the_served_one_takes_every_write_that_follows() {
     assert!(direct.contains("\"value\":4"), "every write is in the store at the path: {direct}");
 }
 
+/// A store file moved over the served one while a call that runs alone (a mirrored one) waits
+/// for the write lock: its commit to the old file is refused, and the call runs again on the
+/// file at the path. It answered exit 6 (the refused commit), which tells a hook to stop.
+#[test]
+fn a_call_alone_that_meets_a_store_moved_over_the_served_one_runs_on_the_new_file() {
+    use std::time::Duration;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("state.redb");
+    let run = |db: &Path, args: &[&str]| {
+        let out = hookstate(db).env("HOOKSTATE_SERVE", "0").args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    run(&db, &["counter", "add", "c"]);
+    let dump = dir.path().join("state.dump");
+    run(&db, &["dump", "--to", dump.to_str().unwrap()]);
+    let restored = dir.path().join("restored.redb");
+    run(&restored, &["restore", "--from", dump.to_str().unwrap()]);
+    let (server, _) = start_server(&db);
+    let (locked, is_locked) = std::sync::mpsc::channel();
+    let holder = {
+        let db = db.clone();
+        std::thread::spawn(move || {
+            let database = redb::Database::builder()
+                .set_concurrency_mode(redb::ConcurrencyMode::MultiWriter)
+                .open(&db)
+                .unwrap();
+            let txn = database.begin_write().unwrap();
+            locked.send(()).unwrap();
+            std::thread::sleep(Duration::from_millis(OUTSIDE_HOLD_MS));
+            txn.abort().unwrap();
+        })
+    };
+    is_locked.recv().unwrap();
+    let mirror = dir.path().join("mirror");
+    let call = hookstate(&db)
+        .env_remove("HOOKSTATE_SOCKET")
+        .args(["--wait-ms", "10000", "--mirror", mirror.to_str().unwrap(), "counter", "add", "c"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The server has taken the request (and checked its file) and waits for the lock.
+    std::thread::sleep(Duration::from_millis(OUTSIDE_HOLD_MS / 3));
+    let mut head = db.as_os_str().to_owned();
+    head.push(".head");
+    let mut restored_head = restored.as_os_str().to_owned();
+    restored_head.push(".head");
+    std::fs::rename(&restored_head, &head).unwrap();
+    std::fs::rename(&restored, &db).unwrap();
+    holder.join().unwrap();
+    let out = call.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let (exit, last) = stop_server(server);
+    assert_eq!((exit, last["stopped"].as_str()), (Some(0), Some("replaced")), "{last}");
+    assert_eq!(last["stats"]["solo"], 0, "the call was not answered from the old file: {last}");
+    assert!(run(&db, &["counter", "get", "c"]).contains("\"value\":2"), "in the store at the path");
+}
+
 /// A usage error prints the same line with and without a server when a variable sets a flag
 /// (`HOOKSTATE_SESSION`, as hooks set it): in-process, clap counted the flag as given and put it
 /// in the line (`usage: hookstate kv put --session <SESSION> <KEY>`), or added a clause.

@@ -199,6 +199,14 @@ fn solo(shared: &Shared, mut pending: Pending) {
         return;
     }
     let reply = run_bounded(&shared.engine, &mut pending);
+    // A store file moved over the served one while the call waited or ran: its commit was
+    // refused (which also poisons the handle), so it runs again on the file at the path.
+    if reply.exit != 0 && shared.engine.check_in_place().is_err() {
+        shared.stop(Stop::Replaced);
+        let message = "the server's store file was replaced; run the call in-process".into();
+        pending.answer.send(Err((ErrorCode::NotServed, message)));
+        return;
+    }
     if shared.engine.is_poisoned() {
         shared.stop(Stop::CommitFailed);
     }
