@@ -204,6 +204,11 @@ pub(crate) fn forward(argv: &[OsString]) -> Forwarded {
     };
     // The call's wait as the server reads it: --wait-ms, else HOOKSTATE_WAIT_MS (forwarded).
     let env_wait = std::env::var("HOOKSTATE_WAIT_MS").ok();
+    // A variable that is no wait is a usage error in-process even beside --wait-ms (clap reads
+    // a global option's variable on every level): the process gives it.
+    if env_wait.as_deref().is_some_and(|w| w.parse::<u64>().is_err()) {
+        return in_process();
+    }
     let wait = found.wait_ms.or(env_wait.as_deref());
     let wait_ms = wait.and_then(|w| w.parse().ok()).unwrap_or(WAIT_MS_DEFAULT);
     let retry = || {

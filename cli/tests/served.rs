@@ -940,8 +940,22 @@ fn a_usage_error_reads_the_same_served_or_not_with_a_variable_set() {
         );
         assert!(!String::from_utf8_lossy(&direct.stderr).contains("--session <SESSION>"));
     }
-    let (exit, _) = stop_server(server);
+    // A variable that is no wait, beside a flag that is one: a usage error either way (the
+    // server took the flag and wrote).
+    let run = |direct: bool| {
+        let mut command = hookstate(&db);
+        command.env_remove("HOOKSTATE_SOCKET").env("HOOKSTATE_WAIT_MS", "soon");
+        if direct {
+            command.env("HOOKSTATE_SERVE", "0");
+        }
+        command.args(["--wait-ms", "100", "counter", "add", "c"]).output().unwrap()
+    };
+    let (direct, served) = (run(true), run(false));
+    assert_eq!(direct.status.code(), Some(64), "{direct:?}");
+    assert_eq!((direct.status.code(), &direct.stderr), (served.status.code(), &served.stderr));
+    let (exit, last) = stop_server(server);
     assert_eq!(exit, Some(0));
+    assert_eq!(last["stats"]["writes"], 0, "{last}");
 }
 
 /// A forwarded write keeps to its caller's wait as the call would in-process: `--wait-ms 0` (one
