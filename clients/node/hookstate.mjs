@@ -9,6 +9,7 @@
 //
 // Does not decide anything: what a verb means is the server's; this only frames and matches.
 
+import fs from "node:fs";
 import net from "node:net";
 import path from "node:path";
 
@@ -212,14 +213,52 @@ export class Client {
   }
 }
 
+/** Mode bits of a directory others may write into (group, other). */
+const WRITABLE_BY_OTHERS = 0o022;
+/** The sticky bit: in such a directory only a file's owner may remove or rename it. */
+const STICKY = 0o1000;
+
+/**
+ * Throws unless the socket at `where` can only be a listener of this user's: node cannot read a
+ * peer's credentials (the Rust client checks `SO_PEERCRED`), so the socket must be owned by this
+ * user, in a directory of this user's or root's that no one else may write into (or a sticky
+ * one, where no one else may replace it). A request carries arguments, stdin and environment.
+ */
+export function checkSocket(where) {
+  if (typeof process.getuid !== "function") {
+    return;
+  }
+  const me = process.getuid();
+  const file = fs.lstatSync(where);
+  if (!file.isSocket()) {
+    throw new Error(`${where} is not a socket`);
+  }
+  if (file.uid !== me) {
+    throw new Error(`the socket ${where} belongs to uid ${file.uid}, not ${me}`);
+  }
+  const parent = path.dirname(path.resolve(where));
+  const dir = fs.statSync(parent);
+  const othersWrite = (dir.mode & WRITABLE_BY_OTHERS) !== 0 && (dir.mode & STICKY) === 0;
+  if ((dir.uid !== me && dir.uid !== 0) || othersWrite) {
+    throw new Error(`the socket's directory ${parent} may be written by another user`);
+  }
+}
+
 /**
  * Connects to the server of the store `db` (or the socket `socket`) and waits for its hello.
- * Rejects when there is no server, it does not say hello within `helloWaitMs`, refuses the
- * connection, or speaks another protocol: the caller then runs `hookstate` as a process.
+ * Rejects when there is no server, the socket may be another user's (`checkSocket`), it does not
+ * say hello within `helloWaitMs`, refuses the connection, or speaks another protocol: the caller
+ * then runs `hookstate` as a process.
  */
 export function connect({ db, socket, helloWaitMs = HELLO_WAIT_MS } = {}) {
   const where = socket ?? socketPath(db);
   return new Promise((resolve, reject) => {
+    try {
+      checkSocket(where);
+    } catch (err) {
+      reject(err);
+      return;
+    }
     const stream = net.createConnection(where);
     const reader = new FrameReader();
     const done = (err) => {

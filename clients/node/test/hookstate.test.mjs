@@ -13,7 +13,7 @@ import path from "node:path";
 import readline from "node:readline";
 import { fileURLToPath } from "node:url";
 
-import { connect, encodeFrame, FrameReader, ServeError, socketPath } from "../hookstate.mjs";
+import { checkSocket, connect, encodeFrame, FrameReader, ServeError, socketPath } from "../hookstate.mjs";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const bin = process.env.HOOKSTATE_BIN || path.join(here, "..", "..", "..", "target", "debug", "hookstate");
@@ -173,4 +173,45 @@ test("a malformed frame gets bad_request and the server keeps serving", async ()
 
 test("connect fails fast without a server", async () => {
   await assert.rejects(connect({ db: path.join(dir, "none.redb") }), /ENOENT|ECONNREFUSED/);
+});
+
+/** Why `connect` refused the socket; a connection it made instead is closed and named. */
+async function refusal(socket) {
+  return connect({ socket }).then(
+    (hs) => {
+      hs.close();
+      return "connected";
+    },
+    (err) => err.message,
+  );
+}
+
+test("a socket another user could have put there is not connected to", async (t) => {
+  const open = fs.mkdtempSync(path.join(os.tmpdir(), "hookstate-node-open-"));
+  const where = path.join(open, "fake.sock");
+  const listener = net.createServer((conn) => {
+    conn.write(encodeFrame({ hookstate: "serve", protocol: 1, pid: 1, db: "/x" }));
+  });
+  await new Promise((resolve) => listener.listen(where, resolve));
+  try {
+    fs.chmodSync(open, 0o700);
+    const hs = await connect({ socket: where });
+    hs.close();
+    // A directory others may write into: the socket may be anyone's.
+    fs.chmodSync(open, 0o777);
+    assert.match(await refusal(where), /may be written by another user/);
+    fs.chmodSync(open, 0o1777);
+    assert.doesNotThrow(() => checkSocket(where), "a sticky directory keeps the owner's socket");
+    fs.chmodSync(open, 0o700);
+    assert.throws(() => checkSocket(open), /is not a socket/);
+    if (process.getuid() !== 0) {
+      t.diagnostic("not root: the socket cannot be given to another uid here");
+      return;
+    }
+    fs.chownSync(where, 65534, 65534);
+    assert.match(await refusal(where), /belongs to uid 65534/);
+  } finally {
+    await new Promise((resolve) => listener.close(resolve));
+    fs.rmSync(open, { recursive: true, force: true });
+  }
 });
