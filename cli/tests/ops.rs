@@ -147,6 +147,26 @@ fn restore_with_a_second_anchor_takes_writes_and_refuses_an_older_dump() {
     assert_eq!(refused.code, 5, "{refused:?}");
     assert!(refused.stderr.contains("further along than the dump"), "{refused:?}");
     assert!(!older.exists(), "a refused restore left {}", older.display());
+
+    // A fork of seq 4 written without the anchor directory, ending at the anchored seq 6 and
+    // past it: its dump is refused, as `verify` refuses the fork itself. The restore checked
+    // only the seq and moved the anchor onto the fork, so the genuine store read as rolled back.
+    let fork = store.dir.path().join("fork/state.redb");
+    super::run_in(&fork, &["restore", "--from", old.to_str().unwrap()]).expect(0);
+    super::run_in(&fork, &["kv", "put", "k", "\"fork 5\""]).expect(0);
+    for end in [6, 7] {
+        let put = super::run_in(&fork, &["kv", "put", "k", &format!("\"fork {end}\"")]);
+        assert_eq!(put.expect(0).json()["seq"], end);
+        let dumped = store.dir.path().join(format!("fork-{end}.jsonl"));
+        super::run_in(&fork, &["dump", "--to", dumped.to_str().unwrap()]).expect(0);
+        let forked = store.dir.path().join(format!("forked-{end}/state.redb"));
+        let refused = with_dir(&forked, &["restore", "--from", dumped.to_str().unwrap()]);
+        assert_eq!(refused.code, 5, "{refused:?}");
+        assert!(refused.stderr.contains("rewrites history"), "{refused:?}");
+        assert!(!forked.exists(), "a refused restore left {}", forked.display());
+    }
+    let verify = with_dir(&target, &["verify"]).expect(0).json();
+    assert_eq!(verify["second_anchor_seq"], 6, "the anchor stayed on the genuine store: {verify}");
 }
 
 /// Restores `text` into the store `name` and returns the run; a refusal leaves no new store.

@@ -10,7 +10,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use hookstate_schema::format::{format_anchor, parse_anchor, Head, STORE_ID_BYTES};
+use hookstate_schema::format::{decode_event, format_anchor, parse_anchor, Head, STORE_ID_BYTES};
 
 use crate::kernel::error::{Error, Result};
 use crate::kernel::storage::WriteTxn;
@@ -55,11 +55,14 @@ pub(crate) fn create_filled(
         return Err(Error::bad(format!("target {}", path.display()), why));
     }
     let (file, draft) = dir.create_draft("create")?;
-    let built = build(&dir, file, store_id, fill);
-    let checked = built.and_then(|(head, keep)| match &second {
-        Some(second) => second_anchor_allows(second, store_id, &head).map(|()| (head, keep)),
-        None => Ok((head, keep)),
-    });
+    let checked = match &second {
+        Some(second) => second_anchored(second, store_id).and_then(|anchored| {
+            let (head, keep) = build(&dir, file, store_id, anchored.as_ref(), fill)?;
+            second_anchor_allows(second, store_id, anchored.as_ref(), &head)?;
+            Ok((head, keep))
+        }),
+        None => build(&dir, file, store_id, None, fill),
+    };
     let (head, keep) = match checked {
         Ok(built) => built,
         Err(err) => {
@@ -83,25 +86,39 @@ pub(crate) fn create_filled(
     Ok(head)
 }
 
-/// Whether a store built at `head` may take the second anchor of `store_id`: it may when that
-/// anchor is absent or at most at `head`. One ahead means this host saw the store further along
-/// than the build (an older dump restored), which the next call would refuse as a rollback, so
-/// the build is refused now, saying so.
-fn second_anchor_allows(
-    second: &SecondAnchor,
-    store_id: &[u8; STORE_ID_BYTES],
-    head: &Head,
-) -> Result<()> {
+fn refusal(second: &SecondAnchor, store_id: &[u8; STORE_ID_BYTES], why: &str) -> Error {
+    Error::AnchorMismatch { why: format!("{}: {why}", second.path(store_id).display()) }
+}
+
+/// The head the second anchor of `store_id` names (`None` when it has none).
+fn second_anchored(second: &SecondAnchor, store_id: &[u8; STORE_ID_BYTES]) -> Result<Option<Head>> {
     let Some(text) = second.read_last(store_id)? else {
-        return Ok(());
+        return Ok(None);
     };
-    let path = second.path(store_id);
-    let refuse = |why: String| Error::AnchorMismatch { why: format!("{}: {why}", path.display()) };
+    let refuse = |why: String| refusal(second, store_id, &why);
     let (id, anchored) =
         parse_anchor(&text).map_err(|e| refuse(format!("the anchor does not parse ({e})")))?;
     if id != *store_id {
         return Err(refuse("the anchor belongs to another store".into()));
     }
+    Ok(Some(anchored))
+}
+
+/// Whether a store built at `head` may take the second anchor of `store_id`, at `anchored`: it
+/// may when that anchor is absent or at most at `head` (the build checked that its event there
+/// has the anchored hash). One ahead means this host saw the store further along than the build
+/// (an older dump restored), which the next call would refuse as a rollback, so the build is
+/// refused now, saying so.
+fn second_anchor_allows(
+    second: &SecondAnchor,
+    store_id: &[u8; STORE_ID_BYTES],
+    anchored: Option<&Head>,
+    head: &Head,
+) -> Result<()> {
+    let Some(anchored) = anchored else {
+        return Ok(());
+    };
+    let refuse = |why: String| refusal(second, store_id, &why);
     if anchored.seq > head.seq {
         return Err(refuse(format!(
             "the anchor is at seq {} but the restored log ends at seq {}: this host saw the store \
@@ -115,10 +132,13 @@ fn second_anchor_allows(
 
 /// Builds the new store in `file` and syncs it; returns its head and a handle to the file, by
 /// which it is published.
+/// A second anchor at `anchored` (the build's restore has one) refuses a log whose event at the
+/// anchored seq has another hash: a fork of the history that anchor has seen.
 fn build(
     dir: &StoreDir,
     file: std::fs::File,
     store_id: &[u8; STORE_ID_BYTES],
+    anchored: Option<&Head>,
     fill: &mut dyn FnMut(&mut dyn WriteTxn) -> Result<Head>,
 ) -> Result<(Head, std::fs::File)> {
     let keep = file.try_clone().map_err(|e| Error::io("duplicate handle of", dir.path(), e))?;
@@ -127,6 +147,28 @@ fn build(
     let store = RedbStore::create_in(file, &meta)?;
     let mut txn = store.begin_write(Instant::now() + OWN_FILE_WAIT)?;
     let head = fill(&mut *txn)?;
+    if let Some(anchored) = anchored.filter(|a| a.seq > 0 && a.seq <= head.seq) {
+        let hash = match txn.event(anchored.seq)? {
+            Some(record) => Some(
+                decode_event(&record)
+                    .map_err(|e| Error::ChainBroken { seq: anchored.seq, why: e.to_string() })?,
+            ),
+            // Before the log's base (a dump of a compacted store): the base's head, when it is
+            // that seq, else nothing to compare.
+            None => None,
+        }
+        .map(|event| event.hash)
+        .or((head.seq == anchored.seq).then_some(head.hash));
+        if hash.is_some_and(|hash| hash != anchored.hash) {
+            return Err(Error::AnchorMismatch {
+                why: format!(
+                    "the second anchor names another event at seq {} than the dump holds: the \
+                     dump rewrites history this host has seen",
+                    anchored.seq
+                ),
+            });
+        }
+    }
     txn.commit()?;
     drop(store);
     keep.sync_all().map_err(|e| Error::io("fsync", dir.path(), e))?;
