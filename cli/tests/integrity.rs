@@ -439,6 +439,26 @@ fn a_second_anchor_catches_a_rollback_of_the_store_and_its_anchor_together() {
     refused_for_the_anchor(&with_dir(&["verify"]), "verify with the second anchor");
     // Without it, the pair looks consistent: what the README says the anchor cannot prove.
     store.run(&["verify"]).expect(0);
+
+    // Appending the file's own old line for seq 1 (an append-only file allows it) moved the
+    // second anchor back to the old store: `verify` passed and writes forked the history.
+    let file = std::fs::read_dir(anchors.path()).unwrap().next().unwrap().unwrap().path();
+    let text = std::fs::read_to_string(&file).unwrap();
+    let old_line = text.lines().find(|l| l.split(' ').nth(3) == Some("1")).unwrap().to_owned();
+    let mut appended = std::fs::OpenOptions::new().append(true).open(&file).unwrap();
+    std::io::Write::write_all(&mut appended, format!("{old_line}\n").as_bytes()).unwrap();
+    for args in [&["kv", "put", "a", "9"][..], &["verify"][..]] {
+        let run = with_dir(args);
+        assert_eq!(run.code, 5, "{args:?}: {run:?}");
+        assert!(run.stderr.contains("goes back from seq 4 to seq 1"), "{run:?}");
+    }
+    // More old lines in order hide the step back from a call's look at the file's end; `verify`
+    // reads the whole file.
+    let again = text.lines().find(|l| l.split(' ').nth(3) == Some("1")).unwrap();
+    std::io::Write::write_all(&mut appended, format!("{again}\n{again}\n").as_bytes()).unwrap();
+    let run = with_dir(&["verify"]);
+    assert_eq!(run.code, 5, "{run:?}");
+    assert!(run.stderr.contains("goes back from seq 4 to seq 1"), "{run:?}");
 }
 
 /// The offsets of `needle` in `haystack`.

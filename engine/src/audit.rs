@@ -525,6 +525,7 @@ fn verify_log(
     options: VerifyOptions,
     held_max: usize,
 ) -> Result<(VerifyReport, ReplayMemory)> {
+    kernel.storage().check_anchor_history(kernel.identity().store_id)?;
     let anchors = kernel.read_anchors();
     let txn = kernel.begin_read()?;
     let Replayed { head, views, counts, from_checkpoint } =

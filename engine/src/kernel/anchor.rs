@@ -52,6 +52,8 @@ pub(crate) fn check(
     let text = match read {
         Ok(Some(text)) => text,
         Ok(None) => return Ok(AnchorState::Missing),
+        // A mismatch the read found itself (a second anchor that went back) says so whole.
+        Err(err @ Error::AnchorMismatch { .. }) => return Err(err),
         Err(err) => return Err(mismatch(path, format!("the anchor cannot be read ({err})"))),
     };
     let (store_id, anchored) = format::parse_anchor(&text)

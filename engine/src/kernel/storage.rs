@@ -136,6 +136,11 @@ pub(crate) trait Storage: Send + Sync {
     fn read_second_anchor(&self, _store_id: &[u8; STORE_ID_BYTES]) -> Result<Option<String>> {
         Ok(None)
     }
+    /// Reads every line of an appended anchor file (the second anchor; a remote store's per-host
+    /// one): no line's seq may be below one before it. Costs the file's length: `verify` only.
+    fn check_anchor_history(&self, _store_id: &[u8; STORE_ID_BYTES]) -> Result<()> {
+        Ok(())
+    }
     /// Moves the anchors under the anchor lock: `next` maps each anchor's current text to the
     /// text to write (`None`: leave it). The anchor beside the store is replaced atomically, the
     /// second one appended to. Returns `false`, having done nothing, when another writer holds

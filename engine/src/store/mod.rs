@@ -186,6 +186,9 @@ impl Storage for FileStore {
     fn read_second_anchor(&self, store_id: &[u8; STORE_ID_BYTES]) -> Result<Option<String>> {
         self.second.as_ref().map_or(Ok(None), |second| second.read_last(store_id))
     }
+    fn check_anchor_history(&self, store_id: &[u8; STORE_ID_BYTES]) -> Result<()> {
+        self.second.as_ref().map_or(Ok(()), |second| second.check_history(store_id))
+    }
     fn update_anchors(
         &self,
         store_id: &[u8; STORE_ID_BYTES],

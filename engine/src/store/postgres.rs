@@ -614,6 +614,9 @@ impl Storage for PgStore {
     fn read_anchor(&self) -> Result<Option<String>> {
         self.anchor.as_ref().map_or(Ok(None), |anchor| anchor.read_last(&self.store_id))
     }
+    fn check_anchor_history(&self, store_id: &[u8; STORE_ID_BYTES]) -> Result<()> {
+        self.anchor.as_ref().map_or(Ok(()), |anchor| anchor.check_history(store_id))
+    }
     fn anchor_required(&self) -> bool {
         false
     }

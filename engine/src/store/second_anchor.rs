@@ -3,16 +3,19 @@
 //! its anchor line. Made append-only (`chattr +a`, by root) the file cannot be rolled back by the
 //! store's own writer, so a copy of an old store together with its old anchor is still caught.
 //!
-//! Only the file's tail is read (its last complete line), so a call's cost does not grow with the
-//! file. Appends are not fsynced: the second anchor may lag after a power cut, never lead. Does
-//! not decide when to append; the kernel's anchor rules do.
+//! Only the file's tail is read (its last two complete lines), so a call's cost does not grow
+//! with the file: the last line is the anchor, and one whose seq is below the line before it
+//! (an old line appended, which `chattr +a` allows) is refused. `verify` reads every line
+//! (`check_history`): no line's seq may be below one before it. Appends are not fsynced: the
+//! second anchor may lag after a power cut, never lead. Does not decide when to append; the
+//! kernel's anchor rules do.
 
 use std::fs::File;
 use std::io::Write;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
-use hookstate_schema::format::{to_hex, STORE_ID_BYTES};
+use hookstate_schema::format::{parse_anchor, to_hex, STORE_ID_BYTES};
 use rustix::fs::{FileType, Mode, OFlags};
 use rustix::io::Errno;
 
@@ -21,8 +24,9 @@ use crate::kernel::fsio::{io_err, FILE_MODE};
 use crate::kernel::limits::ANCHOR_BYTES_MAX;
 use crate::kernel::walk;
 
-/// Bytes read from the end of the file: two anchor lines, so the last complete one is in them.
-const TAIL_BYTES: usize = 2 * ANCHOR_BYTES_MAX + 2;
+/// Bytes read from the end of the file: three anchor lines, so the last two complete ones are in
+/// them.
+const TAIL_BYTES: usize = 3 * (ANCHOR_BYTES_MAX + 1);
 /// Group- or world-writable: another user could replace the file.
 const SHARED_WRITE_BITS: u32 = 0o022;
 
@@ -97,13 +101,61 @@ impl SecondAnchor {
 
     /// The last complete line (with its newline) of the store's file; `None` when the file is
     /// absent or holds no complete line. A torn last append (no newline) is skipped.
+    ///
+    /// # Errors
+    /// [`Error::AnchorMismatch`] when the last line's seq is below the line's before it (both
+    /// anchors of this store); IO errors.
     pub(crate) fn read_last(&self, store_id: &[u8; STORE_ID_BYTES]) -> Result<Option<String>> {
         let path = self.path(store_id);
         let Some(file) = self.open_file(store_id, OFlags::RDONLY)? else {
             return Ok(None);
         };
         let tail = Self::tail(&file, &path)?;
-        Ok(last_line(&tail).map(|line| String::from_utf8_lossy(line).into_owned()))
+        let Some(last) = last_line(&tail) else {
+            return Ok(None);
+        };
+        let before = last_line(&tail[..tail.len() - last.len()]);
+        if let (Some(before), Some(now)) =
+            (before.and_then(seq_of(store_id)), seq_of(store_id)(last))
+        {
+            if now < before {
+                return Err(went_back(&path, before, now));
+            }
+        }
+        Ok(Some(String::from_utf8_lossy(last).into_owned()))
+    }
+
+    /// Reads every line of the store's file: no anchor of this store may have a seq below one
+    /// before it. Its cost grows with the file: `verify` runs it, no call does.
+    ///
+    /// # Errors
+    /// [`Error::AnchorMismatch`] for a seq that went back; IO errors.
+    pub(crate) fn check_history(&self, store_id: &[u8; STORE_ID_BYTES]) -> Result<()> {
+        use std::io::BufRead;
+        let path = self.path(store_id);
+        let Some(file) = self.open_file(store_id, OFlags::RDONLY)? else {
+            return Ok(());
+        };
+        let mut lines = std::io::BufReader::new(file);
+        let mut line = Vec::with_capacity(ANCHOR_BYTES_MAX + 1);
+        let mut highest: Option<u64> = None;
+        loop {
+            line.clear();
+            // A line longer than an anchor is no anchor: read on to its end, bounded per read.
+            let read = std::io::Read::take(&mut lines, ANCHOR_BYTES_MAX as u64 + 1)
+                .read_until(b'\n', &mut line)
+                .map_err(|e| Error::io("read", &path, e))?;
+            if read == 0 {
+                return Ok(());
+            }
+            let Some(seq) = seq_of(store_id)(&line) else {
+                continue;
+            };
+            match highest {
+                Some(high) if seq < high => return Err(went_back(&path, high, seq)),
+                _ => highest = Some(seq),
+            }
+        }
     }
 
     /// Appends `line` (one anchor line with its newline), after a newline when a torn append
@@ -135,6 +187,25 @@ impl Drop for DirLock<'_> {
     }
 }
 
+/// The seq of an anchor line of the store `store_id` (`None` for a torn line, or one of another
+/// store).
+fn seq_of(store_id: &[u8; STORE_ID_BYTES]) -> impl Fn(&[u8]) -> Option<u64> + '_ {
+    move |line| {
+        let text = std::str::from_utf8(line).ok()?;
+        parse_anchor(text).ok().filter(|(id, _)| id == store_id).map(|(_, head)| head.seq)
+    }
+}
+
+fn went_back(path: &Path, from: u64, to: u64) -> Error {
+    Error::AnchorMismatch {
+        why: format!(
+            "{}: the second anchor goes back from seq {from} to seq {to}: a line was appended \
+             to roll it back",
+            path.display()
+        ),
+    }
+}
+
 /// The last line of `tail` that ends with a newline, newline included; the part before the first
 /// newline may be the end of an earlier line cut by the tail, so it counts only when the tail
 /// holds no other complete line and starts the file.
@@ -155,6 +226,44 @@ mod tests {
         assert_eq!(last_line(b"only\n"), Some(&b"only\n"[..]));
         assert_eq!(last_line(b"torn"), None);
         assert_eq!(last_line(b""), None);
+    }
+
+    fn line(id: &[u8; STORE_ID_BYTES], seq: u64) -> String {
+        let head = hookstate_schema::format::Head { seq, hash: [seq as u8; 32] };
+        hookstate_schema::format::format_anchor(id, &head)
+    }
+
+    /// An old line appended (all `chattr +a` lets anyone do) rolled the anchor back: only the
+    /// last line counted. A call sees the last two lines; `verify` reads them all.
+    #[test]
+    fn an_anchor_line_below_one_before_it_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let anchors = SecondAnchor::open(dir.path()).unwrap();
+        let (id, other) = ([7u8; STORE_ID_BYTES], [8u8; STORE_ID_BYTES]);
+        for seq in [1, 2, 4, 4] {
+            anchors.append(&id, &line(&id, seq)).unwrap();
+        }
+        assert_eq!(anchors.read_last(&id).unwrap(), Some(line(&id, 4)));
+        anchors.check_history(&id).unwrap();
+        anchors.append(&id, &line(&id, 2)).unwrap();
+        let err = anchors.read_last(&id).unwrap_err().to_string();
+        assert!(err.contains("goes back from seq 4 to seq 2"), "{err}");
+        // Old lines in order after it: the last two agree, the whole file does not.
+        for seq in [3, 3, 3] {
+            anchors.append(&id, &line(&id, seq)).unwrap();
+        }
+        assert_eq!(anchors.read_last(&id).unwrap(), Some(line(&id, 3)));
+        let err = anchors.check_history(&id).unwrap_err().to_string();
+        assert!(err.contains("goes back from seq 4 to seq 2"), "{err}");
+        // Torn lines, long junk and another store's lines are not anchors of this one.
+        let clean = tempfile::tempdir().unwrap();
+        let anchors = SecondAnchor::open(clean.path()).unwrap();
+        anchors.append(&id, &line(&id, 5)).unwrap();
+        anchors.append(&id, &format!("{}\n", "x".repeat(3 * ANCHOR_BYTES_MAX))).unwrap();
+        anchors.append(&id, &line(&other, 1)).unwrap();
+        anchors.append(&id, &line(&id, 6)).unwrap();
+        anchors.check_history(&id).unwrap();
+        assert_eq!(anchors.read_last(&id).unwrap(), Some(line(&id, 6)));
     }
 
     #[test]
