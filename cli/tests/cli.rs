@@ -301,6 +301,18 @@ fn exit_5_verify_names_the_first_bad_seq_of_a_rewritten_event() {
     let run = store.run(&["verify"]).expect(5);
     assert!(run.stderr.contains("chain broken at seq 4"), "{run:?}");
     assert_eq!(run.json()["first_bad_seq"], 4);
+    // A copy that stops at the break leaves nothing at its target: it made an empty store there
+    // first, under the source's id, which verified clean and refused the next copy.
+    let to = store.dir.path().join("copy.redb");
+    let from = store.db().display().to_string();
+    let copy = store.run(&["copy", "--from", &from, "--to", to.to_str().unwrap()]).expect(5);
+    assert!(copy.stderr.contains("chain broken at seq 4"), "{copy:?}");
+    let left: Vec<_> = std::fs::read_dir(store.dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.contains("copy"))
+        .collect();
+    assert!(left.is_empty(), "a failed copy left {left:?}");
 }
 
 #[test]

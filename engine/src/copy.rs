@@ -17,6 +17,7 @@ use crate::audit::{self, VerifyOptions};
 use crate::kernel::counts;
 use crate::kernel::error::{Error, Result};
 use crate::kernel::project;
+use crate::kernel::storage::{ReadTxn, WriteTxn};
 use crate::kernel::view::read_head;
 use crate::kernel::write::Kernel;
 use crate::store::{self, OpenOptions};
@@ -45,21 +46,58 @@ pub(crate) fn copy(source: &Kernel, to: &Path, options: OpenOptions) -> Result<C
     let read = source.begin_read()?;
     let head = read_head(&*read)?;
     let wait = options.wait()?;
-    let storage = store::open_for_copy(to, &options, source.store_id())?;
-    let dest = Kernel::new(storage, source.table(), wait)?;
-    assert_eq!(dest.genesis(), source.genesis(), "the destination takes the source's identity");
-    let mut txn = dest.begin_write()?;
-    let start = read_head(&*txn)?;
+    let mut views = 0;
+    let mut fill = |txn: &mut dyn WriteTxn| {
+        views = fill_copy(source, &*read, &head, txn)?;
+        Ok(head)
+    };
+    let dest = match store::remote_address(to) {
+        // On PostgreSQL the destination's tables are made, then filled in one transaction.
+        Some(_) => {
+            let storage = store::open_for_copy(to, &options, source.store_id())?;
+            let dest = Kernel::new(storage, source.table(), wait)?;
+            let mut txn = dest.begin_write()?;
+            fill(&mut *txn)?;
+            txn.commit()?;
+            dest.move_anchors(&head, false);
+            dest
+        }
+        // A file is built whole beside its name and published once complete, anchors and all,
+        // as a restore's is: a killed copy leaves nothing, never an empty store under the
+        // source's id.
+        None => {
+            let anchor_dir = options.anchor_dir.as_deref();
+            store::create_filled(to, source.store_id(), anchor_dir, &mut fill)?;
+            let opened = OpenOptions { create: false, read_only: false, ..options.clone() };
+            Kernel::new(store::open(to, opened)?, source.table(), wait)?
+        }
+    };
+    drop(read);
+    if dest.genesis() != source.genesis() {
+        return Err(Error::Corrupt("the copy does not carry the source's identity".into()));
+    }
+    let verified = audit::verify(&dest, VerifyOptions::default())?;
+    if verified.head != head {
+        return Err(Error::Corrupt("the verified copy does not end at the source's head".into()));
+    }
+    Ok(CopyReport { events: head.seq, head, views, to: dest.path() })
+}
+
+/// Fills the new store's transaction with the source's log up to `head` (every link checked)
+/// and the views rebuilt from it; returns the view rows written.
+fn fill_copy(
+    source: &Kernel,
+    read: &dyn ReadTxn,
+    head: &Head,
+    txn: &mut dyn WriteTxn,
+) -> Result<u64> {
+    let start = read_head(txn)?;
     if start.seq != 0 {
-        return Err(Error::Invalid(format!(
-            "the destination {} already holds {} events",
-            dest.path().display(),
-            start.seq
-        )));
+        return Err(Error::Invalid(format!("the destination already holds {} events", start.seq)));
     }
     let mut views = BTreeMap::<ViewKey, ViewRow>::new();
     let mut counted: counts::Counts = [0; BODY_VARIANTS];
-    let mut expected = Head { seq: 0, hash: dest.genesis() };
+    let mut expected = Head { seq: 0, hash: source.genesis() };
     read.events(1, head.seq, &mut |seq, bytes| {
         let broken = |why: &str| Error::ChainBroken { seq, why: why.into() };
         if seq != expected.seq + 1 {
@@ -75,7 +113,7 @@ pub(crate) fn copy(source: &Kernel, to: &Path, options: OpenOptions) -> Result<C
         expected = Head { seq, hash: event.hash };
         Ok(true)
     })?;
-    if expected != head {
+    if expected != *head {
         return Err(Error::ChainBroken {
             seq: expected.seq + 1,
             why: "the log ends before the stored head".into(),
@@ -86,11 +124,6 @@ pub(crate) fn copy(source: &Kernel, to: &Path, options: OpenOptions) -> Result<C
         txn.put_view(&key_bytes, &encode_view_row(&key_bytes, row))?;
     }
     txn.put_meta(META_DOMAIN_EVENTS, &counts::encode(&counted))?;
-    txn.put_meta(META_HEAD, &encode_head(&head))?;
-    txn.commit()?;
-    drop(read);
-    dest.move_anchors(&head, false);
-    let verified = audit::verify(&dest, VerifyOptions::default())?;
-    assert_eq!(verified.head, head, "the verified destination ends at the source's head");
-    Ok(CopyReport { events: head.seq, head, views: views.len() as u64, to: dest.path() })
+    txn.put_meta(META_HEAD, &encode_head(head))?;
+    Ok(views.len() as u64)
 }
