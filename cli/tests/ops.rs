@@ -169,6 +169,39 @@ fn restore_with_a_second_anchor_takes_writes_and_refuses_an_older_dump() {
     assert_eq!(verify["second_anchor_seq"], 6, "the anchor stayed on the genuine store: {verify}");
 }
 
+/// `restore` and `backup` build store files: a PostgreSQL address as their target is refused,
+/// without its password. It was taken as a file name in the working directory: a redb file
+/// named after the address, password and all, printed on stdout, and the database untouched.
+#[test]
+fn restore_and_backup_refuse_a_postgres_address_and_never_show_its_password() {
+    let store = written();
+    let dump = store.dir.path().join("d.jsonl");
+    std::fs::write(&dump, dump_of(&store)).unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let url = "postgres://u:hunter2secret@127.0.0.1:1/db";
+    let source = store.db().display().to_string();
+    let calls: [Vec<&str>; 2] = [
+        vec!["--db", url, "restore", "--from", dump.to_str().unwrap()],
+        vec!["--db", &source, "backup", "--to", url],
+    ];
+    for args in &calls {
+        let out = Command::new(env!("CARGO_BIN_EXE_hookstate"))
+            .args(args)
+            .current_dir(work.path())
+            .env("HOME", work.path())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let (stdout, stderr) =
+            (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert_eq!(out.status.code(), Some(3), "{args:?}: {stdout} {stderr}");
+        assert!(stderr.contains("is a PostgreSQL address"), "{stderr}");
+        assert!(!format!("{stdout}{stderr}").contains("hunter2secret"), "{stdout} {stderr}");
+        let made: Vec<_> = std::fs::read_dir(work.path()).unwrap().collect();
+        assert!(made.is_empty(), "{args:?} made {made:?}");
+    }
+}
+
 /// Restores `text` into the store `name` and returns the run; a refusal leaves no new store.
 fn restore_text(store: &Store, name: &str, text: &str) -> super::Run {
     let file = store.dir.path().join(format!("{name}.jsonl"));

@@ -39,6 +39,13 @@ pub(crate) fn create_filled(
     anchor_dir: Option<&Path>,
     fill: &mut dyn FnMut(&mut dyn WriteTxn) -> Result<Head>,
 ) -> Result<Head> {
+    // A PostgreSQL address is no file name (it was taken as one, in the working directory,
+    // password and all): a remote store is made by `copy`.
+    if let Some(shown) = super::remote_address(path) {
+        let why = "is a PostgreSQL address: this builds a store file; build one, then `hookstate \
+                   copy --from FILE --to ADDRESS`";
+        return Err(Error::bad(format!("target {shown}"), why));
+    }
     let dir = StoreDir::open(path, true)?;
     let second = anchor_dir.map(SecondAnchor::open).transpose()?;
     let exists = || Error::bad(format!("target {}", path.display()), "exists: name a new store");
