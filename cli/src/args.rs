@@ -149,9 +149,9 @@ pub(crate) struct Cli {
     /// The hook or agent name recorded in the event.
     #[arg(long, global = true, help_heading = GLOBAL, hide_short_help = true, hide_env_values = true, env = "HOOKSTATE_AGENT")]
     pub(crate) agent: Option<String>,
-    /// Idempotency key: a repeated call with this key and the same verb, arguments and stdin
-    /// returns the first result and appends nothing; the same key with another request exits 3.
-    /// A key is bound for 24 hours.
+    /// Idempotency key, per scope: a repeated call in the scope with this key and the same verb,
+    /// arguments and stdin returns the first result and appends nothing; the same key with
+    /// another request exits 3. A key is bound for 24 hours.
     #[arg(long, global = true, help_heading = GLOBAL, hide_short_help = true)]
     pub(crate) idem_key: Option<String>,
     /// Keep the legacy files of the verb's layout in DIR current after every commit, adopting
