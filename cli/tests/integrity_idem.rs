@@ -1,7 +1,8 @@
 //! Issue 13, item 3, through the binary: an idempotency key is bound, in its scope, to the
 //! request it first carried (verb, arguments, stdin). The same key with another request is
-//! refused with exit 3 and one line naming the first verb; a true repeat, even with other flags that do not
-//! change what it does, replays what the first call printed; a key is free again after its bound.
+//! refused with exit 3 and one line naming the first verb; a true repeat, even with other flags
+//! that do not change what it does, replays what the first call printed; a key is free again
+//! after its bound.
 //!
 //! Does not test the kernel's replay in-process; the engine's tests do.
 
