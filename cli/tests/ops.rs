@@ -764,6 +764,15 @@ fn compact_of_an_empty_checkpoint_keeps_the_log_dumpable_and_backup_takes_no_at_
     assert!(run.stderr.contains("backup copies the store as it is"), "{run:?}");
     assert!(!to.exists());
     store.run(&["--at-seq", "0", "doctor"]).expect(64);
+    // Nor does restore: it restored the whole dump under --at-seq and --as-of (exit 0).
+    let file = store.dir.path().join("d.jsonl");
+    std::fs::write(&file, &dump.stdout).unwrap();
+    let from = file.to_str().unwrap();
+    for at in [["--at-seq", "0"], ["--as-of", "2026-01-01T00:00:00Z"]] {
+        let run = super::run_in(&to, &[at[0], at[1], "restore", "--from", from]).expect(64);
+        assert!(run.stderr.contains("restore makes the whole dump's store"), "{run:?}");
+        assert!(!to.exists());
+    }
 }
 
 /// An export never writes into the store's own directory or its anchor directory, where a file

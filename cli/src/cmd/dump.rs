@@ -70,6 +70,12 @@ pub(crate) fn dump(cli: &Cli, args: &DumpArgs) -> Result<(), CliError> {
 }
 
 pub(crate) fn restore(cli: &Cli, args: &RestoreArgs) -> Result<(), CliError> {
+    // A restore makes the store the dump holds, whole (it opens no store to read as of a seq).
+    if cli.at_seq.is_some() || cli.as_of.is_some() {
+        let why =
+            "restore makes the whole dump's store; --at-seq and --as-of are for reads and dump";
+        return Err(CliError::Usage(why.into()));
+    }
     let target = db_path(cli)?;
     let anchor_dir = cli.anchor_dir.as_deref();
     let report = if args.from.as_os_str() == "-" {
