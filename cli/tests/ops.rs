@@ -346,6 +346,53 @@ fn log_follow_sees_a_live_writers_events_once_in_order_and_exits_0_on_sigint() {
     assert_eq!(exit.code(), Some(0), "SIGINT ends a follow with exit 0");
 }
 
+/// A compaction between two reads of a follower dropped events it had not printed: it went on
+/// from the first kept event without a word. Now a warning line names them.
+#[test]
+fn log_follow_names_the_events_a_compaction_dropped_before_it_printed_them() {
+    let store = Store::new();
+    let add = || store.run(&["counter", "add", "c"]).expect(0);
+    add();
+    add();
+    let mut follower = Command::new(env!("CARGO_BIN_EXE_hookstate"))
+        .arg("--db")
+        .arg(store.db())
+        .args(["log", "--follow"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(follower.stdout.take().unwrap());
+    let mut seq = || {
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        serde_json::from_str::<Value>(&line).unwrap()["seq"].as_u64().unwrap()
+    };
+    assert_eq!((seq(), seq()), (1, 2));
+    let signal = |name: &str| {
+        let id = follower.id().to_string();
+        assert!(Command::new("kill").args([name, &id]).status().unwrap().success());
+    };
+    // Stopped, it cannot read between the writes and the compaction.
+    signal("-STOP");
+    add();
+    add();
+    add();
+    store.run(&["checkpoint"]).expect(0);
+    assert_eq!(store.run(&["compact", "--keep", "0"]).expect(0).json()["log_starts_after"], 5);
+    add();
+    signal("-CONT");
+    assert_eq!((seq(), seq()), (6, 7), "the checkpoint's event and the write after it");
+    signal("-INT");
+    let done = follower.wait_with_output().unwrap();
+    assert_eq!(done.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&done.stderr);
+    let warning =
+        "hookstate: warning: events 3 to 5 were dropped by a compaction before they were \
+                   printed\n";
+    assert_eq!(stderr, warning);
+}
+
 #[test]
 fn log_follow_exits_0_when_its_reader_closes_the_pipe() {
     let store = written();

@@ -2,9 +2,12 @@
 //! SIGTERM (exit 0) or a closed pipe (exit 0).
 //!
 //! Waking is a short bounded poll (poll(2) on stdout, which also tells of a closed pipe) of the
-//! store file's and the anchor's metadata (no read of the store while nothing changed); a change reopens the store read-only and prints what follows
-//! the last seq seen, so every event is printed once, in order. Does not write.
+//! store file's and the anchor's metadata (no read of the store while nothing changed); a change
+//! reopens the store read-only and prints what follows the last seq seen, so every event is
+//! printed once, in order. Events a compaction dropped before they were printed are named in a
+//! warning line on stderr. Does not write.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -55,7 +58,9 @@ pub(crate) fn follow(cli: &Cli, filter: LogFilter, field_bytes_max: usize) -> Re
         if due || now != seen || paths.is_empty() {
             seen = now;
             last_read = Some(Instant::now());
-            let page = read_from(cli, &filter, next, field_bytes_max)?;
+            // The first read starts where `log` would; later ones where the last one ended.
+            let followed = !paths.is_empty();
+            let page = read_from(cli, &filter, next, field_bytes_max, followed)?;
             next = page.read_to + 1;
             if paths.is_empty() {
                 paths = page.paths;
@@ -108,6 +113,7 @@ fn read_from(
     filter: &LogFilter,
     from: u64,
     field_bytes_max: usize,
+    followed: bool,
 ) -> Result<Page, CliError> {
     let engine = open(cli, Access::Read)?;
     let at = engine.location()?;
@@ -115,6 +121,20 @@ fn read_from(
     let head = engine.head()?.seq;
     if head < from {
         return Ok(Page { read_to: from - 1, head, paths });
+    }
+    // A compaction between two reads dropped events this follower had not printed: say so, once,
+    // rather than go on as if the log were whole.
+    let dropped = match followed {
+        true => engine.first_kept(from)?.filter(|kept| *kept > from),
+        false => None,
+    };
+    if let Some(kept) = dropped {
+        let line = format!(
+            "hookstate: warning: events {from} to {} were dropped by a compaction before they \
+             were printed",
+            kept - 1
+        );
+        let _ = writeln!(crate::output::stderr(), "{line}");
     }
     let to = head.min(from.saturating_add(FOLLOW_PAGE_EVENTS - 1));
     let page = LogFilter {
