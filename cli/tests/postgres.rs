@@ -373,3 +373,81 @@ fn the_servers_clock_is_raised_to_the_last_event_within_a_bound() {
     let times = at_ms(run(home.path(), &db, &["log"]).expect(0));
     assert!(times[3].abs_diff(before) < 60_000, "held by a last event beyond the bound: {times:?}");
 }
+
+/// A server that takes the connection and never answers (a stuck proxy, a half-open link) held
+/// every call until the peer went away, whatever `--wait-ms`: the client's connect timeout bounds
+/// the TCP connect only. Now the connection is given the call's wait, then exit 6. Needs no
+/// PostgreSQL: the listener is this test's.
+#[test]
+fn a_server_that_never_answers_ends_the_call_at_its_wait() {
+    use std::time::{Duration, Instant};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let held = std::thread::spawn(move || {
+        // Accept, hold, never write: as long as the calls run.
+        let mut conns = Vec::new();
+        for conn in listener.incoming().take(2) {
+            conns.push(conn);
+        }
+        std::thread::sleep(Duration::from_secs(2));
+        drop(conns);
+    });
+    let home = tempfile::tempdir().unwrap();
+    let db = format!("postgres://u:{PASSWORD}@127.0.0.1:{port}/db");
+    for args in [&["kv", "get", "k"][..], &["kv", "put", "k", "1"][..]] {
+        let started = Instant::now();
+        let mut all = vec!["--wait-ms", "500"];
+        all.extend_from_slice(args);
+        let run = run(home.path(), &db, &all);
+        let took = started.elapsed();
+        assert_eq!(run.code, 6, "{args:?}: {run:?}");
+        assert!(run.stderr.contains("did not finish the connection within 500 ms"), "{run:?}");
+        assert!(!run.stderr.contains(PASSWORD), "{run:?}");
+        assert!(took < Duration::from_secs(3), "{args:?} took {took:?}");
+    }
+    held.join().unwrap();
+}
+
+/// A table lock another session holds (ALTER TABLE, VACUUM FULL, TRUNCATE take one) on the
+/// tables every call reads first held reads and writes past `--wait-ms` until it ended: the
+/// first probe ran without a lock timeout. Now every statement of a call's session has one.
+#[test]
+fn an_exclusive_table_lock_answers_busy_at_the_wait() {
+    use std::time::{Duration, Instant};
+    let Some(base) = base() else { return };
+    let home = tempfile::tempdir().unwrap();
+    let db = fresh(&base, "locked");
+    run(home.path(), &db, &["kv", "put", "k", "1"]).expect(0);
+    for table in ["hookstate_meta", "hookstate_version", "hookstate_views"] {
+        let mut holder = postgres::Client::connect(&db, postgres::NoTls).unwrap();
+        let mut txn = holder.transaction().unwrap();
+        txn.batch_execute(&format!("LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE")).unwrap();
+        for args in [&["kv", "get", "k"][..], &["kv", "put", "k", "2"][..]] {
+            let started = Instant::now();
+            let mut child = hookstate(home.path())
+                .args(["--db", &db, "--wait-ms", "300"])
+                .args(args)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            // A call that hangs is killed here, so the test fails instead of hanging with it.
+            let code = loop {
+                if let Some(status) = child.try_wait().unwrap() {
+                    break status.code();
+                }
+                if started.elapsed() > Duration::from_secs(5) {
+                    child.kill().unwrap();
+                    child.wait().unwrap();
+                    break None;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            };
+            let took = started.elapsed();
+            assert_eq!(code, Some(4), "{table} {args:?} after {took:?}");
+            assert!(took < Duration::from_secs(3), "{table} {args:?} took {took:?}");
+        }
+        txn.rollback().unwrap();
+    }
+    assert_eq!(run(home.path(), &db, &["kv", "get", "k"]).expect(0).json()["value"], 1);
+}

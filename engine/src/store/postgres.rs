@@ -498,6 +498,33 @@ fn connect_again(err: &postgres::Error) -> bool {
     }
 }
 
+/// Least time a connection attempt is given (a wait of 0 still tries once).
+const CONNECT_WAIT_MIN: Duration = Duration::from_millis(100);
+
+/// Connects on a thread of its own and waits at most `wait` (at least [`CONNECT_WAIT_MIN`]) for
+/// it: the client's connect timeout bounds the TCP connect only, and a server (or a proxy) that
+/// takes the connection and never answers would hold the call. `None` when the time ran out; the
+/// attempt's thread ends when its connection does.
+fn connect_within(
+    config: &postgres::Config,
+    tls: Option<&tokio_postgres_rustls::MakeRustlsConnect>,
+    wait: Duration,
+) -> Option<std::result::Result<Client, postgres::Error>> {
+    let (config, tls) = (config.clone(), tls.cloned());
+    let (tx, rx) = std::sync::mpsc::channel();
+    thread::Builder::new()
+        .name("hookstate-pg-connect".into())
+        .spawn(move || {
+            let connected = match tls {
+                Some(tls) => config.connect(tls),
+                None => config.connect(NoTls),
+            };
+            let _ = tx.send(connected);
+        })
+        .ok()?;
+    rx.recv_timeout(wait.max(CONNECT_WAIT_MIN)).ok()
+}
+
 impl PgStore {
     fn not_a_store(&self, why: &str) -> Error {
         Error::NotAStore { path: PathBuf::from(self.address.shown()), why: why.into() }
@@ -514,12 +541,27 @@ impl PgStore {
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let connected = match &self.tls {
-                Some(tls) => config.connect(tls.clone()),
-                None => config.connect(NoTls),
+            let remaining = self.wait.saturating_sub(start.elapsed());
+            let connected = match connect_within(&config, self.tls.as_ref(), remaining) {
+                Some(connected) => connected,
+                None => {
+                    let why = format!(
+                        "the server did not finish the connection within {} ms",
+                        lock_timeout_ms(self.wait)
+                    );
+                    let source = std::io::Error::new(std::io::ErrorKind::TimedOut, why);
+                    return Err(Error::io("connect to", self.address.shown(), source));
+                }
             };
             match connected {
-                Ok(client) => return Ok(client),
+                // Every statement of the session, the first probe of the tables included, waits
+                // for a table lock (an ALTER TABLE, a VACUUM FULL) at most the call's wait, then
+                // answers busy; a transaction's own `SET LOCAL` still counts from its start.
+                Ok(mut client) => {
+                    let set = format!("SET lock_timeout = {}", lock_timeout_ms(self.wait));
+                    client.batch_execute(&set).map_err(|err| convert(err, start))?;
+                    return Ok(client);
+                }
                 Err(err)
                     if connect_again(&err)
                         && attempt < CONNECT_ATTEMPTS_MAX
