@@ -790,6 +790,32 @@ fn a_store_of_shape_1_events_restores_verifies_and_reads_them_at_shape_2() {
     assert_eq!(at(&["verify"]).json()["ok"], true);
 }
 
+/// `copy` of a compacted store starts from its base: it walked the log from seq 1 and failed with
+/// "chain broken" (exit 5) for the events the compaction had dropped.
+#[test]
+fn compact_then_copy_starts_the_copy_from_the_base_and_the_copy_compacts_again() {
+    let store = written();
+    store.run(&["checkpoint"]).expect(0);
+    store.run(&["compact", "--keep", "0"]).expect(0);
+    store.run(&["counter", "add", "c"]).expect(0);
+    let head = store.run(&["verify"]).expect(0).json();
+    let to = store.dir.path().join("copy.redb");
+    let from = store.db().display().to_string();
+    let copied = store.run(&["copy", "--from", &from, "--to", to.to_str().unwrap()]).expect(0);
+    assert_eq!(copied.json()["events"], 2, "the checkpoint's record and the add: {copied:?}");
+    let verified = super::run_in(&to, &["verify"]).expect(0).json();
+    assert_eq!((&verified["seq"], &verified["hash"]), (&head["seq"], &head["hash"]));
+    assert_eq!(verified["from_checkpoint"], head["from_checkpoint"], "{verified}");
+    for read in [&["kv", "get", "k"][..], &["counter", "get", "c"][..], &["stats"][..]] {
+        let (a, b) = (store.run(read).expect(0).json(), super::run_in(&to, read).expect(0).json());
+        assert_eq!(a["value"], b["value"], "{read:?}: {a} {b}");
+    }
+    // The checkpoint came along: the copy takes the next one and compacts again.
+    super::run_in(&to, &["checkpoint"]).expect(0);
+    super::run_in(&to, &["compact", "--keep", "0"]).expect(0);
+    super::run_in(&to, &["verify"]).expect(0);
+}
+
 /// A checkpoint of an empty log covers no event: `compact` after it drops nothing and records no
 /// base, so `dump` still holds the log (a base at seq 0 once made it refuse the store as
 /// compacted). `backup` and `doctor` take no `--at-seq`: a backup of an older seq under the

@@ -178,6 +178,25 @@ fn copy_round_trips_a_store_between_the_backends_with_identical_heads() {
     assert_eq!(head(&run(home.path(), &back, &["verify"]).expect(0)), back_head);
     let refused = run(home.path(), &source, &["copy", "--from", &source, "--to", file_text]);
     assert_eq!(refused.code, 3, "{refused:?}");
+
+    // A compacted store is copied from its base, both ways: it failed with "chain broken"
+    // (exit 5) for the events the compaction had dropped.
+    run(home.path(), &back, &["checkpoint"]).expect(0);
+    run(home.path(), &back, &["compact", "--keep", "0"]).expect(0);
+    run(home.path(), &back, &["counter", "add", "c"]).expect(0);
+    let compacted_head = head(&run(home.path(), &back, &["verify"]).expect(0));
+    let file = home.path().join("compacted/state.redb");
+    let file_text = file.to_str().unwrap();
+    let copied = run(home.path(), &back, &["copy", "--from", &back, "--to", file_text]).expect(0);
+    assert_eq!(copied.json()["events"], 2, "the checkpoint's record and the add: {copied:?}");
+    let again = fresh(&base, "copyagain");
+    run(home.path(), &again, &["copy", "--from", file_text, "--to", &again]).expect(0);
+    let verified = run(home.path(), &again, &["verify"]).expect(0);
+    assert_eq!(head(&verified), compacted_head);
+    assert_eq!(verified.json()["from_checkpoint"], source_head.0, "{verified:?}");
+    assert_eq!(run(home.path(), &again, &["counter", "get", "c"]).expect(0).json()["value"], 1);
+    let listed = run(home.path(), &again, &["queue", "list", "q"]).expect(0).json();
+    assert_eq!(listed["claimed"], 1, "the base's views came along: {listed}");
 }
 
 #[test]

@@ -9,9 +9,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use hookstate_schema::format::{
-    self, encode_head, encode_view_key, encode_view_row, Head, META_DOMAIN_EVENTS, META_HEAD,
+    self, encode_head, encode_view_key, encode_view_row, Head, META_CHECKPOINT,
+    META_CHECKPOINT_VIEWS, META_DOMAIN_EVENTS, META_HEAD, META_LOG_BASE, META_LOG_BASE_VIEWS,
 };
-use hookstate_schema::{ViewKey, ViewRow, BODY_VARIANTS};
+use hookstate_schema::{ViewKey, ViewRow};
 
 use crate::audit::{self, VerifyOptions};
 use crate::kernel::counts;
@@ -46,9 +47,9 @@ pub(crate) fn copy(source: &Kernel, to: &Path, options: OpenOptions) -> Result<C
     let read = source.begin_read()?;
     let head = read_head(&*read)?;
     let wait = options.wait()?;
-    let mut views = 0;
+    let (mut views, mut events) = (0, 0);
     let mut fill = |txn: &mut dyn WriteTxn| {
-        views = fill_copy(source, &*read, &head, txn)?;
+        (views, events) = fill_copy(source, &*read, &head, txn)?;
         Ok(head)
     };
     let dest = match store::remote_address(to) {
@@ -80,25 +81,29 @@ pub(crate) fn copy(source: &Kernel, to: &Path, options: OpenOptions) -> Result<C
     if verified.head != head {
         return Err(Error::Corrupt("the verified copy does not end at the source's head".into()));
     }
-    Ok(CopyReport { events: head.seq, head, views, to: dest.path() })
+    Ok(CopyReport { events, head, views, to: dest.path() })
 }
 
 /// Fills the new store's transaction with the source's log up to `head` (every link checked)
-/// and the views rebuilt from it; returns the view rows written.
+/// and the views rebuilt from it; returns the view rows written and the events copied.
 fn fill_copy(
     source: &Kernel,
     read: &dyn ReadTxn,
     head: &Head,
     txn: &mut dyn WriteTxn,
-) -> Result<u64> {
+) -> Result<(u64, u64)> {
     let start = read_head(txn)?;
     if start.seq != 0 {
         return Err(Error::Invalid(format!("the destination already holds {} events", start.seq)));
     }
-    let mut views = BTreeMap::<ViewKey, ViewRow>::new();
-    let mut counted: counts::Counts = [0; BODY_VARIANTS];
-    let mut expected = Head { seq: 0, hash: source.genesis() };
-    read.events(1, head.seq, &mut |seq, bytes| {
+    // A compacted log starts after its base: the copy starts there too, from the base's views
+    // (checked against the digest its record holds), and keeps the base and the latest
+    // checkpoint beside the log, as a backup does.
+    let start = crate::ops::snapshot::log_start(read, source.genesis())?;
+    let mut views: BTreeMap<ViewKey, ViewRow> = start.views;
+    let mut counted: counts::Counts = start.counts;
+    let mut expected = start.head;
+    read.events(start.head.seq + 1, head.seq, &mut |seq, bytes| {
         let broken = |why: &str| Error::ChainBroken { seq, why: why.into() };
         if seq != expected.seq + 1 {
             return Err(broken("event is missing"));
@@ -123,7 +128,12 @@ fn fill_copy(
         let key_bytes = encode_view_key(key);
         txn.put_view(&key_bytes, &encode_view_row(&key_bytes, row))?;
     }
+    for key in [META_CHECKPOINT, META_CHECKPOINT_VIEWS, META_LOG_BASE, META_LOG_BASE_VIEWS] {
+        if let Some(value) = read.meta(key)? {
+            txn.put_meta(key, &value)?;
+        }
+    }
     txn.put_meta(META_DOMAIN_EVENTS, &counts::encode(&counted))?;
     txn.put_meta(META_HEAD, &encode_head(head))?;
-    Ok(views.len() as u64)
+    Ok((views.len() as u64, head.seq - start.head.seq))
 }
