@@ -470,3 +470,50 @@ fn an_exclusive_table_lock_answers_busy_at_the_wait() {
     }
     assert_eq!(run(home.path(), &db, &["kv", "get", "k"]).expect(0).json()["value"], 1);
 }
+
+/// The command handed to the model names the address without its password, so a store behind a
+/// password worked only with the password in the address: `PGPASSWORD` and `~/.pgpass` were not
+/// read. Now they are, as libpq reads them; a password file others may read is passed over.
+#[test]
+fn an_address_without_its_password_finds_it_in_pgpassword_or_pgpass() {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(base) = base() else { return };
+    let home = tempfile::tempdir().unwrap();
+    let db = fresh(&base, "pgpass");
+    run(home.path(), &db, &["init"]).expect(0);
+    let bare = db.replacen(&format!(":{PASSWORD}@"), "@", 1);
+    assert_ne!(bare, db, "the test address carries the password");
+    let call = |env: &[(&str, &str)]| {
+        let mut command = hookstate(home.path());
+        command.env_remove("PGPASSWORD").env_remove("PGPASSFILE");
+        for (key, value) in env {
+            command.env(key, value);
+        }
+        finish(command.args(["--db", &bare, "--wait-ms", "2000", "kv", "get", "k"]))
+    };
+    let refused = call(&[]);
+    assert_eq!(refused.code, 6, "no password anywhere: {refused:?}");
+    call(&[("PGPASSWORD", PASSWORD)]).expect(0);
+    let pgpass = home.path().join(".pgpass");
+    let url = url_parts(&base);
+    let line = format!("# a comment\nother:1:x:y:z\n{}:{}:*:{}:{PASSWORD}\n", url.0, url.1, url.2);
+    std::fs::write(&pgpass, line).unwrap();
+    std::fs::set_permissions(&pgpass, std::fs::Permissions::from_mode(0o600)).unwrap();
+    call(&[]).expect(0);
+    std::fs::set_permissions(&pgpass, std::fs::Permissions::from_mode(0o644)).unwrap();
+    assert_eq!(call(&[]).code, 6, "a password file others may read is passed over");
+    let elsewhere = home.path().join("pass");
+    std::fs::rename(&pgpass, &elsewhere).unwrap();
+    std::fs::set_permissions(&elsewhere, std::fs::Permissions::from_mode(0o600)).unwrap();
+    call(&[("PGPASSFILE", elsewhere.to_str().unwrap())]).expect(0);
+}
+
+/// The host, port and user of a `postgres://user:password@host:port/db` address.
+fn url_parts(url: &str) -> (String, String, String) {
+    let rest = url.split_once("://").unwrap().1;
+    let (user_part, host_part) = rest.split_once('@').unwrap();
+    let user = user_part.split(':').next().unwrap().to_owned();
+    let host_port = host_part.split(['/', '?']).next().unwrap();
+    let (host, port) = host_port.split_once(':').unwrap_or((host_port, "5432"));
+    (host.to_owned(), port.to_owned(), user)
+}

@@ -136,6 +136,11 @@ impl Address {
             (true, root) => root,
             (false, _) => None,
         };
+        if config.get_password().is_none() {
+            if let Some(password) = password_from_environment(&config) {
+                config.password(password);
+            }
+        }
         Ok(Address { config, shown, root_cert })
     }
 
@@ -143,6 +148,72 @@ impl Address {
     pub(crate) fn shown(&self) -> &str {
         &self.shown
     }
+}
+
+/// Largest password file read (`~/.pgpass`): far above any list of a user's databases.
+const PASSFILE_BYTES_MAX: u64 = 64 * 1024;
+/// Mode bits that make libpq pass over a password file: readable or writable by group or others.
+const PASSFILE_SHARED_BITS: u32 = 0o077;
+/// The port an address without one names.
+const PORT_DEFAULT: u16 = 5432;
+
+/// The password of an address that names none, as libpq finds it: `PGPASSWORD`, else the first
+/// matching line of `PGPASSFILE` (default `~/.pgpass`; a regular file no one else may read or
+/// write, at most [`PASSFILE_BYTES_MAX`]) in `host:port:database:user:password` form, `*`
+/// matching anything and `\` escaping `:` and `\`. The command handed to the model names the
+/// address without its password, so a store behind a password works only this way.
+fn password_from_environment(config: &Config) -> Option<Vec<u8>> {
+    use std::os::unix::ffi::OsStrExt;
+    if let Some(password) = std::env::var_os("PGPASSWORD").filter(|p| !p.is_empty()) {
+        return Some(password.as_bytes().to_vec());
+    }
+    let file = match std::env::var_os("PGPASSFILE").filter(|p| !p.is_empty()) {
+        Some(file) => PathBuf::from(file),
+        None => PathBuf::from(std::env::var_os("HOME").filter(|h| !h.is_empty())?).join(".pgpass"),
+    };
+    let text = read_passfile(&file)?;
+    let host = match config.get_hosts().first()? {
+        postgres::config::Host::Tcp(name) => name.clone(),
+        // libpq names a Unix socket's host `localhost` in the file.
+        postgres::config::Host::Unix(_) => "localhost".to_owned(),
+    };
+    let port = config.get_ports().first().copied().unwrap_or(PORT_DEFAULT).to_string();
+    let wanted = [host.as_str(), port.as_str(), config.get_dbname()?, config.get_user()?];
+    text.lines().filter(|line| !line.starts_with('#')).find_map(|line| {
+        let fields = passfile_fields(line)?;
+        let matches = fields.iter().zip(wanted).all(|(field, want)| field == "*" || field == want);
+        matches.then(|| fields[4].clone().into_bytes())
+    })
+}
+
+/// The password file's text, or `None` when it is missing, not a regular file, open to others
+/// or over its bound.
+fn read_passfile(file: &Path) -> Option<String> {
+    use std::io::Read;
+    use std::os::unix::fs::PermissionsExt;
+    let opened = std::fs::File::open(file).ok()?;
+    let meta = opened.metadata().ok()?;
+    let private = meta.permissions().mode() & PASSFILE_SHARED_BITS == 0;
+    if !meta.is_file() || !private || meta.len() > PASSFILE_BYTES_MAX {
+        return None;
+    }
+    let mut text = String::new();
+    opened.take(PASSFILE_BYTES_MAX).read_to_string(&mut text).ok()?;
+    Some(text)
+}
+
+/// The five fields of a password file line, unescaped; `None` for a line of another shape.
+fn passfile_fields(line: &str) -> Option<[String; 5]> {
+    let mut fields: Vec<String> = vec![String::new()];
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => fields.last_mut()?.push(chars.next().unwrap_or('\\')),
+            ':' if fields.len() < 5 => fields.push(String::new()),
+            c => fields.last_mut()?.push(c),
+        }
+    }
+    fields.try_into().ok()
 }
 
 /// `text` without the password of its user part or of a `password=` parameter.
@@ -934,6 +1005,19 @@ impl WriteTxn for PgTxn<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn password_file_lines_split_on_unescaped_colons() {
+        let fields = |line: &str| passfile_fields(line).map(|f| f.to_vec());
+        let owned = |list: [&str; 5]| Some(list.iter().map(|s| (*s).to_owned()).collect());
+        assert_eq!(fields("h:5432:db:u:pw"), owned(["h", "5432", "db", "u", "pw"]));
+        assert_eq!(fields(r"h:*:db:u:p\:w\\x"), owned(["h", "*", "db", "u", r"p:w\x"]));
+        assert_eq!(
+            fields("h:5432:db:u:pw:with:colons"),
+            owned(["h", "5432", "db", "u", "pw:with:colons"])
+        );
+        assert_eq!(fields("h:5432:db"), None);
+    }
 
     #[test]
     fn addresses_are_shown_without_their_password() {
