@@ -79,10 +79,26 @@ pub(crate) fn panic_line(info: &std::panic::PanicHookInfo<'_>) -> String {
         .map(|s| (*s).to_owned())
         .or_else(|| info.payload().downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "unknown panic".into());
-    let location = info.location().map(|l| format!(" at {l}")).unwrap_or_default();
+    let location = info
+        .location()
+        .map(|l| format!(" at {}:{}:{}", crate_relative(l.file()), l.line(), l.column()))
+        .unwrap_or_default();
     one_line(&format!(
         "internal error: {message}{location}; the store may be damaged, run `hookstate verify`"
     ))
+}
+
+/// A dependency's source path from its crate's directory on (`redb-4.6.0/src/…`), not from the
+/// build machine's registry (`/root/.cargo/registry/src/index…/redb-4.6.0/src/…`).
+fn crate_relative(file: &str) -> &str {
+    const REGISTRY: &str = "/registry/src/";
+    match file.find(REGISTRY) {
+        Some(at) => {
+            let index_and_crate = &file[at + REGISTRY.len()..];
+            index_and_crate.split_once('/').map_or(index_and_crate, |(_, from_crate)| from_crate)
+        }
+        None => file,
+    }
 }
 
 /// Prints a result in the chosen format, followed by a newline.
@@ -330,6 +346,13 @@ pub(crate) fn error_line(err: &CliError) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_dependencys_source_path_starts_at_its_crate() {
+        let file = "/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/redb-4.6.0/src/a.rs";
+        assert_eq!(crate_relative(file), "redb-4.6.0/src/a.rs");
+        assert_eq!(crate_relative("engine/src/store/redb.rs"), "engine/src/store/redb.rs");
+    }
 
     #[test]
     fn an_error_that_prints_its_cause_is_not_followed_by_it_again() {
