@@ -21,18 +21,12 @@ const DUMP_FILE_MODE: u32 = 0o600;
 pub(crate) fn dump(cli: &Cli, args: &DumpArgs) -> Result<(), CliError> {
     let engine = open(cli, Access::Export)?;
     crate::output::warn_if_marked()?;
-    let mut out: Box<dyn Write> = match &args.to {
-        Some(path) => {
-            let file = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(DUMP_FILE_MODE)
-                .open(path)
-                .map_err(|source| CliError::Io {
-                    op: format!("create {}", path.display()),
-                    source,
-                })?;
-            Box::new(std::io::BufWriter::new(file))
+    let target = args.to.as_deref().map(DumpFile::create).transpose()?;
+    let mut out: Box<dyn Write> = match &target {
+        Some(target) => {
+            Box::new(std::io::BufWriter::new(target.file.try_clone().map_err(|source| {
+                CliError::Io { op: format!("open {}", target.path.display()), source }
+            })?))
         }
         None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
     };
@@ -59,6 +53,10 @@ pub(crate) fn dump(cli: &Cli, args: &DumpArgs) -> Result<(), CliError> {
         None => out.flush(),
     };
     flushed.map_err(|source| CliError::Io { op: "write the dump".into(), source })?;
+    drop(out);
+    if let Some(target) = target {
+        target.publish()?;
+    }
     if let Some(path) = &args.to {
         let head = json!({ "seq": report.head.seq, "hash": to_hex(&report.head.hash) });
         print(
@@ -67,6 +65,77 @@ pub(crate) fn dump(cli: &Cli, args: &DumpArgs) -> Result<(), CliError> {
         )?;
     }
     Ok(())
+}
+
+/// The file `dump --to` writes: made with no name in the target's directory (`O_TMPFILE`) and
+/// linked at its name once the dump is whole and synced, so a killed dump leaves nothing there;
+/// where the filesystem makes no unnamed files, the named file itself (created new).
+struct DumpFile {
+    file: std::fs::File,
+    path: std::path::PathBuf,
+    /// The target's directory, while the file has no name yet.
+    unnamed_in: Option<std::os::fd::OwnedFd>,
+}
+
+impl DumpFile {
+    fn create(path: &std::path::Path) -> Result<DumpFile, CliError> {
+        use rustix::fs::{Mode, OFlags};
+        let failed =
+            |op: &str, source| CliError::Io { op: format!("{op} {}", path.display()), source };
+        let parent = match path.parent() {
+            Some(dir) if !dir.as_os_str().is_empty() => dir,
+            _ => std::path::Path::new("."),
+        };
+        // The name is taken now as it is at the link: a dump never replaces a file.
+        if std::fs::symlink_metadata(path).is_ok() {
+            return Err(failed("create", std::io::ErrorKind::AlreadyExists.into()));
+        }
+        let dir_flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let dir = rustix::fs::open(parent, dir_flags, Mode::empty());
+        let unnamed = dir.as_ref().ok().and_then(|dir| {
+            let flags = OFlags::WRONLY | OFlags::TMPFILE | OFlags::CLOEXEC;
+            let fd = rustix::fs::openat(dir, ".", flags, Mode::from_raw_mode(DUMP_FILE_MODE));
+            // The link names it through /proc: only a file /proc names can be linked.
+            fd.ok().filter(|fd| {
+                use std::os::fd::AsRawFd;
+                let proc = format!("/proc/self/fd/{}", fd.as_raw_fd());
+                let named = rustix::fs::stat(proc.as_str()).ok();
+                let held = rustix::fs::fstat(fd).ok();
+                named.zip(held).is_some_and(|(n, h)| (n.st_dev, n.st_ino) == (h.st_dev, h.st_ino))
+            })
+        });
+        match (unnamed, dir) {
+            (Some(fd), Ok(dir)) => {
+                Ok(DumpFile { file: fd.into(), path: path.to_path_buf(), unnamed_in: Some(dir) })
+            }
+            _ => {
+                let file = std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .mode(DUMP_FILE_MODE)
+                    .open(path)
+                    .map_err(|source| failed("create", source))?;
+                Ok(DumpFile { file, path: path.to_path_buf(), unnamed_in: None })
+            }
+        }
+    }
+
+    /// Syncs the whole dump and gives it its name (never over a file made meanwhile).
+    fn publish(self) -> Result<(), CliError> {
+        use std::os::fd::AsRawFd;
+        let failed =
+            |op: &str, source| CliError::Io { op: format!("{op} {}", self.path.display()), source };
+        self.file.sync_all().map_err(|source| failed("fsync", source))?;
+        let Some(dir) = &self.unnamed_in else {
+            return Ok(());
+        };
+        let name = self.path.file_name().unwrap_or(self.path.as_os_str());
+        let proc = format!("/proc/self/fd/{}", self.file.as_raw_fd());
+        let flags = rustix::fs::AtFlags::SYMLINK_FOLLOW;
+        rustix::fs::linkat(rustix::fs::CWD, proc.as_str(), dir, name, flags)
+            .map_err(|errno| failed("create", errno.into()))?;
+        rustix::fs::fsync(dir).map_err(|errno| failed("fsync the directory of", errno.into()))
+    }
 }
 
 pub(crate) fn restore(cli: &Cli, args: &RestoreArgs) -> Result<(), CliError> {
@@ -152,4 +221,32 @@ fn built(cli: &Cli, path: &std::path::Path, report: &RestoreReport) -> Result<()
             "head": { "seq": report.head.seq, "hash": to_hex(&report.head.hash) },
         }),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A killed or failed dump left the lines it had written under the file's name, which the
+    /// next `dump --to` refused as existing.
+    #[test]
+    fn a_dump_file_has_its_name_only_once_it_is_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("d.jsonl");
+        let mut target = DumpFile::create(&path).unwrap();
+        assert!(target.unnamed_in.is_some(), "this filesystem makes unnamed files");
+        target.file.write_all(b"line\n").unwrap();
+        assert!(!path.exists(), "the name exists before the dump is whole");
+        target.publish().unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"line\n");
+        // A dump dropped before it is whole leaves nothing; a taken name is never replaced.
+        let other = dir.path().join("e.jsonl");
+        drop(DumpFile::create(&other).unwrap());
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+        assert!(DumpFile::create(&path).is_err());
+        let late = DumpFile::create(&other).unwrap();
+        std::fs::write(&other, b"made meanwhile").unwrap();
+        assert!(late.publish().is_err());
+        assert_eq!(std::fs::read(&other).unwrap(), b"made meanwhile");
+    }
 }
