@@ -300,6 +300,15 @@ fn a_backup_of_a_live_store_verifies_and_has_its_head() {
     );
     assert_eq!(live[0]["hash"], backup["head"]["hash"]);
     store.run(&["backup", "--to", target.to_str().unwrap()]).expect(3);
+    // A directory or a device as the new store is taken too: exit 3, as a file is, where it
+    // read as a damaged store (exit 5, "stop; run verify").
+    let from = store.db().display().to_string();
+    for taken in [store.dir.path().join("backup"), std::path::PathBuf::from("/dev/null")] {
+        let to = taken.to_str().unwrap();
+        let run = store.run(&["backup", "--to", to]).expect(3);
+        assert!(run.stderr.contains("exists: name a new store"), "{run:?}");
+        store.run(&["copy", "--from", &from, "--to", to]).expect(3);
+    }
 }
 
 #[test]

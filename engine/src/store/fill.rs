@@ -49,7 +49,9 @@ pub(crate) fn create_filled(
     let dir = StoreDir::open(path, true)?;
     let second = anchor_dir.map(SecondAnchor::open).transpose()?;
     let exists = || Error::bad(format!("target {}", path.display()), "exists: name a new store");
-    if dir.open_store(true)?.is_some() {
+    // A directory or a device there is taken too (it read as a damaged store, exit 5).
+    let taken = std::fs::symlink_metadata(path).is_ok_and(|meta| !meta.is_file());
+    if taken || dir.open_store(true)?.is_some() {
         return Err(exists());
     }
     if dir.read_anchor()?.is_some() {
