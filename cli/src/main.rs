@@ -37,6 +37,10 @@ fn main() -> ExitCode {
         let _ = writeln!(std::io::stderr(), "hookstate: {line}");
         std::process::exit(i32::from(exit::CORRUPT));
     }));
+    if let Err(line) = empty_variables() {
+        let _ = writeln!(std::io::stderr(), "hookstate: usage: {line}");
+        return ExitCode::from(exit::USAGE);
+    }
     // Upstream's word order for the drop-in verbs (hermit's scripts), before anything else.
     let (argv, script_usage) = match dropin::rewrite(std::env::args_os().collect()) {
         dropin::Dropin::Args(args, usage) => (args, usage),
@@ -52,6 +56,31 @@ fn main() -> ExitCode {
         forward::Forwarded::InProcess(argv) => argv,
     };
     ExitCode::from(run_process_argv(argv, script_usage))
+}
+
+/// The variables that stand for a flag taking a path or a number, and the flag.
+const VALUE_VARIABLES: [(&str, &str); 4] = [
+    ("HOOKSTATE_DB", "db"),
+    ("HOOKSTATE_ANCHOR_DIR", "anchor-dir"),
+    ("HOOKSTATE_MIRROR", "mirror"),
+    ("HOOKSTATE_WAIT_MS", "wait-ms"),
+];
+
+/// A variable set to an empty string (`HOOKSTATE_DB=$UNSET_VAR` in a hook's command): beside its
+/// flag it is dropped, as the flag wins; alone it is refused naming it. clap refused either way,
+/// naming the flag the caller never gave (`a value is required for '--db <PATH>'`). Runs first,
+/// while the process has one thread.
+fn empty_variables() -> Result<(), String> {
+    let argv: Vec<String> = std::env::args_os().map(|a| a.to_string_lossy().into_owned()).collect();
+    for (variable, flag) in VALUE_VARIABLES {
+        if std::env::var_os(variable).is_some_and(|value| value.is_empty()) {
+            if !served::given(&argv, flag) {
+                return Err(format!("{variable} is set but empty: give it a value, or unset it"));
+            }
+            std::env::remove_var(variable);
+        }
+    }
+    Ok(())
 }
 
 /// [`run_argv`] for this process's own call: parsed with only the named verb's tree given the

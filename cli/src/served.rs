@@ -703,7 +703,7 @@ impl EnvTable {
 }
 
 /// Whether the command line gives `--long` before a `--`.
-fn given(argv: &[String], long: &str) -> bool {
+pub(crate) fn given(argv: &[String], long: &str) -> bool {
     let flag = format!("--{long}");
     argv.iter()
         .take_while(|a| *a != "--")

@@ -163,6 +163,45 @@ fn exit_64_usage_errors_are_one_line() {
     assert!(!store.db().exists(), "a usage error created the store");
 }
 
+/// A variable that stands for a flag, set to an empty string (`HOOKSTATE_DB=$UNSET` in a hook's
+/// command), failed every call with clap's line for a flag the caller never gave, even beside
+/// that flag. Beside its flag it is dropped now; alone it is refused naming the variable.
+#[test]
+fn exit_64_an_empty_variable_is_named_and_ignored_beside_its_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("state.redb");
+    let anchors = dir.path().join("anchors");
+    std::fs::create_dir(&anchors).unwrap();
+    let run = |env: &str, args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_hookstate"))
+            .env(env, "")
+            .env("HOME", dir.path())
+            .env_remove("HOOKSTATE_SESSION")
+            .args(args)
+            .output()
+            .unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let db_text = db.to_str().unwrap();
+    assert_eq!(
+        run("HOOKSTATE_DB", &["--db", db_text, "counter", "add", "c"]),
+        (Some(0), "".into())
+    );
+    let other = dir.path().join("other.redb");
+    let (other, anchors) = (other.to_str().unwrap(), anchors.to_str().unwrap());
+    let with_flag = ["--db", other, "--anchor-dir", anchors, "counter", "add", "c"];
+    assert_eq!(run("HOOKSTATE_ANCHOR_DIR", &with_flag), (Some(0), "".into()));
+    let line =
+        "hookstate: usage: HOOKSTATE_WAIT_MS is set but empty: give it a value, or unset it\n";
+    assert_eq!(
+        run("HOOKSTATE_WAIT_MS", &["--db", db_text, "counter", "add", "c"]),
+        (Some(64), line.into())
+    );
+    let (code, stderr) = run("HOOKSTATE_DB", &["counter", "add", "c"]);
+    assert_eq!(code, Some(64), "{stderr}");
+    assert!(stderr.contains("HOOKSTATE_DB is set but empty"), "{stderr}");
+}
+
 #[test]
 fn exit_3_invalid_ids_and_stdin_leave_the_store_byte_identical() {
     let store = Store::new();
