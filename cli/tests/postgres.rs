@@ -517,3 +517,41 @@ fn url_parts(url: &str) -> (String, String, String) {
     let (host, port) = host_port.split_once(':').unwrap_or((host_port, "5432"));
     (host.to_owned(), port.to_owned(), user)
 }
+
+/// A damaged table answers exit 5 (stop; run verify), as a damaged redb file does: a log row
+/// beyond the head and a dropped views table were exit 6 (IO), the code of a server that is down.
+#[test]
+fn a_damaged_table_is_exit_5_not_6() {
+    let Some(base) = base() else { return };
+    let home = tempfile::tempdir().unwrap();
+    let db = fresh(&base, "damaged");
+    run(home.path(), &db, &["kv", "put", "k", "1"]).expect(0);
+    sql(
+        &db,
+        "INSERT INTO hookstate_log (seq, record) SELECT 2, record FROM hookstate_log WHERE seq = 1",
+    );
+    let put = run(home.path(), &db, &["kv", "put", "k", "2"]);
+    assert_eq!(put.code, 5, "{put:?}");
+    assert!(!put.stderr.contains(PASSWORD), "{put:?}");
+    sql(&db, "DELETE FROM hookstate_log WHERE seq = 2; DROP TABLE hookstate_views");
+    let get = run(home.path(), &db, &["kv", "get", "k"]);
+    assert_eq!(get.code, 5, "{get:?}");
+}
+
+/// `sslrootcert` names a small regular file: `/dev/zero` was read whole (gigabytes of memory)
+/// and a FIFO held the call. Needs no PostgreSQL: the file is refused before any connection.
+#[test]
+fn a_root_certificate_that_is_no_small_regular_file_is_refused_at_once() {
+    use std::time::{Duration, Instant};
+    let home = tempfile::tempdir().unwrap();
+    let fifo = home.path().join("ca.pem");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    for cert in ["/dev/zero", fifo.to_str().unwrap()] {
+        let db = format!("postgres://u@127.0.0.1:1/db?sslmode=require&sslrootcert={cert}");
+        let started = Instant::now();
+        let run = run(home.path(), &db, &["kv", "get", "k"]);
+        assert_eq!(run.code, 3, "{cert}: {run:?}");
+        assert!(run.stderr.contains("is not a regular file"), "{run:?}");
+        assert!(started.elapsed() < Duration::from_secs(3), "{cert}");
+    }
+}

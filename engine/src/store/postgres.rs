@@ -189,17 +189,38 @@ fn password_from_environment(config: &Config) -> Option<Vec<u8>> {
 /// The password file's text, or `None` when it is missing, not a regular file, open to others
 /// or over its bound.
 fn read_passfile(file: &Path) -> Option<String> {
-    use std::io::Read;
     use std::os::unix::fs::PermissionsExt;
-    let opened = std::fs::File::open(file).ok()?;
-    let meta = opened.metadata().ok()?;
-    let private = meta.permissions().mode() & PASSFILE_SHARED_BITS == 0;
-    if !meta.is_file() || !private || meta.len() > PASSFILE_BYTES_MAX {
-        return None;
+    let private = std::fs::metadata(file)
+        .is_ok_and(|meta| meta.permissions().mode() & PASSFILE_SHARED_BITS == 0);
+    let bytes = read_small_file(file, PASSFILE_BYTES_MAX).ok().filter(|_| private)?;
+    String::from_utf8(bytes).ok()
+}
+
+/// Largest CA file read for `sslrootcert` (a bundle of a few hundred certificates).
+const ROOT_CERT_BYTES_MAX: u64 = 1024 * 1024;
+
+/// A regular file's bytes, at most `max`: opened without blocking (a FIFO named there would hold
+/// the call) and refused when it is not a regular file or is larger (`/dev/zero` would fill the
+/// memory).
+fn read_small_file(path: &Path, max: u64) -> std::result::Result<Vec<u8>, String> {
+    use rustix::fs::{Mode, OFlags};
+    use std::io::Read;
+    let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    let fd = rustix::fs::open(path, flags, Mode::empty()).map_err(|e| e.to_string())?;
+    let file = std::fs::File::from(fd);
+    let meta = file.metadata().map_err(|e| e.to_string())?;
+    if !meta.is_file() {
+        return Err("is not a regular file".into());
     }
-    let mut text = String::new();
-    opened.take(PASSFILE_BYTES_MAX).read_to_string(&mut text).ok()?;
-    Some(text)
+    if meta.len() > max {
+        return Err(format!("is larger than {max} bytes"));
+    }
+    let mut bytes = Vec::new();
+    file.take(max + 1).read_to_end(&mut bytes).map_err(|e| e.to_string())?;
+    if bytes.len() as u64 > max {
+        return Err(format!("is larger than {max} bytes"));
+    }
+    Ok(bytes)
 }
 
 /// The five fields of a password file line, unescaped; `None` for a line of another shape.
@@ -270,7 +291,8 @@ fn tls_connector(root_cert: &Path) -> Result<tokio_postgres_rustls::MakeRustlsCo
     use rustls::pki_types::CertificateDer;
     let bad = |why: String| Error::bad(format!("sslrootcert {}", root_cert.display()), why);
     let mut roots = rustls::RootCertStore::empty();
-    let certs = CertificateDer::pem_file_iter(root_cert).map_err(|e| bad(e.to_string()))?;
+    let pem = read_small_file(root_cert, ROOT_CERT_BYTES_MAX).map_err(bad)?;
+    let certs = CertificateDer::pem_slice_iter(&pem);
     for cert in certs {
         roots.add(cert.map_err(|e| bad(e.to_string()))?).map_err(|e| bad(e.to_string()))?;
     }
@@ -538,9 +560,17 @@ fn convert(err: postgres::Error, started: Instant) -> Error {
         (Some(&SqlState::LOCK_NOT_AVAILABLE | &SqlState::QUERY_CANCELED), _) => {
             Error::Busy { waited_ms }
         }
-        (Some(&SqlState::DATA_CORRUPTED | &SqlState::INDEX_CORRUPTED), _) => {
-            Error::StoreCorrupt(Box::new(err))
-        }
+        // A table of hookstate's gone, or a log row where none may be (beyond the head every
+        // writer serializes on): the store is damaged, as a lost redb table is.
+        (
+            Some(
+                &SqlState::DATA_CORRUPTED
+                | &SqlState::INDEX_CORRUPTED
+                | &SqlState::UNDEFINED_TABLE
+                | &SqlState::UNIQUE_VIOLATION,
+            ),
+            _,
+        ) => Error::StoreCorrupt(Box::new(err)),
         // Connection exceptions, insufficient resources (a full disk), operator intervention (a
         // server shut down or restarted), system errors.
         (_, Some("08" | "53" | "57" | "58")) => Error::StoreIo(Box::new(err)),
