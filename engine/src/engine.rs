@@ -268,24 +268,6 @@ impl Engine {
         query::events(&self.kernel, filter)
     }
 
-    /// The first seq at or after `from` whose event the log still holds (`compact` drops the
-    /// events up to its checkpoint); `None` when there is none up to the head. One range seek.
-    ///
-    /// # Errors
-    /// Store errors.
-    pub fn first_kept(&self, from: u64) -> Result<Option<u64>> {
-        let txn = self.kernel.begin_read()?;
-        let head = crate::kernel::view::read_head(&*txn)?;
-        let mut kept = None;
-        if from <= head.seq {
-            txn.events(from, head.seq, &mut |seq, _| {
-                kept = Some(seq);
-                Ok(false)
-            })?;
-        }
-        Ok(kept)
-    }
-
     /// Hands every later warning line to `sink` as it happens (the CLI prints them on stderr);
     /// only the first sink set is kept.
     pub fn set_warning_sink(&self, sink: Box<dyn Fn(&str) + Send + Sync>) {

@@ -125,7 +125,7 @@ fn read_from(
     // A compaction between two reads dropped events this follower had not printed: say so, once,
     // rather than go on as if the log were whole.
     let dropped = match followed {
-        true => engine.first_kept(from)?.filter(|kept| *kept > from),
+        true => engine.ops().first_kept(from)?.filter(|kept| *kept > from),
         false => None,
     };
     if let Some(kept) = dropped {

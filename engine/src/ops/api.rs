@@ -78,6 +78,24 @@ impl<'e> Ops<'e> {
         query::stats(self.kernel())
     }
 
+    /// The first seq at or after `from` whose event the log still holds (`compact` drops the
+    /// events up to its checkpoint); `None` when there is none up to the head. One range seek.
+    ///
+    /// # Errors
+    /// Store errors.
+    pub fn first_kept(&self, from: u64) -> Result<Option<u64>> {
+        let txn = self.kernel().begin_read()?;
+        let head = crate::kernel::view::read_head(&*txn)?;
+        let mut kept = None;
+        if from <= head.seq {
+            txn.events(from, head.seq, &mut |seq, _| {
+                kept = Some(seq);
+                Ok(false)
+            })?;
+        }
+        Ok(kept)
+    }
+
     /// Copies this store into a new store at `to` (a file path or a `postgres://` address,
     /// opened with `options`): the same events at the same seqs with the same hashes, the views
     /// rebuilt, in one transaction; then verifies the destination. A destination file must not
