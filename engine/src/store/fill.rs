@@ -141,6 +141,7 @@ fn second_anchor_allows(
 
 /// Builds the new store in `file` and syncs it; returns its head and a handle to the file, by
 /// which it is published.
+///
 /// A second anchor at `anchored` (the build's restore has one) refuses a log whose event at the
 /// anchored seq has another hash: a fork of the history that anchor has seen.
 fn build(
