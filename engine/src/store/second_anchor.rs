@@ -229,7 +229,7 @@ mod tests {
     }
 
     fn line(id: &[u8; STORE_ID_BYTES], seq: u64) -> String {
-        let head = hookstate_schema::format::Head { seq, hash: [seq as u8; 32] };
+        let head = hookstate_schema::format::Head { seq, hash: [u8::try_from(seq).unwrap(); 32] };
         hookstate_schema::format::format_anchor(id, &head)
     }
 
