@@ -311,17 +311,23 @@ fn a_backup_of_a_live_store_verifies_and_has_its_head() {
     }
 }
 
-#[test]
-fn log_follow_sees_a_live_writers_events_once_in_order_and_exits_0_on_sigint() {
-    let store = written();
-    let mut follower = Command::new(env!("CARGO_BIN_EXE_hookstate"))
+/// `log --follow` on `store` with `filters`, its stdout and stderr piped.
+fn follow(store: &Store, filters: &[&str]) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_hookstate"))
         .arg("--db")
         .arg(store.db())
-        .args(["log", "--follow", "--from-seq", "2", "--domain", "core"])
+        .args(["log", "--follow"])
+        .args(filters)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .unwrap();
+        .unwrap()
+}
+
+#[test]
+fn log_follow_sees_a_live_writers_events_once_in_order_and_exits_0_on_sigint() {
+    let store = written();
+    let mut follower = follow(&store, &["--from-seq", "2", "--domain", "core"]);
     let writes = 25u64;
     let exe = env!("CARGO_BIN_EXE_hookstate");
     let db = store.db();
@@ -363,14 +369,7 @@ fn log_follow_names_the_events_a_compaction_dropped_before_it_printed_them() {
     let add = || store.run(&["counter", "add", "c"]).expect(0);
     add();
     add();
-    let mut follower = Command::new(env!("CARGO_BIN_EXE_hookstate"))
-        .arg("--db")
-        .arg(store.db())
-        .args(["log", "--follow"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut follower = follow(&store, &[]);
     let mut out = BufReader::new(follower.stdout.take().unwrap());
     let mut seq = || {
         let mut line = String::new();
@@ -405,14 +404,7 @@ fn log_follow_names_the_events_a_compaction_dropped_before_it_printed_them() {
 #[test]
 fn log_follow_exits_0_when_its_reader_closes_the_pipe() {
     let store = written();
-    let mut follower = Command::new(env!("CARGO_BIN_EXE_hookstate"))
-        .arg("--db")
-        .arg(store.db())
-        .args(["log", "--follow"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut follower = follow(&store, &[]);
     let mut out = BufReader::new(follower.stdout.take().unwrap());
     let mut first = String::new();
     out.read_line(&mut first).unwrap();

@@ -639,6 +639,25 @@ const OUTSIDE_HOLD_MS: u64 = 2_500;
 /// The forwarded calls' `--wait-ms` while the lock is held.
 const SHORT_WAIT_MS: &str = "300";
 
+/// Holds the store's write lock from outside the server for [`OUTSIDE_HOLD_MS`], on a thread
+/// that has taken it when this returns.
+fn hold_write_lock(db: &Path) -> std::thread::JoinHandle<()> {
+    let (locked, is_locked) = std::sync::mpsc::channel();
+    let db = db.to_path_buf();
+    let holder = std::thread::spawn(move || {
+        let database = redb::Database::builder()
+            .set_concurrency_mode(redb::ConcurrencyMode::MultiWriter)
+            .open(&db)
+            .unwrap();
+        let txn = database.begin_write().unwrap();
+        locked.send(()).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(OUTSIDE_HOLD_MS));
+        txn.abort().unwrap();
+    });
+    is_locked.recv().unwrap();
+    holder
+}
+
 /// A forwarded write whose caller's wait (`--wait-ms`, or `HOOKSTATE_WAIT_MS`) runs out while
 /// another process holds the write lock answers busy (exit 4) at that wait and is never applied
 /// later. The server waited its own 10 s for the lock and committed the write once the holder
@@ -654,21 +673,7 @@ fn a_forwarded_write_busy_past_its_wait_is_never_applied_later() {
     };
     assert!(direct(&["counter", "add", "c"]).contains("\"value\":1"));
     let (server, _) = start_server(&db);
-    let (locked, is_locked) = std::sync::mpsc::channel();
-    let holder = {
-        let db = db.clone();
-        std::thread::spawn(move || {
-            let database = redb::Database::builder()
-                .set_concurrency_mode(redb::ConcurrencyMode::MultiWriter)
-                .open(&db)
-                .unwrap();
-            let txn = database.begin_write().unwrap();
-            locked.send(()).unwrap();
-            std::thread::sleep(Duration::from_millis(OUTSIDE_HOLD_MS));
-            txn.abort().unwrap();
-        })
-    };
-    is_locked.recv().unwrap();
+    let holder = hold_write_lock(&db);
     for by_env in [false, true] {
         let mut command = hookstate(&db);
         command.env_remove("HOOKSTATE_SOCKET").env_remove("HOOKSTATE_WAIT_MS");
@@ -871,21 +876,7 @@ fn a_call_alone_that_meets_a_store_moved_over_the_served_one_runs_on_the_new_fil
     let restored = dir.path().join("restored.redb");
     run(&restored, &["restore", "--from", dump.to_str().unwrap()]);
     let (server, _) = start_server(&db);
-    let (locked, is_locked) = std::sync::mpsc::channel();
-    let holder = {
-        let db = db.clone();
-        std::thread::spawn(move || {
-            let database = redb::Database::builder()
-                .set_concurrency_mode(redb::ConcurrencyMode::MultiWriter)
-                .open(&db)
-                .unwrap();
-            let txn = database.begin_write().unwrap();
-            locked.send(()).unwrap();
-            std::thread::sleep(Duration::from_millis(OUTSIDE_HOLD_MS));
-            txn.abort().unwrap();
-        })
-    };
-    is_locked.recv().unwrap();
+    let holder = hold_write_lock(&db);
     let mirror = dir.path().join("mirror");
     let call = hookstate(&db)
         .env_remove("HOOKSTATE_SOCKET")

@@ -127,6 +127,8 @@ pub use crate::kernel::call::{
 };
 pub use crate::kernel::compat::js_trim;
 pub use crate::kernel::error::{Error, Result};
+// Files with no name until they are whole (`O_TMPFILE`), for the CLI's `dump --to`.
+pub use crate::kernel::fsio::{create_unnamed, link_unnamed};
 pub use crate::kernel::limits;
 pub use crate::kernel::value::validate_json;
 pub use crate::kernel::walk::{check_name as check_legacy_file_name, check_source_dir};

@@ -93,16 +93,7 @@ impl DumpFile {
         let dir_flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
         let dir = rustix::fs::open(parent, dir_flags, Mode::empty());
         let unnamed = dir.as_ref().ok().and_then(|dir| {
-            let flags = OFlags::WRONLY | OFlags::TMPFILE | OFlags::CLOEXEC;
-            let fd = rustix::fs::openat(dir, ".", flags, Mode::from_raw_mode(DUMP_FILE_MODE));
-            // The link names it through /proc: only a file /proc names can be linked.
-            fd.ok().filter(|fd| {
-                use std::os::fd::AsRawFd;
-                let proc = format!("/proc/self/fd/{}", fd.as_raw_fd());
-                let named = rustix::fs::stat(proc.as_str()).ok();
-                let held = rustix::fs::fstat(fd).ok();
-                named.zip(held).is_some_and(|(n, h)| (n.st_dev, n.st_ino) == (h.st_dev, h.st_ino))
-            })
+            hookstate_engine::create_unnamed(dir, OFlags::WRONLY, DUMP_FILE_MODE)
         });
         match (unnamed, dir) {
             (Some(fd), Ok(dir)) => {
@@ -122,7 +113,6 @@ impl DumpFile {
 
     /// Syncs the whole dump and gives it its name (never over a file made meanwhile).
     fn publish(self) -> Result<(), CliError> {
-        use std::os::fd::AsRawFd;
         let failed =
             |op: &str, source| CliError::Io { op: format!("{op} {}", self.path.display()), source };
         self.file.sync_all().map_err(|source| failed("fsync", source))?;
@@ -130,9 +120,7 @@ impl DumpFile {
             return Ok(());
         };
         let name = self.path.file_name().unwrap_or(self.path.as_os_str());
-        let proc = format!("/proc/self/fd/{}", self.file.as_raw_fd());
-        let flags = rustix::fs::AtFlags::SYMLINK_FOLLOW;
-        rustix::fs::linkat(rustix::fs::CWD, proc.as_str(), dir, name, flags)
+        hookstate_engine::link_unnamed(&self.file, dir, name)
             .map_err(|errno| failed("create", errno.into()))?;
         rustix::fs::fsync(dir).map_err(|errno| failed("fsync the directory of", errno.into()))
     }

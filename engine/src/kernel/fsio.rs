@@ -58,7 +58,7 @@ pub(crate) fn random_bytes<const N: usize>() -> Result<[u8; N]> {
 /// which [`link_unnamed`] can name: `None` where the filesystem has no such files, where `/proc`
 /// cannot name one for that link, or on any other failure (the caller then makes a named file,
 /// whose own error says what is wrong with the directory).
-pub(crate) fn create_unnamed(
+pub fn create_unnamed(
     dir: &impl std::os::fd::AsFd,
     access: rustix::fs::OFlags,
     mode: u32,
@@ -73,7 +73,10 @@ pub(crate) fn create_unnamed(
 
 /// Gives the unnamed file `fd` ([`create_unnamed`]) the name `name` in `dir`, through its
 /// `/proc/self/fd` entry; fails (`EEXIST`) when the name is taken.
-pub(crate) fn link_unnamed(
+///
+/// # Errors
+/// The link's error (`EEXIST` for a taken name).
+pub fn link_unnamed(
     fd: &impl std::os::fd::AsFd,
     dir: &impl std::os::fd::AsFd,
     name: impl rustix::path::Arg,
