@@ -152,13 +152,21 @@ fn restore_with_a_second_anchor_takes_writes_and_refuses_an_older_dump() {
     // past it: its dump is refused, as `verify` refuses the fork itself. The restore checked
     // only the seq and moved the anchor onto the fork, so the genuine store read as rolled back.
     let fork = store.dir.path().join("fork/state.redb");
-    super::run_in(&fork, &["restore", "--from", old.to_str().unwrap()]).expect(0);
-    super::run_in(&fork, &["kv", "put", "k", "\"fork 5\""]).expect(0);
+    // Elsewhere: no second anchor (the PostgreSQL pass sets one for every call).
+    let elsewhere = |args: &[&str]| {
+        let out =
+            super::support::hookstate(&fork).env_remove("HOOKSTATE_ANCHOR_DIR").args(args).output();
+        let out = out.unwrap();
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {out:?}");
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    };
+    elsewhere(&["restore", "--from", old.to_str().unwrap()]);
+    elsewhere(&["kv", "put", "k", "\"fork 5\""]);
     for end in [6, 7] {
-        let put = super::run_in(&fork, &["kv", "put", "k", &format!("\"fork {end}\"")]);
-        assert_eq!(put.expect(0).json()["seq"], end);
+        let put = elsewhere(&["kv", "put", "k", &format!("\"fork {end}\"")]);
+        assert_eq!(put["seq"], end);
         let dumped = store.dir.path().join(format!("fork-{end}.jsonl"));
-        super::run_in(&fork, &["dump", "--to", dumped.to_str().unwrap()]).expect(0);
+        elsewhere(&["dump", "--to", dumped.to_str().unwrap()]);
         let forked = store.dir.path().join(format!("forked-{end}/state.redb"));
         let refused = with_dir(&forked, &["restore", "--from", dumped.to_str().unwrap()]);
         assert_eq!(refused.code, 5, "{refused:?}");

@@ -92,9 +92,10 @@ impl DumpFile {
         }
         let dir_flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
         let dir = rustix::fs::open(parent, dir_flags, Mode::empty());
-        let unnamed = dir.as_ref().ok().and_then(|dir| {
-            hookstate_engine::create_unnamed(dir, OFlags::WRONLY, DUMP_FILE_MODE)
-        });
+        let unnamed = dir
+            .as_ref()
+            .ok()
+            .and_then(|dir| hookstate_engine::create_unnamed(dir, OFlags::WRONLY, DUMP_FILE_MODE));
         match (unnamed, dir) {
             (Some(fd), Ok(dir)) => {
                 Ok(DumpFile { file: fd.into(), path: path.to_path_buf(), unnamed_in: Some(dir) })
