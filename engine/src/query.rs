@@ -40,6 +40,17 @@ pub struct LogFilter {
 }
 
 impl LogFilter {
+    /// Whether every event matches (no filter but the seq range).
+    fn matches_all(&self) -> bool {
+        let LogFilter { scope, domain, kind, session, since_ms, until_ms, .. } = self;
+        scope.is_none()
+            && domain.is_none()
+            && kind.is_none()
+            && session.is_none()
+            && since_ms.is_none()
+            && until_ms.is_none()
+    }
+
     fn matches(&self, event: &Event) -> bool {
         let c = &event.content;
         self.scope.as_ref().is_none_or(|s| *s == c.scope)
@@ -82,6 +93,12 @@ pub(crate) fn events(kernel: &Kernel, filter: &LogFilter) -> Result<Vec<Event>> 
     let head = read_head(&*txn)?;
     let from = filter.from_seq.unwrap_or(1).max(1);
     let to = filter.to_seq.unwrap_or(head.seq).min(head.seq);
+    // The last `limit` events of a tail that every event matches are the last `limit` seqs:
+    // only they are read (a tail walked the whole log).
+    let from = match filter.tail && filter.matches_all() {
+        true => from.max(to.saturating_sub(limit as u64).saturating_add(1)),
+        false => from,
+    };
     let mut out = std::collections::VecDeque::new();
     crate::ops::snapshot::events_whole(&*txn, from, to, &mut |seq, bytes| {
         let event = format::decode_event(bytes)

@@ -20,6 +20,7 @@ use crate::feedback::{DrainAsk, Pass, ReplyVia, StopAsk};
 use crate::kernel::call::Call;
 use crate::kernel::error::Result;
 use crate::kernel::storage::{EventVisitor, ReadTxn, RowVisitor, Storage, WriteTxn};
+use crate::query::LogFilter;
 use crate::store::{self, OpenOptions};
 use crate::Command;
 
@@ -264,6 +265,31 @@ fn claim_rows(ready: usize, claimed: usize) -> u64 {
     let outcome = engine.execute(&call("s"), &claim).unwrap();
     assert_eq!(outcome.result["item"], format!("i{claimed:06}"), "the oldest ready item");
     rows.load(Ordering::Relaxed)
+}
+
+/// `log --tail N` with no filter reads the last N events, not the whole log (0.44 s at 202,000
+/// events against 0.006 s for `--limit 1`); with a filter it reads on as before.
+#[test]
+fn a_tail_of_the_whole_log_reads_only_its_events() {
+    let tail_rows = |events: usize, scope: Option<&str>| {
+        let dir = tempfile::tempdir().unwrap();
+        let (engine, rows) = counted(&dir.path().join("s.redb"));
+        let items: Vec<_> = (0..events).map(|n| push(&format!("i{n:06}"), None)).collect();
+        crate::engine::append_unchecked(&engine, &call("s"), &items).unwrap();
+        rows.store(0, Ordering::Relaxed);
+        let filter = LogFilter {
+            scope: scope.map(str::to_owned),
+            limit: Some(2),
+            tail: true,
+            ..LogFilter::default()
+        };
+        let got = engine.log(&filter).unwrap();
+        let seqs: Vec<u64> = got.iter().map(|e| e.seq).collect();
+        assert_eq!(seqs, vec![events as u64 - 1, events as u64]);
+        rows.load(Ordering::Relaxed)
+    };
+    assert_eq!(tail_rows(3_000, None), 2);
+    assert_eq!(tail_rows(3_000, Some("s")), 3_000, "a filtered tail reads the log");
 }
 
 #[test]
