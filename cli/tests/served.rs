@@ -687,6 +687,14 @@ fn a_forwarded_write_busy_past_its_wait_is_never_applied_later() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(4), "by env {by_env}: {stderr}");
         assert!(stderr.contains("store is busy"), "{stderr}");
+        // It says how long the caller waited, as in-process (it said "0 ms" through a server).
+        let said: u64 = stderr
+            .split("for ")
+            .nth(1)
+            .and_then(|rest| rest.split(" ms").next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no wait in {stderr}"));
+        assert!(said >= SHORT_WAIT_MS.parse::<u64>().unwrap(), "{stderr}");
         assert!(
             waited < Duration::from_millis(OUTSIDE_HOLD_MS),
             "answered at its wait: {waited:?}"

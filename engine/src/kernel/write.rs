@@ -73,6 +73,18 @@ fn call_expired() -> Option<Error> {
     })
 }
 
+/// A busy error of a call bounded by its caller's wait says how long ago the call was received,
+/// as the caller waited: this thread's own lock wait may have begun later (a served call behind
+/// a batch that could not take the lock said "0 ms").
+fn waited_since_received(err: Error) -> Error {
+    match (err, CALL_BOUND.with(Cell::get)) {
+        (Error::Busy { .. }, Some((received, _))) => Error::Busy {
+            waited_ms: u64::try_from(received.elapsed().as_millis()).unwrap_or(u64::MAX),
+        },
+        (err, _) => err,
+    }
+}
+
 /// An open store as the domains see it: transactions, the write path and the projections.
 pub(crate) struct Kernel {
     pub(super) storage: Box<dyn Storage>,
@@ -247,7 +259,7 @@ impl Kernel {
     /// build's ([`Kernel::mark_format`]): every write that may append a record opens its
     /// transaction here or in [`Kernel::begin_batch`].
     fn write_txn(&self, deadline: Instant) -> Result<Box<dyn WriteTxn + '_>> {
-        let mut txn = self.storage.begin_write(deadline)?;
+        let mut txn = self.storage.begin_write(deadline).map_err(waited_since_received)?;
         self.mark_format(&mut *txn)?;
         Ok(txn)
     }
@@ -397,7 +409,7 @@ impl Kernel {
                 }
                 Err(Error::TxnConflict(_)) => {
                     let waited_ms = u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
-                    return Err(Error::Busy { waited_ms });
+                    return Err(waited_since_received(Error::Busy { waited_ms }));
                 }
                 other => return other,
             }
