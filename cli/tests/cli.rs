@@ -509,6 +509,24 @@ fn concurrent_first_use_creates_one_store() {
     assert_eq!(leftovers.len(), 2, "only the store and its anchor remain: {leftovers:?}");
 }
 
+/// `queue list` judges a lease by the test clock a call pins, as the claims do: it judged by the
+/// wall clock, so a lease of a pinned past read as expired at once.
+#[test]
+fn queue_list_judges_leases_by_the_pinned_clock() {
+    let store = Store::new();
+    let at = |ms: u64, args: &[&str]| {
+        let ms = ms.to_string();
+        let mut all = vec!["--now-ms", ms.as_str()];
+        all.extend_from_slice(args);
+        store.run(&all).expect(0).json()
+    };
+    at(1_000_000, &["queue", "push", "q", "i"]);
+    at(1_000_000, &["queue", "claim", "q", "--lease-ms", "1000"]);
+    let expired = |ms| at(ms, &["queue", "list", "q"])["items"][0]["expired"].clone();
+    assert_eq!(expired(1_000_500), false);
+    assert_eq!(expired(1_002_000), true);
+}
+
 #[test]
 fn set_counter_list_and_log_verbs_work_from_a_shell() {
     let store = Store::new();
