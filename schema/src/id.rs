@@ -47,6 +47,21 @@ pub enum IdError {
         /// The refused character, escaped for printing.
         found: String,
     },
+    /// A scope holds a control character or a bidirectional text control.
+    #[error("{what} contains {found}: a scope may hold any printable text but control characters")]
+    ControlChar {
+        /// What kind of name was checked.
+        what: &'static str,
+        /// The refused character, escaped for printing.
+        found: String,
+    },
+}
+
+/// Whether `c` is a control character, or one that reorders text on a terminal (the bidi
+/// embeddings, overrides and isolates), so that a scope could print as another.
+fn is_control_or_bidi(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
 /// Checks an id (item, key, queue, set, counter, list or session name) against the allowlist.
@@ -71,7 +86,8 @@ pub fn validate_id(what: &'static str, id: &str) -> Result<(), IdError> {
 }
 
 /// Checks a scope. Scopes are wider than ids: they may hold `/` and spaces (an absolute state
-/// directory), but never control characters, a NUL, or a leading `-`.
+/// directory), but never control characters (a NUL included), bidirectional text controls, or
+/// a leading `-`.
 ///
 /// # Errors
 /// Returns the [`IdError`] naming the first rule the scope breaks.
@@ -81,8 +97,8 @@ pub fn validate_scope(scope: &str) -> Result<(), IdError> {
     if scope.starts_with('-') {
         return Err(IdError::LeadingDash { what });
     }
-    match scope.chars().find(|c| c.is_control()) {
-        Some(bad) => Err(IdError::BadChar { what, found: escape_char(bad) }),
+    match scope.chars().find(|c| is_control_or_bidi(*c)) {
+        Some(bad) => Err(IdError::ControlChar { what, found: escape_char(bad) }),
         None => Ok(()),
     }
 }
@@ -164,5 +180,9 @@ mod tests {
         assert!(validate_scope("a\nb").is_err());
         assert!(validate_scope("-x").is_err());
         assert!(validate_scope(&"s".repeat(SCOPE_BYTES_MAX + 1)).is_err());
+        // A right-to-left override would print the scope as another one on a terminal.
+        let err = validate_scope("hermit:/a\u{202e}b").unwrap_err().to_string();
+        assert!(err.contains("\\u{202e}") && err.contains("printable text"), "{err}");
+        assert!(validate_scope("hermit:/höme/ユーザー").is_ok());
     }
 }
