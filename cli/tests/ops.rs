@@ -473,10 +473,14 @@ fn doctor_flags_a_world_writable_directory_without_opening_the_store() {
 #[test]
 fn doctor_warns_of_stale_temporaries_and_checks_the_mirror_directory() {
     let store = written();
-    let stale = store.dir.path().join(".state.redb.create-0011223344556677");
-    std::fs::write(&stale, b"").unwrap();
     let old = std::time::SystemTime::now() - Duration::from_secs(3600);
-    std::fs::File::options().write(true).open(&stale).unwrap().set_modified(old).unwrap();
+    // One of ours, and two names that only look like ours: doctor listed them too, with the hint
+    // that rebuild removes them, which it never did.
+    for name in [".state.redb.create-0011223344556677", ".state.redb.create-123", ".state.redb.x"] {
+        let file = store.dir.path().join(name);
+        std::fs::write(&file, b"").unwrap();
+        std::fs::File::options().write(true).open(&file).unwrap().set_modified(old).unwrap();
+    }
     let missing = store.dir.path().join("no-such-mirror");
     let report = store.run(&["--mirror", missing.to_str().unwrap(), "doctor"]).expect(5).json();
     let find = |check: &str| {
@@ -484,6 +488,8 @@ fn doctor_warns_of_stale_temporaries_and_checks_the_mirror_directory() {
     };
     assert_eq!(find("temporaries")["level"], "warn");
     assert!(find("temporaries")["hint"].as_str().unwrap().contains("rebuild"));
+    let listed = find("temporaries")["what"].as_str().unwrap().to_owned();
+    assert!(listed.starts_with("1 stale temporary files"), "{listed}");
     assert_eq!(find("mirror")["level"], "problem");
     store.run(&["rebuild"]).expect(0);
     let report = store.run(&["doctor"]).expect(0).json();

@@ -242,13 +242,14 @@ fn growth(engine: &Engine, head: u64, now_ms: u64, out: &mut Vec<DoctorFinding>)
 /// writer's.
 fn check_temporaries(path: &Path, dir: &Path, out: &mut Vec<DoctorFinding>) {
     let Some(name) = path.file_name() else { return };
-    let prefix = format!(".{}.", name.to_string_lossy());
+    // The names a writer makes and `rebuild` removes (`.<name>.<purpose>-<16 hex>`), no other.
+    let prefix = format!(".{}", name.to_string_lossy());
     let Ok(entries) = std::fs::read_dir(dir) else { return };
     let now = std::time::SystemTime::now();
     let (mut live, mut stale) = (0u32, Vec::new());
     for entry in entries.take(DOCTOR_DIR_ENTRIES_MAX).flatten() {
         let file = entry.file_name().to_string_lossy().into_owned();
-        if !file.starts_with(&prefix) {
+        if !crate::store::is_temp_name(&file, &prefix) {
             continue;
         }
         let age = entry

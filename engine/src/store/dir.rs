@@ -62,7 +62,7 @@ fn store_name(path: &Path) -> Result<OsString> {
 }
 
 /// Whether `name` is one of our temporary names: `<prefix>.<purpose>-<16 hex>`.
-fn is_temp_name(name: &str, prefix: &str) -> bool {
+pub(crate) fn is_temp_name(name: &str, prefix: &str) -> bool {
     let Some(rest) = name.strip_prefix(prefix).and_then(|r| r.strip_prefix('.')) else {
         return false;
     };

@@ -31,6 +31,7 @@ use self::dir::{FileId, StoreDir};
 use self::redb::RedbStore;
 use self::second_anchor::SecondAnchor;
 
+pub(crate) use self::dir::is_temp_name;
 pub(crate) use self::fill::create_filled;
 pub(crate) use self::memory::memory_filled;
 #[cfg(feature = "testing")]
