@@ -631,6 +631,10 @@ fn compact_after_a_checkpoint_shrinks_the_file_and_verify_proves_the_chain_from_
         (Some(120), Some(2))
     );
     assert_eq!(store.run(&["kv", "get", "k1"]).expect(0).json(), before, "reads are unchanged");
+    // `stats` counts the events the log holds, as verify does (it counted the head's seq, 122).
+    let stats = store.run(&["stats"]).expect(0).json();
+    let counted = (&stats["events"], &stats["log_starts_after"], &stats["head"]["seq"]);
+    assert_eq!(counted, (&json!(2), &json!(120), &json!(122)), "{stats}");
     assert_eq!(
         store.run(&["--at-seq", "121", "kv", "get", "after"]).expect(0).json()["found"],
         false

@@ -79,6 +79,9 @@ pub struct Stats {
     pub anchor_seq: Option<u64>,
     /// Anchor writes that failed after a commit, over the store's life.
     pub anchor_write_failures: u64,
+    /// The seq the log starts after: the checkpoint a `compact` dropped the events up to, else 0.
+    /// The log holds `head.seq - log_starts_after` events.
+    pub log_starts_after: u64,
 }
 
 /// The events that match `filter`, in log order (at most [`LOG_EVENTS_MAX`]).
@@ -132,6 +135,10 @@ pub(crate) fn stats(kernel: &Kernel) -> Result<Stats> {
     let txn = kernel.begin_read()?;
     let head = read_head(&*txn)?;
     let anchor_write_failures = anchor_write_failures(&*txn)?;
+    let log_starts_after = match txn.meta(format::META_LOG_BASE)? {
+        Some(text) => crate::ops::snapshot::Mark::parse(&text)?.head.seq,
+        None => 0,
+    };
     let mut scopes = BTreeSet::new();
     let mut queues = Vec::new();
     let mut views = 0u64;
@@ -159,6 +166,7 @@ pub(crate) fn stats(kernel: &Kernel) -> Result<Stats> {
         views,
         anchor_seq,
         anchor_write_failures,
+        log_starts_after,
     })
 }
 

@@ -147,7 +147,9 @@ pub(crate) fn stats(cli: &Cli) -> Result<(), CliError> {
     print(
         cli.format,
         &json!({
-            "ok": true, "path": at.path, "exists": at.exists, "events": stats.head.seq,
+            "ok": true, "path": at.path, "exists": at.exists,
+            "events": stats.head.seq - stats.log_starts_after,
+            "log_starts_after": stats.log_starts_after,
             "head": { "seq": stats.head.seq, "hash": hash },
             "file_bytes": stats.file_bytes, "scopes": stats.scopes, "views": stats.views,
             "queues": stats.queues, "anchor": { "path": at.anchor_path, "seq": stats.anchor_seq },
