@@ -249,15 +249,26 @@ fn a_server_stops_when_its_executable_is_replaced_and_not_when_it_is_only_read()
     let exe = bin.join("hookstate");
     std::fs::copy(env!("CARGO_BIN_EXE_hookstate"), &exe).unwrap();
     let db = dir.path().join("state.redb");
-    let mut child = Command::new(&exe)
-        .args(["--db", db.to_str().unwrap(), "serve", "--idle-exit-s", LEFT_BEHIND_IDLE_S])
-        .env_remove("HOOKSTATE_SESSION")
-        .env_remove("HOOKSTATE_SCOPE")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    // A process another test thread forks while the copy's write handle is open holds that
+    // handle until it execs, and this exec fails with ETXTBSY meanwhile: try again shortly.
+    let mut attempts = 0;
+    let mut child = loop {
+        let spawned = Command::new(&exe)
+            .args(["--db", db.to_str().unwrap(), "serve", "--idle-exit-s", LEFT_BEHIND_IDLE_S])
+            .env_remove("HOOKSTATE_SESSION")
+            .env_remove("HOOKSTATE_SCOPE")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn();
+        match spawned {
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && attempts < 50 => {
+                attempts += 1;
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            other => break other.unwrap(),
+        }
+    };
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();
     stdout.read_line(&mut line).unwrap();
