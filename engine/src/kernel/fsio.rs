@@ -90,3 +90,24 @@ fn proc_path(fd: &impl std::os::fd::AsFd) -> String {
     use std::os::fd::AsRawFd;
     format!("/proc/self/fd/{}", fd.as_fd().as_raw_fd())
 }
+
+/// A small regular file's bytes, at most `max`: opened without blocking (a FIFO named there
+/// would hold the caller) and refused, saying why, when it is not a regular file or is larger
+/// (`/dev/zero` would fill the memory).
+pub(crate) fn read_small_file(path: &Path, max: u64) -> std::result::Result<Vec<u8>, String> {
+    use rustix::fs::{Mode, OFlags};
+    use std::io::Read;
+    let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    let fd = rustix::fs::open(path, flags, Mode::empty()).map_err(|e| e.to_string())?;
+    let file = std::fs::File::from(fd);
+    let meta = file.metadata().map_err(|e| e.to_string())?;
+    if !meta.is_file() {
+        return Err("is not a regular file".into());
+    }
+    let mut bytes = Vec::new();
+    file.take(max + 1).read_to_end(&mut bytes).map_err(|e| e.to_string())?;
+    if bytes.len() as u64 > max {
+        return Err(format!("is larger than {max} bytes"));
+    }
+    Ok(bytes)
+}

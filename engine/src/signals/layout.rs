@@ -6,13 +6,10 @@
 //! (pretty or compact, trailing newline) is recorded at import and reproduced. Does not send
 //! anything to a PM.
 
-use std::fs::File;
-use std::io::Read;
 use std::path::{Component, Path, PathBuf};
 
 use hookstate_schema::signals::{KeptKeyDoc, PmDoc, SignalDoc, SignalsEvent, StoreStyle};
 use hookstate_schema::{validate_id, Body};
-use rustix::fs::{FileType, Mode, OFlags};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
@@ -46,18 +43,11 @@ const SIGNAL_PREFIX: &str = "loopd.signal.";
 const BUNDLE_MARKER: &str = "loopd-bundle";
 const BUNDLE_CONFIG: &str = "instance.config.json";
 
-/// Reads a small regular file; `None` when absent, not regular, unreadable or oversized. A FIFO
-/// never blocks the read.
+/// Reads a small regular file; `None` when absent, not regular, unreadable, oversized or not
+/// UTF-8. A FIFO never blocks the read.
 fn read_pointer(path: &Path) -> Option<String> {
-    let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC;
-    let fd = rustix::fs::open(path, flags, Mode::empty()).ok()?;
-    let stat = rustix::fs::fstat(&fd).ok()?;
-    if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
-        return None;
-    }
-    let mut text = String::new();
-    File::from(fd).take(POINTER_FILE_BYTES_MAX as u64 + 1).read_to_string(&mut text).ok()?;
-    (text.len() <= POINTER_FILE_BYTES_MAX).then_some(text)
+    let bytes = crate::kernel::fsio::read_small_file(path, POINTER_FILE_BYTES_MAX as u64).ok()?;
+    String::from_utf8(bytes).ok()
 }
 
 /// Joins `rel` to `base` lexically: `.` dropped, `..` folded, no symlink resolved.

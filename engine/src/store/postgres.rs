@@ -25,6 +25,7 @@ use postgres::{Client, Config, NoTls, SimpleQueryMessage};
 
 use crate::kernel::call::store_clock;
 use crate::kernel::error::{Error, Result};
+use crate::kernel::fsio::read_small_file;
 use crate::kernel::limits::TXN_ATTEMPTS_MAX;
 use crate::kernel::storage::{EventVisitor, ReadTxn, RowVisitor, Storage, WriteTxn};
 use crate::kernel::write::initial_meta;
@@ -198,30 +199,6 @@ fn read_passfile(file: &Path) -> Option<String> {
 
 /// Largest CA file read for `sslrootcert` (a bundle of a few hundred certificates).
 const ROOT_CERT_BYTES_MAX: u64 = 1024 * 1024;
-
-/// A regular file's bytes, at most `max`: opened without blocking (a FIFO named there would hold
-/// the call) and refused when it is not a regular file or is larger (`/dev/zero` would fill the
-/// memory).
-fn read_small_file(path: &Path, max: u64) -> std::result::Result<Vec<u8>, String> {
-    use rustix::fs::{Mode, OFlags};
-    use std::io::Read;
-    let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC;
-    let fd = rustix::fs::open(path, flags, Mode::empty()).map_err(|e| e.to_string())?;
-    let file = std::fs::File::from(fd);
-    let meta = file.metadata().map_err(|e| e.to_string())?;
-    if !meta.is_file() {
-        return Err("is not a regular file".into());
-    }
-    if meta.len() > max {
-        return Err(format!("is larger than {max} bytes"));
-    }
-    let mut bytes = Vec::new();
-    file.take(max + 1).read_to_end(&mut bytes).map_err(|e| e.to_string())?;
-    if bytes.len() as u64 > max {
-        return Err(format!("is larger than {max} bytes"));
-    }
-    Ok(bytes)
-}
 
 /// The five fields of a password file line, unescaped; `None` for a line of another shape.
 fn passfile_fields(line: &str) -> Option<[String; 5]> {
