@@ -71,10 +71,14 @@ const VALUE_VARIABLES: [(&str, &str); 4] = [
 /// naming the flag the caller never gave (`a value is required for '--db <PATH>'`). Runs first,
 /// while the process has one thread.
 fn empty_variables() -> Result<(), String> {
-    let argv: Vec<String> = std::env::args_os().map(|a| a.to_string_lossy().into_owned()).collect();
+    // The command line is read only when a variable is empty: a hook call pays four lookups.
+    let mut argv: Option<Vec<String>> = None;
     for (variable, flag) in VALUE_VARIABLES {
         if std::env::var_os(variable).is_some_and(|value| value.is_empty()) {
-            if !served::given(&argv, flag) {
+            let argv = argv.get_or_insert_with(|| {
+                std::env::args_os().map(|a| a.to_string_lossy().into_owned()).collect()
+            });
+            if !served::given(argv, flag) {
                 return Err(format!("{variable} is set but empty: give it a value, or unset it"));
             }
             std::env::remove_var(variable);
