@@ -5,19 +5,12 @@
 //! The destination is a new store with the source's identity (its store id, so its genesis),
 //! written in one transaction: it holds the whole copy or nothing. Does not change the source.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use hookstate_schema::format::{
-    self, encode_head, encode_view_key, encode_view_row, Head, META_CHECKPOINT,
-    META_CHECKPOINT_VIEWS, META_DOMAIN_EVENTS, META_HEAD, META_LOG_BASE, META_LOG_BASE_VIEWS,
-};
-use hookstate_schema::{ViewKey, ViewRow};
+use hookstate_schema::format::{Head, META_CHECKPOINT, META_CHECKPOINT_VIEWS};
 
 use crate::audit::{self, VerifyOptions};
-use crate::kernel::counts;
 use crate::kernel::error::{Error, Result};
-use crate::kernel::project;
 use crate::kernel::storage::{ReadTxn, WriteTxn};
 use crate::kernel::view::read_head;
 use crate::kernel::write::Kernel;
@@ -97,43 +90,21 @@ fn fill_copy(
         return Err(Error::Invalid(format!("the destination already holds {} events", start.seq)));
     }
     // A compacted log starts after its base: the copy starts there too, from the base's views
-    // (checked against the digest its record holds), and keeps the base and the latest
-    // checkpoint beside the log, as a backup does.
+    // (checked against the digest its record holds), and keeps the base beside the log, and the
+    // latest checkpoint, as a backup does.
     let start = crate::ops::snapshot::log_start(read, source.genesis())?;
-    let mut views: BTreeMap<ViewKey, ViewRow> = start.views;
-    let mut counted: counts::Counts = start.counts;
-    let mut expected = start.head;
-    read.events(start.head.seq + 1, head.seq, &mut |seq, bytes| {
-        let broken = |why: &str| Error::ChainBroken { seq, why: why.into() };
-        if seq != expected.seq + 1 {
-            return Err(broken("event is missing"));
-        }
-        let event = format::decode_event(bytes).map_err(|e| broken(&e.to_string()))?;
-        if event.seq != seq || event.prev != expected.hash {
-            return Err(broken("the record does not follow the previous event"));
-        }
-        txn.append_event(seq, bytes)?;
-        project::apply(source.table(), &mut views, &event);
-        counted[event.content.body.variant_index()] += 1;
-        expected = Head { seq, hash: event.hash };
-        Ok(true)
-    })?;
-    if expected != *head {
+    let base = start.head.seq;
+    let (reached, views) = crate::ops::asof::copy_log(read, start, head.seq, source.table(), txn)?;
+    if reached != *head {
         return Err(Error::ChainBroken {
-            seq: expected.seq + 1,
+            seq: reached.seq + 1,
             why: "the log ends before the stored head".into(),
         });
     }
-    for (key, row) in &views {
-        let key_bytes = encode_view_key(key);
-        txn.put_view(&key_bytes, &encode_view_row(&key_bytes, row))?;
-    }
-    for key in [META_CHECKPOINT, META_CHECKPOINT_VIEWS, META_LOG_BASE, META_LOG_BASE_VIEWS] {
+    for key in [META_CHECKPOINT, META_CHECKPOINT_VIEWS] {
         if let Some(value) = read.meta(key)? {
             txn.put_meta(key, &value)?;
         }
     }
-    txn.put_meta(META_DOMAIN_EVENTS, &counts::encode(&counted))?;
-    txn.put_meta(META_HEAD, &encode_head(head))?;
-    Ok((views.len() as u64, head.seq - start.head.seq))
+    Ok((views, head.seq - base))
 }

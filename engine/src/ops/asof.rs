@@ -12,9 +12,11 @@ use hookstate_schema::format::{
 use crate::engine::{Engine, PROJECTIONS};
 use crate::kernel::counts;
 use crate::kernel::error::{Error, Result};
-use crate::kernel::project;
+use crate::kernel::project::{self, Table};
+use crate::kernel::storage::{ReadTxn, WriteTxn};
 use crate::kernel::view::read_head;
 use crate::ops::api::Ops;
+use crate::ops::snapshot::Start;
 use crate::store::memory_filled;
 
 impl Ops<'_> {
@@ -49,9 +51,6 @@ impl Ops<'_> {
             );
             return Err(Error::refused("the seq asked for", why));
         };
-        let (mut views, mut counted, mut head) = (start.views, start.counts, start.head);
-        let base = start.raw;
-        let first = start.head.seq + 1;
         let want = seq;
         let identity = kernel.identity();
         let storage = kernel.storage();
@@ -60,37 +59,19 @@ impl Ops<'_> {
             Some(record) if want > 0 => format::decode_event(&record)
                 .map(|e| Head { seq: e.seq, hash: e.hash })
                 .map_err(|e| Error::ChainBroken { seq: want, why: e.to_string() })?,
-            _ => head,
+            _ => start.head,
         };
-        let mut fill = |dst: &mut dyn crate::kernel::storage::WriteTxn| {
-            txn.events(first, want, &mut |seq, record| {
-                let broken = |why: String| Error::ChainBroken { seq, why };
-                let event = format::decode_event(record).map_err(|e| broken(e.to_string()))?;
-                if event.seq != head.seq + 1 || event.prev != head.hash {
-                    return Err(broken("does not link to the event before it".into()));
-                }
-                project::apply(&PROJECTIONS, &mut views, &event);
-                counted[event.content.body.variant_index()] += 1;
-                head = Head { seq: event.seq, hash: event.hash };
-                dst.append_event(seq, record)?;
-                Ok(true)
-            })?;
+        let mut start = Some(start);
+        let mut fill = |dst: &mut dyn WriteTxn| {
+            let start = start.take().ok_or_else(|| Error::Invalid("filled twice".into()))?;
+            let (head, _) = copy_log(&*txn, start, want, &PROJECTIONS, dst)?;
             if head != at {
                 return Err(Error::ChainBroken {
                     seq: head.seq + 1,
                     why: "event is missing".into(),
                 });
             }
-            for (key, row) in &views {
-                let key_bytes = encode_view_key(key);
-                dst.put_view(&key_bytes, &encode_view_row(&key_bytes, row))?;
-            }
-            dst.put_meta(META_DOMAIN_EVENTS, &counts::encode(&counted))?;
-            if let Some((text, rows)) = &base {
-                dst.put_meta(META_LOG_BASE, text)?;
-                dst.put_meta(META_LOG_BASE_VIEWS, rows)?;
-            }
-            dst.put_meta(META_HEAD, &encode_head(&head))
+            Ok(())
         };
         let memory = memory_filled(
             &storage.path(),
@@ -122,4 +103,49 @@ impl Ops<'_> {
         })?;
         Ok(last)
     }
+}
+
+/// Writes into `dst` the log of `from` after `start` through `to`, each record as it is and
+/// each checked to link to the one before it, then the views rebuilt from `start`'s, the events
+/// per domain, the compaction base `start` came from (when it is one) and the head reached. An
+/// as-of read fills its memory store so, and `copy` its destination. Returns the head reached
+/// and the view rows written.
+///
+/// # Errors
+/// [`Error::ChainBroken`] for a record that does not decode, a seq missing from the range or a
+/// broken link; store errors.
+pub(crate) fn copy_log(
+    from: &dyn ReadTxn,
+    start: Start,
+    to: u64,
+    table: &Table,
+    dst: &mut dyn WriteTxn,
+) -> Result<(Head, u64)> {
+    let Start { mut views, counts: mut counted, mut head, raw, .. } = start;
+    from.events(head.seq + 1, to, &mut |seq, record| {
+        let broken = |why: String| Error::ChainBroken { seq, why };
+        if seq != head.seq + 1 {
+            return Err(Error::ChainBroken { seq: head.seq + 1, why: "event is missing".into() });
+        }
+        let event = format::decode_event(record).map_err(|e| broken(e.to_string()))?;
+        if event.seq != seq || event.prev != head.hash {
+            return Err(broken("does not link to the event before it".into()));
+        }
+        project::apply(table, &mut views, &event);
+        counted[event.content.body.variant_index()] += 1;
+        head = Head { seq, hash: event.hash };
+        dst.append_event(seq, record)?;
+        Ok(true)
+    })?;
+    for (key, row) in &views {
+        let key_bytes = encode_view_key(key);
+        dst.put_view(&key_bytes, &encode_view_row(&key_bytes, row))?;
+    }
+    dst.put_meta(META_DOMAIN_EVENTS, &counts::encode(&counted))?;
+    if let Some((text, rows)) = &raw {
+        dst.put_meta(META_LOG_BASE, text)?;
+        dst.put_meta(META_LOG_BASE_VIEWS, rows)?;
+    }
+    dst.put_meta(META_HEAD, &encode_head(&head))?;
+    Ok((head, views.len() as u64))
 }
