@@ -94,7 +94,8 @@ fn fill_copy(
     // latest checkpoint, as a backup does.
     let start = crate::ops::snapshot::log_start(read, source.genesis())?;
     let base = start.head.seq;
-    let (reached, views) = crate::ops::asof::copy_log(read, start, head.seq, source.table(), txn)?;
+    let (reached, views) =
+        crate::ops::snapshot::copy_log(read, start, head.seq, source.table(), txn)?;
     if reached != *head {
         return Err(Error::ChainBroken {
             seq: reached.seq + 1,

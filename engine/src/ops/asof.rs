@@ -4,19 +4,13 @@
 //! The replay starts from the nearest checkpoint at or before the seq asked for (or genesis); the
 //! chain is checked while it is replayed (every record's hash, every link). Does not write the store.
 
-use hookstate_schema::format::{
-    self, encode_head, encode_view_key, encode_view_row, Head, META_CHECKPOINT,
-    META_CHECKPOINT_VIEWS, META_DOMAIN_EVENTS, META_HEAD, META_LOG_BASE, META_LOG_BASE_VIEWS,
-};
+use hookstate_schema::format::{self, Head, META_CHECKPOINT, META_CHECKPOINT_VIEWS};
 
 use crate::engine::{Engine, PROJECTIONS};
-use crate::kernel::counts;
 use crate::kernel::error::{Error, Result};
-use crate::kernel::project::{self, Table};
-use crate::kernel::storage::{ReadTxn, WriteTxn};
+use crate::kernel::storage::WriteTxn;
 use crate::kernel::view::read_head;
 use crate::ops::api::Ops;
-use crate::ops::snapshot::Start;
 use crate::store::memory_filled;
 
 impl Ops<'_> {
@@ -64,7 +58,7 @@ impl Ops<'_> {
         let mut start = Some(start);
         let mut fill = |dst: &mut dyn WriteTxn| {
             let start = start.take().ok_or_else(|| Error::Invalid("filled twice".into()))?;
-            let (head, _) = copy_log(&*txn, start, want, &PROJECTIONS, dst)?;
+            let (head, _) = crate::ops::snapshot::copy_log(&*txn, start, want, &PROJECTIONS, dst)?;
             if head != at {
                 return Err(Error::ChainBroken {
                     seq: head.seq + 1,
@@ -103,49 +97,4 @@ impl Ops<'_> {
         })?;
         Ok(last)
     }
-}
-
-/// Writes into `dst` the log of `from` after `start` through `to`, each record as it is and
-/// each checked to link to the one before it, then the views rebuilt from `start`'s, the events
-/// per domain, the compaction base `start` came from (when it is one) and the head reached. An
-/// as-of read fills its memory store so, and `copy` its destination. Returns the head reached
-/// and the view rows written.
-///
-/// # Errors
-/// [`Error::ChainBroken`] for a record that does not decode, a seq missing from the range or a
-/// broken link; store errors.
-pub(crate) fn copy_log(
-    from: &dyn ReadTxn,
-    start: Start,
-    to: u64,
-    table: &Table,
-    dst: &mut dyn WriteTxn,
-) -> Result<(Head, u64)> {
-    let Start { mut views, counts: mut counted, mut head, raw, .. } = start;
-    from.events(head.seq + 1, to, &mut |seq, record| {
-        let broken = |why: String| Error::ChainBroken { seq, why };
-        if seq != head.seq + 1 {
-            return Err(Error::ChainBroken { seq: head.seq + 1, why: "event is missing".into() });
-        }
-        let event = format::decode_event(record).map_err(|e| broken(e.to_string()))?;
-        if event.seq != seq || event.prev != head.hash {
-            return Err(broken("does not link to the event before it".into()));
-        }
-        project::apply(table, &mut views, &event);
-        counted[event.content.body.variant_index()] += 1;
-        head = Head { seq, hash: event.hash };
-        dst.append_event(seq, record)?;
-        Ok(true)
-    })?;
-    for (key, row) in &views {
-        let key_bytes = encode_view_key(key);
-        dst.put_view(&key_bytes, &encode_view_row(&key_bytes, row))?;
-    }
-    dst.put_meta(META_DOMAIN_EVENTS, &counts::encode(&counted))?;
-    if let Some((text, rows)) = &raw {
-        dst.put_meta(META_LOG_BASE, text)?;
-        dst.put_meta(META_LOG_BASE_VIEWS, rows)?;
-    }
-    dst.put_meta(META_HEAD, &encode_head(&head))?;
-    Ok((head, views.len() as u64))
 }

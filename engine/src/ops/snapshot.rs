@@ -5,17 +5,22 @@
 //! A checkpoint is a record put in the reserved scope [`CHECKPOINT_SCOPE`] whose value names the
 //! seq and hash it was taken at and the digest of the view rows then; the rows themselves are
 //! kept in the metadata. The event's `prev` is that hash, so the chain from the checkpoint event
-//! to the head proves the checkpoint. Does not write.
+//! to the head proves the checkpoint. Writes only a new store, from a start ([`copy_log`]).
 
 use std::collections::BTreeMap;
 
-use hookstate_schema::format::{self, decode_snapshot, from_hex, snapshot_digest, to_hex, Head};
+use hookstate_schema::format::{
+    self, decode_snapshot, encode_head, encode_view_key, encode_view_row, from_hex,
+    snapshot_digest, to_hex, Head, META_DOMAIN_EVENTS, META_HEAD, META_LOG_BASE,
+    META_LOG_BASE_VIEWS,
+};
 use hookstate_schema::{Body, CoreEvent, ViewKey, ViewRow, BODY_VARIANTS};
 use serde_json::{json, Value};
 
-use crate::kernel::counts::Counts;
+use crate::kernel::counts::{self, Counts};
 use crate::kernel::error::{Error, Result};
-use crate::kernel::storage::ReadTxn;
+use crate::kernel::project::{self, Table};
+use crate::kernel::storage::{ReadTxn, WriteTxn};
 use crate::kernel::view::decode_row;
 
 /// The scope of checkpoint records.
@@ -201,4 +206,49 @@ pub(crate) fn events_whole(
 
 fn missing(seq: u64) -> Error {
     Error::ChainBroken { seq, why: "event is missing: the log table is damaged".into() }
+}
+
+/// Writes into `dst` the log of `from` after `start` through `to`, each record as it is and
+/// each checked to link to the one before it, then the views rebuilt from `start`'s, the events
+/// per domain, the compaction base `start` came from (when it is one) and the head reached. An
+/// as-of read fills its memory store so, and `copy` its destination. Returns the head reached
+/// and the view rows written.
+///
+/// # Errors
+/// [`Error::ChainBroken`] for a record that does not decode, a seq missing from the range or a
+/// broken link; store errors.
+pub(crate) fn copy_log(
+    from: &dyn ReadTxn,
+    start: Start,
+    to: u64,
+    table: &Table,
+    dst: &mut dyn WriteTxn,
+) -> Result<(Head, u64)> {
+    let Start { mut views, counts: mut counted, mut head, raw, .. } = start;
+    from.events(head.seq + 1, to, &mut |seq, record| {
+        let broken = |why: String| Error::ChainBroken { seq, why };
+        if seq != head.seq + 1 {
+            return Err(Error::ChainBroken { seq: head.seq + 1, why: "event is missing".into() });
+        }
+        let event = format::decode_event(record).map_err(|e| broken(e.to_string()))?;
+        if event.seq != seq || event.prev != head.hash {
+            return Err(broken("does not link to the event before it".into()));
+        }
+        project::apply(table, &mut views, &event);
+        counted[event.content.body.variant_index()] += 1;
+        head = Head { seq, hash: event.hash };
+        dst.append_event(seq, record)?;
+        Ok(true)
+    })?;
+    for (key, row) in &views {
+        let key_bytes = encode_view_key(key);
+        dst.put_view(&key_bytes, &encode_view_row(&key_bytes, row))?;
+    }
+    dst.put_meta(META_DOMAIN_EVENTS, &counts::encode(&counted))?;
+    if let Some((text, rows)) = &raw {
+        dst.put_meta(META_LOG_BASE, text)?;
+        dst.put_meta(META_LOG_BASE_VIEWS, rows)?;
+    }
+    dst.put_meta(META_HEAD, &encode_head(&head))?;
+    Ok((head, views.len() as u64))
 }
