@@ -216,3 +216,122 @@ fn solo(shared: &Shared, mut pending: Pending) {
     }
     pending.answer.send(Ok(reply));
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
+    use std::sync::Mutex;
+
+    use serde_json::Value;
+
+    use super::*;
+    use crate::core::query::Query;
+    use crate::core::{Command, Expect};
+    use crate::kernel::call::Call;
+    use crate::kernel::limits::CALL_START_GRACE_MS;
+    use crate::serve::protocol::{Run, Stats};
+    use crate::serve::shared::{answer_slot, Handler, Prepared, StdinSource};
+    use crate::store::OpenOptions;
+
+    const SCOPE: &str = "t";
+    const NOW_MS: u64 = 1_700_000_000_000;
+    /// The exit a busy call answers with (DESIGN.md §8).
+    const EXIT_BUSY: u8 = 4;
+
+    struct NoHandler;
+
+    impl Handler for NoHandler {
+        fn prepare(&self, _: Run, _: &Arc<Engine>, _: &mut dyn StdinSource) -> Prepared {
+            Prepared::NotServed("not in this test".into())
+        }
+    }
+
+    /// A `kv put` of `key`, bounded by `bound`, which sleeps `pause` after its first run.
+    struct Put {
+        key: &'static str,
+        bound: Option<(Instant, Instant)>,
+        pause: Duration,
+    }
+
+    impl Job for Put {
+        fn run(&mut self, engine: &Arc<Engine>) -> Reply {
+            let command =
+                Command::KvPut { key: self.key.into(), value: "1".into(), expect: Expect::Any };
+            let exit = match engine.execute(&Call::at(SCOPE, NOW_MS), &command) {
+                Ok(_) => 0,
+                Err(crate::Error::Busy { .. }) => EXIT_BUSY,
+                Err(err) => panic!("{err}"),
+            };
+            std::thread::sleep(std::mem::take(&mut self.pause));
+            Reply { id: 0, exit, stdout: String::new(), stderr: String::new() }
+        }
+        fn solo(&self) -> bool {
+            false
+        }
+        fn bytes(&self) -> usize {
+            1
+        }
+        fn bound(&self) -> Option<(Instant, Instant)> {
+            self.bound
+        }
+    }
+
+    fn shared(engine: Engine) -> Shared {
+        Shared {
+            engine: Arc::new(engine),
+            handler: Arc::new(NoHandler),
+            stop: AtomicUsize::new(0),
+            signalled: Arc::new(AtomicBool::new(false)),
+            stats: Mutex::new(Stats::default()),
+            open: AtomicUsize::new(0),
+            in_flight: AtomicUsize::new(0),
+            last_request_us: AtomicU64::new(0),
+            engaged: Mutex::new(Vec::new()),
+            epoch: Instant::now(),
+            hello: Vec::new(),
+        }
+    }
+
+    fn stored(engine: &Engine, key: &str) -> bool {
+        let got = engine.query(SCOPE, &Query::KvGet { key: key.into() }, NOW_MS).unwrap();
+        got["found"] == Value::Bool(true)
+    }
+
+    /// A batch that still holds a call well past its caller's wait when it would commit is
+    /// dropped, not committed: its calls run again alone, the late one answers busy with nothing
+    /// written (its caller gave up and may have run it in-process), the others commit.
+    #[test]
+    fn a_batch_holding_a_call_past_its_wait_is_dropped_and_only_the_late_call_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let shared =
+            shared(Engine::open(&dir.path().join("s.redb"), OpenOptions::default()).unwrap());
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let now = Instant::now();
+        let on_time_then_late = Put {
+            key: "late",
+            bound: Some((now, now + Duration::from_millis(CALL_START_GRACE_MS / 10))),
+            pause: Duration::ZERO,
+        };
+        // Runs after it in the same batch and keeps the batch open past the late call's wait
+        // and the commit's grace.
+        let slow = Put {
+            key: "slow",
+            bound: None,
+            pause: Duration::from_millis(CALL_COMMIT_LATE_MS + CALL_START_GRACE_MS / 10),
+        };
+        let mut answers = Vec::new();
+        for job in [on_time_then_late, slow] {
+            let (answer, rx) = answer_slot();
+            tx.send(Pending { job: Box::new(job), answer, bytes: 1 }).unwrap();
+            answers.push(rx);
+        }
+        drop(tx);
+        run(&shared, &rx);
+        let exits: Vec<u8> = answers.into_iter().map(|a| a.recv().unwrap().unwrap().exit).collect();
+        assert_eq!(exits, [EXIT_BUSY, 0]);
+        let stats = shared.stats.lock().unwrap().clone();
+        assert_eq!((stats.commits, stats.aborted, stats.solo), (0, 1, 2), "{stats:?}");
+        assert!(!stored(&shared.engine, "late"), "the late call's write was committed");
+        assert!(stored(&shared.engine, "slow"), "the on-time call's write was lost");
+    }
+}
