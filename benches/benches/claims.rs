@@ -6,7 +6,8 @@
 //!
 //! Owns the five sections of PERF.md it measures: the durability floor (and the I/O of one redb
 //! two-phase commit, scattered pages and two fdatasyncs, which bounds commits per second on
-//! the disk whatever the engine does), in-process claims at one
+//! the disk whatever the engine does; and of a one-phase commit, what a server holding the file
+//! alone could write), in-process claims at one
 //! claim per durable commit and with group commit (batches 1, 8, 64, 512 through
 //! `engine.ops().execute_batch`, with claims per raw fdatasync), the per-call cost of the `hookstate` binary, K concurrent
 //! per-call processes with a double-claim count, and the same claims through `hookstate serve`
@@ -88,8 +89,11 @@ struct Floor {
     sample: Sample,
 }
 
-/// Section 1, second part: the I/O of a redb two-phase commit with no CPU behind it.
+/// Section 1, second part: the I/O of a redb commit with no CPU behind it, in two phases (what
+/// the multi-writer mode every hookstate store uses writes) or in one (what redb's
+/// single-process mode writes: a server that held the file alone could commit so).
 struct CommitShape {
+    phases: usize,
     per_s: f64,
     sample: Sample,
 }
@@ -166,7 +170,8 @@ fn main() -> BenchResult<()> {
     println!();
 
     let floor = raw_fdatasync(scratch.path(), FSYNC_ITERS * scale)?;
-    let shape = commit_shape(scratch.path(), COMMIT_SHAPE_ITERS * scale, floor.per_s)?;
+    let shape = commit_shape(scratch.path(), COMMIT_SHAPE_ITERS * scale, floor.per_s, 2)?;
+    let shape_alone = commit_shape(scratch.path(), COMMIT_SHAPE_ITERS * scale, floor.per_s, 1)?;
     let in_process = in_process_claims(scratch.path(), IN_PROCESS_CLAIMS * scale, floor.per_s)?;
     let mut grouped = Vec::new();
     for batch in GROUP_BATCHES {
@@ -214,7 +219,15 @@ fn main() -> BenchResult<()> {
         println!();
         served = Some(serve::run(&located.path, scratch.path(), scale)?);
     }
-    let measured = Measured { floor, shape, in_process, grouped, per_call, concurrent, served };
+    let measured = Measured {
+        floor,
+        shapes: [shape, shape_alone],
+        in_process,
+        grouped,
+        per_call,
+        concurrent,
+        served,
+    };
     summary(&measured, located.as_ref());
     Ok(())
 }
@@ -305,14 +318,25 @@ fn synced_rounds(
     Ok(Sample::new(latencies))
 }
 
-/// The I/O of one redb commit in multi-writer mode, without the engine: [`COMMIT_SHAPE_PAGES`]
-/// 4 KiB writes at scattered offsets and a header page, an fdatasync, the header page again and
-/// a second fdatasync (two-phase). Its rate bounds durable commits per second on this disk, and
-/// eight times it the claims per second of batches of 8, whatever the CPU does.
-fn commit_shape(dir: &Path, iters: usize, fsync_per_s: f64) -> BenchResult<CommitShape> {
+/// The I/O of one redb commit, without the engine: [`COMMIT_SHAPE_PAGES`] 4 KiB writes at
+/// scattered offsets and a header page, an fdatasync, and with `phases` 2 (multi-writer mode, as
+/// every hookstate store commits) the header page again and a second fdatasync. Its rate bounds
+/// durable commits per second on this disk, and eight times it the claims per second of batches
+/// of 8, whatever the CPU does.
+fn commit_shape(
+    dir: &Path,
+    iters: usize,
+    fsync_per_s: f64,
+    phases: usize,
+) -> BenchResult<CommitShape> {
+    let (part, what) = match phases {
+        2 => ("1b", "a two-phase commit's I/O (multi-writer mode, every store's)"),
+        _ => ("1c", "a one-phase commit's I/O (single-process mode: a server holding the file)"),
+    };
     println!(
-        "== 1b. a two-phase commit's I/O: {COMMIT_SHAPE_PAGES} scattered {BLOCK_BYTES} B pages \
-         and a header, fdatasync, the header, fdatasync; {iters} iterations"
+        "== {part}. {what}: {COMMIT_SHAPE_PAGES} scattered {BLOCK_BYTES} B pages and a header, \
+         fdatasync{}; {iters} iterations",
+        if phases == 2 { ", the header, fdatasync" } else { "" }
     );
     let path = dir.join("commit-shape.bin");
     let mut file = File::create(&path)?;
@@ -333,10 +357,11 @@ fn commit_shape(dir: &Path, iters: usize, fsync_per_s: f64) -> BenchResult<Commi
         for _ in 0..COMMIT_SHAPE_PAGES {
             file.write_all_at(block, next_page() * block_bytes)?;
         }
-        file.write_all_at(block, 0)?;
-        file.sync_data()?;
-        file.write_all_at(block, 0)?;
-        file.sync_data()
+        for _ in 0..phases {
+            file.write_all_at(block, 0)?;
+            file.sync_data()?;
+        }
+        Ok(())
     })?;
     let per_s = per_second(sample.len(), sample.total());
     println!(
@@ -349,7 +374,7 @@ fn commit_shape(dir: &Path, iters: usize, fsync_per_s: f64) -> BenchResult<Commi
         ratio(per_s * CEILING_BATCH, fsync_per_s)
     );
     std::fs::remove_file(&path)?;
-    Ok(CommitShape { per_s, sample })
+    Ok(CommitShape { phases, per_s, sample })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -711,7 +736,8 @@ fn row(label: &str, rate: &str, sample: &Sample, note: &str) {
 /// Everything one run measured, for the summary.
 struct Measured {
     floor: Floor,
-    shape: CommitShape,
+    /// The two-phase commit's I/O, then the one-phase commit's.
+    shapes: [CommitShape; 2],
     in_process: InProcess,
     grouped: Vec<Grouped>,
     per_call: Option<PerCall>,
@@ -720,7 +746,7 @@ struct Measured {
 }
 
 fn summary(measured: &Measured, located: Option<&Located>) {
-    let Measured { floor, shape, in_process, grouped, per_call, concurrent, served } = measured;
+    let Measured { floor, shapes, in_process, grouped, per_call, concurrent, served } = measured;
     println!();
     println!("== summary ({})", utc_now());
     println!(
@@ -737,16 +763,18 @@ fn summary(measured: &Measured, located: Option<&Located>) {
         &floor.sample,
         "1 durable commit = 1 fdatasync",
     );
-    row(
-        &format!("{COMMIT_SHAPE_PAGES} scattered pages + 2 fdatasyncs"),
-        &format!("{:.0}/s", shape.per_s),
-        &shape.sample,
-        &format!(
-            "{:.2} raw fdatasyncs each; ceiling at batch {CEILING_BATCH}: {:.0} claims/s",
-            ratio(floor.per_s, shape.per_s),
-            shape.per_s * CEILING_BATCH
-        ),
-    );
+    for shape in shapes {
+        row(
+            &format!("{COMMIT_SHAPE_PAGES} scattered pages + {} fdatasync(s)", shape.phases),
+            &format!("{:.0}/s", shape.per_s),
+            &shape.sample,
+            &format!(
+                "{:.2} raw fdatasyncs each; ceiling at batch {CEILING_BATCH}: {:.0} claims/s",
+                ratio(floor.per_s, shape.per_s),
+                shape.per_s * CEILING_BATCH
+            ),
+        );
+    }
     row(
         "in-process claim, 1 per durable commit",
         &format!("{:.0}/s", in_process.claims_per_s),
