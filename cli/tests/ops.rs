@@ -644,6 +644,10 @@ fn compact_after_a_checkpoint_shrinks_the_file_and_verify_proves_the_chain_from_
         true
     );
     store.run(&["--at-seq", "100", "kv", "get", "k1"]).expect(1);
+    // The checkpoint compacted to is still a state the store was in: its base answers it.
+    let at_base = store.run(&["--at-seq", "120", "kv", "get", "k1"]).expect(0).json();
+    assert_eq!(at_base, before, "at the base");
+    store.run(&["--at-seq", "119", "kv", "get", "k1"]).expect(1);
     store.run(&["rebuild"]).expect(0);
     store.run(&["verify"]).expect(0);
     let run = store.run(&["dump"]).expect(1);

@@ -271,19 +271,21 @@ fn opened(cli: &Cli, access: Access, db: &Path, check_now: bool) -> Result<Engin
     }
     let options = options(cli, access, db)?;
     let engine = Engine::open(db, options)?;
-    let engine = if as_of { ops::as_of(cli, &engine)? } else { engine };
-    engine.set_warning_sink(Box::new(|line| {
-        let _ = writeln!(crate::output::stderr(), "hookstate: {}", one_line(line));
-    }));
     let checked = matches!(
         access,
         Access::Read | Access::Export | Access::CheckedExport | Access::CopySource | Access::Write
     );
+    // The store's anchors vouch for its log, and so for an as-of read of it: they are checked
+    // on the store, not on the as-of engine in memory, which has none of its own.
     if check_now && checked {
         if let Some(problem) = engine.location()?.anchor_problem {
             crate::output::mark_anchor(&problem.to_string());
         }
     }
+    let engine = if as_of { ops::as_of(cli, &engine)? } else { engine };
+    engine.set_warning_sink(Box::new(|line| {
+        let _ = writeln!(crate::output::stderr(), "hookstate: {}", one_line(line));
+    }));
     Ok(engine)
 }
 

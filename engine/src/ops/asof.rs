@@ -15,7 +15,8 @@ use crate::store::memory_filled;
 
 impl Ops<'_> {
     /// The store as it was when its head was `seq`: a read-only engine in memory whose reads
-    /// answer as this store's did then.
+    /// answer as this store's did then. It has no anchor of its own: check this store's anchors
+    /// (`location().anchor_problem` of this engine) to know whether its log is vouched for.
     ///
     /// # Errors
     /// [`Error::OutOfRange`] for a seq past the head; [`Error::Refused`] for a seq whose events a
@@ -30,17 +31,17 @@ impl Ops<'_> {
             return Err(Error::OutOfRange { what: "--at-seq", value: seq, min: 0, max, unit: "" });
         }
         // From the nearest checkpoint at or before `seq` (the compaction base, or the latest
-        // one), else from genesis.
+        // one), else from genesis. The base itself is a state the store was in.
         let start = [
             crate::ops::snapshot::load(&*txn, META_CHECKPOINT, META_CHECKPOINT_VIEWS)?,
             Some(crate::ops::snapshot::log_start(&*txn, kernel.genesis())?),
         ]
         .into_iter()
         .flatten()
-        .find(|start| start.head.seq < seq || start.head.seq == 0);
+        .find(|start| start.head.seq <= seq);
         let Some(start) = start else {
             let why = format!(
-                "is not after the checkpoint the log was compacted to (--at-seq {seq}): the \
+                "is before the checkpoint the log was compacted to (--at-seq {seq}): the \
                  events up to it were dropped"
             );
             return Err(Error::refused("the seq asked for", why));
@@ -48,7 +49,7 @@ impl Ops<'_> {
         let want = seq;
         let identity = kernel.identity();
         let storage = kernel.storage();
-        // The head the memory store is anchored at is the one asked for; the walk checks it.
+        // The head asked for, which the walk must end at.
         let at = match txn.event(want)? {
             Some(record) if want > 0 => format::decode_event(&record)
                 .map(|e| Head { seq: e.seq, hash: e.hash })
@@ -67,13 +68,8 @@ impl Ops<'_> {
             }
             Ok(())
         };
-        let memory = memory_filled(
-            &storage.path(),
-            &storage.anchor_path(),
-            identity.store_id,
-            &at,
-            &mut fill,
-        )?;
+        let memory =
+            memory_filled(&storage.path(), &storage.anchor_path(), identity.store_id, &mut fill)?;
         Engine::on_storage(memory, kernel.wait())
     }
 

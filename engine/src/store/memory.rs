@@ -1,14 +1,15 @@
 //! A store held in memory, built once and read-only afterwards: what an as-of read answers
 //! from (the log replayed to a past seq, with its views).
 //!
-//! Its anchor is the head it was built at, so reads on it are vouched for exactly as far as
-//! the real store's chain was checked while building it. Does not know what the events say;
-//! the caller fills it.
+//! It has no anchor of its own: what vouches for its reads is the real store's anchors, which
+//! the caller checks on the real store (an anchor of its own, at the head it was built at, only
+//! agreed with itself, and had no event to agree with at a compaction's base), and the chain
+//! checked while building it. Does not know what the events say; the caller fills it.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use hookstate_schema::format::{format_anchor, Head, STORE_ID_BYTES};
+use hookstate_schema::format::STORE_ID_BYTES;
 
 use crate::kernel::error::{Error, Result};
 use crate::kernel::storage::{ReadTxn, Storage, WriteTxn};
@@ -21,11 +22,10 @@ struct MemoryStore {
     db: RedbStore,
     path: PathBuf,
     anchor_path: PathBuf,
-    anchor: String,
 }
 
-/// Builds a store in memory with the identity `store_id` at `head`: `fill` writes its events,
-/// views and head into the one transaction.
+/// Builds a store in memory with the identity `store_id`: `fill` writes its events, views and
+/// head into the one transaction.
 ///
 /// # Errors
 /// `fill`'s errors; store errors.
@@ -33,7 +33,6 @@ pub(crate) fn memory_filled(
     path: &Path,
     anchor_path: &Path,
     store_id: &[u8; STORE_ID_BYTES],
-    head: &Head,
     fill: &mut dyn FnMut(&mut dyn WriteTxn) -> Result<()>,
 ) -> Result<Box<dyn Storage>> {
     let meta = initial_meta(store_id);
@@ -43,7 +42,6 @@ pub(crate) fn memory_filled(
         db,
         path: path.to_path_buf(),
         anchor_path: anchor_path.to_path_buf(),
-        anchor: format_anchor(store_id, head),
     }))
 }
 
@@ -55,7 +53,10 @@ impl Storage for MemoryStore {
         self.anchor_path.clone()
     }
     fn read_anchor(&self) -> Result<Option<String>> {
-        Ok(Some(self.anchor.clone()))
+        Ok(None)
+    }
+    fn anchor_required(&self) -> bool {
+        false
     }
     fn update_anchors(
         &self,
