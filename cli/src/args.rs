@@ -235,15 +235,17 @@ pub(crate) enum Verb {
     /// record-operator-action.ts and proposal.ts shell-append, and the runtime.json and marker
     /// writers (scope: hermit:<abs state dir>).
     ///
-    /// `hermit proposal <verb> <dir> …` and `hermit heartbeat alert-state <state file>` (its
-    /// dir's state/alert-state.json) take proposal.ts's and heartbeat.ts's words in their order and
+    /// `hermit proposal <verb> <dir> …` and `hermit heartbeat alert-state <dir>/state/
+    /// alert-state.json` (any other file name is refused, exit 1: it is the one alert state file
+    /// hookstate keeps) take proposal.ts's and heartbeat.ts's words in their order and
     /// run the matching proposals, alerts or hermit verb, with --format verdict and --mirror
     /// <dir> unless given: create (--require-template), patch (stdin read, --request-compact),
     /// shell-append, next-task, queue-micro, micro, index, event, resolve-id, metrics,
     /// success-signal; a state dir that is not this project's (AGENT_DIR, CLAUDE_PROJECT_DIR,
     /// the walk up from the working directory) is refused on stderr (exit 1), an unknown verb
-    /// prints ERROR|unknown-verb (exit 0), a missing verb or dir upstream's Usage line (exit 1);
-    /// gate, quality-gate, routine and anchor are not built (exit 3).
+    /// prints ERROR|unknown-verb (exit 0), a missing verb or dir upstream's Usage line (exit 1)
+    /// but `index` SKIP|no state dir and `patch <dir>` ERROR|no-such-proposal (exit 0); gate,
+    /// quality-gate, routine and anchor are not built (exit 3).
     Hermit(crate::args_session::HermitArgs),
     /// Print events as JSON lines, filtered.
     Log(LogArgs),

@@ -36,6 +36,9 @@ const PROPOSAL_USAGE: &str = "Usage: bun proposal.ts <create|patch|shell-append|
 const ALERT_STATE_USAGE: &str =
     "Usage: bun heartbeat.ts alert-state <state-file-path>   # eval-json on stdin";
 
+/// The alert state file's name, in its state directory's `state/`.
+const ALERT_STATE_FILE: &str = "alert-state.json";
+
 /// `proposal.ts` verbs upstream has and hookstate does not build (docs/decisions.md).
 const PROPOSAL_NOT_BUILT: [&str; 4] = ["gate", "quality-gate", "routine", "anchor"];
 
@@ -148,6 +151,11 @@ fn proposal(options: &[OsString], words: &[OsString], env: &PinEnv) -> Dropin {
         }
     }
     let (Some(verb), Some(dir)) = (words.first(), words.get(1)) else {
+        // `index` was a fail-open cache rebuild upstream before it joined proposal.ts, and
+        // stays one there: no state dir is a verdict at exit 0, not a usage error.
+        if words.first().is_some_and(|verb| verb == "index") {
+            return answer("SKIP|no state dir\n");
+        }
         return usage(PROPOSAL_USAGE);
     };
     if let Some(refused) = pinned(dir, env) {
@@ -171,6 +179,8 @@ fn proposal(options: &[OsString], words: &[OsString], env: &PinEnv) -> Dropin {
             out.push(verb.clone());
             out.extend_from_slice(rest);
         }
+        // Upstream looks the file up before anything else: none named is no such proposal.
+        "patch" if rest.is_empty() => return answer("ERROR|no-such-proposal\n"),
         // Upstream reads stdin whenever it is not a terminal; so does `--stdin`.
         "patch" => {
             domain(&mut out, "proposals");
@@ -193,22 +203,35 @@ fn proposal(options: &[OsString], words: &[OsString], env: &PinEnv) -> Dropin {
             );
             return Dropin::Answer { stdout: "", stderr, code: crate::exit::INVALID };
         }
-        _ => {
-            return Dropin::Answer {
-                stdout: "ERROR|unknown-verb\n",
-                stderr: String::new(),
-                code: 0,
-            }
-        }
+        _ => return answer("ERROR|unknown-verb\n"),
     }
     Dropin::Args(out, Some(PROPOSAL_USAGE))
+}
+
+/// Upstream's verdict line at exit 0, without running a verb.
+fn answer(stdout: &'static str) -> Dropin {
+    Dropin::Answer { stdout, stderr: String::new(), code: 0 }
 }
 
 fn heartbeat(options: &[OsString], words: &[OsString]) -> Dropin {
     match (words.first().map(|w| w.to_string_lossy()), words.get(1)) {
         (Some(verb), Some(file)) if verb == "alert-state" => {
-            // stateFile = <stateDir>/state/alert-state.json, as upstream derives it.
-            let dir = Path::new(file).parent().and_then(Path::parent).unwrap_or(Path::new(""));
+            // Upstream writes the file it is given; the layout's file is
+            // <stateDir>/state/alert-state.json, and any other name would have this write that
+            // one instead (in a directory of the name's choosing), so it is refused.
+            let path = Path::new(file);
+            let named = |p: Option<&Path>, name: &str| {
+                p.and_then(Path::file_name).is_some_and(|n| n == name)
+            };
+            if !named(Some(path), ALERT_STATE_FILE) || !named(path.parent(), "state") {
+                let stderr = format!(
+                    "hookstate: heartbeat.ts alert-state: {} is not <state-dir>/state/{ALERT_STATE_FILE}, \
+                     the one alert state file hookstate keeps\n",
+                    path.display()
+                );
+                return Dropin::Answer { stdout: "", stderr, code: 1 };
+            }
+            let dir = path.parent().and_then(Path::parent).unwrap_or(Path::new(""));
             let dir = if dir.as_os_str().is_empty() { Path::new(".") } else { dir };
             let mut out = with_defaults(options, dir.as_os_str());
             out.extend(["alerts".into(), "--dir".into(), dir.as_os_str().to_owned()]);
@@ -302,6 +325,22 @@ mod tests {
             .starts_with("answer 1 \"\" \"Usage: bun proposal.ts"));
         assert!(rewritten("hs hermit heartbeat alert-state")
             .starts_with("answer 1 \"\" \"Usage: bun heartbeat.ts"));
+        // `index` fails open without a state dir; `patch` without a file names no proposal.
+        assert_eq!(rewritten("hs hermit proposal index"), "answer 0 \"SKIP|no state dir\\n\" \"\"");
+        assert_eq!(
+            rewritten("hs hermit proposal patch D"),
+            "answer 0 \"ERROR|no-such-proposal\\n\" \"\""
+        );
+        // An alert state file other than <dir>/state/alert-state.json is refused: the verb
+        // keeps that one file, and wrote it whatever the name (in the name's grandparent).
+        for file in ["x/alerts.json", "D/other/alert-state.json", "alert-state.json", "é"] {
+            let line = format!("hs hermit heartbeat alert-state {file}");
+            let got = rewritten(&line);
+            assert!(
+                got.starts_with("answer 1 \"\" \"hookstate: heartbeat.ts alert-state"),
+                "{got}"
+            );
+        }
         assert!(rewritten("hs hermit proposal gate D").starts_with("answer 3 \"\""));
         // Another project's directory is refused before anything runs (the fork's pin), also
         // for an unknown verb, a metrics positional and an evaluated success signal.

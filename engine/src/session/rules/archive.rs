@@ -267,6 +267,12 @@ pub(crate) fn decide_archive(
         return Ok(failed("payload-unparseable"));
     }
     let session_id = resolve_session_id(h.runtime, h.reports);
+    // The report is `sessions/<id>-REPORT.md`, and `runtime.json` is edited by hand: an id that
+    // is not `S-NNN` names no report file the layout has (`../x` named one outside the state
+    // directory, which the writer refused after the archive had committed), so nothing is done.
+    if report_number(&format!("{session_id}-REPORT.md")).is_none() {
+        return Ok(failed("invalid-session-id"));
+    }
     let mut steps = Steps { runtime: h.runtime.cloned(), events: Vec::new(), now_ms };
     let begin = Move::ArchiveBegin { session_id: session_id.clone(), mode, recovering };
     if let Err(reason) = steps.step(&begin, h.timezone)? {

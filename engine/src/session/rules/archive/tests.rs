@@ -101,6 +101,16 @@ fn an_archive_is_refused_with_upstreams_reasons() {
     let refused = decide_archive(&held, Some("close"), "Status: x", false, NOW).unwrap();
     assert!(refused.events.is_empty());
     assert_eq!(reason(refused), "transition-in-progress");
+    // A hand-edited id that names no report of the layout (one outside the state directory, an
+    // absolute path, a name the mirror has no file for) is refused with nothing decided.
+    for id in ["../../outside/pwn", "/tmp/abs", "evil", "S-", "S-12a", "S-045/x"] {
+        let text = format!("{{\"session_id\":{}}}\n", serde_json::to_string(id).unwrap());
+        let edited = legacy_json::parse_doc("r", text.as_bytes()).unwrap();
+        let h = Hermit { runtime: Some(&edited), ..hermit(&reports) };
+        let refused = decide_archive(&h, Some("idle"), "Status: x", false, NOW).unwrap();
+        assert!(refused.events.is_empty(), "{id}");
+        assert_eq!(reason(refused), "invalid-session-id", "{id}");
+    }
 }
 
 #[test]
