@@ -1150,8 +1150,8 @@ pub(crate) enum MicroVerb {
         #[arg(long)]
         action: Option<String>,
         /// The operator's answer: a label, a unique prefix of one, or its number; without
-        /// options, the operator's text as given.
-        #[arg(long)]
+        /// options, the operator's text as given (a leading `-` included: `--answer "-1"`).
+        #[arg(long, allow_hyphen_values = true)]
         answer: Option<String>,
         /// The channel the answer came from (recorded in the event).
         #[arg(long)]
@@ -1362,6 +1362,17 @@ mod tests {
     fn parsed(command: &mut clap::Command, argv: &[&str]) -> Result<String, clap::Error> {
         let matches = command.try_get_matches_from_mut(argv)?;
         <Cli as clap::FromArgMatches>::from_arg_matches(&matches).map(|cli| format!("{cli:?}"))
+    }
+
+    /// An operator's free-text answer may start with `-` (`-1`, `- yes`): it was a usage error.
+    #[test]
+    fn a_micro_answer_may_start_with_a_hyphen() {
+        for answer in ["-1", "- yes", "-5 days"] {
+            let argv = ["hookstate", "proposals", "--dir", "/d", "micro", "resolve", "MP-1"];
+            let argv = [&argv[..], &["--action", "answered", "--answer", answer]].concat();
+            let got = parsed(&mut <Cli as clap::CommandFactory>::command(), &argv).unwrap_or_else(|e| panic!("{e}"));
+            assert!(got.contains(&format!("answer: Some({answer:?})")), "{got}");
+        }
     }
 
     /// A call parsed with only its verb given the global options is the call the whole tree

@@ -271,11 +271,30 @@ fn socket_of(db: Option<&str>) -> Option<PathBuf> {
     Some(socket_path(&db))
 }
 
+/// The variables forwarded, and `HOOKSTATE_PROGRAM` made from this process's own path when it
+/// is unset: the commands a served call hands the model name the program the caller ran.
 fn forwarded_env() -> BTreeMap<String, String> {
-    FORWARDED_ENV
+    let mut env: BTreeMap<String, String> = FORWARDED_ENV
         .iter()
         .filter_map(|name| std::env::var(name).ok().map(|v| ((*name).to_owned(), v)))
-        .collect()
+        .collect();
+    if !env.contains_key(crate::cmd::PROGRAM_ENV) {
+        if let Some(path) = own_path() {
+            env.insert(crate::cmd::PROGRAM_ENV.to_owned(), path);
+        }
+    }
+    env
+}
+
+/// This process's own path when it was run by one (an `argv[0]` holding a `/`, as a hook runs
+/// `${CLAUDE_PLUGIN_ROOT}/bin/hookstate`), made absolute; `None` when it was found on PATH by
+/// its name.
+pub(crate) fn own_path() -> Option<String> {
+    let arg0 = std::env::args_os().next()?.into_string().ok()?;
+    if !arg0.contains('/') {
+        return None;
+    }
+    std::path::absolute(&arg0).ok()?.into_os_string().into_string().ok()
 }
 
 /// A fresh idempotency key: `fwd-` ([`hookstate_engine::limits::FORWARD_KEY_PREFIX`]) and 24 hex

@@ -74,6 +74,11 @@ fn with<T>(f: impl FnOnce(&mut Served) -> T) -> Option<T> {
     SERVED.with(|served| served.borrow_mut().as_mut().map(f))
 }
 
+/// Whether this call is served (runs in a server, for a client).
+pub(crate) fn active() -> bool {
+    with(|_| ()).is_some()
+}
+
 /// An environment variable as this call sees it: the request's when served, else the process's.
 pub(crate) fn env_var(name: &str) -> Option<OsString> {
     with(|s| s.env.get(name).map(OsString::from)).unwrap_or_else(|| std::env::var_os(name))

@@ -998,3 +998,45 @@ fn a_served_wait_of_0_writes_and_one_past_the_bound_is_refused() {
     let got = hookstate(&db).env("HOOKSTATE_SERVE", "0").args(["counter", "get", "c"]).output();
     assert!(String::from_utf8_lossy(&got.unwrap().stdout).contains("\"value\":3"));
 }
+
+/// A command handed to the model (a claim's ack) names the program the hook ran, by its path,
+/// where no launcher names itself (`HOOKSTATE_PROGRAM`): the binary copied into a plugin's
+/// `bin/` and run by its absolute path was named as a bare `hookstate`, which the model's shell
+/// did not find. Through a server the client's path is named, not the server's.
+#[test]
+fn a_handed_command_names_the_program_the_caller_ran() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("state.redb");
+    let program = env!("CARGO_BIN_EXE_hookstate");
+    let stop = r#"{"session_id":"s1","stop_hook_active":false,"hook_event_name":"Stop"}"#;
+    let claim = |direct: bool| {
+        let mut command = hookstate(&db);
+        command.env_remove("HOOKSTATE_PROGRAM").env_remove("HOOKSTATE_SOCKET");
+        if direct {
+            command.env("HOOKSTATE_SERVE", "0");
+        }
+        let mut child = command
+            .args(["hook", "claim", "tasks"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(stop.as_bytes()).unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(0));
+        let block: Value = serde_json::from_slice(&out.stdout).unwrap();
+        block["reason"].as_str().unwrap().to_owned()
+    };
+    for item in ["t1", "t2"] {
+        hookstate(&db).args(["queue", "push", "tasks", item]).output().unwrap();
+    }
+    let named = format!("{program} --db {}", db.display());
+    let reason = claim(true);
+    assert!(reason.contains(&named), "in process: {reason}");
+    let (server, _) = start_server(&db);
+    let reason = claim(false);
+    let (code, stats) = stop_server(server);
+    assert_eq!(code, Some(0));
+    assert!(reason.contains(&named), "served: {reason}");
+    assert_eq!(stats["stats"]["writes"], 1, "the claim went through the server: {stats}");
+}

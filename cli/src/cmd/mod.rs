@@ -138,8 +138,9 @@ pub(crate) fn store_exists(cli: &Cli, db: &Path) -> Result<bool, CliError> {
 }
 
 /// The program named in commands handed to the model: the plugin launcher sets it to its own
-/// path, since the model's shell may not find `hookstate` on PATH.
-const PROGRAM_ENV: &str = "HOOKSTATE_PROGRAM";
+/// path, since the model's shell may not find `hookstate` on PATH. Unset, a process run by its
+/// path names that path ([`crate::forward::own_path`]; a forwarded call sends it here).
+pub(crate) const PROGRAM_ENV: &str = "HOOKSTATE_PROGRAM";
 
 /// The start of a command handed to the model (a reply, an ack): the program, and `--db PATH`
 /// when the store is not the default one, so the command reaches the store it was made for even
@@ -147,6 +148,8 @@ const PROGRAM_ENV: &str = "HOOKSTATE_PROGRAM";
 pub(crate) fn command_for_model(cli: &Cli) -> String {
     let program = crate::served::env_var(PROGRAM_ENV).and_then(|p| p.into_string().ok());
     let program = program.filter(|p| !p.is_empty());
+    // Served, the client's own path came as the variable: the server's is not the caller's.
+    let program = program.or_else(|| (!crate::served::active()).then(crate::forward::own_path)?);
     let mut command = shell_quote(program.as_deref().unwrap_or("hookstate"));
     let default = home_dir(crate::served::env_var("HOME")).map(|h| h.join(DEFAULT_DB));
     if let Some(db) = cli.db.as_ref().filter(|db| default.as_ref() != Some(*db)) {

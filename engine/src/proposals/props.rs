@@ -221,8 +221,12 @@ fn create_input(stdin: &str) -> std::result::Result<CreateInput, &'static str> {
     let mut offset = 0;
     let mut sep = None;
     for line in stdin.split_inclusive('\n') {
-        if line.trim_end_matches('\n').trim_end_matches([' ', '\t']) == "---" {
-            sep = Some((offset, offset + line.trim_end_matches('\n').len()));
+        // Upstream's `/^---[ \t]*$/m`: a JavaScript `$` also ends a line before a `\r`, so a
+        // CRLF separator is one too, its `\r` left to the body.
+        let content = line.strip_suffix('\n').unwrap_or(line);
+        let content = content.strip_suffix('\r').unwrap_or(content);
+        if content.trim_end_matches([' ', '\t']) == "---" {
+            sep = Some((offset, offset + content.len()));
             break;
         }
         offset += line.len();
@@ -493,6 +497,8 @@ mod tests {
         assert_eq!((ok.title.as_str(), ok.body.as_str(), ok.tags.len()), ("T", "body", 1));
         assert_eq!(ok.category, "improvement");
         assert_eq!(create_input("Title: T\nbody"), Err("missing-separator"));
+        let crlf = parse_create("Title: A\r\n---\r\nbody\r\n").unwrap();
+        assert_eq!((crlf.title.as_str(), crlf.body.as_str()), ("A", "\r\nbody"));
         assert_eq!(create_input("Title: T\n---\n \n"), Err("empty-body"));
         assert_eq!(create_input("Source: x\n---\nb"), Err("missing-title"));
         assert_eq!(create_input("Title: T\nCategory: misc\n---\nb"), Err("invalid-category"));

@@ -85,7 +85,7 @@ pub(crate) fn list(store: &JsonDoc) -> Decided {
 /// unmuted, running, `created` = `last_activity` = now), only while the key is free.
 ///
 /// # Errors
-/// `invalid-options`, `invalid-key`, `invalid-binding`, `already-bound`, `invalid-store`.
+/// `invalid-options`, `invalid-key`, `invalid-binding`, `already-bound`, `too-many-bindings`.
 pub(crate) fn decide_bind(
     store: &JsonDoc,
     key: &str,
@@ -104,8 +104,10 @@ pub(crate) fn decide_bind(
     if truthy(record(store, key).as_ref()) {
         return Err(refuse("already-bound", Class::Refused));
     }
+    // Our bound, not upstream's (its file has none): refused by the store's state, named so
+    // (it read as `invalid-store`, the token of an unreadable file).
     if store.fields.len() >= BINDINGS_MAX && store.raw(key).is_none() {
-        return Err(refuse("invalid-store", Class::Invalid));
+        return Err(refuse("too-many-bindings", Class::Refused));
     }
     let now = stamp::stamp_ms(now_ms);
     let value = json!({ "session_name": name, "session_id": id, "worktree": worktree,
@@ -338,6 +340,21 @@ mod tests {
         assert_eq!(record(&store, key).unwrap()["status"], "unknown");
         assert!(run(&mut store, |_| decide_unbind(key)).is_ok());
         assert_eq!(crate::legacy::json::render(&store), "{}\n");
+    }
+
+    /// Past the bound a bind is refused by the store's state, with a token that says so (it was
+    /// `invalid-store`, the token of an unreadable file, on a healthy store).
+    #[test]
+    fn a_bind_past_the_bound_names_the_bound() {
+        let mut store = JsonDoc { fields: Vec::new(), style: Style::Pretty };
+        let bind = options(&["--session-name", "n", "--session-id", "s1", "--worktree", "/w"]);
+        for n in 0..BINDINGS_MAX {
+            let key = format!("chat:{n}");
+            assert!(run(&mut store, |s| decide_bind(s, &key, &bind, NOW)).is_ok(), "{n}");
+        }
+        let refused = decide_bind(&store, "chat:last", &bind, NOW).unwrap_err();
+        assert_eq!(refused.verdict.lines[0], "ERROR|too-many-bindings");
+        assert_eq!(refused.class, Class::Refused);
     }
 
     #[test]
