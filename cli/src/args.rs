@@ -156,7 +156,8 @@ pub(crate) struct Cli {
     pub(crate) idem_key: Option<String>,
     /// Keep the legacy files of the verb's layout in DIR current after every commit, adopting
     /// changes other writers made to them first (feedback: a moonshine home; loopd and observer:
-    /// the directory of the file; proposals and alerts: the hermit state directory).
+    /// the directory of the file; proposals and alerts: the hermit state directory). The
+    /// proposals reads adopt them too before they answer.
     #[arg(long, global = true, help_heading = GLOBAL, hide_short_help = true, hide_env_values = true, env = "HOOKSTATE_MIRROR", value_name = "DIR")]
     pub(crate) mirror: Option<PathBuf>,
     /// The mirrored file's name [default: the layout's default name].
@@ -1370,7 +1371,8 @@ mod tests {
         for answer in ["-1", "- yes", "-5 days"] {
             let argv = ["hookstate", "proposals", "--dir", "/d", "micro", "resolve", "MP-1"];
             let argv = [&argv[..], &["--action", "answered", "--answer", answer]].concat();
-            let got = parsed(&mut <Cli as clap::CommandFactory>::command(), &argv).unwrap_or_else(|e| panic!("{e}"));
+            let got = parsed(&mut <Cli as clap::CommandFactory>::command(), &argv)
+                .unwrap_or_else(|e| panic!("{e}"));
             assert!(got.contains(&format!("answer: Some({answer:?})")), "{got}");
         }
     }

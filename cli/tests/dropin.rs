@@ -1012,3 +1012,23 @@ fn proposal_create_summary_follows_upstream_on_missing_and_unreadable_inputs() {
     assert!(h.dir.join("proposals").join(format!("{}.md", created.stdout.trim())).is_file());
     assert!(!h.dir.join("state/state-summary.md").exists());
 }
+
+/// The first calls after the shim replaces the script are often reads: they answer the
+/// directory as the script did, its files adopted first (they answered from a store that had
+/// adopted nothing: `OK|0 proposals` beside two, `NONE|no-match` for one of them).
+#[test]
+fn the_shims_first_reads_answer_from_the_directorys_files() {
+    let h = Hermit::new();
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/legacy/hermit");
+    hookstate_testkit::copy_dir(&fixture.join("proposals"), &h.dir.join("proposals"));
+    let d = h.d();
+    let id = "PROP-001-cache-dependency-install-step-ci-165046.md";
+    line(h.shim("proposal", &["resolve-id", d, "PROP-001"], None), &format!("MATCH|{id}"));
+    line(h.shim("proposal", &["index", d], None), "OK|2 proposals");
+    assert!(h.dir.join(".hookstate-mirror").is_dir(), "the read was mirrored");
+    // Without the mirror a read opens nothing for writing: the store stays as it was.
+    let before = h.store.snapshot();
+    let direct = ["--format", "verdict", "proposals", "--dir", d, "index"];
+    h.store.run(&direct).expect(0);
+    assert_eq!(h.store.snapshot(), before);
+}

@@ -31,28 +31,29 @@ pub(crate) fn run(cli: &Cli, args: &ProposalsArgs) -> Result<(), CliError> {
         return print_text(&answer.stdout, answer.exit);
     }
     let scope = hermit_scope(cli, args.dir.as_deref())?;
+    let read = || read_dir(cli, &scope);
     match &args.verb {
-        ProposalsVerb::Queue => return print_read(cli, &read(cli)?.proposals().pending(&scope)?),
-        ProposalsVerb::List => return print_read(cli, &read(cli)?.proposals().list(&scope)?),
+        ProposalsVerb::Queue => return print_read(cli, &read()?.proposals().pending(&scope)?),
+        ProposalsVerb::List => return print_read(cli, &read()?.proposals().list(&scope)?),
         ProposalsVerb::Ledger => {
-            return print_read(cli, &read(cli)?.proposals().ledger_rows(&scope)?);
+            return print_read(cli, &read()?.proposals().ledger_rows(&scope)?);
         }
         ProposalsVerb::Index => {
-            let index = read(cli)?.proposals().index(&scope)?;
+            let index = read()?.proposals().index(&scope)?;
             if cli.format == Format::Verdict {
                 return print_raw(&index.verdict);
             }
             return print(cli.format, &index.index);
         }
         ProposalsVerb::Metrics { source } => {
-            let metrics = read(cli)?.proposals().metrics(&scope, source.as_deref())?;
+            let metrics = read()?.proposals().metrics(&scope, source.as_deref())?;
             if cli.format == Format::Verdict {
                 return print_text(&metrics.verdict, crate::exit::OK);
             }
             return print_read(cli, &metrics);
         }
         ProposalsVerb::ResolveId { input } => {
-            return print_read(cli, &read(cli)?.proposals().resolve_id(&scope, input)?);
+            return print_read(cli, &read()?.proposals().resolve_id(&scope, input)?);
         }
         _ => {}
     }
@@ -117,6 +118,34 @@ fn print_text(text: &str, code: u8) -> Result<(), CliError> {
 
 fn read(cli: &Cli) -> Result<std::sync::Arc<Engine>, CliError> {
     open(cli, Access::Read)
+}
+
+/// The store a read of the state directory's proposals answers from. With `--mirror DIR` (the
+/// drop-in's default) what was written into the directory since the last mirrored call is
+/// adopted first, and the files brought up to date, as for a write: upstream's scripts read the
+/// files, and the first reads after the shim answered from a store that had adopted none of
+/// them (`index`: `OK|0 proposals` beside two proposals).
+fn read_dir(cli: &Cli, scope: &str) -> Result<std::sync::Arc<Engine>, CliError> {
+    if cli.mirror.is_none() {
+        return read(cli);
+    }
+    let engine = open(cli, Access::Write)?;
+    // A read binds no idempotency key: the adoption is not the call's answer.
+    let mut call = call_in(cli, "proposals-read", scope);
+    call.idem_key = None;
+    call.fingerprint = None;
+    let adopted = mutate(cli, &engine, &call, Layout::HermitProposals, |engine| {
+        Ok(Outcome {
+            result: serde_json::Map::new(),
+            refusal: None,
+            head: engine.head()?,
+            appended: 0,
+            replayed: false,
+            mirror: None,
+        })
+    })?;
+    crate::cmd::warn_conflicts(&adopted);
+    Ok(engine)
 }
 
 /// A mutation's stdin and arguments, checked.
