@@ -73,6 +73,7 @@ pub(crate) fn parse_queue(bytes: &[u8]) -> Result<QueueDoc> {
         return Err(corrupt(&format!("{} entries, limit is {QUEUE_ENTRIES_MAX}", pending.len())));
     }
     let mut entries = Vec::with_capacity(pending.len());
+    let mut ids = std::collections::HashSet::with_capacity(pending.len());
     for entry in pending {
         // A hand-edited `null` entry is kept for the next brief-cycle to prune, as upstream's
         // reader keeps it (`dropped: [null]`); no other verb matches it.
@@ -83,8 +84,14 @@ pub(crate) fn parse_queue(bytes: &[u8]) -> Result<QueueDoc> {
         let Value::Object(map) = &entry else {
             return Err(corrupt("an entry is not an object"));
         };
-        if !map.get("id").is_some_and(Value::is_string) {
+        let Some(id) = map.get("id").and_then(Value::as_str) else {
             return Err(corrupt("an entry has no string id"));
+        };
+        // Every verb names an entry by its id: of two with one id (upstream's unlocked writers
+        // can leave them) a nudge, a resolve or an expiry reached only the first, and a
+        // brief-cycle's two nudges undid each other on every pass.
+        if !ids.insert(id.to_owned()) {
+            return Err(corrupt(&format!("two entries have the id {id}")));
         }
         entries.push(entry.to_string());
     }
@@ -599,6 +606,17 @@ mod tests {
             let text = render_queue(&queue).unwrap();
             proptest::prop_assert_eq!(render_queue(&parse_queue(text.as_bytes()).unwrap()).unwrap(), text);
         }
+    }
+
+    /// Two entries with one id are refused as corrupt: every verb names an entry by its id, and
+    /// a brief-cycle's nudges of the two undid each other on every pass.
+    #[test]
+    fn a_queue_with_two_entries_of_one_id_is_corrupt() {
+        let twice = "{\"pending\":[{\"id\":\"MP-1\",\"question\":\"a\"},{\"id\":\"MP-1\",\"question\":\"b\"}]}";
+        let err = parse_queue(twice.as_bytes()).unwrap_err().to_string();
+        assert!(err.contains("two entries have the id MP-1"), "{err}");
+        let two = "{\"pending\":[{\"id\":\"MP-1\"},{\"id\":\"MP-2\"},null,null]}";
+        assert_eq!(parse_queue(two.as_bytes()).unwrap().entries.len(), 4);
     }
 
     #[test]
