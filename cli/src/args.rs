@@ -236,9 +236,10 @@ pub(crate) enum Verb {
     /// record-operator-action.ts and proposal.ts shell-append, and the runtime.json and marker
     /// writers (scope: hermit:<abs state dir>).
     ///
-    /// `hermit proposal <verb> <dir> …` and `hermit heartbeat alert-state <dir>/state/
-    /// alert-state.json` (any other file name is refused, exit 1: it is the one alert state file
-    /// hookstate keeps) take proposal.ts's and heartbeat.ts's words in their order and
+    /// `hermit proposal <verb> <dir> …` and `hermit heartbeat alert-state
+    /// <dir>/state/alert-state.json` (any other file name is refused, exit 1: it is the one
+    /// alert state file hookstate keeps) take proposal.ts's and heartbeat.ts's words in their
+    /// order and
     /// run the matching proposals, alerts or hermit verb, with --format verdict and --mirror
     /// <dir> unless given: create (--require-template), patch (stdin read, --request-compact),
     /// shell-append, next-task, queue-micro, micro, index, event, resolve-id, metrics,

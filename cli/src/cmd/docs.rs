@@ -50,8 +50,15 @@ pub(crate) fn reference_text() -> String {
          `cargo run -q -p hookstate -- __cli-reference > docs/cli.md`.\n\n",
     );
     let _ = writeln!(out, "```text\n{}\n```\n", help_text(&mut command.clone()).trim_end());
+    // The top's global options are listed once, above; a group's own (`hermit --dir`,
+    // `feedback --project`) in the group's section.
+    let top: Vec<String> = command
+        .get_arguments()
+        .filter(|a| a.is_global_set())
+        .map(|a| a.get_id().to_string())
+        .collect();
     for sub in command.get_subcommands().filter(|s| !s.is_hide_set() && s.get_name() != "help") {
-        section(&mut out, "hookstate", sub, 2);
+        section(&mut out, "hookstate", sub, 2, &top);
     }
     out
 }
@@ -60,9 +67,9 @@ fn help_text(command: &mut Command) -> String {
     command.render_long_help().to_string()
 }
 
-/// One verb's section: its usage, its about text and its own options (not the global ones,
-/// which the top of the page lists).
-fn section(out: &mut String, parent: &str, command: &Command, depth: usize) {
+/// One verb's section: its usage, its about text and its own options (not the global ones of
+/// the commands above it, `top`, which their sections list).
+fn section(out: &mut String, parent: &str, command: &Command, depth: usize, top: &[String]) {
     let path = format!("{parent} {}", command.get_name());
     let _ = writeln!(out, "{} `{path}`\n", "#".repeat(depth.min(4)));
     if let Some(about) = command.get_long_about().or_else(|| command.get_about()) {
@@ -71,10 +78,14 @@ fn section(out: &mut String, parent: &str, command: &Command, depth: usize) {
     let usage = command.clone().render_usage().to_string();
     let usage = usage.trim_start_matches("Usage: ").trim();
     let _ = writeln!(out, "```text\n{usage}\n```\n");
+    let inherited = |a: &&clap::Arg| top.iter().any(|id| id == a.get_id().as_str());
     let args: Vec<_> = command
         .get_arguments()
-        .filter(|a| !a.is_hide_set() && !a.is_global_set() && a.get_id() != "help")
+        .filter(|a| !a.is_hide_set() && a.get_id() != "help" && !inherited(a))
         .collect();
+    // This command's own global options are listed here, not again under each verb of it.
+    let mut top = top.to_vec();
+    top.extend(args.iter().filter(|a| a.is_global_set()).map(|a| a.get_id().to_string()));
     if !args.is_empty() {
         out.push_str("| argument | meaning |\n|---|---|\n");
         for arg in args {
@@ -83,7 +94,7 @@ fn section(out: &mut String, parent: &str, command: &Command, depth: usize) {
         out.push('\n');
     }
     for sub in command.get_subcommands().filter(|s| !s.is_hide_set() && s.get_name() != "help") {
-        section(out, &path, sub, depth + 1);
+        section(out, &path, sub, depth + 1, &top);
     }
 }
 
