@@ -225,8 +225,9 @@ fn heartbeat(options: &[OsString], words: &[OsString]) -> Dropin {
             };
             if !named(Some(path), ALERT_STATE_FILE) || !named(path.parent(), "state") {
                 let stderr = format!(
-                    "hookstate: heartbeat.ts alert-state: {} is not <state-dir>/state/{ALERT_STATE_FILE}, \
-                     the one alert state file hookstate keeps\n",
+                    "hookstate: heartbeat.ts alert-state: {} is not \
+                     <state-dir>/state/{ALERT_STATE_FILE}, the one alert state file hookstate \
+                     keeps\n",
                     path.display()
                 );
                 return Dropin::Answer { stdout: "", stderr, code: 1 };

@@ -431,3 +431,26 @@ fn a_mirrored_verb_adopts_the_directory_and_writes_back_only_what_changed() {
     assert_eq!(std::fs::read_to_string(out.join("sessions/SHELL.md")).unwrap(), edited);
     assert_eq!(h.run(&["verify"], "").code, 0);
 }
+
+/// A mirrored call renders its scope's state into the mirror directory: one whose scope names
+/// another state directory (`session-archive` without `--state-dir=` falls back to the working
+/// directory's) is refused before anything is read or written. It deleted every marker file of
+/// the directory, and the next call adopted the deletions.
+#[test]
+fn a_mirror_directory_of_another_scope_is_refused_untouched() {
+    let h = Hermit::new(true);
+    let mirror = ["--format", "verdict", "--mirror", h.d(), "hermit"];
+    let adopt = h.run(&[&mirror[..], &["later", "list", h.d()]].concat(), "");
+    assert_eq!(adopt.code, 0, "{}", adopt.stderr);
+    let files = crate::support::tree(&h.dir);
+    let log = h.run(&["log"], "").stdout;
+    let other = h.tmp.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    for words in [&["session-archive"][..], &["later", "list", other.to_str().unwrap()]] {
+        let run = h.run(&[&mirror[..], words].concat(), "");
+        assert_eq!(run.code, 1, "{words:?}: {}", run.stdout);
+        assert!(run.stderr.contains("is not the state directory of the call's scope"), "{words:?}");
+        assert_eq!(crate::support::tree(&h.dir), files, "{words:?}: the directory changed");
+        assert_eq!(h.run(&["log"], "").stdout, log, "{words:?}: the store changed");
+    }
+}

@@ -612,7 +612,7 @@ mod tests {
     /// a brief-cycle's nudges of the two undid each other on every pass.
     #[test]
     fn a_queue_with_two_entries_of_one_id_is_corrupt() {
-        let twice = "{\"pending\":[{\"id\":\"MP-1\",\"question\":\"a\"},{\"id\":\"MP-1\",\"question\":\"b\"}]}";
+        let twice = r#"{"pending":[{"id":"MP-1","question":"a"},{"id":"MP-1","question":"b"}]}"#;
         let err = parse_queue(twice.as_bytes()).unwrap_err().to_string();
         assert!(err.contains("two entries have the id MP-1"), "{err}");
         let two = "{\"pending\":[{\"id\":\"MP-1\"},{\"id\":\"MP-2\"},null,null]}";
