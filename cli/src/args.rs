@@ -951,6 +951,13 @@ pub(crate) enum Layout {
     HermitSession,
 }
 
+impl Layout {
+    /// Whether it keeps (part of) a claude-code-hermit state directory, which its scope names.
+    pub(crate) fn is_hermit(self) -> bool {
+        !matches!(self, Layout::Loopd | Layout::Observer | Layout::Moonshine)
+    }
+}
+
 // `alerts` options and verbs, drop-ins for `bun heartbeat.ts alert-state <state-file>` and
 // precheck's tick count.
 #[derive(Debug, Clone, Args)]

@@ -454,3 +454,31 @@ fn a_mirror_directory_of_another_scope_is_refused_untouched() {
         assert_eq!(h.run(&["log"], "").stdout, log, "{words:?}: the store changed");
     }
 }
+
+/// A mirrored call killed after it wrote a file and before it moved the file's baseline left
+/// the file holding the bytes it announced beside the baseline: the next call must not adopt
+/// the store's own new line as an outside append (it did, so a kill -9 duplicated the line in
+/// the file and in the store). The kill is stood in for by putting the baseline back as it was
+/// before the call and leaving the announcement such a call leaves.
+#[test]
+fn a_file_the_mirror_wrote_before_its_baseline_moved_is_not_adopted_again() {
+    let h = Hermit::new(true);
+    let observe = ["--format", "verdict", "--mirror", h.d(), "hermit", "observations", "observe"];
+    let observe = [&observe[..], &[h.d(), "quick-deferral"]].concat();
+    assert_eq!(h.run(&observe, "first\n").code, 0);
+    let meta = h.dir.join(".hookstate-mirror");
+    let saved = h.tmp.path().join("baseline");
+    copy_dir(&meta, &saved);
+    assert_eq!(h.run(&observe, "second\n").code, 0);
+    std::fs::remove_dir_all(&meta).unwrap();
+    copy_dir(&saved, &meta);
+    let file = h.dir.join("state/observations.jsonl");
+    let announced = meta.join("base/hermit-session/state/observations.jsonl.hookstate-pending");
+    std::fs::copy(&file, &announced).unwrap();
+    assert_eq!(h.run(&observe, "third\n").code, 0);
+    assert!(!announced.exists(), "the announcement was taken back");
+    let lines = std::fs::read_to_string(&file).unwrap();
+    assert_eq!(lines.matches("\"second\"").count(), 1, "{lines}");
+    let log = h.run(&["log"], "").stdout;
+    assert_eq!(log.matches("second").count(), 1, "the store holds the line twice");
+}

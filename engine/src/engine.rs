@@ -105,11 +105,6 @@ pub enum Layout {
 }
 
 impl Layout {
-    /// Whether it keeps (part of) a claude-code-hermit state directory, whose scope names it.
-    fn is_hermit(&self) -> bool {
-        !matches!(self, Layout::Loopd { .. } | Layout::Observer { .. } | Layout::Moonshine)
-    }
-
     /// The domain layouts the mirror keeps for this layout.
     fn mirror_layouts(&self) -> Vec<Box<dyn MirrorLayout>> {
         match self {
@@ -296,19 +291,6 @@ impl Engine {
         dir: &Path,
         verb: impl FnOnce(&Engine) -> Result<Outcome>,
     ) -> Result<Outcome> {
-        // A hermit layout renders the call's scope into `dir`: another scope's state there
-        // read as every marker removed, which the files lost and the next call adopted.
-        if layout.is_hermit() {
-            let (scope, _) = crate::session::hermit_scope(dir)?;
-            if scope != call.scope {
-                let why = format!(
-                    "is not the state directory of the call's scope {} (name that directory, or \
-                     mirror the call's own)",
-                    call.scope
-                );
-                return Err(crate::Error::bad(format!("mirror directory {}", dir.display()), why));
-            }
-        }
         let layouts = layout.mirror_layouts();
         let layouts: Vec<&dyn MirrorLayout> = layouts.iter().map(AsRef::as_ref).collect();
         mirror::mirrored(&self.kernel, call, &layouts, dir, || verb(self))

@@ -389,9 +389,30 @@ pub(crate) fn mutate(
     verb: impl FnOnce(&Engine) -> hookstate_engine::Result<Outcome>,
 ) -> Result<Outcome, CliError> {
     match (&cli.mirror, self::layout(cli, layout)) {
-        (Some(dir), Some(layout)) => Ok(engine.mirrored(call, &layout, dir, verb)?),
+        (Some(dir), Some(engine_layout)) => {
+            if layout.is_hermit() {
+                check_hermit_mirror(call, dir)?;
+            }
+            Ok(engine.mirrored(call, &engine_layout, dir, verb)?)
+        }
         _ => Ok(verb(engine)?),
     }
+}
+
+/// A hermit mirror directory must be the state directory of the call's scope: another scope's
+/// state rendered there read as every marker removed, which the files lost and the next call
+/// adopted (`session-archive` without `--state-dir=` takes the working directory's scope).
+pub(crate) fn check_hermit_mirror(call: &Call, dir: &Path) -> Result<(), CliError> {
+    let (scope, _) = hookstate_engine::hermit_scope(dir)?;
+    if scope == call.scope {
+        return Ok(());
+    }
+    Err(CliError::Invalid(format!(
+        "mirror directory {} is not the state directory of the call's scope {} (name that \
+         directory, or mirror the call's own)",
+        dir.display(),
+        call.scope
+    )))
 }
 
 /// Prints an outcome (its verdict line, or lines, with `--format verdict`, when it has one),

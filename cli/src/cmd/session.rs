@@ -98,6 +98,7 @@ fn call_verb(
         let engine = open(cli, if reads { Access::Read } else { Access::Write })?;
         return finish(cli, &verb(&engine)?);
     };
+    crate::cmd::check_hermit_mirror(call, dir)?;
     let engine = open(cli, Access::Write)?;
     // Every hermit verb keeps the whole state directory: its files share one scope.
     let layout = crate::cmd::layout(cli, crate::args::Layout::HermitSession)

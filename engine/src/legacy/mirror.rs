@@ -46,6 +46,9 @@ const BASE_DIR: &str = "base";
 pub(crate) const BASE_HISTORY_MAX: usize = 8;
 /// The suffix of an older baseline: `<name>.hookstate-prev-<n>`, 1 the newest.
 const HISTORY_SUFFIX: &str = ".hookstate-prev-";
+/// The suffix of the bytes a write of the file announced before it wrote them, beside its
+/// baseline, removed once the baseline moved.
+const PENDING_SUFFIX: &str = ".hookstate-pending";
 /// The suffix of the stamp beside a stamped file's baseline.
 const STAMP_SUFFIX: &str = ".hookstate-stamp";
 /// The largest stamp file read (two decimal numbers and a space).
@@ -323,6 +326,21 @@ fn adopt(
         };
         if file.changed() {
             let max = layout.max_bytes(&path);
+            // The mirror's own write whose baseline did not move (its writer was killed between
+            // the two): the file holds the bytes that write announced, nothing outside changed
+            // it, and adopting it as a change appended its new lines a second time. (Bytes equal
+            // to the store's rendering are not evidence: a stale writer can make the very change
+            // the store made, and that is a second change.)
+            if let Some(pending) = read_pending(meta, layout.name(), &path, max) {
+                remove_pending(meta, layout.name(), &path)?;
+                if pending == *now {
+                    write_base(meta, layout.name(), &path, now)?;
+                    if let Some(stamp) = file.stamp {
+                        write_stamp(meta, layout.name(), &path, stamp)?;
+                    }
+                    continue;
+                }
+            }
             let history = read_history(meta, layout.name(), &path, max)?;
             let change = Change { path, base, history, now: now.clone(), removed: false };
             changes[file.layout].push(change);
@@ -424,8 +442,12 @@ fn write_back(
                     || expected_stamp.is_none() || now.as_ref().map(|(_, s)| *s) == expected_stamp;
                 Ok(now.as_ref().map(|(b, _)| b.as_slice()) == expected && same_stamp())
             };
+            // Announced first: a call killed after the file's write and before its baseline's
+            // leaves the file holding these bytes, which the next call then knows as its own.
+            write_pending(meta, layout.name(), &path, &bytes)?;
             let Some(stamp) = write_at_if(root, &path, &bytes, still)? else {
                 // Changed during the call: kept, and adopted by the next call.
+                remove_pending(meta, layout.name(), &path)?;
                 report.kept.push(path.display());
                 continue;
             };
@@ -433,6 +455,7 @@ fn write_back(
             if layout.stamped(&path) {
                 write_stamp(meta, layout.name(), &path, stamp)?;
             }
+            remove_pending(meta, layout.name(), &path)?;
             report.written.push(path.display());
         }
     }
@@ -573,6 +596,29 @@ fn write_stamp(meta: &Root, layout: &str, path: &RelPath, stamp: Stamp) -> Resul
     let base = base_path(layout, path)?;
     let dir = parent_of(meta, &base, true)?.ok_or_else(|| missing(meta.path(), base.name()))?;
     dir.write_unsynced(&format!("{}{STAMP_SUFFIX}", base.name()), stamp.to_text().as_bytes())
+}
+
+/// The bytes a write of the file announced ([`PENDING_SUFFIX`]), when one was left: its call was
+/// killed before the baseline moved (the file may or may not hold them).
+fn read_pending(meta: &Root, layout: &str, path: &RelPath, max: usize) -> Option<Vec<u8>> {
+    let base = base_path(layout, path).ok()?;
+    let dir = parent_of(meta, &base, false).ok().flatten()?;
+    dir.read(&format!("{}{PENDING_SUFFIX}", base.name()), max).ok().flatten()
+}
+
+/// Announces a write of the file with these bytes, unsynced, beside its baseline.
+fn write_pending(meta: &Root, layout: &str, path: &RelPath, bytes: &[u8]) -> Result<()> {
+    let base = base_path(layout, path)?;
+    let dir = parent_of(meta, &base, true)?.ok_or_else(|| missing(meta.path(), base.name()))?;
+    dir.write_unsynced(&format!("{}{PENDING_SUFFIX}", base.name()), bytes)
+}
+
+fn remove_pending(meta: &Root, layout: &str, path: &RelPath) -> Result<()> {
+    let base = base_path(layout, path)?;
+    match parent_of(meta, &base, false)? {
+        Some(dir) => dir.remove(&format!("{}{PENDING_SUFFIX}", base.name())),
+        None => Ok(()),
+    }
 }
 
 /// Removes a baseline and its stamp (the file it stood for is gone, and its absence adopted).
