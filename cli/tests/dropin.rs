@@ -1032,3 +1032,49 @@ fn the_shims_first_reads_answer_from_the_directorys_files() {
     h.store.run(&direct).expect(0);
     assert_eq!(h.store.snapshot(), before);
 }
+
+/// The mirror's baselines are of one store: a second store on a directory another store
+/// mirrored adopts the whole directory as a first sight. It found every file equal to its
+/// baseline, adopted nothing, and wrote its own emptier state over the files: the ledger cut
+/// to its one line, a pending question replaced under the same id.
+#[test]
+fn a_second_store_on_a_mirrored_directory_adopts_it_and_loses_nothing() {
+    let h = Hermit::new();
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/legacy/hermit");
+    hookstate_testkit::copy_dir(&fixture, &h.dir);
+    let d = h.d();
+    let ledger = || std::fs::read_to_string(h.dir.join("state/proposal-metrics.jsonl")).unwrap();
+    let before = ledger();
+    line(h.shim("proposal", &["index", d], None), "OK|2 proposals");
+    let other = tempfile::tempdir().unwrap();
+    let second = other.path().join("second.redb");
+    let in_second = |words: &[&str], stdin: Option<&str>| {
+        use std::io::Write;
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_hookstate"));
+        command.arg("--db").arg(&second).args(["--now-ms", &NOW_MS.to_string()]);
+        command.args(["hermit", "proposal"]).args(words).env("AGENT_DIR", d);
+        let mut child = command
+            .env_remove("HOOKSTATE_SESSION")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(stdin.unwrap_or("").as_bytes()).unwrap();
+        let out = child.wait_with_output().unwrap();
+        Run {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    };
+    let queued = in_second(&["queue-micro", d], Some("{\"tier\":1,\"question\":\"Second?\"}"));
+    assert_eq!(queued.code, 0, "{}", queued.stderr);
+    let after = ledger();
+    assert!(after.starts_with(&before), "the second store cut the ledger:\n{after}");
+    assert_eq!(after.lines().count(), before.lines().count() + 1, "{after}");
+    line(in_second(&["index", d], None), "OK|2 proposals");
+    // Back to the first store: the second's line stays.
+    line(h.shim("proposal", &["index", d], None), "OK|2 proposals");
+    assert_eq!(ledger(), after);
+}

@@ -46,6 +46,10 @@ const BASE_DIR: &str = "base";
 pub(crate) const BASE_HISTORY_MAX: usize = 8;
 /// The suffix of an older baseline: `<name>.hookstate-prev-<n>`, 1 the newest.
 const HISTORY_SUFFIX: &str = ".hookstate-prev-";
+/// The file in the mirror's directory naming the store (its id, hex) the baselines are of.
+const OWNER_FILE: &str = "store";
+/// The largest owner file read: a store id in hex.
+const OWNER_BYTES_MAX: usize = 2 * hookstate_schema::format::STORE_ID_BYTES;
 /// The suffix of the bytes a write of the file announced before it wrote them, beside its
 /// baseline, removed once the baseline moved.
 const PENDING_SUFFIX: &str = ".hookstate-pending";
@@ -228,6 +232,8 @@ struct Seen {
     /// A stamped file's stamp as read, and the one beside its baseline.
     stamp: Option<Stamp>,
     base_stamp: Option<Stamp>,
+    /// Whether its baselines are this store's (else it is seen for the first time).
+    owned: bool,
 }
 
 impl Seen {
@@ -254,16 +260,29 @@ pub(crate) fn mirrored(
     let root = Root::open(dir, true)?;
     let meta = root.subdir(MIRROR_DIR, true)?.ok_or_else(|| missing(dir, MIRROR_DIR))?;
     let _lock = meta.lock_file(LOCK_FILE, kernel.lock_wait())?;
+    // The baselines are what this directory last held for one store: for another store (a
+    // second HOOKSTATE_DB pointed at a mirrored directory) they say nothing, and a file equal
+    // to its baseline read as unchanged, so that store adopted none of the directory and wrote
+    // its own emptier state over it. For another store every file is a first sight.
+    let owner = hookstate_schema::format::to_hex(kernel.store_id());
+    let owned = meta
+        .read(OWNER_FILE, OWNER_BYTES_MAX)
+        .ok()
+        .flatten()
+        .is_some_and(|text| text == owner.as_bytes());
     let mut report = MirrorReport::default();
     for layout in layouts {
         let room =
             crate::kernel::limits::CONFLICTS_SHOWN_MAX.saturating_sub(report.conflicts.len());
         report.conflicts.extend(layout.skipped(call, &root)?.into_iter().take(room));
     }
-    let seen = read_all(kernel, call, layouts, &root, &meta)?;
+    let seen = read_all(kernel, call, layouts, &root, &meta, owned)?;
     adopt(kernel, call, layouts, &root, &meta, &seen, &mut report)?;
     let mut outcome = verb()?;
     write_back(kernel, call, layouts, &root, &meta, &seen, &mut report)?;
+    if !owned {
+        meta.write_unsynced(OWNER_FILE, owner.as_bytes())?;
+    }
     outcome.mirror = Some(report);
     Ok(outcome)
 }
@@ -272,28 +291,31 @@ fn missing(dir: &Path, name: &str) -> Error {
     Error::NoStore { path: dir.join(name) }
 }
 
-/// Every file of every layout, as it is now.
+/// Every file of every layout, as it is now, with its baseline when the baselines are this
+/// store's (`owned`).
 fn read_all(
     kernel: &Kernel,
     call: &Call,
     layouts: &[&dyn Layout],
     root: &Root,
     meta: &Root,
+    owned: bool,
 ) -> Result<Vec<Seen>> {
     let txn = kernel.begin_read()?;
     let mut seen = Vec::new();
     for (index, layout) in layouts.iter().enumerate() {
         for path in layout.files(&*txn, call, root)? {
             let max = layout.max_bytes(&path);
-            let base = read_base(meta, layout.name(), &path, max)?;
+            let base = if owned { read_base(meta, layout.name(), &path, max)? } else { None };
             let (now, stamp, base_stamp) = if layout.stamped(&path) {
                 let now = read_at_stamped(root, &path, max)?;
                 let stamp = now.as_ref().map(|(_, stamp)| *stamp);
-                (now.map(|(bytes, _)| bytes), stamp, read_stamp(meta, layout.name(), &path)?)
+                let base_stamp = if owned { read_stamp(meta, layout.name(), &path)? } else { None };
+                (now.map(|(bytes, _)| bytes), stamp, base_stamp)
             } else {
                 (read_at(root, &path, max)?, None, None)
             };
-            seen.push(Seen { layout: index, path, now, base, stamp, base_stamp });
+            seen.push(Seen { layout: index, path, now, base, stamp, base_stamp, owned });
         }
     }
     Ok(seen)
@@ -331,7 +353,9 @@ fn adopt(
             // it, and adopting it as a change appended its new lines a second time. (Bytes equal
             // to the store's rendering are not evidence: a stale writer can make the very change
             // the store made, and that is a second change.)
-            if let Some(pending) = read_pending(meta, layout.name(), &path, max) {
+            let pending =
+                file.owned.then(|| read_pending(meta, layout.name(), &path, max)).flatten();
+            if let Some(pending) = pending {
                 remove_pending(meta, layout.name(), &path)?;
                 if pending == *now {
                     write_base(meta, layout.name(), &path, now)?;
@@ -341,7 +365,10 @@ fn adopt(
                     continue;
                 }
             }
-            let history = read_history(meta, layout.name(), &path, max)?;
+            let history = match file.owned {
+                true => read_history(meta, layout.name(), &path, max)?,
+                false => Vec::new(),
+            };
             let change = Change { path, base, history, now: now.clone(), removed: false };
             changes[file.layout].push(change);
         }
