@@ -25,7 +25,7 @@ done
 
 start=$(date +%s)
 cargo build --release --locked -p hookstate
-built=target/release/hookstate
+built="${CARGO_TARGET_DIR:-target}/release/hookstate"
 
 install -d "$prefix/bin" "$prefix/share/bash-completion/completions" \
     "$prefix/share/zsh/site-functions" "$prefix/share/fish/vendor_completions.d" \

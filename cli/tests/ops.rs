@@ -431,6 +431,10 @@ fn log_follow_exits_0_when_its_reader_closes_the_pipe() {
 
 #[test]
 fn doctor_is_clean_on_a_healthy_store_and_flags_a_deleted_anchor() {
+    // No store yet is not a damaged store: exit 6 with one line, as `verify` answers.
+    let fresh = Store::new();
+    let run = fresh.run(&["doctor"]).expect(6);
+    assert!(run.stderr.contains("no store at"), "{run:?}");
     let store = written();
     let report = store.run(&["doctor"]).expect(0).json();
     assert_eq!(report["problems"], 0, "{report}");

@@ -33,6 +33,11 @@ pub(crate) fn doctor(cli: &Cli) -> Result<(), CliError> {
              not the PostgreSQL store {address}: run hookstate verify and hookstate metrics there"
         )));
     }
+    // No store is not a damaged one (exit 5 sent a new user to `verify`, which says no store):
+    // it exits 6 as `verify` does.
+    if std::fs::symlink_metadata(&path).is_err() {
+        return Err(hookstate_engine::Error::NoStore { path }.into());
+    }
     let findings = hookstate_engine::doctor(&path, &options);
     let problems = findings.iter().filter(|f| f.level == Level::Problem).count();
     let list: Vec<Value> = findings
