@@ -127,6 +127,9 @@ impl Session<'_> {
             let why = "is not built: it runs `claude` or a channel library, not session state";
             return Err(Error::bad(format!("conversation {verb}"), why));
         }
+        if let Err(refusal) = conversations::check_words(verb, args) {
+            return self.read(scope, |_| Ok(Err(refusal)));
+        }
         let key = args.first().map_or("", String::as_str);
         let options = match conversations::parse_options(args.get(1..).unwrap_or_default()) {
             Ok(options) => options,

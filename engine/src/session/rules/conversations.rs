@@ -27,6 +27,22 @@ fn refuse(token: &str, class: Class) -> Refusal {
     error_line(token, class, 1)
 }
 
+/// The words upstream refuses before it reads the store: `list` and `prune` take no key and
+/// nothing after it, the other verbs need a key (`missing-key`), and `lookup` and `unbind` take
+/// nothing after it.
+///
+/// # Errors
+/// `invalid-options`, `missing-key`.
+pub(crate) fn check_words(verb: &str, args: &[String]) -> Result<(), Refusal> {
+    match (verb, args) {
+        ("list" | "prune", [_, ..]) | ("lookup" | "unbind", [_, _, ..]) => {
+            Err(refuse("invalid-options", Class::Usage))
+        }
+        ("lookup" | "bind" | "update" | "unbind", []) => Err(refuse("missing-key", Class::Usage)),
+        _ => Ok(()),
+    }
+}
+
 /// `options()`: `--name value` pairs, `-` in names read as `_`; a bare value, a missing value or
 /// a repeated name is `invalid-options`.
 ///
@@ -340,6 +356,25 @@ mod tests {
         assert_eq!(record(&store, key).unwrap()["status"], "unknown");
         assert!(run(&mut store, |_| decide_unbind(key)).is_ok());
         assert_eq!(crate::legacy::json::render(&store), "{}\n");
+    }
+
+    /// Upstream's checks of the words before anything is read: a key where none is taken, none
+    /// where one is needed (it printed `invalid-key`, and `list extra` listed, `prune extra`
+    /// pruned).
+    #[test]
+    fn words_upstream_refuses_before_reading() {
+        let words = |list: &[&str]| list.iter().map(|w| (*w).to_owned()).collect::<Vec<_>>();
+        let token = |verb: &str, list: &[&str]| {
+            check_words(verb, &words(list)).err().map(|r| r.verdict.lines[0].clone())
+        };
+        assert_eq!(token("list", &["extra"]).as_deref(), Some("ERROR|invalid-options"));
+        assert_eq!(token("prune", &["extra"]).as_deref(), Some("ERROR|invalid-options"));
+        assert_eq!(token("lookup", &["k", "--x", "y"]).as_deref(), Some("ERROR|invalid-options"));
+        for verb in ["lookup", "bind", "update", "unbind"] {
+            assert_eq!(token(verb, &[]).as_deref(), Some("ERROR|missing-key"), "{verb}");
+        }
+        assert_eq!(token("list", &[]), None);
+        assert_eq!(token("bind", &["k", "--session-name", "n"]), None);
     }
 
     /// Past the bound a bind is refused by the store's state, with a token that says so (it was
