@@ -66,7 +66,11 @@ export class FrameReader {
   }
 }
 
-/** An `error` frame of the server, as an exception: `code` is the protocol's error code. */
+/**
+ * An `error` frame of the server, as an exception: `code` is the protocol's error code, or
+ * `needs_stdin`, the client's own, for a verb that reads stdin called without `stdin` (nothing
+ * was run; the connection is closed).
+ */
 export class ServeError extends Error {
   constructor(code, message) {
     super(`${code}: ${message}`);
@@ -123,9 +127,11 @@ export class Client {
         this.socket.write(encodeFrame({ op: "stdin", id: waiting.id, stdin: waiting.stdin }));
         return;
       }
-      // No stdin to give: closing tells the server nothing was run.
+      // No stdin to give: closing tells the server nothing was run. The connection is gone, so
+      // every later request says so, not "the server closed the connection".
+      const message = "the verb reads stdin and none was given; this connection is closed";
+      this.fail(new ServeError("needs_stdin", message));
       this.socket.destroy();
-      this.settle(null, new Error("the verb reads stdin and none was given"));
       return;
     }
     if (frame.id !== waiting.id && frame.id !== null) {

@@ -121,8 +121,14 @@ test("stdin is sent when the verb asks for it", async () => {
   assert.equal(put.exit, 0, put.stderr);
   const got = await hs.call(["kv", "get", "payload"]);
   assert.deepEqual(got.result.value, { from: "stdin" });
-  // Without stdin to give, the client closes and nothing is written.
-  await assert.rejects(hs.run(["kv", "put", "other", "--stdin"]), /reads stdin/);
+  // Without stdin to give, the client closes and nothing is written; a later request on the
+  // closed connection says why, not that the server closed it.
+  await assert.rejects(hs.run(["kv", "put", "other", "--stdin"]), (err) => {
+    assert.ok(err instanceof ServeError, String(err));
+    assert.equal(err.code, "needs_stdin");
+    return true;
+  });
+  await assert.rejects(hs.run(["kv", "get", "other"]), /needs_stdin/);
   const after = await connect({ db });
   assert.equal((await after.call(["kv", "get", "other"])).result.found, false);
   after.close();
