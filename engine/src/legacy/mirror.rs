@@ -356,14 +356,17 @@ fn adopt(
             let pending =
                 file.owned.then(|| read_pending(meta, layout.name(), &path, max)).flatten();
             if let Some(pending) = pending {
-                remove_pending(meta, layout.name(), &path)?;
+                // The baseline moves before the announcement goes: killed between the two, the
+                // next call finds the file equal to its baseline.
                 if pending == *now {
                     write_base(meta, layout.name(), &path, now)?;
                     if let Some(stamp) = file.stamp {
                         write_stamp(meta, layout.name(), &path, stamp)?;
                     }
+                    remove_pending(meta, layout.name(), &path)?;
                     continue;
                 }
+                remove_pending(meta, layout.name(), &path)?;
             }
             let history = match file.owned {
                 true => read_history(meta, layout.name(), &path, max)?,
