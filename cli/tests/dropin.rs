@@ -177,27 +177,40 @@ impl Hermit {
         words: &[&str],
         stdin: Option<&str>,
     ) -> Run {
-        use std::io::Write;
-        let now = NOW_MS.to_string();
-        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_hookstate"));
-        command.arg("--db").arg(self.store.db()).args(["--now-ms", &now, "hermit", script]);
-        command.args(words).env_remove("HOOKSTATE_SESSION");
-        command.env_remove("AGENT_DIR").env_remove("CLAUDE_PROJECT_DIR").envs(vars.iter().copied());
-        if let Some(cwd) = cwd {
-            command.current_dir(cwd);
-        }
-        let piped = if stdin.is_some() { Stdio::piped() } else { Stdio::null() };
-        let mut child =
-            command.stdin(piped).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-        if let Some(text) = stdin {
-            let _ = child.stdin.take().unwrap().write_all(text.as_bytes());
-        }
-        let out = child.wait_with_output().unwrap();
-        Run {
-            code: out.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
+        shim_on(&self.store.db(), vars, cwd, script, words, stdin)
+    }
+}
+
+/// The shim on the store `db`, with these variables set (`AGENT_DIR` and `CLAUDE_PROJECT_DIR`
+/// cleared unless given), from `cwd`.
+fn shim_on(
+    db: &Path,
+    vars: &[(&str, &str)],
+    cwd: Option<&Path>,
+    script: &str,
+    words: &[&str],
+    stdin: Option<&str>,
+) -> Run {
+    use std::io::Write;
+    let now = NOW_MS.to_string();
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_hookstate"));
+    command.arg("--db").arg(db).args(["--now-ms", &now, "hermit", script]);
+    command.args(words).env_remove("HOOKSTATE_SESSION");
+    command.env_remove("AGENT_DIR").env_remove("CLAUDE_PROJECT_DIR").envs(vars.iter().copied());
+    if let Some(cwd) = cwd {
+        command.current_dir(cwd);
+    }
+    let piped = if stdin.is_some() { Stdio::piped() } else { Stdio::null() };
+    let mut child =
+        command.stdin(piped).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    if let Some(text) = stdin {
+        let _ = child.stdin.take().unwrap().write_all(text.as_bytes());
+    }
+    let out = child.wait_with_output().unwrap();
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
     }
 }
 
@@ -1049,24 +1062,7 @@ fn a_second_store_on_a_mirrored_directory_adopts_it_and_loses_nothing() {
     let other = tempfile::tempdir().unwrap();
     let second = other.path().join("second.redb");
     let in_second = |words: &[&str], stdin: Option<&str>| {
-        use std::io::Write;
-        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_hookstate"));
-        command.arg("--db").arg(&second).args(["--now-ms", &NOW_MS.to_string()]);
-        command.args(["hermit", "proposal"]).args(words).env("AGENT_DIR", d);
-        let mut child = command
-            .env_remove("HOOKSTATE_SESSION")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child.stdin.take().unwrap().write_all(stdin.unwrap_or("").as_bytes()).unwrap();
-        let out = child.wait_with_output().unwrap();
-        Run {
-            code: out.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
+        shim_on(&second, &[("AGENT_DIR", d)], None, "proposal", words, stdin)
     };
     let queued = in_second(&["queue-micro", d], Some("{\"tier\":1,\"question\":\"Second?\"}"));
     assert_eq!(queued.code, 0, "{}", queued.stderr);

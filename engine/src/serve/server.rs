@@ -12,8 +12,8 @@
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -125,19 +125,7 @@ pub fn serve(
         pid,
         db: db.display().to_string(),
     });
-    let shared = Arc::new(Shared {
-        engine,
-        handler,
-        stop: AtomicUsize::new(0),
-        signalled,
-        stats: Mutex::new(Stats::default()),
-        open: AtomicUsize::new(0),
-        in_flight: AtomicUsize::new(0),
-        last_request_us: AtomicU64::new(0),
-        engaged: Mutex::new(Vec::new()),
-        epoch: Instant::now(),
-        hello,
-    });
+    let shared = Arc::new(Shared::new(engine, handler, signalled, hello));
     let (jobs, queue) = crossbeam_channel::bounded::<Pending>(QUEUE_MAX);
     let writer = {
         let shared = Arc::clone(&shared);

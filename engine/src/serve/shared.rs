@@ -96,6 +96,28 @@ pub(crate) struct Engagement {
 }
 
 impl Shared {
+    /// The state of a server on `engine` that has served nothing yet.
+    pub(crate) fn new(
+        engine: Arc<Engine>,
+        handler: Arc<dyn Handler>,
+        signalled: Arc<AtomicBool>,
+        hello: Vec<u8>,
+    ) -> Shared {
+        Shared {
+            engine,
+            handler,
+            stop: AtomicUsize::new(0),
+            signalled,
+            stats: Mutex::new(Stats::default()),
+            open: AtomicUsize::new(0),
+            in_flight: AtomicUsize::new(0),
+            last_request_us: AtomicU64::new(0),
+            engaged: Mutex::new(Vec::new()),
+            epoch: Instant::now(),
+            hello,
+        }
+    }
+
     pub(crate) fn now_us(&self) -> u64 {
         u64::try_from(self.epoch.elapsed().as_micros()).unwrap_or(u64::MAX)
     }

@@ -219,8 +219,7 @@ fn solo(shared: &Shared, mut pending: Pending) {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
-    use std::sync::Mutex;
+    use std::sync::atomic::AtomicBool;
 
     use serde_json::Value;
 
@@ -229,7 +228,7 @@ mod tests {
     use crate::core::{Command, Expect};
     use crate::kernel::call::Call;
     use crate::kernel::limits::CALL_START_GRACE_MS;
-    use crate::serve::protocol::{Run, Stats};
+    use crate::serve::protocol::Run;
     use crate::serve::shared::{answer_slot, Handler, Prepared, StdinSource};
     use crate::store::OpenOptions;
 
@@ -277,19 +276,8 @@ mod tests {
     }
 
     fn shared(engine: Engine) -> Shared {
-        Shared {
-            engine: Arc::new(engine),
-            handler: Arc::new(NoHandler),
-            stop: AtomicUsize::new(0),
-            signalled: Arc::new(AtomicBool::new(false)),
-            stats: Mutex::new(Stats::default()),
-            open: AtomicUsize::new(0),
-            in_flight: AtomicUsize::new(0),
-            last_request_us: AtomicU64::new(0),
-            engaged: Mutex::new(Vec::new()),
-            epoch: Instant::now(),
-            hello: Vec::new(),
-        }
+        let signalled = Arc::new(AtomicBool::new(false));
+        Shared::new(Arc::new(engine), Arc::new(NoHandler), signalled, Vec::new())
     }
 
     fn stored(engine: &Engine, key: &str) -> bool {
