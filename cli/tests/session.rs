@@ -482,3 +482,59 @@ fn a_file_the_mirror_wrote_before_its_baseline_moved_is_not_adopted_again() {
     let log = h.run(&["log"], "").stdout;
     assert_eq!(log.matches("second").count(), 1, "the store holds the line twice");
 }
+
+/// The mirror's baselines are of one directory at one path: a state directory copied (or
+/// moved) with its `.hookstate-mirror` is a first sight where it lands. The same store found
+/// every file equal to its baseline there, adopted nothing for the new scope, and rendered that
+/// empty scope over the copy: every marker deleted, the ledger cut to the new line.
+#[test]
+fn a_mirrored_directory_copied_elsewhere_is_adopted_there_not_wiped() {
+    let h = Hermit::new(true);
+    let mirror = |dir: &str| ["--format", "verdict", "--mirror", dir, "hermit"].map(str::to_owned);
+    let first = h.run(
+        &[&mirror(h.d())[..], &["later".into(), "list".into(), h.d().into()]]
+            .concat()
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+        "",
+    );
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    let copy = h.tmp.path().join("copy");
+    copy_dir(&h.dir, &copy);
+    let files = |dir: &Path| std::fs::read_dir(dir.join("state")).unwrap().count();
+    let before =
+        (files(&copy), std::fs::read_to_string(copy.join("state/observations.jsonl")).unwrap());
+    let c = copy.to_str().unwrap();
+    let observe = [
+        &mirror(c)[..],
+        &["observations".into(), "observe".into(), c.into(), "quick-deferral".into()],
+    ]
+    .concat();
+    let run = h.run(&observe.iter().map(String::as_str).collect::<Vec<_>>(), "seen in the copy\n");
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(files(&copy), before.0, "files of the copy went");
+    let lines = std::fs::read_to_string(copy.join("state/observations.jsonl")).unwrap();
+    assert!(lines.starts_with(&before.1), "the copy's ledger was cut:\n{lines}");
+    assert!(lines.contains("seen in the copy"), "{lines}");
+}
+
+/// The mirror's own bookkeeping written after the commit is best effort: a directory planted
+/// where its owner file or a write's announcement goes failed the call after it committed
+/// (exit 6), and each retry applied the call again.
+#[test]
+fn a_mirror_bookkeeping_path_that_is_a_directory_fails_no_committed_call() {
+    let h = Hermit::new(true);
+    let observe = ["--format", "verdict", "--mirror", h.d(), "hermit", "observations", "observe"];
+    let observe = [&observe[..], &[h.d(), "quick-deferral"]].concat();
+    assert_eq!(h.run(&observe, "first\n").code, 0);
+    let meta = h.dir.join(".hookstate-mirror");
+    std::fs::remove_file(meta.join("store")).unwrap();
+    std::fs::create_dir(meta.join("store")).unwrap();
+    let pending = meta.join("base/hermit-session/state/observations.jsonl.hookstate-pending");
+    std::fs::create_dir(&pending).unwrap();
+    let run = h.run(&observe, "second\n");
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let lines = std::fs::read_to_string(h.dir.join("state/observations.jsonl")).unwrap();
+    assert_eq!(lines.matches("\"second\"").count(), 1, "{lines}");
+}

@@ -46,10 +46,14 @@ const BASE_DIR: &str = "base";
 pub(crate) const BASE_HISTORY_MAX: usize = 8;
 /// The suffix of an older baseline: `<name>.hookstate-prev-<n>`, 1 the newest.
 const HISTORY_SUFFIX: &str = ".hookstate-prev-";
-/// The file in the mirror's directory naming the store (its id, hex) the baselines are of.
+/// The file in the mirror's directory naming the store (its id, hex) and the directory (its
+/// path) the baselines are of.
 const OWNER_FILE: &str = "store";
-/// The largest owner file read: a store id in hex.
-const OWNER_BYTES_MAX: usize = 2 * hookstate_schema::format::STORE_ID_BYTES;
+/// The largest owner file read: a store id in hex, a space and the directory's path.
+const OWNER_BYTES_MAX: usize = 2 * hookstate_schema::format::STORE_ID_BYTES + 1 + PATH_BYTES_MAX;
+/// The longest directory path the owner file records (Linux's `PATH_MAX`); a longer one never
+/// reads back equal, so its directory is a first sight at every call.
+const PATH_BYTES_MAX: usize = 4096;
 /// The suffix of the bytes a write of the file announced before it wrote them, beside its
 /// baseline, removed once the baseline moved.
 const PENDING_SUFFIX: &str = ".hookstate-pending";
@@ -260,11 +264,13 @@ pub(crate) fn mirrored(
     let root = Root::open(dir, true)?;
     let meta = root.subdir(MIRROR_DIR, true)?.ok_or_else(|| missing(dir, MIRROR_DIR))?;
     let _lock = meta.lock_file(LOCK_FILE, kernel.lock_wait())?;
-    // The baselines are what this directory last held for one store: for another store (a
-    // second HOOKSTATE_DB pointed at a mirrored directory) they say nothing, and a file equal
-    // to its baseline read as unchanged, so that store adopted none of the directory and wrote
-    // its own emptier state over it. For another store every file is a first sight.
-    let owner = hookstate_schema::format::to_hex(kernel.store_id());
+    // The baselines are what this directory, at this path, last held for one store: for
+    // another store (a second HOOKSTATE_DB pointed at a mirrored directory), or at another path
+    // (the directory copied or moved, its scope another), they say nothing, and a file equal to
+    // its baseline read as unchanged, so that call adopted none of the directory and wrote the
+    // store's emptier state over it. Then every file is a first sight.
+    let at = std::fs::canonicalize(dir).unwrap_or_else(|_| root.path().to_path_buf());
+    let owner = format!("{} {}", hookstate_schema::format::to_hex(kernel.store_id()), at.display());
     let owned = meta
         .read(OWNER_FILE, OWNER_BYTES_MAX)
         .ok()
@@ -280,8 +286,11 @@ pub(crate) fn mirrored(
     adopt(kernel, call, layouts, &root, &meta, &seen, &mut report)?;
     let mut outcome = verb()?;
     write_back(kernel, call, layouts, &root, &meta, &seen, &mut report)?;
+    // Best effort, as every write of the mirror's own files after the commit: the call's
+    // changes are committed, and failing now would have its retry apply them again. Unwritten,
+    // the next call takes every file as a first sight once more.
     if !owned {
-        meta.write_unsynced(OWNER_FILE, owner.as_bytes())?;
+        let _ = meta.write_unsynced(OWNER_FILE, owner.as_bytes());
     }
     outcome.mirror = Some(report);
     Ok(outcome)
@@ -363,10 +372,10 @@ fn adopt(
                     if let Some(stamp) = file.stamp {
                         write_stamp(meta, layout.name(), &path, stamp)?;
                     }
-                    remove_pending(meta, layout.name(), &path)?;
+                    remove_pending(meta, layout.name(), &path);
                     continue;
                 }
-                remove_pending(meta, layout.name(), &path)?;
+                remove_pending(meta, layout.name(), &path);
             }
             let history = match file.owned {
                 true => read_history(meta, layout.name(), &path, max)?,
@@ -474,10 +483,12 @@ fn write_back(
             };
             // Announced first: a call killed after the file's write and before its baseline's
             // leaves the file holding these bytes, which the next call then knows as its own.
-            write_pending(meta, layout.name(), &path, &bytes)?;
+            // Best effort (after the commit, a failure here would have a retry apply the call
+            // again): unannounced, such a kill is an outside change, as before announcements.
+            write_pending(meta, layout.name(), &path, &bytes);
             let Some(stamp) = write_at_if(root, &path, &bytes, still)? else {
                 // Changed during the call: kept, and adopted by the next call.
-                remove_pending(meta, layout.name(), &path)?;
+                remove_pending(meta, layout.name(), &path);
                 report.kept.push(path.display());
                 continue;
             };
@@ -485,7 +496,7 @@ fn write_back(
             if layout.stamped(&path) {
                 write_stamp(meta, layout.name(), &path, stamp)?;
             }
-            remove_pending(meta, layout.name(), &path)?;
+            remove_pending(meta, layout.name(), &path);
             report.written.push(path.display());
         }
     }
@@ -636,18 +647,20 @@ fn read_pending(meta: &Root, layout: &str, path: &RelPath, max: usize) -> Option
     dir.read(&format!("{}{PENDING_SUFFIX}", base.name()), max).ok().flatten()
 }
 
-/// Announces a write of the file with these bytes, unsynced, beside its baseline.
-fn write_pending(meta: &Root, layout: &str, path: &RelPath, bytes: &[u8]) -> Result<()> {
-    let base = base_path(layout, path)?;
-    let dir = parent_of(meta, &base, true)?.ok_or_else(|| missing(meta.path(), base.name()))?;
-    dir.write_unsynced(&format!("{}{PENDING_SUFFIX}", base.name()), bytes)
+/// Announces a write of the file with these bytes, unsynced, beside its baseline; best effort
+/// (a path there that is not a file leaves the write unannounced).
+fn write_pending(meta: &Root, layout: &str, path: &RelPath, bytes: &[u8]) {
+    let Ok(base) = base_path(layout, path) else { return };
+    if let Ok(Some(dir)) = parent_of(meta, &base, true) {
+        let _ = dir.write_unsynced(&format!("{}{PENDING_SUFFIX}", base.name()), bytes);
+    }
 }
 
-fn remove_pending(meta: &Root, layout: &str, path: &RelPath) -> Result<()> {
-    let base = base_path(layout, path)?;
-    match parent_of(meta, &base, false)? {
-        Some(dir) => dir.remove(&format!("{}{PENDING_SUFFIX}", base.name())),
-        None => Ok(()),
+/// Takes an announcement back; best effort, as [`write_pending`].
+fn remove_pending(meta: &Root, layout: &str, path: &RelPath) {
+    let Ok(base) = base_path(layout, path) else { return };
+    if let Ok(Some(dir)) = parent_of(meta, &base, false) {
+        let _ = dir.remove(&format!("{}{PENDING_SUFFIX}", base.name()));
     }
 }
 
