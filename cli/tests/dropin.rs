@@ -164,20 +164,7 @@ impl Hermit {
     /// `hookstate --now-ms N hermit <script> <words>`: what the shim runs, in a project whose
     /// state directory this is (`AGENT_DIR`, the pin's one override).
     fn shim(&self, script: &str, words: &[&str], stdin: Option<&str>) -> Run {
-        self.shim_from(&[("AGENT_DIR", self.d())], None, script, words, stdin)
-    }
-
-    /// The shim with these variables set (`AGENT_DIR` and `CLAUDE_PROJECT_DIR` cleared unless
-    /// given), from `cwd`.
-    fn shim_from(
-        &self,
-        vars: &[(&str, &str)],
-        cwd: Option<&Path>,
-        script: &str,
-        words: &[&str],
-        stdin: Option<&str>,
-    ) -> Run {
-        shim_on(&self.store.db(), vars, cwd, script, words, stdin)
+        shim_on(&self.store.db(), &[("AGENT_DIR", self.d())], None, script, words, stdin)
     }
 }
 
@@ -522,7 +509,8 @@ fn proposal_refuses_another_projects_state_dir_as_the_forks_pin_does() {
     let elsewhere = tempfile::tempdir().unwrap();
     let stdin = Some("Title: Try it\n---\nBody.\n");
     // From an unrelated directory, with no AGENT_DIR: refused on stderr, exit 1, nothing run.
-    let refused = h.shim_from(&[], Some(elsewhere.path()), "proposal", &["create", h.d()], stdin);
+    let refused =
+        shim_on(&h.store.db(), &[], Some(elsewhere.path()), "proposal", &["create", h.d()], stdin);
     let pinned = elsewhere.path().join(".claude-code-hermit");
     assert_eq!((refused.code, refused.stdout.as_str()), (1, ""), "{refused:?}");
     assert_eq!(
@@ -539,11 +527,18 @@ fn proposal_refuses_another_projects_state_dir_as_the_forks_pin_does() {
     // project the walk up finds it too.
     let project = h.dir.parent().unwrap();
     let named = [("CLAUDE_PROJECT_DIR", project.to_str().unwrap())];
-    let ok = h.shim_from(&named, Some(elsewhere.path()), "proposal", &["create", h.d()], stdin);
+    let ok = shim_on(
+        &h.store.db(),
+        &named,
+        Some(elsewhere.path()),
+        "proposal",
+        &["create", h.d()],
+        stdin,
+    );
     assert!(ok.stdout.starts_with("PROP-001-try-it-"), "{ok:?}");
     std::fs::create_dir_all(project.join("src/deep")).unwrap();
     let deep = project.join("src/deep");
-    let walked = h.shim_from(&[], Some(&deep), "proposal", &["index", h.d()], None);
+    let walked = shim_on(&h.store.db(), &[], Some(&deep), "proposal", &["index", h.d()], None);
     line(walked, "OK|1 proposals");
 }
 

@@ -88,6 +88,14 @@ impl Hermit {
         done(self.spawn(args, stdin))
     }
 
+    /// `observations observe <dir> quick-deferral` with `line` on stdin, mirrored over `dir`
+    /// (the state directory itself, or a copy of it).
+    fn observe_in(&self, dir: &Path, line: &str) -> Run {
+        let d = dir.to_str().unwrap();
+        let words = ["--format", "verdict", "--mirror", d, "hermit", "observations", "observe"];
+        self.run(&[&words[..], &[d, "quick-deferral"]].concat(), line)
+    }
+
     fn import(&self) {
         let run = self.run(&["import", "--layout", "hermit-session", "--from", self.d()], "");
         assert_eq!(run.code, 0, "{}", run.stderr);
@@ -463,19 +471,17 @@ fn a_mirror_directory_of_another_scope_is_refused_untouched() {
 #[test]
 fn a_file_the_mirror_wrote_before_its_baseline_moved_is_not_adopted_again() {
     let h = Hermit::new(true);
-    let observe = ["--format", "verdict", "--mirror", h.d(), "hermit", "observations", "observe"];
-    let observe = [&observe[..], &[h.d(), "quick-deferral"]].concat();
-    assert_eq!(h.run(&observe, "first\n").code, 0);
+    assert_eq!(h.observe_in(&h.dir, "first\n").code, 0);
     let meta = h.dir.join(".hookstate-mirror");
     let saved = h.tmp.path().join("baseline");
     copy_dir(&meta, &saved);
-    assert_eq!(h.run(&observe, "second\n").code, 0);
+    assert_eq!(h.observe_in(&h.dir, "second\n").code, 0);
     std::fs::remove_dir_all(&meta).unwrap();
     copy_dir(&saved, &meta);
     let file = h.dir.join("state/observations.jsonl");
     let announced = meta.join("base/hermit-session/state/observations.jsonl.hookstate-pending");
     std::fs::copy(&file, &announced).unwrap();
-    assert_eq!(h.run(&observe, "third\n").code, 0);
+    assert_eq!(h.observe_in(&h.dir, "third\n").code, 0);
     assert!(!announced.exists(), "the announcement was taken back");
     let lines = std::fs::read_to_string(&file).unwrap();
     assert_eq!(lines.matches("\"second\"").count(), 1, "{lines}");
@@ -490,28 +496,15 @@ fn a_file_the_mirror_wrote_before_its_baseline_moved_is_not_adopted_again() {
 #[test]
 fn a_mirrored_directory_copied_elsewhere_is_adopted_there_not_wiped() {
     let h = Hermit::new(true);
-    let mirror = |dir: &str| ["--format", "verdict", "--mirror", dir, "hermit"].map(str::to_owned);
-    let first = h.run(
-        &[&mirror(h.d())[..], &["later".into(), "list".into(), h.d().into()]]
-            .concat()
-            .iter()
-            .map(String::as_str)
-            .collect::<Vec<_>>(),
-        "",
-    );
+    let first =
+        h.run(&["--format", "verdict", "--mirror", h.d(), "hermit", "later", "list", h.d()], "");
     assert_eq!(first.code, 0, "{}", first.stderr);
     let copy = h.tmp.path().join("copy");
     copy_dir(&h.dir, &copy);
     let files = |dir: &Path| std::fs::read_dir(dir.join("state")).unwrap().count();
     let before =
         (files(&copy), std::fs::read_to_string(copy.join("state/observations.jsonl")).unwrap());
-    let c = copy.to_str().unwrap();
-    let observe = [
-        &mirror(c)[..],
-        &["observations".into(), "observe".into(), c.into(), "quick-deferral".into()],
-    ]
-    .concat();
-    let run = h.run(&observe.iter().map(String::as_str).collect::<Vec<_>>(), "seen in the copy\n");
+    let run = h.observe_in(&copy, "seen in the copy\n");
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert_eq!(files(&copy), before.0, "files of the copy went");
     let lines = std::fs::read_to_string(copy.join("state/observations.jsonl")).unwrap();
@@ -525,15 +518,13 @@ fn a_mirrored_directory_copied_elsewhere_is_adopted_there_not_wiped() {
 #[test]
 fn a_mirror_bookkeeping_path_that_is_a_directory_fails_no_committed_call() {
     let h = Hermit::new(true);
-    let observe = ["--format", "verdict", "--mirror", h.d(), "hermit", "observations", "observe"];
-    let observe = [&observe[..], &[h.d(), "quick-deferral"]].concat();
-    assert_eq!(h.run(&observe, "first\n").code, 0);
+    assert_eq!(h.observe_in(&h.dir, "first\n").code, 0);
     let meta = h.dir.join(".hookstate-mirror");
     std::fs::remove_file(meta.join("store")).unwrap();
     std::fs::create_dir(meta.join("store")).unwrap();
     let pending = meta.join("base/hermit-session/state/observations.jsonl.hookstate-pending");
     std::fs::create_dir(&pending).unwrap();
-    let run = h.run(&observe, "second\n");
+    let run = h.observe_in(&h.dir, "second\n");
     assert_eq!(run.code, 0, "{}", run.stderr);
     let lines = std::fs::read_to_string(h.dir.join("state/observations.jsonl")).unwrap();
     assert_eq!(lines.matches("\"second\"").count(), 1, "{lines}");
