@@ -374,6 +374,37 @@ fn a_stale_rewrite_never_reverts_an_acknowledged_change() {
 }
 
 #[test]
+fn a_hand_formatted_json_file_is_adopted_and_written_back_in_upstreams_layout() {
+    let h = mirrored_hermit();
+    let pause = h.file("state/operator-pause.json");
+    // A hand edit upstream's JSON.parse reads: 4-space indent, CRLF line ends, no final newline.
+    let hand = |text: &str, field: &str, value: serde_json::Value| {
+        let mut doc: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(text).unwrap();
+        doc.insert(field.into(), value);
+        let pretty = serde_json::to_string_pretty(&doc).unwrap();
+        pretty.replace("\n  ", "\r\n    ").replace("\n}", "\r\n}")
+    };
+    let runtime = hand(&h.file("state/runtime.json"), "session_state", serde_json::json!("idle"));
+    std::fs::write(h.dir.join("state/runtime.json"), &runtime).unwrap();
+    std::fs::write(
+        h.dir.join("state/operator-pause.json"),
+        hand(&pause, "reason", serde_json::json!("hand")),
+    )
+    .unwrap();
+    let outcome = h.mirrored(NOW + 60_000, |e| e.session().runtime_get(&h.scope));
+    let report = outcome.mirror.unwrap();
+    assert!(report.quarantined.is_empty(), "{report:?}");
+    assert_eq!(h.runtime()["session_state"], "idle");
+    // Written back as upstream writes it: 2-space indent, one final newline.
+    let rewritten = h.file("state/runtime.json");
+    assert!(rewritten.starts_with("{\n  \"") && rewritten.ends_with("}\n"), "{rewritten}");
+    assert!(rewritten.contains("\"session_state\": \"idle\""), "{rewritten}");
+    assert_eq!(h.file("state/operator-pause.json"), pause.replace("\"operator\"", "\"hand\""));
+    h.engine.ops().verify(Default::default()).unwrap();
+}
+
+#[test]
 fn a_corrupt_file_is_quarantined_and_the_stores_version_written_back() {
     let h = mirrored_hermit();
     let (task, pause) = (h.file(TASK), h.file("state/operator-pause.json"));

@@ -167,14 +167,32 @@ fn text<'a>(path: &str, bytes: &'a [u8]) -> Result<&'a str> {
 /// [`Error::LegacyFile`] (or [`Error::TooLarge`]) naming the file and the reason: over its bound, not UTF-8, not one JSON
 /// object in a layout written back byte for byte, not a valid task record.
 pub fn parse(file: &SessionFile, bytes: &[u8]) -> Result<Content> {
+    parse_as(file, bytes, true)
+}
+
+/// Reads the bytes of a file changed outside the store, as [`parse`] does, except that a JSON
+/// object in a layout upstream does not write (another indent, CRLF line ends, no final newline:
+/// a hand edit, which upstream's `JSON.parse` reads) is read for its content, and the mirror
+/// writes it back in upstream's layout.
+///
+/// # Errors
+/// As [`parse`], but for the layout.
+pub(crate) fn parse_changed(file: &SessionFile, bytes: &[u8]) -> Result<Content> {
+    parse_as(file, bytes, false)
+}
+
+fn parse_as(file: &SessionFile, bytes: &[u8], exact: bool) -> Result<Content> {
     let path = path_of(file);
     let max = bytes_max(file);
     if bytes.len() > max {
         return Err(Error::TooLarge { what: path, len: bytes.len(), max });
     }
     Ok(match file {
-        SessionFile::Runtime | SessionFile::Conversations | SessionFile::Marker(_) => {
+        SessionFile::Runtime | SessionFile::Conversations | SessionFile::Marker(_) if exact => {
             Content::Json(legacy_json::parse_doc(&path, bytes)?)
+        }
+        SessionFile::Runtime | SessionFile::Conversations | SessionFile::Marker(_) => {
+            Content::Json(legacy_json::parse_doc_any(&path, bytes)?.0)
         }
         SessionFile::Ledger(_) => Content::Lines(LineFile {
             lines: text(&path, bytes)?.split('\n').map(str::to_owned).collect(),

@@ -2,8 +2,9 @@
 //! those the state directory holds and those the store holds, each rendered from its rows and
 //! each outside change merged per record (`merge.rs`).
 //!
-//! A file that does not parse as its kind is quarantined as `<file>.corrupt-<ms>` (and the
-//! store's version written in its place), except `state/conversations.json`, which upstream
+//! A JSON file in a layout upstream does not write (a hand edit) is adopted for its content and
+//! written back in upstream's layout. A file that does not parse as its kind is quarantined as
+//! `<file>.corrupt-<ms>` (and the store's version written in its place), except `state/conversations.json`, which upstream
 //! refuses rather than overwrites: a corrupt one fails the call with every file and the store
 //! unchanged. A marker the store removed is removed from the directory. Does not decide verbs.
 
@@ -76,7 +77,7 @@ impl Layout for SessionLayout {
                 adoption.conflicts.extend(merged.conflicts);
                 continue;
             }
-            let content = match files::parse(&file, &change.now) {
+            let content = match files::parse_changed(&file, &change.now) {
                 Ok(content) => content,
                 // Upstream refuses a corrupt store and never overwrites it.
                 Err(err) if file == SessionFile::Conversations => return Err(err),
