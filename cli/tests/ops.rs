@@ -97,11 +97,16 @@ fn dump_then_restore_reproduces_the_head_hash_and_the_views() {
     assert_eq!(at(&["--idem-key", "once", "counter", "add", "c", "3"])["value"], 3);
     let again = super::run_in(&target, &["dump"]).expect(0).stdout;
     assert_eq!(again.lines().take(7).collect::<Vec<_>>(), dump.lines().collect::<Vec<_>>());
-    // A restore in place is refused: over the store, and over the anchor a removed store left,
-    // which says so (it used to say the target exists).
+    // A restore in place is refused: over the store, and over the anchor a removed store left
+    // once that store moved past the dump, which says so (it used to say the target exists).
+    // An anchor at the dump's very head is what a restore cut before it named the store leaves:
+    // the same restore takes it.
     let from = ["restore", "--from", file.to_str().unwrap()];
     let run = super::run_in(&target, &from).expect(3);
     assert!(run.stderr.contains("exists: name a new store"), "{run:?}");
+    std::fs::remove_file(&target).unwrap();
+    assert_eq!(super::run_in(&target, &from).expect(0).json()["head"], stats["head"]);
+    assert_eq!(at(&["counter", "add", "c", "1"])["value"], 4);
     std::fs::remove_file(&target).unwrap();
     let run = super::run_in(&target, &from).expect(3);
     assert!(run.stderr.contains("holds no store, but the head anchor"), "{run:?}");

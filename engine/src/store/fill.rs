@@ -1,11 +1,13 @@
 //! A new store built whole in one transaction (a restore from a dump, a backup of a live
-//! store): made in a temporary file beside the target, published at the target's name only once
-//! it is complete and synced, then anchored at its head (and, for a restore with a second anchor
+//! store): made in a temporary file beside the target, anchored at its head, and only then
+//! published at the target's name, complete and synced (and, for a restore with a second anchor
 //! directory, the second anchor moved to it, or the restore refused when that anchor has seen
 //! the store further along).
 //!
-//! A failed build leaves nothing at the target. Does not know what the events say; the caller
-//! fills the transaction.
+//! A failed build leaves nothing at the target. A build cut after its anchor and before its
+//! name leaves the anchor alone, which a rerun of the same build takes as its own; the other
+//! order left a store without its anchor, which refuses writes until an operator accepts it.
+//! Does not know what the events say; the caller fills the transaction.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -54,14 +56,11 @@ pub(crate) fn create_filled(
     if taken || dir.open_store(true)?.is_some() {
         return Err(exists());
     }
-    if dir.read_anchor()?.is_some() {
-        let why = format!(
-            "holds no store, but the head anchor {} of one is left beside it: a store made there \
-             would read as that one rolled back; remove the anchor once that store is gone for \
-             good, or name a new store",
-            dir.anchor_path().display()
-        );
-        return Err(Error::bad(format!("target {}", path.display()), why));
+    // An anchor of this store id may be a cut build's own: the built head decides.
+    if let Some(left) = dir.read_anchor()? {
+        if parse_anchor(&left).map_or(true, |(id, _)| id != *store_id) {
+            return Err(left_behind(&dir, path));
+        }
     }
     let (file, draft) = dir.create_draft("create")?;
     let checked = match &second {
@@ -72,27 +71,90 @@ pub(crate) fn create_filled(
         }),
         None => build(&dir, file, store_id, None, fill),
     };
-    let (head, keep) = match checked {
-        Ok(built) => built,
+    let published = checked.and_then(|(head, keep)| {
+        anchor_then_publish(&dir, path, &draft, &keep, store_id, &head)?;
+        Ok(head)
+    });
+    let head = match published {
+        Ok(head) => head,
         Err(err) => {
             let _ = dir.discard(&draft);
             return Err(err);
         }
     };
-    if !dir.publish_store(&draft, &keep)? {
-        return Err(exists());
-    }
-    if let Some(_lock) = dir.lock_anchors()? {
-        let text = format_anchor(store_id, &head);
-        dir.write_anchor(&text)?;
-        if let Some(second) = &second {
-            let current = second.read_last(store_id)?;
-            if crate::kernel::anchor::advance(current.as_deref(), store_id, &head).is_some() {
-                second.append(store_id, &text)?;
-            }
+    if let Some(second) = &second {
+        let _lock = wait_anchor_lock(&dir)?;
+        let current = second.read_last(store_id)?;
+        if crate::kernel::anchor::advance(current.as_deref(), store_id, &head).is_some() {
+            second.append(store_id, &format_anchor(store_id, &head))?;
         }
     }
     Ok(head)
+}
+
+/// How long a build waits for its directory's anchor lock, which the writers of other stores in
+/// that directory take for a moment at each commit.
+const ANCHOR_LOCK_WAIT: Duration = Duration::from_secs(10);
+/// The pause between two tries for the anchor lock.
+const ANCHOR_LOCK_POLL: Duration = Duration::from_millis(1);
+
+fn wait_anchor_lock(dir: &StoreDir) -> Result<super::dir::AnchorLock<'_>> {
+    let start = Instant::now();
+    loop {
+        if let Some(lock) = dir.lock_anchors()? {
+            return Ok(lock);
+        }
+        if start.elapsed() >= ANCHOR_LOCK_WAIT {
+            let waited_ms = u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
+            return Err(Error::Busy { waited_ms });
+        }
+        std::thread::sleep(ANCHOR_LOCK_POLL);
+    }
+}
+
+/// Anchors the built store at `head`, then publishes it at `path`, under the anchor lock: an
+/// anchor already there is kept when it names this very head (a build of the same store cut
+/// between the two steps), and refused otherwise. A store published at `path` meanwhile by a
+/// creator that does not take the lock refuses the build, and the anchor written for it is
+/// removed again.
+fn anchor_then_publish(
+    dir: &StoreDir,
+    path: &Path,
+    draft: &super::dir::Draft,
+    keep: &std::fs::File,
+    store_id: &[u8; STORE_ID_BYTES],
+    head: &Head,
+) -> Result<()> {
+    let exists = || Error::bad(format!("target {}", path.display()), "exists: name a new store");
+    let _lock = wait_anchor_lock(dir)?;
+    let wrote = match dir.read_anchor()? {
+        None => {
+            dir.write_anchor(&format_anchor(store_id, head))?;
+            true
+        }
+        Some(left) if parse_anchor(&left).is_ok_and(|(id, at)| id == *store_id && at == *head) => {
+            false
+        }
+        Some(_) => return Err(left_behind(dir, path)),
+    };
+    if !dir.publish_store(draft, keep)? {
+        if wrote {
+            let _ = dir.remove_anchor();
+        }
+        return Err(exists());
+    }
+    Ok(())
+}
+
+/// The refusal of a target beside which another store's anchor is left.
+fn left_behind(dir: &StoreDir, path: &Path) -> Error {
+    let why = format!(
+        "holds no store, but the head anchor {} of one is left beside it: a store made there \
+         would read as that one rolled back; remove the anchor once that store is gone for \
+         good, or name a new store",
+        dir.anchor_path().display()
+    );
+    Error::bad(format!("target {}", path.display()), why)
 }
 
 fn refusal(second: &SecondAnchor, store_id: &[u8; STORE_ID_BYTES], why: &str) -> Error {
@@ -232,5 +294,60 @@ mod tests {
         let failed = create_filled(&other, &id, None, &mut |_| Err(Error::Invalid("no".into())));
         assert!(failed.is_err());
         assert_eq!(names(tmp.path()), ["s.redb", "s.redb.head"]);
+    }
+
+    /// A build of store `id` that appends one record at `seq` (any bytes do: the store checks
+    /// nothing here) and ends at a head made up from `seq`.
+    fn fill_to(
+        seq: u64,
+        id: &[u8; STORE_ID_BYTES],
+    ) -> impl FnMut(&mut dyn WriteTxn) -> Result<Head> {
+        let hash = blake3::derive_key("fill test", &[id.as_slice(), &seq.to_le_bytes()].concat());
+        move |txn| {
+            txn.append_event(seq, b"record")?;
+            Ok(Head { seq, hash })
+        }
+    }
+
+    /// A store is named only once its anchor is written: when the anchor cannot be written, the
+    /// build fails and no store is left (the other order left a store without its anchor, which
+    /// refuses writes).
+    #[test]
+    fn a_store_whose_anchor_cannot_be_written_is_not_published() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("s.redb");
+        let id = [4; STORE_ID_BYTES];
+        let mut fill = fill_to(1, &id);
+        let failed = create_filled(&path, &id, None, &mut |txn| {
+            // Something that is no anchor file takes the anchor's name while the store is built.
+            std::fs::create_dir_all(tmp.path().join("s.redb.head").join("x")).unwrap();
+            fill(txn)
+        });
+        assert!(failed.is_err(), "{failed:?}");
+        assert!(!path.exists(), "{:?}", names(tmp.path()));
+    }
+
+    /// A build cut between its anchor and its name leaves the anchor alone: the same build run
+    /// again takes it as its own; a build of another head or another store is refused by it.
+    #[test]
+    fn an_anchor_left_by_a_cut_build_is_taken_by_the_same_build_only() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("s.redb");
+        let id = [5; STORE_ID_BYTES];
+        create_filled(&path, &id, None, &mut fill_to(3, &id)).unwrap();
+        // What a cut after the anchor leaves: the anchor, no store.
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(names(tmp.path()), ["s.redb.head"]);
+        for (seq, other_id) in [(2, id), (3, [6; STORE_ID_BYTES])] {
+            let refused = create_filled(&path, &other_id, None, &mut fill_to(seq, &other_id));
+            let message = refused.unwrap_err().to_string();
+            assert!(message.contains("head anchor"), "{message}");
+            assert_eq!(names(tmp.path()), ["s.redb.head"]);
+        }
+        let head = create_filled(&path, &id, None, &mut fill_to(3, &id)).unwrap();
+        assert_eq!(head.seq, 3);
+        assert_eq!(names(tmp.path()), ["s.redb", "s.redb.head"]);
+        let anchor = StoreDir::open(&path, false).unwrap().read_anchor().unwrap().unwrap();
+        assert_eq!(parse_anchor(&anchor).unwrap(), (id, head));
     }
 }
