@@ -71,25 +71,15 @@ pub(crate) fn create_filled(
         }),
         None => build(&dir, file, store_id, None, fill),
     };
+    let built = Built { dir: &dir, path, draft: &draft, store_id };
     let published = checked.and_then(|(head, keep)| {
-        anchor_then_publish(&dir, path, &draft, &keep, store_id, &head)?;
+        built.anchor_then_publish(&keep, &head, second.as_ref())?;
         Ok(head)
     });
-    let head = match published {
-        Ok(head) => head,
-        Err(err) => {
-            let _ = dir.discard(&draft);
-            return Err(err);
-        }
-    };
-    if let Some(second) = &second {
-        let _lock = wait_anchor_lock(&dir)?;
-        let current = second.read_last(store_id)?;
-        if crate::kernel::anchor::advance(current.as_deref(), store_id, &head).is_some() {
-            second.append(store_id, &format_anchor(store_id, &head))?;
-        }
+    if published.is_err() {
+        let _ = dir.discard(&draft);
     }
-    Ok(head)
+    published
 }
 
 /// How long a build waits for its directory's anchor lock, which the writers of other stores in
@@ -112,38 +102,57 @@ fn wait_anchor_lock(dir: &StoreDir) -> Result<super::dir::AnchorLock<'_>> {
     }
 }
 
-/// Anchors the built store at `head`, then publishes it at `path`, under the anchor lock: an
-/// anchor already there is kept when it names this very head (a build of the same store cut
-/// between the two steps), and refused otherwise. A store published at `path` meanwhile by a
-/// creator that does not take the lock refuses the build, and the anchor written for it is
-/// removed again.
-fn anchor_then_publish(
-    dir: &StoreDir,
-    path: &Path,
-    draft: &super::dir::Draft,
-    keep: &std::fs::File,
-    store_id: &[u8; STORE_ID_BYTES],
-    head: &Head,
-) -> Result<()> {
-    let exists = || Error::bad(format!("target {}", path.display()), "exists: name a new store");
-    let _lock = wait_anchor_lock(dir)?;
-    let wrote = match dir.read_anchor()? {
-        None => {
-            dir.write_anchor(&format_anchor(store_id, head))?;
-            true
+/// A store built in a draft, to be published at `path`.
+struct Built<'a> {
+    dir: &'a StoreDir,
+    path: &'a Path,
+    draft: &'a super::dir::Draft,
+    store_id: &'a [u8; STORE_ID_BYTES],
+}
+
+impl Built<'_> {
+    /// Anchors the built store at `head`, then publishes it, then moves its second anchor (when
+    /// `second`) to `head`, all under the anchor lock: an anchor already there is kept when it
+    /// names this very head (a build of the same store cut between the two steps), and refused
+    /// otherwise. A store published at `path` meanwhile by a creator that does not take the lock
+    /// refuses the build, and the anchor written for it is removed again.
+    fn anchor_then_publish(
+        &self,
+        keep: &std::fs::File,
+        head: &Head,
+        second: Option<&SecondAnchor>,
+    ) -> Result<()> {
+        let (dir, store_id) = (self.dir, self.store_id);
+        let exists =
+            || Error::bad(format!("target {}", self.path.display()), "exists: name a new store");
+        let _lock = wait_anchor_lock(dir)?;
+        let text = format_anchor(store_id, head);
+        let wrote = match dir.read_anchor()? {
+            None => {
+                dir.write_anchor(&text)?;
+                true
+            }
+            Some(left)
+                if parse_anchor(&left).is_ok_and(|(id, at)| id == *store_id && at == *head) =>
+            {
+                false
+            }
+            Some(_) => return Err(left_behind(dir, self.path)),
+        };
+        if !dir.publish_store(self.draft, keep)? {
+            if wrote {
+                let _ = dir.remove_anchor();
+            }
+            return Err(exists());
         }
-        Some(left) if parse_anchor(&left).is_ok_and(|(id, at)| id == *store_id && at == *head) => {
-            false
+        if let Some(second) = second {
+            let current = second.read_last(store_id)?;
+            if crate::kernel::anchor::advance(current.as_deref(), store_id, head).is_some() {
+                second.append(store_id, &text)?;
+            }
         }
-        Some(_) => return Err(left_behind(dir, path)),
-    };
-    if !dir.publish_store(draft, keep)? {
-        if wrote {
-            let _ = dir.remove_anchor();
-        }
-        return Err(exists());
+        Ok(())
     }
-    Ok(())
 }
 
 /// The refusal of a target beside which another store's anchor is left.
