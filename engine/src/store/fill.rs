@@ -336,6 +336,27 @@ mod tests {
         assert!(!path.exists(), "{:?}", names(tmp.path()));
     }
 
+    /// A build waits for the anchor lock another store's writer in the directory holds, and
+    /// anchors its store (it skipped the anchor, leaving a store that refused writes).
+    #[test]
+    fn a_build_waits_for_the_anchor_lock_and_anchors_its_store() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("s.redb");
+        let id = [7; STORE_ID_BYTES];
+        let dir = std::fs::File::open(tmp.path()).unwrap();
+        rustix::fs::flock(&dir, rustix::fs::FlockOperation::LockExclusive).unwrap();
+        let building = std::thread::spawn({
+            let path = path.clone();
+            move || create_filled(&path, &id, None, &mut fill_to(2, &id))
+        });
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(!path.exists(), "named without its anchor");
+        rustix::fs::flock(&dir, rustix::fs::FlockOperation::Unlock).unwrap();
+        let head = building.join().unwrap().unwrap();
+        let anchor = StoreDir::open(&path, false).unwrap().read_anchor().unwrap().unwrap();
+        assert_eq!(parse_anchor(&anchor).unwrap(), (id, head));
+    }
+
     /// A build cut between its anchor and its name leaves the anchor alone: the same build run
     /// again takes it as its own; a build of another head or another store is refused by it.
     #[test]
