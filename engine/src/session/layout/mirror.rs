@@ -6,7 +6,8 @@
 //! written back in upstream's layout. A file that does not parse as its kind is quarantined as
 //! `<file>.corrupt-<ms>` (and the store's version written in its place), except
 //! `state/conversations.json`, which upstream refuses rather than overwrites: a corrupt one fails
-//! the call with every file and the store unchanged. A marker the store removed is removed from the directory. Does not decide verbs.
+//! the call with every file and the store unchanged. A marker the store removed is removed from the
+//! directory. Does not decide verbs.
 
 use hookstate_schema::session::{Ledger, SessionEvent};
 use hookstate_schema::Body;
