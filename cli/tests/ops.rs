@@ -97,16 +97,11 @@ fn dump_then_restore_reproduces_the_head_hash_and_the_views() {
     assert_eq!(at(&["--idem-key", "once", "counter", "add", "c", "3"])["value"], 3);
     let again = super::run_in(&target, &["dump"]).expect(0).stdout;
     assert_eq!(again.lines().take(7).collect::<Vec<_>>(), dump.lines().collect::<Vec<_>>());
-    // A restore in place is refused: over the store, and over the anchor a removed store left
-    // once that store moved past the dump, which says so (it used to say the target exists).
-    // An anchor at the dump's very head is what a restore cut before it named the store leaves:
-    // the same restore takes it.
+    // A restore in place is refused: over the store, and over the anchor a removed store left,
+    // which says so (it used to say the target exists).
     let from = ["restore", "--from", file.to_str().unwrap()];
     let run = super::run_in(&target, &from).expect(3);
     assert!(run.stderr.contains("exists: name a new store"), "{run:?}");
-    std::fs::remove_file(&target).unwrap();
-    assert_eq!(super::run_in(&target, &from).expect(0).json()["head"], stats["head"]);
-    assert_eq!(at(&["counter", "add", "c", "1"])["value"], 4);
     std::fs::remove_file(&target).unwrap();
     let run = super::run_in(&target, &from).expect(3);
     assert!(run.stderr.contains("holds no store, but the head anchor"), "{run:?}");
@@ -115,6 +110,36 @@ fn dump_then_restore_reproduces_the_head_hash_and_the_views() {
     anchor.push(".head");
     std::fs::remove_file(&anchor).unwrap();
     assert_eq!(super::run_in(&target, &from).expect(0).json()["head"], stats["head"]);
+}
+
+/// A restore cut after it named its store and before it anchored it (the anchor absent) leaves
+/// a store that reads unmarked and takes writes, the first of which anchors it (so does
+/// `verify`); once the store moved past the head it was built at, a missing anchor is refused.
+#[test]
+fn a_restored_store_whose_anchor_was_cut_takes_writes_until_it_moves_on() {
+    let store = Store::new();
+    store.run(&["kv", "put", "k", "1"]).expect(0);
+    let dump = store.dir.path().join("dump.jsonl");
+    std::fs::write(&dump, dump_of(&store)).unwrap();
+    let target = store.dir.path().join("restored/state.redb");
+    let anchor = store.dir.path().join("restored/state.redb.head");
+    let restore_cut = || {
+        let _ = std::fs::remove_file(&target);
+        let _ = std::fs::remove_file(&anchor);
+        super::run_in(&target, &["restore", "--from", dump.to_str().unwrap()]).expect(0);
+        std::fs::remove_file(&anchor).unwrap();
+    };
+    restore_cut();
+    let read = super::run_in(&target, &["kv", "get", "k"]).expect(0).json();
+    assert_eq!((read["value"].as_i64(), read.get("anchor_mismatch")), (Some(1), None), "{read}");
+    super::run_in(&target, &["verify"]).expect(0);
+    assert!(anchor.exists(), "verify anchored the built store");
+    restore_cut();
+    super::run_in(&target, &["kv", "put", "k", "2"]).expect(0);
+    assert!(anchor.exists(), "the first write anchored the built store");
+    std::fs::remove_file(&anchor).unwrap();
+    let run = super::run_in(&target, &["kv", "put", "k", "3"]).expect(5);
+    assert!(run.stderr.contains("head anchor missing"), "{run:?}");
 }
 
 /// A restore with a second anchor directory moves that anchor to the restored head, so the

@@ -66,6 +66,10 @@ pub const META_CHECKPOINT_VIEWS: &str = "checkpoint_views";
 pub const META_LOG_BASE: &str = "log_base";
 /// Meta key of that checkpoint's view rows.
 pub const META_LOG_BASE_VIEWS: &str = "log_base_views";
+/// Meta key of the head a restore, backup or copy built the store at (as [`META_HEAD`]): while
+/// the head is still this one, a missing head anchor is the build's own, cut between naming the
+/// store and anchoring it, and the next write (or `verify`) writes it.
+pub const META_BUILT_HEAD: &str = "built_head";
 /// Length of a store id.
 pub const STORE_ID_BYTES: usize = 16;
 

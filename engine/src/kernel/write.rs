@@ -353,7 +353,7 @@ impl Kernel {
     ) -> Result<()> {
         let required = self.storage.anchor_required();
         for (path, state) in self.check_anchors(txn, head, anchors)? {
-            if required && state == AnchorState::Missing && head.seq > 0 {
+            if required && state == AnchorState::Missing && head.seq > 0 && !built_at(txn, head)? {
                 return Err(anchor::missing(&path, head));
             }
         }
@@ -766,6 +766,17 @@ impl Kernel {
         };
         Ok(Some(Outcome { result, refusal: None, head, appended: 0, replayed: true, mirror: None }))
     }
+}
+
+/// Whether `head` is the head a restore, backup or copy built the store at
+/// ([`format::META_BUILT_HEAD`]): nothing was committed since, so a missing anchor is that
+/// build's own, cut between naming the store and anchoring it, and the next commit writes it.
+///
+/// # Errors
+/// Store errors.
+pub(crate) fn built_at(txn: &dyn ReadTxn, head: &Head) -> Result<bool> {
+    let built = txn.meta(format::META_BUILT_HEAD)?;
+    Ok(built.is_some_and(|bytes| bytes == format::encode_head(head)))
 }
 
 /// Writes the rows `overlay`'s events changed, in one visit of the views table.

@@ -240,11 +240,6 @@ impl StoreDir {
             .map_err(|e| io_err("remove", &self.dir_path.join(name), e))
     }
 
-    /// Removes the anchor file (a build that anchored a store it then could not publish).
-    pub(crate) fn remove_anchor(&self) -> Result<()> {
-        self.remove(&self.anchor_name())
-    }
-
     /// Makes the directory's entries durable.
     pub(crate) fn sync_dir(&self) -> Result<()> {
         rustix::fs::fsync(&self.dir).map_err(|e| io_err("fsync directory", &self.dir_path, e))

@@ -1,18 +1,20 @@
 //! A new store built whole in one transaction (a restore from a dump, a backup of a live
-//! store): made in a temporary file beside the target, anchored at its head, and only then
-//! published at the target's name, complete and synced (and, for a restore with a second anchor
+//! store): made in a temporary file beside the target, published at the target's name only once
+//! it is complete and synced, then anchored at its head (and, for a restore with a second anchor
 //! directory, the second anchor moved to it, or the restore refused when that anchor has seen
 //! the store further along).
 //!
-//! A failed build leaves nothing at the target. A build cut after its anchor and before its
-//! name leaves the anchor alone, which a rerun of the same build takes as its own; the other
-//! order left a store without its anchor, which refuses writes until an operator accepts it.
-//! Does not know what the events say; the caller fills the transaction.
+//! A failed build leaves nothing at the target. The built store records the head it was built at
+//! (`META_BUILT_HEAD`): a build cut between naming the store and anchoring it leaves a store
+//! whose missing anchor is taken as that build's while its head is still the built one, and the
+//! next write anchors it. Does not know what the events say; the caller fills the transaction.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use hookstate_schema::format::{decode_event, format_anchor, parse_anchor, Head, STORE_ID_BYTES};
+use hookstate_schema::format::{
+    decode_event, encode_head, format_anchor, parse_anchor, Head, META_BUILT_HEAD, STORE_ID_BYTES,
+};
 
 use crate::kernel::error::{Error, Result};
 use crate::kernel::storage::WriteTxn;
@@ -56,11 +58,8 @@ pub(crate) fn create_filled(
     if taken || dir.open_store(true)?.is_some() {
         return Err(exists());
     }
-    // An anchor of this store id may be a cut build's own: the built head decides.
-    if let Some(left) = dir.read_anchor()? {
-        if parse_anchor(&left).map_or(true, |(id, _)| id != *store_id) {
-            return Err(left_behind(&dir, path));
-        }
+    if dir.read_anchor()?.is_some() {
+        return Err(left_behind(&dir, path));
     }
     let (file, draft) = dir.create_draft("create")?;
     let checked = match &second {
@@ -71,15 +70,28 @@ pub(crate) fn create_filled(
         }),
         None => build(&dir, file, store_id, None, fill),
     };
-    let built = Built { dir: &dir, path, draft: &draft, store_id };
-    let published = checked.and_then(|(head, keep)| {
-        built.anchor_then_publish(&keep, &head, second.as_ref())?;
-        Ok(head)
-    });
-    if published.is_err() {
-        let _ = dir.discard(&draft);
+    let (head, keep) = match checked {
+        Ok(built) => built,
+        Err(err) => {
+            let _ = dir.discard(&draft);
+            return Err(err);
+        }
+    };
+    if !dir.publish_store(&draft, &keep)? {
+        return Err(exists());
     }
-    published
+    // The anchors wait for their lock: the writers of other stores in the directory take it for
+    // a moment at each commit, and a build that skipped its anchor left a store refusing writes.
+    let _lock = wait_anchor_lock(&dir)?;
+    let text = format_anchor(store_id, &head);
+    dir.write_anchor(&text)?;
+    if let Some(second) = &second {
+        let current = second.read_last(store_id)?;
+        if crate::kernel::anchor::advance(current.as_deref(), store_id, &head).is_some() {
+            second.append(store_id, &text)?;
+        }
+    }
+    Ok(head)
 }
 
 /// How long a build waits for its directory's anchor lock, which the writers of other stores in
@@ -102,60 +114,7 @@ fn wait_anchor_lock(dir: &StoreDir) -> Result<super::dir::AnchorLock<'_>> {
     }
 }
 
-/// A store built in a draft, to be published at `path`.
-struct Built<'a> {
-    dir: &'a StoreDir,
-    path: &'a Path,
-    draft: &'a super::dir::Draft,
-    store_id: &'a [u8; STORE_ID_BYTES],
-}
-
-impl Built<'_> {
-    /// Anchors the built store at `head`, then publishes it, then moves its second anchor (when
-    /// `second`) to `head`, all under the anchor lock: an anchor already there is kept when it
-    /// names this very head (a build of the same store cut between the two steps), and refused
-    /// otherwise. A store published at `path` meanwhile by a creator that does not take the lock
-    /// refuses the build, and the anchor written for it is removed again.
-    fn anchor_then_publish(
-        &self,
-        keep: &std::fs::File,
-        head: &Head,
-        second: Option<&SecondAnchor>,
-    ) -> Result<()> {
-        let (dir, store_id) = (self.dir, self.store_id);
-        let exists =
-            || Error::bad(format!("target {}", self.path.display()), "exists: name a new store");
-        let _lock = wait_anchor_lock(dir)?;
-        let text = format_anchor(store_id, head);
-        let wrote = match dir.read_anchor()? {
-            None => {
-                dir.write_anchor(&text)?;
-                true
-            }
-            Some(left)
-                if parse_anchor(&left).is_ok_and(|(id, at)| id == *store_id && at == *head) =>
-            {
-                false
-            }
-            Some(_) => return Err(left_behind(dir, self.path)),
-        };
-        if !dir.publish_store(self.draft, keep)? {
-            if wrote {
-                let _ = dir.remove_anchor();
-            }
-            return Err(exists());
-        }
-        if let Some(second) = second {
-            let current = second.read_last(store_id)?;
-            if crate::kernel::anchor::advance(current.as_deref(), store_id, head).is_some() {
-                second.append(store_id, &text)?;
-            }
-        }
-        Ok(())
-    }
-}
-
-/// The refusal of a target beside which another store's anchor is left.
+/// The refusal of a target beside which a removed store's anchor is left.
 fn left_behind(dir: &StoreDir, path: &Path) -> Error {
     let why = format!(
         "holds no store, but the head anchor {} of one is left beside it: a store made there \
@@ -228,6 +187,7 @@ fn build(
     let store = RedbStore::create_in(file, &meta)?;
     let mut txn = store.begin_write(Instant::now() + OWN_FILE_WAIT)?;
     let head = fill(&mut *txn)?;
+    txn.put_meta(META_BUILT_HEAD, &encode_head(&head))?;
     if let Some(anchored) = anchored.filter(|a| a.seq > 0 && a.seq <= head.seq) {
         let hash = match txn.event(anchored.seq)? {
             Some(record) => Some(
@@ -318,24 +278,6 @@ mod tests {
         }
     }
 
-    /// A store is named only once its anchor is written: when the anchor cannot be written, the
-    /// build fails and no store is left (the other order left a store without its anchor, which
-    /// refuses writes).
-    #[test]
-    fn a_store_whose_anchor_cannot_be_written_is_not_published() {
-        let tmp = tempfile::tempdir().unwrap();
-        let path = tmp.path().join("s.redb");
-        let id = [4; STORE_ID_BYTES];
-        let mut fill = fill_to(1, &id);
-        let failed = create_filled(&path, &id, None, &mut |txn| {
-            // Something that is no anchor file takes the anchor's name while the store is built.
-            std::fs::create_dir_all(tmp.path().join("s.redb.head").join("x")).unwrap();
-            fill(txn)
-        });
-        assert!(failed.is_err(), "{failed:?}");
-        assert!(!path.exists(), "{:?}", names(tmp.path()));
-    }
-
     /// A build waits for the anchor lock another store's writer in the directory holds, and
     /// anchors its store (it skipped the anchor, leaving a store that refused writes).
     #[test]
@@ -350,33 +292,8 @@ mod tests {
             move || create_filled(&path, &id, None, &mut fill_to(2, &id))
         });
         std::thread::sleep(Duration::from_millis(200));
-        assert!(!path.exists(), "named without its anchor");
         rustix::fs::flock(&dir, rustix::fs::FlockOperation::Unlock).unwrap();
         let head = building.join().unwrap().unwrap();
-        let anchor = StoreDir::open(&path, false).unwrap().read_anchor().unwrap().unwrap();
-        assert_eq!(parse_anchor(&anchor).unwrap(), (id, head));
-    }
-
-    /// A build cut between its anchor and its name leaves the anchor alone: the same build run
-    /// again takes it as its own; a build of another head or another store is refused by it.
-    #[test]
-    fn an_anchor_left_by_a_cut_build_is_taken_by_the_same_build_only() {
-        let tmp = tempfile::tempdir().unwrap();
-        let path = tmp.path().join("s.redb");
-        let id = [5; STORE_ID_BYTES];
-        create_filled(&path, &id, None, &mut fill_to(3, &id)).unwrap();
-        // What a cut after the anchor leaves: the anchor, no store.
-        std::fs::remove_file(&path).unwrap();
-        assert_eq!(names(tmp.path()), ["s.redb.head"]);
-        for (seq, other_id) in [(2, id), (3, [6; STORE_ID_BYTES])] {
-            let refused = create_filled(&path, &other_id, None, &mut fill_to(seq, &other_id));
-            let message = refused.unwrap_err().to_string();
-            assert!(message.contains("head anchor"), "{message}");
-            assert_eq!(names(tmp.path()), ["s.redb.head"]);
-        }
-        let head = create_filled(&path, &id, None, &mut fill_to(3, &id)).unwrap();
-        assert_eq!(head.seq, 3);
-        assert_eq!(names(tmp.path()), ["s.redb", "s.redb.head"]);
         let anchor = StoreDir::open(&path, false).unwrap().read_anchor().unwrap().unwrap();
         assert_eq!(parse_anchor(&anchor).unwrap(), (id, head));
     }
