@@ -404,6 +404,43 @@ fn a_hand_formatted_json_file_is_adopted_and_written_back_in_upstreams_layout() 
     h.engine.ops().verify(Default::default()).unwrap();
 }
 
+/// The observations ledger rewritten by another JSON library (spacing, `\u` escapes) with CRLF
+/// line ends holds the same records: nothing is appended or dropped; a line appended with a
+/// carriage return is adopted once, without it.
+#[test]
+fn a_reformatted_observations_ledger_is_the_same_records() {
+    let h = mirrored_hermit();
+    let ledger = h.file("state/observations.jsonl");
+    let count = |text: &str| text.lines().filter(|l| !l.trim().is_empty()).count();
+    let before = count(&ledger);
+    let reformat = |line: &str| {
+        let value: serde_json::Value = serde_json::from_str(line).unwrap();
+        let mut out = String::new();
+        for c in serde_json::to_string(&value).unwrap().replace("\":", "\": ").chars() {
+            match c.is_ascii() {
+                true => out.push(c),
+                false => out.push_str(&format!("\\u{:04x}", u32::from(c))),
+            }
+        }
+        out + "\r\n"
+    };
+    let rewritten: String = ledger.lines().map(reformat).collect();
+    assert_ne!(rewritten, ledger);
+    let appended =
+        "{\"ts\":\"2026-09-14T11:00:00Z\",\"pattern\":\"by hand\",\"session_id\":\"S-045\"}";
+    std::fs::write(h.dir.join("state/observations.jsonl"), rewritten + appended + "\r\n").unwrap();
+    h.mirrored(NOW + 60_000, |e| e.session().runtime_get(&h.scope));
+    let after = h.file("state/observations.jsonl");
+    assert_eq!(count(&after), before + 1, "{after}");
+    assert_eq!(after.matches("by hand").count(), 1, "{after}");
+    let exported = tempfile::tempdir().unwrap();
+    h.engine.session().export(&h.scope, exported.path()).unwrap();
+    let stored = std::fs::read_to_string(exported.path().join("state/observations.jsonl")).unwrap();
+    assert_eq!(count(&stored), before + 1, "{stored}");
+    assert!(stored.contains(&format!("{appended}\n")), "adopted without its CR: {stored}");
+    h.engine.ops().verify(Default::default()).unwrap();
+}
+
 #[test]
 fn a_corrupt_file_is_quarantined_and_the_stores_version_written_back() {
     let h = mirrored_hermit();

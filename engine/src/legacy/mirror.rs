@@ -112,6 +112,10 @@ pub(crate) struct Change {
     /// writer that read the file some writes ago wrote back one of these plus its own change, so
     /// a layout can find the version it read.
     pub(crate) history: Vec<Vec<u8>>,
+    /// The bytes a write of the mirror announced and then may or may not have written, its call
+    /// killed before the baseline moved, when the file holds other bytes since: a layout whose
+    /// writers append may take the file as extending them.
+    pub(crate) announced: Option<Vec<u8>>,
     /// What the file holds now (empty when `removed`).
     pub(crate) now: Vec<u8>,
     /// The file is gone since the baseline (handed over only for [`Layout::removable`] files).
@@ -349,8 +353,8 @@ fn adopt(
             // A deleted file is rewritten, not adopted as a deletion, unless its absence is a
             // state the layout adopts.
             if base.is_some() && layout.removable(&path) {
-                let removed =
-                    Change { path, base, history: Vec::new(), now: Vec::new(), removed: true };
+                let (history, announced, now) = (Vec::new(), None, Vec::new());
+                let removed = Change { path, base, history, announced, now, removed: true };
                 changes[file.layout].push(removed);
             }
             continue;
@@ -364,10 +368,10 @@ fn adopt(
             // the store made, and that is a second change.)
             let pending =
                 file.owned.then(|| read_pending(meta, layout.name(), &path, max)).flatten();
-            if let Some(pending) = pending {
+            if let Some(pending) = &pending {
                 // The baseline moves before the announcement goes: killed between the two, the
                 // next call finds the file equal to its baseline.
-                if pending == *now {
+                if pending == now {
                     write_base(meta, layout.name(), &path, now)?;
                     if let Some(stamp) = file.stamp {
                         write_stamp(meta, layout.name(), &path, stamp)?;
@@ -381,7 +385,8 @@ fn adopt(
                 true => read_history(meta, layout.name(), &path, max)?,
                 false => Vec::new(),
             };
-            let change = Change { path, base, history, now: now.clone(), removed: false };
+            let (announced, now) = (pending, now.clone());
+            let change = Change { path, base, history, announced, now, removed: false };
             changes[file.layout].push(change);
         }
     }

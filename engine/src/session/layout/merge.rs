@@ -213,8 +213,15 @@ fn text_of(bytes: &[u8]) -> Option<&str> {
 /// a baseline, or the baseline's first lines, absent file included) are appended; an outside
 /// rewrite (a legacy prune) drops the baseline's lines it removed and appends the ones it added;
 /// lines only the store holds are kept.
+///
+/// Lines are compared as the records upstream's line-by-line `JSON.parse` reads: a line that
+/// parses is the same line as another of the same JSON value, whatever its spacing, escapes,
+/// key order or carriage return at its end (a file converted to CRLF, or rewritten by another
+/// JSON library, holds the same records); a line appended with a carriage return is adopted
+/// without it.
 pub(crate) fn observations(change: &Change, file: &str, store: Option<&Lines>) -> Merged {
     let mut out = Merged::default();
+    let file = &without_cr(file);
     let Some(store) = store else {
         let lines = LineFile { lines: file.split('\n').map(str::to_owned).collect() };
         out.events.push(SessionEvent::LedgerAdopted {
@@ -224,20 +231,29 @@ pub(crate) fn observations(change: &Change, file: &str, store: Option<&Lines>) -
         });
         return out;
     };
-    let read: Vec<&str> =
-        change.base.iter().chain(&change.history).filter_map(|b| text_of(b)).collect();
-    if let Some(read) = read.iter().find(|r| file.starts_with(**r)) {
+    let read: Vec<String> = change
+        .base
+        .iter()
+        .chain(&change.history)
+        .filter_map(|b| text_of(b))
+        .map(without_cr)
+        .collect();
+    // The file extends the latest version it holds whole: a baseline, or what a killed call of
+    // the mirror announced and wrote (its lines are the store's already).
+    let announced = change.announced.as_deref().and_then(text_of).map(without_cr);
+    let extended = read.iter().chain(&announced).filter(|r| file.starts_with(r.as_str()));
+    if let Some(read) = extended.max_by_key(|r| r.len()) {
         out.events.extend(appended(&file[read.len()..]));
         return out;
     }
-    let base_lines: Vec<&str> = read.first().map(|b| terminated(b)).unwrap_or_default();
+    let base_lines: Vec<Line> = read.first().map(|b| terminated(b)).unwrap_or_default();
     let file_lines = terminated(file);
     let kept = without(&file_lines, &without(&file_lines, &base_lines));
     let stale = base_lines.starts_with(&kept);
+    let stored: Vec<(u64, Line)> = store.lines.iter().map(|(p, l)| (*p, Line::of(l))).collect();
     if !stale {
         // A rewrite: the baseline's lines the file no longer holds are dropped from the store.
-        let mut pool: Vec<(u64, &str)> =
-            store.lines.iter().map(|(p, l)| (*p, l.as_str())).collect();
+        let mut pool: Vec<&(u64, Line)> = stored.iter().collect();
         let mut dropped = Vec::new();
         for line in without(&base_lines, &file_lines) {
             if let Some(at) = pool.iter().position(|(_, l)| *l == line) {
@@ -248,35 +264,68 @@ pub(crate) fn observations(change: &Change, file: &str, store: Option<&Lines>) -
             out.events.push(SessionEvent::LinesDropped { positions: dropped });
         }
     }
-    let known: Vec<&str> = if read.is_empty() {
-        store.lines.iter().map(|(_, l)| l.as_str()).collect()
+    let mut known: Vec<Line> = if read.is_empty() {
+        stored.into_iter().map(|(_, l)| l).collect()
     } else {
         base_lines.clone()
     };
+    // The lines a killed call announced beyond its baseline are the store's own.
+    if let Some(announced) = &announced {
+        known.extend(without(&terminated(announced), &base_lines));
+    }
     for line in without(&file_lines, &known) {
-        let line = line.to_owned();
+        let line = line.text.to_owned();
         out.events.push(SessionEvent::LineAppended { ledger: Ledger::Observations, line });
     }
     out
 }
 
+/// `text` with the carriage return before each line feed removed.
+fn without_cr(text: &str) -> String {
+    text.replace("\r\n", "\n")
+}
+
+/// A ledger line as the merge compares it: by its JSON value when it parses, else by its text
+/// (without a carriage return at its end).
+#[derive(Debug, Clone)]
+struct Line<'a> {
+    text: &'a str,
+    value: Option<Value>,
+}
+
+impl<'a> Line<'a> {
+    fn of(text: &'a str) -> Line<'a> {
+        let text = text.strip_suffix('\r').unwrap_or(text);
+        Line { text, value: serde_json::from_str(text).ok() }
+    }
+}
+
+impl PartialEq for Line<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        match (&self.value, &other.value) {
+            (Some(a), Some(b)) => a == b,
+            _ => self.text == other.text,
+        }
+    }
+}
+
 /// The newline-terminated lines of a text.
-fn terminated(text: &str) -> Vec<&str> {
-    let mut lines: Vec<&str> = text.split('\n').collect();
+fn terminated(text: &str) -> Vec<Line<'_>> {
+    let mut lines: Vec<Line> = text.split('\n').map(Line::of).collect();
     lines.pop();
     lines
 }
 
 /// The lines of `a` not matched one for one in `b`, in `a`'s order.
-fn without<'a>(a: &[&'a str], b: &[&str]) -> Vec<&'a str> {
-    let mut pool: Vec<&str> = b.to_vec();
+fn without<'a>(a: &[Line<'a>], b: &[Line]) -> Vec<Line<'a>> {
+    let mut pool: Vec<&Line> = b.iter().collect();
     let mut out = Vec::new();
     for line in a {
-        match pool.iter().position(|l| l == line) {
+        match pool.iter().position(|l| *l == line) {
             Some(at) => {
                 pool.remove(at);
             }
-            None => out.push(*line),
+            None => out.push(line.clone()),
         }
     }
     out
