@@ -441,6 +441,35 @@ fn a_reformatted_observations_ledger_is_the_same_records() {
     h.engine.ops().verify(Default::default()).unwrap();
 }
 
+/// A mirrored call killed after it wrote the ledger and before its baseline moved leaves its
+/// announcement; an outside append on top of that write is adopted alone, the call's own line
+/// (already the store's) is not adopted again.
+#[test]
+fn an_append_after_a_killed_calls_write_adopts_only_the_append() {
+    let h = mirrored_hermit();
+    let ledger = h.file("state/observations.jsonl");
+    // The killed call: its line committed, the file written, the baseline not moved.
+    let now = NOW + 60_000;
+    let observe = Hermit::words(&["quick-deferral"]);
+    h.engine.session().observe(&h.call(now), &observe, "own line").unwrap();
+    let exported = tempfile::tempdir().unwrap();
+    h.engine.session().export(&h.scope, exported.path()).unwrap();
+    let written =
+        std::fs::read_to_string(exported.path().join("state/observations.jsonl")).unwrap();
+    assert!(written.starts_with(&ledger) && written.contains("own line"), "{written}");
+    let base = h.dir.join(".hookstate-mirror/base/hermit-session/state/observations.jsonl");
+    assert_eq!(std::fs::read_to_string(&base).unwrap(), ledger, "the baseline the test assumes");
+    let mut pending = base.into_os_string();
+    pending.push(".hookstate-pending");
+    std::fs::write(&pending, &written).unwrap();
+    let outside = "{\"ts\":\"2026-09-14T11:00:00Z\",\"pattern\":\"outside\"}\n";
+    std::fs::write(h.dir.join("state/observations.jsonl"), format!("{written}{outside}")).unwrap();
+    h.mirrored(now + 1, |e| e.session().runtime_get(&h.scope));
+    let after = h.file("state/observations.jsonl");
+    assert_eq!((after.matches("own line").count(), after.matches("outside").count()), (1, 1));
+    h.engine.ops().verify(Default::default()).unwrap();
+}
+
 #[test]
 fn a_corrupt_file_is_quarantined_and_the_stores_version_written_back() {
     let h = mirrored_hermit();
