@@ -257,6 +257,31 @@ fn the_mirror_keeps_alert_state_current_and_adopts_or_quarantines_outside_writes
     assert_eq!(mode & 0o777, 0o600);
 }
 
+/// A reformat of `alert-state.json` (another indent, CRLF) changes no field: the next mirrored
+/// count adds its one tick, not a second one taken for a stale counter's.
+#[test]
+fn a_reformatted_alert_state_adds_no_tick() {
+    let h = Hermit::new("hermit");
+    h.import("hermit-proposals").expect(0);
+    let count = || {
+        let args = ["--now-ms", NOW, "--mirror", h.dir(), "alerts", "--dir", h.dir(), "count-tick"];
+        h.store.run(&args).expect(0).json()["total_ticks"].as_u64().unwrap()
+    };
+    let first = count();
+    assert_eq!(count(), first + 1);
+    let file: Value = serde_json::from_slice(&std::fs::read(h.alert_file()).unwrap()).unwrap();
+    let mut text = Vec::new();
+    let indent = serde_json::ser::PrettyFormatter::with_indent(b"    ");
+    serde::Serialize::serialize(
+        &file,
+        &mut serde_json::Serializer::with_formatter(&mut text, indent),
+    )
+    .unwrap();
+    let text = String::from_utf8(text).unwrap().replace('\n', "\r\n") + "\r\n";
+    std::fs::write(h.alert_file(), text).unwrap();
+    assert_eq!(count(), first + 2, "one tick, not two");
+}
+
 /// An export from a scope that holds no alert state leaves an existing `alert-state.json` as it
 /// is (upstream's precheck and alert-update own it until it is imported); with no file there, it
 /// writes the seed template.
