@@ -411,6 +411,38 @@ fn bad_input_to_every_verb_is_refused_with_the_store_unchanged() {
     assert_eq!(state(), before, "no bad call changed the store");
 }
 
+/// `runtime set` grows `runtime.json` past 64 keys (the legacy codec's old bound): an outside
+/// write of the file after that is adopted, not quarantined as corrupt with its field lost.
+#[test]
+fn a_runtime_json_of_many_keys_still_takes_outside_writes() {
+    let h = Hermit::new(true);
+    let d = h.d().to_owned();
+    let fields: Vec<String> = (0..60).map(|n| format!("f{n}={n}")).collect();
+    let fields: Vec<&str> = fields.iter().map(String::as_str).collect();
+    let mirrored = ["--mirror", &d, "hermit", "--dir", &d, "runtime", "set"];
+    let run = h.run(&[&mirrored[..], &fields[..]].concat(), "");
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let path = h.dir.join("state/runtime.json");
+    let mut runtime: serde_json::Map<String, Value> =
+        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    assert!(runtime.len() > 64, "{}", runtime.len());
+    runtime.insert("last_error".into(), "disk full".into());
+    std::fs::write(&path, serde_json::to_string_pretty(&runtime).unwrap() + "\n").unwrap();
+    let run = h.run(&[&mirrored[..], &["probe=1"][..]].concat(), "");
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let got = h.run(&["hermit", "--dir", &d, "runtime", "get"], "");
+    let got: Value = serde_json::from_str(&got.stdout).unwrap();
+    assert_eq!(
+        (got["answer"]["last_error"].as_str(), got["answer"]["probe"].as_i64()),
+        (Some("disk full"), Some(1))
+    );
+    let quarantined = std::fs::read_dir(h.dir.join("state"))
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().contains(".corrupt-"))
+        .count();
+    assert_eq!(quarantined, 0);
+}
+
 #[test]
 fn a_mirrored_verb_adopts_the_directory_and_writes_back_only_what_changed() {
     let h = Hermit::new(true);

@@ -339,6 +339,11 @@ impl Alerts<'_> {
                 runtime.shift_remove(name);
             }
             runtime.insert("updated_at".into(), updated_at.clone().into());
+            // The session layout reads the file back with the legacy codec's bound.
+            let (count, max) = (runtime.len(), crate::legacy::json::OBJECT_KEYS_MAX);
+            if count > max {
+                return Err(Error::TooMany { what: "runtime.json keys", count, max });
+            }
             let text = rules::render_object(&runtime, Layout::Pretty);
             check_size(RUNTIME_FILE, &text)?;
             let result = RuntimeSet { runtime: &runtime };

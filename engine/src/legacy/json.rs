@@ -15,8 +15,11 @@ use serde_json::value::RawValue;
 
 use crate::kernel::error::{Error, Result};
 
-/// Keys in one legacy object: far above any upstream record.
-pub(crate) const OBJECT_KEYS_MAX: usize = 64;
+/// Keys in one legacy object: far above any upstream record. A writer that adds fields a caller
+/// names (`runtime set`) refuses to grow an object past it, so every file the store writes reads
+/// back (it was 64, which `runtime set` passed, and every outside write of the file after that
+/// was quarantined).
+pub(crate) const OBJECT_KEYS_MAX: usize = 1024;
 
 struct Ordered(Vec<(String, Box<RawValue>)>);
 
@@ -30,11 +33,12 @@ impl<'de> Deserialize<'de> for Ordered {
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Ordered, A::Error> {
                 let mut fields: Vec<(String, Box<RawValue>)> = Vec::new();
+                let mut seen = std::collections::HashSet::new();
                 while let Some((key, value)) = map.next_entry::<String, Box<RawValue>>()? {
                     if fields.len() >= OBJECT_KEYS_MAX {
                         return Err(serde::de::Error::custom("too many keys"));
                     }
-                    if fields.iter().any(|(k, _)| *k == key) {
+                    if !seen.insert(key.clone()) {
                         return Err(serde::de::Error::custom(format!("duplicate key {key:?}")));
                     }
                     fields.push((key, value));

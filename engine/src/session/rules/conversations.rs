@@ -15,9 +15,10 @@ use crate::kernel::compat::stamp;
 use crate::kernel::compat::text as js;
 use crate::legacy::json as legacy_json;
 
-/// Bindings one store holds: as many keys as the legacy JSON codec reads back (a hermit has a
-/// handful of chats).
-pub(crate) const BINDINGS_MAX: usize = crate::legacy::json::OBJECT_KEYS_MAX;
+/// Bindings `bind` makes, hookstate's bound (upstream has none; a hermit has a handful of
+/// chats). Bindings an outside writer adds are adopted up to the legacy codec's
+/// `OBJECT_KEYS_MAX`.
+pub(crate) const BINDINGS_MAX: usize = 64;
 /// `update --status` values.
 pub(crate) const STATUSES: [&str; 4] = ["running", "idle", "parked", "unknown"];
 /// The options `bind` takes (after `-` became `_`).

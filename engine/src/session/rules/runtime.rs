@@ -387,7 +387,25 @@ pub(crate) fn decide(
         Move::Merge { unset, .. } => unset.clone(),
         _ => Vec::new(),
     };
+    check_keys(doc, &sets, &unset)?;
     Ok(Ok(SessionEvent::RuntimeChanged { cause: cause(mv), sets, unset, updated_at: local }))
+}
+
+/// Refuses a write that would leave `runtime.json` with more keys than the legacy codec reads
+/// back ([`legacy_json::OBJECT_KEYS_MAX`]): the file would then be refused as corrupt.
+fn check_keys(doc: Option<&JsonDoc>, sets: &[(String, String)], unset: &[String]) -> Result<()> {
+    let mut keys: std::collections::HashSet<&str> =
+        doc.map(|d| d.fields.iter().map(|(k, _)| k.as_str()).collect()).unwrap_or_default();
+    keys.extend(sets.iter().map(|(k, _)| k.as_str()));
+    keys.insert("updated_at");
+    for key in unset {
+        keys.remove(key.as_str());
+    }
+    let (count, max) = (keys.len(), legacy_json::OBJECT_KEYS_MAX);
+    if count > max {
+        return Err(Error::TooMany { what: "runtime.json keys", count, max });
+    }
+    Ok(())
 }
 
 fn check_merge(sets: &[(String, String)], unset: &[String]) -> Result<()> {

@@ -227,3 +227,17 @@ proptest::proptest! {
         }
     }
 }
+
+/// A write that would leave more keys than the legacy codec reads back is refused; an unset
+/// makes room.
+#[test]
+fn runtime_keys_stay_within_what_the_codec_reads_back() {
+    let max = legacy_json::OBJECT_KEYS_MAX;
+    let fields = (0..max - 1).map(|n| (format!("k{n}"), "1".to_owned())).collect();
+    let doc = JsonDoc { fields, style: Style::Pretty };
+    let set = |key: &str| vec![(key.to_owned(), "2".to_owned())];
+    assert!(check_keys(Some(&doc), &set("k0"), &[]).is_ok(), "updated_at makes max keys");
+    let over = check_keys(Some(&doc), &set("new"), &[]);
+    assert!(matches!(over, Err(Error::TooMany { .. })), "{over:?}");
+    assert!(check_keys(Some(&doc), &set("new"), &["k1".to_owned()]).is_ok());
+}
