@@ -598,8 +598,9 @@ fn chrono_ms(at: &str) -> i64 {
 fn verify_refuses_events_per_domain_that_are_not_the_logs() {
     use redb::ReadableDatabase;
     let store = written();
+    // The checkpoint's rows live in their own table (format 5).
     let table: redb::TableDefinition<&str, &[u8]> =
-        redb::TableDefinition::new(hookstate_schema::format::META_TABLE);
+        redb::TableDefinition::new(hookstate_schema::format::BLOBS_TABLE);
     {
         let database = redb::Database::builder()
             .set_concurrency_mode(redb::ConcurrencyMode::MultiWriter)
@@ -709,8 +710,9 @@ fn verify_refuses_a_checkpoint_whose_rows_were_edited() {
     let store = puts(6);
     store.run(&["checkpoint"]).expect(0);
     store.run(&["compact"]).expect(0);
+    // The checkpoint's rows live in their own table (format 5).
     let table: redb::TableDefinition<&str, &[u8]> =
-        redb::TableDefinition::new(hookstate_schema::format::META_TABLE);
+        redb::TableDefinition::new(hookstate_schema::format::BLOBS_TABLE);
     {
         use redb::ReadableDatabase;
         let database = redb::Database::builder()

@@ -16,12 +16,14 @@ use crate::view::{ViewKey, ViewRow};
 /// the request of a keyed call and the time of an idempotency row; version 3 the index rows the
 /// hot verbs read (docs/decisions.md, "Costs that grow with the work"); version 4 records that
 /// keep the first [`RECORD_CHECK_BYTES`] of their hash instead of all of it (record versions 4
-/// and 5). An older store is upgraded by `hookstate rebuild`, except one of
-/// [`FORMAT_VERSION_IN_PLACE`].
-pub const FORMAT_VERSION: u16 = 4;
-/// The oldest format this build writes without a `rebuild`: a format 3 store has format 4's views
-/// and tables, and its first commit by this build moves its version to 4 (so that a build that
-/// cannot read the shorter records refuses the store as too new instead of misreading them).
+/// and 5); version 5 a checkpoint's view rows in their own table ([`BLOBS_TABLE`]). An older
+/// store is upgraded by `hookstate rebuild`, except one of [`FORMAT_VERSION_IN_PLACE`] or later.
+pub const FORMAT_VERSION: u16 = 5;
+/// The oldest format this build writes without a `rebuild`: a format 3 or 4 store has format 5's
+/// views and tables but for [`BLOBS_TABLE`], and its first commit by this build moves its
+/// checkpoint rows there and its version to 5 (so that a build that cannot read the shorter
+/// records, or finds no checkpoint rows among the meta rows, refuses the store as too new instead
+/// of misreading it).
 pub const FORMAT_VERSION_IN_PLACE: u16 = 3;
 /// The newest record envelope version this build writes and reads: a record whose body is at a
 /// shape version above 1 (`upcast.rs`), keeping the first [`RECORD_CHECK_BYTES`] of its hash.
@@ -66,6 +68,13 @@ pub const META_CHECKPOINT_VIEWS: &str = "checkpoint_views";
 pub const META_LOG_BASE: &str = "log_base";
 /// Meta key of that checkpoint's view rows.
 pub const META_LOG_BASE_VIEWS: &str = "log_base_views";
+/// Table of the large values a checkpoint keeps ([`BLOB_KEYS`]): `&str -> bytes`, away from the
+/// meta rows every call reads (format 5). In the meta table, a checkpoint's view rows (megabytes
+/// on a big store) shared a B-tree leaf with the head, so every call read them whole.
+pub const BLOBS_TABLE: &str = "blobs";
+/// The meta keys whose values live in [`BLOBS_TABLE`] from format 5; a store of an older format
+/// keeps them among its meta rows until its first write by a format 5 build moves them.
+pub const BLOB_KEYS: [&str; 2] = [META_CHECKPOINT_VIEWS, META_LOG_BASE_VIEWS];
 /// Meta key of the head a restore, backup or copy built the store at (as [`META_HEAD`]): while
 /// the head is still this one, a missing head anchor is the build's own, cut between naming the
 /// store and anchoring it, and the next write (or `verify`) writes it.

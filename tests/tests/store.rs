@@ -291,6 +291,54 @@ fn every_write_path_moves_a_format_3_store_to_format_4() {
     }
 }
 
+const BLOBS: TableDefinition<&str, &[u8]> = TableDefinition::new(format::BLOBS_TABLE);
+
+/// A compacted store of format 4 keeps its checkpoint rows among its meta rows, beside the head
+/// every call reads (a call on a big store read them whole): this build reads them there, and
+/// its first write moves them to their own table and the store to format 5.
+#[test]
+fn a_format_4_stores_checkpoint_rows_are_read_and_moved_by_its_first_write() {
+    let (_dir, path) = store_with(6);
+    let mut engine = open(&path).unwrap();
+    engine.ops().checkpoint(&call(5_000)).unwrap();
+    put(&engine, 7);
+    let day_ms = 24 * 60 * 60 * 1000;
+    hookstate_engine::compact(&mut engine, 0, 10_000 + day_ms).unwrap();
+    drop(engine);
+    let in_meta = |path: &Path| {
+        let db = redb_open(path);
+        let txn = db.begin_read().unwrap();
+        let meta = txn.open_table(META).unwrap();
+        format::BLOB_KEYS.iter().filter(|k| meta.get(**k).unwrap().is_some()).count()
+    };
+    assert_eq!(in_meta(&path), 0, "a checkpoint of this build writes them to their own table");
+    // As a format 4 build left it.
+    let db = redb_open(&path);
+    let txn = db.begin_write().unwrap();
+    {
+        let mut blobs = txn.open_table(BLOBS).unwrap();
+        let mut meta = txn.open_table(META).unwrap();
+        for key in format::BLOB_KEYS {
+            let value = blobs.remove(key).unwrap().unwrap().value().to_vec();
+            meta.insert(key, value.as_slice()).unwrap();
+        }
+        meta.insert("format", 4u16.to_be_bytes().as_slice()).unwrap();
+    }
+    txn.commit().unwrap();
+    drop(db);
+    let engine = open(&path).unwrap();
+    let verified = engine.ops().verify(Default::default()).unwrap();
+    assert_eq!(verified.from_checkpoint, Some(6), "{verified:?}");
+    assert!(engine.ops().at_seq(6).is_ok(), "the compaction base is read from the meta rows");
+    drop(engine);
+    assert_eq!((stored_format(&path), in_meta(&path)), (4, 2), "reads move nothing");
+    let engine = open(&path).unwrap();
+    put(&engine, 8);
+    assert_eq!(engine.ops().verify(Default::default()).unwrap().from_checkpoint, Some(6));
+    drop(engine);
+    assert_eq!((stored_format(&path), in_meta(&path)), (FORMAT_VERSION, 0));
+}
+
 /// A rebuild that upgrades a store drops every view and writes it in this format: no row is
 /// kept as an older build wrote it, so none is reported as left alone.
 #[test]

@@ -85,6 +85,12 @@ pub(crate) trait WriteTxn: ReadTxn {
     fn drop_events_through(&mut self, _seq: u64) -> Result<u64> {
         Err(crate::kernel::error::Error::Invalid("this store cannot drop events".into()))
     }
+    /// Moves the values of `format::BLOB_KEYS` a store of an older format keeps among its meta
+    /// rows to their own table; nothing where they are there already, or where the backend keeps
+    /// every value in one place.
+    fn move_blobs(&mut self) -> Result<()> {
+        Ok(())
+    }
     /// Runs `body` on this transaction with its tables held open for the body's length: one
     /// call's reads and writes (`Kernel::run_call`), where a backend would open a handle per
     /// table per operation otherwise (redb: a lookup in its table tree, and a write-back of the

@@ -156,8 +156,11 @@ impl Kernel {
     /// that format cannot read): such a build then refuses the store as too new. A meta row the
     /// commit rewrites anyway (beside the head), and nothing at all on a store of this format.
     /// A store older than that is left as it is: only `rebuild` moves it, with its views.
+    /// A store before format 5 also has its checkpoint rows moved out of its meta rows
+    /// ([`WriteTxn::move_blobs`]).
     pub(super) fn mark_format(&self, txn: &mut dyn WriteTxn) -> Result<()> {
         if (FORMAT_VERSION_IN_PLACE..FORMAT_VERSION).contains(&self.format) {
+            txn.move_blobs()?;
             txn.put_meta(META_FORMAT, &FORMAT_VERSION.to_be_bytes())?;
         }
         Ok(())

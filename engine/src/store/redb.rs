@@ -9,7 +9,7 @@ use std::fs::File;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use hookstate_schema::format::{LOG_TABLE, META_TABLE, VIEWS_TABLE};
+use hookstate_schema::format::{BLOBS_TABLE, BLOB_KEYS, LOG_TABLE, META_TABLE, VIEWS_TABLE};
 use std::ops::Bound;
 use std::sync::atomic::Ordering;
 
@@ -35,6 +35,7 @@ use crate::store::scratch::ScratchBackend;
 const LOG: TableDefinition<u64, &[u8]> = TableDefinition::new(LOG_TABLE);
 const VIEWS: TableDefinition<&[u8], &[u8]> = TableDefinition::new(VIEWS_TABLE);
 const META: TableDefinition<&str, &[u8]> = TableDefinition::new(META_TABLE);
+const BLOBS: TableDefinition<&str, &[u8]> = TableDefinition::new(BLOBS_TABLE);
 
 /// A redb database file in multi-writer mode, opened for writing or only for reading.
 pub(crate) struct RedbStore {
@@ -397,6 +398,19 @@ macro_rules! read_impl {
             $($extra)*
 
             fn meta(&self, key: &str) -> Result<Option<Vec<u8>>> {
+                // A checkpoint's rows in their own table, else where a store before format 5
+                // keeps them.
+                if BLOB_KEYS.contains(&key) {
+                    match self.txn.open_table(BLOBS) {
+                        Ok(table) => {
+                            if let Some(value) = table.get(key).map_err(convert)? {
+                                return Ok(Some(value.value().to_vec()));
+                            }
+                        }
+                        Err(redb::TableError::TableDoesNotExist(_)) => {}
+                        Err(other) => return Err(convert(other)),
+                    }
+                }
                 let table = self.txn.open_table(META).map_err(convert)?;
                 let value = table.get(key).map_err(convert)?;
                 Ok(value.map(|v| v.value().to_vec()))
@@ -504,7 +518,26 @@ read_impl!(
 impl WriteTxn for RedbWrite {
     fn put_meta(&mut self, key: &str, value: &[u8]) -> Result<()> {
         let mut table = self.txn.open_table(META).map_err(convert)?;
+        if BLOB_KEYS.contains(&key) {
+            table.remove(key).map_err(convert)?;
+            let mut blobs = self.txn.open_table(BLOBS).map_err(convert)?;
+            blobs.insert(key, value).map_err(convert)?;
+            return Ok(());
+        }
         table.insert(key, value).map_err(convert)?;
+        Ok(())
+    }
+
+    fn move_blobs(&mut self) -> Result<()> {
+        let mut table = self.txn.open_table(META).map_err(convert)?;
+        for key in BLOB_KEYS {
+            let Some(value) = table.remove(key).map_err(convert)?.map(|v| v.value().to_vec())
+            else {
+                continue;
+            };
+            let mut blobs = self.txn.open_table(BLOBS).map_err(convert)?;
+            blobs.insert(key, value.as_slice()).map_err(convert)?;
+        }
         Ok(())
     }
 
@@ -561,6 +594,12 @@ impl WriteTxn for RedbWrite {
     }
 }
 
+/// A checkpoint's rows asked for inside one call's tables, which do not hold their table: no
+/// call reads or writes them (checkpoint, compaction and copies use the transaction itself).
+fn blob_in_call(key: &str) -> Error {
+    Error::Invalid(format!("meta {key:?} is not among a call's tables"))
+}
+
 /// The three tables of a write transaction, each opened once for one call's reads and writes
 /// ([`WriteTxn::with_tables`]): redb's `open_table` looks the table up in its table tree and its
 /// handle writes the root back when dropped, which per row read or written was a tenth of a
@@ -579,6 +618,9 @@ impl ReadTxn for RedbTables<'_> {
     }
 
     fn meta(&self, key: &str) -> Result<Option<Vec<u8>>> {
+        if BLOB_KEYS.contains(&key) {
+            return Err(blob_in_call(key));
+        }
         let value = self.meta.get(key).map_err(convert)?;
         Ok(value.map(|v| v.value().to_vec()))
     }
@@ -604,6 +646,9 @@ impl ReadTxn for RedbTables<'_> {
 
 impl WriteTxn for RedbTables<'_> {
     fn put_meta(&mut self, key: &str, value: &[u8]) -> Result<()> {
+        if BLOB_KEYS.contains(&key) {
+            return Err(blob_in_call(key));
+        }
         self.meta.insert(key, value).map_err(convert)?;
         Ok(())
     }
