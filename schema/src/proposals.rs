@@ -18,16 +18,18 @@ pub const PROP_KIND: &str = "proposals.prop";
 
 /// The frontmatter of a PROP file (between a leading `---` line and the next `---`): its
 /// `key: value` lines, trimmed, in order, and the offset of the closing `---`'s newline. `None`
-/// when the text has no frontmatter. Values are raw (a bare word, or JSON text).
+/// when the text has no frontmatter. Values are raw (a bare word, or JSON text). Lines may end
+/// in CRLF (a file saved by an editor that writes them), as upstream's line-anchored patterns
+/// read them.
 #[must_use]
 pub fn frontmatter(text: &str) -> Option<(Vec<(String, String)>, usize)> {
-    let rest = text.strip_prefix("---\n")?;
+    let rest = text.strip_prefix("---\n").or_else(|| text.strip_prefix("---\r\n"))?;
     let end = rest.find("\n---")?;
     let lines = rest[..end]
         .lines()
         .filter_map(|l| l.split_once(':').map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned())))
         .collect();
-    Some((lines, 4 + end))
+    Some((lines, text.len() - rest.len() + end))
 }
 
 /// Events of the proposals domain. Scope: `hermit:<abs state dir>`.

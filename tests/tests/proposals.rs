@@ -510,3 +510,39 @@ fn a_mirror_never_overwrites_proposals_files_changed_during_the_call() {
     assert!(std::fs::read_to_string(&files[3]).unwrap().ends_with("\nEdited by hand.\n"));
     h.engine.ops().verify(Default::default()).unwrap();
 }
+
+/// A PROP accepted by hand in an editor that saves CRLF line ends is adopted (upstream's
+/// line-anchored patterns read its frontmatter); it was taken for a stale rewrite and the
+/// operator's accept and note were written over.
+#[test]
+fn a_prop_accepted_by_hand_with_crlf_line_ends_is_adopted() {
+    let h = hermit(Some("hermit"));
+    h.import();
+    let prop = h.dir.join("proposals/PROP-002-nightly-digest-flaky-tests-165046.md");
+    let mirrored = |now: u64| {
+        let call = h.call(now);
+        let outcome = h.engine.mirrored(&call, &Layout::Hermit, &h.dir, |engine| {
+            engine.proposals().queue_micro(&call, &parse_micro_input("{\"question\":\"Q?\"}")?)
+        });
+        outcome.unwrap().mirror.unwrap()
+    };
+    mirrored(NOV_29_22H);
+    let text = std::fs::read_to_string(&prop).unwrap();
+    assert!(text.contains("\nstatus: proposed\n"), "{text}");
+    let edited = text
+        .replace("\nstatus: proposed\n", "\nstatus: accepted\n")
+        .replace("## Context\n", "## Context\nAccepted by hand.\n")
+        .replace('\n', "\r\n");
+    std::fs::write(&prop, &edited).unwrap();
+    let report = mirrored(NOV_29_22H + 1000);
+    assert!(report.conflicts.is_empty(), "{report:?}");
+    assert_eq!(std::fs::read_to_string(&prop).unwrap(), edited, "the file is the operator's");
+    let listed = h.engine.proposals().list(&h.scope).unwrap().proposals;
+    let prop_002 = listed["proposals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["id"].as_str().is_some_and(|id| id.starts_with("PROP-002")));
+    assert_eq!(prop_002.unwrap()["status"], "accepted", "{listed}");
+    h.engine.ops().verify(Default::default()).unwrap();
+}

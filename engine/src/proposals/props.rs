@@ -117,14 +117,17 @@ pub(crate) fn fm_set(text: &str, key: &str, value: &Value) -> Option<String> {
     let mut found = false;
     for existing in head.split('\n') {
         if !found && existing.starts_with(&prefix) {
-            out.push(line.clone());
+            // A CRLF file keeps its line end.
+            let end = if existing.ends_with('\r') { "\r" } else { "" };
+            out.push(format!("{line}{end}"));
             found = true;
         } else {
             out.push(existing.to_owned());
         }
     }
     if !found {
-        out.push(line);
+        let crlf = head.contains("\r\n");
+        out.push(if crlf { format!("{line}\r") } else { line });
     }
     Some(format!("{}{}", out.join("\n"), &text[close..]))
 }
@@ -489,6 +492,17 @@ mod tests {
         assert_eq!(fm_scalar(&json!(["ci", "cost"])), "[\"ci\",\"cost\"]");
         assert_eq!(fm_scalar(&Value::Null), "null");
         assert_eq!(fm_scalar(&json!(true)), "true");
+    }
+
+    /// A CRLF file's frontmatter reads as an LF one's, and an edit keeps its line ends.
+    #[test]
+    fn a_crlf_frontmatter_is_read_and_edited_in_its_line_ends() {
+        let text = "---\r\nid: PROP-002\r\nstatus: accepted\r\n---\r\nbody\r\n";
+        assert_eq!(prop_doc("PROP-002-x.md", text).status.as_deref(), Some("accepted"));
+        let set = fm_set(text, "status", &json!("resolved")).unwrap();
+        assert_eq!(set, text.replace("accepted", "resolved"));
+        let added = fm_set(text, "responded", &json!(true)).unwrap();
+        assert_eq!(added, text.replace("accepted\r\n", "accepted\r\nresponded: true\r\n"));
     }
 
     #[test]
