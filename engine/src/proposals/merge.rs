@@ -149,12 +149,36 @@ pub(crate) fn merge_queue(
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Rewritten;
 
-fn counts(lines: &[String]) -> HashMap<&str, usize> {
+fn counts(lines: &[String]) -> HashMap<String, usize> {
     let mut map = HashMap::new();
     for line in lines {
-        *map.entry(line.as_str()).or_insert(0) += 1;
+        *map.entry(record_of(line)).or_insert(0) += 1;
     }
     map
+}
+
+/// A ledger line as the merge counts it: the record upstream's line-by-line `JSON.parse` reads
+/// (keys sorted, so spacing, escapes, key order and a carriage return at the end do not make
+/// another line), or its text without a carriage return when it does not parse.
+fn record_of(line: &str) -> String {
+    let text = line.strip_suffix('\r').unwrap_or(line);
+    match serde_json::from_str::<Value>(text) {
+        Ok(value) => sorted(value).to_string(),
+        Err(_) => text.to_owned(),
+    }
+}
+
+fn sorted(value: Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<(String, Value)> =
+                map.into_iter().map(|(k, v)| (k, sorted(v))).collect();
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            Value::Object(entries.into_iter().collect())
+        }
+        Value::Array(items) => Value::Array(items.into_iter().map(sorted).collect()),
+        other => other,
+    }
 }
 
 /// The ledger lines to adopt from a changed ledger file, in file order: every line the store
@@ -180,20 +204,21 @@ pub(crate) fn merge_ledger(
     // The surplus of each line is adopted from its last occurrences.
     let mut surplus: HashMap<&str, usize> = in_file
         .iter()
-        .map(|(line, n)| {
+        .map(|(record, n)| {
             let known = in_base
-                .get(line)
+                .get(record)
                 .copied()
                 .unwrap_or(0)
-                .max(in_store.get(line).copied().unwrap_or(0));
-            (*line, n.saturating_sub(known))
+                .max(in_store.get(record).copied().unwrap_or(0));
+            (record.as_str(), n.saturating_sub(known))
         })
         .collect();
     let mut adopted: Vec<String> = Vec::new();
     for line in file.iter().rev() {
-        if let Some(n) = surplus.get_mut(line.as_str()).filter(|n| **n > 0) {
+        let record = record_of(line);
+        if let Some(n) = surplus.get_mut(record.as_str()).filter(|n| **n > 0) {
             *n -= 1;
-            adopted.push(line.clone());
+            adopted.push(line.strip_suffix('\r').unwrap_or(line).to_owned());
         }
     }
     adopted.reverse();
@@ -317,6 +342,20 @@ mod tests {
         assert_eq!(merge_ledger(Some(&base), &lines(&["x"]), &[]), Ok(lines(&["x"])));
         let twice = lines(&["a", "b", "a"]);
         assert_eq!(merge_ledger(Some(&base), &twice, &store), Ok(lines(&["a"])));
+    }
+
+    /// A line rewritten with the same record (CRLF, spacing, escapes, key order) is the same
+    /// line: no line is lost, none adopted twice; one appended with a CR is adopted without it.
+    #[test]
+    fn the_ledger_compares_records_not_bytes() {
+        let base = lines(&["{\"type\":\"micro-queued\",\"q\":\"caf\u{e9}\"}", "plain"]);
+        let store = base.clone();
+        let file = lines(&[
+            "{\"q\": \"caf\\u00e9\", \"type\": \"micro-queued\"}\r",
+            "plain\r",
+            "{\"type\":\"x\"}\r",
+        ]);
+        assert_eq!(merge_ledger(Some(&base), &file, &store), Ok(lines(&["{\"type\":\"x\"}"])));
     }
 
     #[test]
