@@ -247,7 +247,11 @@ fn the_mirror_keeps_alert_state_current_and_adopts_or_quarantines_outside_writes
     assert_eq!(h.state()["total_ticks"], 40, "the outside write was adopted");
     assert_eq!(h.state()["alerts"]["proposal-pending:PROP-002"]["count"], 6);
     std::fs::write(h.alert_file(), "{\"alerts\":").unwrap();
-    mirror("{\"firing\":[]}");
+    let args = ["--now-ms", NOW, "--mirror", h.dir(), "alerts", "--dir", h.dir(), "tick"];
+    let run = h.store.run_with_stdin(&args, Some(b"{\"firing\":[]}"));
+    assert_eq!(run.code, 0, "{run:?}");
+    let said = "mirror set state/alert-state.json aside as state/alert-state.json.corrupt-";
+    assert!(run.stderr.lines().count() == 1 && run.stderr.contains(said), "{run:?}");
     let corrupt = h.dir.join("state").join("alert-state.json.corrupt-1795989047000");
     assert_eq!(std::fs::read(corrupt).unwrap(), b"{\"alerts\":");
     let file: Value = serde_json::from_slice(&std::fs::read(h.alert_file()).unwrap()).unwrap();

@@ -598,9 +598,8 @@ fn chrono_ms(at: &str) -> i64 {
 fn verify_refuses_events_per_domain_that_are_not_the_logs() {
     use redb::ReadableDatabase;
     let store = written();
-    // The checkpoint's rows live in their own table (format 5).
     let table: redb::TableDefinition<&str, &[u8]> =
-        redb::TableDefinition::new(hookstate_schema::format::BLOBS_TABLE);
+        redb::TableDefinition::new(hookstate_schema::format::META_TABLE);
     {
         let database = redb::Database::builder()
             .set_concurrency_mode(redb::ConcurrencyMode::MultiWriter)

@@ -475,12 +475,19 @@ pub(crate) fn warn_conflicts(outcome: &Outcome) {
     }
 }
 
-/// One stderr line per record a mirror could not adopt.
+/// One stderr line per record a mirror could not adopt, and per file it set aside as corrupt.
 pub(crate) fn warn_report(report: &hookstate_engine::MirrorReport) {
     for conflict in &report.conflicts {
         let line = format!(
             "hookstate: mirror kept the store's {} in {}: {}",
             conflict.record, conflict.file, conflict.why
+        );
+        let _ = writeln!(crate::output::stderr(), "{}", one_line(&line));
+    }
+    for file in &report.quarantined {
+        let line = format!(
+            "hookstate: mirror set {file} aside as {file}.corrupt-<ms>: it does not parse as its \
+             kind; the store's version is written in its place"
         );
         let _ = writeln!(crate::output::stderr(), "{}", one_line(&line));
     }
