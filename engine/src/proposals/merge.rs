@@ -320,6 +320,12 @@ mod tests {
         let merged = merge_queue(Some(&base), &stale, &base, &resolved);
         assert!(merged.queue.is_none(), "nothing adopted: {merged:?}");
         assert_eq!(merged.kept.len(), 2);
+        // A nudge written by another JSON library as `2.0` is 2 follow-ups, as to JavaScript.
+        let float = entry("A", 2, "pending").replace(":2", ":2.0");
+        assert!(float.contains("\"follow_up_count\":2.0"), "{float}");
+        let merged =
+            merge_queue(Some(&base), &queue(&[float.clone()]), &base, &Resolved::default());
+        assert_eq!(merged.queue.unwrap().entries, [float], "adopted: {:?}", merged.kept);
         let nudged = queue(&[entry("A", 2, "pending")]);
         let merged = merge_queue(Some(&base), &nudged, &base, &Resolved::default());
         assert_eq!(merged.queue.unwrap().entries, nudged.entries, "an outside nudge is adopted");

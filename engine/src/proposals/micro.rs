@@ -202,8 +202,16 @@ pub(crate) fn is_pending(entry: &Map<String, Value>) -> bool {
     entry_str(entry, "status") == Some("pending")
 }
 
+/// An entry's `follow_up_count`, as upstream's JavaScript reads it: a whole number written as
+/// `3.0` (by another JSON library) is 3, not absent.
 pub(crate) fn follow_ups(entry: &Map<String, Value>) -> i64 {
-    entry.get("follow_up_count").and_then(Value::as_i64).unwrap_or(0)
+    let Some(Value::Number(count)) = entry.get("follow_up_count") else {
+        return 0;
+    };
+    count.as_i64().unwrap_or_else(|| {
+        let text = count.to_string();
+        text.strip_suffix(".0").and_then(|whole| whole.parse().ok()).unwrap_or(0)
+    })
 }
 
 /// Why an answer was refused.
