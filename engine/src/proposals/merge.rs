@@ -323,8 +323,12 @@ mod tests {
         // A nudge written by another JSON library as `2.0` is 2 follow-ups, as to JavaScript.
         let float = entry("A", 2, "pending").replace(":2", ":2.0");
         assert!(float.contains("\"follow_up_count\":2.0"), "{float}");
-        let merged =
-            merge_queue(Some(&base), &queue(&[float.clone()]), &base, &Resolved::default());
+        let merged = merge_queue(
+            Some(&base),
+            &queue(std::slice::from_ref(&float)),
+            &base,
+            &Resolved::default(),
+        );
         assert_eq!(merged.queue.unwrap().entries, [float], "adopted: {:?}", merged.kept);
         let nudged = queue(&[entry("A", 2, "pending")]);
         let merged = merge_queue(Some(&base), &nudged, &base, &Resolved::default());
