@@ -404,6 +404,29 @@ fn a_hand_formatted_json_file_is_adopted_and_written_back_in_upstreams_layout() 
     h.engine.ops().verify(Default::default()).unwrap();
 }
 
+/// A task record closed by hand with a quoted value and saved with CRLF line ends (both of which
+/// upstream's `decodeTask` reads) is adopted and written back in `encodeTask`'s layout; it was
+/// quarantined and the close dropped.
+#[test]
+fn a_task_closed_by_hand_in_another_layout_is_adopted() {
+    let h = mirrored_hermit();
+    let closed = h
+        .file(TASK)
+        .replace("\nstatus: open\n", "\nstatus: closed\n")
+        .replace("\nclosed_at: null\n", "\nclosed_at: 2026-09-14T10:00:00.000Z\n")
+        .replace("\nclosed_by: null\n", "\nclosed_by: \"confirmed\"\n")
+        .replace("\nclosed_actor: null\n", "\nclosed_actor: operator\n")
+        .replace('\n', "\r\n");
+    std::fs::write(h.dir.join(TASK), &closed).unwrap();
+    let outcome = h.mirrored(NOW + 60_000, |e| e.session().runtime_get(&h.scope));
+    let report = outcome.mirror.unwrap();
+    assert!(report.quarantined.is_empty() && report.conflicts.is_empty(), "{report:?}");
+    let task = h.file(TASK);
+    assert!(task.contains("\nstatus: closed\n") && !task.contains('\r'), "{task}");
+    assert!(task.contains("\nclosed_by: confirmed\n"), "in encodeTask's layout: {task}");
+    h.engine.ops().verify(Default::default()).unwrap();
+}
+
 /// The observations ledger rewritten by another JSON library (spacing, `\u` escapes) with CRLF
 /// line ends holds the same records: nothing is appended or dropped; a line appended with a
 /// carriage return is adopted once, without it.

@@ -197,7 +197,8 @@ fn parse_as(file: &SessionFile, bytes: &[u8], exact: bool) -> Result<Content> {
         SessionFile::Ledger(_) => Content::Lines(LineFile {
             lines: text(&path, bytes)?.split('\n').map(str::to_owned).collect(),
         }),
-        SessionFile::Task { .. } => Content::Task(Box::new(task::parse(&path, bytes)?)),
+        SessionFile::Task { .. } if exact => Content::Task(Box::new(task::parse(&path, bytes)?)),
+        SessionFile::Task { .. } => Content::Task(Box::new(task::parse_changed(&path, bytes)?)),
         SessionFile::Shell | SessionFile::Report { .. } | SessionFile::ShellTemplate => {
             Content::Text(text(&path, bytes)?.to_owned())
         }

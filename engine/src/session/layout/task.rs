@@ -295,18 +295,35 @@ fn decode(text: &str) -> Option<TaskDoc> {
 /// `invalid-record`, which fails every `task.ts` verb there), a basename that is not its id, or a
 /// record that `encodeTask` would not write back byte for byte.
 pub(crate) fn parse(name: &str, bytes: &[u8]) -> Result<TaskDoc> {
+    let text = std::str::from_utf8(bytes).map_err(|_| Error::legacy(name, "is not UTF-8"))?;
+    let task = decode_named(name, text)?;
+    if render(&task) != text {
+        return Err(Error::legacy(
+            name,
+            "is not in the layout task.ts writes, so it would not be written back byte for byte",
+        ));
+    }
+    Ok(task)
+}
+
+/// Parses a task file changed outside the store, as [`parse`] does, except that a record in a
+/// layout `encodeTask` does not write (CRLF line ends, a hand edit) is read for its content, and
+/// the mirror writes it back in `encodeTask`'s layout.
+///
+/// # Errors
+/// As [`parse`], but for the layout.
+pub(crate) fn parse_changed(name: &str, bytes: &[u8]) -> Result<TaskDoc> {
+    let text = std::str::from_utf8(bytes).map_err(|_| Error::legacy(name, "is not UTF-8"))?;
+    decode_named(name, &text.replace("\r\n", "\n"))
+}
+
+fn decode_named(name: &str, text: &str) -> Result<TaskDoc> {
     let bad = |why: &str| Error::legacy(name, why);
-    let text = std::str::from_utf8(bytes).map_err(|_| bad("is not UTF-8"))?;
     let task = decode(text)
         .ok_or_else(|| bad("is not a valid task record (upstream's invalid-record)"))?;
     let base = name.rsplit('/').next().unwrap_or(name);
     if base != format!("{}.md", task.id) {
         return Err(bad(&format!("is named {base}, but holds task {}", task.id)));
-    }
-    if render(&task) != text {
-        return Err(bad(
-            "is not in the layout task.ts writes, so it would not be written back byte for byte",
-        ));
     }
     Ok(task)
 }
