@@ -64,6 +64,9 @@ fn log_filters_refuse_a_domain_or_kind_that_does_not_exist() {
     let run = store.run(&["log", "--kind", "record_putt"]).expect(3);
     assert!(run.stderr.contains("is no event kind") && run.stderr.contains("record_put"));
     store.run(&["log", "--domain", "core", "--kind", "turn_signaled"]).expect(3);
+    // A session filter is an id, checked as `--session` is.
+    let run = store.run(&["log", "--of-session", "a/b"]).expect(3);
+    assert!(run.stderr.contains("--of-session"), "{run:?}");
     // A real name that matches nothing here is an empty answer, not an error.
     assert_eq!(store.run(&["log", "--kind", "turn_signaled"]).expect(0).stdout, "");
     assert_eq!(lines(&store.run(&["log", "--kind", "record_put"]).expect(0).stdout).len(), 1);

@@ -46,6 +46,10 @@ fn parse_time(what: &str, text: Option<&String>) -> Result<Option<u64>, CliError
 }
 
 pub(crate) fn log(cli: &Cli, args: &LogArgs) -> Result<(), CliError> {
+    if let Some(session) = &args.of_session {
+        hookstate_engine::schema::validate_id("--of-session", session)
+            .map_err(|e| CliError::Invalid(e.to_string()))?;
+    }
     let filter = LogFilter {
         scope: args.this_scope.then(|| cli.scope.clone()),
         domain: args.domain.clone(),
