@@ -285,3 +285,30 @@ fn a_live_web_writer_racing_mirrored_calls_loses_nothing() {
     assert!(added.len() >= 10 && gone.len() >= 10, "too few web writes to call this a race");
     store.run(&["verify"]).expect(0);
 }
+
+/// A comment file that does not parse (cut short, a byte-order mark) is set aside as
+/// `<file>.corrupt-<ms>` with its bytes, one stderr line says so, and the store's version takes
+/// its place; it was written over with no copy kept.
+#[test]
+fn a_comment_file_that_does_not_parse_is_set_aside_not_written_over() {
+    let store = Store::new();
+    let home = home(&store);
+    let dir = inbox(&home);
+    web_write(&dir, "fb_cut1.json", &web_comment("fb_cut1"));
+    mirrored(&store, &home, &["heartbeat"]).expect(0);
+    let cut = "{\n  \"id\": \"fb_cut1\",\n  \"st";
+    web_write(&dir, "fb_cut1.json", cut);
+    let run = mirrored(&store, &home, &["heartbeat"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stderr.contains("aside as") && run.stderr.lines().count() == 1, "{run:?}");
+    let aside: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().contains("fb_cut1.json.corrupt-"))
+        .collect();
+    assert_eq!(aside.len(), 1, "{aside:?}");
+    assert_eq!(std::fs::read_to_string(&aside[0]).unwrap(), cut);
+    let file = std::fs::read_to_string(dir.join("fb_cut1.json")).unwrap();
+    assert!(file.contains("\"status\": \"pending\""), "the store's version: {file}");
+    store.run(&["verify"]).expect(0);
+}

@@ -760,10 +760,13 @@ fn adopt_project(
                     continue;
                 }
                 let row = inbox.comments.iter().find(|(c, _)| c == id).map(|(_, r)| r);
-                let file = parse_any(name, &change.now).and_then(|doc| {
-                    check_comment(name, id, &doc)?;
-                    Ok(doc)
-                });
+                // A file that does not parse is set aside, not written over: the store's
+                // version takes its place. One that parses but breaks a rule is a conflict.
+                let Ok(doc) = parse_any(name, &change.now) else {
+                    adoption.quarantine.push(change.path.clone());
+                    continue;
+                };
+                let file = check_comment(name, id, &doc).map(|()| doc);
                 match file {
                     Err(err) => Merged { events: Vec::new(), conflict: Some(err.to_string()) },
                     Ok(_) if row.is_none() && count >= COMMENTS_MAX => Merged {
@@ -777,11 +780,11 @@ fn adopt_project(
                 }
             }
             Entry::File(_, kind) => {
-                let file = parse_any(name, &change.now).and_then(|doc| {
-                    check_file(name, kind, &doc)?;
-                    Ok(doc)
-                });
-                match file {
+                let Ok(doc) = parse_any(name, &change.now) else {
+                    adoption.quarantine.push(change.path.clone());
+                    continue;
+                };
+                match check_file(name, kind, &doc).map(|()| doc) {
                     Err(err) => Merged { events: Vec::new(), conflict: Some(err.to_string()) },
                     Ok(file) => {
                         let row = inbox.files.get(&kind);
