@@ -115,6 +115,22 @@ fn dump_then_restore_reproduces_the_head_hash_and_the_views() {
     assert_eq!(super::run_in(&target, &from).expect(0).json()["head"], stats["head"]);
 }
 
+/// A read of a path whose store was removed, its anchor left, answers as an empty store but is
+/// marked as not vouched for (it was answered unmarked, as if no store had ever been there).
+#[test]
+fn a_read_where_only_a_removed_stores_anchor_is_left_is_marked() {
+    let store = Store::new();
+    store.run(&["kv", "put", "k", "1"]).expect(0);
+    std::fs::remove_file(store.db()).unwrap();
+    let run = store.run(&["kv", "get", "k"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let read = run.json();
+    assert_eq!(read["found"], false, "{read}");
+    let why = read["anchor_mismatch"].as_str().unwrap_or_default();
+    assert!(why.contains("no store is at") && why.contains("seq 1"), "{read}");
+    assert!(run.stderr.contains("not vouched for"), "{run:?}");
+}
+
 /// A restore cut after it named its store and before it anchored it (the anchor absent) leaves
 /// a store that reads unmarked and takes writes, the first of which anchors it (so does
 /// `verify`); once the store moved past the head it was built at, a missing anchor is refused.

@@ -309,10 +309,35 @@ impl Kernel {
     /// # Errors
     /// Store and corruption errors of the snapshot itself.
     pub(crate) fn anchor_note(&self) -> Result<Option<Error>> {
-        if !self.storage.exists() || self.holds_batch() {
+        if !self.storage.exists() {
+            return Ok(self.absent_note());
+        }
+        if self.holds_batch() {
             return Ok(None);
         }
         self.anchor_problem_now()
+    }
+
+    /// What a read of an absent store is told when a removed store's anchor is left at its path
+    /// (its answer, an empty store's, is not that store's state).
+    fn absent_note(&self) -> Option<Error> {
+        let text = self.storage.read_anchor().ok().flatten()?;
+        let seq = format::parse_anchor(&text).map_or(None, |(_, head)| Some(head.seq));
+        let why = match seq {
+            Some(0) => return None,
+            Some(seq) => format!(
+                "{}: no store is at {}, but its anchor names seq {seq}: the store was removed or \
+                 moved",
+                self.storage.anchor_path().display(),
+                self.storage.path().display()
+            ),
+            None => format!(
+                "{}: no store is at {}, and the anchor left there does not parse",
+                self.storage.anchor_path().display(),
+                self.storage.path().display()
+            ),
+        };
+        Some(Error::AnchorMismatch { why })
     }
 
     /// [`Kernel::anchor_note`] in a snapshot the caller already holds. The anchors are read after
@@ -320,7 +345,7 @@ impl Kernel {
     /// counts only when the anchors also disagree with a snapshot begun after they were read.
     pub(crate) fn anchor_problem(&self, txn: &dyn ReadTxn) -> Result<Option<Error>> {
         if !self.storage.exists() {
-            return Ok(None);
+            return Ok(self.absent_note());
         }
         if self.disagreement(txn, self.read_anchors())?.is_none() {
             return Ok(None);

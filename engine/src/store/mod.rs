@@ -374,8 +374,9 @@ pub(crate) fn open_for_copy(
 }
 
 /// The stand-in for an absent store that a read sees: an empty store in memory, initialised as
-/// a new file is (an all-zero store id: nothing is ever chained to it), which refuses writes and
-/// has no anchor. Creates nothing on disk.
+/// a new file is (an all-zero store id: nothing is ever chained to it), which refuses writes. Its
+/// anchor is the one a removed store left at the path, if any, for the read to be told. Creates
+/// nothing on disk.
 struct EmptyStore {
     db: RedbStore,
     path: PathBuf,
@@ -400,7 +401,8 @@ impl Storage for EmptyStore {
         PathBuf::from(name)
     }
     fn read_anchor(&self) -> Result<Option<String>> {
-        Ok(None)
+        let dir = StoreDir::open(&self.path, false).ok();
+        Ok(dir.and_then(|dir| dir.read_anchor().ok().flatten()))
     }
     fn update_anchors(
         &self,
