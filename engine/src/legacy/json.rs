@@ -111,6 +111,32 @@ pub(crate) fn compact(raw: &str) -> String {
     out
 }
 
+/// A JSONL line as the record upstream's line-by-line `JSON.parse` reads: its value with every
+/// object's keys sorted, printed compact (so spacing, escapes, key order and a carriage return at
+/// the end do not make another record); a line that does not parse is its text without a carriage
+/// return at the end.
+pub(crate) fn record_key(line: &str) -> String {
+    let text = line.strip_suffix('\r').unwrap_or(line);
+    match serde_json::from_str::<serde_json::Value>(text) {
+        Ok(value) => sorted(value).to_string(),
+        Err(_) => text.to_owned(),
+    }
+}
+
+fn sorted(value: serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<(String, Value)> =
+                map.into_iter().map(|(k, v)| (k, sorted(v))).collect();
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            Value::Object(entries.into_iter().collect())
+        }
+        Value::Array(items) => Value::Array(items.into_iter().map(sorted).collect()),
+        other => other,
+    }
+}
+
 /// The JSON text of a string, escaped as `JSON.stringify` and jq escape it.
 pub(crate) fn string(text: &str) -> String {
     serde_json::Value::String(text.to_owned()).to_string()

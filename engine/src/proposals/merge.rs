@@ -152,33 +152,9 @@ pub(crate) struct Rewritten;
 fn counts(lines: &[String]) -> HashMap<String, usize> {
     let mut map = HashMap::new();
     for line in lines {
-        *map.entry(record_of(line)).or_insert(0) += 1;
+        *map.entry(crate::legacy::json::record_key(line)).or_insert(0) += 1;
     }
     map
-}
-
-/// A ledger line as the merge counts it: the record upstream's line-by-line `JSON.parse` reads
-/// (keys sorted, so spacing, escapes, key order and a carriage return at the end do not make
-/// another line), or its text without a carriage return when it does not parse.
-fn record_of(line: &str) -> String {
-    let text = line.strip_suffix('\r').unwrap_or(line);
-    match serde_json::from_str::<Value>(text) {
-        Ok(value) => sorted(value).to_string(),
-        Err(_) => text.to_owned(),
-    }
-}
-
-fn sorted(value: Value) -> Value {
-    match value {
-        Value::Object(map) => {
-            let mut entries: Vec<(String, Value)> =
-                map.into_iter().map(|(k, v)| (k, sorted(v))).collect();
-            entries.sort_by(|a, b| a.0.cmp(&b.0));
-            Value::Object(entries.into_iter().collect())
-        }
-        Value::Array(items) => Value::Array(items.into_iter().map(sorted).collect()),
-        other => other,
-    }
 }
 
 /// The ledger lines to adopt from a changed ledger file, in file order: every line the store
@@ -215,7 +191,7 @@ pub(crate) fn merge_ledger(
         .collect();
     let mut adopted: Vec<String> = Vec::new();
     for line in file.iter().rev() {
-        let record = record_of(line);
+        let record = crate::legacy::json::record_key(line);
         if let Some(n) = surplus.get_mut(record.as_str()).filter(|n| **n > 0) {
             *n -= 1;
             adopted.push(line.strip_suffix('\r').unwrap_or(line).to_owned());

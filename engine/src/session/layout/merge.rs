@@ -250,13 +250,13 @@ pub(crate) fn observations(change: &Change, file: &str, store: Option<&Lines>) -
     let file_lines = terminated(file);
     let kept = without(&file_lines, &without(&file_lines, &base_lines));
     let stale = base_lines.starts_with(&kept);
-    let stored: Vec<(u64, Line)> = store.lines.iter().map(|(p, l)| (*p, Line::of(l))).collect();
+    let stored = || store.lines.iter().map(|(p, l)| (*p, Line::of(l))).collect::<Vec<_>>();
     if !stale {
         // A rewrite: the baseline's lines the file no longer holds are dropped from the store.
-        let mut pool: Vec<&(u64, Line)> = stored.iter().collect();
+        let mut pool = stored();
         let mut dropped = Vec::new();
         for line in without(&base_lines, &file_lines) {
-            if let Some(at) = pool.iter().position(|(_, l)| *l == line) {
+            if let Some(at) = pool.iter().position(|(_, l)| l.key == line.key) {
                 dropped.push(pool.remove(at).0);
             }
         }
@@ -265,7 +265,7 @@ pub(crate) fn observations(change: &Change, file: &str, store: Option<&Lines>) -
         }
     }
     let mut known: Vec<Line> = if read.is_empty() {
-        stored.into_iter().map(|(_, l)| l).collect()
+        stored().into_iter().map(|(_, l)| l).collect()
     } else {
         base_lines.clone()
     };
@@ -285,27 +285,18 @@ fn without_cr(text: &str) -> String {
     text.replace("\r\n", "\n")
 }
 
-/// A ledger line as the merge compares it: by its JSON value when it parses, else by its text
-/// (without a carriage return at its end).
-#[derive(Debug, Clone)]
+/// A ledger line as the merge compares it: by the record it holds
+/// ([`crate::legacy::json::record_key`]), its text kept (without a carriage return at its end).
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct Line<'a> {
+    key: String,
     text: &'a str,
-    value: Option<Value>,
 }
 
 impl<'a> Line<'a> {
     fn of(text: &'a str) -> Line<'a> {
         let text = text.strip_suffix('\r').unwrap_or(text);
-        Line { text, value: serde_json::from_str(text).ok() }
-    }
-}
-
-impl PartialEq for Line<'_> {
-    fn eq(&self, other: &Self) -> bool {
-        match (&self.value, &other.value) {
-            (Some(a), Some(b)) => a == b,
-            _ => self.text == other.text,
-        }
+        Line { key: crate::legacy::json::record_key(text), text }
     }
 }
 
@@ -316,15 +307,16 @@ fn terminated(text: &str) -> Vec<Line<'_>> {
     lines
 }
 
-/// The lines of `a` not matched one for one in `b`, in `a`'s order.
+/// The lines of `a` not matched one for one in `b` (by record), in `a`'s order.
 fn without<'a>(a: &[Line<'a>], b: &[Line]) -> Vec<Line<'a>> {
-    let mut pool: Vec<&Line> = b.iter().collect();
+    let mut pool: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    for line in b {
+        *pool.entry(line.key.as_str()).or_insert(0) += 1;
+    }
     let mut out = Vec::new();
     for line in a {
-        match pool.iter().position(|l| *l == line) {
-            Some(at) => {
-                pool.remove(at);
-            }
+        match pool.get_mut(line.key.as_str()).filter(|n| **n > 0) {
+            Some(n) => *n -= 1,
             None => out.push(line.clone()),
         }
     }
