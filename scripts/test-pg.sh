@@ -35,6 +35,7 @@ FILE_ONLY=(
     ops::verify_refuses_a_checkpoint_whose_rows_were_edited
     ops::a_restored_store_whose_anchor_was_cut_takes_writes_until_it_moves_on
     ops::a_read_where_only_a_removed_stores_anchor_is_left_is_marked
+    ops::a_write_beside_a_removed_stores_anchor_creates_nothing
     ops::verify_refuses_events_per_domain_that_are_not_the_logs
     served::
 )

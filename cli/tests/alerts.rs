@@ -250,7 +250,7 @@ fn the_mirror_keeps_alert_state_current_and_adopts_or_quarantines_outside_writes
     let args = ["--now-ms", NOW, "--mirror", h.dir(), "alerts", "--dir", h.dir(), "tick"];
     let run = h.store.run_with_stdin(&args, Some(b"{\"firing\":[]}"));
     assert_eq!(run.code, 0, "{run:?}");
-    let said = "mirror set state/alert-state.json aside as state/alert-state.json.corrupt-";
+    let said = "mirror renamed state/alert-state.json aside (a .corrupt- copy";
     assert!(run.stderr.lines().count() == 1 && run.stderr.contains(said), "{run:?}");
     let corrupt = h.dir.join("state").join("alert-state.json.corrupt-1795989047000");
     assert_eq!(std::fs::read(corrupt).unwrap(), b"{\"alerts\":");

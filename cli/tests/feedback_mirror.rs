@@ -300,7 +300,7 @@ fn a_comment_file_that_does_not_parse_is_set_aside_not_written_over() {
     web_write(&dir, "fb_cut1.json", cut);
     let run = mirrored(&store, &home, &["heartbeat"]);
     assert_eq!(run.code, 0, "{run:?}");
-    assert!(run.stderr.contains("aside as") && run.stderr.lines().count() == 1, "{run:?}");
+    assert!(run.stderr.contains("renamed") && run.stderr.lines().count() == 1, "{run:?}");
     let aside: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())

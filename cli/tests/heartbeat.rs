@@ -421,8 +421,7 @@ fn mirror_keeps_the_files_current_and_adopts_outside_writes() {
     std::fs::write(h.dir.join("state/heartbeat-liveness.json"), "{\"last_peek_at\":").unwrap();
     let run = mirrored(SEP_14 + 1000, &["injection", "record", "9c04be1f"], None);
     assert_eq!(run.code, 0, "{run:?}");
-    let said =
-        "mirror set state/heartbeat-liveness.json aside as state/heartbeat-liveness.json.corrupt-";
+    let said = "mirror renamed state/heartbeat-liveness.json aside (a .corrupt- copy";
     assert!(run.stderr.lines().count() == 1 && run.stderr.contains(said), "{run:?}");
     let quarantine = format!("state/heartbeat-liveness.json.corrupt-{}", SEP_14 + 1000);
     assert_eq!(read(&h.dir, &quarantine).unwrap(), "{\"last_peek_at\":");

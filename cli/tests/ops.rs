@@ -131,6 +131,25 @@ fn a_read_where_only_a_removed_stores_anchor_is_left_is_marked() {
     assert!(run.stderr.contains("not vouched for"), "{run:?}");
 }
 
+/// A write (or `init`) at a path where only a removed store's anchor is left is refused with
+/// nothing created: it made an empty store of another id there, which refused every write after,
+/// so the path stayed unusable until both were removed. Removing the anchor frees the path.
+#[test]
+fn a_write_beside_a_removed_stores_anchor_creates_nothing() {
+    let store = Store::new();
+    store.run(&["kv", "put", "k", "1"]).expect(0);
+    std::fs::remove_file(store.db()).unwrap();
+    for verb in [&["kv", "put", "k", "2"][..], &["init"][..]] {
+        let run = store.run(verb).expect(5);
+        assert!(run.stderr.contains("remove the anchor"), "{run:?}");
+        assert!(!store.db().exists(), "{verb:?} created a store");
+    }
+    let mut anchor = store.db().into_os_string();
+    anchor.push(".head");
+    std::fs::remove_file(&anchor).unwrap();
+    store.run(&["kv", "put", "k", "3"]).expect(0);
+}
+
 /// A restore cut after it named its store and before it anchored it (the anchor absent) leaves
 /// a store that reads unmarked and takes writes, the first of which anchors it (so does
 /// `verify`); once the store moved past the head it was built at, a missing anchor is refused.

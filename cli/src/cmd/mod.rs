@@ -486,8 +486,8 @@ pub(crate) fn warn_report(report: &hookstate_engine::MirrorReport) {
     }
     for file in &report.quarantined {
         let line = format!(
-            "hookstate: mirror set {file} aside as {file}.corrupt-<ms>: it does not parse as its \
-             kind; the store's version is written in its place"
+            "hookstate: mirror renamed {file} aside (a .corrupt- copy beside it): it does not \
+             parse as its kind; the store's version is written in its place"
         );
         let _ = writeln!(crate::output::stderr(), "{}", one_line(&line));
     }

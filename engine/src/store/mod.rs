@@ -464,6 +464,7 @@ fn create_store(
     second: Option<&SecondAnchor>,
     store_id: &[u8; STORE_ID_BYTES],
 ) -> Result<()> {
+    left_anchor(dir)?;
     let meta = initial_meta(store_id);
     let meta: Vec<(&str, &[u8])> = meta.iter().map(|(k, v)| (*k, v.as_slice())).collect();
     // The planted bug: redb creates the store in place, so a crash or a concurrent opener sees a
@@ -491,6 +492,37 @@ fn create_store(
             Err(err)
         }
     }
+}
+
+/// Refuses to create a store beside the anchor of a removed one that held events: the new store
+/// would refuse every write (the anchor names another store), and the path would stay unusable
+/// until an operator removed both. Nothing is created.
+fn left_anchor(dir: &StoreDir) -> Result<()> {
+    // An anchor that cannot be read (a planted link) is one too, and stays as evidence.
+    let text = match dir.read_anchor() {
+        Ok(None) => return Ok(()),
+        Ok(Some(text)) => Some(text),
+        Err(_) => None,
+    };
+    let parsed = text.as_deref().map(hookstate_schema::format::parse_anchor);
+    let seq = parsed.as_ref().and_then(|p| p.as_ref().ok()).map(|(_, head)| head.seq);
+    // A creator that won the race beside this one anchored the store it published: open it.
+    if seq == Some(0) || dir.open_store(true)?.is_some() {
+        return Ok(());
+    }
+    let names = match (&text, seq) {
+        (_, Some(seq)) => format!("seq {seq}"),
+        (Some(_), None) => "an anchor that does not parse".to_owned(),
+        (None, None) => "an anchor that cannot be read".to_owned(),
+    };
+    Err(Error::AnchorMismatch {
+        why: format!(
+            "{}: no store is at {}, but the anchor of one is left there ({names}): the store was \
+             removed or moved; put it back, or remove the anchor once it is gone for good",
+            dir.anchor_path().display(),
+            dir.path().display()
+        ),
+    })
 }
 
 /// Writes the new store's anchor at seq 0 (best effort: the first commit writes it too) unless
