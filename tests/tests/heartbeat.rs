@@ -705,3 +705,26 @@ fn a_mirror_never_overwrites_a_file_changed_after_its_adoption() {
     );
     h.verify();
 }
+
+/// `alerts runtime set` stops where the session layout's codec stops reading `runtime.json`
+/// (1,024 keys): a write past it is refused, so the file it leaves is still read by every
+/// mirrored hermit verb (past 64 keys it was set aside as corrupt at the next outside write).
+#[test]
+fn runtime_set_refuses_keys_the_session_codec_would_not_read_back() {
+    let h = hermit(None);
+    let mut refused = None;
+    for batch in 0..20 {
+        let sets: Vec<(String, Value)> =
+            (0..64).map(|n| (format!("f{batch}_{n}"), json!(n))).collect();
+        if let Err(err) = h.engine.alerts().runtime_set(&h.call(SEP_14), &sets, &[]) {
+            refused = Some(err);
+            break;
+        }
+    }
+    let err = refused.expect("refused before 20 batches of 64 keys");
+    assert!(matches!(err, hookstate_engine::Error::TooMany { .. }), "{err:?}");
+    let stored = h.engine.alerts().runtime(&h.scope).unwrap().unwrap();
+    assert!(stored.len() > 960 && stored.len() <= 1024, "{}", stored.len());
+    let read = h.engine.session().runtime_get(&h.scope).unwrap();
+    assert!(read.verdict.lines[0].contains("\"f0_0\""), "the session codec reads it back");
+}
